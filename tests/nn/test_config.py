@@ -1,0 +1,42 @@
+import inspect
+
+import pytest
+
+from tiedemb import PretrainModule
+from tiedemb.errors import UserError
+from tiedemb.nn import TransformerConfig
+
+
+@pytest.mark.parametrize(
+    "overrides,needle",
+    [
+        (dict(objective="nonsense"), "model.objective='nonsense' is not a known choice; valid: mlm, clm"),
+        (dict(position="alibi"), "valid: learned, rope, none"),
+        (dict(norm="batchnorm"), "valid: layernorm, rmsnorm"),
+        (dict(norm_position="sandwich"), "valid: pre, post"),
+        (dict(residual_init="fixup"), "valid: standard, scaled, zero, deepnorm"),
+        (dict(embedding_dim=0), "model.embedding_dim"),
+        (dict(embedding_dim=1024), "model.embedding_dim"),
+        (dict(hidden_size=250, num_heads=4), "model.hidden_size (250) must be divisible by model.num_heads (4)"),
+        (dict(residual_init="deepnorm", norm_position="pre"), "deepnorm"),
+        (dict(dropout=1.5), "model.dropout"),
+    ],
+)
+def test_impossible_configs_name_the_parameter(overrides, needle):
+    with pytest.raises(UserError) as raised:
+        TransformerConfig(vocab_size=100, **overrides)
+    assert needle in str(raised.value)
+
+
+def test_module_defaults_match_the_config_defaults():
+    """PretrainModule spells out every config field for the CLI; the defaults must not drift."""
+    module_defaults = {
+        name: p.default for name, p in inspect.signature(PretrainModule.__init__).parameters.items()
+        if p.default is not inspect.Parameter.empty
+    }
+    config = TransformerConfig(vocab_size=10)
+    for name in TransformerConfig.field_names():
+        if name == "vocab_size":
+            continue
+        expected = None if name == "embedding_dim" else getattr(config, name)
+        assert module_defaults[name] == expected, name

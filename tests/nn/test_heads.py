@@ -1,0 +1,79 @@
+import pytest
+import torch
+
+from tiedemb.errors import UserError
+from tiedemb.nn import HEADS, Transformer, TransformerConfig
+
+
+def small(**overrides) -> TransformerConfig:
+    settings = dict(vocab_size=97, hidden_size=32, num_layers=1, num_heads=4, intermediate_size=64, dropout=0.0,
+                    attention_dropout=0.0)
+    return TransformerConfig(**{**settings, **overrides})
+
+
+@pytest.mark.parametrize("head", [h for h in HEADS if h != "untied"])
+@pytest.mark.parametrize("embedding_dim", [32, 16])
+def test_tied_heads_share_one_parameter(head, embedding_dim):
+    model = Transformer(small(head=head, embedding_dim=embedding_dim))
+    assert model.head.decoder.weight is model.embedding.token.weight
+    vocab_sized = [p for p in model.parameters() if p.shape[0] == 97]
+    assert len(vocab_sized) == 1  # parameters() sees the shared matrix once
+    # one gradient accumulates from both uses
+    ids = torch.randint(5, 97, (2, 8))
+    model(ids, labels=ids).loss.backward()
+    assert model.embedding.token.weight.grad is model.head.decoder.weight.grad
+
+
+def test_untied_head_has_its_own_matrix():
+    model = Transformer(small(head="untied"))
+    assert model.head.decoder.weight is not model.embedding.token.weight
+    assert not model.is_tied
+
+
+@pytest.mark.parametrize("embedding_dim", [32, 16])
+def test_orthogonal_projection_is_orthogonal_at_init(embedding_dim):
+    model = Transformer(small(head="tied_orth", embedding_dim=embedding_dim))
+    weight = model.head.projection.weight  # (d_e, hidden): rows orthonormal
+    torch.testing.assert_close(weight @ weight.T, torch.eye(embedding_dim), atol=1e-5, rtol=0)
+
+
+@pytest.mark.parametrize("shuffle,groups", [("half_swap", 2), ("channel_shuffle", 4), ("channel_shuffle", 8)])
+def test_shuffle_is_a_permutation(shuffle, groups):
+    head = Transformer(small(head="tied_shuffle", shuffle=shuffle, shuffle_groups=groups)).head
+    permuted = head.transform(torch.eye(32))  # row i is where basis vector i goes
+    assert torch.equal(permuted.sum(0), torch.ones(32)) and torch.equal(permuted.sum(1), torch.ones(32))
+    assert set(permuted.unique().tolist()) == {0.0, 1.0}
+    # almost every coordinate moves (ShuffleNet's shuffle keeps the first and last in place)
+    assert permuted.trace() <= (0 if shuffle == "half_swap" else 2)
+
+
+def test_half_swap_exchanges_halves():
+    head = Transformer(small(head="tied_shuffle")).head
+    x = torch.arange(32.0)
+    assert torch.equal(head.transform(x), torch.cat((x[16:], x[:16])))
+
+
+def test_scaled_init_draws_log_n_over_d():
+    model = Transformer(small(vocab_size=5000, head="tied_scaled_init", hidden_size=64))
+    std = model.embedding.token.weight.std().item()
+    assert std == pytest.approx(torch.log(torch.tensor(5000.0)).item() / 64, rel=0.05)
+
+
+def test_tied_down_map_starts_as_the_projection_transpose():
+    model = Transformer(small(head="tied", embedding_dim=8))
+    torch.testing.assert_close(model.head.down.weight, model.embedding.projection.weight.T)
+
+
+@pytest.mark.parametrize(
+    "overrides,needle",
+    [
+        (dict(head="nonsense"), "valid: untied, tied, tied_scaled_init, tied_orth, tied_shuffle"),
+        (dict(head="tied_shuffle", embedding_dim=15), "even model.embedding_dim"),
+        (dict(head="tied_shuffle", shuffle="channel_shuffle", shuffle_groups=5), "model.shuffle_groups"),
+        (dict(head="tied_shuffle", shuffle="spin"), "model.shuffle"),
+        (dict(head_activation="swish"), "model.head_activation"),
+    ],
+)
+def test_bad_head_settings_are_refused_with_the_parameter_named(overrides, needle):
+    with pytest.raises(UserError, match=needle.replace(".", r"\.")):
+        small(**overrides)

@@ -1,0 +1,5 @@
+"""tiedemb: tied input/output embeddings and embedding width in Transformer encoders."""
+
+from tiedemb.modules.pretrain import PretrainModule
+
+__all__ = ["PretrainModule"]

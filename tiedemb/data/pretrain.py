@@ -1,0 +1,204 @@
+"""Pretraining data: the embedded Markov corpus by default, real text when given.
+
+Everything the model must agree with (vocabulary size, special-token ids) is known right after
+construction, so the CLI can link it into the model before either is built.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+from collections.abc import Sequence
+
+import lightning as L
+import numpy as np
+import torch
+from torch.utils.data import DataLoader, Dataset
+
+from tiedemb.data.collate import make_collator
+from tiedemb.data.synthetic import MarkovCorpus
+from tiedemb.errors import UserError, check_choice
+
+log = logging.getLogger("tiedemb.data")
+
+DEFAULT_SYNTHETIC_VOCAB = 4096
+
+
+class PretrainData(L.LightningDataModule):
+    """Blocks of ``block_size`` tokens for MLM or CLM.
+
+    Sources, first match wins: ``dataset`` (a hub dataset name, with ``dataset_config``),
+    ``train_files`` (local text / JSON lines / parquet, globs allowed), else the embedded
+    Markov corpus (``vocab_size`` words, ``synthetic_tokens`` training tokens), whose exact
+    entropy rate is the best loss any causal model can reach on it.
+    """
+
+    def __init__(
+        self,
+        dataset: str | None = None,
+        dataset_config: str | None = None,
+        train_files: list[str] | None = None,
+        val_files: list[str] | None = None,
+        text_column: str = "text",
+        tokenizer: str | None = None,
+        vocab_size: int | None = None,
+        block_size: int = 128,
+        batch_size: int = 32,
+        objective: str = "mlm",
+        mlm_probability: float = 0.15,
+        val_fraction: float = 0.05,
+        synthetic_tokens: int = 2_000_000,
+        synthetic_val_tokens: int = 131_072,
+        num_proc: int | None = None,
+        num_workers: int = 0,
+        pin_memory: bool = False,
+        cache_dir: str = "data/cache",
+        seed: int = 0,
+    ) -> None:
+        super().__init__()
+        check_choice("data.objective", objective, ("mlm", "clm"))
+        for name, value in (("block_size", block_size), ("batch_size", batch_size), ("synthetic_tokens", synthetic_tokens)):
+            if value <= 0:
+                raise UserError(f"data.{name} must be positive, got {value}")
+        if not 0.0 < mlm_probability < 1.0:
+            raise UserError(f"data.mlm_probability must be in (0, 1), got {mlm_probability}")
+        self.save_hyperparameters()
+        self.objective = objective
+        self.block_size = block_size
+        self.batch_size = batch_size
+        self.source = "dataset" if dataset else "files" if train_files else "synthetic"
+        self.corpus: MarkovCorpus | None = None
+        self.tokenizer = None
+        self.stats: dict[str, float] = {}
+        if self.source == "synthetic":
+            self.corpus = MarkovCorpus(vocab_size=vocab_size or DEFAULT_SYNTHETIC_VOCAB, seed=seed)
+            self.vocab_size = self.corpus.vocab_size
+            self.pad_token_id = self.corpus.pad_token_id
+            self.mask_token_id = self.corpus.mask_token_id
+            self.special_token_ids = [self.corpus.pad_token_id, self.corpus.unk_token_id, self.corpus.cls_token_id, self.corpus.sep_token_id, self.corpus.mask_token_id]
+        else:
+            from tiedemb.data.text import resolve_tokenizer
+
+            self.tokenizer = resolve_tokenizer(
+                objective=objective,
+                tokenizer=tokenizer,
+                vocab_size=vocab_size,
+                dataset=dataset,
+                dataset_config=dataset_config,
+                train_files=train_files,
+                text_column=text_column,
+                cache_dir=cache_dir,
+            )
+            self.vocab_size = len(self.tokenizer)
+            self.pad_token_id = self.tokenizer.pad_token_id if self.tokenizer.pad_token_id is not None else 0
+            self.mask_token_id = self.tokenizer.mask_token_id
+            self.special_token_ids = list(self.tokenizer.all_special_ids)
+        self.train_set: Dataset | None = None
+        self.val_set: Dataset | None = None
+
+    # -- what the model and the logs may want to know -------------------------------------------
+    @property
+    def entropy_rate(self) -> float | None:
+        """Best achievable CLM loss (nats/token), known exactly for the embedded corpus only."""
+        return self.corpus.entropy_rate if self.corpus is not None else None
+
+    @property
+    def repeat_rate(self) -> float:
+        """Fraction of adjacent token pairs that repeat: the theory's CLM correction."""
+        if self.corpus is not None:
+            return self.corpus.repeat_rate
+        return float(self.stats.get("repeat_rate", 0.0))
+
+    def describe(self) -> dict[str, float]:
+        """Numbers worth logging once per run."""
+        described = {"data/vocab_size": float(self.vocab_size), **{f"data/{k}": float(v) for k, v in self.stats.items()}}
+        if self.corpus is not None:
+            described["data/entropy_rate"] = self.corpus.entropy_rate
+            described["data/mlm_bound"] = self.corpus.mlm_bound
+            described["data/unigram_entropy"] = self.corpus.unigram_entropy
+        return described
+
+    # -- Lightning hooks ----------------------------------------------------------------------------
+    def prepare_data(self) -> None:
+        if self.source != "synthetic":
+            self._prepare_text()  # tokenises and caches once; setup() then reads the cache
+
+    def setup(self, stage: str | None = None) -> None:
+        if self.train_set is not None:
+            return
+        if self.source == "synthetic":
+            train, val = self._synthetic_blocks()
+            self.train_set, self.val_set = BlockTensor(train), BlockTensor(val)
+            self.stats = {"train_tokens": float(train.numel()), "val_tokens": float(val.numel())}
+        else:
+            prepared = self._prepare_text()
+            self.train_set, self.val_set = prepared.train.with_format("torch"), prepared.val.with_format("torch")
+            self.stats = {k: float(v) for k, v in prepared.stats.items()}
+        log.info("pretraining data: %s", ", ".join(f"{k}={v:g}" for k, v in self.stats.items()))
+
+    def train_dataloader(self) -> DataLoader:
+        return self._loader(self.train_set, shuffle=True)
+
+    def val_dataloader(self) -> DataLoader:
+        return self._loader(self.val_set, shuffle=False)
+
+    # -- internals ------------------------------------------------------------------------------------
+    def _loader(self, dataset: Dataset, shuffle: bool) -> DataLoader:
+        hp = self.hparams
+        return DataLoader(
+            dataset,
+            batch_size=self.batch_size,
+            shuffle=shuffle,
+            drop_last=shuffle,
+            collate_fn=make_collator(
+                self.objective,
+                vocab_size=self.vocab_size,
+                pad_token_id=self.pad_token_id,
+                mask_token_id=self.mask_token_id,
+                special_token_ids=self.special_token_ids,
+                mlm_probability=hp.mlm_probability,
+            ),
+            num_workers=hp.num_workers,
+            pin_memory=hp.pin_memory,
+            persistent_workers=hp.num_workers > 0,
+        )
+
+    def _synthetic_blocks(self) -> tuple[torch.Tensor, torch.Tensor]:
+        hp = self.hparams
+        blocks = lambda tokens: max(1, math.ceil(tokens / self.block_size))  # noqa: E731
+        train = self.corpus.sample_documents(blocks(hp.synthetic_tokens) * self.block_size, seed=hp.seed + 1)
+        val = self.corpus.sample_documents(blocks(hp.synthetic_val_tokens) * self.block_size, seed=hp.seed + 2)
+        as_blocks = lambda stream: torch.from_numpy(np.ascontiguousarray(stream, dtype=np.int64)).view(-1, self.block_size)  # noqa: E731
+        return as_blocks(train), as_blocks(val)
+
+    def _prepare_text(self):
+        from tiedemb.data.text import prepare_text
+
+        hp = self.hparams
+        return prepare_text(
+            objective=self.objective,
+            tokenizer=self.tokenizer,
+            dataset=hp.dataset,
+            dataset_config=hp.dataset_config,
+            train_files=hp.train_files,
+            val_files=hp.val_files,
+            text_column=hp.text_column,
+            block_size=self.block_size,
+            val_fraction=hp.val_fraction,
+            num_proc=hp.num_proc,
+            cache_dir=hp.cache_dir,
+            seed=hp.seed,
+        )
+
+
+class BlockTensor(Dataset):
+    """A (num_blocks, block_size) tensor served row by row."""
+
+    def __init__(self, blocks: torch.Tensor) -> None:
+        self.blocks = blocks
+
+    def __len__(self) -> int:
+        return self.blocks.shape[0]
+
+    def __getitem__(self, index: int) -> dict[str, torch.Tensor]:
+        return {"input_ids": self.blocks[index]}

@@ -1,0 +1,248 @@
+"""Loading tokenizers from a local directory or the Hugging Face hub, and training new ones."""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import logging
+import os
+import shutil
+import tempfile
+from collections.abc import Iterable, Iterator
+from pathlib import Path
+
+from transformers import AutoTokenizer, PreTrainedTokenizerBase, PreTrainedTokenizerFast
+
+from tiedemb.errors import UserError, check_choice
+
+log = logging.getLogger("tiedemb.data")
+
+#: Special tokens of the trained tokenizers, in id order (so ``[PAD]`` / ``<pad>`` is id 0).
+SPECIAL_TOKENS: dict[str, dict[str, str]] = {
+    "wordpiece": {"pad_token": "[PAD]", "unk_token": "[UNK]", "cls_token": "[CLS]", "sep_token": "[SEP]", "mask_token": "[MASK]"},
+    "bpe": {"pad_token": "<pad>", "unk_token": "<unk>", "bos_token": "<s>", "eos_token": "</s>", "mask_token": "<mask>"},
+}
+#: Byte-level BPE starts from all 256 byte symbols, so they count against the vocabulary.
+BYTE_ALPHABET_SIZE = 256
+#: Seconds to wait for the hub before treating the machine as offline.
+HUB_PROBE_TIMEOUT_S = 3.0
+
+_TRUE = {"1", "ON", "YES", "TRUE"}
+
+
+# --------------------------------------------------------------------------- hub access
+
+
+def hub_offline_requested() -> bool:
+    """Whether the user asked for offline mode (``HF_HUB_OFFLINE=1`` and its older aliases)."""
+    names = ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE", "HF_DATASETS_OFFLINE")
+    if any(os.environ.get(name, "").upper() in _TRUE for name in names):
+        return True
+    from huggingface_hub import constants
+
+    return bool(constants.HF_HUB_OFFLINE)
+
+
+def hub_reachable(timeout: float = HUB_PROBE_TIMEOUT_S) -> bool:
+    """Probe the hub endpoint once, quickly.
+
+    Without this, a machine with no network spends close to a minute in the hub client's
+    retries before reporting that a name is not cached.
+    """
+    import urllib.error
+    import urllib.request
+
+    from huggingface_hub import constants
+
+    request = urllib.request.Request(constants.ENDPOINT, method="HEAD")
+    try:
+        urllib.request.urlopen(request, timeout=timeout).close()
+    except urllib.error.HTTPError:
+        pass  # an HTTP answer of any status means the hub is there
+    except (OSError, ValueError):
+        return False
+    return True
+
+
+@contextlib.contextmanager
+def hub_access() -> Iterator[bool]:
+    """Context in which hub loaders either reach the hub or read only the local cache.
+
+    Yields True when online. When offline (asked for, or the hub is unreachable), the offline
+    flags of ``huggingface_hub`` and ``datasets`` are switched on for the duration, because
+    they are read once at import and so do not see ``HF_HUB_OFFLINE`` set afterwards.
+    """
+    if not hub_offline_requested() and hub_reachable():
+        yield True
+        return
+    import datasets.config
+    from huggingface_hub import constants
+
+    saved = constants.HF_HUB_OFFLINE, datasets.config.HF_HUB_OFFLINE
+    constants.HF_HUB_OFFLINE = datasets.config.HF_HUB_OFFLINE = True
+    try:
+        yield False
+    finally:
+        constants.HF_HUB_OFFLINE, datasets.config.HF_HUB_OFFLINE = saved
+
+
+# --------------------------------------------------------------------------- loading
+
+
+def _looks_local(text: str, path: Path) -> bool:
+    """A path (existing, or spelled like one) rather than a hub ``name`` or ``org/name``."""
+    return path.exists() or text.startswith((".", "/", "~")) or os.sep in text.rstrip(os.sep) and text.count("/") > 1
+
+
+def load_tokenizer(name_or_path: str | os.PathLike) -> PreTrainedTokenizerBase:
+    """Load a tokenizer from a directory or a hub name, with presets cleared.
+
+    Some shipped ``tokenizer.json`` files preset padding and truncation (to 128 tokens, say);
+    tiedemb pads and truncates explicitly, so both are switched off here. A hub name is read
+    from the local cache when the hub cannot be reached, and fails within seconds if absent.
+    """
+    text = str(name_or_path)
+    path = Path(text).expanduser()
+    looks_local = _looks_local(text, path)
+    if looks_local and not path.is_dir():
+        raise UserError(f"tokenizer directory {text!r} does not exist")
+    try:
+        if looks_local:
+            tokenizer = AutoTokenizer.from_pretrained(str(path), trust_remote_code=False)
+        else:
+            with hub_access() as online:
+                tokenizer = AutoTokenizer.from_pretrained(text, trust_remote_code=False)
+    except OSError as error:
+        reason = "" if looks_local or online else " The Hugging Face hub cannot be reached (or HF_HUB_OFFLINE is set) and it is not in the local cache."
+        raise UserError(
+            f"could not load tokenizer {text!r}: {str(error).splitlines()[0]}{reason} Pass a local tokenizer directory "
+            "(one holding tokenizer.json or vocab.txt), a hub name already in the local cache, "
+            "or leave `tokenizer` unset to train one on the training text."
+        ) from None
+    backend = getattr(tokenizer, "backend_tokenizer", None)
+    if backend is not None:
+        backend.no_padding()
+        backend.no_truncation()
+    return tokenizer
+
+
+def tokenizer_fingerprint(tokenizer: PreTrainedTokenizerBase) -> str:
+    """A short hash of everything that decides the ids a tokenizer produces."""
+    digest = hashlib.sha256()
+    backend = getattr(tokenizer, "backend_tokenizer", None)
+    digest.update(backend.to_str().encode() if backend is not None else repr(sorted(tokenizer.get_vocab().items())).encode())
+    digest.update(repr(sorted(tokenizer.special_tokens_map.items())).encode())
+    return digest.hexdigest()[:16]
+
+
+def configure_for_objective(tokenizer: PreTrainedTokenizerBase, objective: str) -> int:
+    """Make sure the tokens an objective needs are set; return the document separator id.
+
+    MLM needs ``pad`` and ``mask`` and separates documents with ``sep`` (BERT-style);
+    CLM needs ``eos`` (the separator) and ``pad``, which falls back to ``eos`` as in GPT-2.
+    """
+    check_choice("objective", objective, ["mlm", "clm"])
+    name = getattr(tokenizer, "name_or_path", "") or "the tokenizer"
+    if objective == "clm":
+        if tokenizer.eos_token_id is None:
+            raise UserError(f"tokenizer {name!r} has no eos token, which clm needs as the document separator")
+        if tokenizer.pad_token_id is None:
+            tokenizer.pad_token = tokenizer.eos_token
+        return int(tokenizer.eos_token_id)
+    missing = [kind for kind in ("pad", "mask") if getattr(tokenizer, f"{kind}_token_id") is None]
+    if missing:
+        raise UserError(f"tokenizer {name!r} has no {' or '.join(missing)} token, which mlm needs; pass a BERT-style tokenizer")
+    separator = tokenizer.sep_token_id if tokenizer.sep_token_id is not None else tokenizer.eos_token_id
+    if separator is None:
+        raise UserError(f"tokenizer {name!r} has neither a sep nor an eos token to separate documents with")
+    return int(separator)
+
+
+# --------------------------------------------------------------------------- training
+
+
+def min_vocab_size(kind: str) -> int:
+    """Smallest vocabulary that holds the special tokens (and, for BPE, the byte alphabet) plus one."""
+    check_choice("tokenizer kind", kind, SPECIAL_TOKENS)
+    alphabet = BYTE_ALPHABET_SIZE if kind == "bpe" else 0
+    return len(SPECIAL_TOKENS[kind]) + alphabet + 1
+
+
+def check_vocab_size(kind: str, vocab_size: int | None) -> int:
+    """Return ``vocab_size`` if a ``kind`` tokenizer can be trained to that size, else raise."""
+    if vocab_size is None:
+        raise UserError("pass either `tokenizer` (a hub name or local directory) or `vocab_size` to train one on the training text")
+    needed = min_vocab_size(kind)
+    if vocab_size < needed:
+        detail = f"{len(SPECIAL_TOKENS[kind])} special tokens" + (f" plus the {BYTE_ALPHABET_SIZE}-byte alphabet" if kind == "bpe" else "")
+        raise UserError(f"vocab_size={vocab_size} is too small for a {kind} tokenizer: it needs at least {needed} ({detail} plus one learned token)")
+    return vocab_size
+
+
+def _wordpiece(vocab_size: int):
+    """An untrained BERT-style WordPiece tokenizer and its trainer."""
+    from tokenizers import Tokenizer, decoders, models, normalizers, pre_tokenizers, processors, trainers
+
+    specials = list(SPECIAL_TOKENS["wordpiece"].values())
+    tokenizer = Tokenizer(models.WordPiece(unk_token="[UNK]"))
+    tokenizer.normalizer = normalizers.BertNormalizer(lowercase=True)
+    tokenizer.pre_tokenizer = pre_tokenizers.BertPreTokenizer()
+    tokenizer.decoder = decoders.WordPiece(prefix="##")
+    tokenizer.post_processor = processors.TemplateProcessing(
+        single="[CLS] $A [SEP]", pair="[CLS] $A [SEP] $B:1 [SEP]:1", special_tokens=[("[CLS]", 2), ("[SEP]", 3)]
+    )
+    # Capping the alphabet keeps a small vocabulary from overflowing with rare characters.
+    alphabet = min(1000, vocab_size - len(specials))
+    trainer = trainers.WordPieceTrainer(vocab_size=vocab_size, special_tokens=specials, limit_alphabet=alphabet, show_progress=False)
+    return tokenizer, trainer
+
+
+def _byte_level_bpe(vocab_size: int):
+    """An untrained byte-level BPE tokenizer (GPT-2 style) and its trainer."""
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, processors, trainers
+
+    tokenizer = Tokenizer(models.BPE())
+    tokenizer.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tokenizer.decoder = decoders.ByteLevel()
+    tokenizer.post_processor = processors.ByteLevel(trim_offsets=False)
+    trainer = trainers.BpeTrainer(
+        vocab_size=vocab_size,
+        special_tokens=list(SPECIAL_TOKENS["bpe"].values()),
+        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+        show_progress=False,
+    )
+    return tokenizer, trainer
+
+
+def train_tokenizer(texts: Iterable[str], *, kind: str, vocab_size: int, save_dir: Path) -> PreTrainedTokenizerFast:
+    """Train a ``kind`` ("wordpiece" or "bpe") tokenizer of ``vocab_size`` tokens on ``texts``.
+
+    The result is saved with ``save_pretrained`` into ``save_dir``; when that folder already
+    holds a tokenizer it is loaded instead and ``texts`` is not read, so callers should key
+    ``save_dir`` by the training source, the kind and the size.
+    """
+    check_vocab_size(kind, vocab_size)
+    save_dir = Path(save_dir)
+    if (save_dir / "tokenizer.json").is_file():
+        log.info("reusing the %s tokenizer in %s", kind, save_dir)
+        return load_tokenizer(save_dir)
+    backend, trainer = _wordpiece(vocab_size) if kind == "wordpiece" else _byte_level_bpe(vocab_size)
+    backend.train_from_iterator(texts, trainer=trainer)
+    tokenizer = PreTrainedTokenizerFast(tokenizer_object=backend, **SPECIAL_TOKENS[kind])
+    if len(tokenizer) != vocab_size:
+        log.warning("the %s tokenizer has %d tokens, not %d: the training text is too small for more", kind, len(tokenizer), vocab_size)
+    _save_atomically(tokenizer, save_dir)
+    log.info("trained a %s tokenizer of %d tokens, saved in %s", kind, len(tokenizer), save_dir)
+    return tokenizer
+
+
+def _save_atomically(tokenizer: PreTrainedTokenizerBase, save_dir: Path) -> None:
+    """Save into a sibling temporary folder and rename, so an interrupted run leaves no half tokenizer."""
+    save_dir.parent.mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(prefix=f".{save_dir.name}-", dir=save_dir.parent))
+    try:
+        tokenizer.save_pretrained(staging)
+        shutil.rmtree(save_dir, ignore_errors=True)
+        staging.rename(save_dir)
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)

@@ -1,0 +1,22 @@
+"""User-facing errors.
+
+Anything a user can get wrong (a config value, a path, a file's contents) raises a
+``UserError``. The CLI prints its message alone, without a traceback, and exits non-zero;
+everything else is a bug and keeps its traceback.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+
+class UserError(ValueError):
+    """A mistake in the configuration or the inputs, explained in one message."""
+
+
+def check_choice(parameter: str, value: str, choices: Iterable[str]) -> str:
+    """Return ``value`` if it is one of ``choices``, else raise naming the valid ones."""
+    choices = list(choices)
+    if value not in choices:
+        raise UserError(f"{parameter}={value!r} is not a known choice; valid: {', '.join(choices)}")
+    return value

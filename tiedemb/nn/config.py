@@ -1,0 +1,106 @@
+"""The one description of a model: plain, serialisable fields with string-valued variants.
+
+Every field has the name a YAML file uses (``model.hidden_size`` ...), so a checkpoint's
+hyperparameters rebuild the model and a sweep can vary any field by name.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+
+from tiedemb.errors import UserError, check_choice
+
+OBJECTIVES = ("mlm", "clm")
+POSITIONS = ("learned", "rope", "none")
+NORMS = ("layernorm", "rmsnorm")
+NORM_POSITIONS = ("pre", "post")
+RESIDUAL_INITS = ("standard", "scaled", "zero", "deepnorm")
+ACTIVATIONS = ("none", "gelu", "relu", "tanh", "silu")
+SHUFFLES = ("half_swap", "channel_shuffle")
+
+
+@dataclass
+class TransformerConfig:
+    vocab_size: int
+    objective: str = "mlm"
+    hidden_size: int = 768
+    num_layers: int = 12
+    num_heads: int = 12
+    intermediate_size: int = 3072
+    embedding_dim: int | None = None  # d_e; None means hidden_size
+    max_position_embeddings: int = 512
+    position: str = "learned"
+    type_vocab_size: int = 2
+    norm: str = "layernorm"
+    norm_position: str = "post"
+    norm_eps: float = 1e-12
+    activation: str = "gelu"
+    dropout: float = 0.1
+    attention_dropout: float = 0.1
+    init_std: float = 0.02
+    residual_init: str = "standard"
+    rope_base: float = 10000.0
+    # output head
+    head: str = "tied"
+    output_bias: bool = False
+    head_bias: bool = False
+    head_activation: str = "none"
+    head_norm: bool = False
+    shuffle: str = "half_swap"
+    shuffle_groups: int = 2
+    pad_token_id: int = 0
+
+    def __post_init__(self) -> None:
+        if self.embedding_dim is None:
+            self.embedding_dim = self.hidden_size
+        positive = ("vocab_size", "hidden_size", "num_layers", "num_heads", "intermediate_size", "max_position_embeddings")
+        for name in positive:
+            if getattr(self, name) <= 0:
+                raise UserError(f"model.{name} must be positive, got {getattr(self, name)}")
+        if not 0 < self.embedding_dim <= self.hidden_size:
+            raise UserError(
+                f"model.embedding_dim must be in 1..hidden_size ({self.hidden_size}), got {self.embedding_dim}"
+            )
+        if self.hidden_size % self.num_heads:
+            raise UserError(
+                f"model.hidden_size ({self.hidden_size}) must be divisible by model.num_heads ({self.num_heads})"
+            )
+        if self.position == "rope" and (self.hidden_size // self.num_heads) % 2:
+            raise UserError("model.position=rope needs an even head size (hidden_size / num_heads)")
+        if self.type_vocab_size < 0:
+            raise UserError(f"model.type_vocab_size must be >= 0, got {self.type_vocab_size}")
+        if self.init_std <= 0:
+            raise UserError(f"model.init_std must be positive, got {self.init_std}")
+        for name, value in (("dropout", self.dropout), ("attention_dropout", self.attention_dropout)):
+            if not 0.0 <= value < 1.0:
+                raise UserError(f"model.{name} must be in [0, 1), got {value}")
+        check_choice("model.objective", self.objective, OBJECTIVES)
+        check_choice("model.position", self.position, POSITIONS)
+        check_choice("model.norm", self.norm, NORMS)
+        check_choice("model.norm_position", self.norm_position, NORM_POSITIONS)
+        check_choice("model.residual_init", self.residual_init, RESIDUAL_INITS)
+        check_choice("model.activation", self.activation, ACTIVATIONS[1:])
+        check_choice("model.head_activation", self.head_activation, ACTIVATIONS)
+        if self.residual_init == "deepnorm" and self.norm_position != "post":
+            raise UserError("model.residual_init=deepnorm is defined for model.norm_position=post")
+        # Imported here: heads import this module for the config type.
+        from tiedemb.nn.heads import HEADS
+
+        check_choice("model.head", self.head, HEADS)
+        HEADS[self.head].validate(self)
+
+    @property
+    def head_dim(self) -> int:
+        return self.hidden_size // self.num_heads
+
+    @property
+    def causal(self) -> bool:
+        return self.objective == "clm"
+
+    def to_dict(self) -> dict:
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def field_names(cls) -> list[str]:
+        return [f.name for f in dataclasses.fields(cls)]

@@ -1,0 +1,134 @@
+"""Transformer encoder blocks on ``scaled_dot_product_attention``.
+
+``norm_position="pre"``: x + f(norm(x)), with a final norm (GPT-2, most modern models).
+``norm_position="post"``: norm(alpha * x + f(x)) (BERT; DeepNorm when alpha > 1).
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+from tiedemb.nn.config import TransformerConfig
+from tiedemb.nn.norms import make_norm
+
+ACTIVATION_FUNCTIONS = {"gelu": F.gelu, "relu": F.relu, "tanh": torch.tanh, "silu": F.silu}
+
+
+class Rotary(nn.Module):
+    """Rotary position embedding (rotate-half form), applied to queries and keys."""
+
+    def __init__(self, head_dim: int, max_positions: int, base: float) -> None:
+        super().__init__()
+        inverse_frequency = 1.0 / base ** (torch.arange(0, head_dim, 2, dtype=torch.float32) / head_dim)
+        angles = torch.outer(torch.arange(max_positions, dtype=torch.float32), inverse_frequency)
+        angles = torch.cat((angles, angles), dim=-1)  # (T, head_dim)
+        # Derived from the config, so not saved in checkpoints.
+        self.register_buffer("cos", angles.cos(), persistent=False)
+        self.register_buffer("sin", angles.sin(), persistent=False)
+
+    def forward(self, x: Tensor) -> Tensor:  # x: (B, heads, T, head_dim)
+        length = x.shape[-2]
+        cos, sin = self.cos[:length].to(x.dtype), self.sin[:length].to(x.dtype)
+        first, second = x.chunk(2, dim=-1)
+        return x * cos + torch.cat((-second, first), dim=-1) * sin
+
+
+class SelfAttention(nn.Module):
+    def __init__(self, config: TransformerConfig) -> None:
+        super().__init__()
+        self.num_heads = config.num_heads
+        self.qkv = nn.Linear(config.hidden_size, 3 * config.hidden_size)  # fused: one matmul for q, k, v
+        self.out = nn.Linear(config.hidden_size, config.hidden_size)
+        self.dropout = config.attention_dropout
+        self.causal = config.causal
+        self.rotary = (
+            Rotary(config.head_dim, config.max_position_embeddings, config.rope_base)
+            if config.position == "rope"
+            else None
+        )
+
+    def forward(self, x: Tensor, attention_mask: Tensor | None) -> Tensor:
+        batch, length, hidden = x.shape
+        qkv = self.qkv(x).view(batch, length, 3, self.num_heads, hidden // self.num_heads)
+        q, k, v = qkv.permute(2, 0, 3, 1, 4).unbind(0)  # each (B, heads, T, head_dim)
+        if self.rotary is not None:
+            q, k = self.rotary(q), self.rotary(k)
+        y = F.scaled_dot_product_attention(
+            q,
+            k,
+            v,
+            attn_mask=attention_mask,
+            dropout_p=self.dropout if self.training else 0.0,
+            is_causal=self.causal and attention_mask is None,
+        )
+        return self.out(y.transpose(1, 2).reshape(batch, length, hidden))
+
+
+class FeedForward(nn.Module):
+    def __init__(self, config: TransformerConfig) -> None:
+        super().__init__()
+        self.up = nn.Linear(config.hidden_size, config.intermediate_size)
+        self.down = nn.Linear(config.intermediate_size, config.hidden_size)
+        self.activation = ACTIVATION_FUNCTIONS[config.activation]
+
+    def forward(self, x: Tensor) -> Tensor:
+        return self.down(self.activation(self.up(x)))
+
+
+class Block(nn.Module):
+    def __init__(self, config: TransformerConfig) -> None:
+        super().__init__()
+        self.pre_norm = config.norm_position == "pre"
+        self.attention_norm = make_norm(config.norm, config.hidden_size, config.norm_eps)
+        self.attention = SelfAttention(config)
+        self.ffn_norm = make_norm(config.norm, config.hidden_size, config.norm_eps)
+        self.ffn = FeedForward(config)
+        self.dropout = nn.Dropout(config.dropout)
+        # DeepNorm up-weights the residual stream so that post-norm stays stable when deep.
+        self.alpha = (2.0 * config.num_layers) ** 0.25 if config.residual_init == "deepnorm" else 1.0
+
+    def forward(self, x: Tensor, attention_mask: Tensor | None) -> Tensor:
+        if self.pre_norm:
+            x = x + self.dropout(self.attention(self.attention_norm(x), attention_mask))
+            return x + self.dropout(self.ffn(self.ffn_norm(x)))
+        x = self.attention_norm(self.alpha * x + self.dropout(self.attention(x, attention_mask)))
+        return self.ffn_norm(self.alpha * x + self.dropout(self.ffn(x)))
+
+
+class Encoder(nn.Module):
+    def __init__(self, config: TransformerConfig) -> None:
+        super().__init__()
+        self.causal = config.causal
+        self.blocks = nn.ModuleList(Block(config) for _ in range(config.num_layers))
+        self.final_norm = (
+            make_norm(config.norm, config.hidden_size, config.norm_eps) if config.norm_position == "pre" else None
+        )
+
+    def forward(self, x: Tensor, attention_mask: Tensor | None = None) -> Tensor:
+        mask = self.attention_bias(attention_mask, x.dtype)
+        for block in self.blocks:
+            x = block(x, mask)
+        return self.final_norm(x) if self.final_norm is not None else x
+
+    def attention_bias(self, attention_mask: Tensor | None, dtype: torch.dtype) -> Tensor | None:
+        """The mask SDPA gets: None when nothing is padded (lets it pick its fastest kernel).
+
+        Causal models pad on the right, so real tokens never see padding and is_causal alone is exact.
+        """
+        if attention_mask is None or self.causal or bool(attention_mask.all()):
+            return None
+        return attention_mask[:, None, None, :].bool()  # (B, 1, 1, T), True = attend
+
+
+def deepnorm_beta(num_layers: int) -> float:
+    """DeepNorm's init gain for branch weights in an encoder of ``num_layers`` blocks."""
+    return (8.0 * num_layers) ** -0.25
+
+
+def scaled_std(init_std: float, num_layers: int) -> float:
+    """GPT-2 style: residual branch output projections shrink with depth."""
+    return init_std / math.sqrt(2.0 * num_layers)
