@@ -14,7 +14,8 @@ from typing import Any
 import lightning as L
 from lightning.pytorch.cli import LightningArgumentParser, LightningCLI, SaveConfigCallback
 
-from tiedemb.errors import UserError
+from tiedemb.errors import UserError, check_choice
+from tiedemb.nn.config import OBJECTIVES
 
 DEBUG_ENV = "TIEDEMB_DEBUG"  # set to 1 to see full tracebacks of user errors
 
@@ -109,6 +110,7 @@ class TiedembCLI(LightningCLI):
         # tokenizer kind); copied here because only that pair of classes shares the setting.
         if model and data and "objective" in (model.get("init_args") or {}) and "objective" in (data.get("init_args") or {}):
             wanted, given = model.init_args.objective, data.init_args.objective
+            check_choice("model.objective", wanted, OBJECTIVES)
             if given not in (None, wanted):
                 raise UserError(
                     f"data.objective={given!r} disagrees with model.objective={wanted!r}; set model.objective only"
@@ -146,8 +148,20 @@ def main(args: list[str] | None = None, run: bool = True) -> TiedembCLI | None:
     """Entry point. User mistakes print one message and exit 2; ``TIEDEMB_DEBUG=1`` re-raises."""
     try:
         return build_cli(args, run=run)
-    except UserError as error:
-        if os.environ.get(DEBUG_ENV):
+    except Exception as error:
+        user_error = find_user_error(error)
+        if user_error is None or os.environ.get(DEBUG_ENV):
             raise
-        print(f"error: {error}", file=sys.stderr)
+        print(f"error: {user_error}", file=sys.stderr)
         raise SystemExit(2) from None
+
+
+def find_user_error(error: BaseException) -> UserError | None:
+    """The UserError behind ``error``: jsonargparse and Lightning wrap what constructors raise."""
+    seen: set[int] = set()
+    while error is not None and id(error) not in seen:
+        if isinstance(error, UserError):
+            return error
+        seen.add(id(error))
+        error = error.__cause__ or error.__context__
+    return None

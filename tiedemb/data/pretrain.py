@@ -44,7 +44,7 @@ class PretrainData(L.LightningDataModule):
         vocab_size: int | None = None,
         block_size: int = 128,
         batch_size: int = 32,
-        objective: str = "mlm",
+        objective: str | None = None,
         mlm_probability: float = 0.15,
         val_fraction: float = 0.05,
         synthetic_tokens: int = 2_000_000,
@@ -56,6 +56,7 @@ class PretrainData(L.LightningDataModule):
         seed: int = 0,
     ) -> None:
         super().__init__()
+        objective = objective or "mlm"  # None: the CLI fills in model.objective
         check_choice("data.objective", objective, ("mlm", "clm"))
         for name, value in (("block_size", block_size), ("batch_size", batch_size), ("synthetic_tokens", synthetic_tokens)):
             if value <= 0:

@@ -51,7 +51,8 @@ def measure_initial_losses(
     rows = []
     for head in heads or list(HEADS):
         torch.manual_seed(0)
-        variant = type(model)(**{**model.hparams, "head": head})
+        settings = {k: v for k, v in model.hparams.items() if not k.startswith("_")}  # LightningCLI adds _class_path
+        variant = type(model)(**{**settings, "head": head})
         predicted = predict_for_config(variant.config, repeat_rate=repeat_rate)
         measured = mean_loss(variant, data)
         rows.append(

@@ -1,0 +1,44 @@
+"""Fixtures shared across the test suite."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+SHARED_DATA = (Path(__file__).resolve().parents[1] / ".." / "shared" / "data").resolve()
+"""Real public data kept beside the repository (``../shared/data``), never copied into it."""
+
+TINY_VOCAB = (
+    "[PAD] [UNK] [CLS] [SEP] [MASK] a an the man woman cat dog person people is are was sleeping "
+    "running sits . , ! ? \" ' 1996 na yes no not"
+).split()
+"""Words of the tiny tokenizer: enough for hand-written fixtures, small enough to build instantly."""
+
+
+@pytest.fixture(scope="session")
+def shared_data() -> Path:
+    """The real data folder; a test that needs it is skipped where it is absent."""
+    if not SHARED_DATA.is_dir():
+        pytest.skip(f"real data folder {SHARED_DATA} is absent (expected beside the repository as ../shared/data)")
+    return SHARED_DATA
+
+
+@pytest.fixture(scope="session")
+def bert_tokenizer_dir(shared_data: Path) -> Path:
+    """The real BERT uncased tokenizer directory from the shared data."""
+    path = shared_data / "tokenizers" / "bert-base-uncased"
+    if not path.is_dir():
+        pytest.skip(f"tokenizer folder {path} is absent from the shared data")
+    return path
+
+
+@pytest.fixture(scope="session")
+def tiny_tokenizer_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A saved BERT-style WordPiece tokenizer with a few dozen words, for tests without real data."""
+    from transformers import BertTokenizer
+
+    tokenizer = BertTokenizer(vocab={word: number for number, word in enumerate(TINY_VOCAB)})
+    path = tmp_path_factory.mktemp("tiny_tokenizer")
+    tokenizer.save_pretrained(str(path))
+    return path

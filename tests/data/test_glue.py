@@ -1,0 +1,368 @@
+"""GlueData: the three sources, the classic file quirks, batches, and every user mistake."""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import pytest
+import torch
+
+from tiedemb.data.glue import TASKS, GlueData
+from tiedemb.errors import UserError
+
+MRPC_HEADER = "Quality\t#1 ID\t#2 ID\t#1 String\t#2 String"
+MNLI_HEADER = ("index\tpromptID\tpairID\tgenre\tsentence1_binary_parse\tsentence2_binary_parse\t"
+               "sentence1_parse\tsentence2_parse\tsentence1\tsentence2\tlabel1\tgold_label")
+
+
+def write_mrpc(folder: Path, rows: list[str], name: str = "train.tsv", header: str = MRPC_HEADER) -> Path:
+    """Write a classic MRPC file, byte-order mark included as in the real train and dev files."""
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / name
+    path.write_text("\ufeff" + "\n".join([header, *rows]) + "\n", encoding="utf-8")
+    return path
+
+
+def mrpc_row(label: str, first: str = "the man is sleeping .", second: str = "a man was sleeping .") -> str:
+    return f"{label}\t1\t2\t{first}\t{second}"
+
+
+def mnli_row(index: int, premise: str, hypothesis: str, gold: str) -> str:
+    return f"{index}\t1\t1e\tfiction\t(x)\t(y)\t(x)\t(y)\t{premise}\t{hypothesis}\t{gold}\t{gold}"
+
+
+def write_jsonl(path: Path, records: list[dict]) -> Path:
+    path.write_text("".join(json.dumps(record) + "\n" for record in records), encoding="utf-8")
+    return path
+
+
+@contextmanager
+def raises_user_error(*fragments: str) -> Iterator[pytest.ExceptionInfo[UserError]]:
+    """Expect one UserError whose message holds every fragment."""
+    with pytest.raises(UserError) as info:
+        yield info
+    for fragment in fragments:
+        assert fragment in str(info.value), f"{fragment!r} not in {str(info.value)!r}"
+
+
+# --- MRPC from the real classic folder -------------------------------------------------------
+
+@pytest.fixture(scope="module")
+def mrpc(shared_data: Path, bert_tokenizer_dir: Path) -> GlueData:
+    data = GlueData("mrpc", str(bert_tokenizer_dir), data_dir=str(shared_data / "glue"), batch_size=16)
+    started = time.perf_counter()
+    data.setup(None)
+    print(f"\nMRPC classic folder, all three splits read and tokenised in {time.perf_counter() - started:.2f} s")
+    return data
+
+
+def test_mrpc_sizes_labels_and_majority_accuracy(mrpc: GlueData) -> None:
+    assert (mrpc.num_labels, mrpc.vocab_size, mrpc.pad_token_id) == (2, 30522, 0)
+    assert mrpc.val_split_names == ["validation"] and mrpc.predict_split_names == ["test"]
+    train, dev, test = (mrpc.split_dataset(split) for split in ("train", "validation", "test"))
+    assert (len(train), len(dev), len(test)) == (3667, 408, 1725)
+    assert set(train["labels"]) == {0, 1} and set(dev["labels"]) == {0, 1}
+    assert round(sum(dev["labels"]) / len(dev), 3) == 0.684
+    assert set(test["labels"]) == {-1}
+    assert list(test["idx"]) == list(range(1725))  # the file's `index` column
+    assert list(dev["idx"]) == list(range(408))
+
+
+def test_mrpc_text_keeps_bare_quotes(mrpc: GlueData) -> None:
+    # dev line 2: `" The foodservice pie business ...`; quoting on would swallow the quote or rows
+    first = mrpc.split_dataset("validation")[0]
+    text = mrpc.tokenizer.decode(first["input_ids"])
+    assert text.startswith('[CLS] he said the foodservice pie business')
+    assert '[SEP] " the foodservice pie business' in text
+
+
+def test_mrpc_batches_are_padded_pairs(mrpc: GlueData) -> None:
+    batch = next(iter(mrpc.train_dataloader()))
+    assert set(batch) == {"input_ids", "attention_mask", "token_type_ids", "labels", "idx"}
+    assert all(value.dtype == torch.long for value in batch.values())
+    assert batch["input_ids"].shape == batch["attention_mask"].shape == batch["token_type_ids"].shape
+    assert batch["labels"].shape == batch["idx"].shape == (16,)
+    lengths = batch["attention_mask"].sum(dim=1)
+    assert batch["input_ids"].shape[1] == lengths.max() <= 128  # padded to the longest only
+    padding = batch["attention_mask"] == 0
+    assert (batch["input_ids"][padding] == mrpc.pad_token_id).all()
+    assert (batch["token_type_ids"][padding] == 0).all()
+    assert (batch["token_type_ids"].amax(dim=1) == 1).all()  # every row has a second sentence
+    assert (batch["input_ids"][:, 0] == mrpc.tokenizer.cls_token_id).all()
+    loaders = mrpc.val_dataloader()
+    assert len(loaders) == 1 and sum(len(b["labels"]) for b in loaders[0]) == 408
+    assert len(mrpc.test_dataloader()) == 1
+    predict = next(iter(mrpc.predict_dataloader()[0]))
+    assert (predict["labels"] == -1).all() and predict["idx"].tolist() == list(range(16))
+
+
+def test_data_dir_may_name_the_task_folder_or_its_parent(shared_data: Path, bert_tokenizer_dir: Path) -> None:
+    for data_dir in (shared_data / "glue", shared_data / "glue" / "MRPC"):
+        data = GlueData("mrpc", str(bert_tokenizer_dir), data_dir=str(data_dir))
+        assert data.val_split_names == ["validation"] and data.predict_split_names == ["test"]
+
+
+def test_max_length_truncates_and_max_train_samples_limits(shared_data: Path, bert_tokenizer_dir: Path) -> None:
+    data = GlueData("mrpc", str(bert_tokenizer_dir), data_dir=str(shared_data / "glue"), max_length=16,
+                    max_train_samples=50)
+    train = data.split_dataset("train")
+    assert len(train) == 50
+    assert max(len(ids) for ids in train["input_ids"]) == 16
+
+
+# --- MNLI from the real 12-column sample --------------------------------------------------------
+
+def test_mnli_labels_come_from_the_last_column(shared_data: Path, bert_tokenizer_dir: Path) -> None:
+    data = GlueData("mnli", str(bert_tokenizer_dir), data_dir=str(shared_data / "glue" / "MNLI"))
+    assert data.val_split_names == ["validation_matched"]  # no dev_mismatched.tsv in the sample
+    assert data.predict_split_names == []
+    data.setup("fit")
+    dev = data.split_dataset("validation_matched")
+    lines = (shared_data / "glue" / "MNLI" / "dev_matched.tsv").read_text(encoding="utf-8").splitlines()[1:]
+    gold = [line.split("\t")[-1] for line in lines]
+    names = TASKS["mnli"].label_names
+    assert [names[label] for label in dev["labels"]] == gold
+    # specific rows: first of each block of 16 (entailment, neutral, contradiction)
+    assert [dev[row]["labels"] for row in (0, 16, 32, 47)] == [0, 1, 2, 2]
+    assert gold[0] == "entailment" and gold[16] == "neutral" and gold[32] == "contradiction"
+    premise = lines[0].split("\t")[8]
+    assert data.tokenizer.decode(dev[0]["input_ids"]).startswith("[CLS] " + premise.lower()[:30])
+    assert len(data.split_dataset("train")) == 48
+    assert [len(loader.dataset) for loader in data.val_dataloader()] == [48]
+    with raises_user_error("test_matched.tsv", "test_mismatched.tsv"):
+        data.setup("predict")
+
+
+# --- files with hub column names -------------------------------------------------------------
+
+def test_mnli_from_jsonl_data_files(tmp_path: Path, tiny_tokenizer_dir: Path) -> None:
+    train = write_jsonl(tmp_path / "train.jsonl", [
+        {"premise": "a man is sleeping .", "hypothesis": "a person is sleeping .", "label": 0, "idx": 0},
+        {"premise": "the cat sits .", "hypothesis": "the dog sits .", "label": 2, "idx": 1},
+        {"premise": "a woman is running .", "hypothesis": "people are running .", "label": 1, "idx": 2},
+    ])
+    dev = write_jsonl(tmp_path / "dev.jsonl", [  # label names and no idx are accepted too
+        {"premise": "the dog is running .", "hypothesis": "the dog is sleeping .", "label": "contradiction"},
+        {"premise": "an man .", "hypothesis": "a man .", "label": "entailment"},
+    ])
+    data = GlueData("mnli", str(tiny_tokenizer_dir), data_files={"train": str(train), "validation_matched": str(dev)},
+                    batch_size=2)
+    assert data.val_split_names == ["validation_matched"] and data.predict_split_names == []
+    data.setup("fit")
+    batch = next(iter(data.train_dataloader()))
+    assert set(batch) == {"input_ids", "attention_mask", "token_type_ids", "labels", "idx"}
+    assert sorted(data.split_dataset("train")["labels"]) == [0, 1, 2]
+    [loader] = data.val_dataloader()
+    dev_batch = next(iter(loader))
+    assert dev_batch["labels"].tolist() == [2, 0] and dev_batch["idx"].tolist() == [0, 1]
+    assert 1 not in data.split_dataset("validation_matched")[0]["input_ids"]  # no [UNK]: text kept intact
+
+
+def test_tsv_data_files_keep_quotes_and_na_as_text(tmp_path: Path, tiny_tokenizer_dir: Path) -> None:
+    path = tmp_path / "train.tsv"
+    path.write_text('sentence1\tsentence2\tlabel\n" yes\tNA\t1\n1996\tno "\t0\n', encoding="utf-8")
+    data = GlueData("mrpc", str(tiny_tokenizer_dir), data_files={"train": str(path)})
+    rows = data.split_dataset("train")
+    assert len(rows) == 2 and rows["labels"] == [1, 0]
+    assert data.tokenizer.decode(rows[0]["input_ids"]) == '[CLS] " yes [SEP] na [SEP]'
+    assert data.tokenizer.decode(rows[1]["input_ids"]) == '[CLS] 1996 [SEP] no " [SEP]'
+
+
+def test_unlabeled_test_file_gets_minus_one(tmp_path: Path, tiny_tokenizer_dir: Path) -> None:
+    test = write_jsonl(tmp_path / "test.jsonl", [
+        {"sentence1": "a man .", "sentence2": "a cat .", "label": -1, "idx": 7},
+        {"sentence1": "a dog .", "sentence2": "a cat .", "idx": 8},
+    ])
+    data = GlueData("mrpc", str(tiny_tokenizer_dir), data_files={"test": str(test)})
+    assert data.predict_split_names == ["test"] and data.val_split_names == []
+    batch = next(iter(data.predict_dataloader()[0]))
+    assert batch["labels"].tolist() == [-1, -1] and batch["idx"].tolist() == [7, 8]
+
+
+def test_hub_layout_from_a_local_folder(tmp_path: Path, tiny_tokenizer_dir: Path) -> None:
+    """The hub path end to end, on a local folder laid out like ``nyu-mll/glue`` (parquet per config)."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    (tmp_path / "mrpc").mkdir()
+    for split, labels in (("train", [1, 0, 1]), ("validation", [0, 1, 1]), ("test", [-1, -1, -1])):
+        table = pa.table({"sentence1": ["a man .", "a cat .", "the dog ."], "sentence2": ["a dog .", "a cat .", "no"],
+                          "label": labels, "idx": [0, 1, 2]})
+        pq.write_table(table, tmp_path / "mrpc" / f"{split}-00000-of-00001.parquet")
+    splits = "".join(f"  - split: {split}\n    path: mrpc/{split}-*\n" for split in ("train", "validation", "test"))
+    (tmp_path / "README.md").write_text(f"---\nconfigs:\n- config_name: mrpc\n  data_files:\n{splits}---\n")
+    data = GlueData("mrpc", str(tiny_tokenizer_dir), hub_dataset=str(tmp_path), max_train_samples=2)
+    data.prepare_data()
+    data.setup(None)
+    assert data.split_dataset("train")["labels"] == [1, 0]
+    assert data.split_dataset("validation")["labels"] == [0, 1, 1]
+    assert data.split_dataset("test")["labels"] == [-1, -1, -1]
+    assert next(iter(data.predict_dataloader()[0]))["idx"].tolist() == [0, 1, 2]
+
+
+# --- other classic layouts, from hand-written files ----------------------------------------------
+
+def test_cola_headerless_train_and_indexed_test(tmp_path: Path, tiny_tokenizer_dir: Path) -> None:
+    folder = tmp_path / "glue_data" / "CoLA"
+    folder.mkdir(parents=True)
+    (folder / "train.tsv").write_text("gj04\t1\t\tthe man is sleeping .\ngj04\t0\t*\tman the sleeping is .\n")
+    (folder / "dev.tsv").write_text("gj04\t1\t\ta dog is running .\n")
+    (folder / "test.tsv").write_text("index\tsentence\n0\tthe cat sits .\n1\ta cat sits .\n")
+    data = GlueData("cola", str(tiny_tokenizer_dir), data_dir=str(tmp_path / "glue_data"))
+    data.setup(None)
+    assert data.split_dataset("train")["labels"] == [1, 0]
+    assert data.split_dataset("validation")["labels"] == [1]
+    assert data.split_dataset("test")["idx"] == [0, 1]
+    tokens = data.tokenizer.convert_ids_to_tokens(data.split_dataset("train")[0]["input_ids"])
+    assert tokens == ["[CLS]", "the", "man", "is", "sleeping", ".", "[SEP]"]
+
+
+def test_task_table_is_consistent() -> None:
+    assert {"mnli", "mrpc", "rte", "sst2", "qnli", "qqp", "cola"} <= set(TASKS)
+    for name, task in TASKS.items():
+        assert task.name == name
+        assert set(task.submission_files) == set(task.test_splits)
+        assert set(task.classic.split_files) == set(task.splits)
+        assert len(task.classic.label_values) == len(task.label_names)
+        assert len(task.classic.text_columns) == len(task.text_columns)
+    assert TASKS["mnli"].submission_files == {"test_matched": "MNLI-m.tsv", "test_mismatched": "MNLI-mm.tsv"}
+    assert TASKS["mrpc"].label_names == ("not_equivalent", "equivalent")
+
+
+# --- user mistakes ---------------------------------------------------------------------------------
+
+def test_unknown_task_lists_the_valid_ones(tiny_tokenizer_dir: Path) -> None:
+    with raises_user_error("'sts'", "mnli", "mrpc"):
+        GlueData("sts", str(tiny_tokenizer_dir))
+
+
+@pytest.mark.parametrize("parameter, value", [("max_length", 4), ("batch_size", 0), ("max_train_samples", 0)])
+def test_too_small_settings_name_the_parameter(tiny_tokenizer_dir: Path, parameter: str, value: int) -> None:
+    with raises_user_error(f"{parameter}={value}"):
+        GlueData("mrpc", str(tiny_tokenizer_dir), data_dir="/unused", **{parameter: value})
+
+
+def test_missing_data_dir_names_the_path(tmp_path: Path, tiny_tokenizer_dir: Path) -> None:
+    with raises_user_error(str(tmp_path / "nowhere")):
+        GlueData("mrpc", str(tiny_tokenizer_dir), data_dir=str(tmp_path / "nowhere"))
+    with raises_user_error(str(tmp_path / "MRPC"), "train.tsv"):
+        GlueData("mrpc", str(tiny_tokenizer_dir), data_dir=str(tmp_path))
+
+
+def test_missing_train_file_names_the_expected_path(tmp_path: Path, tiny_tokenizer_dir: Path) -> None:
+    write_mrpc(tmp_path / "MRPC", [mrpc_row("1")], name="dev.tsv")
+    data = GlueData("mrpc", str(tiny_tokenizer_dir), data_dir=str(tmp_path))
+    with raises_user_error(str(tmp_path / "MRPC" / "train.tsv")):
+        data.setup("fit")
+    with raises_user_error(str(tmp_path / "MRPC" / "test.tsv")):
+        data.setup("predict")
+
+
+def test_missing_dev_file_names_the_expected_path(tmp_path: Path, tiny_tokenizer_dir: Path) -> None:
+    write_mrpc(tmp_path, [mrpc_row("1")])
+    data = GlueData("mrpc", str(tiny_tokenizer_dir), data_dir=str(tmp_path))
+    with raises_user_error(str(tmp_path / "dev.tsv")):
+        data.setup("validate")
+
+
+def test_bad_mrpc_label_names_file_and_line(tmp_path: Path, tiny_tokenizer_dir: Path) -> None:
+    rows = [mrpc_row(str(number % 2)) for number in range(20)]
+    rows[10] = mrpc_row("7")  # line 12: the header is line 1
+    write_mrpc(tmp_path / "MRPC", rows)
+    write_mrpc(tmp_path / "MRPC", rows[:2], name="dev.tsv")
+    data = GlueData("mrpc", str(tiny_tokenizer_dir), data_dir=str(tmp_path))
+    with raises_user_error("train.tsv", "line 12", "'7'"):
+        data.setup("fit")
+
+
+def test_bad_mnli_label_names_file_and_line(tmp_path: Path, tiny_tokenizer_dir: Path) -> None:
+    lines = [MNLI_HEADER, mnli_row(0, "a man .", "a man .", "entailment"), mnli_row(1, "a man .", "a cat .", "-")]
+    (tmp_path / "dev_matched.tsv").write_text("\n".join(lines) + "\n")
+    data = GlueData("mnli", str(tiny_tokenizer_dir), data_dir=str(tmp_path))
+    with raises_user_error("dev_matched.tsv", "line 3", "'-'"):
+        data.setup("validate")
+
+
+def test_wrong_task_file_is_named(tmp_path: Path, shared_data: Path, tiny_tokenizer_dir: Path) -> None:
+    data = GlueData("mrpc", str(tiny_tokenizer_dir), data_dir=str(shared_data / "glue" / "MNLI"))
+    with raises_user_error("train.tsv", "#1 String"):
+        data.split_dataset("train")
+
+
+def test_empty_splits_are_named(tmp_path: Path, tiny_tokenizer_dir: Path) -> None:
+    write_mrpc(tmp_path, [mrpc_row("1")])
+    write_mrpc(tmp_path, [], name="dev.tsv")
+    data = GlueData("mrpc", str(tiny_tokenizer_dir), data_dir=str(tmp_path))
+    with raises_user_error(str(tmp_path / "dev.tsv"), "no examples"):
+        data.setup("validate")
+    empty = tmp_path / "empty.jsonl"
+    empty.write_text("")
+    data = GlueData("mrpc", str(tiny_tokenizer_dir), data_files={"train": str(empty)})
+    with raises_user_error(str(empty), "empty"):
+        data.split_dataset("train")
+    header_only = tmp_path / "header.csv"
+    header_only.write_text("sentence1,sentence2,label\n")
+    data = GlueData("mrpc", str(tiny_tokenizer_dir), data_files={"validation": str(header_only)})
+    with raises_user_error(str(header_only), "validation", "no examples"):
+        data.setup("validate")
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    no_rows = tmp_path / "test.parquet"
+    empty_column = pa.array([], pa.string())
+    pq.write_table(pa.table({"sentence1": empty_column, "sentence2": empty_column}), no_rows)
+    data = GlueData("mrpc", str(tiny_tokenizer_dir), data_files={"test": str(no_rows)})
+    with raises_user_error(str(no_rows), "test", "no examples"):
+        data.setup("predict")
+
+
+def test_bad_data_files_are_named(tmp_path: Path, tiny_tokenizer_dir: Path) -> None:
+    good = write_jsonl(tmp_path / "train.jsonl", [{"sentence1": "a", "sentence2": "a", "label": 1}])
+    with raises_user_error(str(tmp_path / "missing.jsonl")):
+        GlueData("mrpc", str(tiny_tokenizer_dir), data_files={"train": str(tmp_path / "missing.jsonl")})
+    with raises_user_error("'dev'", "validation"):
+        GlueData("mrpc", str(tiny_tokenizer_dir), data_files={"dev": str(good)})
+    text = tmp_path / "train.txt"
+    text.write_text("a\n")
+    with raises_user_error("'.txt'", ".jsonl"):
+        GlueData("mrpc", str(tiny_tokenizer_dir), data_files={"train": str(text)})
+    bad = write_jsonl(tmp_path / "bad.jsonl",
+                      [{"sentence1": "a", "sentence2": "a", "label": label} for label in (1, 0, 2)])
+    with raises_user_error(str(bad), "line 3", "label 2"):
+        GlueData("mrpc", str(tiny_tokenizer_dir), data_files={"train": str(bad)}).split_dataset("train")
+    columns = write_jsonl(tmp_path / "columns.jsonl", [{"premise": "a", "hypothesis": "a", "label": 1}])
+    with raises_user_error(str(columns), "sentence1, sentence2"):
+        GlueData("mrpc", str(tiny_tokenizer_dir), data_files={"train": str(columns)}).split_dataset("train")
+    data = GlueData("mrpc", str(tiny_tokenizer_dir), data_files={"validation": str(good)})
+    with raises_user_error("'train'"):
+        data.setup("fit")
+
+
+def test_unreachable_hub_fails_fast_with_advice(monkeypatch: pytest.MonkeyPatch, tiny_tokenizer_dir: Path) -> None:
+    import huggingface_hub
+
+    monkeypatch.setattr(huggingface_hub.constants, "ENDPOINT", "http://127.0.0.1:9")  # nothing listens there
+    data = GlueData("mrpc", str(tiny_tokenizer_dir))
+    assert data.val_split_names == ["validation"] and data.predict_split_names == ["test"]
+    started = time.perf_counter()
+    with raises_user_error("nyu-mll/glue", "data_dir", "data_files", "HF_HUB_OFFLINE"):
+        data.prepare_data()
+    assert time.perf_counter() - started < 5
+
+
+def test_offline_mode_fails_fast_without_a_cached_copy(monkeypatch: pytest.MonkeyPatch,
+                                                       tiny_tokenizer_dir: Path) -> None:
+    import datasets
+    import huggingface_hub
+
+    monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_OFFLINE", True)
+    monkeypatch.setattr(datasets.config, "HF_HUB_OFFLINE", True)
+    data = GlueData("mrpc", str(tiny_tokenizer_dir), hub_dataset="tiedemb-tests/no-such-glue")
+    started = time.perf_counter()
+    with raises_user_error("tiedemb-tests/no-such-glue", "data_dir", "data_files"):
+        data.setup("fit")
+    assert time.perf_counter() - started < 5

@@ -1,0 +1,105 @@
+"""The command line as users drive it: every shipped YAML, --print_config, errors, initloss."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tiedemb.cli import main
+
+ROOT = Path(__file__).resolve().parents[1]
+CONFIGS = ROOT / "configs"
+VARIANTS = sorted(p for p in CONFIGS.glob("*.yaml"))
+TINY = CONFIGS / "scale" / "tiny.yaml"
+
+
+def run_quiet(tmp_path: Path, *args: str) -> object:
+    return main(["fit", *args, "--trainer.logger=false", "--trainer.enable_progress_bar=false",
+                 "--trainer.enable_model_summary=false", f"--trainer.default_root_dir={tmp_path}"])
+
+
+def test_the_five_variants_ship():
+    names = {p.stem for p in VARIANTS}
+    assert {"tied", "untied", "tied_scaled_init", "tied_orth", "tied_shuffle"} <= names
+
+
+@pytest.mark.parametrize("config", VARIANTS, ids=lambda p: p.stem)
+def test_every_variant_config_runs_a_step_at_tiny_scale(tmp_path, config):
+    cli = run_quiet(tmp_path, "--config", str(config), "--config", str(TINY), "--trainer.max_steps=1",
+                    "--trainer.val_check_interval=1")
+    assert cli.trainer.global_step == 1
+    assert cli.model.hparams.head == config.stem
+    assert cli.model.hparams.vocab_size == cli.datamodule.vocab_size == 512  # linked, not typed twice
+    assert (Path(tmp_path) / "checkpoints" / "last.ckpt").is_file()
+
+
+@pytest.mark.parametrize("overlay", sorted((CONFIGS / "scale").glob("*.yaml")), ids=lambda p: p.stem)
+def test_scale_overlays_parse_on_every_variant(overlay, capsys):
+    for config in VARIANTS:
+        with pytest.raises(SystemExit) as exited:
+            main(["fit", "--config", str(config), "--config", str(overlay), "--print_config"])
+        assert exited.value.code == 0
+        printed = capsys.readouterr().out
+        assert f"head: {config.stem}" in printed
+
+
+def test_base_overlay_is_bert_base(capsys):
+    with pytest.raises(SystemExit):
+        main(["fit", "--config", str(CONFIGS / "tied.yaml"), "--config", str(CONFIGS / "scale" / "base.yaml"),
+              "--print_config"])
+    printed = capsys.readouterr().out
+    for line in ("hidden_size: 768", "num_layers: 12", "num_heads: 12", "intermediate_size: 3072", "vocab_size: 30522"):
+        assert line in printed
+
+
+def run_cli(*args: str, env: dict | None = None, cwd: Path | None = None) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, str(ROOT / "main.py"), *args], capture_output=True, text=True,
+                          env={**os.environ, **(env or {})}, cwd=cwd or ROOT, timeout=300)
+
+
+@pytest.mark.parametrize(
+    "args,needle",
+    [
+        (["--model.objective=nonsense"], "model.objective='nonsense' is not a known choice; valid: mlm, clm"),
+        (["--model.embedding_dim=0"], "model.embedding_dim must be in 1..hidden_size"),
+        (["--model.hidden_size=250", "--model.num_heads=4"], "must be divisible by model.num_heads"),
+        (["--model.head=nonsense"], "valid: untied, tied, tied_scaled_init, tied_orth, tied_shuffle"),
+    ],
+)
+def test_user_mistakes_get_one_message_and_no_traceback(tmp_path, args, needle):
+    result = run_cli("fit", "--config", str(CONFIGS / "tied.yaml"), "--config", str(TINY), "--trainer.logger=false",
+                     f"--trainer.default_root_dir={tmp_path}", *args)
+    assert result.returncode == 2
+    assert needle in result.stderr
+    assert "Traceback" not in result.stderr
+
+
+def test_initloss_prints_every_variant_beside_theory(tmp_path):
+    result = run_cli("initloss", "--config", str(CONFIGS / "tied.yaml"), "--config", str(TINY),
+                     "--trainer.logger=false", "--batches=2")
+    assert result.returncode == 0, result.stderr
+    lines = {line.split()[0]: line.split()[1:] for line in result.stdout.splitlines() if line[:1].isalpha()}
+    assert {"tied", "untied", "tied_scaled_init", "tied_orth", "tied_shuffle"} <= set(lines)
+    for head in ("tied", "untied", "tied_orth", "tied_shuffle"):
+        measured, predicted = float(lines[head][0]), float(lines[head][1])
+        assert abs(measured - predicted) < 0.1 * predicted
+
+
+def test_default_logger_records_offline_without_credentials(tmp_path):
+    """No key and no network: W&B must neither prompt nor wait; the run is kept for `wandb sync`."""
+    env = {"WANDB_API_KEY": "", "NETRC": str(tmp_path / "no-netrc"), "HOME": str(tmp_path)}
+    env = {k: v for k, v in env.items()}
+    clean = {k: v for k, v in os.environ.items() if not k.startswith("WANDB_")}
+    result = subprocess.run(
+        [sys.executable, str(ROOT / "main.py"), "fit", "--config", str(CONFIGS / "tied.yaml"), "--config", str(TINY),
+         "--trainer.max_steps=2", f"--trainer.default_root_dir={tmp_path}",
+         f"--trainer.logger.init_args.save_dir={tmp_path}"],
+        capture_output=True, text=True, env={**clean, **env}, stdin=subprocess.DEVNULL, cwd=tmp_path, timeout=240,
+    )
+    assert result.returncode == 0, result.stderr[-2000:]
+    offline_runs = list(Path(tmp_path).rglob("offline-run-*"))
+    assert offline_runs, "no offline W&B run directory was written"

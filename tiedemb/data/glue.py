@@ -1,0 +1,358 @@
+"""GLUE classification tasks as a LightningDataModule.
+
+Everything task-specific lives in one table, ``TASKS``, so adding a task is one entry. The
+data comes from the first source given: ``data_files`` (one local file per split, hub column
+names), ``data_dir`` (the classic ``glue_data`` folder), or the hub. Whatever the source, each
+split becomes a ``datasets.Dataset`` with the hub's text columns, ``label`` (hub label order,
+``-1`` when unlabeled) and ``idx``, is tokenised once with a batched ``map`` and is padded per
+batch, so short batches stay short.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+from dataclasses import dataclass, field
+from functools import partial
+from pathlib import Path
+from urllib.parse import urlsplit
+
+import datasets
+import huggingface_hub
+from lightning import LightningDataModule
+from torch.utils.data import DataLoader
+from transformers import DataCollatorWithPadding, PreTrainedTokenizerBase
+
+from tiedemb.data.glue_files import FILE_TYPES, ClassicLayout, conform, find_task_dir, read_hub_format, read_split
+from tiedemb.data.tokenizers import load_tokenizer
+from tiedemb.errors import UserError, check_choice
+
+MIN_MAX_LENGTH = 8
+"""Shortest useful ``max_length``: a pair needs ``[CLS] a [SEP] b [SEP]`` and some words."""
+HUB_PROBE_TIMEOUT_S = 3.0
+"""How long to wait for the hub before saying it is unreachable (its own retries take ~25 s)."""
+
+
+@dataclass(frozen=True)
+class GlueTask:
+    """What tiedemb needs to know about one GLUE classification task."""
+
+    name: str
+    text_columns: tuple[str, ...]
+    label_names: tuple[str, ...]
+    validation_splits: tuple[str, ...]
+    test_splits: tuple[str, ...]
+    submission_files: dict[str, str] = field(hash=False)
+    classic: ClassicLayout = field(hash=False)
+
+    @property
+    def num_labels(self) -> int:
+        return len(self.label_names)
+
+    @property
+    def splits(self) -> tuple[str, ...]:
+        return ("train", *self.validation_splits, *self.test_splits)
+
+
+def _simple_task(name: str, text_columns: tuple[str, ...], label_names: tuple[str, ...], folder: str,
+                 file_columns: tuple[str, ...], file_labels: tuple[str, ...], **layout: object) -> GlueTask:
+    """A task with one validation and one test split, as all GLUE tasks but MNLI have.
+
+    ``file_columns`` and ``file_labels`` are the text column names and label spellings of its
+    classic files; ``layout`` sets the remaining ``ClassicLayout`` fields.
+    """
+    files = {"train": "train.tsv", "validation": "dev.tsv", "test": "test.tsv"}
+    classic = ClassicLayout(folder, files, file_columns, file_labels, **layout)
+    return GlueTask(name, text_columns, label_names, ("validation",), ("test",), {"test": f"{folder}.tsv"}, classic)
+
+
+_MNLI = GlueTask(
+    name="mnli",
+    text_columns=("premise", "hypothesis"),
+    label_names=("entailment", "neutral", "contradiction"),
+    validation_splits=("validation_matched", "validation_mismatched"),
+    test_splits=("test_matched", "test_mismatched"),
+    submission_files={"test_matched": "MNLI-m.tsv", "test_mismatched": "MNLI-mm.tsv"},
+    classic=ClassicLayout(
+        folder="MNLI",
+        split_files={
+            "train": "train.tsv",
+            "validation_matched": "dev_matched.tsv",
+            "validation_mismatched": "dev_mismatched.tsv",
+            "test_matched": "test_matched.tsv",
+            "test_mismatched": "test_mismatched.tsv",
+        },
+        text_columns=("sentence1", "sentence2"),
+        label_values=("entailment", "neutral", "contradiction"),
+        label_column=None,
+    ),
+)
+
+TASKS: dict[str, GlueTask] = {
+    task.name: task
+    for task in (
+        _MNLI,
+        _simple_task("mrpc", ("sentence1", "sentence2"), ("not_equivalent", "equivalent"), folder="MRPC",
+                     file_columns=("#1 String", "#2 String"), file_labels=("0", "1"), label_column="Quality"),
+        _simple_task("rte", ("sentence1", "sentence2"), ("entailment", "not_entailment"), folder="RTE",
+                     file_columns=("sentence1", "sentence2"), file_labels=("entailment", "not_entailment")),
+        _simple_task("qnli", ("question", "sentence"), ("entailment", "not_entailment"), folder="QNLI",
+                     file_columns=("question", "sentence"), file_labels=("entailment", "not_entailment")),
+        _simple_task("qqp", ("question1", "question2"), ("not_duplicate", "duplicate"), folder="QQP",
+                     file_columns=("question1", "question2"), file_labels=("0", "1"), label_column="is_duplicate",
+                     index_column="id", skip_malformed=True),
+        _simple_task("sst2", ("sentence",), ("negative", "positive"), folder="SST-2",
+                     file_columns=("sentence",), file_labels=("0", "1")),
+        _simple_task("cola", ("sentence",), ("unacceptable", "acceptable"), folder="CoLA",
+                     file_columns=("sentence",), file_labels=("0", "1"),
+                     headerless_columns=("source", "label", "original_label", "sentence")),
+    )
+}
+
+
+class GlueData(LightningDataModule):
+    """One GLUE task, tokenised for a sentence(-pair) classifier.
+
+    ``num_labels``, ``vocab_size``, ``pad_token_id`` and the split names are known right after
+    construction, so the CLI can link them into the model before any data is read. The test
+    loaders score the labelled dev splits again (GLUE hides test labels); the predict loaders
+    run over the unlabeled test splits, for submission files.
+    """
+
+    def __init__(self, task: str = "mrpc", tokenizer: str = "bert-base-uncased", data_dir: str | None = None,
+                 data_files: dict[str, str] | None = None, max_length: int = 128, batch_size: int = 32,
+                 eval_batch_size: int | None = None, num_workers: int = 0, pin_memory: bool = False,
+                 hub_dataset: str = "nyu-mll/glue", max_train_samples: int | None = None) -> None:
+        super().__init__()
+        self.save_hyperparameters()
+        self.task_spec = TASKS[check_choice("task", task, TASKS)]
+        _check_at_least("max_length", max_length, MIN_MAX_LENGTH)
+        _check_at_least("batch_size", batch_size, 1)
+        _check_at_least("eval_batch_size", eval_batch_size, 1)
+        _check_at_least("num_workers", num_workers, 0)
+        _check_at_least("max_train_samples", max_train_samples, 1)
+        self.max_length = max_length
+        self.batch_size = batch_size
+        self.eval_batch_size = eval_batch_size or batch_size
+        self.num_workers = num_workers
+        self.pin_memory = pin_memory
+        self.max_train_samples = max_train_samples
+        self.tokenizer: PreTrainedTokenizerBase = load_tokenizer(tokenizer)
+        if self.tokenizer.pad_token_id is None:
+            raise UserError(f"tokenizer {tokenizer!r} has no padding token, which batching GLUE pairs needs")
+        self.num_labels = self.task_spec.num_labels
+        self.vocab_size = len(self.tokenizer)
+        self.pad_token_id: int = self.tokenizer.pad_token_id
+        if data_files:
+            self._source: _Source = _FileSource(self.task_spec, data_files)
+        elif data_dir is not None:
+            self._source = _ClassicSource(self.task_spec, data_dir)
+        else:
+            self._source = _HubSource(self.task_spec, hub_dataset)
+        self.val_split_names: list[str] = self._source.present(self.task_spec.validation_splits)
+        self.predict_split_names: list[str] = self._source.present(self.task_spec.test_splits)
+        self._collate = DataCollatorWithPadding(self.tokenizer)
+        self._encoded: dict[str, datasets.Dataset] = {}
+
+    def prepare_data(self) -> None:
+        """Download hub data once per machine; local sources need nothing."""
+        self._source.prepare()
+
+    def setup(self, stage: str | None = None) -> None:
+        """Read and tokenise the splits ``stage`` needs, each once."""
+        for split in self._splits_for(stage):
+            self.split_dataset(split)
+
+    def split_dataset(self, split: str) -> datasets.Dataset:
+        """The tokenised examples of one split (hub name), prepared on first use."""
+        if split not in self._encoded:
+            raw = self._source.load(split)
+            if split == "train" and self.max_train_samples is not None:
+                raw = raw.select(range(min(self.max_train_samples, len(raw))))
+            self._encoded[split] = self._tokenise(raw, split)
+        return self._encoded[split]
+
+    def train_dataloader(self) -> DataLoader:
+        return self._loader("train", self.batch_size, shuffle=True)
+
+    def val_dataloader(self) -> list[DataLoader]:
+        return [self._loader(split, self.eval_batch_size) for split in self.val_split_names]
+
+    def test_dataloader(self) -> list[DataLoader]:
+        return self.val_dataloader()
+
+    def predict_dataloader(self) -> list[DataLoader]:
+        return [self._loader(split, self.eval_batch_size) for split in self.predict_split_names]
+
+    def _splits_for(self, stage: str | None) -> list[str]:
+        """Splits a stage reads; a stage with nothing to read is a configuration mistake."""
+        if stage in ("fit", "validate", "test") and not self.val_split_names:
+            raise UserError(f"no validation split of {self.task_spec.name} found; "
+                            f"expected {self._source.expected(self.task_spec.validation_splits)}")
+        if stage == "predict" and not self.predict_split_names:
+            raise UserError(f"no test split of {self.task_spec.name} found; "
+                            f"expected {self._source.expected(self.task_spec.test_splits)}")
+        train = ["train"] if stage in ("fit", None) else []
+        evaluated = self.val_split_names if stage != "predict" else []
+        predicted = self.predict_split_names if stage in ("predict", None) else []
+        return train + evaluated + predicted
+
+    def _tokenise(self, dataset: datasets.Dataset, split: str) -> datasets.Dataset:
+        encode = partial(_encode_batch, tokenizer=self.tokenizer, text_columns=self.task_spec.text_columns,
+                         max_length=self.max_length)
+        return dataset.map(encode, batched=True, remove_columns=dataset.column_names,
+                           desc=f"Tokenising {self.task_spec.name} {split}")
+
+    def _loader(self, split: str, batch_size: int, shuffle: bool = False) -> DataLoader:
+        return DataLoader(self.split_dataset(split), batch_size=batch_size, shuffle=shuffle,
+                          collate_fn=self._collate, num_workers=self.num_workers, pin_memory=self.pin_memory,
+                          persistent_workers=self.num_workers > 0)
+
+
+def _encode_batch(batch: dict[str, list], tokenizer: PreTrainedTokenizerBase, text_columns: tuple[str, ...],
+                  max_length: int) -> dict[str, list]:
+    """Tokenise a batch of examples without padding; padding happens per batch in the collator."""
+    encoded = tokenizer(*(batch[column] for column in text_columns), truncation="longest_first",
+                        max_length=max_length, return_token_type_ids=True, return_attention_mask=True)
+    return {**encoded, "labels": batch["label"], "idx": batch["idx"]}
+
+
+def _check_at_least(parameter: str, value: int | None, minimum: int) -> None:
+    """Reject a too-small (or non-integer) setting by name; ``None`` means "not set"."""
+    if value is not None and (not isinstance(value, int) or isinstance(value, bool) or value < minimum):
+        raise UserError(f"{parameter}={value!r} is invalid; it must be an integer >= {minimum}")
+
+
+class _Source:
+    """Where a task's splits come from: which are present and how to read one."""
+
+    def present(self, splits: tuple[str, ...]) -> list[str]:
+        raise NotImplementedError
+
+    def expected(self, splits: tuple[str, ...]) -> str:
+        """Where the given splits were looked for, for error messages."""
+        raise NotImplementedError
+
+    def prepare(self) -> None:
+        """Fetch remote data; nothing to do for local files."""
+
+    def load(self, split: str) -> datasets.Dataset:
+        """The split with the hub text columns, ``label`` and ``idx``."""
+        raise NotImplementedError
+
+
+class _ClassicSource(_Source):
+    """The classic ``glue_data/<TASK>/*.tsv`` layout."""
+
+    def __init__(self, task: GlueTask, data_dir: str | os.PathLike) -> None:
+        self.task = task
+        self.task_dir = find_task_dir(data_dir, task.classic)
+
+    def _path(self, split: str) -> Path:
+        return self.task_dir / self.task.classic.split_files[split]
+
+    def present(self, splits: tuple[str, ...]) -> list[str]:
+        return [split for split in splits if self._path(split).is_file()]
+
+    def expected(self, splits: tuple[str, ...]) -> str:
+        return " or ".join(repr(str(self._path(split))) for split in splits)
+
+    def load(self, split: str) -> datasets.Dataset:
+        columns = read_split(self._path(split), self.task.classic, split, self.task.text_columns,
+                             labelled=split not in self.task.test_splits)
+        return datasets.Dataset.from_dict(columns)
+
+
+class _FileSource(_Source):
+    """One local file per split, with the hub's column names."""
+
+    def __init__(self, task: GlueTask, data_files: dict[str, str]) -> None:
+        self.task = task
+        self.paths: dict[str, Path] = {}
+        for split, path in data_files.items():
+            if split not in task.splits:
+                raise UserError(f"data_files has an entry for split {split!r}, which {task.name} does not have; "
+                                f"valid splits: {', '.join(task.splits)}")
+            self.paths[split] = Path(path).expanduser()
+            if not self.paths[split].is_file():
+                raise UserError(f"data_files[{split!r}]: file {str(path)!r} does not exist")
+            check_choice(f"data_files[{split!r}] file type", self.paths[split].suffix.lower(), FILE_TYPES)
+
+    def present(self, splits: tuple[str, ...]) -> list[str]:
+        return [split for split in splits if split in self.paths]
+
+    def expected(self, splits: tuple[str, ...]) -> str:
+        return "a data_files entry for " + " or ".join(repr(split) for split in splits)
+
+    def load(self, split: str) -> datasets.Dataset:
+        if split not in self.paths:
+            raise UserError(f"data_files has no {split!r} entry, which this run needs")
+        dataset, where = read_hub_format(self.paths[split], split)
+        return conform(dataset, self.task.text_columns, self.task.label_names, split,
+                       labelled=split not in self.task.test_splits, origin=str(self.paths[split]), where=where)
+
+
+class _HubSource(_Source):
+    """The hub dataset (``nyu-mll/glue``) with the task name as its configuration."""
+
+    def __init__(self, task: GlueTask, name: str) -> None:
+        self.task = task
+        self.name = name
+        self._splits: datasets.DatasetDict | None = None
+
+    def present(self, splits: tuple[str, ...]) -> list[str]:
+        return list(splits)
+
+    def expected(self, splits: tuple[str, ...]) -> str:
+        return f"the splits {', '.join(splits)} in hub dataset {self.name!r}"
+
+    def prepare(self) -> None:
+        self._load()
+
+    def load(self, split: str) -> datasets.Dataset:
+        splits = self._load()
+        if split not in splits:
+            raise UserError(f"hub dataset {self.name!r} ({self.task.name}) has no split {split!r}; "
+                            f"it has {', '.join(splits)}")
+        return conform(splits[split], self.task.text_columns, self.task.label_names, split,
+                       labelled=split not in self.task.test_splits, origin=f"{self.name}/{self.task.name}",
+                       where=lambda row: f"row {row + 1}")
+
+    def _load(self) -> datasets.DatasetDict:
+        if self._splits is None:
+            reason = None if Path(self.name).exists() else _hub_unreachable()  # a local copy needs no hub
+            try:
+                if reason is not None:
+                    raise ConnectionError(reason)
+                self._splits = datasets.load_dataset(self.name, self.task.name)
+            except Exception as error:  # offline, unknown name, no cached copy: all fixed the same way
+                cache_hint = "" if _offline() else ", or set HF_HUB_OFFLINE=1 to use a copy in the local cache"
+                raise UserError(
+                    f"could not load GLUE {self.task.name} from the hub dataset {self.name!r} ({error}). "
+                    "Pass data_dir (a classic glue_data folder) or data_files (split -> local "
+                    f".parquet/.jsonl/.json/.csv/.tsv file) instead{cache_hint}."
+                ) from None
+        return self._splits
+
+
+def _offline() -> bool:
+    """Whether HF_HUB_OFFLINE was set, so that hub data may only come from the local cache."""
+    return bool(huggingface_hub.constants.HF_HUB_OFFLINE or datasets.config.HF_HUB_OFFLINE)
+
+
+def _hub_unreachable() -> str | None:
+    """Why the hub cannot be reached, or ``None`` if it may be (or offline mode uses the cache).
+
+    Without this probe an unreachable hub is only reported after about 25 s of retries.
+    """
+    if _offline():
+        return None
+    if any(os.environ.get(name) for name in ("HTTPS_PROXY", "https_proxy", "ALL_PROXY", "all_proxy")):
+        return None  # a direct connection says nothing about the proxied one
+    endpoint = urlsplit(huggingface_hub.constants.ENDPOINT)
+    host, port = endpoint.hostname or "huggingface.co", endpoint.port or (80 if endpoint.scheme == "http" else 443)
+    try:
+        socket.create_connection((host, port), timeout=HUB_PROBE_TIMEOUT_S).close()
+    except OSError as error:
+        return f"{host}:{port} is unreachable: {error}"
+    return None
