@@ -8,6 +8,8 @@ from dataclasses import dataclass, field
 import torch
 from torch import Tensor
 
+from tiedemb.data.sampling import SAMPLE_KEY, example_seed
+
 IGNORE_INDEX = -100
 
 
@@ -39,6 +41,7 @@ class MaskingCollator:
     special_token_ids: Sequence[int]
     probability: float = 0.15
     generator: torch.Generator | None = None
+    seed: int = 0  # of the per-example masks of keyed examples
     _special: Tensor = field(init=False, repr=False)
     _ordinary: Tensor = field(init=False, repr=False)
 
@@ -51,23 +54,40 @@ class MaskingCollator:
     def __call__(self, examples: Sequence[dict]) -> dict[str, Tensor]:
         input_ids = stack_input_ids(examples)
         attention_mask = (input_ids != self.pad_token_id).long()
-        masked_ids, labels = self.mask(input_ids)
+        keys = [example.get(SAMPLE_KEY) for example in examples]
+        if all(key is not None for key in keys):
+            # Keyed examples (see tiedemb.data.sampling): each row's masks follow from
+            # (seed, epoch, index), so a resumed run masks exactly as an uninterrupted one.
+            row_seeds = [example_seed(self.seed, int(epoch), int(index)) for epoch, index in keys]
+            masked_ids, labels = self.mask(input_ids, row_seeds=row_seeds)
+        else:
+            masked_ids, labels = self.mask(input_ids)
         return {"input_ids": masked_ids, "attention_mask": attention_mask, "labels": labels}
 
-    def mask(self, input_ids: Tensor) -> tuple[Tensor, Tensor]:
-        rand = lambda: torch.rand(input_ids.shape, generator=self.generator)  # noqa: E731
+    def mask(self, input_ids: Tensor, row_seeds: Sequence[int] | None = None) -> tuple[Tensor, Tensor]:
+        """Mask ``input_ids``; the draws come from ``generator``, or per row from ``row_seeds``."""
+        pick_draw, kind_draw, random_draw = self._draws(input_ids.shape, row_seeds)
         maskable = ~torch.isin(input_ids, self._special)
-        picked = (rand() < self.probability) & maskable
+        picked = (pick_draw < self.probability) & maskable
         labels = input_ids.masked_fill(~picked, IGNORE_INDEX)
-        draw = rand()
-        to_mask = picked & (draw < 0.8)
-        to_random = picked & (draw >= 0.8) & (draw < 0.9)
+        to_mask = picked & (kind_draw < 0.8)
+        to_random = picked & (kind_draw >= 0.8) & (kind_draw < 0.9)
         output = input_ids.masked_fill(to_mask, self.mask_token_id)
-        random_tokens = self._ordinary[
-            torch.randint(len(self._ordinary), input_ids.shape, generator=self.generator)
-        ]
-        output = torch.where(to_random, random_tokens, output)
+        output = torch.where(to_random, self._ordinary[random_draw], output)
         return output, labels
+
+    def _draws(self, shape: torch.Size, row_seeds: Sequence[int] | None) -> tuple[Tensor, Tensor, Tensor]:
+        """Which tokens to pick, how to corrupt them, and the random replacements."""
+        def draw(generator: torch.Generator | None, size: tuple[int, ...]) -> tuple[Tensor, Tensor, Tensor]:
+            return (torch.rand(size, generator=generator), torch.rand(size, generator=generator),
+                    torch.randint(len(self._ordinary), size, generator=generator))
+
+        if row_seeds is None:
+            return draw(self.generator, tuple(shape))
+        if len(row_seeds) != shape[0]:
+            raise ValueError(f"{len(row_seeds)} row seeds for {shape[0]} rows")
+        rows = [draw(torch.Generator().manual_seed(seed), tuple(shape[1:])) for seed in row_seeds]
+        return tuple(torch.stack(parts) for parts in zip(*rows))  # type: ignore[return-value]
 
 
 def make_collator(
@@ -78,6 +98,7 @@ def make_collator(
     mask_token_id: int | None,
     special_token_ids: Sequence[int],
     mlm_probability: float = 0.15,
+    seed: int = 0,
 ) -> CausalCollator | MaskingCollator:
     if objective == "clm":
         return CausalCollator(pad_token_id=pad_token_id)
@@ -89,4 +110,5 @@ def make_collator(
         pad_token_id=pad_token_id,
         special_token_ids=special_token_ids,
         probability=mlm_probability,
+        seed=seed,
     )

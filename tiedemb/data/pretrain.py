@@ -9,6 +9,7 @@ from __future__ import annotations
 import logging
 import math
 from collections.abc import Sequence
+from typing import Any
 
 import lightning as L
 import numpy as np
@@ -16,7 +17,16 @@ import torch
 from torch.utils.data import DataLoader, Dataset
 
 from tiedemb.data.collate import make_collator
+from tiedemb.data.sampling import (
+    KeyedDataset,
+    ResumePosition,
+    ResumableSampler,
+    apply_position,
+    loader_generator,
+    loader_position,
+)
 from tiedemb.data.synthetic import MarkovCorpus
+from tiedemb.data.text import prepare_text
 from tiedemb.errors import UserError, check_choice
 
 log = logging.getLogger("tiedemb.data")
@@ -78,23 +88,31 @@ class PretrainData(L.LightningDataModule):
             self.mask_token_id = self.corpus.mask_token_id
             self.special_token_ids = [self.corpus.pad_token_id, self.corpus.unk_token_id, self.corpus.cls_token_id, self.corpus.sep_token_id, self.corpus.mask_token_id]
         else:
-            from tiedemb.data.text import resolve_tokenizer
-
-            self.tokenizer = resolve_tokenizer(
+            # Real text is tokenised (or read from its cache) now: the vocabulary the model must
+            # match is only known once the tokenizer is loaded or trained.
+            self.prepared = prepare_text(
                 objective=objective,
                 tokenizer=tokenizer,
                 vocab_size=vocab_size,
                 dataset=dataset,
                 dataset_config=dataset_config,
                 train_files=train_files,
+                val_files=val_files,
                 text_column=text_column,
+                block_size=block_size,
+                val_fraction=val_fraction,
+                num_proc=num_proc,
                 cache_dir=cache_dir,
+                seed=seed,
             )
+            self.tokenizer = self.prepared.tokenizer
             self.vocab_size = len(self.tokenizer)
             self.pad_token_id = self.tokenizer.pad_token_id if self.tokenizer.pad_token_id is not None else 0
             self.mask_token_id = self.tokenizer.mask_token_id
             self.special_token_ids = list(self.tokenizer.all_special_ids)
         self.train_set: Dataset | None = None
+        self._train_sampler: ResumableSampler | None = None
+        self._resume_position: ResumePosition | None = None
         self.val_set: Dataset | None = None
 
     # -- what the model and the logs may want to know -------------------------------------------
@@ -120,10 +138,6 @@ class PretrainData(L.LightningDataModule):
         return described
 
     # -- Lightning hooks ----------------------------------------------------------------------------
-    def prepare_data(self) -> None:
-        if self.source != "synthetic":
-            self._prepare_text()  # tokenises and caches once; setup() then reads the cache
-
     def setup(self, stage: str | None = None) -> None:
         if self.train_set is not None:
             return
@@ -132,9 +146,12 @@ class PretrainData(L.LightningDataModule):
             self.train_set, self.val_set = BlockTensor(train), BlockTensor(val)
             self.stats = {"train_tokens": float(train.numel()), "val_tokens": float(val.numel())}
         else:
-            prepared = self._prepare_text()
-            self.train_set, self.val_set = prepared.train.with_format("torch"), prepared.val.with_format("torch")
-            self.stats = {k: float(v) for k, v in prepared.stats.items()}
+            self.train_set = self.prepared.train.with_format("torch")
+            self.val_set = self.prepared.val.with_format("torch")
+            self.stats = {k: float(v) for k, v in self.prepared.stats.items()}
+            val_ids = np.asarray(self.prepared.val["input_ids"][:2048])
+            # the theory's CLM correction: how often a token is followed by itself
+            self.stats["repeat_rate"] = float((val_ids[:, 1:] == val_ids[:, :-1]).mean()) if val_ids.size else 0.0
         log.info("pretraining data: %s", ", ".join(f"{k}={v:g}" for k, v in self.stats.items()))
 
     def train_dataloader(self) -> DataLoader:
@@ -146,10 +163,20 @@ class PretrainData(L.LightningDataModule):
     # -- internals ------------------------------------------------------------------------------------
     def _loader(self, dataset: Dataset, shuffle: bool) -> DataLoader:
         hp = self.hparams
+        sampler = None
+        if shuffle:
+            # The training order is resumable (see tiedemb.data.sampling); evaluation reads in order.
+            trainer = self.trainer
+            sampler = ResumableSampler(dataset, seed=hp.seed, drop_last=True,
+                                       num_replicas=trainer.world_size if trainer else 1,
+                                       rank=trainer.global_rank if trainer else 0)
+            if self._resume_position is not None:
+                apply_position(sampler, self._resume_position)
+            self._train_sampler = sampler
         return DataLoader(
-            dataset,
+            KeyedDataset(dataset),
             batch_size=self.batch_size,
-            shuffle=shuffle,
+            sampler=sampler,
             drop_last=shuffle,
             collate_fn=make_collator(
                 self.objective,
@@ -158,11 +185,24 @@ class PretrainData(L.LightningDataModule):
                 mask_token_id=self.mask_token_id,
                 special_token_ids=self.special_token_ids,
                 mlm_probability=hp.mlm_probability,
+                seed=hp.seed,
             ),
             num_workers=hp.num_workers,
             pin_memory=hp.pin_memory,
             persistent_workers=hp.num_workers > 0,
+            generator=loader_generator(hp.seed),
         )
+
+    # -- checkpointed state: where training stands in the data ------------------------------------
+    def state_dict(self) -> dict[str, Any]:
+        if self._train_sampler is None or self.trainer is None:
+            return {}
+        return {"position": loader_position(self.trainer, self._train_sampler, self.batch_size).state_dict()}
+
+    def load_state_dict(self, state_dict: dict[str, Any]) -> None:
+        self._resume_position = ResumePosition.from_state(state_dict.get("position") or {})
+        if self._resume_position is not None and self._train_sampler is not None:
+            apply_position(self._train_sampler, self._resume_position)
 
     def _synthetic_blocks(self) -> tuple[torch.Tensor, torch.Tensor]:
         hp = self.hparams
@@ -171,25 +211,6 @@ class PretrainData(L.LightningDataModule):
         val = self.corpus.sample_documents(blocks(hp.synthetic_val_tokens) * self.block_size, seed=hp.seed + 2)
         as_blocks = lambda stream: torch.from_numpy(np.ascontiguousarray(stream, dtype=np.int64)).view(-1, self.block_size)  # noqa: E731
         return as_blocks(train), as_blocks(val)
-
-    def _prepare_text(self):
-        from tiedemb.data.text import prepare_text
-
-        hp = self.hparams
-        return prepare_text(
-            objective=self.objective,
-            tokenizer=self.tokenizer,
-            dataset=hp.dataset,
-            dataset_config=hp.dataset_config,
-            train_files=hp.train_files,
-            val_files=hp.val_files,
-            text_column=hp.text_column,
-            block_size=self.block_size,
-            val_fraction=hp.val_fraction,
-            num_proc=hp.num_proc,
-            cache_dir=hp.cache_dir,
-            seed=hp.seed,
-        )
 
 
 class BlockTensor(Dataset):

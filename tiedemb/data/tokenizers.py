@@ -86,6 +86,11 @@ def hub_access() -> Iterator[bool]:
         constants.HF_HUB_OFFLINE, datasets.config.HF_HUB_OFFLINE = saved
 
 
+def first_line(error: BaseException) -> str:
+    """The first line of an error message, without a final full stop, for embedding in a sentence."""
+    return (str(error).strip().splitlines() or [type(error).__name__])[0].rstrip(".")
+
+
 # --------------------------------------------------------------------------- loading
 
 
@@ -113,11 +118,13 @@ def load_tokenizer(name_or_path: str | os.PathLike) -> PreTrainedTokenizerBase:
             with hub_access() as online:
                 tokenizer = AutoTokenizer.from_pretrained(text, trust_remote_code=False)
     except OSError as error:
-        reason = "" if looks_local or online else " The Hugging Face hub cannot be reached (or HF_HUB_OFFLINE is set) and it is not in the local cache."
+        if looks_local or online:
+            problem = f"could not load tokenizer {text!r}: {first_line(error)}."
+        else:
+            problem = f"tokenizer {text!r} is not in the local Hugging Face cache, and the hub cannot be reached (or HF_HUB_OFFLINE is set)."
         raise UserError(
-            f"could not load tokenizer {text!r}: {str(error).splitlines()[0]}{reason} Pass a local tokenizer directory "
-            "(one holding tokenizer.json or vocab.txt), a hub name already in the local cache, "
-            "or leave `tokenizer` unset to train one on the training text."
+            f"{problem} Pass a local tokenizer directory (one holding tokenizer.json or vocab.txt), "
+            "a hub name already in the local cache, or leave `tokenizer` unset to train one on the training text."
         ) from None
     backend = getattr(tokenizer, "backend_tokenizer", None)
     if backend is not None:
@@ -139,16 +146,18 @@ def configure_for_objective(tokenizer: PreTrainedTokenizerBase, objective: str) 
     """Make sure the tokens an objective needs are set; return the document separator id.
 
     MLM needs ``pad`` and ``mask`` and separates documents with ``sep`` (BERT-style);
-    CLM needs ``eos`` (the separator) and ``pad``, which falls back to ``eos`` as in GPT-2.
+    CLM separates documents with ``eos`` (or BERT's ``sep``) and pads with ``pad``, which falls
+    back to the separator as in GPT-2.
     """
     check_choice("objective", objective, ["mlm", "clm"])
     name = getattr(tokenizer, "name_or_path", "") or "the tokenizer"
     if objective == "clm":
-        if tokenizer.eos_token_id is None:
-            raise UserError(f"tokenizer {name!r} has no eos token, which clm needs as the document separator")
+        separator = tokenizer.eos_token if tokenizer.eos_token_id is not None else tokenizer.sep_token
+        if separator is None:
+            raise UserError(f"tokenizer {name!r} has neither an eos nor a sep token to separate documents with")
         if tokenizer.pad_token_id is None:
-            tokenizer.pad_token = tokenizer.eos_token
-        return int(tokenizer.eos_token_id)
+            tokenizer.pad_token = separator
+        return int(tokenizer.convert_tokens_to_ids(separator))
     missing = [kind for kind in ("pad", "mask") if getattr(tokenizer, f"{kind}_token_id") is None]
     if missing:
         raise UserError(f"tokenizer {name!r} has no {' or '.join(missing)} token, which mlm needs; pass a BERT-style tokenizer")
@@ -242,7 +251,12 @@ def _save_atomically(tokenizer: PreTrainedTokenizerBase, save_dir: Path) -> None
     staging = Path(tempfile.mkdtemp(prefix=f".{save_dir.name}-", dir=save_dir.parent))
     try:
         tokenizer.save_pretrained(staging)
-        shutil.rmtree(save_dir, ignore_errors=True)
-        staging.rename(save_dir)
+        shutil.rmtree(save_dir, ignore_errors=True)  # an incomplete leftover: complete ones are reused, not rewritten
+        try:
+            staging.rename(save_dir)
+        except OSError:
+            # Another process saved the same tokenizer first; keep that one.
+            if not (save_dir / "tokenizer.json").is_file():
+                raise
     finally:
         shutil.rmtree(staging, ignore_errors=True)

@@ -1,0 +1,321 @@
+"""prepare_text: sources, exact block accounting, the on-disk cache and user mistakes."""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import time
+from pathlib import Path
+
+import datasets
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from tiedemb.data import text
+from tiedemb.data import tokenizers as tk
+from tiedemb.data.text import prepare_text, train_tokenizer
+from tiedemb.errors import UserError
+
+SHARED = Path(__file__).resolve().parents[2].parent / "shared" / "data"
+WIKITEXT = SHARED / "text" / "wikitext-2-valid.txt"
+BERT = SHARED / "tokenizers" / "bert-base-uncased"
+needs_shared = pytest.mark.skipif(not SHARED.exists(), reason=f"shared real data not present at {SHARED}")
+
+WORDS = "alpha beta gamma delta epsilon zeta eta theta iota kappa lambda mu nu xi omicron pi rho sigma tau".split()
+
+
+def sentences(count: int, seed: int = 0) -> list[str]:
+    """Distinct, deterministic documents of 3 to 12 words."""
+    rng = np.random.default_rng(seed)
+    return [f"doc{i} " + " ".join(rng.choice(WORDS, size=rng.integers(3, 13))) for i in range(count)]
+
+
+@pytest.fixture(scope="module")
+def small_tokenizer(tmp_path_factory) -> str:
+    """A WordPiece tokenizer trained on the generated vocabulary, so most tests need no shared data."""
+    folder = tmp_path_factory.mktemp("tok") / "wordpiece"
+    train_tokenizer(sentences(300) + [f"doc{i}" for i in range(300)], kind="wordpiece", vocab_size=400, save_dir=folder)
+    return str(folder)
+
+
+def prepare(**overrides) -> text.PreparedText:
+    arguments = dict(objective="mlm", tokenizer=None, vocab_size=None, dataset=None, dataset_config=None,
+                     train_files=None, val_files=None, block_size=16, val_fraction=0.1)
+    return prepare_text(**(arguments | overrides))
+
+
+def count_tokens(tokenizer_dir: str, documents: list[str]) -> int:
+    """The tokenizer's own count, plus one separator per document."""
+    tokenizer = tk.load_tokenizer(tokenizer_dir)
+    return sum(len(tokenizer(d, add_special_tokens=False).input_ids) + 1 for d in documents)
+
+
+def write_lines(path: Path, lines: list[str]) -> Path:
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return path
+
+
+class MapCounter:
+    """Wraps the tokenising step to count how often it runs."""
+
+    def __init__(self, monkeypatch):
+        self.calls = 0
+        self._real = text._tokenize_documents
+        monkeypatch.setattr(text, "_tokenize_documents", self)
+
+    def __call__(self, *args, **kwargs):
+        self.calls += 1
+        return self._real(*args, **kwargs)
+
+
+# --------------------------------------------------------------------------- real data
+
+
+@needs_shared
+def test_wikitext_blocks_hold_every_token_and_the_cache_skips_tokenising(tmp_path, monkeypatch, caplog):
+    with WIKITEXT.open(encoding="utf-8-sig") as handle:
+        lines = [line.strip() for line in handle if line.strip()]
+    tokenizer = tk.load_tokenizer(BERT)
+    per_line = [tokenizer(line, add_special_tokens=False).input_ids for line in lines]
+    expected = sum(map(len, per_line)) + len(lines)  # one [SEP] after each document
+    arguments = dict(tokenizer=str(BERT), train_files=[str(WIKITEXT)], val_files=[str(WIKITEXT)],
+                     block_size=128, val_fraction=0.0, cache_dir=str(tmp_path / "cache"))
+    counter = MapCounter(monkeypatch)
+
+    start = time.perf_counter()
+    with caplog.at_level(logging.INFO, logger="tiedemb.data"):
+        first = prepare(**arguments)
+    cold = time.perf_counter() - start
+    stats = first.stats
+    assert lines[0] == "= Homarus gammarus =" and "\ufeff" not in lines[0]
+    assert stats["train_tokens"] == expected and stats["train_documents"] == len(lines)
+    assert 0 <= stats["train_discarded_tokens"] < 128
+    assert stats["train_blocks"] * 128 == expected - stats["train_discarded_tokens"] == len(first.train) * 128
+    assert stats["discarded_tokens"] == stats["train_discarded_tokens"] + stats["val_discarded_tokens"]
+    assert stats["separator_tokens"] == stats["documents"] == 2 * len(lines)
+    assert f"{expected} tokens" in caplog.text and "discarded" in caplog.text
+
+    blocks = first.train.with_format("numpy")[:]["input_ids"]
+    assert blocks.shape == (stats["train_blocks"], 128)
+    stream = np.concatenate([np.append(ids, 102) for ids in per_line])
+    np.testing.assert_array_equal(blocks.reshape(-1), stream[: blocks.size])  # order kept, [SEP] between documents
+    assert first.tokenizer.pad_token_id == 0 and first.tokenizer.mask_token_id == 103
+    assert counter.calls == 2  # train and val
+
+    start = time.perf_counter()
+    second = prepare(**arguments)
+    warm = time.perf_counter() - start
+    assert counter.calls == 2, "the cached run tokenised again"
+    assert second.stats == stats
+    assert all(str(tmp_path / "cache") in f["filename"] for f in second.train.cache_files)
+    np.testing.assert_array_equal(second.train.with_format("numpy")[:]["input_ids"], blocks)
+    print(f"cold {cold:.3f}s, cached {warm:.3f}s, speed-up {cold / warm:.1f}x")
+    assert cold / warm >= 5
+
+
+@needs_shared
+def test_trained_tokenizer_is_saved_beside_the_data_and_reused(tmp_path, monkeypatch):
+    cache = tmp_path / "cache"
+    arguments = dict(objective="clm", vocab_size=1000, train_files=[str(WIKITEXT)], block_size=64, cache_dir=str(cache))
+    first = prepare(**arguments)
+    assert len(first.tokenizer) == 1000 and first.tokenizer.eos_token == "</s>"
+    (saved,) = (cache / "tokenizers").iterdir()
+    assert saved.name.startswith("bpe-1000-")
+    # A different block size re-blocks the text but trains no new tokenizer.
+    monkeypatch.setattr(tk, "_byte_level_bpe", lambda *_: pytest.fail("retrained"))
+    second = prepare(**arguments | {"block_size": 32})
+    assert second.tokenizer.get_vocab() == first.tokenizer.get_vocab()
+    assert second.stats["train_tokens"] == first.stats["train_tokens"]
+    assert second.tokenizer.decode(second.train[0]["input_ids"]).startswith("= Homarus gammarus =</s>")
+
+
+# --------------------------------------------------------------------------- sources
+
+
+def test_txt_strips_bom_and_skips_blank_lines(tmp_path, small_tokenizer):
+    docs = sentences(40)
+    raw = "\ufeff" + "\n\n".join(f" {d} " for d in docs) + "\n   \n"
+    (tmp_path / "a.txt").write_text(raw, encoding="utf-8")
+    prepared = prepare(tokenizer=small_tokenizer, train_files=[str(tmp_path / "a.txt")], cache_dir=str(tmp_path / "c"))
+    assert prepared.stats["documents"] == 40
+    assert prepared.stats["train_tokens"] + prepared.stats["val_tokens"] == count_tokens(small_tokenizer, docs)
+
+
+def test_jsonl_and_json_use_the_text_column(tmp_path, small_tokenizer):
+    docs = sentences(30)
+    jsonl = tmp_path / "train.jsonl"
+    jsonl.write_text("".join(json.dumps({"id": i, "body": d}) + "\n" for i, d in enumerate(docs[:20])))
+    array = tmp_path / "val.json"
+    array.write_text(json.dumps([{"body": d} for d in docs[20:]] + [{"body": "   "}, {"body": None}]))
+    prepared = prepare(tokenizer=small_tokenizer, train_files=[str(jsonl)], val_files=[str(array)], text_column="body",
+                       cache_dir=str(tmp_path / "c"))
+    assert prepared.stats["train_documents"] == 20 and prepared.stats["val_documents"] == 10
+    assert prepared.stats["train_tokens"] == count_tokens(small_tokenizer, docs[:20])
+    assert prepared.stats["val_tokens"] == count_tokens(small_tokenizer, docs[20:])
+    with pytest.raises(UserError, match="record 1 of .*train.jsonl.* has no 'text' field"):
+        prepare(tokenizer=small_tokenizer, train_files=[str(jsonl)], val_files=[str(array)], cache_dir=str(tmp_path / "c"))
+
+
+def test_parquet_uses_the_text_column(tmp_path, small_tokenizer):
+    docs = sentences(50)
+    pq.write_table(pa.table({"content": docs, "n": list(range(50))}), tmp_path / "part.parquet")
+    prepared = prepare(tokenizer=small_tokenizer, train_files=[str(tmp_path / "part.parquet")], text_column="content",
+                       val_fraction=0.2, cache_dir=str(tmp_path / "c"))
+    assert prepared.stats["documents"] == 50
+    assert prepared.stats["train_tokens"] + prepared.stats["val_tokens"] == count_tokens(small_tokenizer, docs)
+    with pytest.raises(UserError, match="no column 'text' \\(columns: content, n\\)"):
+        prepare(tokenizer=small_tokenizer, train_files=[str(tmp_path / "part.parquet")], cache_dir=str(tmp_path / "c"))
+
+
+def test_glob_patterns_expand_in_sorted_order(tmp_path, small_tokenizer):
+    docs = sentences(60)
+    (tmp_path / "shards" / "deep").mkdir(parents=True)
+    write_lines(tmp_path / "shards" / "b.txt", docs[20:40])
+    write_lines(tmp_path / "shards" / "a.txt", docs[:20])
+    write_lines(tmp_path / "shards" / "deep" / "c.txt", docs[40:])
+    (tmp_path / "shards" / "notes.md").write_text("not text data")
+    flat = prepare(tokenizer=small_tokenizer, train_files=[str(tmp_path / "shards" / "*.txt")],
+                   val_files=[str(tmp_path / "shards" / "deep" / "c.txt")], cache_dir=str(tmp_path / "c"))
+    assert flat.stats["train_documents"] == 40 and flat.stats["val_documents"] == 20
+    assert flat.tokenizer.decode(flat.train[0]["input_ids"]).startswith("doc0 ")  # a.txt before b.txt
+    deep = prepare(tokenizer=small_tokenizer, train_files=[str(tmp_path / "shards" / "**" / "*.txt")],
+                   cache_dir=str(tmp_path / "c"))
+    assert deep.stats["documents"] == 60
+
+
+def test_held_out_split_sizes_and_seed(tmp_path, small_tokenizer):
+    docs = sentences(200)
+    corpus = write_lines(tmp_path / "corpus.txt", docs)
+    arguments = dict(tokenizer=small_tokenizer, train_files=[str(corpus)], val_fraction=0.15, cache_dir=str(tmp_path / "c"))
+    split = prepare(**arguments)
+    assert split.stats["val_documents"] == 30 and split.stats["train_documents"] == 170
+    assert split.stats["train_tokens"] + split.stats["val_tokens"] == count_tokens(small_tokenizer, docs)
+    again = prepare(**arguments | {"cache_dir": str(tmp_path / "other")})
+    assert again.stats == split.stats
+    reseeded = prepare(**arguments | {"seed": 1})
+    assert reseeded.stats["val_documents"] == 30
+    assert reseeded.stats["val_tokens"] != split.stats["val_tokens"] or reseeded.val[:] != split.val[:]
+
+
+def test_hub_dataset_splits_and_column(tmp_path, small_tokenizer, monkeypatch):
+    docs = sentences(50)
+    splits = datasets.DatasetDict({
+        "train": datasets.Dataset.from_dict({"line": docs[:40] + ["", " "]}),
+        "validation": datasets.Dataset.from_dict({"line": docs[40:]}),
+    })
+    requested = []
+    monkeypatch.setattr(datasets, "load_dataset", lambda name, config: requested.append((name, config)) or splits)
+    monkeypatch.setattr(tk, "hub_reachable", lambda *a, **k: True)
+    prepared = prepare(tokenizer=small_tokenizer, dataset="someone/corpus", dataset_config="small", text_column="line",
+                       cache_dir=str(tmp_path / "c"))
+    assert requested == [("someone/corpus", "small")]
+    assert prepared.stats["train_documents"] == 40 and prepared.stats["val_documents"] == 10
+    assert prepared.stats["val_tokens"] == count_tokens(small_tokenizer, docs[40:])
+    prepare(tokenizer=small_tokenizer, dataset="someone/corpus", dataset_config="small", text_column="line",
+            cache_dir=str(tmp_path / "c"))
+    assert len(requested) == 1  # the second run came from the cache
+
+
+def test_cache_notices_a_changed_file(tmp_path, small_tokenizer, monkeypatch):
+    corpus = write_lines(tmp_path / "corpus.txt", sentences(50))
+    val = write_lines(tmp_path / "val.txt", sentences(10, seed=1))
+    arguments = dict(tokenizer=small_tokenizer, train_files=[str(corpus)], val_files=[str(val)], cache_dir=str(tmp_path / "c"))
+    counter = MapCounter(monkeypatch)
+    first = prepare(**arguments)
+    write_lines(corpus, sentences(80))
+    os.utime(corpus, ns=(time.time_ns(), time.time_ns() + 10**9))
+    changed = prepare(**arguments)
+    assert counter.calls == 4
+    assert changed.stats["train_documents"] == 80 != first.stats["train_documents"]
+    prepare(**arguments | {"block_size": 8})
+    assert counter.calls == 6  # block size is part of the key
+
+
+def test_several_processes_give_the_same_blocks(tmp_path, small_tokenizer):
+    corpus = write_lines(tmp_path / "corpus.txt", sentences(400))
+    arguments = dict(tokenizer=small_tokenizer, train_files=[str(corpus)])
+    one = prepare(**arguments, cache_dir=str(tmp_path / "one"))
+    two = prepare(**arguments, num_proc=2, cache_dir=str(tmp_path / "two"))
+    assert one.stats == two.stats
+    assert one.train["input_ids"] == two.train["input_ids"] and one.val["input_ids"] == two.val["input_ids"]
+
+
+# --------------------------------------------------------------------------- bad input
+
+
+def test_missing_file_and_empty_glob_are_named(tmp_path, small_tokenizer):
+    with pytest.raises(UserError, match="train file .*missing.txt.* does not exist"):
+        prepare(tokenizer=small_tokenizer, train_files=[str(tmp_path / "missing.txt")], cache_dir=str(tmp_path))
+    with pytest.raises(UserError, match="val pattern .*nothing-\\*.txt.* matches no files"):
+        corpus = write_lines(tmp_path / "corpus.txt", sentences(5))
+        prepare(tokenizer=small_tokenizer, train_files=[str(corpus)], val_files=[str(tmp_path / "nothing-*.txt")], cache_dir=str(tmp_path))
+    with pytest.raises(UserError, match="unsupported type"):
+        prepare(tokenizer=small_tokenizer, train_files=[str(write_lines(tmp_path / "x.csv", ["a"]))], cache_dir=str(tmp_path))
+
+
+def test_empty_corpus_is_reported_with_its_files(tmp_path, small_tokenizer):
+    empty = tmp_path / "empty.txt"
+    empty.write_text("\ufeff\n   \n\n", encoding="utf-8")
+    with pytest.raises(UserError, match="training text is empty.*empty.txt"):
+        prepare(tokenizer=small_tokenizer, train_files=[str(empty)], cache_dir=str(tmp_path))
+    corpus = write_lines(tmp_path / "corpus.txt", sentences(5))
+    with pytest.raises(UserError, match="validation text is empty.*empty.txt"):
+        prepare(tokenizer=small_tokenizer, train_files=[str(corpus)], val_files=[str(empty)], cache_dir=str(tmp_path))
+
+
+def test_missing_tokenizer_path_is_named(tmp_path):
+    corpus = write_lines(tmp_path / "corpus.txt", sentences(5))
+    with pytest.raises(UserError, match="tokenizer directory .*nowhere/tok.* does not exist"):
+        prepare(tokenizer=str(tmp_path / "nowhere" / "tok"), train_files=[str(corpus)], cache_dir=str(tmp_path))
+
+
+@pytest.mark.parametrize(("objective", "vocab_size", "match"), [
+    ("mlm", 4, "too small for a wordpiece tokenizer"),
+    ("clm", 200, "too small for a bpe tokenizer.*256-byte alphabet"),
+    ("mlm", None, "pass either `tokenizer`.*or `vocab_size`"),
+])
+def test_tokenizer_training_arguments_are_checked_before_reading(tmp_path, objective, vocab_size, match):
+    corpus = write_lines(tmp_path / "corpus.txt", sentences(5))
+    with pytest.raises(UserError, match=match):
+        prepare(objective=objective, vocab_size=vocab_size, train_files=[str(corpus)], cache_dir=str(tmp_path))
+
+
+def test_uncached_hub_dataset_fails_fast_offline(tmp_path, monkeypatch, small_tokenizer):
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    monkeypatch.setattr(tk, "hub_reachable", lambda *a, **k: pytest.fail("probed the hub although HF_HUB_OFFLINE=1"))
+    flag_before = datasets.config.HF_HUB_OFFLINE
+    start = time.perf_counter()
+    with pytest.raises(UserError) as caught:
+        prepare(tokenizer=small_tokenizer, dataset="tiedemb-test/no-such-corpus", dataset_config="x", cache_dir=str(tmp_path))
+    assert time.perf_counter() - start < 30
+    message = str(caught.value)
+    assert "tiedemb-test/no-such-corpus" in message and "train_files" in message and "local cache" in message
+    assert "\n" not in message
+    assert datasets.config.HF_HUB_OFFLINE == flag_before  # the temporary offline switch is undone
+
+
+def test_uncached_hub_tokenizer_fails_fast_offline(tmp_path, monkeypatch):
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    corpus = write_lines(tmp_path / "corpus.txt", sentences(5))
+    start = time.perf_counter()
+    with pytest.raises(UserError, match="tiedemb-test/no-such-tokenizer.*local tokenizer directory"):
+        prepare(tokenizer="tiedemb-test/no-such-tokenizer", train_files=[str(corpus)], cache_dir=str(tmp_path))
+    assert time.perf_counter() - start < 30
+
+
+@pytest.mark.parametrize(("overrides", "match"), [
+    ({"train_files": None}, "exactly one text source"),
+    ({"dataset": "wikitext"}, "exactly one text source"),
+    ({"val_fraction": 0.0}, "no validation text"),
+    ({"val_fraction": 1.0}, "val_fraction=1.0"),
+    ({"block_size": 1}, "block_size=1"),
+    ({"objective": "seq2seq"}, "objective='seq2seq'"),
+])
+def test_argument_mistakes(tmp_path, small_tokenizer, overrides, match):
+    corpus = write_lines(tmp_path / "corpus.txt", sentences(5))
+    arguments = dict(tokenizer=small_tokenizer, train_files=[str(corpus)], cache_dir=str(tmp_path))
+    with pytest.raises(UserError, match=match):
+        prepare(**arguments | overrides)

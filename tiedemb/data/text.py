@@ -1,0 +1,356 @@
+"""Real text for pretraining: read a corpus, tokenise it, cut it into fixed-size blocks, cache it.
+
+``prepare_text`` turns a hub dataset or local files into two ``datasets.Dataset`` objects whose
+rows are exactly ``block_size`` token ids. Documents are concatenated with one separator token
+after each and the stream is cut into blocks, so only the final partial block of each split is
+dropped (and counted). The result is saved under ``cache_dir`` keyed by the source, the
+tokenizer and the block size, and later runs load it instead of tokenising again.
+"""
+
+from __future__ import annotations
+
+import glob
+import hashlib
+import json
+import logging
+import os
+import shutil
+import tempfile
+from dataclasses import dataclass
+from functools import partial
+from pathlib import Path
+
+import datasets
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+from datasets.table import InMemoryTable
+from transformers import PreTrainedTokenizerFast
+
+from tiedemb.data.tokenizers import (
+    check_vocab_size,
+    configure_for_objective,
+    first_line,
+    hub_access,
+    load_tokenizer,
+    tokenizer_fingerprint,
+    train_tokenizer,
+)
+from tiedemb.errors import UserError, check_choice
+
+__all__ = ["PreparedText", "prepare_text", "train_tokenizer"]
+
+log = logging.getLogger("tiedemb.data")
+
+#: Bumped whenever the layout of the cache changes, so stale entries are not read.
+CACHE_FORMAT = 1
+#: Rows per ``datasets.map`` call: large enough that the Rust tokenizer's own threads stay busy.
+MAP_BATCH_SIZE = 2000
+SUFFIXES = (".txt", ".jsonl", ".json", ".parquet")
+TOKENIZER_KIND = {"mlm": "wordpiece", "clm": "bpe"}
+
+
+@dataclass
+class PreparedText:
+    """Blocks of token ids ready for a language-modelling data loader.
+
+    ``train`` and ``val`` have one column, ``input_ids``: fixed-length lists of ``block_size``
+    int32 ids (``with_format("torch")`` yields int64 tensors). ``stats`` counts, per split and
+    overall: ``{train,val}_tokens`` (the whole stream, separators included), ``{train,val}_blocks``,
+    ``{train,val}_discarded_tokens`` and ``discarded_tokens`` (the dropped final partial blocks),
+    ``{train,val}_documents``, ``documents`` and ``separator_tokens`` (one per document).
+    """
+
+    train: datasets.Dataset
+    val: datasets.Dataset
+    tokenizer: PreTrainedTokenizerFast
+    stats: dict[str, float]
+
+
+# --------------------------------------------------------------------------- sources
+
+
+def _expand(patterns: list[str], role: str) -> list[Path]:
+    """Paths and globs to a sorted, de-duplicated list of existing files."""
+    files: list[Path] = []
+    for pattern in patterns:
+        text = os.path.expanduser(str(pattern))
+        if glob.has_magic(text):
+            matches = sorted(Path(m) for m in glob.glob(text, recursive=True) if Path(m).is_file())
+            if not matches:
+                raise UserError(f"{role} pattern {pattern!r} matches no files")
+            files.extend(matches)
+        elif Path(text).is_file():
+            files.append(Path(text))
+        else:
+            raise UserError(f"{role} file {pattern!r} does not exist" + (" (it is a directory; pass a glob such as dir/*.txt)" if Path(text).is_dir() else ""))
+    for path in files:
+        if path.suffix.lower() not in SUFFIXES:
+            raise UserError(f"{role} file {str(path)!r} has an unsupported type; use one of {', '.join(SUFFIXES)}")
+    return list(dict.fromkeys(path.resolve() for path in files))
+
+
+def _file_identity(paths: list[Path]) -> list[tuple[str, int, int]]:
+    """What decides a file's contents for caching purposes: path, size and modification time."""
+    return [(str(path), path.stat().st_size, path.stat().st_mtime_ns) for path in paths]
+
+
+def _read_txt(path: Path) -> list[str]:
+    # utf-8-sig drops the byte-order mark that WikiText (and Windows editors) put first.
+    with path.open(encoding="utf-8-sig") as handle:
+        return [line.strip() for line in handle]
+
+
+def _json_rows(path: Path) -> list:
+    text = path.read_text(encoding="utf-8-sig")
+    if path.suffix.lower() == ".json" and text.lstrip().startswith("["):
+        return json.loads(text)
+    return [json.loads(line) for line in text.splitlines() if line.strip()]
+
+
+def _read_json(path: Path, column: str) -> list[str]:
+    rows = _json_rows(path)
+    missing = next((i for i, row in enumerate(rows) if not isinstance(row, dict) or column not in row), None)
+    if missing is not None:
+        raise UserError(f"record {missing + 1} of {str(path)!r} has no {column!r} field; set text_column to the field holding the text")
+    return [row[column] for row in rows]
+
+
+def _read_parquet(path: Path, column: str) -> list[str]:
+    import pyarrow.parquet as pq
+
+    names = pq.read_schema(path).names
+    if column not in names:
+        raise UserError(f"{str(path)!r} has no column {column!r} (columns: {', '.join(names)}); set text_column")
+    return pq.read_table(path, columns=[column]).column(0).to_pylist()
+
+
+def _read_documents(paths: list[Path], column: str) -> datasets.Dataset:
+    """Non-empty, stripped documents from all files: one per line of .txt, one per record otherwise."""
+    documents: list[str] = []
+    for path in paths:
+        suffix = path.suffix.lower()
+        try:
+            values = _read_txt(path) if suffix == ".txt" else _read_parquet(path, column) if suffix == ".parquet" else _read_json(path, column)
+        except (UnicodeDecodeError, json.JSONDecodeError, pa.ArrowException) as error:
+            raise UserError(f"could not read {str(path)!r}: {error}") from None
+        documents.extend(_clean(values))
+    return datasets.Dataset.from_dict({"text": documents})
+
+
+def _clean(values: list) -> list[str]:
+    """Strip surrounding whitespace and skip missing or blank documents."""
+    return [text for text in (str(value).strip() for value in values if value is not None) if text]
+
+
+def _clean_batch(batch: dict[str, list], column: str) -> dict[str, list[str]]:
+    return {"text": _clean(batch[column])}
+
+
+def _hub_documents(split: datasets.Dataset, column: str) -> datasets.Dataset:
+    """A split's text column, cleaned like file input; stays memory-mapped, with the hub cache's own map cache."""
+    return split.map(partial(_clean_batch, column=column), batched=True, remove_columns=split.column_names, desc="cleaning text")
+
+
+def _load_hub_splits(name: str, config: str | None, column: str) -> tuple[datasets.Dataset, datasets.Dataset | None]:
+    """Documents of a hub dataset's train split and, if it has one, its validation split."""
+    with hub_access() as online:
+        try:
+            splits = datasets.load_dataset(name, config)
+        except (OSError, ValueError) as error:
+            if online or not isinstance(error, ConnectionError):
+                problem = f"could not load dataset {name!r} (config {config!r}): {first_line(error)}."
+            else:
+                problem = f"dataset {name!r} (config {config!r}) is not in the local Hugging Face cache, and the hub cannot be reached (or HF_HUB_OFFLINE is set)."
+            raise UserError(
+                f"{problem} Pass local text instead with train_files (and val_files): paths or globs of .txt, .jsonl, "
+                ".json or .parquet files; or the name of a dataset already in the local cache."
+            ) from None
+    if "train" not in splits:
+        raise UserError(f"dataset {name!r} has no train split (splits: {', '.join(splits)})")
+    if column not in splits["train"].column_names:
+        raise UserError(f"dataset {name!r} has no column {column!r} (columns: {', '.join(splits['train'].column_names)}); set text_column")
+    val_split = next((s for s in ("validation", "valid", "dev") if s in splits), None)
+    val = _hub_documents(splits[val_split], column) if val_split else None
+    return _hub_documents(splits["train"], column), val
+
+
+def _hold_out(documents: datasets.Dataset, fraction: float, seed: int) -> tuple[datasets.Dataset, datasets.Dataset]:
+    """Split off a seeded random ``fraction`` of documents as validation, keeping both in corpus order."""
+    if fraction <= 0:
+        raise UserError("no validation text: pass val_files, use a dataset with a validation split, or set val_fraction > 0")
+    count = max(1, round(len(documents) * fraction))
+    if count >= len(documents):
+        raise UserError(f"val_fraction={fraction} of {len(documents)} documents leaves no training text")
+    held = np.zeros(len(documents), dtype=bool)
+    held[np.random.default_rng(seed).choice(len(documents), size=count, replace=False)] = True
+    return documents.select(np.flatnonzero(~held)), documents.select(np.flatnonzero(held))
+
+
+# --------------------------------------------------------------------------- tokenising and blocking
+
+
+def _encode(batch: dict[str, list[str]], backend, separator: int) -> dict[str, list[list[int]]]:
+    """Token ids of each document followed by one separator (no [CLS]/[SEP] template)."""
+    encodings = backend.encode_batch_fast(batch["text"], add_special_tokens=False)
+    return {"input_ids": [encoding.ids + [separator] for encoding in encodings]}
+
+
+def _tokenize_documents(documents: datasets.Dataset, tokenizer, separator: int, num_proc: int | None, fingerprint: str) -> datasets.Dataset:
+    """One row of ids per document, via a batched ``datasets.map`` over the fast tokenizer's batch call."""
+    return documents.map(
+        partial(_encode, backend=tokenizer.backend_tokenizer, separator=separator),
+        batched=True,
+        batch_size=MAP_BATCH_SIZE,
+        num_proc=num_proc,
+        remove_columns=["text"],
+        # An explicit fingerprint spares datasets from hashing the whole tokenizer.
+        new_fingerprint=fingerprint,
+        desc="tokenising",
+    )
+
+
+def _group_into_blocks(tokenized: datasets.Dataset, block_size: int) -> tuple[datasets.Dataset, int, int]:
+    """Concatenate all rows and cut exact ``block_size`` blocks; return them, total and dropped tokens."""
+    flat = pc.list_flatten(tokenized.data.column("input_ids")).combine_chunks() if len(tokenized) else pa.array([], pa.int64())
+    blocks = len(flat) // block_size
+    kept = flat.slice(0, blocks * block_size).cast(pa.int32())
+    table = pa.table({"input_ids": pa.FixedSizeListArray.from_arrays(kept, block_size)})
+    return datasets.Dataset(InMemoryTable(table)), len(flat), len(flat) - blocks * block_size
+
+
+# --------------------------------------------------------------------------- cache
+
+
+def _cache_key(parts: dict) -> str:
+    return hashlib.sha256(json.dumps(parts, sort_keys=True, default=str).encode()).hexdigest()[:20]
+
+
+def _open(folder: Path, tokenizer) -> PreparedText:
+    """The saved entry, memory-mapped (cheap to hand to data-loader worker processes)."""
+    stats = json.loads((folder / "stats.json").read_text())
+    tokenizer = tokenizer if tokenizer is not None else load_tokenizer(folder / "tokenizer")
+    return PreparedText(datasets.load_from_disk(str(folder / "train")), datasets.load_from_disk(str(folder / "val")), tokenizer, stats)
+
+
+def _save(folder: Path, prepared: PreparedText) -> None:
+    """Write into a temporary sibling and rename, so a crash never leaves a half-written entry."""
+    folder.parent.mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(prefix=f".{folder.name}-", dir=folder.parent))
+    try:
+        prepared.train.save_to_disk(str(staging / "train"))
+        prepared.val.save_to_disk(str(staging / "val"))
+        prepared.tokenizer.save_pretrained(staging / "tokenizer")
+        (staging / "stats.json").write_text(json.dumps(prepared.stats, indent=2))
+        shutil.rmtree(folder, ignore_errors=True)  # an incomplete leftover: complete entries are never rewritten
+        try:
+            staging.rename(folder)
+        except OSError:
+            # Another process (a second DDP rank, say) saved the same entry first; keep that one.
+            if not (folder / "stats.json").is_file():
+                raise
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+
+
+# --------------------------------------------------------------------------- entry point
+
+
+def _check_arguments(objective: str, dataset, train_files, block_size: int, val_fraction: float) -> None:
+    check_choice("objective", objective, TOKENIZER_KIND)
+    if (dataset is None) == (not train_files):
+        raise UserError("pass exactly one text source: `dataset` (a hub dataset name) or `train_files` (local paths or globs)")
+    if block_size < 2:
+        raise UserError(f"block_size={block_size} is too small; it must be at least 2")
+    if not 0 <= val_fraction < 1:
+        raise UserError(f"val_fraction={val_fraction} must be in [0, 1)")
+
+
+def prepare_text(
+    *,
+    objective: str,
+    tokenizer: str | None,
+    vocab_size: int | None,
+    dataset: str | None,
+    dataset_config: str | None,
+    train_files: list[str] | None,
+    val_files: list[str] | None,
+    text_column: str = "text",
+    block_size: int = 128,
+    val_fraction: float = 0.05,
+    num_proc: int | None = None,
+    cache_dir: str = "data/cache",
+    seed: int = 0,
+) -> PreparedText:
+    """Read, tokenise and block a corpus for ``objective`` ("mlm" or "clm"), from the cache when possible.
+
+    ``tokenizer`` is a hub name or local directory; if None a WordPiece (mlm) or byte-level BPE
+    (clm) tokenizer of ``vocab_size`` tokens is trained on the training text and kept in the cache.
+    Validation text comes from ``val_files``, else the dataset's validation split, else a seeded
+    ``val_fraction`` of the documents.
+    """
+    _check_arguments(objective, dataset, train_files, block_size, val_fraction)
+    kind = TOKENIZER_KIND[objective]
+    train_paths = _expand(train_files, "train") if train_files else []
+    val_paths = _expand(val_files, "val") if val_files else []
+    source: dict = {"dataset": dataset, "config": dataset_config, "column": text_column}
+    source |= {"train": _file_identity(train_paths), "val": _file_identity(val_paths)}
+    if not val_paths:  # the split itself may decide the validation text
+        source |= {"val_fraction": val_fraction, "seed": seed}
+    loaded = load_tokenizer(tokenizer) if tokenizer is not None else None
+    if loaded is None:
+        identity = {"trained": kind, "vocab_size": check_vocab_size(kind, vocab_size)}
+    else:
+        identity = {"name": tokenizer, "size": len(loaded), "hash": tokenizer_fingerprint(loaded)}
+    key = _cache_key({"format": CACHE_FORMAT, "source": source, "tokenizer": identity, "block_size": block_size, "objective": objective})
+    folder = Path(cache_dir).expanduser() / "text" / key
+    if (folder / "stats.json").is_file():
+        prepared = _open(folder, loaded)
+        configure_for_objective(prepared.tokenizer, objective)
+        log.info("loaded prepared text from %s: %d train and %d val blocks", folder, prepared.stats["train_blocks"], prepared.stats["val_blocks"])
+        return prepared
+
+    if dataset is not None:
+        train_docs, val_docs = _load_hub_splits(dataset, dataset_config, text_column)
+        described = f"dataset {dataset!r}"
+    else:
+        train_docs, val_docs = _read_documents(train_paths, text_column), None
+        described = ", ".join(repr(str(p)) for p in train_paths)
+    if not len(train_docs):
+        raise UserError(f"the training text is empty (no non-blank documents in {described})")
+    if val_paths:
+        val_docs = _read_documents(val_paths, text_column)
+        if not len(val_docs):
+            raise UserError(f"the validation text is empty (no non-blank documents in {', '.join(repr(str(p)) for p in val_paths)})")
+    if val_docs is None:
+        train_docs, val_docs = _hold_out(train_docs, val_fraction, seed)
+
+    if loaded is None:
+        source_key = _cache_key(source)
+        save_dir = Path(cache_dir).expanduser() / "tokenizers" / f"{kind}-{vocab_size}-{source_key}"
+        texts = (doc for batch in train_docs.iter(batch_size=1000) for doc in batch["text"])
+        loaded = train_tokenizer(texts, kind=kind, vocab_size=vocab_size, save_dir=save_dir)
+    separator = configure_for_objective(loaded, objective)
+    prepared = _build(train_docs, val_docs, loaded, separator, block_size, num_proc, key)
+    _save(folder, prepared)
+    log.info("saved prepared text to %s", folder)
+    return _open(folder, loaded)
+
+
+def _build(train_docs, val_docs, tokenizer, separator: int, block_size: int, num_proc: int | None, key: str) -> PreparedText:
+    """Tokenise and block both splits, and log what was kept and what was dropped."""
+    splits, stats = {}, {}
+    for name, documents in (("train", train_docs), ("val", val_docs)):
+        tokenized = _tokenize_documents(documents, tokenizer, separator, num_proc, f"tiedemb-{key}-{name}")
+        splits[name], total, dropped = _group_into_blocks(tokenized, block_size)
+        stats |= {f"{name}_tokens": total, f"{name}_blocks": len(splits[name]), f"{name}_discarded_tokens": dropped, f"{name}_documents": len(documents)}
+        log.info(
+            "%s: %d documents, %d tokens (incl. %d separators) -> %d blocks of %d, %d trailing tokens discarded",
+            name, len(documents), total, len(documents), len(splits[name]), block_size, dropped,
+        )
+        if not len(splits[name]):
+            log.warning("the %s split has fewer than block_size=%d tokens, so it has no blocks", name, block_size)
+    stats["discarded_tokens"] = stats["train_discarded_tokens"] + stats["val_discarded_tokens"]
+    stats["documents"] = stats["separator_tokens"] = len(train_docs) + len(val_docs)
+    stats["block_size"] = block_size
+    return PreparedText(splits["train"], splits["val"], tokenizer, stats)
