@@ -15,6 +15,12 @@ ROOT = Path(__file__).resolve().parents[1]
 CONFIGS = ROOT / "configs"
 VARIANTS = sorted(p for p in CONFIGS.glob("*.yaml"))
 TINY = CONFIGS / "scale" / "tiny.yaml"
+#: Configs of the wider field's remedies: a head plus scale settings, so the file is not named after its head.
+REMEDY_HEADS = {"tied_t5": "tied", "tied_gemma": "tied", "tied_mup": "tied"}
+
+
+def head_of(config: Path) -> str:
+    return REMEDY_HEADS.get(config.stem, config.stem)
 
 
 def run_quiet(tmp_path: Path, *args: str) -> object:
@@ -32,7 +38,7 @@ def test_every_variant_config_runs_a_step_at_tiny_scale(tmp_path, config):
     cli = run_quiet(tmp_path, "--config", str(config), "--config", str(TINY), "--trainer.max_steps=1",
                     "--trainer.val_check_interval=1")
     assert cli.trainer.global_step == 1
-    assert cli.model.hparams.head == config.stem
+    assert cli.model.hparams.head == head_of(config)
     assert cli.model.hparams.vocab_size == cli.datamodule.vocab_size == 512  # linked, not typed twice
     assert (Path(tmp_path) / "checkpoints" / "last.ckpt").is_file()
 
@@ -44,7 +50,7 @@ def test_scale_overlays_parse_on_every_variant(overlay, capsys):
             main(["fit", "--config", str(config), "--config", str(overlay), "--print_config"])
         assert exited.value.code == 0
         printed = capsys.readouterr().out
-        assert f"head: {config.stem}" in printed
+        assert f"head: {head_of(config)}" in printed
 
 
 def test_base_overlay_is_bert_base(capsys):
@@ -103,3 +109,42 @@ def test_default_logger_records_offline_without_credentials(tmp_path):
     assert result.returncode == 0, result.stderr[-2000:]
     offline_runs = list(Path(tmp_path).rglob("offline-run-*"))
     assert offline_runs, "no offline W&B run directory was written"
+
+
+GLUE_CONFIGS = sorted((CONFIGS / "glue").glob("*.yaml"))
+D_E_OVERLAYS = sorted((CONFIGS / "glue" / "de").glob("*.yaml"))
+
+
+def test_glue_configs_ship_for_both_tasks_and_every_embedding_width():
+    assert {p.stem for p in GLUE_CONFIGS} >= {"mnli", "mrpc"}
+    assert {int(p.stem) for p in D_E_OVERLAYS} == {128, 256, 384, 512, 768}
+
+
+@pytest.mark.parametrize("config", GLUE_CONFIGS, ids=lambda p: p.stem)
+def test_every_glue_config_runs_at_tiny_scale_on_local_data(tmp_path, config, shared_data, bert_tokenizer_dir):
+    """Each GLUE config fits a few steps on the classic files in ../shared/data/glue, d_e overlay on."""
+    cli = main(["fit", "--config", str(config), "--config", str(D_E_OVERLAYS[0]), f"--data.data_dir={shared_data / 'glue'}",
+                f"--data.tokenizer={bert_tokenizer_dir}", "--data.max_train_samples=32", "--data.batch_size=8",
+                "--model.pretrained=null", "--model.hidden_size=32", "--model.num_layers=1", "--model.num_heads=2",
+                "--model.intermediate_size=64", "--model.embedding_dim=16", "--trainer.max_steps=2",
+                "--trainer.val_check_interval=2", "--trainer.limit_val_batches=2", "--trainer.logger=false",
+                "--trainer.enable_progress_bar=false", "--trainer.enable_model_summary=false",
+                f"--trainer.default_root_dir={tmp_path}"])
+    task = cli.datamodule.task_spec.name
+    assert cli.trainer.global_step == 2 and cli.model.hparams.task == task == config.stem
+    assert cli.model.hparams.num_labels == cli.datamodule.num_labels  # linked, not typed twice
+    assert cli.model.main_metric in cli.trainer.callback_metrics  # what the config's checkpoint monitors
+    monitored = [c.monitor for c in cli.trainer.checkpoint_callbacks]
+    assert monitored == [cli.model.main_metric]
+    # GLUE's own defaults, not the pretraining ones jsonargparse would carry over from the CLI default
+    hp = cli.model.hparams
+    assert (hp.warmup_steps, hp.eps, tuple(hp.betas), hp.warmup_ratio) == (None, 1e-8, (0.9, 0.999), 0.1)
+
+
+@pytest.mark.parametrize("overlay", D_E_OVERLAYS, ids=lambda p: p.stem)
+def test_embedding_width_overlays_parse_on_every_glue_config(overlay, capsys):
+    for config in GLUE_CONFIGS:
+        with pytest.raises(SystemExit) as exited:
+            main(["fit", "--config", str(config), "--config", str(overlay), "--print_config"])
+        assert exited.value.code == 0
+        assert f"embedding_dim: {overlay.stem}" in capsys.readouterr().out

@@ -6,26 +6,42 @@ LightningCLI object, so tests drive the real command line with a list of argumen
 
 from __future__ import annotations
 
+import importlib
+import inspect
 import os
+import re
 import sys
+import warnings
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 import lightning as L
+from lightning.fabric.utilities.exceptions import MisconfigurationException
+from lightning.pytorch.callbacks import ModelCheckpoint
 from lightning.pytorch.cli import LightningArgumentParser, LightningCLI, SaveConfigCallback
+from lightning.pytorch.plugins.io import TorchCheckpointIO
 
 from tiedemb.errors import UserError, check_choice
+from tiedemb.io import AtomicCheckpointIO
+from tiedemb.modules.params import ParameterCounts
+from tiedemb.scale import check_strategy_config
+from tiedemb.resume import RandomState, check_compatible, find_last_checkpoint, fresh_checkpoint_dir, read_checkpoint
 from tiedemb.nn.config import OBJECTIVES
 
 DEBUG_ENV = "TIEDEMB_DEBUG"  # set to 1 to see full tracebacks of user errors
 
+DEFAULT_MODEL = "tiedemb.modules.pretrain.PretrainModule"
+DEFAULT_DATA = "tiedemb.data.pretrain.PretrainData"
+"""What ``model`` and ``data`` are when a config names no class (see ``drop_carried_defaults``)."""
 DEFAULT_LOGGERS = [
     {"class_path": "lightning.pytorch.loggers.WandbLogger", "init_args": {"project": "tiedemb", "save_dir": "runs"}},
     {"class_path": "lightning.pytorch.loggers.CSVLogger", "init_args": {"save_dir": "runs", "name": "csv"}},
 ]
 DEFAULT_CALLBACKS = [
     {
-        "class_path": "lightning.pytorch.callbacks.ModelCheckpoint",
+        # Lightning's ModelCheckpoint, except that last.ckpt is refreshed at every validation,
+        # not only when val/loss improved, so that --ckpt_path=last resumes the newest state.
+        "class_path": "tiedemb.resume.ResumableCheckpoint",
         "init_args": {
             "monitor": "val/loss",
             "mode": "min",
@@ -84,6 +100,49 @@ class ConfigSaver(SaveConfigCallback):
             logger.log_hyperparams({"config": json.loads(config)})
 
 
+class ArgumentParser(LightningArgumentParser):
+    """Reports a command-line mistake in two lines instead of the whole usage block."""
+
+    def error(self, message: str, ex: Exception | None = None) -> NoReturn:
+        if not self.exit_on_error or os.environ.get(DEBUG_ENV):
+            super().error(message, ex)  # raises (embedded use) or prints jsonargparse's full report
+        parser = getattr(ex, "subcommand_parser", None) or self
+        command = parser.prog.replace(" [options]", "")
+        sys.stderr.write(f"error: {condense_parse_error(message)}\nhint: run `{command} --help` for the options\n")
+        self.exit(2)
+
+
+def condense_parse_error(message: str) -> str:
+    """jsonargparse's report on a bad value, cut down to the option and what is wrong with it.
+
+    A bad ``--model.hidden_size`` is reported as a failed match against every accepted model
+    type; the line that matters is the one under "Problem with given class_path".
+    """
+    lines = [line for line in message.splitlines() if line.strip()]
+    key_match = re.match(r'Parser key "([^"]+)":', lines[0].strip()) if lines else None
+    key = key_match.group(1) if key_match else None
+    problem = next((i for i, line in enumerate(lines) if "Problem with given class_path" in line), None)
+    if key is None:
+        return " ".join(line.strip() for line in lines)
+    if problem is None:
+        rest = [lines[0].strip()[key_match.end():].strip(), *(line.strip() for line in lines[1:])]
+        return f"--{key}: " + " ".join(line for line in rest if line and not line.startswith("Given value"))
+    indent = len(lines[problem]) - len(lines[problem].lstrip())
+    option, detail = key, []
+    for line in lines[problem + 1:]:
+        if len(line) - len(line.lstrip()) <= indent:
+            break
+        nested = re.match(r'Parser key "([^"]+)":', line.strip())
+        if nested:
+            option = f"{option}.{nested.group(1)}"
+        else:
+            detail.append(line.strip())
+    if option == key:  # the class itself is the problem: name it
+        class_path = re.search(r"class_path '([^']+)'", lines[problem])
+        option += f" {class_path.group(1)!r}" if class_path else ""
+    return f"--{option}: " + " ".join(detail)
+
+
 class TiedembCLI(LightningCLI):
     @staticmethod
     def subcommands() -> dict[str, set[str]]:
@@ -93,10 +152,15 @@ class TiedembCLI(LightningCLI):
         # Sizes the data decides are never typed twice.
         parser.link_arguments("data.vocab_size", "model.init_args.vocab_size", apply_on="instantiate")
         parser.link_arguments("data.pad_token_id", "model.init_args.pad_token_id", apply_on="instantiate")
+        # GLUE: the task decides the classifier's width, metric names and file names. jsonargparse
+        # skips an instantiation link whose source object lacks the attribute or whose target class
+        # lacks the parameter, so pretraining runs are untouched by these two.
+        parser.link_arguments("data.num_labels", "model.init_args.num_labels", apply_on="instantiate")
+        parser.link_arguments("data.task_spec", "model.init_args.task", compute_fn=_task_name, apply_on="instantiate")
         parser.set_defaults(
             {
-                "model": {"class_path": "tiedemb.modules.pretrain.PretrainModule"},
-                "data": {"class_path": "tiedemb.data.pretrain.PretrainData"},
+                "model": {"class_path": DEFAULT_MODEL},
+                "data": {"class_path": DEFAULT_DATA},
                 "trainer.logger": DEFAULT_LOGGERS,
                 "trainer.callbacks": DEFAULT_CALLBACKS,
                 "trainer.default_root_dir": "runs",
@@ -106,6 +170,8 @@ class TiedembCLI(LightningCLI):
     def before_instantiate_classes(self) -> None:
         config = self.config[self.subcommand] if self.subcommand else self.config
         model, data = config.get("model"), config.get("data")
+        for section, default_class in ((model, DEFAULT_MODEL), (data, DEFAULT_DATA)):
+            drop_carried_defaults(section, default_class)
         # The pretraining data collates for the model's objective (and trains the matching
         # tokenizer kind); copied here because only that pair of classes shares the setting.
         if model and data and "objective" in (model.get("init_args") or {}) and "objective" in (data.get("init_args") or {}):
@@ -116,6 +182,145 @@ class TiedembCLI(LightningCLI):
                     f"data.objective={given!r} disagrees with model.objective={wanted!r}; set model.objective only"
                 )
             data.init_args.objective = wanted
+        # A strategy this machine cannot run (DeepSpeed not installed, FSDP without a GPU) is
+        # refused before the data is prepared, in one sentence instead of a stack trace.
+        check_strategy_config(config.get("trainer"))
+
+
+    # -- reliability: trainer extras and the checkpoint a run starts from --------------------------
+    def instantiate_trainer(self, **kwargs: Any) -> L.Trainer:
+        trainer = super().instantiate_trainer(**kwargs)
+        # Random states travel in checkpoints whatever callbacks the config lists.
+        if not any(isinstance(callback, RandomState) for callback in trainer.callbacks):
+            trainer.callbacks.insert(0, RandomState())
+        # Every run records its size (params/total, params/embedding) for the reports.
+        if not any(isinstance(callback, ParameterCounts) for callback in trainer.callbacks):
+            trainer.callbacks.append(ParameterCounts())
+        # Crash-safe checkpoint files, where the strategy uses Lightning's plain writer (single
+        # device, DDP, FSDP full state); strategies with their own writer keep it.
+        if type(trainer.strategy.checkpoint_io) is TorchCheckpointIO:
+            trainer.strategy.checkpoint_io = AtomicCheckpointIO()
+        return trainer
+
+    def _parse_ckpt_path(self) -> None:
+        """Read a ``--ckpt_path`` file once, up front, reporting a bad one as a user error.
+
+        Evaluation builds the model the checkpoint describes (Lightning's behaviour). ``fit``
+        does not: Lightning would quietly replace the configured model with the checkpoint's,
+        so resuming with another variant or size in the config is reported instead (see
+        ``_prepare_checkpoint``).
+        """
+        subcommand = self.config.get("subcommand")
+        if not subcommand:
+            return
+        settings = self.config[subcommand]
+        path = settings.get("ckpt_path")
+        if not path or path in ("last", "best", "hpc") or "://" in str(path):
+            return
+        weights_only = settings.get("weights_only") is not False
+        self._checkpoint = read_checkpoint(path, weights_only=weights_only)
+        hparams = {k: v for k, v in (self._checkpoint.get("hyper_parameters") or {}).items() if k != "_instantiator"}
+        if subcommand == "fit" or not hparams:
+            return
+        class_path = hparams.pop("_class_path", None)
+        model = {"class_path": class_path, "dict_kwargs": hparams} if class_path else hparams
+        self.config = self.parser.parse_object({subcommand: {"model": model}}, self.config)
+
+    def before_fit(self) -> None:
+        self._prepare_checkpoint(fitting=True)
+
+    def before_validate(self) -> None:
+        self._prepare_checkpoint()
+
+    def before_test(self) -> None:
+        self._prepare_checkpoint()
+
+    def before_predict(self) -> None:
+        self._prepare_checkpoint()
+
+    def _prepare_checkpoint(self, fitting: bool = False) -> None:
+        """Resolve ``--ckpt_path``, vet the checkpoint, and keep new checkpoints off older runs' files."""
+        config = self.config_init[self.subcommand]
+        if config.get("weights_only") is None:
+            config["weights_only"] = True  # never unpickle arbitrary objects unless asked to
+        path = config.get("ckpt_path")
+        if path == "last":
+            found = find_last_checkpoint(self._run_roots(), self.model, self.datamodule)
+            if self.trainer.global_rank == 0:
+                if found is None:
+                    print(f"note: --ckpt_path=last found no checkpoint of this configuration under "
+                          f"{', '.join(map(str, self._run_roots()))}; starting from scratch", file=sys.stderr)
+                else:
+                    print(f"resuming from {found}", file=sys.stderr)
+            config["ckpt_path"] = path = str(found) if found is not None else None
+        elif path not in (None, "best", "hpc") and "://" not in str(path):
+            checkpoint = getattr(self, "_checkpoint", None) or read_checkpoint(path, weights_only=bool(config["weights_only"]))
+            check_compatible(checkpoint, path, self.model)
+            self._checkpoint = None  # Lightning reads it again; do not hold two copies
+        if type(self.datamodule).state_dict is not L.LightningDataModule.state_dict:
+            # The datamodule resumes its own data position (tiedemb.data.sampling), which
+            # Lightning cannot see; its warning that mid-epoch resumes are unreliable does not apply.
+            warnings.filterwarnings("ignore", message="You're resuming from a checkpoint that ended before the epoch ended")
+        if fitting and not self.trainer.loggers:
+            # Without a logger every run would write to <root>/checkpoints and replace the
+            # previous run's last.ckpt: each run gets its own folder (a resumed one keeps its own).
+            folder = None
+            for callback in self.trainer.checkpoint_callbacks:
+                if isinstance(callback, ModelCheckpoint) and callback.dirpath is None:
+                    folder = folder or fresh_checkpoint_dir(self.trainer.default_root_dir, path if path not in ("best", "hpc") else None)
+                    # absolute, as Lightning stores it: a resumed run then restores the callback's state
+                    callback.dirpath = os.path.realpath(folder)
+
+    def _run_roots(self) -> list[str]:
+        """Folders under which runs of this command line keep their checkpoints."""
+        roots = [self.trainer.default_root_dir]
+        roots += [logger.save_dir for logger in self.trainer.loggers if isinstance(getattr(logger, "save_dir", None), str)]
+        roots += [callback.dirpath for callback in self.trainer.checkpoint_callbacks
+                  if isinstance(callback, ModelCheckpoint) and callback.dirpath]
+        return list(dict.fromkeys(str(Path(root).expanduser()) for root in roots))
+
+
+def _task_name(task_spec: Any) -> str:
+    return task_spec.name
+
+
+def drop_carried_defaults(section: Any, default_class: str) -> None:
+    """Give a config-chosen class its own defaults where jsonargparse left the default class's.
+
+    When a config names another class than the CLI's default (``tiedemb.GlueModule`` instead of
+    ``PretrainModule``), jsonargparse keeps the default class's values for every parameter the
+    two share (jsonargparse issue #460), so unset GLUE settings would silently be pretraining
+    ones (``warmup_steps: 100``, ``eps: 1e-6``, ``hidden_size: 768`` ...). A value equal to the
+    default class's default, where the chosen class's default differs, is taken to be such a
+    leftover and replaced by the chosen class's default. The one case this misreads, a value
+    set explicitly to the pretraining default, is the price of not re-parsing the command line.
+    """
+    if not section or not section.get("class_path") or not section.get("init_args"):
+        return
+    chosen, default = _import_class(section["class_path"]), _import_class(default_class)
+    if chosen is default:
+        return
+    old, new = _signature_defaults(default), _signature_defaults(chosen)
+    init_args = section["init_args"]
+    for key in list(init_args.keys()):
+        if key in old and key in new and _same_value(init_args[key], old[key]) and not _same_value(new[key], old[key]):
+            init_args[key] = new[key]
+
+
+def _import_class(path: str) -> type:
+    module, _, name = path.rpartition(".")
+    return getattr(importlib.import_module(module), name)
+
+
+def _signature_defaults(cls: type) -> dict[str, Any]:
+    parameters = inspect.signature(cls.__init__).parameters.values()
+    return {p.name: p.default for p in parameters if p.default is not inspect.Parameter.empty}
+
+
+def _same_value(first: Any, second: Any) -> bool:
+    """Equality that treats tuples and lists alike (YAML gives lists, signatures tuples)."""
+    plain = lambda value: list(value) if isinstance(value, (list, tuple)) else value  # noqa: E731
+    return type(plain(first)) is type(plain(second)) and plain(first) == plain(second)
 
 
 def _use_wandb_offline_without_credentials() -> None:
@@ -137,6 +342,7 @@ def build_cli(args: list[str] | None = None, run: bool = True) -> TiedembCLI:
         subclass_mode_model=True,
         subclass_mode_data=True,
         trainer_class=Trainer,
+        parser_class=ArgumentParser,
         save_config_callback=ConfigSaver,
         seed_everything_default=0,
         args=args,
@@ -156,11 +362,15 @@ def main(args: list[str] | None = None, run: bool = True) -> TiedembCLI | None:
         raise SystemExit(2) from None
 
 
-def find_user_error(error: BaseException) -> UserError | None:
-    """The UserError behind ``error``: jsonargparse and Lightning wrap what constructors raise."""
+def find_user_error(error: BaseException) -> UserError | MisconfigurationException | None:
+    """The UserError behind ``error``: jsonargparse and Lightning wrap what constructors raise.
+
+    Lightning's ``MisconfigurationException`` (an accelerator that is not there, incompatible
+    trainer flags) is a configuration mistake too, and is reported the same way.
+    """
     seen: set[int] = set()
     while error is not None and id(error) not in seen:
-        if isinstance(error, UserError):
+        if isinstance(error, (UserError, MisconfigurationException)):
             return error
         seen.add(id(error))
         error = error.__cause__ or error.__context__

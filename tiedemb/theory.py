@@ -35,9 +35,47 @@ class Prediction:
     loss_same: float  # a target equal to the input token
 
 
-def token_std(head: str, vocab_size: int, embedding_dim: int, init_std: float) -> float:
-    """The std of the token embedding rows the given head variant draws."""
-    return math.log(vocab_size) / embedding_dim if head == "tied_scaled_init" else init_std
+def token_std(head: str, vocab_size: int, embedding_dim: int, init_std: float,
+              embedding_init_std: float | None = None) -> float:
+    """The std of the token embedding rows the given head variant draws.
+
+    ``embedding_init_std`` (T5 draws its embedding with std 1.0) replaces ``init_std`` for the
+    token table only; the scaled-init head's own rule wins over both.
+    """
+    if head == "tied_scaled_init":
+        return math.log(vocab_size) / embedding_dim
+    return embedding_init_std if embedding_init_std is not None else init_std
+
+
+#: Keywords a scale setting may name instead of a number; ``d`` is the width of the vector scaled.
+SCALE_KEYWORDS = ("sqrt_d", "rsqrt_d", "mup:<base_width>")
+
+
+def resolve_scale(value: float | str, width: int, name: str = "scale") -> float:
+    """A multiplier given as a number or a keyword of the width ``d`` it applies to.
+
+    ``sqrt_d``: d^(1/2) (Gemma's input embedding). ``rsqrt_d``: d^(-1/2) (T5's tied readout).
+    ``mup:B``: B/d, muP's readout multiplier 1/width_mult for a model tuned at base width B.
+    Raises ``ValueError`` naming ``name`` for anything else.
+    """
+    if isinstance(value, bool):
+        raise ValueError(f"{name}={value!r} is not a number or one of {', '.join(SCALE_KEYWORDS)}")
+    if isinstance(value, (int, float)):
+        scale = float(value)
+    elif value == "sqrt_d":
+        scale = math.sqrt(width)
+    elif value == "rsqrt_d":
+        scale = 1.0 / math.sqrt(width)
+    elif isinstance(value, str) and value.startswith("mup:") and value[4:].strip().isdigit() and int(value[4:]) > 0:
+        scale = int(value[4:]) / width
+    else:
+        try:
+            scale = float(value)
+        except (TypeError, ValueError):
+            raise ValueError(f"{name}={value!r} is not a number or one of {', '.join(SCALE_KEYWORDS)}") from None
+    if not math.isfinite(scale) or scale <= 0:
+        raise ValueError(f"{name} must be a positive finite multiplier, got {value!r}")
+    return scale
 
 
 def _log_add_exp(a: float, b: float) -> float:
@@ -57,20 +95,27 @@ def predict_initial_loss(
     type_vocab_size: int = 0,
     repeat_rate: float = 0.0,
     output_scale: float = 1.0,
+    embedding_scale: float = 1.0,
+    embedding_init_std: float | None = None,
 ) -> Prediction:
     """Expected initial loss of a near-identity network; see the module docstring.
 
     ``repeat_rate``: fraction of CLM targets equal to their input token (natural text: <1%).
     ``output_scale``: a multiplier on the logits (T5's d^-1/2, muP's output multiplier).
+    ``embedding_scale``: a multiplier on the token vectors before position and segment vectors
+    are added (Gemma's sqrt(d)). Behind the embedding's norm it only changes the token's share of
+    the normalised input, so without additive position or segment vectors it changes nothing.
+    ``embedding_init_std``: the token table's own std (T5: 1.0); ``init_std`` when unset.
     """
     if head not in KNOWN_HEADS:
         raise ValueError(f"unknown head {head!r}; valid: {', '.join(KNOWN_HEADS)}")
     n, hidden = vocab_size, hidden_size
     d_e = embedding_dim or hidden
-    sigma_t = token_std(head, n, d_e, init_std)
+    sigma_t = token_std(head, n, d_e, init_std, embedding_init_std)
     sigma_p = init_std if position == "learned" else 0.0
     sigma_s = init_std if type_vocab_size > 0 else 0.0
-    rms = math.sqrt(sigma_t**2 + sigma_p**2 + sigma_s**2)
+    # The norm divides by the rms of the sum, in which the token part carries the input scale.
+    rms = math.sqrt((embedding_scale * sigma_t) ** 2 + sigma_p**2 + sigma_s**2)
 
     if d_e == hidden:
         aligned_gain, var_width = float(hidden), float(hidden)
@@ -80,14 +125,15 @@ def predict_initial_loss(
         q = 2.0 / (hidden + d_e)
         aligned_gain, var_width = hidden * math.sqrt(q * d_e), 2.0 * hidden
     if head in SELF_ALIGNED_HEADS:
-        self_logit = aligned_gain * sigma_t**2 / rms
+        self_logit = aligned_gain * embedding_scale * sigma_t**2 / rms
         logit_var = var_width * sigma_t**2
     else:
         self_logit = 0.0
         # |x| = sqrt(hidden) meets untied rows directly; the orthogonal map keeps a d_e/hidden share
         # of |x|^2; the shuffle permutes what the tied down-map produces.
         width = {"untied": hidden, "tied_orth": d_e}.get(head, var_width)
-        logit_var = width * sigma_t**2
+        sigma_out = init_std if head == "untied" else sigma_t  # an untied matrix never takes the token std
+        logit_var = width * sigma_out**2
     self_logit *= output_scale
     logit_var *= output_scale**2
 
@@ -105,8 +151,18 @@ def predict_initial_loss(
     )
 
 
+def readout_width(head: str, hidden_size: int, embedding_dim: int | None) -> int:
+    """Width of the vector the output matrix multiplies: d_e for tied heads, hidden for untied."""
+    return hidden_size if head == "untied" else (embedding_dim or hidden_size)
+
+
 def predict_for_config(config: object, repeat_rate: float = 0.0) -> Prediction:
-    """``predict_initial_loss`` from any object carrying the model's field names."""
+    """``predict_initial_loss`` from any object carrying the model's field names.
+
+    Scale keywords (``rsqrt_d`` ...) are resolved against the widths the model applies them to.
+    """
+    d_e = config.embedding_dim or config.hidden_size
+    width = readout_width(config.head, config.hidden_size, config.embedding_dim)
     return predict_initial_loss(
         vocab_size=config.vocab_size,
         hidden_size=config.hidden_size,
@@ -117,4 +173,7 @@ def predict_for_config(config: object, repeat_rate: float = 0.0) -> Prediction:
         position=config.position,
         type_vocab_size=config.type_vocab_size,
         repeat_rate=repeat_rate,
+        output_scale=resolve_scale(getattr(config, "output_scale", 1.0), width, "model.output_scale"),
+        embedding_scale=resolve_scale(getattr(config, "embedding_scale", 1.0), d_e, "model.embedding_scale"),
+        embedding_init_std=getattr(config, "embedding_init_std", None),
     )

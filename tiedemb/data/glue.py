@@ -24,6 +24,7 @@ from torch.utils.data import DataLoader
 from transformers import DataCollatorWithPadding, PreTrainedTokenizerBase
 
 from tiedemb.data.glue_files import FILE_TYPES, ClassicLayout, conform, find_task_dir, read_hub_format, read_split
+from tiedemb.data.sampling import ResumableTraining, loader_generator
 from tiedemb.data.tokenizers import load_tokenizer
 from tiedemb.errors import UserError, check_choice
 
@@ -110,7 +111,7 @@ TASKS: dict[str, GlueTask] = {
 }
 
 
-class GlueData(LightningDataModule):
+class GlueData(ResumableTraining, LightningDataModule):
     """One GLUE task, tokenised for a sentence(-pair) classifier.
 
     ``num_labels``, ``vocab_size``, ``pad_token_id`` and the split names are known right after
@@ -204,7 +205,14 @@ class GlueData(LightningDataModule):
                            desc=f"Tokenising {self.task_spec.name} {split}")
 
     def _loader(self, split: str, batch_size: int, shuffle: bool = False) -> DataLoader:
-        return DataLoader(self.split_dataset(split), batch_size=batch_size, shuffle=shuffle,
+        dataset = self.split_dataset(split)
+        # The run's seed (seed_everything, which exports PL_GLOBAL_SEED) decides the order, the
+        # same on every process; the sampler lets a stopped run resume mid-epoch on that order
+        # (tiedemb.data.sampling), and the loader's own generator keeps iterator creation from
+        # drawing on the global RNG that dropout uses.
+        seed = int(os.environ.get("PL_GLOBAL_SEED", 0))
+        sampler = self.resumable_sampler(dataset, batch_size=batch_size, seed=seed, keyed=False) if shuffle else None
+        return DataLoader(dataset, batch_size=batch_size, sampler=sampler, generator=loader_generator(seed),
                           collate_fn=self._collate, num_workers=self.num_workers, pin_memory=self.pin_memory,
                           persistent_workers=self.num_workers > 0)
 

@@ -9,7 +9,6 @@ from __future__ import annotations
 import logging
 import math
 from collections.abc import Sequence
-from typing import Any
 
 import lightning as L
 import numpy as np
@@ -17,14 +16,7 @@ import torch
 from torch.utils.data import DataLoader, Dataset
 
 from tiedemb.data.collate import make_collator
-from tiedemb.data.sampling import (
-    KeyedDataset,
-    ResumePosition,
-    ResumableSampler,
-    apply_position,
-    loader_generator,
-    loader_position,
-)
+from tiedemb.data.sampling import KeyedDataset, ResumableTraining, loader_generator
 from tiedemb.data.synthetic import MarkovCorpus
 from tiedemb.data.text import prepare_text
 from tiedemb.errors import UserError, check_choice
@@ -34,7 +26,7 @@ log = logging.getLogger("tiedemb.data")
 DEFAULT_SYNTHETIC_VOCAB = 4096
 
 
-class PretrainData(L.LightningDataModule):
+class PretrainData(ResumableTraining, L.LightningDataModule):
     """Blocks of ``block_size`` tokens for MLM or CLM.
 
     Sources, first match wins: ``dataset`` (a hub dataset name, with ``dataset_config``),
@@ -111,8 +103,6 @@ class PretrainData(L.LightningDataModule):
             self.mask_token_id = self.tokenizer.mask_token_id
             self.special_token_ids = list(self.tokenizer.all_special_ids)
         self.train_set: Dataset | None = None
-        self._train_sampler: ResumableSampler | None = None
-        self._resume_position: ResumePosition | None = None
         self.val_set: Dataset | None = None
 
     # -- what the model and the logs may want to know -------------------------------------------
@@ -163,16 +153,8 @@ class PretrainData(L.LightningDataModule):
     # -- internals ------------------------------------------------------------------------------------
     def _loader(self, dataset: Dataset, shuffle: bool) -> DataLoader:
         hp = self.hparams
-        sampler = None
-        if shuffle:
-            # The training order is resumable (see tiedemb.data.sampling); evaluation reads in order.
-            trainer = self.trainer
-            sampler = ResumableSampler(dataset, seed=hp.seed, drop_last=True,
-                                       num_replicas=trainer.world_size if trainer else 1,
-                                       rank=trainer.global_rank if trainer else 0)
-            if self._resume_position is not None:
-                apply_position(sampler, self._resume_position)
-            self._train_sampler = sampler
+        # The training order is resumable (see tiedemb.data.sampling); evaluation reads in order.
+        sampler = self.resumable_sampler(dataset, batch_size=self.batch_size, seed=hp.seed, drop_last=True) if shuffle else None
         return DataLoader(
             KeyedDataset(dataset),
             batch_size=self.batch_size,
@@ -192,17 +174,6 @@ class PretrainData(L.LightningDataModule):
             persistent_workers=hp.num_workers > 0,
             generator=loader_generator(hp.seed),
         )
-
-    # -- checkpointed state: where training stands in the data ------------------------------------
-    def state_dict(self) -> dict[str, Any]:
-        if self._train_sampler is None or self.trainer is None:
-            return {}
-        return {"position": loader_position(self.trainer, self._train_sampler, self.batch_size).state_dict()}
-
-    def load_state_dict(self, state_dict: dict[str, Any]) -> None:
-        self._resume_position = ResumePosition.from_state(state_dict.get("position") or {})
-        if self._resume_position is not None and self._train_sampler is not None:
-            apply_position(self._train_sampler, self._resume_position)
 
     def _synthetic_blocks(self) -> tuple[torch.Tensor, torch.Tensor]:
         hp = self.hparams

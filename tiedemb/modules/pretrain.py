@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 import time
+from typing import Any
 
 import lightning as L
 import torch
@@ -11,8 +12,10 @@ from torch import Tensor
 from torchmetrics import MeanMetric
 
 from tiedemb.errors import UserError
+from tiedemb.modules.flops import MatmulWeights, device_peak_flops
 from tiedemb.modules.optim import adamw_with_schedule
 from tiedemb.nn import LMOutput, Transformer, TransformerConfig
+from tiedemb.scale import TieGuard, restore_tied_entries, tied_prefixes_of
 from tiedemb.theory import predict_for_config
 
 
@@ -25,8 +28,28 @@ class PretrainModule(L.LightningModule):
 
     The keyword names are the YAML's (``model.hidden_size`` ...); ``vocab_size`` comes from the
     data in the CLI. ``head`` picks the output layer: untied, tied, tied_scaled_init, tied_orth,
-    tied_shuffle. Hyperparameters are plain values, so ``load_from_checkpoint(path)`` rebuilds any
-    variant on its own.
+    tied_shuffle. ``embedding_scale``, ``output_scale`` and ``embedding_init_std`` add the wider
+    field's remedies (Gemma's sqrt(d) input scale, T5's d^-1/2 readout with std-1 embeddings, muP's
+    output multiplier; see ``TransformerConfig``). Hyperparameters are plain values, so
+    ``load_from_checkpoint(path)`` rebuilds any variant on its own.
+
+    ``compile: true`` compiles the encoder blocks with ``torch.compile`` when the Trainer sets the
+    model up (checkpoint keys are unchanged).
+
+    Throughput, logged every training batch (per device):
+
+    * ``perf/flops_per_sec``: model FLOPs of the batch over its period (end of the previous batch
+      to end of this one). Model FLOPs are PaLM's count (``tiedemb.modules.flops``): 6 FLOPs per
+      weight-matrix entry per row it multiplies (forward 2, backward 4), plus 12 * layers * T * d
+      per token for attention. The embedding projection and encoder count at every position; the
+      output head (its transform and the vocabulary matrix) counts only where logits are
+      computed: every position for CLM, the masked positions for MLM, and so do the last block's
+      attention output projection and feed-forward, which run only there. Embedding lookups,
+      biases and norms are not counted.
+    * ``perf/mfu``: that over the device's peak: ``peak_flops`` (FLOP/s) when given, else a dense
+      bf16 figure for a known GPU (H100, H200, A100) in 16-bit precision; not logged otherwise.
+    * ``perf/data_wait_fraction``: the part of the period between the end of the previous batch's
+      step and the start of this one's, when the loop fetches and moves the batch.
     """
 
     def __init__(
@@ -57,6 +80,9 @@ class PretrainModule(L.LightningModule):
         head_norm: bool = False,
         shuffle: str = "half_swap",
         shuffle_groups: int = 2,
+        embedding_scale: float | str = 1.0,
+        output_scale: float | str = 1.0,
+        embedding_init_std: float | None = None,
         pad_token_id: int = 0,
         learning_rate: float = 5e-4,
         weight_decay: float = 0.01,
@@ -65,6 +91,8 @@ class PretrainModule(L.LightningModule):
         warmup_steps: int = 100,
         lr_decay: str = "linear",
         min_lr_ratio: float = 0.0,
+        compile: bool = False,
+        peak_flops: float | None = None,
     ) -> None:
         super().__init__()
         self.save_hyperparameters()
@@ -75,6 +103,13 @@ class PretrainModule(L.LightningModule):
         self._last_step_time: float | None = None
         self._described: dict[str, float] = {}
         self.initial_loss: float | None = None
+        self._compiled = False
+        # Counted now, from full-size modules: a sharding strategy may later wrap or flatten them.
+        self._matmul_weights = MatmulWeights.of(self.model)
+        self._peak_flops: float | None = None
+        self._step_flops = 0.0
+        self._batch_start: float | None = None
+        self._batch_end: float | None = None
 
     # -- the Hugging Face-style forward ---------------------------------------------------------
     def forward(
@@ -83,8 +118,43 @@ class PretrainModule(L.LightningModule):
         attention_mask: Tensor | None = None,
         token_type_ids: Tensor | None = None,
         labels: Tensor | None = None,
+        *,
+        return_logits: bool = True,
     ) -> LMOutput:
-        return self.model(input_ids, attention_mask=attention_mask, token_type_ids=token_type_ids, labels=labels)
+        return self.model(input_ids, attention_mask=attention_mask, token_type_ids=token_type_ids, labels=labels,
+                          return_logits=return_logits)
+
+    def configure_model(self) -> None:
+        """Called by the Trainer before the strategy wraps the model and optimisers are built:
+        re-establishes the tie (after any materialisation) and applies ``compile``.
+
+        ``nn.Module.compile`` compiles the forward in place instead of wrapping the module, so
+        parameter names and checkpoint keys stay as they are (no ``_orig_mod.``).
+        """
+        if any(t.is_meta for t in (*self.model.parameters(), *self.model.buffers())):
+            # Built under an empty-init context (``trainer.init_module(empty_init=True)``): nothing
+            # was drawn and the rotary tables are empty. Building it again here, inside the
+            # strategy's device context, initialises and ties it as on a single device.
+            self.model = Transformer(self.config)
+        # The tie is an attribute assignment that materialisation or a wrapper may have undone.
+        self.model.tie_weights()
+        if self.hparams.get("compile") and not self._compiled:
+            # Block by block: the blocks share one compiled graph (parameters are its inputs), so
+            # compile time does not grow with depth, and the data-dependent parts around them
+            # (the padding check, the masked-position selection) stay outside any graph.
+            for block in self.model.encoder.blocks:
+                block.compile()
+            self._compiled = True
+
+    def configure_callbacks(self) -> list[L.Callback]:
+        # Checks, once the strategy has wrapped the model, that tied heads are still tied.
+        return [TieGuard()]
+
+    def on_load_checkpoint(self, checkpoint: dict[str, Any]) -> None:
+        # A consolidated checkpoint may name the shared matrix once; refuse one from an untied model.
+        state_dict = checkpoint.get("state_dict")
+        if isinstance(state_dict, dict):
+            restore_tied_entries(state_dict, tied_prefixes_of(self))
 
     # -- training ------------------------------------------------------------------------------------
     def on_train_start(self) -> None:
@@ -98,11 +168,16 @@ class PretrainModule(L.LightningModule):
             logger.log_metrics(described, step=self.global_step)
         self._described = described
         self._last_step_time = None
+        self._peak_flops = self._resolve_peak_flops()
+
+    def training_loss(self, batch: dict[str, Tensor]) -> Tensor:
+        """The loss a training step backpropagates."""
+        return self(**batch, return_logits=False).loss
 
     def training_step(self, batch: dict[str, Tensor], batch_idx: int) -> Tensor:
         if self.global_step == 0 and batch_idx == 0 and self.initial_loss is None:
             self._log_initial_loss(batch)
-        output = self(**batch)
+        output = self(**batch, return_logits=False)  # the logits are never needed whole
         loss = output.loss
         if not torch.isfinite(loss):
             raise TrainingDiverged(
@@ -118,14 +193,52 @@ class PretrainModule(L.LightningModule):
             tokens = batch["input_ids"].numel() * self.trainer.world_size
             self.log("train/tokens_per_sec", tokens / max(now - self._last_step_time, 1e-9))
         self._last_step_time = now
+        self._step_flops = self._matmul_weights.training_flops(
+            *batch["input_ids"].shape, output_positions=None if self.config.causal else output.num_targets
+        )
         return loss
+
+    # -- throughput ------------------------------------------------------------------------------------
+    # A batch's period runs from the end of one training batch to the end of the next; the wait is its
+    # first part, from that end to the start of this batch's step (Lightning fetches and moves the
+    # batch in between). On a GPU these are host timestamps: the host runs ahead of the device until
+    # something synchronises, so the period still averages to the device's step time, and the wait
+    # counts only time the host did not spend queueing work.
+    def _resolve_peak_flops(self) -> float | None:
+        if self.hparams.get("peak_flops"):
+            return float(self.hparams.peak_flops)
+        return device_peak_flops(self.device, str(self.trainer.precision))
+
+    def on_train_batch_start(self, batch: Any, batch_idx: int) -> None:
+        self._batch_start = time.perf_counter()
+
+    def on_train_batch_end(self, outputs: Any, batch: Any, batch_idx: int) -> None:
+        now = time.perf_counter()
+        if self._batch_end is not None and self._batch_start is not None and self._step_flops:
+            period = max(now - self._batch_end, 1e-9)
+            self.log("perf/data_wait_fraction", max(self._batch_start - self._batch_end, 0.0) / period)
+            flops_per_sec = self._step_flops / period
+            self.log("perf/flops_per_sec", flops_per_sec)
+            if self._peak_flops:
+                self.log("perf/mfu", flops_per_sec / self._peak_flops)
+        self._batch_end, self._step_flops = now, 0.0
+
+    def _reset_throughput_clock(self) -> None:
+        # Validation, checkpointing and epoch changes between two batches are not data waiting.
+        self._batch_start = self._batch_end = None
+
+    def on_train_epoch_start(self) -> None:
+        self._reset_throughput_clock()
+
+    def on_validation_start(self) -> None:
+        self._reset_throughput_clock()
 
     @torch.no_grad()
     def _log_initial_loss(self, batch: dict[str, Tensor]) -> None:
         """The loss of the untouched model on the first batch, without dropout."""
         was_training = self.training
         self.eval()
-        measured = self(**batch).loss
+        measured = self(**batch, return_logits=False).loss
         self.train(was_training)
         metrics = {"init/loss": measured.item(), **{k: v for k, v in self._described.items() if k.startswith("init/")}}
         # Straight to the loggers at step 0: Lightning's own cadence would drop or delay it.
@@ -135,7 +248,7 @@ class PretrainModule(L.LightningModule):
 
     # -- validation ----------------------------------------------------------------------------------
     def validation_step(self, batch: dict[str, Tensor], batch_idx: int) -> None:
-        output = self(**batch)
+        output = self(**batch, return_logits=False)
         # weight by the number of predicted tokens, so the epoch value is a per-token mean
         self.val_loss.update(output.loss.detach(), weight=max(output.num_targets, 1))
 

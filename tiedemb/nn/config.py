@@ -10,6 +10,7 @@ import dataclasses
 from dataclasses import dataclass
 
 from tiedemb.errors import UserError, check_choice
+from tiedemb.theory import readout_width, resolve_scale
 
 OBJECTIVES = ("mlm", "clm")
 POSITIONS = ("learned", "rope", "none")
@@ -49,6 +50,11 @@ class TransformerConfig:
     head_norm: bool = False
     shuffle: str = "half_swap"
     shuffle_groups: int = 2
+    # the wider field's remedies: a number or a keyword of the width d it applies to
+    # (tiedemb.theory.resolve_scale): "sqrt_d", "rsqrt_d", "mup:<base_width>"
+    embedding_scale: float | str = 1.0  # token vectors x this (Gemma: "sqrt_d")
+    output_scale: float | str = 1.0  # the vector meeting the output matrix x this (T5: "rsqrt_d"; muP)
+    embedding_init_std: float | None = None  # the token table's std when set (T5: 1.0), else init_std
     pad_token_id: int = 0
 
     def __post_init__(self) -> None:
@@ -72,6 +78,13 @@ class TransformerConfig:
             raise UserError(f"model.type_vocab_size must be >= 0, got {self.type_vocab_size}")
         if self.init_std <= 0:
             raise UserError(f"model.init_std must be positive, got {self.init_std}")
+        if self.embedding_init_std is not None and self.embedding_init_std <= 0:
+            raise UserError(f"model.embedding_init_std must be positive, got {self.embedding_init_std}")
+        for name in ("embedding_scale", "output_scale"):
+            try:
+                resolve_scale(getattr(self, name), self.embedding_dim, f"model.{name}")
+            except ValueError as error:
+                raise UserError(str(error)) from None
         for name, value in (("dropout", self.dropout), ("attention_dropout", self.attention_dropout)):
             if not 0.0 <= value < 1.0:
                 raise UserError(f"model.{name} must be in [0, 1), got {value}")
@@ -97,6 +110,17 @@ class TransformerConfig:
     @property
     def causal(self) -> bool:
         return self.objective == "clm"
+
+    @property
+    def token_scale(self) -> float:
+        """``embedding_scale`` as a number: the token vectors' width is d_e."""
+        return resolve_scale(self.embedding_scale, self.embedding_dim, "model.embedding_scale")
+
+    @property
+    def readout_scale(self) -> float:
+        """``output_scale`` as a number, for the width of the vector the output matrix meets."""
+        return resolve_scale(self.output_scale, readout_width(self.head, self.hidden_size, self.embedding_dim),
+                             "model.output_scale")
 
     def to_dict(self) -> dict:
         return dataclasses.asdict(self)

@@ -24,9 +24,13 @@ class Embedding(nn.Module):
         self.projection = nn.Linear(d_e, config.hidden_size, bias=False) if d_e != config.hidden_size else None
         self.norm = make_norm(config.norm, config.hidden_size, config.norm_eps)
         self.dropout = nn.Dropout(config.dropout)
+        # Gemma's sqrt(d) multiplier, a plain number: no parameter, so checkpoints are unchanged.
+        self.token_scale = config.token_scale
 
     def forward(self, input_ids: Tensor, token_type_ids: Tensor | None = None) -> Tensor:
         x = self.token(input_ids)  # (B, T, d_e)
+        if self.token_scale != 1.0:
+            x = x * self.token_scale
         if self.position is not None:
             length = input_ids.shape[1]
             if length > self.position.num_embeddings:

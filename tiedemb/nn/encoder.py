@@ -51,10 +51,17 @@ class SelfAttention(nn.Module):
             else None
         )
 
-    def forward(self, x: Tensor, attention_mask: Tensor | None) -> Tensor:
+    def forward(self, x: Tensor, attention_mask: Tensor | None, rows: Tensor | None = None) -> Tensor:
+        """``rows``: flat (B * T) indices of the only positions whose output is wanted; keys and
+        values still come from every position, and the result is (len(rows), hidden)."""
         batch, length, hidden = x.shape
-        qkv = self.qkv(x).view(batch, length, 3, self.num_heads, hidden // self.num_heads)
-        q, k, v = qkv.permute(2, 0, 3, 1, 4).unbind(0)  # each (B, heads, T, head_dim)
+        # Split, then view each part as (B, heads, T, head_dim): the backward is one concatenation
+        # into the fused layout, where unbinding a permuted (3, B, heads, T, head_dim) view costs a
+        # stack and a further copy.
+        q, k, v = (
+            part.view(batch, length, self.num_heads, hidden // self.num_heads).transpose(1, 2)
+            for part in self.qkv(x).split(hidden, dim=-1)
+        )
         if self.rotary is not None:
             q, k = self.rotary(q), self.rotary(k)
         y = F.scaled_dot_product_attention(
@@ -65,7 +72,7 @@ class SelfAttention(nn.Module):
             dropout_p=self.dropout if self.training else 0.0,
             is_causal=self.causal and attention_mask is None,
         )
-        return self.out(y.transpose(1, 2).reshape(batch, length, hidden))
+        return self.out(take_rows(y.transpose(1, 2).reshape(batch, length, hidden), rows))
 
 
 class FeedForward(nn.Module):
@@ -91,12 +98,19 @@ class Block(nn.Module):
         # DeepNorm up-weights the residual stream so that post-norm stays stable when deep.
         self.alpha = (2.0 * config.num_layers) ** 0.25 if config.residual_init == "deepnorm" else 1.0
 
-    def forward(self, x: Tensor, attention_mask: Tensor | None) -> Tensor:
+    def forward(self, x: Tensor, attention_mask: Tensor | None, rows: Tensor | None = None) -> Tensor:
+        """``rows``: as for ``SelfAttention``; everything after attention runs on those rows only."""
         if self.pre_norm:
-            x = x + self.dropout(self.attention(self.attention_norm(x), attention_mask))
+            x = take_rows(x, rows) + self.dropout(self.attention(self.attention_norm(x), attention_mask, rows))
             return x + self.dropout(self.ffn(self.ffn_norm(x)))
-        x = self.attention_norm(self.alpha * x + self.dropout(self.attention(x, attention_mask)))
-        return self.ffn_norm(self.alpha * x + self.dropout(self.ffn(x)))
+        x = self.attention_norm(
+            self.residual(take_rows(x, rows)) + self.dropout(self.attention(x, attention_mask, rows))
+        )
+        return self.ffn_norm(self.residual(x) + self.dropout(self.ffn(x)))
+
+    def residual(self, x: Tensor) -> Tensor:
+        # alpha is 1 except under DeepNorm; multiplying by 1 would still copy the residual stream.
+        return x if self.alpha == 1.0 else self.alpha * x
 
 
 class Encoder(nn.Module):
@@ -108,10 +122,18 @@ class Encoder(nn.Module):
             make_norm(config.norm, config.hidden_size, config.norm_eps) if config.norm_position == "pre" else None
         )
 
-    def forward(self, x: Tensor, attention_mask: Tensor | None = None) -> Tensor:
+    def forward(self, x: Tensor, attention_mask: Tensor | None = None, rows: Tensor | None = None) -> Tensor:
+        """(B, T, hidden) states; with ``rows`` (flat B * T indices) only those positions' final
+        states, (len(rows), hidden). Every position still feeds attention in every block, so those
+        rows are exactly what the full output would hold there; the last block simply skips the
+        attention output projection, feed-forward and norms of the positions nobody reads (for MLM,
+        the 85% that are not masked)."""
         mask = self.attention_bias(attention_mask, x.dtype)
-        for block in self.blocks:
-            x = block(x, mask)
+        last = len(self.blocks) - 1
+        for index, block in enumerate(self.blocks):
+            x = block(x, mask, rows if index == last else None)
+        if rows is not None and not self.blocks:
+            x = take_rows(x, rows)
         return self.final_norm(x) if self.final_norm is not None else x
 
     def attention_bias(self, attention_mask: Tensor | None, dtype: torch.dtype) -> Tensor | None:
@@ -122,6 +144,11 @@ class Encoder(nn.Module):
         if attention_mask is None or self.causal or bool(attention_mask.all()):
             return None
         return attention_mask[:, None, None, :].bool()  # (B, 1, 1, T), True = attend
+
+
+def take_rows(x: Tensor, rows: Tensor | None) -> Tensor:
+    """(B, T, hidden) -> (len(rows), hidden) at flat positions ``rows``; x itself when None."""
+    return x if rows is None else x.reshape(-1, x.shape[-1]).index_select(0, rows)
 
 
 def deepnorm_beta(num_layers: int) -> float:

@@ -29,6 +29,8 @@ class OutputHead(nn.Module):
         self.decoder = nn.Linear(width, config.vocab_size, bias=False)
         # Output-only bias: never part of the tie.
         self.bias = nn.Parameter(torch.zeros(config.vocab_size)) if config.output_bias else None
+        # T5's d^-1/2 or muP's multiplier on what meets the decoder (so the bias stays unscaled).
+        self.scale = config.readout_scale
 
     @classmethod
     def validate(cls, config: TransformerConfig) -> None:
@@ -37,14 +39,19 @@ class OutputHead(nn.Module):
     @staticmethod
     def embedding_std(config: TransformerConfig) -> float:
         """The std the shared token matrix is drawn with."""
-        return config.init_std
+        return config.embedding_init_std if config.embedding_init_std is not None else config.init_std
 
     def transform(self, hidden: Tensor) -> Tensor:
         """hidden (..., hidden_size) -> the vector multiplied by the decoder matrix."""
         return hidden
 
+    def features(self, hidden: Tensor) -> Tensor:
+        """What meets the decoder matrix: the transform, then the readout scale."""
+        x = self.transform(hidden)
+        return x * self.scale if self.scale != 1.0 else x
+
     def forward(self, hidden: Tensor) -> Tensor:
-        logits = self.decoder(self.transform(hidden))  # (..., vocab)
+        logits = self.decoder(self.features(hidden))  # (..., vocab)
         return logits + self.bias if self.bias is not None else logits
 
 

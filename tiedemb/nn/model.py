@@ -17,14 +17,13 @@ from tiedemb.nn.embedding import Embedding
 from tiedemb.nn.encoder import Encoder
 from tiedemb.nn.heads import build_head
 from tiedemb.nn.init import init_transformer
-
-IGNORE_INDEX = -100
+from tiedemb.nn.loss import IGNORE_INDEX, linear_cross_entropy
 
 
 @dataclass
 class LMOutput:
     loss: Tensor | None
-    logits: Tensor  # MLM: (num_masked, vocab); CLM: (B, T, vocab)
+    logits: Tensor | None  # MLM: (num_masked, vocab); CLM: (B, T, vocab); None if not asked for
     num_targets: int = 0
 
     def __getitem__(self, key: str) -> Tensor | None:
@@ -52,9 +51,14 @@ class Transformer(nn.Module):
         return self.head.tied and self.head.decoder.weight is self.embedding.token.weight
 
     def encode(
-        self, input_ids: Tensor, attention_mask: Tensor | None = None, token_type_ids: Tensor | None = None
+        self,
+        input_ids: Tensor,
+        attention_mask: Tensor | None = None,
+        token_type_ids: Tensor | None = None,
+        rows: Tensor | None = None,
     ) -> Tensor:
-        return self.encoder(self.embedding(input_ids, token_type_ids), attention_mask)  # (B, T, hidden)
+        """(B, T, hidden); with ``rows`` (flat B * T indices) only those positions, (len(rows), hidden)."""
+        return self.encoder(self.embedding(input_ids, token_type_ids), attention_mask, rows)
 
     def forward(
         self,
@@ -62,22 +66,36 @@ class Transformer(nn.Module):
         attention_mask: Tensor | None = None,
         token_type_ids: Tensor | None = None,
         labels: Tensor | None = None,
+        *,
+        return_logits: bool = True,
     ) -> LMOutput:
-        hidden = self.encode(input_ids, attention_mask, token_type_ids)
+        """``return_logits=False`` (with labels): the loss alone, computed without materialising
+        the logits where that is exact (``tiedemb.nn.loss``); ``logits`` is then None."""
         if labels is None:
-            return LMOutput(loss=None, logits=self.head(hidden))
+            return LMOutput(loss=None, logits=self.head(self.encode(input_ids, attention_mask, token_type_ids)))
         if self.config.causal:
-            # Position t predicts token t+1; every position's logits are needed anyway.
-            logits = self.head(hidden)
-            targets = labels[:, 1:].reshape(-1)
-            loss = F.cross_entropy(logits[:, :-1].reshape(-1, logits.shape[-1]).float(), targets, ignore_index=IGNORE_INDEX)
-            return LMOutput(loss=loss, logits=logits, num_targets=int((targets != IGNORE_INDEX).sum()))
-        # MLM: project only the masked positions; batch x seq x vocab logits are never built.
-        selected = labels != IGNORE_INDEX
-        targets = labels[selected]
-        logits = self.head(hidden[selected])  # (num_masked, vocab)
-        if targets.numel() == 0:
+            # Position t predicts token t+1, so every position is projected. The labels shift left
+            # (the last position gets none) rather than the logits right: slicing (B, T, vocab)
+            # logits would copy them, and their gradient, once more.
+            targets = F.pad(labels[:, 1:], (0, 1), value=IGNORE_INDEX).reshape(-1)
+            hidden = self.encode(input_ids, attention_mask, token_type_ids)
+            rows = hidden.reshape(-1, hidden.shape[-1])
+            num_targets = int((targets != IGNORE_INDEX).sum())  # after the encoder is queued: a GPU sync
+        else:
+            # MLM: only the masked positions are projected, and their states are the only ones the
+            # last block finishes; batch x seq x vocab logits are never built.
+            positions = (labels.reshape(-1) != IGNORE_INDEX).nonzero().squeeze(1)
+            targets = labels.reshape(-1)[positions]
+            num_targets = targets.numel()
+            rows = self.encode(input_ids, attention_mask, token_type_ids, rows=positions)  # (num_masked, hidden)
+        if not return_logits and num_targets > 0:
+            loss = linear_cross_entropy(self.head.features(rows), self.head.decoder.weight, self.head.bias, targets)
+            return LMOutput(loss=loss, logits=None, num_targets=num_targets)
+        logits = self.head(rows)  # (rows, vocab)
+        if num_targets == 0:
             loss = logits.sum() * 0.0  # keeps the graph, contributes nothing
         else:
-            loss = F.cross_entropy(logits.float(), targets)
-        return LMOutput(loss=loss, logits=logits, num_targets=targets.numel())
+            loss = F.cross_entropy(logits.float(), targets, ignore_index=IGNORE_INDEX)
+        if self.config.causal:
+            logits = logits.view(*labels.shape, -1)  # (B, T, vocab)
+        return LMOutput(loss=loss, logits=logits, num_targets=num_targets)

@@ -1,0 +1,295 @@
+"""One training step of tiedemb against transformers at the same size, measured side by side.
+
+A step is forward, backward, AdamW update (and the learning-rate schedule's tick), on the same
+batch, with the same optimiser settings, dtype and thread count. The two models alternate in
+one process (A B A B ...), so load from other processes on a shared machine hits both alike;
+the figures are medians over the timed steps, and the ratio is the median of the per-pair
+ratios.
+
+* MLM: ``PretrainModule`` with BERT's layout (post-norm, learned positions, two segments, tied
+  decoder behind BERT's dense + GELU + LayerNorm transform, output bias) against
+  ``BertForMaskedLM``; 15% of tokens masked (80/10/10), labels -100 elsewhere.
+* CLM: ``PretrainModule`` pre-norm, learned positions, causal, tied, against ``GPT2LMHeadModel``.
+
+Both sides have the same parameter count (checked). Peak memory is the largest number of bytes
+held by live tensors at once during one step (parameters, gradients, optimiser state, batch and
+activations), counted by a dispatch mode that sees every tensor any operator creates, forward and
+backward; memory inside a kernel that never becomes a tensor, and allocator overhead, are not in
+it. Utilisation is each step's model FLOPs (``tiedemb.modules.flops``: 6 per weight entry per
+row, plus attention; for MLM the vocabulary projection only where that model computes it) per
+second, over the FLOP/s of one large matrix product measured at the start on the same device.
+
+    python benchmarks/train_step.py                      # CPU, 2 threads, small size, both objectives
+    python benchmarks/train_step.py --size base --device cuda --dtype bf16
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import gc
+import os
+import statistics
+import time
+import weakref
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import torch
+from torch.utils._python_dispatch import TorchDispatchMode
+from torch.utils._pytree import tree_flatten
+
+from tiedemb import PretrainModule
+from tiedemb.data.collate import MaskingCollator
+from tiedemb.modules.flops import MatmulWeights
+from tiedemb.modules.optim import adamw_with_schedule
+
+SIZES = {
+    "small": dict(hidden_size=256, num_layers=4, num_heads=4, intermediate_size=1024),
+    "base": dict(hidden_size=768, num_layers=12, num_heads=12, intermediate_size=3072),
+}
+VOCAB = 30522
+MAX_POSITIONS = 512
+SPECIAL_IDS = (0, 100, 101, 102, 103)  # BERT uncased: [PAD] [UNK] [CLS] [SEP] [MASK]
+OPTIMISER = dict(learning_rate=1e-4, weight_decay=0.01, betas=(0.9, 0.999), eps=1e-6, total_steps=10_000,
+                 warmup_steps=100, decay="linear", min_lr_ratio=0.0)
+
+
+# -- the two models -------------------------------------------------------------------------------
+def tiedemb_model(objective: str, size: dict, dropout: float, compile_model: bool = False) -> PretrainModule:
+    common = dict(vocab_size=VOCAB, max_position_embeddings=MAX_POSITIONS, dropout=dropout, compile=compile_model,
+                  attention_dropout=dropout, activation="gelu", **size)
+    if objective == "mlm":
+        return PretrainModule(objective="mlm", norm_position="post", position="learned", type_vocab_size=2,
+                              norm_eps=1e-12, head="tied_orth", head_bias=True, head_activation="gelu",
+                              head_norm=True, output_bias=True, **common)
+    return PretrainModule(objective="clm", norm_position="pre", position="learned", type_vocab_size=0,
+                          norm_eps=1e-5, head="tied", **common)
+
+
+def transformers_model(objective: str, size: dict, dropout: float) -> torch.nn.Module:
+    import transformers
+
+    if objective == "mlm":
+        config = transformers.BertConfig(
+            vocab_size=VOCAB, hidden_size=size["hidden_size"], num_hidden_layers=size["num_layers"],
+            num_attention_heads=size["num_heads"], intermediate_size=size["intermediate_size"],
+            max_position_embeddings=MAX_POSITIONS, hidden_dropout_prob=dropout,
+            attention_probs_dropout_prob=dropout, hidden_act="gelu",
+        )
+        return transformers.BertForMaskedLM(config)
+    config = transformers.GPT2Config(
+        vocab_size=VOCAB, n_embd=size["hidden_size"], n_layer=size["num_layers"], n_head=size["num_heads"],
+        n_inner=size["intermediate_size"], n_positions=MAX_POSITIONS, resid_pdrop=dropout, embd_pdrop=dropout,
+        attn_pdrop=dropout, activation_function="gelu", bos_token_id=None, eos_token_id=None,
+    )
+    return transformers.GPT2LMHeadModel(config)
+
+
+def make_batch(objective: str, batch_size: int, seq_len: int, device: torch.device) -> dict[str, torch.Tensor]:
+    """Unpadded blocks (as pretraining packs them) of random ordinary tokens."""
+    generator = torch.Generator().manual_seed(0)
+    ids = torch.randint(1000, VOCAB, (batch_size, seq_len), generator=generator)
+    if objective == "mlm":
+        collator = MaskingCollator(vocab_size=VOCAB, mask_token_id=103, pad_token_id=0,
+                                   special_token_ids=SPECIAL_IDS, generator=generator)
+        ids, labels = collator.mask(ids)
+    else:
+        labels = ids.clone()
+    return {"input_ids": ids.to(device), "attention_mask": torch.ones_like(ids).to(device), "labels": labels.to(device)}
+
+
+@dataclass
+class Contender:
+    name: str
+    model: torch.nn.Module
+    loss: Callable[[dict[str, torch.Tensor]], torch.Tensor]
+    flops: float  # model FLOPs of one step, as this model computes them
+    optimizer: torch.optim.Optimizer | None = None
+    scheduler: object | None = None
+
+    def __post_init__(self) -> None:
+        schedule = adamw_with_schedule(self.model, **OPTIMISER)
+        self.optimizer = schedule["optimizer"]
+        self.scheduler = schedule["lr_scheduler"]["scheduler"]
+
+    def step(self, batch: dict[str, torch.Tensor], autocast: contextlib.AbstractContextManager) -> torch.Tensor:
+        self.optimizer.zero_grad(set_to_none=True)
+        with autocast:
+            loss = self.loss(batch)
+        loss.backward()
+        self.optimizer.step()
+        self.scheduler.step()
+        return loss.detach()
+
+
+def contenders(objective: str, size: dict, dropout: float, batch: dict, device: torch.device,
+               compile_model: bool) -> list[Contender]:
+    torch.manual_seed(0)
+    ours = tiedemb_model(objective, size, dropout, compile_model).to(device)
+    ours.configure_model()  # what the Trainer calls at setup: applies model.compile
+    theirs = transformers_model(objective, size, dropout).to(device)
+    ours.train(), theirs.train()
+    count = lambda m: sum(p.numel() for p in m.parameters())  # noqa: E731
+    # Equal but for one LayerNorm: tiedemb normalises the embedding sum in pre-norm models too,
+    # GPT-2 does not (2 x hidden parameters).
+    if abs(count(ours) - count(theirs)) > 2 * size["hidden_size"]:
+        raise RuntimeError(f"parameter counts differ: tiedemb {count(ours):,} vs transformers {count(theirs):,}")
+    batch_size, seq_len = batch["input_ids"].shape
+    weights = MatmulWeights.of(ours.model)
+    masked = int((batch["labels"] != -100).sum()) if objective == "mlm" else None
+    reference = "BertForMaskedLM" if objective == "mlm" else "GPT2LMHeadModel"
+    return [
+        Contender("tiedemb", ours, ours.training_loss, weights.training_flops(batch_size, seq_len, masked)),
+        # transformers projects every position onto the vocabulary, so its step does more work.
+        Contender(reference, theirs, lambda b: theirs(**b).loss, weights.training_flops(batch_size, seq_len)),
+    ]
+
+
+# -- measurement ----------------------------------------------------------------------------------
+def synchronize(device: torch.device) -> None:
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+
+
+def matmul_peak(device: torch.device, dtype: torch.dtype, size: int, clock: Callable[[], float] = time.perf_counter,
+                repeats: int = 10) -> float:
+    """FLOP/s of a square matrix product, the best of ``repeats``: the ceiling the steps are held to."""
+    a = torch.randn(size, size, device=device, dtype=dtype)
+    b = torch.randn(size, size, device=device, dtype=dtype)
+    for _ in range(2):
+        a @ b
+    best = float("inf")
+    for _ in range(repeats):
+        synchronize(device)
+        start = clock()
+        a @ b
+        synchronize(device)
+        best = min(best, clock() - start)
+    return 2 * size**3 / best
+
+
+class LiveTensorBytes(TorchDispatchMode):
+    """Peak bytes of live tensor storage while active, starting from the given tensors.
+
+    Every operator's outputs are seen here (autograd runs the backward on this thread on CPU,
+    inside the mode); each storage is counted once, from its creation until it is freed.
+    """
+
+    def __init__(self, existing: list[torch.Tensor]) -> None:
+        super().__init__()
+        self.live: dict[tuple[int, str], int] = {}
+        self.current = 0
+        self.peak = 0
+        for tensor in existing:
+            self._track(tensor)
+
+    def _track(self, tensor: torch.Tensor) -> None:
+        storage = tensor.untyped_storage()
+        key = (storage.data_ptr(), str(tensor.device))
+        if storage.nbytes() == 0 or key in self.live:
+            return
+        self.live[key] = storage.nbytes()
+        self.current += storage.nbytes()
+        self.peak = max(self.peak, self.current)
+        weakref.finalize(storage, self._free, key)
+
+    def _free(self, key: tuple[int, str]) -> None:
+        self.current -= self.live.pop(key, 0)
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        out = func(*args, **(kwargs or {}))
+        for value in tree_flatten(out)[0]:
+            if isinstance(value, torch.Tensor):
+                self._track(value)
+        return out
+
+
+def step_memory(contender: Contender, batch: dict, autocast, device: torch.device) -> int:
+    """Peak bytes of one training step, after warm-up (optimiser state exists, gradients were freed)."""
+    gc.collect()
+    if device.type == "cuda":
+        torch.cuda.empty_cache()
+        torch.cuda.reset_peak_memory_stats(device)
+        contender.step(batch, autocast)
+        synchronize(device)
+        return torch.cuda.max_memory_allocated(device)
+    existing = [p for p in contender.model.parameters()] + [b for b in contender.model.buffers()]
+    existing += [t for state in contender.optimizer.state.values() for t in state.values() if torch.is_tensor(t)]
+    existing += list(batch.values())
+    with LiveTensorBytes(existing) as tracker:
+        contender.step(batch, autocast)
+    return tracker.peak
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--objective", choices=("mlm", "clm", "both"), default="both")
+    parser.add_argument("--size", choices=tuple(SIZES), default="small")
+    parser.add_argument("--device", default="cpu")
+    parser.add_argument("--dtype", choices=("fp32", "bf16"), default="fp32",
+                        help="bf16: autocast (mixed precision, fp32 weights), as the Trainer's bf16-mixed")
+    parser.add_argument("--batch-size", type=int, default=16)
+    parser.add_argument("--seq-len", type=int, default=128)
+    parser.add_argument("--steps", type=int, default=10, help="timed steps of each model")
+    parser.add_argument("--warmup", type=int, default=3, help="untimed steps of each model first")
+    parser.add_argument("--threads", type=int, default=2, help="CPU threads (torch.set_num_threads)")
+    parser.add_argument("--dropout", type=float, default=0.1, help="hidden and attention dropout of both models")
+    parser.add_argument("--compile", action="store_true", help="torch.compile tiedemb's model (model.compile)")
+    parser.add_argument("--no-memory", action="store_true", help="skip the peak-memory step")
+    parser.add_argument("--clock", choices=("wall", "cpu"), default="wall",
+                        help="cpu: this process's CPU time (user + system) instead of wall time; "
+                        "less disturbed by other processes on a busy machine (CPU only)")
+    args = parser.parse_args()
+
+    torch.set_num_threads(args.threads)
+    clock = time.process_time if args.clock == "cpu" else time.perf_counter
+    device = torch.device(args.device)
+    dtype = torch.bfloat16 if args.dtype == "bf16" else torch.float32
+    autocast = (lambda: torch.autocast(device.type, dtype=torch.bfloat16)) if dtype == torch.bfloat16 else contextlib.nullcontext
+    peak = matmul_peak(device, dtype, 2048 if device.type == "cpu" else 8192, clock)
+    import transformers
+
+    print(f"torch {torch.__version__}, transformers {transformers.__version__}, device {device}"
+          f"{' (' + torch.cuda.get_device_name(device) + ')' if device.type == 'cuda' else ''}, "
+          f"{torch.get_num_threads()} threads, {args.dtype}, size {args.size}, batch {args.batch_size} x {args.seq_len}, "
+          f"dropout {args.dropout}{', compiled' if args.compile else ''}")
+    print(f"matrix-product peak ({args.dtype}, {2048 if device.type == 'cpu' else 8192}^2): {peak / 1e9:.1f} GFLOP/s; "
+          f"load average {os.getloadavg()[0]:.2f} on {os.cpu_count()} CPUs\n")
+    header = f"{'objective':<9} {'model':<16} {'step ms':>9} {'speed-up':>9} {'peak MiB':>9} {'GFLOP/step':>11} {'GFLOP/s':>8} {'util':>6}"
+    print(header)
+    print("-" * len(header))
+    objectives = ("mlm", "clm") if args.objective == "both" else (args.objective,)
+    for objective in objectives:
+        batch = make_batch(objective, args.batch_size, args.seq_len, device)
+        pair = contenders(objective, SIZES[args.size], args.dropout, batch, device, args.compile)
+        for _ in range(args.warmup):
+            for contender in pair:
+                contender.step(batch, autocast())
+        times: dict[str, list[float]] = {c.name: [] for c in pair}
+        for index in range(args.steps):
+            # alternate which goes first, so neither always follows the other's cache footprint
+            for contender in pair if index % 2 == 0 else pair[::-1]:
+                synchronize(device)
+                start = clock()
+                contender.step(batch, autocast())
+                synchronize(device)
+                times[contender.name].append(clock() - start)
+        memory = {c.name: (None if args.no_memory else step_memory(c, batch, autocast(), device)) for c in pair}
+        ours, theirs = pair
+        ratio = statistics.median(t / o for o, t in zip(times[ours.name], times[theirs.name]))
+        for contender in pair:
+            median = statistics.median(times[contender.name])
+            speedup = f"{ratio:.2f}x" if contender is ours else "1.00x"
+            mib = "-" if memory[contender.name] is None else f"{memory[contender.name] / 2**20:.0f}"
+            rate = contender.flops / median
+            print(f"{objective:<9} {contender.name:<16} {median * 1e3:>9.1f} {speedup:>9} {mib:>9} "
+                  f"{contender.flops / 1e9:>11.1f} {rate / 1e9:>8.1f} {rate / peak:>6.1%}")
+        del pair
+        gc.collect()
+    print(f"\nload average at the end: {os.getloadavg()[0]:.2f} (other processes compete for the same cores above "
+          "about the thread count)")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,120 @@
+"""Aggregation over hand-made run folders: exact means and sample standard deviations."""
+
+from __future__ import annotations
+
+import math
+import statistics
+
+import pytest
+
+from run_folders import glue_metrics, make_cell, pretrain_metrics
+from tiedemb.experiments.aggregate import (
+    Stat,
+    default_fixed_steps,
+    dev_scores,
+    embedding_dim_table,
+    steps_to_reach,
+    summarise,
+    tied_table,
+)
+from tiedemb.experiments.runs import find_runs
+
+
+def test_summarise_uses_the_sample_standard_deviation():
+    stat = summarise([1.0, 2.0, 4.0])
+    assert stat.mean == pytest.approx(7 / 3)
+    assert stat.std == pytest.approx(math.sqrt(((1 - 7 / 3) ** 2 + (2 - 7 / 3) ** 2 + (4 - 7 / 3) ** 2) / 2))
+    assert stat.n == 3
+    assert summarise([5.0]) == Stat(5.0, None, 1)
+    assert summarise([None, float("nan")]) is None
+    assert Stat(1.23456, 0.5, 2).format(2) == "1.23 ± 0.50" and Stat(1.0, None, 1).format(1) == "1.0"
+
+
+@pytest.fixture
+def pretraining_folder(tmp_path):
+    # two variants x three seeds; the third untied seed failed and must not be averaged
+    curves = {
+        ("tied", "0"): (15.0, 15.4, {9: 6.0, 19: 5.0, 29: 4.0}),
+        ("tied", "1"): (16.0, 15.4, {9: 6.5, 19: 5.5, 29: 4.5}),
+        ("tied", "2"): (14.0, 15.4, {9: 5.5, 19: 4.5, 29: 3.9}),
+        ("untied", "0"): (6.1, 6.0, {9: 5.0, 19: 4.2, 29: 3.8}),
+        ("untied", "1"): (6.3, 6.0, {9: 5.2, 19: 4.6, 29: 4.0}),
+    }
+    for (variant, seed), (initial, predicted, val) in curves.items():
+        make_cell(tmp_path, "tied", {"variant": variant, "seed": seed}, pretrain_metrics(initial, predicted, val),
+                  hparams={"head": variant})
+    make_cell(tmp_path, "tied", {"variant": "untied", "seed": "2"}, pretrain_metrics(99.0, 6.0, {9: 99.0}),
+              hparams={"head": "untied"}, state="failed", message="error: the training loss became nan")
+    return tmp_path
+
+
+def test_tied_table_gives_exact_means_and_stds_over_finished_seeds(pretraining_folder):
+    runs = find_runs(pretraining_folder)
+    assert len(runs) == 6 and sum(run.ok for run in runs) == 5
+    table = tied_table(runs, target_loss=4.5)
+    rows = {row["variant"]: row for row in table.rows}
+    tied, untied = rows["tied"], rows["untied"]
+    assert tied["seeds"] == 3 and untied["seeds"] == 2  # the failed seed is not averaged
+    assert tied["initial loss"].mean == pytest.approx(15.0)
+    assert tied["initial loss"].std == pytest.approx(statistics.stdev([15.0, 16.0, 14.0]))
+    assert untied["initial loss"].mean == pytest.approx(6.2)
+    assert untied["initial loss"].std == pytest.approx(statistics.stdev([6.1, 6.3]))
+    assert tied["predicted"] == Stat(15.4, 0.0, 3) and tied["ln n"].mean == 6.0
+    assert tied["final val loss"].mean == pytest.approx((4.0 + 4.5 + 3.9) / 3)
+    assert tied["final val loss"].std == pytest.approx(statistics.stdev([4.0, 4.5, 3.9]))
+    assert tied["val loss @ step 9"].mean == pytest.approx(6.0)
+    assert tied["val loss @ step 19"].std == pytest.approx(statistics.stdev([5.0, 5.5, 4.5]))
+    # first evaluation at or below 4.5: tied 29, 29, 19; untied 19, 29
+    assert tied["steps to target"].mean == pytest.approx((29 + 29 + 19) / 3)
+    assert untied["steps to target"].mean == pytest.approx(24.0)
+    assert tied["reached"] == "3/3"
+    strict = {row["variant"]: row for row in tied_table(runs, target_loss=3.95).rows}
+    assert strict["tied"]["reached"] == "1/3" and strict["tied"]["steps to target"] == Stat(29.0, None, 1)
+    assert strict["untied"]["reached"] == "1/2"
+    assert "variant" in table.columns and "study" not in table.columns
+
+
+def test_default_steps_and_target_come_from_what_every_run_logged(pretraining_folder):
+    runs = [run for run in find_runs(pretraining_folder) if run.ok]
+    assert default_fixed_steps(runs) == [9, 19]  # the common steps but the last
+    table = tied_table(runs)
+    assert "final val loss" in table.columns and "val loss @ step 9" in table.columns
+    assert any("<= 4.5" in note for note in table.notes)  # the worst final loss, so every run reaches it
+    assert steps_to_reach(runs[0], 0.1) is None
+
+
+@pytest.fixture
+def glue_folder(tmp_path):
+    # d_e 128 and 256, two seeds each, MRPC; parameters grow by 2M from 128 to 256
+    settings = {
+        ("128", "0"): ({1: 0.70, 3: 0.80, 5: 0.78}, {1: 0.8, 3: 0.86, 5: 0.85}, 1.5),
+        ("128", "1"): ({1: 0.72, 3: 0.76, 5: 0.79}, {1: 0.81, 3: 0.84, 5: 0.87}, 2.5),
+        ("256", "0"): ({1: 0.82, 3: 0.83, 5: 0.81}, {1: 0.88, 3: 0.89, 5: 0.87}, 0.5),
+        ("256", "1"): ({1: 0.80, 3: 0.84, 5: 0.84}, {1: 0.86, 3: 0.90, 5: 0.91}, 1.0),
+    }
+    for (dim, seed), (accuracy, f1, epochs) in settings.items():
+        total = 10e6 if dim == "128" else 12e6
+        make_cell(tmp_path, "mrpc", {"d_e": dim, "seed": seed}, glue_metrics(accuracy, f1, epochs, total, total / 5),
+                  hparams={"task": "mrpc", "num_labels": 2, "embedding_dim": int(dim)})
+    return tmp_path
+
+
+def test_dev_scores_are_read_at_the_best_main_metric(glue_folder):
+    runs = {run.id: run for run in find_runs(glue_folder)}
+    scores = dev_scores(runs["mrpc/d_e=128,seed=1"])
+    assert scores["accuracy"] == 0.79 and scores["f1"] == 0.87  # step 5, where accuracy peaked
+
+
+def test_embedding_dim_table_gives_exact_means_stds_and_points_per_million(glue_folder):
+    table = embedding_dim_table(find_runs(glue_folder))
+    small, large = table.rows
+    assert (small["d_e"], large["d_e"]) == (128, 256)
+    assert small["MRPC acc"].mean == pytest.approx(100 * (0.80 + 0.79) / 2)
+    assert small["MRPC acc"].std == pytest.approx(100 * statistics.stdev([0.80, 0.79]))
+    assert large["MRPC acc"].mean == pytest.approx(100 * (0.83 + 0.84) / 2)  # the first best of seed 1 is step 3
+    assert large["MRPC F1"].mean == pytest.approx(100 * (0.89 + 0.90) / 2)
+    assert small["epochs to converge (MRPC)"].mean == pytest.approx(2.0)
+    assert small["epochs to converge (MRPC)"].std == pytest.approx(statistics.stdev([1.5, 2.5]))
+    assert small["total params (M)"] == pytest.approx(10.0) and small["embedding share (%)"] == pytest.approx(20.0)
+    assert small["pts per M params"] is None
+    assert large["pts per M params"] == pytest.approx((83.5 - 79.5) / 2.0)

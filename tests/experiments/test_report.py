@@ -1,0 +1,85 @@
+"""The report over hand-made run folders: files written, failed runs listed, empty folders refused."""
+
+from __future__ import annotations
+
+import csv
+import subprocess
+import sys
+
+import pytest
+
+from run_folders import glue_metrics, make_cell, pretrain_metrics
+from tiedemb.errors import UserError
+from tiedemb.experiments.report import build_report
+
+PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
+
+
+@pytest.fixture
+def runs_folder(tmp_path):
+    for variant, initial in (("tied", 15.0), ("untied", 6.2)):
+        for seed, shift in (("0", 0.0), ("1", 0.2)):
+            make_cell(tmp_path, "tied", {"variant": variant, "d_e": "64", "seed": seed},
+                      pretrain_metrics(initial + shift, initial, {9: 5.0 + shift, 19: 4.0 + shift}),
+                      hparams={"head": variant, "embedding_dim": 64})
+    make_cell(tmp_path, "tied", {"variant": "tied", "d_e": "64", "seed": "2"}, pretrain_metrics(15.0, 15.0, {9: 1e9}),
+              hparams={"head": "tied"}, state="failed", message="Traceback ...\nerror: the training loss became nan")
+    for dim, total in (("32", 2e6), ("64", 3e6)):
+        for seed, accuracy in (("0", 0.70), ("1", 0.72)):
+            make_cell(tmp_path, "mrpc", {"d_e": dim, "seed": seed},
+                      glue_metrics({3: accuracy, 7: accuracy + 0.01}, {3: 0.8, 7: 0.81}, 1.0, total, total / 2),
+                      hparams={"task": "mrpc", "num_labels": 2, "embedding_dim": int(dim)})
+    return tmp_path
+
+
+def test_report_writes_tables_plots_and_lists_failed_runs(runs_folder):
+    path = build_report(runs_folder, wandb=False, echo=lambda _: None)
+    text = path.read_text()
+    assert "## 1. Tied embeddings" in text and "## 2. Embedding dimension" in text
+    assert "| tied | 64 | 2 | 15.100 ± 0.141 | 15.000 ± 0.000 |" in text  # seeds 0 and 1 only
+    # best evaluation (step 7) of each seed: 71% and 73%
+    assert "| 32 | 2 | 2.00 | 1.00 | 50.0 | 72.00 ± 1.41 | 81.00 ± 0.00 |" in text
+    failed = text.split("## 4. Runs not averaged", 1)[1]
+    assert "tied/variant=tied,d_e=64,seed=2 | failed | error: the training loss became nan" in failed
+    for name in ("loss_curves.png", "dev_score_vs_de.png"):
+        assert (runs_folder / name).read_bytes().startswith(PNG_SIGNATURE)
+        assert f"]({name})" in text
+    with open(runs_folder / "tied_embeddings.csv", newline="") as handle:
+        rows = list(csv.DictReader(handle))
+    tied = next(row for row in rows if row["variant"] == "tied")
+    assert float(tied["initial loss mean"]) == pytest.approx(15.1) and tied["initial loss n"] == "2"
+    with open(runs_folder / "runs.csv", newline="") as handle:
+        states = {row["run"]: (row["state"], row["averaged"]) for row in csv.DictReader(handle)}
+    assert states["tied/variant=tied,d_e=64,seed=2"] == ("failed", "no")
+    assert not list(runs_folder.glob(".*.partial"))  # nothing half-written left behind
+
+
+def test_plain_run_folders_are_read_with_labels_from_their_settings(tmp_path):
+    from run_folders import write_metrics
+    from tiedemb.experiments.runs import find_runs
+
+    write_metrics(tmp_path / "csv" / "version_0", pretrain_metrics(15.0, 15.0, {9: 5.0}),
+                  {"head": "tied", "output_scale": "rsqrt_d", "embedding_dim": 64, "config": {"seed_everything": 3}})
+    (run,) = find_runs(tmp_path)
+    assert run.ok and run.kind == "pretrain"
+    assert run.labels == {"variant": "tied (output_scale=rsqrt_d)", "d_e": "64", "seed": "3"}
+
+
+def test_report_on_an_empty_folder_says_so(tmp_path):
+    with pytest.raises(UserError, match="holds no runs"):
+        build_report(tmp_path, wandb=False)
+    result = subprocess.run([sys.executable, "-m", "tiedemb.report", str(tmp_path)], capture_output=True, text=True,
+                            timeout=120)
+    assert result.returncode == 2
+    assert "error:" in result.stderr and "holds no runs" in result.stderr and "Traceback" not in result.stderr
+
+
+def test_report_logs_tables_and_figures_to_an_offline_wandb_run(runs_folder, monkeypatch):
+    monkeypatch.setenv("WANDB_MODE", "offline")
+    build_report(runs_folder, echo=lambda _: None)
+    logs = list((runs_folder / ".report").rglob("run-*.wandb"))
+    assert len(logs) == 1
+    from tiedemb.experiments.wandb_offline import read_wandb_run
+
+    logged = {key.split("/")[1] for row in read_wandb_run(logs[0]).history for key in row if key.startswith("report/")}
+    assert {"tied_embeddings", "embedding_dim", "runs", "loss_curves", "dev_score_vs_de"} <= logged

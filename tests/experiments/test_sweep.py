@@ -1,0 +1,221 @@
+"""Sweep files, validation before any run, skipping finished cells, and the cluster outputs."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import yaml
+
+from tiedemb.errors import UserError
+from tiedemb.experiments import layout
+from tiedemb.experiments import sweep as sweep_module
+from tiedemb.experiments.emit import slurm_script, wandb_sweep_configs
+from tiedemb.experiments.sweep import cell_args, pending_cells, run_sweep, validate_cell
+from tiedemb.experiments.sweep_file import load_sweep
+from tiedemb.sweep import main as sweep_main
+
+ROOT = Path(__file__).resolve().parents[2]
+CONFIGS = ROOT / "configs"
+
+
+def write_sweep(folder: Path, content: dict) -> Path:
+    path = folder / "sweep.yaml"
+    path.write_text(yaml.safe_dump(content, sort_keys=False), encoding="utf-8")
+    return path
+
+
+def tiny_sweep(folder: Path, **extra) -> Path:
+    return write_sweep(folder, {
+        "name": "t",
+        "configs": [str(CONFIGS / "tied.yaml"), str(CONFIGS / "scale" / "tiny.yaml")],
+        "grid": {"model.head": ["tied", "untied"], "seed_everything": [0, 1]},
+        "overrides": {"trainer.max_steps": 2},
+        **extra,
+    })
+
+
+# --------------------------------------------------------------------------- the file
+
+
+def test_grid_expands_to_labelled_cells_in_order(tmp_path):
+    sweep = load_sweep(tiny_sweep(tmp_path))
+    assert [cell.id for cell in sweep.cells] == [
+        "t/variant=tied,seed=0", "t/variant=tied,seed=1", "t/variant=untied,seed=0", "t/variant=untied,seed=1"]
+    cell = sweep.cells[2]
+    assert cell.overrides == {"trainer.max_steps": 2, "model.head": "untied", "seed_everything": 0}
+    assert [cell.index for cell in sweep.cells] == [0, 1, 2, 3]
+
+
+def test_named_axes_rules_and_studies(tmp_path):
+    path = write_sweep(tmp_path, {
+        "name": "s",
+        "configs": [str(CONFIGS / "tied.yaml")],
+        "studies": {
+            "a": {"grid": {"variant": {"t5": {"configs": [str(CONFIGS / "tied_t5.yaml")]},
+                                       "mup": {"overrides": {"model.output_scale": "mup:64"}}},
+                           "model.embedding_dim": [128, 256]},
+                  "rules": [{"where": {"variant": "mup", "d_e": 128}, "skip": True},
+                            {"where": {"d_e": [256]}, "overrides": {"trainer.max_steps": 7}}]},
+            "b": {"requires": ["no/such/folder"], "grid": {"seed_everything": [0]}},
+        },
+    })
+    sweep = load_sweep(path, workdir=tmp_path)
+    ids = [cell.id for cell in sweep.cells]
+    assert ids == ["a/variant=t5,d_e=128", "a/variant=t5,d_e=256", "a/variant=mup,d_e=256"]
+    t5 = sweep.cells[1]
+    assert t5.configs[-1].name == "tied_t5.yaml" and t5.overrides["trainer.max_steps"] == 7
+    skipped = sweep.studies[1]
+    assert "no/such/folder" in skipped.skipped_because and len(sweep.all_cells) == 4
+    assert sweep.all_cells[-1].index == 3
+
+
+@pytest.mark.parametrize("content,needle", [
+    ({"name": "x", "gird": {}}, "unknown key 'gird'; valid: name,"),
+    ({"studies": {"a": {"grid": {"model.head": []}}}}, "study 'a': grid.model.head: expected a non-empty list"),
+    ({"studies": {"a": {"overrides": {"--model.head": "tied"}}}}, "'--model.head' is not a command-line key"),
+    ({"studies": {"a": {"configs": ["missing.yaml"]}}}, "config 'missing.yaml' does not exist"),
+    ({"grid": {"seed_everything": [0]}, "rules": [{"where": {"colour": 1}}]}, "unknown axis label 'colour'"),
+    ({"test": "sometimes"}, "test='sometimes' is not a known choice"),
+])
+def test_sweep_file_mistakes_name_the_place_and_key(tmp_path, content, needle):
+    with pytest.raises(UserError, match=None) as raised:
+        load_sweep(write_sweep(tmp_path, content))
+    assert needle in str(raised.value)
+
+
+def test_an_override_the_cli_rejects_fails_naming_cell_and_key(tmp_path):
+    path = tiny_sweep(tmp_path, rules=[{"where": {"variant": "untied", "seed": 1}, "overrides": {"model.colour": "red"}}])
+    sweep = load_sweep(path)
+    validate_cell(sweep, sweep.cells[0], tmp_path / "out")  # the others are fine
+    with pytest.raises(UserError) as raised:
+        run_sweep(sweep, tmp_path / "out", echo=lambda _: None)
+    message = str(raised.value)
+    assert "t/variant=untied,seed=1" in message and "colour" in message
+    assert not (tmp_path / "out" / "t").exists()  # nothing ran
+
+
+def test_a_setting_the_model_rejects_fails_before_any_run(tmp_path):
+    sweep = load_sweep(tiny_sweep(tmp_path, overrides={"model.output_scale": "huge"}))
+    with pytest.raises(UserError, match=r"cell 't/variant=tied,seed=0'.*model.output_scale='huge'"):
+        validate_cell(sweep, sweep.cells[0], tmp_path / "out")
+
+
+# --------------------------------------------------------------------------- running and rerunning
+
+
+@pytest.fixture
+def fake_runs(monkeypatch):
+    """Cells 'run' by writing a metrics file; failing ids exit 1. Records every command."""
+    calls: list[list[str]] = []
+    failing: set[str] = set()
+
+    def run_logged(command, log_file, workdir, heading):
+        calls.append(command)
+        folder = Path(log_file).parent
+        metrics = folder / "csv" / "version_0"
+        metrics.mkdir(parents=True, exist_ok=True)
+        (metrics / "metrics.csv").write_text("step,val/loss\n0,1.0\n")
+        log_file.write_text("error: boom\n" if folder.name in failing else "ok\n")
+        return 1 if folder.name in failing else 0
+
+    monkeypatch.setattr(sweep_module, "_run_logged", run_logged)
+    monkeypatch.setattr(sweep_module, "validate_cell", lambda *args: "")
+    return calls, failing
+
+
+def test_a_rerun_of_a_finished_sweep_starts_no_run(tmp_path, fake_runs):
+    calls, _ = fake_runs
+    sweep = load_sweep(tiny_sweep(tmp_path))
+    out = tmp_path / "out"
+    first = run_sweep(sweep, out, echo=lambda _: None)
+    assert len(first["finished"]) == 4 and len(calls) == 4
+    for cell in sweep.cells:
+        status = layout.read_status(out / cell.id)
+        assert status["state"] == "finished" and status["attempt"] == 1
+        assert layout.read_json(out / cell.id / layout.CELL_FILE)["labels"] == cell.labels
+    assert layout.read_json(out / layout.MANIFEST_FILE)["name"] == "t"
+    second = run_sweep(load_sweep(tiny_sweep(tmp_path)), out, echo=lambda _: None)
+    assert len(calls) == 4 and second["finished"] == [] and len(second["skipped"]) == 4
+
+
+def test_a_rerun_after_failures_runs_only_the_unfinished_cells(tmp_path, fake_runs):
+    calls, failing = fake_runs
+    sweep = load_sweep(tiny_sweep(tmp_path))
+    out = tmp_path / "out"
+    failing.add("variant=untied,seed=0")
+    outcome = run_sweep(sweep, out, echo=lambda _: None)
+    assert outcome["failed"] == ["t/variant=untied,seed=0"] and len(outcome["finished"]) == 3
+    status = layout.read_status(out / "t" / "variant=untied,seed=0")
+    assert status["state"] == "failed" and status["message"] == "error: boom"
+    # a crash mid-cell leaves "running": treated as unfinished too
+    layout.write_json(out / "t" / "variant=tied,seed=1" / layout.STATUS_FILE, {"state": "running", "attempt": 1})
+    failing.clear()
+    calls.clear()
+    outcome = run_sweep(sweep, out, echo=lambda _: None)
+    assert sorted(outcome["finished"]) == ["t/variant=tied,seed=1", "t/variant=untied,seed=0"] and len(calls) == 2
+    assert layout.read_status(out / "t" / "variant=untied,seed=0")["attempt"] == 2
+
+
+def test_finished_cells_with_other_settings_are_refused(tmp_path, fake_runs):
+    out = tmp_path / "out"
+    run_sweep(load_sweep(tiny_sweep(tmp_path)), out, echo=lambda _: None)
+    changed = load_sweep(tiny_sweep(tmp_path, overrides={"trainer.max_steps": 3}))
+    with pytest.raises(UserError, match="other settings"):
+        pending_cells(changed.cells, out)
+
+
+def test_cells_own_their_folders_and_loggers(tmp_path):
+    sweep = load_sweep(tiny_sweep(tmp_path))
+    folder = tmp_path / "out" / sweep.cells[0].id
+    args = cell_args(sweep, sweep.cells[0], folder)
+    assert args[0] == "fit" and f"--trainer.default_root_dir={folder}" in args
+    logger = next(arg for arg in args if arg.startswith("--trainer.logger="))
+    assert '"group": "t"' in logger and '"variant=tied"' in logger and '"seed=0"' in logger
+    assert f'"save_dir": "{folder}"' in logger and "CSVLogger" in logger
+
+
+# --------------------------------------------------------------------------- clusters
+
+
+def test_slurm_and_wandb_outputs(tmp_path):
+    sweep = load_sweep(tiny_sweep(tmp_path, slurm={"partition": "gpu", "gres": "gpu:1"}))
+    script = slurm_script(sweep, tmp_path / "out", tmp_path)
+    assert "#SBATCH --array=0-3" in script and "#SBATCH --partition=gpu" in script and "#SBATCH --gres=gpu:1" in script
+    assert '--cell "$SLURM_ARRAY_TASK_ID"' in script and "-m tiedemb.sweep" in script
+    config = yaml.safe_load(wandb_sweep_configs(sweep, tmp_path / "out")["t"])
+    assert config["method"] == "grid"
+    assert config["parameters"] == {"variant": {"values": ["tied", "untied"]}, "seed": {"values": ["0", "1"]}}
+    assert config["command"][-1] == "${args}" and "--study" in config["command"]
+
+
+def test_entry_point_selects_cells_like_an_agent_and_lists_states(tmp_path, fake_runs, capsys):
+    calls, _ = fake_runs
+    path = tiny_sweep(tmp_path)
+    out = tmp_path / "out"
+    assert sweep_main([str(path), "--out", str(out), "--study", "t", "--variant=untied", "--seed=1"]) == 0
+    assert len(calls) == 1 and (out / "t" / "variant=untied,seed=1" / layout.STATUS_FILE).is_file()
+    assert sweep_main([str(path), "--out", str(out), "--cell", "0"]) == 0 and len(calls) == 2
+    capsys.readouterr()
+    assert sweep_main([str(path), "--out", str(out), "--list"]) == 0
+    listing = capsys.readouterr().out
+    assert "finished     t/variant=tied,seed=0" in listing and "not started  t/variant=tied,seed=1" in listing
+    assert sweep_main([str(path), "--out", str(out), "--cell", "9"]) == 2
+    assert "cells 0..3" in capsys.readouterr().err
+
+
+def test_a_failed_test_stage_reruns_alone(tmp_path, fake_runs, monkeypatch):
+    calls, _ = fake_runs
+    monkeypatch.setattr(sweep_module, "_test_checkpoint", lambda folder, which: folder / "best.ckpt")
+    sweep = load_sweep(tiny_sweep(tmp_path, test="best", grid={"seed_everything": [0]}))
+    out = tmp_path / "out"
+    real = sweep_module._run_logged
+    monkeypatch.setattr(sweep_module, "_run_logged",
+                        lambda command, *rest: 1 if command[2] == "test" else real(command, *rest))
+    assert run_sweep(sweep, out, echo=lambda _: None)["failed"] == ["t/seed=0"]
+    assert [command[2] for command in calls] == ["fit"]
+    monkeypatch.setattr(sweep_module, "_run_logged", real)
+    assert run_sweep(sweep, out, echo=lambda _: None)["finished"] == ["t/seed=0"]
+    assert [command[2] for command in calls] == ["fit", "test"]  # fit was not run again
+    test_command = layout.read_json(out / "t" / "seed=0" / layout.CELL_FILE)["commands"]["test"]
+    assert f"--ckpt_path={out / 't' / 'seed=0' / 'best.ckpt'}" in test_command

@@ -1,0 +1,220 @@
+"""GlueModule through the real command line: fit, test, predict, metrics, files, pretrained sources."""
+
+from __future__ import annotations
+
+import csv
+import json
+from pathlib import Path
+
+import lightning as L
+import pytest
+import torch
+
+from tiedemb import GlueModule, PretrainModule
+from tiedemb.cli import main
+from tiedemb.errors import UserError
+from tiedemb.modules.glue_metrics import epochs_to_converge
+from tiedemb.modules.prediction_files import write_tsv
+
+ROOT = Path(__file__).resolve().parents[2]
+MRPC_CONFIG = ROOT / "configs" / "glue" / "mrpc.yaml"
+MNLI_CONFIG = ROOT / "configs" / "glue" / "mnli.yaml"
+TINY_MODEL = ["--model.pretrained=null", "--model.hidden_size=32", "--model.num_layers=1", "--model.num_heads=2",
+              "--model.intermediate_size=64"]
+
+
+def quiet(root: Path) -> list[str]:
+    return ["--trainer.logger=false", "--trainer.enable_progress_bar=false", "--trainer.enable_model_summary=false",
+            f"--trainer.default_root_dir={root}"]
+
+
+def read_tsv(path: Path) -> list[dict[str, str]]:
+    with path.open(newline="", encoding="utf-8") as handle:
+        return list(csv.DictReader(handle, delimiter="\t", quoting=csv.QUOTE_NONE))
+
+
+# --- MRPC: a real slice, through fit, test and predict -----------------------------------------
+
+@pytest.fixture(scope="module")
+def mrpc_run(tmp_path_factory, shared_data: Path, bert_tokenizer_dir: Path):
+    """One tiny fit on 64 real MRPC training pairs, evaluated on the full real dev set."""
+    root = tmp_path_factory.mktemp("mrpc_run")
+    data = ["--config", str(MRPC_CONFIG), f"--data.data_dir={shared_data / 'glue'}",
+            f"--data.tokenizer={bert_tokenizer_dir}", "--data.max_train_samples=64", "--data.batch_size=16",
+            "--data.eval_batch_size=204", *TINY_MODEL, *quiet(root)]
+    cli = main(["fit", *data, "--trainer.max_steps=8", "--trainer.val_check_interval=2",
+                "--model.learning_rate=1e-3"])
+    return cli, root, data
+
+
+def test_mrpc_fit_logs_accuracy_f1_and_epochs_to_converge(mrpc_run):
+    cli, root, _ = mrpc_run
+    metrics = cli.trainer.callback_metrics
+    assert {"val/accuracy", "val/f1", "val/loss", "val/epochs_to_converge"} <= set(metrics)
+    assert 0.0 <= float(metrics["val/accuracy"]) <= 1.0
+    model = cli.model
+    assert model.hparams.task == "mrpc" and model.hparams.num_labels == 2  # linked from the data
+    # 64 pairs / 16 = 4 batches per epoch, validated every 2 steps for 8 steps
+    assert [epoch for epoch, _ in model.history] == [0.5, 1.0, 1.5, 2.0]
+    best = max(value for _, value in model.history)
+    first = next(epoch for epoch, value in model.history if value >= 0.99 * best)
+    assert float(metrics["val/epochs_to_converge"]) == pytest.approx(first)
+    assert any(path.name.startswith("epoch") for path in (root / "checkpoints").iterdir())  # monitored val/accuracy
+
+
+def test_mrpc_test_figures_equal_a_recount_of_the_written_dev_predictions(mrpc_run):
+    _, root, data = mrpc_run
+    cli = main(["test", *data, f"--ckpt_path={root / 'checkpoints' / 'last.ckpt'}"])
+    logged = cli.trainer.callback_metrics
+    rows = read_tsv(root / "MRPC-validation.tsv")
+    assert len(rows) == 408 and [int(row["index"]) for row in rows] == list(range(408))
+    pairs = [(int(row["prediction"]), int(row["label"])) for row in rows]
+    accuracy = sum(p == y for p, y in pairs) / len(pairs)
+    true_positive = sum(p == y == 1 for p, y in pairs)
+    predicted, actual = sum(p for p, _ in pairs), sum(y for _, y in pairs)
+    f1 = 2 * true_positive / (predicted + actual)
+    assert float(logged["test/accuracy"]) == pytest.approx(accuracy, abs=1e-6)
+    assert float(logged["test/f1"]) == pytest.approx(f1, abs=1e-6)
+    assert round(actual / len(pairs), 3) == 0.684
+
+
+def test_mrpc_predict_writes_a_submission_file_and_never_overwrites_it(mrpc_run):
+    _, root, data = mrpc_run
+    predict = ["predict", *data, f"--ckpt_path={root / 'checkpoints' / 'last.ckpt'}"]
+    main(predict)
+    text = (root / "MRPC.tsv").read_text(encoding="utf-8")
+    lines = text.splitlines()
+    assert lines[0] == "index\tprediction" and len(lines) == 1726
+    assert [int(line.split("\t")[0]) for line in lines[1:]] == list(range(1725))
+    assert {line.split("\t")[1] for line in lines[1:]} <= {"0", "1"}
+    main(predict)
+    assert (root / "MRPC.tsv").read_text(encoding="utf-8") == text  # untouched
+    assert (root / "MRPC-1.tsv").is_file()
+    assert not list(root.glob(".*.tmp"))
+
+
+def test_checkpoint_reloads_on_its_own(mrpc_run):
+    cli, root, _ = mrpc_run
+    model = GlueModule.load_from_checkpoint(root / "checkpoints" / "last.ckpt")
+    assert (model.hparams.hidden_size, model.hparams.num_labels, model.hparams.task) == (32, 2, "mrpc")
+    # the dev history up to the checkpoint travels with it, so a resumed run converges correctly
+    assert model.history and model.history == cli.model.history[: len(model.history)]
+
+
+# --- MNLI from JSON lines with the hub's column names ----------------------------------------------
+
+MNLI_EXAMPLES = [
+    ("the man is sleeping .", "a man is sleeping .", 0),
+    ("the woman is running .", "a person is running .", 0),
+    ("the cat sits .", "the dog sits .", 1),
+    ("the dog was running .", "a dog is sleeping .", 2),
+    ("people are running .", "people are not running .", 2),
+    ("a man sits .", "the man is a person .", 1),
+]
+
+
+def write_mnli_jsonl(path: Path, labelled: bool = True, repeat: int = 4) -> Path:
+    with path.open("w", encoding="utf-8") as handle:
+        for number, (premise, hypothesis, label) in enumerate(MNLI_EXAMPLES * repeat):
+            record = {"premise": premise, "hypothesis": hypothesis, "label": label if labelled else -1, "idx": number}
+            handle.write(json.dumps(record) + "\n")
+    return path
+
+
+def test_mnli_json_lines_train_and_report_accuracy_matched_and_predict_label_names(tmp_path, tiny_tokenizer_dir):
+    files = {"train": str(write_mnli_jsonl(tmp_path / "train.jsonl")),
+             "validation_matched": str(write_mnli_jsonl(tmp_path / "dev_matched.jsonl", repeat=1)),
+             "test_matched": str(write_mnli_jsonl(tmp_path / "test_matched.jsonl", labelled=False, repeat=1))}
+    data = ["--config", str(MNLI_CONFIG), f"--data.data_files={json.dumps(files)}", f"--data.tokenizer={tiny_tokenizer_dir}",
+            "--data.batch_size=8", *TINY_MODEL, *quiet(tmp_path / "run")]
+    cli = main(["fit", *data, "--trainer.max_epochs=2", "--trainer.val_check_interval=1.0"])
+    metrics = cli.trainer.callback_metrics
+    assert "val/accuracy_matched" in metrics and "val/accuracy_mismatched" not in metrics
+    assert cli.model.hparams.num_labels == 3
+    assert "val/epochs_to_converge" in metrics
+    main(["predict", *data, f"--ckpt_path={tmp_path / 'run' / 'checkpoints' / 'last.ckpt'}"])
+    rows = read_tsv(tmp_path / "run" / "MNLI-m.tsv")
+    assert len(rows) == len(MNLI_EXAMPLES)
+    assert {row["prediction"] for row in rows} <= {"entailment", "neutral", "contradiction"}
+    assert not (tmp_path / "run" / "MNLI-mm.tsv").exists()  # no mismatched test split was given
+
+
+# --- pretrained tiedemb checkpoints --------------------------------------------------------------
+
+PRETRAIN_TINY = dict(hidden_size=32, num_layers=2, num_heads=2, intermediate_size=64, position="learned",
+                     type_vocab_size=2, norm_position="post")
+
+
+def save_pretrain_checkpoint(path: Path, **overrides) -> PretrainModule:
+    module = PretrainModule(vocab_size=120, **{**PRETRAIN_TINY, **overrides})
+    torch.save({"state_dict": module.state_dict(), "hyper_parameters": dict(module.hparams),
+                "pytorch-lightning_version": L.__version__}, path)
+    return module
+
+
+def test_a_pretraining_checkpoint_supplies_embedding_and_encoder(tmp_path):
+    source = save_pretrain_checkpoint(tmp_path / "pre.ckpt")
+    module = GlueModule(task="mrpc", vocab_size=120, pretrained=str(tmp_path / "pre.ckpt"))
+    assert module.hparams.hidden_size == 32 and module.hparams.num_layers == 2  # taken from the checkpoint
+    for name, value in source.model.embedding.state_dict().items():
+        torch.testing.assert_close(module.model.embedding.state_dict()[name], value)
+    for name, value in source.model.encoder.state_dict().items():
+        torch.testing.assert_close(module.model.encoder.state_dict()[name], value)
+
+
+def test_a_checkpoint_of_the_wrong_size_is_refused_naming_both(tmp_path):
+    save_pretrain_checkpoint(tmp_path / "pre.ckpt")
+    with pytest.raises(UserError) as info:
+        GlueModule(task="mrpc", vocab_size=30522, pretrained=str(tmp_path / "pre.ckpt"))
+    assert "vocab_size=30522" in str(info.value) and "vocab_size is 120" in str(info.value)
+    with pytest.raises(UserError) as info:
+        GlueModule(task="mrpc", vocab_size=120, hidden_size=64, num_heads=2, pretrained=str(tmp_path / "pre.ckpt"))
+    assert "hidden_size=64" in str(info.value) and "hidden_size is 32" in str(info.value)
+
+
+def test_a_factorised_checkpoint_narrows_further_but_never_widens(tmp_path):
+    source = save_pretrain_checkpoint(tmp_path / "pre.ckpt", embedding_dim=16)
+    narrow = GlueModule(task="mrpc", vocab_size=120, embedding_dim=8, pretrained=str(tmp_path / "pre.ckpt"))
+    assert narrow.model.embedding.token.weight.shape == (120, 8)
+    same = GlueModule(task="mrpc", vocab_size=120, pretrained=str(tmp_path / "pre.ckpt"))
+    assert same.hparams.embedding_dim == 16
+    torch.testing.assert_close(same.model.embedding.projection.weight, source.model.embedding.projection.weight)
+    with pytest.raises(UserError, match=r"embedding_dim=24 is wider .*\(d_e 16\)"):
+        GlueModule(task="mrpc", vocab_size=120, embedding_dim=24, pretrained=str(tmp_path / "pre.ckpt"))
+
+
+def test_reload_needs_no_pretrained_source(tmp_path):
+    save_pretrain_checkpoint(tmp_path / "pre.ckpt")
+    module = GlueModule(task="mrpc", vocab_size=120, embedding_dim=8, pretrained=str(tmp_path / "pre.ckpt"))
+    path = tmp_path / "glue.ckpt"
+    torch.save({"state_dict": module.state_dict(), "hyper_parameters": dict(module.hparams),
+                "pytorch-lightning_version": L.__version__}, path)
+    (tmp_path / "pre.ckpt").unlink()
+    reloaded = GlueModule.load_from_checkpoint(path)
+    assert reloaded.hparams.pretrained == str(tmp_path / "pre.ckpt")  # provenance kept
+    torch.testing.assert_close(reloaded.model.embedding.token.weight, module.model.embedding.token.weight)
+
+
+# --- settings and small pieces -----------------------------------------------------------------------
+
+def test_task_and_label_mistakes_are_user_errors():
+    with pytest.raises(UserError, match="valid: mnli, mrpc"):
+        GlueModule(task="nonsense", vocab_size=50, hidden_size=32, num_heads=2, num_layers=1, intermediate_size=32)
+    with pytest.raises(UserError, match="num_labels=2 disagrees with task 'mnli', which has 3"):
+        GlueModule(task="mnli", num_labels=2, vocab_size=50)
+    with pytest.raises(UserError, match="num_labels must be set"):
+        GlueModule(vocab_size=50)
+
+
+def test_epochs_to_converge_is_the_first_epoch_within_one_percent_of_the_best():
+    history = [(0.25, 0.60), (0.5, 0.80), (0.75, 0.845), (1.0, 0.85), (1.25, 0.84)]
+    assert epochs_to_converge(history) == 0.75  # 0.845 >= 0.99 * 0.85
+    assert epochs_to_converge([]) is None
+
+
+def test_prediction_files_are_whole_and_never_replaced(tmp_path):
+    first = write_tsv(tmp_path, "X.tsv", ["index", "prediction"], [(0, 1), (1, 0)])
+    second = write_tsv(tmp_path, "X.tsv", ["index", "prediction"], [(0, 0)])
+    assert (first.name, second.name) == ("X.tsv", "X-1.tsv")
+    assert first.read_text() == "index\tprediction\n0\t1\n1\t0\n"
+    assert sorted(path.name for path in tmp_path.iterdir()) == ["X-1.tsv", "X.tsv"]  # no temporary left

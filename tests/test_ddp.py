@@ -1,0 +1,96 @@
+"""DDP on CPU (gloo, 2 processes) through the real command line: same weights as one process.
+
+Why the two runs are exactly the same computation:
+
+* data: ``ResumableSampler`` draws one permutation per epoch and gives rank r the positions
+  r, r + 2, ...; with a per-process batch b, step k of the two ranks together covers positions
+  2bk .. 2bk + 2b - 1, which is step k of one process with batch 2b. Masks and other per-example
+  randomness follow from each example's key, not from the process that loads it.
+* loss: DDP averages the two ranks' gradients. That equals the gradient of the mean over the 2b
+  examples only if both ranks average over the same number of targets, which holds for CLM on
+  unpadded blocks (every position but the last is a target) and not for MLM (each rank divides by
+  its own count of masked tokens). Hence ``objective: clm`` here; dropout is already 0 in tied.yaml.
+* initialisation: every process builds the model from the same seed, and DDP broadcasts rank 0's.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+from tiedemb import PretrainModule
+
+ROOT = Path(__file__).resolve().parents[1]
+CONFIGS = ROOT / "configs"
+STEPS = 5
+PER_PROCESS_BATCH = 4
+
+
+def fit(root: Path, *args: str) -> Path:
+    """Run ``main.py fit`` on tied.yaml + tiny.yaml in a subprocess; return its last checkpoint."""
+    command = [
+        sys.executable, str(ROOT / "main.py"), "fit",
+        "--config", str(CONFIGS / "tied.yaml"), "--config", str(CONFIGS / "scale" / "tiny.yaml"),
+        "--trainer.accelerator=cpu", f"--trainer.max_steps={STEPS}", f"--trainer.val_check_interval={STEPS}",
+        "--trainer.limit_val_batches=1", "--trainer.logger=false", "--trainer.enable_progress_bar=false",
+        "--trainer.enable_model_summary=false", f"--trainer.default_root_dir={root}", *args,
+    ]
+    # One thread per process: the two ranks share the machine's cores with everything else.
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "WANDB_MODE": "disabled"}
+    root.mkdir(parents=True, exist_ok=True)
+    result = subprocess.run(command, capture_output=True, text=True, cwd=root, env=env, timeout=240)
+    assert result.returncode == 0, result.stderr[-3000:]
+    checkpoints = sorted(root.rglob("last.ckpt"))
+    assert len(checkpoints) == 1, checkpoints
+    return checkpoints[0]
+
+
+def vocabulary_matrices(module: PretrainModule) -> list[str]:
+    vocab = module.hparams.vocab_size
+    return [name for name, p in module.named_parameters() if p.ndim == 2 and vocab in p.shape]
+
+
+def test_ddp_on_two_cpu_processes_equals_one_process_with_the_global_batch(tmp_path):
+    ddp = fit(tmp_path / "ddp", "--trainer.devices=2", "--trainer.strategy=ddp", "--model.objective=clm",
+              f"--data.batch_size={PER_PROCESS_BATCH}")
+    single = fit(tmp_path / "single", "--trainer.devices=1", "--model.objective=clm",
+                 f"--data.batch_size={2 * PER_PROCESS_BATCH}")
+
+    ddp_state = torch.load(ddp, map_location="cpu", weights_only=False)
+    single_state = torch.load(single, map_location="cpu", weights_only=False)
+    assert ddp_state["global_step"] == single_state["global_step"] == STEPS
+    # The sampler state proves the first run really split the data over two processes.
+    assert ddp_state["PretrainData"]["position"]["num_replicas"] == 2
+    assert single_state["PretrainData"]["position"]["num_replicas"] == 1
+    assert ddp_state["state_dict"].keys() == single_state["state_dict"].keys()
+    for name, value in single_state["state_dict"].items():
+        torch.testing.assert_close(ddp_state["state_dict"][name], value, rtol=0, atol=1e-5, msg=name)
+
+    # Both optimisers took every step with non-zero gradients, so the weights compared above moved.
+    for state in (ddp_state, single_state):
+        moments = state["optimizer_states"][0]["state"].values()
+        assert all(float(moment["step"]) == STEPS and moment["exp_avg"].abs().sum() > 0 for moment in moments)
+
+    reloaded = PretrainModule.load_from_checkpoint(ddp)
+    assert reloaded.model.is_tied
+    assert vocabulary_matrices(reloaded) == ["model.embedding.token.weight"]
+
+
+@pytest.mark.slow
+def test_the_documented_ddp_command_runs_and_its_checkpoint_reloads_tied(tmp_path):
+    """The command of docs/scale-out.md exactly, default loggers included (W&B offline)."""
+    command = [sys.executable, str(ROOT / "main.py"), "fit", "--config", str(CONFIGS / "tied.yaml"),
+               "--config", str(CONFIGS / "scale" / "tiny.yaml"), "--trainer.accelerator=cpu", "--trainer.devices=2",
+               "--trainer.strategy=ddp"]
+    env = {**os.environ, "WANDB_MODE": "offline"}
+    result = subprocess.run(command, capture_output=True, text=True, cwd=tmp_path, env=env, timeout=300)
+    assert result.returncode == 0, result.stderr[-3000:]
+    (checkpoint,) = tmp_path.rglob("last.ckpt")
+    reloaded = PretrainModule.load_from_checkpoint(checkpoint)
+    assert reloaded.hparams.head == "tied" and reloaded.model.is_tied
+    assert vocabulary_matrices(reloaded) == ["model.embedding.token.weight"]

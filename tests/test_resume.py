@@ -1,0 +1,194 @@
+"""Exact resume: a run stopped at step 20 and resumed with --ckpt_path=last ends where an uninterrupted one does.
+
+Every run is the real command line (configs/tied.yaml + configs/scale/tiny.yaml, CPU, seed 0)
+with 40 steps. The data size is chosen per case so that step 20 falls mid-epoch or exactly at
+an epoch boundary; the stop is an exception just before step 21 (in process) or a SIGKILL (in
+a subprocess, nothing cleaned up). The resumed run must end with the same weights (to 1e-6)
+and must really have resumed (its first step is not 0).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+from reliability_helpers import FirstStep, SimulatedCrash
+from tiedemb.cli import main
+
+ROOT = Path(__file__).resolve().parents[1]
+CONFIGS = ROOT / "configs"
+BLOCK, BATCH = 32, 8  # tiny.yaml's block_size and batch_size
+STEPS = 40
+
+
+def tokens_for(batches_per_epoch: int) -> int:
+    return batches_per_epoch * BATCH * BLOCK
+
+
+def fit_args(root: Path, batches_per_epoch: int, *extra: str) -> list[str]:
+    return [
+        "fit", "--config", str(CONFIGS / "tied.yaml"), "--config", str(CONFIGS / "scale" / "tiny.yaml"),
+        f"--trainer.max_steps={STEPS}", "--trainer.val_check_interval=10", "--trainer.limit_val_batches=1",
+        "--trainer.num_sanity_val_steps=0", "--trainer.enable_progress_bar=false",
+        "--trainer.enable_model_summary=false", "--trainer.logger=false", f"--trainer.default_root_dir={root}",
+        f"--data.synthetic_tokens={tokens_for(batches_per_epoch)}",
+        "--trainer.callbacks+=reliability_helpers.FirstStep", *extra,
+    ]
+
+
+def every_n_steps_checkpoint(n: int) -> str:
+    """A second checkpoint callback that saves last.ckpt right after every n-th step (not at validation)."""
+    return "--trainer.callbacks+=" + json.dumps({
+        "class_path": "lightning.pytorch.callbacks.ModelCheckpoint",
+        "init_args": {"every_n_train_steps": n, "save_top_k": 0, "save_last": True},
+    })
+
+
+def stop_at(step: int, sigkill: bool = False) -> str:
+    return "--trainer.callbacks+=" + json.dumps(
+        {"class_path": "reliability_helpers.StopAt", "init_args": {"step": step, "sigkill": sigkill}})
+
+
+def first_step(cli) -> int | None:
+    return next(cb.first_step for cb in cli.trainer.callbacks if isinstance(cb, FirstStep))
+
+
+def assert_same_weights(expected: dict[str, torch.Tensor], actual: dict[str, torch.Tensor]) -> None:
+    assert expected.keys() == actual.keys()
+    for name in expected:
+        torch.testing.assert_close(actual[name], expected[name], rtol=0, atol=1e-6, msg=name)
+
+
+@pytest.fixture(scope="module", autouse=True)
+def one_thread():
+    """One intra-op thread. On a busy 2-core machine two threads per process contend and a run
+    is several times slower; subprocesses get the same setting (ONE_THREAD), so every run
+    reduces in the same order."""
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
+
+
+ONE_THREAD = {"OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
+
+
+@pytest.fixture(scope="module")
+def straight(tmp_path_factory):
+    """Final weights of uninterrupted 40-step runs, by data size and model options (each run once)."""
+    cache: dict[tuple, dict[str, torch.Tensor]] = {}
+
+    def weights(batches_per_epoch: int, *model_args: str) -> dict[str, torch.Tensor]:
+        key = (batches_per_epoch, *model_args)
+        if key not in cache:
+            cli = main(fit_args(tmp_path_factory.mktemp("straight"), batches_per_epoch, *model_args))
+            assert cli.trainer.global_step == STEPS
+            cache[key] = {k: v.detach().clone() for k, v in cli.model.state_dict().items()}
+        return cache[key]
+
+    return weights
+
+
+@pytest.mark.parametrize(
+    "batches_per_epoch,checkpoint_every,model_args",
+    [
+        # step 20 is the 5th batch of epoch 1; saved right after the step (mid-epoch, before any validation)
+        (15, every_n_steps_checkpoint(20), ()),
+        # the same with dropout, which draws from the global RNG: its state must come back too
+        (15, every_n_steps_checkpoint(20), ("--model.dropout=0.1",)),
+        # step 20 ends epoch 0; the newest last.ckpt is the one written after the epoch-end validation
+        (20, None, ()),
+    ],
+    ids=["mid_epoch", "mid_epoch_dropout", "epoch_boundary"],
+)
+def test_stop_at_step_20_and_resume_to_40_equals_a_straight_run(tmp_path, straight, batches_per_epoch, checkpoint_every,
+                                                                model_args):
+    extra = [*model_args, *([checkpoint_every] if checkpoint_every else [])]
+    with pytest.raises(SimulatedCrash):
+        main(fit_args(tmp_path, batches_per_epoch, *extra, stop_at(20)))
+    resumed = main(fit_args(tmp_path, batches_per_epoch, *extra, "--ckpt_path=last"))
+    assert first_step(resumed) == 20, "the run started over instead of resuming"
+    assert resumed.trainer.global_step == STEPS
+    assert_same_weights(straight(batches_per_epoch, *model_args), resumed.model.state_dict())
+
+
+def test_sigkilled_run_resumes_exactly_from_another_run_folder(tmp_path, straight):
+    """SIGKILL at step 27 (last checkpoint: step 25, mid-epoch, after validation), with a CSV logger.
+
+    Each run writes to its own csv/version_N/checkpoints, so --ckpt_path=last has to find the
+    killed run's file in another run's folder.
+    """
+    env = {**os.environ, **ONE_THREAD, "PYTHONPATH": os.pathsep.join([str(Path(__file__).parent), os.environ.get("PYTHONPATH", "")])}
+    logger = ["--trainer.logger=lightning.pytorch.loggers.CSVLogger", f"--trainer.logger.save_dir={tmp_path}"]
+
+    def run(*extra: str) -> subprocess.CompletedProcess:
+        args = [a for a in fit_args(tmp_path, 15, *logger, *extra) if a != "--trainer.logger=false"]
+        return subprocess.run([sys.executable, str(ROOT / "main.py"), *args], capture_output=True, text=True,
+                              env=env, cwd=tmp_path, timeout=300)
+
+    killed = run(stop_at(27, sigkill=True))
+    assert killed.returncode == -9, killed.stderr[-3000:]
+    killed_last = tmp_path / "lightning_logs" / "version_0" / "checkpoints" / "last.ckpt"
+    assert torch.load(killed_last, weights_only=True)["global_step"] == 25
+
+    resumed = run("--ckpt_path=last")
+    assert resumed.returncode == 0, resumed.stderr[-3000:]
+    assert f"resuming from {killed_last.resolve()}" in resumed.stderr
+    final = torch.load(tmp_path / "lightning_logs" / "version_1" / "checkpoints" / "last.ckpt", weights_only=True)
+    assert final["global_step"] == STEPS
+    assert_same_weights(straight(15), final["state_dict"])
+
+
+def test_masks_and_order_are_functions_of_seed_epoch_and_index():
+    """The same example is masked the same way whenever it is drawn, and differently in another epoch."""
+    from tiedemb.data import PretrainData
+
+    def batches(epoch: int, offset: int = 0) -> list[dict[str, torch.Tensor]]:
+        data = PretrainData(vocab_size=200, block_size=16, batch_size=4, synthetic_tokens=16 * 4 * 6)
+        data.setup("fit")
+        loader = data.train_dataloader()
+        loader.sampler.resume_at(epoch, offset)
+        return list(loader)
+
+    epoch1 = batches(1)
+    assert len(epoch1) == 6
+    resumed = batches(1, offset=2 * 4)
+    for whole, part in zip(epoch1[2:], resumed, strict=True):
+        for key in whole:
+            torch.testing.assert_close(part[key], whole[key], rtol=0, atol=0)
+    epoch2 = batches(2)
+    assert not torch.equal(torch.cat([b["labels"] for b in epoch1]), torch.cat([b["labels"] for b in epoch2]))
+
+
+def test_last_checkpoint_is_the_newest_state_even_when_validation_did_not_improve(tmp_path):
+    """With a learning rate of 0 every validation loss ties the first, so no top-k checkpoint is
+    written after step 5; last.ckpt must still move on to step 10 (Lightning's own ModelCheckpoint
+    would leave it at step 5, and a resumed run would repeat five steps)."""
+    main([*fit_args(tmp_path, 20, "--model.learning_rate=0", "--trainer.val_check_interval=5"), "--trainer.max_steps=10"])
+    folder = tmp_path / "checkpoints"
+    assert len(list(folder.glob("step*.ckpt"))) == 1  # the best: step 5
+    assert torch.load(folder / "last.ckpt", weights_only=True)["global_step"] == 10
+
+
+def test_sampler_shares_each_epoch_between_processes_and_resumes_part_way():
+    from tiedemb.data.sampling import ResumableSampler
+
+    dataset = range(10)
+    ranks = [ResumableSampler(dataset, seed=3, num_replicas=2, rank=rank, keyed=False) for rank in range(2)]
+    for sampler in ranks:
+        sampler.set_epoch(4)
+    shares = [list(sampler) for sampler in ranks]
+    assert sorted(shares[0] + shares[1]) == list(range(10)) and all(isinstance(i, int) for i in shares[0])
+    ranks[0].resume_at(4, offset=3)
+    assert list(ranks[0]) == shares[0][3:] and len(ranks[0]) == 5  # length stays the whole share
+    ranks[0].set_epoch(5)
+    assert len(list(ranks[0])) == 5  # the offset applied to the resumed epoch only
+    keyed = ResumableSampler(dataset, seed=3)
+    keyed.set_epoch(4)
+    assert all(epoch == 4 for epoch, _ in keyed)

@@ -1,0 +1,118 @@
+"""Lightning's FSDP and DeepSpeed strategies end to end: CUDA only (``pytest -m gpu``).
+
+Each test runs the real command line with a configs/strategy overlay at tiny scale, then loads the
+checkpoint on a single device (after consolidation where the strategy writes a folder) and checks
+that the tied matrix is one parameter with one value. The CPU counterparts (configs, refusals,
+FSDP sharding with gloo, DDP equivalence) are tests/test_scale.py and tests/test_ddp.py.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+from tiedemb import PretrainModule
+from tiedemb.scale import consolidate_checkpoint
+
+ROOT = Path(__file__).resolve().parents[1]
+CONFIGS = ROOT / "configs"
+
+pytestmark = [
+    pytest.mark.gpu,
+    pytest.mark.skipif(not torch.cuda.is_available(), reason="Lightning's FSDP and DeepSpeed need a CUDA GPU"),
+]
+
+
+def devices() -> int:
+    return min(2, torch.cuda.device_count())
+
+
+def fit(root: Path, variant: str, strategy: str, *args: str) -> Path:
+    """``main.py fit`` on ``variant`` + tiny + the strategy overlay; returns ``last.ckpt`` (file or folder)."""
+    root.mkdir(parents=True, exist_ok=True)
+    command = [
+        sys.executable, str(ROOT / "main.py"), "fit", "--config", str(CONFIGS / f"{variant}.yaml"),
+        "--config", str(CONFIGS / "scale" / "tiny.yaml"), "--config", str(CONFIGS / "strategy" / f"{strategy}.yaml"),
+        "--trainer.accelerator=gpu", f"--trainer.devices={devices()}", "--trainer.max_steps=4",
+        "--trainer.val_check_interval=2", "--trainer.limit_val_batches=1", "--trainer.logger=false",
+        "--trainer.enable_progress_bar=false", f"--trainer.default_root_dir={root}", *args,
+    ]
+    env = {**os.environ, "WANDB_MODE": "disabled"}
+    result = subprocess.run(command, capture_output=True, text=True, cwd=root, env=env, timeout=400)
+    assert result.returncode == 0, result.stderr[-4000:]
+    (last,) = root.rglob("last.ckpt")
+    return last
+
+
+def assert_reloads_tied(checkpoint: Path, head: str) -> None:
+    reloaded = PretrainModule.load_from_checkpoint(checkpoint, map_location="cpu")
+    assert reloaded.hparams.head == head
+    assert reloaded.model.is_tied
+    vocab = reloaded.hparams.vocab_size
+    assert [name for name, p in reloaded.named_parameters() if p.ndim == 2 and vocab in p.shape] == [
+        "model.embedding.token.weight"
+    ]
+    assert torch.isfinite(reloaded.model.embedding.token.weight).all()
+
+
+@pytest.mark.parametrize("variant", ["tied", "tied_orth"])
+def test_fsdp_full_state_checkpoint_loads_on_one_device_tied(tmp_path, variant):
+    last = fit(tmp_path, variant, "fsdp")
+    assert last.is_file()  # state_dict_type: full gathers one ordinary file on rank 0
+    saved = torch.load(last, map_location="cpu", weights_only=False)["state_dict"]
+    assert torch.equal(saved["model.embedding.token.weight"], saved["model.head.decoder.weight"])
+    assert_reloads_tied(last, variant)
+
+
+def test_fsdp_sharded_checkpoint_consolidates_tied(tmp_path):
+    last = fit(tmp_path, "tied_orth", "fsdp", "--trainer.strategy.init_args.state_dict_type=sharded")
+    assert last.is_dir()
+    assert_reloads_tied(consolidate_checkpoint(last, tmp_path / "model.ckpt"), "tied_orth")
+
+
+def test_fsdp_refuses_a_policy_that_wraps_the_head_apart_from_the_embedding(tmp_path):
+    with pytest.raises(AssertionError) as failed:
+        fit(tmp_path, "tied", "fsdp", "--trainer.strategy.init_args.auto_wrap_policy=[tiedemb.nn.encoder.Block, torch.nn.Linear]")
+    assert "holds only one of the two" in str(failed.value)
+    assert "Traceback" not in str(failed.value)
+
+
+@pytest.mark.skipif(torch.cuda.device_count() < 2, reason="sharding needs two GPUs (one GPU runs NO_SHARD)")
+def test_fsdp_on_two_gpus_matches_one_gpu_with_the_global_batch(tmp_path):
+    clm = ("--model.objective=clm", "--trainer.val_check_interval=4")
+    sharded = torch.load(fit(tmp_path / "fsdp", "tied", "fsdp", *clm, "--data.batch_size=4"),
+                         map_location="cpu", weights_only=False)["state_dict"]
+    single = torch.load(fit(tmp_path / "one", "tied", "ddp", *clm, "--data.batch_size=8", "--trainer.devices=1"),
+                        map_location="cpu", weights_only=False)["state_dict"]
+    for name, value in single.items():
+        torch.testing.assert_close(sharded[name], value, rtol=0, atol=1e-4, msg=name)
+
+
+@pytest.mark.parametrize(
+    "stage,args",
+    [
+        ("deepspeed_zero2", ()),
+        ("deepspeed_zero3", ()),
+        # The embedding module reads the position and segment tables outside their own forward:
+        # ZeRO-3 must gather them too.
+        ("deepspeed_zero3", ("--model.position=learned", "--model.type_vocab_size=2")),
+    ],
+    ids=["zero2", "zero3", "zero3-learned-positions"],
+)
+def test_deepspeed_checkpoint_consolidates_and_loads_on_one_device_tied(tmp_path, stage, args):
+    pytest.importorskip("deepspeed", reason="pip install deepspeed")
+    last = fit(tmp_path, "tied", stage, *args)
+    assert last.is_dir()  # DeepSpeed writes one folder of partitions
+    consolidated = consolidate_checkpoint(last, tmp_path / "model.ckpt")
+    saved = torch.load(consolidated, map_location="cpu", weights_only=False)["state_dict"]
+    assert torch.equal(saved["model.embedding.token.weight"], saved["model.head.decoder.weight"])
+    assert_reloads_tied(consolidated, "tied")
+
+
+def test_ddp_on_gpus_checkpoint_reloads_tied(tmp_path):
+    assert_reloads_tied(fit(tmp_path, "tied_orth", "ddp"), "tied_orth")

@@ -1,0 +1,166 @@
+"""Every user mistake ends with one clear message, a non-zero exit and no traceback.
+
+The mistakes listed in docs/errors.md run through `python main.py` in subprocesses (two at a
+time, started together, since each spends seconds importing); a few more that fail while
+parsing or reading a checkpoint are checked in process, where they are cheap.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import pytest
+import torch
+
+from tiedemb.cli import find_user_error, main
+from tiedemb.errors import UserError
+
+ROOT = Path(__file__).resolve().parents[1]
+CONFIGS = ROOT / "configs"
+BASE = ["fit", "--config", str(CONFIGS / "tied.yaml"), "--config", str(CONFIGS / "scale" / "tiny.yaml"),
+        "--trainer.logger=false", "--trainer.max_steps=1", "--trainer.enable_progress_bar=false"]
+MRPC_HEADER = "Quality\t#1 ID\t#2 ID\t#1 String\t#2 String\n"
+
+# (id, arguments after BASE with {files}/{tokenizer}/{ckpt} filled in, text the message must contain)
+MISTAKES = [
+    ("unknown_objective", ["--model.objective=nonsense"], "model.objective='nonsense' is not a known choice; valid: mlm, clm"),
+    ("missing_train_file", ["--data.train_files=[{files}/missing.txt]", "--data.vocab_size=100"],
+     "train file '{files}/missing.txt' does not exist"),
+    ("empty_train_file", ["--data.train_files=[{files}/empty.txt]", "--data.vocab_size=100"],
+     "the training text is empty (no non-blank documents in '{files}/empty.txt')"),
+    ("missing_tokenizer", ["--data.train_files=[{files}/text.txt]", "--data.tokenizer={files}/no-tokenizer"],
+     "tokenizer directory '{files}/no-tokenizer' does not exist"),
+    ("zero_embedding_dim", ["--model.embedding_dim=0"], "model.embedding_dim must be in 1..hidden_size"),
+    ("heads_do_not_divide", ["--model.hidden_size=250", "--model.num_heads=4"], "must be divisible by model.num_heads"),
+    ("missing_glue_data_dir", ["--data=tiedemb.data.GlueData", "--data.task=mrpc", "--data.tokenizer={tokenizer}",
+                               "--data.data_dir={files}/no-glue"], "data_dir '{files}/no-glue' does not exist"),
+    ("unknown_glue_task", ["--data=tiedemb.data.GlueData", "--data.task=xnli", "--data.tokenizer={tokenizer}"],
+     "task='xnli' is not a known choice; valid: mnli, mrpc"),
+    ("glue_label_7", ["--data=tiedemb.data.GlueData", "--data.task=mrpc", "--data.tokenizer={tokenizer}",
+                      "--data.data_dir={files}/glue"], "MRPC/train.tsv, line 3: label '7' is not a MRPC label"),
+    ("checkpoint_of_another_variant", ["--config", str(CONFIGS / "untied.yaml"), "--config",
+                                       str(CONFIGS / "scale" / "tiny.yaml"), "--ckpt_path={ckpt}"],
+     "is of another model variant or size: model.head='tied' there, 'untied' here"),
+    ("checkpoint_of_another_size", ["--model.hidden_size=128", "--ckpt_path={ckpt}"],
+     "is of another model variant or size: model.hidden_size=64 there, 128 here"),
+    ("tokenizer_vocabulary_mismatch", ["--data.vocab_size=600", "--ckpt_path={ckpt}"],
+     "has a vocabulary of 512 tokens, but the data's tokenizer gives 600: tokenizer and model vocabulary do not match"),
+    ("unknown_option", ["--trainer.max_stepz=3"], "unrecognized arguments: --trainer.max_stepz=3"),
+]
+
+
+@pytest.fixture(scope="module")
+def files(tmp_path_factory) -> Path:
+    folder = tmp_path_factory.mktemp("mistakes")
+    (folder / "empty.txt").write_text("\n   \n")
+    (folder / "text.txt").write_text("the man is sleeping .\n" * 50)
+    (folder / "glue" / "MRPC").mkdir(parents=True)
+    (folder / "glue" / "MRPC" / "train.tsv").write_text(
+        MRPC_HEADER + "1\t1\t2\tthe man is sleeping .\tthe man sleeps .\n7\t3\t4\ta dog is running\ta cat sits\n")
+    (folder / "glue" / "MRPC" / "dev.tsv").write_text(MRPC_HEADER + "0\t5\t6\tthe cat\ta dog\n")
+    return folder
+
+
+@pytest.fixture(scope="module")
+def tied_checkpoint(tmp_path_factory) -> Path:
+    """last.ckpt of a one-step tied run at tiny scale (vocabulary 512, hidden size 64)."""
+    root = tmp_path_factory.mktemp("tied_run")
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        main([*BASE, f"--trainer.default_root_dir={root}", "--trainer.enable_model_summary=false"])
+    finally:
+        torch.set_num_threads(threads)
+    return root / "checkpoints" / "last.ckpt"
+
+
+@pytest.fixture(scope="module")
+def outcomes(files, tiny_tokenizer_dir, tied_checkpoint, tmp_path_factory) -> dict[str, tuple[dict, str]]:
+    """Every mistake run through main.py in two subprocesses (reliability_helpers.run_command_lines).
+
+    Each subprocess runs main.py once per case exactly as `python main.py ARGS` would (fresh
+    argv, the script's own exit code, an escaping exception printed as a traceback), but
+    imports tiedemb only once, which saves several seconds per case.
+    """
+    values = {"files": str(files), "tokenizer": str(tiny_tokenizer_dir), "ckpt": str(tied_checkpoint)}
+    helpers = Path(__file__).parent
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "HF_HUB_OFFLINE": "1", "WANDB_MODE": "offline",
+           "PYTHONPATH": os.pathsep.join([str(helpers), os.environ.get("PYTHONPATH", "")])}
+    env.pop("TIEDEMB_DEBUG", None)
+    work = tmp_path_factory.mktemp("mistake_runs")
+    cases = {name: [*BASE, f"--trainer.default_root_dir={work / name}", *(arg.format(**values) for arg in args)]
+             for name, args, _ in MISTAKES}
+    names = list(cases)
+    shares = [names[0::2], names[1::2]]
+
+    def run(index: int) -> dict:
+        cases_file, results_file = work / f"cases{index}.json", work / f"results{index}.json"
+        cases_file.write_text(json.dumps({name: cases[name] for name in shares[index]}))
+        finished = subprocess.run([sys.executable, "-m", "reliability_helpers", str(cases_file), str(results_file)],
+                                  capture_output=True, text=True, env=env, cwd=work, timeout=600,
+                                  stdin=subprocess.DEVNULL)
+        assert finished.returncode == 0, finished.stderr[-3000:]
+        return json.loads(results_file.read_text())
+
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        results = {name: result for share in pool.map(run, range(2)) for name, result in share.items()}
+    return {name: (results[name], needle.format(**values)) for name, _, needle in MISTAKES}
+
+
+@pytest.mark.parametrize("name", [case[0] for case in MISTAKES])
+def test_mistake_gets_one_message_and_no_traceback(outcomes, name):
+    result, needle = outcomes[name]
+    assert result["returncode"] == 2, result["stderr"][-3000:]
+    assert needle in result["stderr"], result["stderr"][-3000:]
+    assert "Traceback" not in result["stderr"] + result["stdout"]
+    error_lines = [line for line in result["stderr"].splitlines() if line.startswith("error:")]
+    assert len(error_lines) == 1, result["stderr"][-3000:]
+
+
+def test_debug_switch_keeps_the_exception_and_its_traceback(monkeypatch):
+    """With TIEDEMB_DEBUG=1 the exception propagates (so Python prints its traceback) instead of exit 2."""
+    monkeypatch.setenv("TIEDEMB_DEBUG", "1")
+    with pytest.raises(Exception) as raised:  # noqa: PT011 - whatever wraps the UserError
+        main([*BASE, "--model.embedding_dim=0"])
+    cause = find_user_error(raised.value)
+    assert isinstance(cause, UserError) and "model.embedding_dim must be in 1..hidden_size" in str(cause)
+
+
+def run_in_process(capsys, *args: str) -> str:
+    with pytest.raises(SystemExit) as exited:
+        main([*BASE, *args])
+    assert exited.value.code == 2
+    return capsys.readouterr().err
+
+
+def test_bad_value_names_the_option_without_the_usage_block(capsys):
+    err = run_in_process(capsys, "--model.hidden_size=abc")
+    lines = [line for line in err.splitlines() if line.startswith(("error:", "hint:", "usage:"))]
+    assert lines[0] == "error: --model.hidden_size: Expected a <class 'int'>. Got value: abc"
+    assert lines[1].startswith("hint: run `") and lines[1].endswith(" fit --help` for the options")
+    assert len(lines) == 2
+
+
+def test_missing_config_file_is_named(capsys, tmp_path):
+    err = run_in_process(capsys, "--config", str(tmp_path / "nope.yaml"))
+    assert f"error: --config: File does not exist: '{tmp_path / 'nope.yaml'}'" in err and "usage:" not in err
+
+
+@pytest.mark.parametrize("kind", ["missing", "truncated", "unsafe"])
+def test_unreadable_checkpoints_are_reported_before_anything_runs(capsys, tmp_path, tied_checkpoint, kind):
+    path = tmp_path / f"{kind}.ckpt"
+    if kind == "truncated":
+        path.write_bytes(tied_checkpoint.read_bytes()[:4000])
+    elif kind == "unsafe":
+        checkpoint = torch.load(tied_checkpoint, weights_only=True)
+        checkpoint["extra"] = argparse.Namespace(note="any pickled object")
+        torch.save(checkpoint, path)
+    err = run_in_process(capsys, f"--trainer.default_root_dir={tmp_path}", f"--ckpt_path={path}")
+    expected = {"missing": "does not exist", "truncated": "could not be read", "unsafe": "pass --weights_only=false"}
+    assert f"error: checkpoint '{path}'" in err and expected[kind] in err

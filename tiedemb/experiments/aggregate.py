@@ -1,0 +1,281 @@
+"""From runs to the two tables of the studies: mean and sample standard deviation over seeds.
+
+Only runs that finished are averaged; the report lists the others by name. Runs are grouped by
+all their labels but the seed, so a table row is one setting and its ``n`` is its seed count.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+from tiedemb.experiments.runs import Run
+
+SEED_LABEL = "seed"
+GLUE_COLUMNS: dict[str, list[tuple[str, str]]] = {
+    # task -> (column, metric) in the table's order; other tasks get "<TASK> <metric>" columns
+    "mnli": [("MNLI-m acc", "accuracy_matched"), ("MNLI-mm acc", "accuracy_mismatched")],
+    "mrpc": [("MRPC acc", "accuracy"), ("MRPC F1", "f1")],
+}
+MAIN_METRICS = ("accuracy_matched", "accuracy", "matthews")
+"""The metric that picks a GLUE run's best dev evaluation, first present wins (as GlueModule's)."""
+DEV_SKIPPED = ("loss", "epochs_to_converge")
+
+
+@dataclass(frozen=True)
+class Stat:
+    """Mean, sample standard deviation (n - 1 in the denominator; ``None`` for one value) and count."""
+
+    mean: float
+    std: float | None
+    n: int
+
+    def format(self, digits: int = 3) -> str:
+        text = f"{self.mean:.{digits}f}"
+        return text if self.std is None else f"{text} ± {self.std:.{digits}f}"
+
+
+def summarise(values: Iterable[float | None]) -> Stat | None:
+    """The ``Stat`` of the finite values given; ``None`` when there are none."""
+    kept = [float(value) for value in values if value is not None and math.isfinite(value)]
+    if not kept:
+        return None
+    return Stat(mean=statistics.fmean(kept), std=statistics.stdev(kept) if len(kept) > 1 else None, n=len(kept))
+
+
+@dataclass
+class Table:
+    name: str  # file stem of its CSV
+    title: str
+    columns: list[str]
+    rows: list[dict[str, Any]]  # column -> str, int, float, Stat or None
+    notes: list[str] = field(default_factory=list)
+    digits: dict[str, int] = field(default_factory=dict)  # column -> decimals (default 3)
+    score_columns: list[str] = field(default_factory=list)  # the dev-score columns, for figures
+
+
+def group_runs(runs: Iterable[Run]) -> dict[tuple[str, tuple[tuple[str, str], ...]], list[Run]]:
+    """Runs by (study, labels other than the seed), in first-seen order."""
+    groups: dict[tuple[str, tuple[tuple[str, str], ...]], list[Run]] = {}
+    for run in runs:
+        key = (run.study, tuple((label, value) for label, value in run.labels.items() if label != SEED_LABEL))
+        groups.setdefault(key, []).append(run)
+    return groups
+
+
+LABEL_ORDER = ("variant", "task", "d_e")
+"""Label columns the tables put first, whatever order the sweep's axes had."""
+
+
+def label_columns(groups: Iterable[tuple[str, tuple[tuple[str, str], ...]]]) -> list[str]:
+    columns: list[str] = []
+    for _, labels in groups:
+        for label, _ in labels:
+            if label not in columns:
+                columns.append(label)
+    return sorted(columns, key=lambda label: LABEL_ORDER.index(label) if label in LABEL_ORDER else len(LABEL_ORDER))
+
+
+def sort_value(value: str) -> tuple[int, float | str]:
+    try:
+        return (0, float(value))
+    except ValueError:
+        return (1, value)
+
+
+# --------------------------------------------------------------------------- the tied-embedding table
+
+
+def pretraining_runs(runs: Iterable[Run]) -> list[Run]:
+    return [run for run in runs if run.ok and run.kind == "pretrain"]
+
+
+def common_steps(runs: list[Run], metric: str = "val/loss") -> list[int]:
+    """Steps at which every run logged ``metric``."""
+    steps = [set(run.metrics.get(metric, {})) for run in runs]
+    return sorted(set.intersection(*steps)) if steps else []
+
+
+def default_fixed_steps(runs: list[Run], count: int = 3) -> list[int]:
+    """Up to ``count`` evenly spaced common evaluation steps before the last one."""
+    steps = common_steps(runs)[:-1]
+    if len(steps) <= count:
+        return steps
+    return sorted({steps[round(i * (len(steps) - 1) / (count - 1))] for i in range(count)})
+
+
+def default_target_loss(runs: list[Run]) -> float | None:
+    """The highest final validation loss among the runs: every run reaches it, the question is when."""
+    finals = [run.last("val/loss") for run in runs if run.last("val/loss") is not None]
+    return math.ceil(max(finals) * 1000) / 1000 if finals else None
+
+
+def steps_to_reach(run: Run, target: float, metric: str = "val/loss") -> int | None:
+    """The first step at which ``metric`` is at or below ``target``; ``None`` if never."""
+    return next((step for step, value in run.series(metric) if value <= target), None)
+
+
+def tied_table(runs: Iterable[Run], target_loss: float | None = None, at_steps: list[int] | None = None) -> Table:
+    """Variant, initial loss (measured, predicted, ln n), loss at fixed steps, final loss, steps to target."""
+    chosen = pretraining_runs(runs)
+    groups = group_runs(chosen)
+    target = target_loss if target_loss is not None else default_target_loss(chosen)
+    steps = at_steps if at_steps is not None else default_fixed_steps(chosen)
+    studies = {study for study, _ in groups}
+    labels = label_columns(groups)
+    step_columns = [f"val loss @ step {step}" for step in steps]
+    columns = (["study"] if len(studies) > 1 else []) + labels + ["seeds", "initial loss", "predicted", "ln n",
+                                                                  *step_columns, "final val loss", "steps to target", "reached"]
+    rows = []
+    for (study, key), members in groups.items():
+        row: dict[str, Any] = {"study": study, **dict(key), "seeds": len(members)}
+        row["initial loss"] = summarise(run.first("init/loss") for run in members)
+        row["predicted"] = summarise(run.first("init/loss_pred") for run in members)
+        row["ln n"] = summarise(run.first("init/log_n") for run in members)
+        for step, column in zip(steps, step_columns):
+            row[column] = summarise(run.metrics.get("val/loss", {}).get(step) for run in members)
+        row["final val loss"] = summarise(run.last("val/loss") for run in members)
+        reached = [steps_to_reach(run, target) for run in members] if target is not None else []
+        row["steps to target"] = summarise(reached)  # over the runs that reached it
+        row["reached"] = f"{sum(value is not None for value in reached)}/{len(members)}" if reached else None
+        rows.append(row)
+    rows.sort(key=lambda row: [row["study"], *(sort_value(str(row.get(label, ""))) for label in labels)])
+    notes = ["mean ± sample standard deviation over seeds (n - 1 in the denominator); seeds = finished runs averaged",
+             "initial loss: the untrained model on the first training batch, without dropout; predicted: "
+             "tiedemb.theory for the run's configuration; ln n: the uniform model's loss",
+             "losses are validation cross-entropy in nats per predicted token, at the steps the runs logged"]
+    if target is not None:
+        notes.append(f"steps to target: first logged evaluation step with validation loss <= {target:g}"
+                     + (" (the highest final loss among these runs)" if target_loss is None else "")
+                     + ", averaged over the runs that reached it; reached: how many did")
+    return Table(name="tied_embeddings", title="Tied embeddings: initial loss and training", columns=columns,
+                 rows=rows, notes=notes, digits={"steps to target": 0, "seeds": 0})
+
+
+# --------------------------------------------------------------------------- the embedding-dimension table
+
+
+def glue_runs(runs: Iterable[Run]) -> list[Run]:
+    return [run for run in runs if run.ok and run.kind == "glue"]
+
+
+def task_of(run: Run) -> str:
+    return str(run.labels.get("task") or run.hparams.get("task") or run.study or "glue").lower()
+
+
+def embedding_dim_of(run: Run) -> int | None:
+    value = run.labels.get("d_e") or run.hparams.get("embedding_dim") or run.hparams.get("hidden_size")
+    try:
+        return int(value)
+    except (TypeError, ValueError):
+        return None
+
+
+def dev_scores(run: Run) -> dict[str, float]:
+    """The run's dev metrics (``accuracy``, ``f1``, ``accuracy_matched`` ...) as fractions.
+
+    ``test/...`` figures when the sweep tested the best checkpoint (GLUE's test loaders score the
+    dev sets); otherwise the validation figures of the evaluation with the best main metric,
+    which is the evaluation that checkpoint was saved at.
+    """
+    tested = {name[5:]: run.last(name) for name in run.metrics if name.startswith("test/")}
+    tested = {name: value for name, value in tested.items() if not name.startswith(DEV_SKIPPED) and value is not None}
+    if tested:
+        return tested
+    main = next((f"val/{name}" for name in MAIN_METRICS if f"val/{name}" in run.metrics), None)
+    if main is None:
+        return {}
+    best_step = max(run.series(main), key=lambda item: item[1])[0]
+    return {name[4:]: values[best_step] for name, values in run.metrics.items()
+            if name.startswith("val/") and best_step in values and not name[4:].startswith(DEV_SKIPPED)}
+
+
+def task_columns(task: str, scores: Iterable[str]) -> list[tuple[str, str]]:
+    if task in GLUE_COLUMNS:
+        return GLUE_COLUMNS[task]
+    return [(f"{task.upper()} {metric}", metric) for metric in sorted(scores)]
+
+
+def embedding_dim_table(runs: Iterable[Run], extra: Callable[[list[Run]], dict[str, Any]] | None = None) -> Table:
+    """d_e, parameters, dev scores per task, epochs to converge, points per million parameters.
+
+    ``extra(runs of one d_e)`` may add columns (the report adds embedding analyses).
+    """
+    chosen = [run for run in glue_runs(runs) if embedding_dim_of(run) is not None]
+    by_dim: dict[int, list[Run]] = {}
+    for run in chosen:
+        by_dim.setdefault(embedding_dim_of(run), []).append(run)
+    tasks = list(dict.fromkeys(task_of(run) for run in chosen))
+    metric_columns: list[tuple[str, str, str]] = []  # (task, column, metric)
+    for task in tasks:
+        seen = {name for run in chosen if task_of(run) == task for name in dev_scores(run)}
+        metric_columns += [(task, column, metric) for column, metric in task_columns(task, seen) if metric in seen]
+    converge_columns = [(task, f"epochs to converge ({task.upper()})") for task in tasks]
+    rows = []
+    for dim in sorted(by_dim):
+        members = by_dim[dim]
+        row: dict[str, Any] = {"d_e": dim, "runs": len(members)}
+        total = summarise(run.last("params/total") for run in members)
+        embedding = summarise(run.last("params/embedding") for run in members)
+        row["total params (M)"] = total.mean / 1e6 if total else None
+        row["embedding params (M)"] = embedding.mean / 1e6 if embedding else None
+        row["embedding share (%)"] = 100 * embedding.mean / total.mean if total and embedding else None
+        for task, column, metric in metric_columns:
+            values = [dev_scores(run).get(metric) for run in members if task_of(run) == task]
+            stat = summarise(values)
+            row[column] = Stat(100 * stat.mean, None if stat.std is None else 100 * stat.std, stat.n) if stat else None
+        for task, column in converge_columns:
+            row[column] = summarise(run.last("val/epochs_to_converge") for run in members if task_of(run) == task)
+        mains = [row[column].mean for task, column, metric in metric_columns
+                 if metric in MAIN_METRICS and isinstance(row.get(column), Stat)]
+        row["score"] = statistics.fmean(mains) if mains else None
+        if extra is not None:
+            row.update(extra(members))
+        rows.append(row)
+    _points_per_million(rows)
+    extra_columns = [column for row in rows for column in row if column not in ("d_e", "runs", "score", "pts per M params")]
+    base = ["d_e", "runs", "total params (M)", "embedding params (M)", "embedding share (%)",
+            *(column for _, column, _ in metric_columns), *(column for _, column in converge_columns)]
+    columns = base + [c for c in dict.fromkeys(extra_columns) if c not in base] + ["score", "pts per M params"]
+    smallest = rows[0]["d_e"] if rows else None
+    notes = ["dev-set scores in percent: mean ± sample standard deviation over seeds; runs = finished runs averaged",
+             "each run's scores come from its best dev evaluation (by accuracy, matched accuracy for MNLI): the "
+             "test stage's figures on the best checkpoint where the sweep ran it",
+             "parameters: total of the fine-tuned model and its embedding (token, position and segment tables, "
+             "the d_e -> hidden projection, the embedding norm)",
+             "epochs to converge: first evaluation within 99% of the run's best main metric",
+             "score: mean over tasks of the main metric (MNLI-m accuracy, MRPC accuracy, ...)"]
+    if smallest is not None:
+        notes.append(f"pts per M params: (score - score at d_e={smallest}) / (params - params at d_e={smallest}) in millions")
+    return Table(name="embedding_dim", title="Embedding dimension d_e", columns=columns, rows=rows, notes=notes,
+                 digits={"d_e": 0, "runs": 0, "total params (M)": 2, "embedding params (M)": 2,
+                         "embedding share (%)": 1, "score": 2, "pts per M params": 3,
+                         **{column: 2 for _, column, _ in metric_columns},
+                         **{column: 2 for _, column in converge_columns}},
+                 score_columns=[column for _, column, _ in metric_columns])
+
+
+def _points_per_million(rows: list[dict[str, Any]]) -> None:
+    if not rows:
+        return
+    base = rows[0]
+    for row in rows:
+        delta_params = (row["total params (M)"] or 0.0) - (base["total params (M)"] or 0.0)
+        if row is base or row["score"] is None or base["score"] is None or abs(delta_params) < 1e-12:
+            row["pts per M params"] = None
+        else:
+            row["pts per M params"] = (row["score"] - base["score"]) / delta_params
+
+
+# --------------------------------------------------------------------------- all runs
+
+
+def runs_table(runs: Iterable[Run]) -> Table:
+    """Every run with its state; failed and unfinished ones with their last error line."""
+    rows = [{"run": run.id, "study": run.study, "kind": run.kind, "state": run.state,
+             "averaged": "yes" if run.ok else "no", "message": run.message.splitlines()[-1] if run.message else ""}
+            for run in runs]
+    return Table(name="runs", title="Runs", columns=["run", "study", "kind", "state", "averaged", "message"], rows=rows)

@@ -1,0 +1,156 @@
+"""The report's figures as PNG files (matplotlib, no display needed).
+
+Each function takes runs or table rows, draws one figure and writes it atomically; it returns
+the path written, or ``None`` when there is nothing to draw.
+"""
+
+from __future__ import annotations
+
+import io
+import statistics
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+import matplotlib
+
+matplotlib.use("Agg")  # files only: no display on clusters and CI
+import matplotlib.pyplot as plt  # noqa: E402
+
+from tiedemb.experiments.aggregate import SEED_LABEL, Stat, group_runs, pretraining_runs  # noqa: E402
+from tiedemb.experiments.runs import Run  # noqa: E402
+from tiedemb.io import atomic_write_bytes  # noqa: E402
+
+DPI = 120
+
+
+def _save(figure: plt.Figure, path: Path) -> Path:
+    buffer = io.BytesIO()
+    figure.savefig(buffer, format="png", dpi=DPI, bbox_inches="tight")
+    plt.close(figure)
+    atomic_write_bytes(path, buffer.getvalue())
+    return path
+
+
+def _mean_curve(runs: list[Run], metric: str) -> tuple[list[int], list[float], list[float]]:
+    """Steps every run logged, the mean there, and the sample std (0 for one run)."""
+    steps = sorted(set.intersection(*(set(run.metrics.get(metric, {})) for run in runs))) if runs else []
+    means, stds = [], []
+    for step in steps:
+        values = [run.metrics[metric][step] for run in runs]
+        means.append(statistics.fmean(values))
+        stds.append(statistics.stdev(values) if len(values) > 1 else 0.0)
+    return steps, means, stds
+
+
+def loss_curves(runs: Iterable[Run], path: Path) -> Path | None:
+    """Validation loss against step per variant (mean ± std over seeds), one panel per d_e.
+
+    Each curve starts at the measured initial loss (step 0, a circle); the predicted initial loss
+    is a cross at step 0 and ln n a dashed line: how far above the uniform model each variant starts.
+    """
+    chosen = [run for run in pretraining_runs(runs) if run.metrics.get("val/loss")]
+    if not chosen:
+        return None
+    panels: dict[str, list[Run]] = {}
+    for run in chosen:
+        panels.setdefault(run.labels.get("d_e", ""), []).append(run)
+    keys = sorted(panels, key=lambda value: (len(value), value))
+    figure, axes = plt.subplots(1, len(keys), figsize=(6.4 * len(keys), 4.6), squeeze=False, sharey=True)
+    colours = plt.rcParams["axes.prop_cycle"].by_key()["color"]
+    for axis, key in zip(axes[0], keys):
+        groups = group_runs(panels[key])
+        for number, ((study, labels), members) in enumerate(groups.items()):
+            colour = colours[number % len(colours)]
+            name = ", ".join(f"{value}" if label == "variant" else f"{label}={value}"
+                             for label, value in labels if label not in ("d_e", SEED_LABEL)) or study
+            steps, means, stds = _mean_curve(members, "val/loss")
+            initial = [run.first("init/loss") for run in members if run.first("init/loss") is not None]
+            if initial:  # the curve starts where the untrained model stood
+                steps = [0, *steps]
+                means = [statistics.fmean(initial), *means]
+                stds = [statistics.stdev(initial) if len(initial) > 1 else 0.0, *stds]
+            axis.plot(steps, means, color=colour, label=f"{name} (n={len(members)})")
+            axis.fill_between(steps, [m - s for m, s in zip(means, stds)], [m + s for m, s in zip(means, stds)],
+                              color=colour, alpha=0.2, linewidth=0)
+            if initial:
+                axis.plot([0], [statistics.fmean(initial)], "o", color=colour)
+            predicted = [run.first("init/loss_pred") for run in members if run.first("init/loss_pred") is not None]
+            if predicted:
+                axis.plot([0], [statistics.fmean(predicted)], "x", color=colour, markersize=10, markeredgewidth=2)
+        log_n = [run.first("init/log_n") for run in panels[key] if run.first("init/log_n") is not None]
+        if log_n:
+            axis.axhline(statistics.fmean(log_n), color="grey", linestyle="--", linewidth=1, label="ln n (uniform)")
+        axis.plot([], [], "x", color="black", label="predicted initial loss")
+        axis.plot([], [], "o", color="black", label="measured initial loss")
+        axis.set_title(f"d_e = {key}" if key else "validation loss")
+        axis.set_xlabel("step")
+        axis.grid(alpha=0.3)
+        axis.legend(fontsize=8)
+    axes[0][0].set_ylabel("validation loss (nats/token)")
+    return _save(figure, path)
+
+
+def _stat_series(rows: list[dict[str, Any]], column: str) -> tuple[list[float], list[float], list[float]]:
+    xs, ys, errors = [], [], []
+    for row in rows:
+        value = row.get(column)
+        if isinstance(value, Stat):
+            xs.append(row["d_e"])
+            ys.append(value.mean)
+            errors.append(value.std or 0.0)
+    return xs, ys, errors
+
+
+def dev_score_vs_dim(rows: list[dict[str, Any]], score_columns: list[str], path: Path) -> Path | None:
+    """Dev scores against d_e (mean ± std over seeds), total parameters on a second axis."""
+    columns = [column for column in score_columns if any(isinstance(row.get(column), Stat) for row in rows)]
+    if not rows or not columns:
+        return None
+    figure, axis = plt.subplots(figsize=(7.2, 4.6))
+    for column in columns:
+        xs, ys, errors = _stat_series(rows, column)
+        axis.errorbar(xs, ys, yerr=errors, marker="o", capsize=4, label=column)
+    axis.set_xlabel("embedding dimension d_e")
+    axis.set_ylabel("dev score (%)")
+    axis.set_xticks([row["d_e"] for row in rows])
+    axis.grid(alpha=0.3)
+    params = [(row["d_e"], row["total params (M)"]) for row in rows if row.get("total params (M)") is not None]
+    if params:
+        twin = axis.twinx()
+        twin.plot([x for x, _ in params], [y for _, y in params], "s--", color="grey", label="total parameters")
+        twin.set_ylabel("total parameters (millions)", color="grey")
+        twin.margins(y=0.15)  # room for the labels above the points
+        for x, y in params:
+            twin.annotate(f"{y:.2f}M", (x, y), textcoords="offset points", xytext=(0, 6), ha="center", fontsize=7,
+                          color="grey")
+        handles, labels = axis.get_legend_handles_labels()
+        more_handles, more_labels = twin.get_legend_handles_labels()
+        axis.legend(handles + more_handles, labels + more_labels, fontsize=8, loc="best")
+    else:
+        axis.legend(fontsize=8)
+    axis.set_title("Dev score against embedding dimension")
+    return _save(figure, path)
+
+
+def effective_rank_vs_dim(points: dict[str, dict[int, list[float]]], path: Path) -> Path | None:
+    """Effective rank of the token embedding against d_e, one line per study/variant, y = d_e for reference."""
+    if not any(points.values()):
+        return None
+    figure, axis = plt.subplots(figsize=(7.2, 4.6))
+    dims: set[int] = set()
+    for name, by_dim in points.items():
+        xs = sorted(by_dim)
+        dims.update(xs)
+        means = [statistics.fmean(by_dim[x]) for x in xs]
+        errors = [statistics.stdev(by_dim[x]) if len(by_dim[x]) > 1 else 0.0 for x in xs]
+        axis.errorbar(xs, means, yerr=errors, marker="o", capsize=4, label=name)
+    ordered = sorted(dims)
+    axis.plot(ordered, ordered, ":", color="grey", zorder=0, label="d_e (every dimension used equally)")
+    axis.set_xlabel("embedding dimension d_e")
+    axis.set_ylabel("effective rank of the token embedding")
+    axis.set_xticks(ordered)
+    axis.grid(alpha=0.3)
+    axis.legend(fontsize=8)
+    axis.set_title("Effective rank against embedding dimension")
+    return _save(figure, path)

@@ -1,0 +1,272 @@
+"""The report of a folder of runs: tables (Markdown and CSV), figures, ``report.md``, a W&B report run.
+
+Everything is written into the folder itself, each file atomically::
+
+    report.md                 the tables, figures and notes together
+    tied_embeddings.csv       the tied-embedding table (mean, std and n columns per statistic)
+    embedding_dim.csv         the embedding-dimension table
+    embedding_analysis.csv    effective rank, isotropy and cosines per setting
+    runs.csv                  every run and its state
+    loss_curves.png, dev_score_vs_de.png, effective_rank_vs_de.png
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import os
+from collections.abc import Callable
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+from tiedemb.errors import UserError
+from tiedemb.experiments import layout, plots
+from tiedemb.experiments.aggregate import (
+    Stat,
+    Table,
+    embedding_dim_of,
+    embedding_dim_table,
+    group_runs,
+    label_columns,
+    runs_table,
+    sort_value,
+    summarise,
+    task_of,
+    tied_table,
+)
+from tiedemb.experiments.analysis import EmbeddingAnalysis, analyse_checkpoint
+from tiedemb.experiments.runs import Run, find_runs
+from tiedemb.io import atomic_write_text
+
+REPORT_FILE = "report.md"
+WANDB_DIR = ".report"  # hidden: the report's own W&B run is never read back as a run
+
+
+def format_value(value: Any, digits: int = 3) -> str:
+    if value is None:
+        return "–"
+    if isinstance(value, Stat):
+        return value.format(digits)
+    if isinstance(value, float):
+        return f"{value:.{digits}f}"
+    return str(value)
+
+
+def markdown_table(table: Table) -> str:
+    if not table.rows:
+        return "_No runs for this table._\n"
+    header = "| " + " | ".join(table.columns) + " |"
+    rule = "|" + "|".join("---" for _ in table.columns) + "|"
+    body = ["| " + " | ".join(format_value(row.get(column), table.digits.get(column, 3)).replace("|", "\\|")
+                               for column in table.columns) + " |" for row in table.rows]
+    notes = [f"- {note}" for note in table.notes]
+    return "\n".join([header, rule, *body, "", *notes]) + "\n"
+
+
+def flat_rows(table: Table) -> tuple[list[str], list[list[Any]]]:
+    """Columns and rows with every statistic spread over ``mean``, ``std`` and ``n`` columns."""
+    stat_columns = {column for column in table.columns if any(isinstance(row.get(column), Stat) for row in table.rows)}
+    columns: list[str] = []
+    for column in table.columns:
+        columns += [f"{column} mean", f"{column} std", f"{column} n"] if column in stat_columns else [column]
+    rows = []
+    for row in table.rows:
+        values: list[Any] = []
+        for column in table.columns:
+            value = row.get(column)
+            if column in stat_columns:
+                values += [value.mean, value.std, value.n] if isinstance(value, Stat) else [value, None, None]
+            else:
+                values.append(value)
+        rows.append(values)
+    return columns, rows
+
+
+def write_csv(table: Table, path: Path) -> Path:
+    columns, rows = flat_rows(table)
+    buffer = io.StringIO()
+    writer = csv.writer(buffer)
+    writer.writerow(columns)
+    writer.writerows([["" if value is None else value for value in row] for row in rows])
+    atomic_write_text(path, buffer.getvalue())
+    return path
+
+
+# --------------------------------------------------------------------------- embedding analyses
+
+
+def analyse_runs(runs: list[Run], echo: Callable[[str], None]) -> dict[str, EmbeddingAnalysis]:
+    """Analyses of each finished run's newest last checkpoint, by run id (runs without one are left out)."""
+    results: dict[str, EmbeddingAnalysis] = {}
+    for run in runs:
+        if not run.ok or run.kind not in ("pretrain", "glue"):
+            continue
+        checkpoints = run.checkpoints()
+        if not checkpoints:
+            continue
+        try:
+            results[run.id] = analyse_checkpoint(checkpoints[0], run.tokenizer())
+        except UserError as error:
+            echo(f"note: no embedding analysis for {run.id}: {error}")
+    return results
+
+
+def analysis_table(runs: list[Run], analyses: dict[str, EmbeddingAnalysis]) -> Table:
+    chosen = [run for run in runs if run.id in analyses]
+    groups = group_runs(chosen)
+    labels = label_columns(groups)
+    columns = ["study", *labels, "runs", "effective rank", "effective rank / d_e", "isotropy",
+               "random-pair cosine", "near-synonym cosine", "synonym pairs"]
+    rows = []
+    for (study, key), members in groups.items():
+        results = [analyses[run.id] for run in members]
+        rows.append({"study": study, **dict(key), "runs": len(members),
+                     "effective rank": summarise(r.effective_rank for r in results),
+                     "effective rank / d_e": summarise(r.effective_rank_share for r in results),
+                     "isotropy": summarise(r.isotropy for r in results),
+                     "random-pair cosine": summarise(r.random_pair_cosine for r in results),
+                     "near-synonym cosine": summarise(r.synonym_cosine for r in results),
+                     "synonym pairs": max(r.synonym_pairs for r in results) or None})
+    rows.sort(key=lambda row: [row["study"], *(sort_value(str(row.get(label, ""))) for label in labels)])
+    notes = ["on each run's last checkpoint; mean ± sample std over seeds",
+             "effective rank: exp of the entropy of the normalised singular values of the token embedding",
+             "isotropy: min/max over the eigenvectors c of E^T E of Z(c) = sum_i exp(c . w_i) (1 = isotropic)",
+             "near-synonym cosine: mean over word pairs (good/great, big/large, ...) that are single tokens of the "
+             "run's tokenizer; – where the run has no word tokenizer (the embedded corpus)"]
+    return Table(name="embedding_analysis", title="Embedding analyses", columns=columns, rows=rows, notes=notes,
+                 digits={"runs": 0, "effective rank": 1, "synonym pairs": 0})
+
+
+def _analysis_columns(analyses: dict[str, EmbeddingAnalysis]) -> Callable[[list[Run]], dict[str, Any]]:
+    def columns(members: list[Run]) -> dict[str, Any]:
+        results = [analyses[run.id] for run in members if run.id in analyses]
+        return {"effective rank": summarise(r.effective_rank for r in results),
+                "near-synonym cosine": summarise(r.synonym_cosine for r in results),
+                "random-pair cosine": summarise(r.random_pair_cosine for r in results)}
+    return columns
+
+
+def _rank_points(runs: list[Run], analyses: dict[str, EmbeddingAnalysis]) -> dict[str, dict[int, list[float]]]:
+    points: dict[str, dict[int, list[float]]] = {}
+    for run in runs:
+        dim = embedding_dim_of(run)
+        if run.id not in analyses or dim is None:
+            continue
+        if run.kind == "glue":
+            name = f"fine-tuned on {task_of(run).upper()}"
+        else:
+            variant = run.labels.get("variant") or run.hparams.get("head") or ""
+            name = f"pretrained{f' ({variant})' if variant else ''}"
+        points.setdefault(name, {}).setdefault(dim, []).append(analyses[run.id].effective_rank)
+    return points
+
+
+# --------------------------------------------------------------------------- the report
+
+
+def build_report(root: str | Path, target_loss: float | None = None, at_steps: list[int] | None = None,
+                 wandb: bool = True, analyses: bool = True, echo: Callable[[str], None] = print) -> Path:
+    """Write every report file into ``root``; return the path of ``report.md``."""
+    root = Path(root)
+    if not root.is_dir():
+        raise UserError(f"{str(root)!r} is not a folder of runs")
+    runs = find_runs(root)
+    if not runs:
+        raise UserError(f"{str(root)!r} holds no runs: no sweep cells (cell.json) and no metrics "
+                        "(csv/version_*/metrics.csv or W&B run-*.wandb files); run a sweep into it first")
+    manifest = layout.read_json(root / layout.MANIFEST_FILE) or {}
+    results = analyse_runs(runs, echo) if analyses else {}
+    tied = tied_table(runs, target_loss, at_steps)
+    dims = embedding_dim_table(runs, extra=_analysis_columns(results) if results else None)
+    tables = [tied, dims, analysis_table(runs, results), runs_table(runs)]
+    for table in tables:
+        write_csv(table, root / f"{table.name}.csv")
+    figures = {
+        "loss_curves.png": plots.loss_curves(runs, root / "loss_curves.png"),
+        "dev_score_vs_de.png": plots.dev_score_vs_dim(dims.rows, dims.score_columns, root / "dev_score_vs_de.png"),
+        "effective_rank_vs_de.png": plots.effective_rank_vs_dim(_rank_points(runs, results),
+                                                                root / "effective_rank_vs_de.png"),
+    }
+    text = render_markdown(root, manifest, runs, tables, figures)
+    atomic_write_text(root / REPORT_FILE, text)
+    if wandb:
+        log_report_to_wandb(root, manifest, tables, [path for path in figures.values() if path is not None], echo)
+    return root / REPORT_FILE
+
+
+def render_markdown(root: Path, manifest: dict[str, Any], runs: list[Run], tables: list[Table],
+                    figures: dict[str, Path | None]) -> str:
+    tied, dims, analysis, _ = tables
+    name = manifest.get("name") or root.name
+    states: dict[str, int] = {}
+    for run in runs:
+        states[run.state] = states.get(run.state, 0) + 1
+    lines = [f"# Report: {name}", ""]
+    if manifest.get("description"):
+        lines += [manifest["description"], ""]
+    lines += [f"- folder: `{root.resolve()}`"]
+    if manifest.get("sweep_file"):
+        lines += [f"- sweep file: `{manifest['sweep_file']}`"]
+    lines += [f"- generated: {datetime.now(timezone.utc).isoformat(timespec='seconds')}",
+              f"- runs: {len(runs)} ({', '.join(f'{count} {state}' for state, count in sorted(states.items()))}); "
+              f"averaged: {sum(run.ok for run in runs)}", ""]
+    expected = {cell["id"] for cell in manifest.get("cells", [])}
+    missing = sorted(expected - {run.id for run in runs})
+    for study, reason in (manifest.get("skipped_studies") or {}).items():
+        lines += [f"> Study `{study}` was skipped: {reason}.", ""]
+    if missing:
+        lines += [f"> {len(missing)} cells of the sweep have not started: {', '.join(missing[:10])}"
+                  f"{' ...' if len(missing) > 10 else ''}", ""]
+    lines += ["## 1. Tied embeddings", "", markdown_table(tied)]
+    if figures.get("loss_curves.png"):
+        lines += ["![Validation loss per variant; circles: measured initial loss, crosses: predicted, dashed: ln n]"
+                  "(loss_curves.png)", ""]
+    lines += ["## 2. Embedding dimension", "", markdown_table(dims)]
+    for figure, caption in (("dev_score_vs_de.png", "Dev score and total parameters against d_e"),
+                            ("effective_rank_vs_de.png", "Effective rank of the token embedding against d_e")):
+        if figures.get(figure):
+            lines += [f"![{caption}]({figure})", ""]
+    lines += ["## 3. Embedding analyses", "", markdown_table(analysis)]
+    not_averaged = [run for run in runs if not run.ok]
+    lines += ["## 4. Runs not averaged", ""]
+    if not_averaged:
+        lines += ["These runs failed or did not finish; no table above includes them.", "",
+                  "| run | state | last message |", "|---|---|---|"]
+        lines += [f"| {run.id} | {run.state} | {(run.message.splitlines() or [''])[-1][:200].replace('|', '/')} |"
+                  for run in not_averaged]
+        lines.append("")
+    else:
+        lines += ["None: every run finished.", ""]
+    lines += ["Tables as CSV: " + ", ".join(f"`{table.name}.csv`" for table in tables) + ".", ""]
+    return "\n".join(lines)
+
+
+def log_report_to_wandb(root: Path, manifest: dict[str, Any], tables: list[Table], images: list[Path],
+                        echo: Callable[[str], None]) -> None:
+    """The tables and figures as one W&B run (job type ``report``): offline unless WANDB_MODE says otherwise."""
+    try:
+        import wandb
+    except ImportError:
+        echo("note: wandb is not installed; the report is not logged to W&B")
+        return
+    os.environ.setdefault("WANDB_SILENT", "true")
+    settings = manifest.get("wandb") or {}
+    folder = root / WANDB_DIR
+    folder.mkdir(exist_ok=True)
+    name = manifest.get("name") or root.name
+    run = wandb.init(project=settings.get("project", "tiedemb"), entity=settings.get("entity"), group=name,
+                     job_type="report", name=f"{name} report", tags=[f"experiment={name}", "report"], dir=str(folder),
+                     mode=os.environ.get("WANDB_MODE", "offline"), reinit="finish_previous")
+    try:
+        for table in tables:
+            columns, rows = flat_rows(table)
+            run.log({f"report/{table.name}": wandb.Table(columns=columns, data=[[_plain(v) for v in row] for row in rows])})
+        run.log({f"report/{path.stem}": wandb.Image(str(path)) for path in images})
+    finally:
+        run.finish()
+    echo(f"logged the tables and figures to W&B run {run.id} under {folder} (offline runs: `wandb sync {folder}/wandb/offline-run-*`)")
+
+
+def _plain(value: Any) -> Any:
+    return value if value is None or isinstance(value, (int, float, str)) else str(value)

@@ -1,0 +1,189 @@
+"""Runs as the report sees them: labels, state, settings and metric series, read from folders.
+
+A run is a sweep cell (a folder with ``cell.json``), or, in a folder of plain ``main.py`` runs, a
+CSV logger version (``csv/version_N``) or, where no CSV metrics exist, a W&B run folder. Metrics
+come from the CSV files first and from W&B transaction logs where a run has no CSV metrics.
+Within a cell, later CSV versions (a resumed attempt, the test stage) win for the same step.
+"""
+
+from __future__ import annotations
+
+import csv
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from tiedemb.experiments import layout
+from tiedemb.experiments.wandb_offline import metric_series, read_wandb_run
+
+VERSION = re.compile(r"version_(\d+)$")
+NOT_METRICS = {"step", "epoch"}
+
+
+@dataclass
+class Run:
+    id: str  # path relative to the report folder
+    folder: Path
+    labels: dict[str, str]
+    state: str  # finished, failed, running, or "unknown" for plain runs without a status
+    message: str = ""
+    study: str = ""
+    hparams: dict[str, Any] = field(default_factory=dict)  # the module's and data module's settings
+    config: dict[str, Any] = field(default_factory=dict)  # the resolved CLI config, where recorded
+    metrics: dict[str, dict[int, float]] = field(default_factory=dict)  # name -> {step: value}
+    workdir: Path | None = None  # where the run was started: relative data paths are relative to it
+
+    @property
+    def ok(self) -> bool:
+        """Whether the run's numbers may be averaged: finished, or a plain run that has metrics."""
+        return self.state == layout.FINISHED or (self.state == "unknown" and bool(self.metrics))
+
+    @property
+    def kind(self) -> str:
+        """``glue`` (classification metrics), ``pretrain`` (language-model losses) or ``other``."""
+        if any(name.split("/", 1)[-1].startswith(("accuracy", "f1", "matthews")) for name in self.metrics):
+            return "glue"
+        if "head" in self.hparams or "init/loss" in self.metrics or "val/loss" in self.metrics:
+            return "pretrain" if "num_labels" not in self.hparams else "glue"
+        return "other"
+
+    def series(self, name: str) -> list[tuple[int, float]]:
+        return sorted(self.metrics.get(name, {}).items())
+
+    def first(self, name: str) -> float | None:
+        values = self.series(name)
+        return values[0][1] if values else None
+
+    def last(self, name: str) -> float | None:
+        values = self.series(name)
+        return values[-1][1] if values else None
+
+    def checkpoints(self) -> list[Path]:
+        """``last*.ckpt`` files under the run's folder, newest first."""
+        found = [path for path in self.folder.rglob("last*.ckpt") if path.is_file()]
+        return sorted(found, key=lambda path: path.stat().st_mtime_ns, reverse=True)
+
+    def tokenizer(self) -> str | None:
+        """The tokenizer the run's data used (a path made absolute, or a hub name), if any."""
+        data = (self.config.get("data") or {}).get("init_args") or {}
+        name = data.get("tokenizer") or self.hparams.get("tokenizer")
+        if not name:
+            return None
+        path = Path(str(name)).expanduser()
+        if not path.is_absolute() and self.workdir is not None and (self.workdir / path).exists():
+            return str((self.workdir / path).resolve())
+        return str(name)
+
+
+def find_runs(root: str | Path) -> list[Run]:
+    """Every run under ``root``: sweep cells, then plain run versions outside any cell."""
+    root = Path(root)
+    runs = [read_cell(folder, root) for folder in layout.cell_dirs(root) if not _hidden(folder, root)]
+    cells = [run.folder for run in runs]
+    inside_cell = lambda path: any(folder in path.parents for folder in cells)  # noqa: E731
+    csv_versions = [path.parent for path in root.rglob("metrics.csv")
+                    if VERSION.search(path.parent.name) and not inside_cell(path) and not _hidden(path, root)]
+    for version in sorted(csv_versions):
+        runs.append(_plain_run(version, root, *_read_csv_version(version)))
+    if not csv_versions:
+        for log in sorted(root.rglob("run-*.wandb")):
+            if not inside_cell(log) and not _hidden(log, root):
+                wandb_run = read_wandb_run(log)
+                runs.append(_plain_run(log.parent, root, metric_series(wandb_run), _wandb_hparams(wandb_run.config),
+                                       wandb_run.config.get("config") or {}))
+    return runs
+
+
+def _hidden(path: Path, root: Path) -> bool:
+    return any(part.startswith(".") for part in path.relative_to(root).parts)
+
+
+def read_cell(folder: Path, root: Path) -> Run:
+    cell = layout.read_json(folder / layout.CELL_FILE) or {}
+    status = layout.read_status(folder) or {}
+    versions = sorted((path for path in (folder / "csv").glob("version_*") if VERSION.search(path.name)),
+                      key=lambda path: int(VERSION.search(path.name).group(1)))
+    metrics: dict[str, dict[int, float]] = {}
+    hparams: dict[str, Any] = {}
+    config: dict[str, Any] = {}
+    for version in versions:  # later versions (a resumed attempt, the test stage) win
+        found, found_hparams, found_config = _read_csv_version(version)
+        for name, values in found.items():
+            metrics.setdefault(name, {}).update(values)
+        hparams = found_hparams or hparams
+        config = found_config or config
+    if not metrics:
+        for log in sorted(folder.rglob("run-*.wandb"), key=lambda path: path.stat().st_mtime_ns):
+            wandb_run = read_wandb_run(log)
+            for name, values in metric_series(wandb_run).items():
+                metrics.setdefault(name, {}).update(values)
+            hparams = _wandb_hparams(wandb_run.config) or hparams
+            config = wandb_run.config.get("config") or config
+    state = (status.get("state") or layout.RUNNING) if status else "not started"
+    workdir = cell.get("workdir")
+    return Run(id=str(folder.relative_to(root)), folder=folder, labels=dict(cell.get("labels") or {}), state=state,
+               message=str(status.get("message") or ""), study=str(cell.get("study") or ""), hparams=hparams,
+               config=config, metrics=metrics, workdir=Path(workdir) if workdir else None)
+
+
+def _plain_run(folder: Path, root: Path, metrics: dict[str, dict[int, float]], hparams: dict[str, Any],
+               config: dict[str, Any]) -> Run:
+    run = Run(id=str(folder.relative_to(root)), folder=folder, labels={}, state="unknown", hparams=hparams,
+              config=config, metrics=metrics, workdir=Path.cwd())
+    run.labels = derived_labels(run)
+    run.study = run.labels.get("task", "pretrain" if run.kind == "pretrain" else run.kind)
+    return run
+
+
+def derived_labels(run: Run) -> dict[str, str]:
+    """Labels of a run that no sweep named: its variant, d_e, task and seed from its settings."""
+    hp = run.hparams
+    labels: dict[str, str] = {}
+    if run.kind == "pretrain" and hp.get("head"):
+        extras = [f"{name}={hp[name]}" for name, default in (("embedding_scale", 1.0), ("output_scale", 1.0),
+                                                             ("embedding_init_std", None)) if hp.get(name, default) != default]
+        labels["variant"] = hp["head"] + (f" ({', '.join(extras)})" if extras else "")
+    if hp.get("task"):
+        labels["task"] = str(hp["task"])
+    width = hp.get("embedding_dim") or hp.get("hidden_size")
+    if width:
+        labels["d_e"] = str(width)
+    seed = run.config.get("seed_everything")
+    if seed is not None:
+        labels["seed"] = str(seed)
+    return labels
+
+
+def _read_csv_version(version: Path) -> tuple[dict[str, dict[int, float]], dict[str, Any], dict[str, Any]]:
+    metrics: dict[str, dict[int, float]] = {}
+    with open(version / "metrics.csv", newline="", encoding="utf-8") as handle:
+        for row in csv.DictReader(handle):
+            try:
+                step = int(float(row.get("step") or ""))
+            except ValueError:
+                continue
+            for name, text in row.items():
+                if name in NOT_METRICS or name is None or text in (None, ""):
+                    continue
+                try:
+                    metrics.setdefault(name, {})[step] = float(text)
+                except ValueError:
+                    continue
+    hparams = _read_yaml(version / "hparams.yaml")
+    config = hparams.pop("config", None) or {}
+    return metrics, hparams, config if isinstance(config, dict) else {}
+
+
+def _read_yaml(path: Path) -> dict[str, Any]:
+    try:
+        content = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except (OSError, yaml.YAMLError):
+        return {}
+    return content if isinstance(content, dict) else {}
+
+
+def _wandb_hparams(config: dict[str, Any]) -> dict[str, Any]:
+    return {key: value for key, value in config.items() if not key.startswith("_") and key not in ("config", "sweep")}

@@ -1,0 +1,322 @@
+"""Running a sweep: validate every cell, then run them one after another, each in its own folder.
+
+Each cell is an ordinary ``main.py fit`` subprocess (then ``main.py test`` when the study asks),
+so a crash or an out-of-memory kill ends that cell only. A cell's ``status.json`` says whether it
+finished; a rerun of the sweep skips finished cells and runs the others again, resuming from the
+cell's last checkpoint where one was written. The folder layout is in ``layout.py``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import json
+import os
+import shlex
+import shutil
+import socket
+import subprocess
+import sys
+import time
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from tiedemb.errors import UserError
+from tiedemb.experiments import layout
+from tiedemb.experiments.sweep_file import Cell, Sweep
+
+MAIN_SCRIPT = Path(__file__).resolve().parents[2] / "main.py"
+CSV_LOGGER = "lightning.pytorch.loggers.CSVLogger"
+WANDB_LOGGER = "lightning.pytorch.loggers.WandbLogger"
+FAILURE_TAIL_LINES = 20
+
+
+def cell_dir(out: Path, cell: Cell) -> Path:
+    return out / cell.id
+
+
+def render(value: Any) -> str:
+    """A value as jsonargparse reads it on the command line."""
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, (list, dict)):
+        return json.dumps(value)
+    return str(value)
+
+
+def loggers(sweep: Sweep, cell: Cell, folder: Path, stage: str) -> list[dict[str, Any]]:
+    """The cell's loggers: W&B grouped by experiment and tagged by label, and CSV metrics."""
+    settings: list[dict[str, Any]] = []
+    if sweep.wandb is not None:
+        tags = [f"experiment={sweep.name}", f"study={cell.study}", *(f"{k}={v}" for k, v in cell.labels.items()),
+                *map(str, sweep.wandb.get("tags") or [])]
+        init = {
+            "project": sweep.wandb["project"], "save_dir": str(folder),
+            "name": cell.id if stage == "fit" else f"{cell.id} ({stage})",
+            "group": sweep.name, "job_type": cell.study if stage == "fit" else f"{cell.study}-{stage}", "tags": tags,
+            # labels as config too: the dashboard can group and filter by them like any setting
+            "config": {"sweep": {"experiment": sweep.name, "study": cell.study, "stage": stage, **cell.labels}},
+        }
+        if sweep.wandb.get("entity"):
+            init["entity"] = sweep.wandb["entity"]
+        settings.append({"class_path": WANDB_LOGGER, "init_args": init})
+    settings.append({"class_path": CSV_LOGGER, "init_args": {"save_dir": str(folder), "name": "csv"}})
+    return settings
+
+
+def cell_args(sweep: Sweep, cell: Cell, folder: Path, stage: str = "fit", ckpt_path: str | None = None) -> list[str]:
+    """The ``main.py`` arguments of one stage of a cell."""
+    args = [stage]
+    for config in cell.configs:
+        args += ["--config", str(config)]
+    # Output goes to a log file: no progress bar, unless the sweep file asks for one.
+    args.append("--trainer.enable_progress_bar=false")
+    args += [f"--{key}={render(value)}" for key, value in cell.overrides.items()]
+    # The sweep owns where a cell writes: set last, so no config can send two cells to one folder.
+    args += [f"--trainer.default_root_dir={folder}", f"--trainer.logger={json.dumps(loggers(sweep, cell, folder, stage))}"]
+    if ckpt_path is not None:
+        args.append(f"--ckpt_path={ckpt_path}")
+    return args
+
+
+# --------------------------------------------------------------------------- validation
+
+
+def validate_cell(sweep: Sweep, cell: Cell, folder: Path) -> str:
+    """Parse the cell's command line with the real CLI; return the resolved config (YAML).
+
+    Raises ``UserError`` naming the cell and the rejected key. Beyond what the parser checks
+    (unknown keys, types), a pretraining model's settings are checked as the model would
+    check them (known head, widths that divide), without building it.
+    """
+    from tiedemb.cli import main
+
+    stdout, stderr = io.StringIO(), io.StringIO()
+    code: Any = 0
+    with contextlib.redirect_stdout(stdout), contextlib.redirect_stderr(stderr):
+        try:
+            main([*cell_args(sweep, cell, folder), "--print_config"])
+        except SystemExit as exited:
+            code = exited.code
+        except UserError as error:  # a check that raises instead of exiting
+            stderr.write(f"error: {error}")
+            code = 2
+    if code not in (0, None):
+        message = " ".join(line for line in stderr.getvalue().splitlines() if not line.startswith("hint:"))
+        raise UserError(f"sweep {sweep.name!r}, cell {cell.id!r}: the command line is rejected: "
+                        f"{message.removeprefix('error: ').strip()}{_blame(cell, message)}")
+    resolved = stdout.getvalue()
+    _check_model_settings(sweep, cell, resolved)
+    return resolved
+
+
+def _blame(cell: Cell, message: str) -> str:
+    """Which of the cell's overrides the parser's message is about, when one can be told."""
+    for key in cell.overrides:
+        if f"--{key}" in message or f"'{key.rsplit('.', 1)[-1]}'" in message:
+            return f" (override {key}={render(cell.overrides[key])})"
+    return ""
+
+
+def _check_model_settings(sweep: Sweep, cell: Cell, resolved: str) -> None:
+    from tiedemb.nn.config import TransformerConfig
+
+    config = yaml.safe_load(resolved) or {}
+    model = config.get("model") or {}
+    init_args = model.get("init_args") or {}
+    if not str(model.get("class_path", "")).endswith("PretrainModule"):
+        return  # fine-tuning models take their architecture from the pretrained source at run time
+    fields = {key: value for key, value in init_args.items() if key in TransformerConfig.field_names()}
+    fields["vocab_size"] = fields.get("vocab_size") or 1000  # linked from the data when the run starts
+    try:
+        TransformerConfig(**fields)
+    except (UserError, TypeError) as error:
+        raise UserError(f"sweep {sweep.name!r}, cell {cell.id!r}: {error}") from None
+
+
+# --------------------------------------------------------------------------- running
+
+
+def _now() -> str:
+    return datetime.now(timezone.utc).isoformat(timespec="seconds")
+
+
+def pending_cells(cells: list[Cell], out: Path) -> list[Cell]:
+    """The cells still to run; raises if a finished cell was run with other settings."""
+    changed, pending = [], []
+    for cell in cells:
+        folder = cell_dir(out, cell)
+        recorded = layout.read_json(folder / layout.CELL_FILE)
+        if layout.is_finished(folder):
+            if recorded and recorded.get("spec_hash") != cell.spec_hash:
+                changed.append(cell.id)
+            continue
+        pending.append(cell)
+    if changed:
+        raise UserError(
+            f"{out} holds finished cells run with other settings than the sweep file now gives "
+            f"({', '.join(changed[:3])}{' ...' if len(changed) > 3 else ''}); use another --out folder, or delete "
+            "those cell folders to run them again"
+        )
+    return pending
+
+
+def write_manifest(sweep: Sweep, out: Path) -> None:
+    layout.write_json(out / layout.MANIFEST_FILE, {
+        "name": sweep.name, "description": sweep.description, "sweep_file": str(sweep.path.resolve()),
+        "cells": [{"id": cell.id, "study": cell.study, "labels": cell.labels, "index": cell.index} for cell in sweep.cells],
+        "skipped_studies": {study.name: study.skipped_because for study in sweep.studies if study.skipped_because},
+        "wandb": sweep.wandb,
+    })
+
+
+def discard_superseded(cell: Cell, folder: Path) -> bool:
+    """Delete what an unfinished earlier attempt with other settings left; return whether it did.
+
+    Its checkpoints could not be resumed and its metrics would be mixed into this run's.
+    """
+    recorded = layout.read_json(folder / layout.CELL_FILE)
+    if not recorded or recorded.get("spec_hash") == cell.spec_hash or layout.is_finished(folder):
+        return False
+    shutil.rmtree(folder)
+    return True
+
+
+def run_cell(sweep: Sweep, cell: Cell, out: Path, workdir: Path) -> bool:
+    """Run one cell's stages; return whether it finished. The run saves its resolved config itself."""
+    folder = cell_dir(out, cell)
+    discard_superseded(cell, folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    previous = layout.read_status(folder) or {}
+    attempt = int(previous.get("attempt", 0)) + 1
+    # A stage an earlier attempt completed (fit, before a failed test) is not run again.
+    completed = {stage: info for stage, info in (previous.get("stages") or {}).items() if info.get("returncode") == 0}
+    recorded = (layout.read_json(folder / layout.CELL_FILE) or {}).get("commands") or {}
+    commands = {stage: recorded[stage] for stage in completed if stage in recorded}
+    resume = "last" if _last_checkpoint(folder) is not None else None
+    if "fit" not in completed:
+        commands["fit"] = [sys.executable, str(MAIN_SCRIPT), *cell_args(sweep, cell, folder, "fit", resume)]
+    layout.write_json(folder / layout.CELL_FILE, {**cell.spec(), "id": cell.id, "experiment": sweep.name,
+                                                  "spec_hash": cell.spec_hash, "index": cell.index,
+                                                  "workdir": str(workdir), "commands": commands})
+    status: dict[str, Any] = {"state": layout.RUNNING, "attempt": attempt, "started": _now(), "host": socket.gethostname(),
+                              "pid": os.getpid(), "resumed": resume is not None and "fit" not in completed,
+                              "stages": dict(completed)}
+    begin = time.monotonic()
+    stages = [stage for stage in ["fit"] + (["test"] if cell.test else []) if stage not in completed]
+    for stage in stages:
+        status["stage"] = stage
+        layout.write_json(folder / layout.STATUS_FILE, status)
+        if stage == "test":
+            commands["test"] = [sys.executable, str(MAIN_SCRIPT),
+                                *cell_args(sweep, cell, folder, "test", str(_test_checkpoint(folder, cell.test)))]
+        started = time.monotonic()
+        try:
+            code = _run_logged(commands[stage], folder / layout.LOG_FILE, workdir, f"attempt {attempt}, {stage}")
+        except KeyboardInterrupt:
+            status.update(state=layout.FAILED, message="interrupted", finished=_now())
+            layout.write_json(folder / layout.STATUS_FILE, status)
+            raise
+        status["stages"][stage] = {"returncode": code, "seconds": round(time.monotonic() - started, 1)}
+        if code != 0:
+            status.update(state=layout.FAILED, finished=_now(), seconds=round(time.monotonic() - begin, 1),
+                          message=_tail(folder / layout.LOG_FILE))
+            layout.write_json(folder / layout.STATUS_FILE, status)
+            return False
+    layout.write_json(folder / layout.CELL_FILE, {**(layout.read_json(folder / layout.CELL_FILE) or {}), "commands": commands})
+    status.update(state=layout.FINISHED, finished=_now(), seconds=round(time.monotonic() - begin, 1))
+    status.pop("stage", None)
+    layout.write_json(folder / layout.STATUS_FILE, status)
+    return True
+
+
+def _run_logged(command: list[str], log_file: Path, workdir: Path, heading: str) -> int:
+    with open(log_file, "a", encoding="utf-8") as log:
+        log.write(f"\n===== {_now()} {heading}: {shlex.join(command)}\n")
+        log.flush()
+        process = subprocess.Popen(command, cwd=workdir, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+        try:
+            return process.wait()
+        except KeyboardInterrupt:
+            # The child got the same Ctrl-C; give it a moment to write its checkpoint, then stop it.
+            try:
+                process.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                process.kill()
+                process.wait()
+            raise
+
+
+def _tail(log_file: Path) -> str:
+    try:
+        lines = log_file.read_text(encoding="utf-8", errors="replace").splitlines()
+    except OSError:
+        return ""
+    errors = [line for line in lines if line.startswith("error:")]
+    return errors[-1] if errors else "\n".join(lines[-FAILURE_TAIL_LINES:])
+
+
+def _last_checkpoint(folder: Path) -> Path | None:
+    from tiedemb.resume import last_checkpoints
+
+    found = last_checkpoints([folder])
+    return found[0] if found else None
+
+
+def _test_checkpoint(folder: Path, which: str) -> Path:
+    """The checkpoint ``test`` evaluates: the monitored best of the newest run, else its last."""
+    from tiedemb.resume import read_checkpoint
+
+    last = _last_checkpoint(folder)
+    if last is None:
+        raise UserError(f"{folder}: fit finished but wrote no last checkpoint to test")
+    if which == "last":
+        return last
+    try:
+        states = read_checkpoint(last).get("callbacks") or {}
+    except UserError:
+        return last
+    for name, state in states.items():
+        best = state.get("best_model_path") if isinstance(state, dict) and "ModelCheckpoint" in str(name) else None
+        if best:
+            path = Path(best)
+            if path.is_file():
+                return path
+            if (last.parent / path.name).is_file():  # the folder moved since
+                return last.parent / path.name
+    return last
+
+
+def run_sweep(sweep: Sweep, out: Path, cells: list[Cell] | None = None, workdir: Path | None = None,
+              echo=print) -> dict[str, list[str]]:
+    """Validate, then run the given cells (all by default); return cell ids by outcome."""
+    out = out.resolve()
+    workdir = (workdir or Path.cwd()).resolve()
+    selected = sweep.cells if cells is None else cells
+    for study in sweep.studies:
+        if study.skipped_because:
+            echo(f"study {study.name!r} is skipped: {study.skipped_because}")
+    todo = pending_cells(selected, out)
+    outcome: dict[str, list[str]] = {"skipped": [c.id for c in selected if c not in todo], "finished": [], "failed": []}
+    if outcome["skipped"]:
+        echo(f"{len(outcome['skipped'])} of {len(selected)} cells already finished")
+    if todo:
+        echo(f"validating {len(todo)} cells ...")
+    for cell in todo:  # every cell before the first one runs: a typo in the last must not wait hours
+        validate_cell(sweep, cell, cell_dir(out, cell))
+    out.mkdir(parents=True, exist_ok=True)
+    write_manifest(sweep, out)
+    for number, cell in enumerate(todo, start=1):
+        echo(f"[{number}/{len(todo)}] {cell.id} ...")
+        started = time.monotonic()
+        ok = run_cell(sweep, cell, out, workdir)
+        seconds = time.monotonic() - started
+        outcome["finished" if ok else "failed"].append(cell.id)
+        detail = "" if ok else f": {(layout.read_status(cell_dir(out, cell)) or {}).get('message', '')[-500:]}"
+        echo(f"[{number}/{len(todo)}] {cell.id} {'finished' if ok else 'FAILED'} in {seconds:.0f} s{detail}")
+    return outcome

@@ -1,0 +1,302 @@
+"""Sweep files: a study's base configs, a grid of settings and overrides, expanded into cells.
+
+A sweep file is YAML::
+
+    name: smoke                          # the experiment: W&B group, tag and report title
+    description: ...
+    wandb: {project: tiedemb}            # or false: CSV metrics only
+    slurm: {time: "24:00:00", gres: "gpu:1"}   # #SBATCH lines for --emit slurm
+    configs: [../tied.yaml]              # base configs, relative to this file (every study)
+    overrides: {trainer.max_steps: 200}  # CLI keys and values (every cell)
+    studies:                             # optional; without it the file itself is the one study
+      tied:
+        configs: [../scale/tiny.yaml]
+        requires: [../shared/data/glue/MRPC]   # paths (relative to the working folder) that must
+                                                # exist, else the study is skipped, saying why
+        grid:
+          model.head: [tied, untied]            # a CLI key and its values
+          variant:                              # or a named axis whose levels are bundles
+            t5: {configs: [../tied_t5.yaml], overrides: {...}}
+          seed_everything: [0, 1, 2]
+        overrides: {...}
+        rules:                                  # per-cell overrides, or cells left out
+          - where: {variant: t5, seed: 0}
+            overrides: {trainer.max_steps: 10}
+          - where: {task: mnli, d_e: 128}
+            skip: true
+        test: best                              # after fit, `test` on the best (or last) checkpoint
+
+Every cell is one ``main.py fit`` run: the configs in order (file, study, named levels), then
+the overrides as ``--key=value`` flags (file, study, levels, rules, grid values). Each axis has a
+label naming it in folders, tags and tables: ``model.head`` -> ``variant``,
+``model.embedding_dim`` -> ``d_e``, ``seed_everything`` -> ``seed``, ``data.task`` -> ``task``,
+another key -> its last part, a named axis -> its name.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import itertools
+import json
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from tiedemb.errors import UserError
+
+FILE_KEYS = ("name", "description", "wandb", "slurm", "configs", "overrides", "grid", "rules", "requires", "test", "studies")
+STUDY_KEYS = ("description", "configs", "overrides", "grid", "rules", "requires", "test")
+LEVEL_KEYS = ("configs", "overrides")
+RULE_KEYS = ("where", "overrides", "skip")
+WANDB_KEYS = ("project", "entity", "tags")
+TEST_CHOICES = ("best", "last")
+
+#: Labels of the axes that the reports and dashboards know by name.
+AXIS_LABELS = {"model.head": "variant", "model.embedding_dim": "d_e", "seed_everything": "seed", "data.task": "task"}
+
+
+@dataclass(frozen=True)
+class Cell:
+    """One run of the sweep."""
+
+    study: str
+    labels: dict[str, str]  # axis label -> value as written in folder names and tags
+    configs: tuple[Path, ...]
+    overrides: dict[str, Any]  # CLI key -> value, later entries winning
+    test: str | None
+    index: int = 0  # position in the whole sweep: the SLURM array index
+    root: Path = Path(".")  # the sweep file's folder: configs are named relative to it in the spec
+
+    @property
+    def id(self) -> str:
+        """``study/label=value,...``: the cell's folder under the output folder, and its W&B name."""
+        name = ",".join(f"{label}={value}" for label, value in self.labels.items()) or "run"
+        return f"{self.study}/{name}"
+
+    def spec(self) -> dict[str, Any]:
+        """What decides the run's results: a finished cell with another spec is a different cell."""
+        configs = [os.path.relpath(path, self.root) for path in self.configs]  # a moved checkout is the same sweep
+        return {"study": self.study, "labels": self.labels, "configs": configs,
+                "overrides": self.overrides, "test": self.test}
+
+    @property
+    def spec_hash(self) -> str:
+        return hashlib.sha256(json.dumps(self.spec(), sort_keys=True, default=str).encode()).hexdigest()[:16]
+
+
+@dataclass
+class Study:
+    name: str
+    cells: list[Cell]
+    skipped_because: str | None = None  # a missing required path: the study is not run
+
+
+@dataclass
+class Sweep:
+    path: Path
+    name: str
+    description: str
+    wandb: dict[str, Any] | None  # None: no W&B logger
+    slurm: dict[str, Any]
+    studies: list[Study] = field(default_factory=list)
+
+    @property
+    def cells(self) -> list[Cell]:
+        """The cells to run: those of every study that is not skipped."""
+        return [cell for study in self.studies if not study.skipped_because for cell in study.cells]
+
+    @property
+    def all_cells(self) -> list[Cell]:
+        """Every cell, skipped studies included: array indices stay the same on every machine."""
+        return [cell for study in self.studies for cell in study.cells]
+
+
+def format_value(value: Any) -> str:
+    """A setting as it appears in labels: ``None`` -> ``none``, ``True`` -> ``true``, else ``str``."""
+    if value is None:
+        return "none"
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return str(value)
+
+
+def axis_label(key: str) -> str:
+    return AXIS_LABELS.get(key, key.rsplit(".", 1)[-1])
+
+
+def load_sweep(path: str | Path, workdir: str | Path | None = None) -> Sweep:
+    """Read and check a sweep file; raises ``UserError`` naming the place and key of any mistake.
+
+    ``workdir``: where ``requires`` paths (like the data paths in overrides) are looked up; the
+    current folder when unset.
+    """
+    file = Path(path).expanduser()
+    if not file.is_file():
+        raise UserError(f"sweep file {str(path)!r} does not exist")
+    try:
+        content = yaml.safe_load(file.read_text(encoding="utf-8"))
+    except yaml.YAMLError as error:
+        raise UserError(f"sweep file {str(path)!r} is not valid YAML: {error}") from None
+    where = f"sweep file {str(path)!r}"
+    content = _mapping(content, where)
+    _check_keys(content, FILE_KEYS, where)
+    name = str(content.get("name") or file.stem)
+    base = file.resolve().parent
+    workdir = Path(workdir or Path.cwd())
+    sweep = Sweep(path=file, name=name, description=str(content.get("description") or ""),
+                  wandb=_wandb_settings(content.get("wandb", {}), where), slurm=_mapping(content.get("slurm", {}), f"{where}: slurm"))
+    shared = {key: content[key] for key in STUDY_KEYS if key in content and key != "description"}
+    studies = content.get("studies")
+    if studies is None:
+        raw_studies = {name: {}}
+    else:
+        raw_studies = _mapping(studies, f"{where}: studies")
+        if not raw_studies:
+            raise UserError(f"{where}: studies is empty")
+    index = 0
+    for study_name, raw in raw_studies.items():
+        study_where = f"{where}: study {study_name!r}"
+        raw = _mapping(raw, study_where)
+        _check_keys(raw, STUDY_KEYS, study_where)
+        study = _expand_study(str(study_name), shared, raw, base, workdir, study_where, index)
+        index += len(study.cells)
+        sweep.studies.append(study)
+    if not sweep.all_cells:
+        raise UserError(f"{where}: every cell is left out by a rule; nothing to run")
+    return sweep
+
+
+# --------------------------------------------------------------------------- expansion
+
+
+@dataclass(frozen=True)
+class _Level:
+    """One value of one axis: a label value plus what it adds to the command line."""
+
+    label: str
+    value: str
+    configs: tuple[Path, ...] = ()
+    overrides: tuple[tuple[str, Any], ...] = ()
+
+
+def _expand_study(name: str, shared: dict[str, Any], own: dict[str, Any], base: Path, workdir: Path, where: str,
+                  start: int) -> Study:
+    configs = _configs(shared.get("configs", []), base, f"{where} (file-level configs)") + _configs(own.get("configs", []), base, where)
+    overrides = {**_overrides(shared.get("overrides", {}), where), **_overrides(own.get("overrides", {}), where)}
+    test = own.get("test", shared.get("test"))
+    if test not in (None, False, *TEST_CHOICES):
+        raise UserError(f"{where}: test={test!r} is not a known choice; valid: {', '.join(TEST_CHOICES)} (or leave it out)")
+    grid = {**_mapping(shared.get("grid", {}), f"{where}: grid"), **_mapping(own.get("grid", {}), f"{where}: grid")}
+    axes = [_axis(key, values, base, f"{where}: grid.{key}") for key, values in grid.items()]
+    labels = [axis[0].label for axis in axes]
+    duplicated = sorted({label for label in labels if labels.count(label) > 1})
+    if duplicated:
+        raise UserError(f"{where}: two grid axes share the label {duplicated[0]!r}; name one of them as a named axis")
+    rules = [_rule(rule, labels, f"{where}: rules[{number}]") for number, rule in
+             enumerate([*(shared.get("rules") or []), *(own.get("rules") or [])])]
+    required = [str(entry) for entry in [*(shared.get("requires") or []), *(own.get("requires") or [])]]
+    missing = [entry for entry in required if not (workdir / Path(entry).expanduser()).exists()]
+    study = Study(name=name, cells=[])
+    if missing:
+        study.skipped_because = f"required path {missing[0]!r} is absent (relative to {str(workdir)!r})"
+    for combination in itertools.product(*axes) if axes else [()]:
+        cell_labels = {level.label: level.value for level in combination}
+        cell_configs = configs + tuple(path for level in combination for path in level.configs)
+        cell_overrides = dict(overrides)
+        for level in combination:
+            cell_overrides.update(level.overrides)
+        skip = False
+        for rule in rules:
+            if all(cell_labels.get(label) in values for label, values in rule["where"].items()):
+                cell_overrides.update(rule["overrides"])
+                skip = skip or rule["skip"]
+        if not skip:
+            study.cells.append(Cell(study=name, labels=cell_labels, configs=cell_configs, overrides=cell_overrides,
+                                    test=test or None, index=start + len(study.cells), root=base))
+    return study
+
+
+def _axis(key: str, values: Any, base: Path, where: str) -> list[_Level]:
+    if isinstance(values, dict):  # a named axis: level name -> bundle of configs and overrides
+        if not values:
+            raise UserError(f"{where}: a named axis needs at least one level")
+        levels = []
+        for level, bundle in values.items():
+            bundle = _mapping(bundle if bundle is not None else {}, f"{where}.{level}")
+            _check_keys(bundle, LEVEL_KEYS, f"{where}.{level}")
+            levels.append(_Level(label=key, value=format_value(level),
+                                 configs=_configs(bundle.get("configs", []), base, f"{where}.{level}"),
+                                 overrides=tuple(_overrides(bundle.get("overrides", {}), f"{where}.{level}").items())))
+        return levels
+    if not isinstance(values, list) or not values:
+        raise UserError(f"{where}: expected a non-empty list of values (or a mapping of named levels), got {values!r}")
+    _check_cli_key(key, where)
+    return [_Level(label=axis_label(key), value=format_value(value), overrides=((key, value),)) for value in values]
+
+
+def _rule(rule: Any, labels: list[str], where: str) -> dict[str, Any]:
+    rule = _mapping(rule, where)
+    _check_keys(rule, RULE_KEYS, where)
+    condition = _mapping(rule.get("where", {}), f"{where}.where")
+    for label in condition:
+        if label not in labels:
+            raise UserError(f"{where}.where: unknown axis label {label!r}; the grid's labels are {', '.join(labels) or 'none'}")
+    values = {label: {format_value(v) for v in (wanted if isinstance(wanted, list) else [wanted])}
+              for label, wanted in condition.items()}
+    skip = rule.get("skip", False)
+    if not isinstance(skip, bool):
+        raise UserError(f"{where}.skip must be true or false, got {skip!r}")
+    return {"where": values, "overrides": _overrides(rule.get("overrides", {}), where), "skip": skip}
+
+
+# --------------------------------------------------------------------------- small checks
+
+
+def _mapping(value: Any, where: str) -> dict[str, Any]:
+    if value is None:
+        return {}
+    if not isinstance(value, dict):
+        raise UserError(f"{where}: expected a mapping, got {type(value).__name__} {value!r}")
+    return value
+
+
+def _check_keys(mapping: dict[str, Any], allowed: tuple[str, ...], where: str) -> None:
+    for key in mapping:
+        if key not in allowed:
+            raise UserError(f"{where}: unknown key {key!r}; valid: {', '.join(allowed)}")
+
+
+def _check_cli_key(key: Any, where: str) -> None:
+    if not isinstance(key, str) or not key or key.startswith("-") or " " in key:
+        raise UserError(f"{where}: {key!r} is not a command-line key (write model.hidden_size, not --model.hidden_size)")
+
+
+def _overrides(value: Any, where: str) -> dict[str, Any]:
+    overrides = _mapping(value, f"{where}: overrides")
+    for key in overrides:
+        _check_cli_key(key, f"{where}: overrides")
+    return dict(overrides)
+
+
+def _configs(value: Any, base: Path, where: str) -> tuple[Path, ...]:
+    entries = value if isinstance(value, list) else [value]
+    paths = []
+    for entry in entries:
+        if not isinstance(entry, str):
+            raise UserError(f"{where}: configs must be paths, got {entry!r}")
+        path = (base / Path(entry).expanduser()).resolve()
+        if not path.is_file():
+            raise UserError(f"{where}: config {entry!r} does not exist (looked for {str(path)!r})")
+        paths.append(path)
+    return tuple(paths)
+
+
+def _wandb_settings(value: Any, where: str) -> dict[str, Any] | None:
+    if value is False:
+        return None
+    settings = _mapping(value, f"{where}: wandb")
+    _check_keys(settings, WANDB_KEYS, f"{where}: wandb")
+    return {"project": "tiedemb", **settings}

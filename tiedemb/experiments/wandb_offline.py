@@ -1,0 +1,110 @@
+"""Reading a W&B run's local transaction log (``run-<id>.wandb``) without a server or an account.
+
+Every W&B run, offline or online, writes this file in its run folder. It is a sequence of
+protobuf ``Record`` messages framed in LevelDB's log format: a 7-byte file header (``:W&B``, a
+two-byte magic number, a version byte), then 32 KiB blocks of chunks, each with a 7-byte header
+(CRC-32, little-endian length, type: 1 full, 2 first, 3 middle, 4 last). The record types used
+here are ``history`` (one logged row), ``config`` and ``run``.
+"""
+
+from __future__ import annotations
+
+import json
+import struct
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+FILE_HEADER = 7
+BLOCK = 32 * 1024
+CHUNK_HEADER = 7
+FULL, FIRST, MIDDLE, LAST = 1, 2, 3, 4
+STEP_KEYS = ("trainer/global_step", "_step")
+
+
+@dataclass
+class WandbRun:
+    path: Path
+    run_id: str = ""
+    name: str = ""
+    group: str = ""
+    tags: list[str] = field(default_factory=list)
+    config: dict[str, Any] = field(default_factory=dict)
+    history: list[dict[str, Any]] = field(default_factory=list)
+
+
+def records(path: str | Path) -> Iterator[bytes]:
+    """The payload of every complete record in the file; a torn final record is dropped."""
+    data = Path(path).read_bytes()
+    if not data.startswith(b":W&B"):
+        raise ValueError(f"{path} is not a W&B transaction log")
+    position, pending = FILE_HEADER, b""
+    while position + CHUNK_HEADER <= len(data):
+        room = BLOCK - position % BLOCK
+        if room < CHUNK_HEADER:  # a block's unusable tail is zero padding
+            position += room
+            continue
+        _, length, kind = struct.unpack_from("<IHB", data, position)
+        if kind == 0 and length == 0:  # preallocated zeros: skip to the next block
+            position += room
+            continue
+        chunk = data[position + CHUNK_HEADER: position + CHUNK_HEADER + length]
+        position += CHUNK_HEADER + length
+        if len(chunk) < length:
+            return
+        if kind == FULL:
+            yield chunk
+        elif kind == FIRST:
+            pending = chunk
+        elif kind == MIDDLE:
+            pending += chunk
+        elif kind == LAST:
+            yield pending + chunk
+            pending = b""
+
+
+def _value(text: str) -> Any:
+    try:
+        return json.loads(text)
+    except ValueError:
+        return text
+
+
+def read_wandb_run(path: str | Path) -> WandbRun:
+    """History rows, config and identity of the run whose transaction log is ``path``."""
+    from wandb.proto import wandb_internal_pb2
+
+    run = WandbRun(path=Path(path))
+    for payload in records(path):
+        record = wandb_internal_pb2.Record()
+        try:
+            record.ParseFromString(payload)
+        except Exception:  # noqa: BLE001 - a damaged record is skipped, the rest still reads
+            continue
+        kind = record.WhichOneof("record_type")
+        if kind == "history":
+            run.history.append({item.key or "/".join(item.nested_key): _value(item.value_json) for item in record.history.item})
+        elif kind == "config":
+            for item in record.config.update:
+                run.config[item.key or "/".join(item.nested_key)] = _value(item.value_json)
+        elif kind == "run":
+            run.run_id, run.name = record.run.run_id, record.run.display_name
+            run.group, run.tags = record.run.run_group, list(record.run.tags)
+            for item in record.run.config.update:
+                run.config[item.key or "/".join(item.nested_key)] = _value(item.value_json)
+    return run
+
+
+def metric_series(run: WandbRun) -> dict[str, dict[int, float]]:
+    """metric -> {trainer step: value}, as the CSV logger would have written them."""
+    series: dict[str, dict[int, float]] = {}
+    for row in run.history:
+        step = next((row[key] for key in STEP_KEYS if isinstance(row.get(key), (int, float))), None)
+        if step is None:
+            continue
+        for name, value in row.items():
+            if name.startswith("_") or name in STEP_KEYS or name == "epoch" or not isinstance(value, (int, float)):
+                continue
+            series.setdefault(name, {})[int(step)] = float(value)
+    return series

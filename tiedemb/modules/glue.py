@@ -1,0 +1,381 @@
+"""GlueModule: fine-tune the pretraining embedding and encoder on a GLUE classification task."""
+
+from __future__ import annotations
+
+from contextvars import ContextVar
+from pathlib import Path
+from typing import Any
+
+import lightning as L
+from lightning.pytorch.utilities import rank_zero_info
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+from torchmetrics import MeanMetric, MetricCollection
+
+from tiedemb.data.glue import TASKS, GlueTask
+from tiedemb.errors import UserError, check_choice
+from tiedemb.modules.glue_metrics import build_metric, epochs_to_converge, metric_names, split_suffix
+from tiedemb.modules.optim import adamw_with_schedule
+from tiedemb.modules.prediction_files import write_tsv
+from tiedemb.modules.pretrained import (
+    ARCHITECTURE_DEFAULTS,
+    PretrainedWeights,
+    TABLES,
+    fit_embedding,
+    load_pretrained,
+    resolve_architecture,
+)
+from tiedemb.nn.classifier import SequenceClassifier
+from tiedemb.nn.config import TransformerConfig
+
+_RESTORING: ContextVar[bool] = ContextVar("tiedemb_glue_restoring", default=False)
+"""Set while ``load_from_checkpoint`` rebuilds a module: its weights come from the checkpoint, so
+the ``pretrained`` source is neither read again nor needed on the machine that reloads it."""
+
+ARCHITECTURE = ("vocab_size", *ARCHITECTURE_DEFAULTS, "embedding_dim")
+
+
+class GlueModule(L.LightningModule):
+    """Embedding -> Encoder -> [CLS] (-> pooler) -> dropout -> classifier, fine-tuned on one task.
+
+    The keyword names are the YAML's and match ``PretrainModule``'s. ``vocab_size``,
+    ``num_labels``, ``task`` and ``pad_token_id`` come from the data in the CLI.
+
+    Args:
+        pretrained: where the embedding and encoder start: a tiedemb ``.ckpt`` (a pretraining or
+            fine-tuning run), a transformers BERT directory or hub name, or ``None`` (random).
+        reinit_embeddings: draw the token/position/segment tables and the projection afresh
+            instead of taking (or SVD-narrowing) the pretrained ones.
+        hidden_size, num_layers, ..., rope_base: the architecture. Unset (``None``) fields take the
+            pretrained model's values, or BERT-base's without one; a set field must equal the
+            pretrained value, else construction fails naming both.
+        embedding_dim: d_e. Unset: the pretrained width. Narrower than the pretrained embedding:
+            the tables are factorised by truncated SVD (``tiedemb.nn.factorise``).
+        pooler: BERT's dense + tanh on [CLS] before the classifier.
+        warmup_ratio: warmup as a fraction of all optimiser steps; ``warmup_steps`` overrides it.
+        predictions_dir: where ``predict`` and ``test`` write TSV files; default the run folder
+            (the first logger's log_dir, else the trainer's default_root_dir).
+        write_test_predictions: ``test`` also writes each dev split's predictions with the gold
+            label (``MRPC-validation.tsv``), so the logged figures can be recomputed from a file.
+    """
+
+    def __init__(
+        self,
+        vocab_size: int | None = None,
+        num_labels: int | None = None,
+        task: str | None = None,
+        pretrained: str | None = None,
+        reinit_embeddings: bool = False,
+        pooler: bool = True,
+        hidden_size: int | None = None,
+        num_layers: int | None = None,
+        num_heads: int | None = None,
+        intermediate_size: int | None = None,
+        embedding_dim: int | None = None,
+        max_position_embeddings: int | None = None,
+        position: str | None = None,
+        type_vocab_size: int | None = None,
+        norm: str | None = None,
+        norm_position: str | None = None,
+        norm_eps: float | None = None,
+        activation: str | None = None,
+        residual_init: str | None = None,
+        rope_base: float | None = None,
+        dropout: float = 0.1,
+        attention_dropout: float = 0.1,
+        classifier_dropout: float | None = None,
+        init_std: float = 0.02,
+        pad_token_id: int = 0,
+        learning_rate: float = 2e-5,
+        weight_decay: float = 0.01,
+        betas: tuple[float, float] = (0.9, 0.999),
+        eps: float = 1e-8,
+        warmup_ratio: float = 0.1,
+        warmup_steps: int | None = None,
+        lr_decay: str = "linear",
+        min_lr_ratio: float = 0.0,
+        predictions_dir: str | None = None,
+        write_test_predictions: bool = True,
+    ) -> None:
+        super().__init__()
+        self.save_hyperparameters()
+        self.task_spec: GlueTask | None = TASKS[check_choice("model.task", task, TASKS)] if task is not None else None
+        num_labels = self._resolve_num_labels(num_labels)
+        _check_training_settings(learning_rate, warmup_ratio, warmup_steps, classifier_dropout)
+        source = load_pretrained(pretrained) if pretrained is not None and not _RESTORING.get() else None
+        architecture = resolve_architecture({name: self.hparams[name] for name in ARCHITECTURE}, source)
+        # Checkpoints carry concrete values, so a reload rebuilds the same shapes without the source.
+        self.hparams.update(architecture, num_labels=num_labels)
+        self.config = TransformerConfig(
+            objective="mlm", dropout=dropout, attention_dropout=attention_dropout, init_std=init_std,
+            pad_token_id=pad_token_id, **architecture,
+        )
+        self.model = SequenceClassifier(self.config, num_labels, pooler=pooler, classifier_dropout=classifier_dropout)
+        if source is not None:
+            self._load_source(source, reinit_embeddings)
+        self.eval_metrics = nn.ModuleDict()
+        self.eval_losses = nn.ModuleDict()
+        self._eval_splits: list[str] = []
+        self._updated: set[str] = set()
+        self._rows: dict[str, list[tuple[int, int, int]]] = {}  # split -> (idx, prediction, label)
+        self.history: list[tuple[float, float]] = []  # (fractional epoch, main dev metric) during fit
+        self.epochs_to_converge: float | None = None
+        self.written_files: list[Path] = []  # every TSV this module wrote, in order
+
+    @classmethod
+    def load_from_checkpoint(cls, checkpoint_path: Any, *args: Any, **kwargs: Any) -> GlueModule:  # type: ignore[override]
+        """Rebuild from a checkpoint alone; the ``pretrained`` source it names is not read."""
+        token = _RESTORING.set(True)
+        try:
+            return super().load_from_checkpoint(checkpoint_path, *args, **kwargs)
+        finally:
+            _RESTORING.reset(token)
+
+    def _resolve_num_labels(self, num_labels: int | None) -> int:
+        expected = self.task_spec.num_labels if self.task_spec is not None else None
+        if num_labels is None:
+            if expected is None:
+                raise UserError("model.num_labels must be set when model.task is not (the CLI links both from data.task)")
+            return expected
+        if expected is not None and num_labels != expected:
+            raise UserError(f"model.num_labels={num_labels} disagrees with task {self.task_spec.name!r}, which has {expected}")
+        if num_labels < 2:
+            raise UserError(f"model.num_labels must be at least 2, got {num_labels}")
+        return num_labels
+
+    @torch.no_grad()
+    def _load_source(self, source: PretrainedWeights, reinit_embeddings: bool) -> None:
+        state = fit_embedding(source, self.config.embedding_dim, reinit_embeddings)
+        if self.model.pooler is None:
+            state = {key: value for key, value in state.items() if not key.startswith("pooler.")}
+        result = self.model.load_state_dict(state, strict=False)
+        fresh = {"embedding.projection.weight", *TABLES} if reinit_embeddings else set()
+        allowed = ("pooler.", "classifier.")
+        unexpected_missing = [k for k in result.missing_keys if not k.startswith(allowed) and k not in fresh]
+        if unexpected_missing or result.unexpected_keys:
+            raise UserError(
+                f"pretrained {source.origin!r} does not fit the model: missing {unexpected_missing[:3]}, "
+                f"unexpected {result.unexpected_keys[:3]}"
+            )
+        rank_zero_info(f"loaded the embedding and encoder from {source.kind} {source.origin!r}")
+
+    # -- forward -----------------------------------------------------------------------------------
+    def forward(
+        self, input_ids: Tensor, attention_mask: Tensor | None = None, token_type_ids: Tensor | None = None
+    ) -> Tensor:
+        """Class logits (B, num_labels)."""
+        return self.model(input_ids, attention_mask=attention_mask, token_type_ids=token_type_ids)
+
+    def _logits(self, batch: dict[str, Tensor]) -> Tensor:
+        return self(batch["input_ids"], batch.get("attention_mask"), batch.get("token_type_ids"))
+
+    # -- setup: metric objects for the splits this run evaluates -----------------------------------
+    def setup(self, stage: str) -> None:
+        datamodule = getattr(self.trainer, "datamodule", None)
+        data_task = getattr(datamodule, "task_spec", None)
+        if data_task is not None:
+            if self.task_spec is None:
+                self.task_spec = data_task  # metric names and file names follow the data's task
+            elif data_task.name != self.task_spec.name:
+                raise UserError(f"model.task={self.task_spec.name!r} but the data is task {data_task.name!r}")
+            if data_task.num_labels != self.hparams.num_labels:
+                raise UserError(f"model.num_labels={self.hparams.num_labels} but task {data_task.name!r} has "
+                                f"{data_task.num_labels} labels")
+        if stage == "predict":
+            return
+        splits = getattr(datamodule, "val_split_names", None)
+        if splits is None:
+            splits = list(self.task_spec.validation_splits) if self.task_spec is not None else ["validation"]
+        self._eval_splits = list(splits)
+        num_labels = self.hparams.num_labels
+        names = metric_names(self.task_spec.name if self.task_spec else None)
+        self.eval_metrics = nn.ModuleDict(
+            {split: MetricCollection({name: build_metric(name, num_labels) for name in names}) for split in splits}
+        )
+        self.eval_losses = nn.ModuleDict({split: MeanMetric() for split in splits})
+
+    @property
+    def main_metric(self) -> str:
+        """The dev metric that decides convergence (and that GLUE configs checkpoint on)."""
+        names = metric_names(self.task_spec.name if self.task_spec else None)
+        first = self._eval_splits[0] if self._eval_splits else "validation"
+        return f"val/{names[0]}{split_suffix(first)}"
+
+    # -- training ------------------------------------------------------------------------------------
+    def training_step(self, batch: dict[str, Tensor], batch_idx: int) -> Tensor:
+        loss = F.cross_entropy(self._logits(batch).float(), batch["labels"])
+        self.log("train/loss", loss, prog_bar=True)
+        self.log("lr", self.trainer.optimizers[0].param_groups[0]["lr"] if self.trainer.optimizers else 0.0)
+        return loss
+
+    # -- evaluation ----------------------------------------------------------------------------------
+    def validation_step(self, batch: dict[str, Tensor], batch_idx: int, dataloader_idx: int = 0) -> None:
+        self._eval_step(batch, dataloader_idx, keep_rows=False)
+
+    def test_step(self, batch: dict[str, Tensor], batch_idx: int, dataloader_idx: int = 0) -> None:
+        self._eval_step(batch, dataloader_idx, keep_rows=bool(self.hparams.write_test_predictions))
+
+    def _eval_step(self, batch: dict[str, Tensor], dataloader_idx: int, keep_rows: bool) -> None:
+        if dataloader_idx >= len(self._eval_splits):
+            raise UserError(
+                f"evaluation dataloader {dataloader_idx} has no split name; the data module names "
+                f"{len(self._eval_splits)} ({', '.join(self._eval_splits)})"
+            )
+        split = self._eval_splits[dataloader_idx]
+        logits = self._logits(batch)
+        labels = batch["labels"]
+        predictions = logits.argmax(dim=-1)
+        self.eval_losses[split].update(F.cross_entropy(logits.float(), labels), weight=labels.numel())
+        self.eval_metrics[split].update(predictions, labels)
+        self._updated.add(split)
+        if keep_rows:
+            self._keep(split, batch["idx"], predictions, labels)
+
+    def on_validation_epoch_end(self) -> None:
+        values = self._log_eval("val")
+        if self.trainer.sanity_checking or self.trainer.state.fn != "fit" or self.main_metric not in values:
+            return
+        self.history.append((self._fractional_epoch(), values[self.main_metric]))
+
+    def on_test_epoch_end(self) -> None:
+        self._log_eval("test")
+        if self.hparams.write_test_predictions:
+            folder = self.task_spec.classic.folder if self.task_spec else "predictions"
+            self._write_rows({split: f"{folder}-{split}.tsv" for split in self._eval_splits}, with_labels=True)
+
+    def _log_eval(self, stage: str) -> dict[str, float]:
+        """Compute, log and reset each evaluated split's metrics; return the ``val/``-named values."""
+        logged: dict[str, float] = {}
+        total, count = 0.0, 0.0
+        for split in self._eval_splits:
+            metrics, loss = self.eval_metrics[split], self.eval_losses[split]
+            if split in self._updated:
+                suffix = split_suffix(split)
+                for name, value in metrics.compute().items():
+                    self.log(f"{stage}/{name}{suffix}", value, add_dataloader_idx=False,
+                             prog_bar=f"val/{name}{suffix}" == self.main_metric)
+                    logged[f"val/{name}{suffix}"] = float(value)
+                mean = loss.compute()
+                total, count = total + float(mean) * float(loss.weight), count + float(loss.weight)
+                if suffix:
+                    self.log(f"{stage}/loss{suffix}", mean, add_dataloader_idx=False)
+            metrics.reset()
+            loss.reset()
+        if count:
+            # Over all evaluated examples: lets a loss-monitoring checkpoint work for every task.
+            self.log(f"{stage}/loss", total / count, add_dataloader_idx=False)
+        self._updated.clear()
+        return logged
+
+    def _fractional_epoch(self) -> float:
+        per_epoch = self.trainer.num_training_batches
+        if not per_epoch or per_epoch == float("inf"):
+            return float(self.trainer.current_epoch + 1)
+        return self.global_step * self.trainer.accumulate_grad_batches / per_epoch
+
+    def on_train_end(self) -> None:
+        self.epochs_to_converge = epochs_to_converge(self.history)
+        if self.epochs_to_converge is None:
+            return
+        name = "val/epochs_to_converge"
+        # self.log is not allowed after training; loggers and callback_metrics take it directly.
+        self.trainer.callback_metrics[name] = torch.tensor(self.epochs_to_converge)
+        for logger in self.loggers:
+            logger.log_metrics({name: self.epochs_to_converge}, step=self.global_step)
+        rank_zero_info(f"{name}={self.epochs_to_converge:.2f}: {self.main_metric} first within 99% of its best")
+
+    def on_save_checkpoint(self, checkpoint: dict[str, Any]) -> None:
+        checkpoint["glue_history"] = list(self.history)
+
+    def on_load_checkpoint(self, checkpoint: dict[str, Any]) -> None:
+        self.history = [tuple(entry) for entry in checkpoint.get("glue_history", [])]
+
+    # -- prediction files ----------------------------------------------------------------------------
+    def on_predict_start(self) -> None:
+        self._rows = {}
+
+    def predict_step(self, batch: dict[str, Tensor], batch_idx: int, dataloader_idx: int = 0) -> Tensor:
+        predictions = self._logits(batch).argmax(dim=-1)
+        self._keep(self._predict_splits()[dataloader_idx], batch["idx"], predictions, batch.get("labels"))
+        return predictions
+
+    def on_predict_epoch_end(self) -> None:
+        splits = self._predict_splits()
+        files = self.task_spec.submission_files if self.task_spec is not None else {}
+        self._write_rows({split: files.get(split, f"{split}.tsv") for split in splits}, with_labels=False)
+
+    def _predict_splits(self) -> list[str]:
+        datamodule = getattr(self.trainer, "datamodule", None)
+        names = getattr(datamodule, "predict_split_names", None)
+        if names is not None:
+            return list(names)
+        return list(self.task_spec.test_splits) if self.task_spec is not None else ["test"]
+
+    def _keep(self, split: str, idx: Tensor, predictions: Tensor, labels: Tensor | None) -> None:
+        labels = labels if labels is not None else torch.full_like(predictions, -1)
+        rows = zip(idx.tolist(), predictions.tolist(), labels.tolist())
+        self._rows.setdefault(split, []).extend(rows)
+
+    def _write_rows(self, filenames: dict[str, str], with_labels: bool) -> None:
+        """Write each split's kept rows (sorted by example index) as a GLUE-style TSV."""
+        gathered = {split: self._gather(self._rows.get(split, [])) for split in filenames}
+        self._rows = {}
+        if self.global_rank != 0:
+            return
+        spell = self._label_spelling()
+        directory = self._output_dir()
+        for split, filename in filenames.items():
+            rows = sorted(gathered[split])
+            if not rows:
+                continue
+            header = ["index", "prediction", "label"] if with_labels else ["index", "prediction"]
+            body = [(i, spell(p), spell(y)) if with_labels else (i, spell(p)) for i, p, y in rows]
+            path = write_tsv(directory, filename, header, body)
+            rank_zero_info(f"wrote {len(body)} predictions for {split} to {path}")
+            self.written_files.append(path)
+
+    def _gather(self, rows: list[tuple[int, int, int]]) -> list[tuple[int, int, int]]:
+        """All processes' rows, each example once (distributed samplers repeat a few)."""
+        if self.trainer.world_size == 1 or not torch.distributed.is_initialized():
+            return rows
+        everyone: list[Any] = [None] * self.trainer.world_size
+        torch.distributed.all_gather_object(everyone, rows)
+        return list({row[0]: row for part in everyone for row in part}.values())
+
+    def _label_spelling(self):
+        """GLUE submissions spell labels as the task's classic files do: MRPC 0/1, MNLI names."""
+        values = self.task_spec.classic.label_values if self.task_spec is not None else None
+        return lambda label: values[label] if values is not None and 0 <= label < len(values) else label
+
+    def _output_dir(self) -> Path:
+        if self.hparams.predictions_dir:
+            return Path(self.hparams.predictions_dir).expanduser()
+        for logger in self.loggers:
+            folder = getattr(logger, "log_dir", None)
+            if folder:
+                return Path(folder)
+        return Path(self.trainer.default_root_dir)
+
+    # -- optimisation --------------------------------------------------------------------------------
+    def configure_optimizers(self) -> dict:
+        hp = self.hparams
+        total = int(self.trainer.estimated_stepping_batches)
+        warmup = hp.warmup_steps if hp.warmup_steps is not None else round(hp.warmup_ratio * total)
+        return adamw_with_schedule(
+            self.model, learning_rate=hp.learning_rate, weight_decay=hp.weight_decay, betas=tuple(hp.betas),
+            eps=hp.eps, total_steps=total, warmup_steps=warmup, decay=hp.lr_decay, min_lr_ratio=hp.min_lr_ratio,
+        )
+
+
+def _check_training_settings(
+    learning_rate: float, warmup_ratio: float, warmup_steps: int | None, classifier_dropout: float | None
+) -> None:
+    if learning_rate <= 0:
+        raise UserError(f"model.learning_rate must be positive, got {learning_rate}")
+    if not 0.0 <= warmup_ratio < 1.0:
+        raise UserError(f"model.warmup_ratio must be in [0, 1), got {warmup_ratio}")
+    if warmup_steps is not None and warmup_steps < 0:
+        raise UserError(f"model.warmup_steps must be >= 0, got {warmup_steps}")
+    if classifier_dropout is not None and not 0.0 <= classifier_dropout < 1.0:
+        raise UserError(f"model.classifier_dropout must be in [0, 1), got {classifier_dropout}")

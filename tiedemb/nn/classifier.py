@@ -1,0 +1,60 @@
+"""Sequence(-pair) classification: the pretraining embedding and encoder, plus a head on [CLS].
+
+The embedding and encoder are the very classes pretraining uses, so a pretraining checkpoint's
+``embedding.*`` and ``encoder.*`` parameters load by name. The head follows BERT: an optional
+pooler (dense + tanh on the first token), dropout, and a linear classifier.
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import Tensor, nn
+
+from tiedemb.nn.config import TransformerConfig
+from tiedemb.nn.embedding import Embedding
+from tiedemb.nn.encoder import Encoder
+from tiedemb.nn.init import init_embedding, init_encoder, init_linear
+
+
+class SequenceClassifier(nn.Module):
+    def __init__(
+        self, config: TransformerConfig, num_labels: int, pooler: bool = True, classifier_dropout: float | None = None
+    ) -> None:
+        super().__init__()
+        if config.causal:
+            raise ValueError("a sequence classifier reads the whole pair: build it with a non-causal objective")
+        self.config = config
+        self.embedding = Embedding(config)
+        self.encoder = Encoder(config)
+        self.pooler = nn.Linear(config.hidden_size, config.hidden_size) if pooler else None
+        self.dropout = nn.Dropout(config.dropout if classifier_dropout is None else classifier_dropout)
+        self.classifier = nn.Linear(config.hidden_size, num_labels)
+        self.reset_parameters()
+
+    @torch.no_grad()
+    def reset_parameters(self) -> None:
+        """Random initialisation, as pretraining draws its embedding and encoder."""
+        init_embedding(self.embedding, self.config, self.config.init_std)
+        init_encoder(self.encoder, self.config)
+        self.reset_head()
+
+    @torch.no_grad()
+    def reset_head(self) -> None:
+        """Fresh pooler and classifier (BERT draws both from N(0, init_std), biases zero)."""
+        for linear in (self.pooler, self.classifier):
+            if linear is not None:
+                init_linear(linear, self.config.init_std)
+
+    def encode(
+        self, input_ids: Tensor, attention_mask: Tensor | None = None, token_type_ids: Tensor | None = None
+    ) -> Tensor:
+        """Last hidden state (B, T, hidden): what ``transformers.BertModel`` calls last_hidden_state."""
+        return self.encoder(self.embedding(input_ids, token_type_ids), attention_mask)
+
+    def forward(
+        self, input_ids: Tensor, attention_mask: Tensor | None = None, token_type_ids: Tensor | None = None
+    ) -> Tensor:
+        first = self.encode(input_ids, attention_mask, token_type_ids)[:, 0]  # [CLS], (B, hidden)
+        if self.pooler is not None:
+            first = torch.tanh(self.pooler(first))
+        return self.classifier(self.dropout(first))  # (B, num_labels)

@@ -1,0 +1,112 @@
+"""Cross-entropy of a linear readout, ``F.cross_entropy(x @ W.T + b, targets, ignore_index=-100)``,
+without building the (rows, vocab) logits.
+
+Training needs the loss and the gradients, never the logits themselves. Built whole, they cost
+memory traffic several times their size: the logits, their log-softmax, the gradient of the
+log-softmax and the gradient of the logits each fill a fresh rows x vocab buffer, and buffers that
+large come as fresh pages from the operating system every step. Here a slice of rows at a time
+is projected and turned into its share of the loss and straight into the gradients for x, W and
+b, in two buffers reused by every slice; the backward only scales what the forward computed. The
+arithmetic is the same (float32 throughout) up to the order of summation.
+"""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor
+
+IGNORE_INDEX = -100
+
+# fp32 logits per slice: 64 MiB (549 rows of a 30522-word vocabulary). Big enough that the
+# products stay efficient and an MLM batch of 16 x 128 is one slice (each further slice re-reads
+# and re-writes the whole weight gradient), small enough to stay a fraction of the full logits.
+SLICE_ELEMENTS = 1 << 24
+
+
+def linear_cross_entropy(x: Tensor, weight: Tensor, bias: Tensor | None, targets: Tensor) -> Tensor:
+    """Mean cross-entropy of ``x @ weight.T + bias`` against ``targets`` (-100: no target).
+
+    x: (rows, width); weight: (vocab, width); targets: (rows,). Sliced for float32 without
+    autocast; under autocast or in other dtypes the logits are built as usual (the autocast rules
+    for each product are then the ones a plain ``F.linear`` gets).
+    """
+    if x.dtype != torch.float32 or weight.dtype != torch.float32 or torch.is_autocast_enabled(x.device.type):
+        logits = F.linear(x, weight, bias)
+        return F.cross_entropy(logits.float(), targets, ignore_index=IGNORE_INDEX)
+    rows = max(1, SLICE_ELEMENTS // weight.shape[0])
+    needs_grad = torch.is_grad_enabled() and any(
+        t is not None and t.requires_grad for t in (x, weight, bias)
+    )
+    return _SlicedLinearCrossEntropy.apply(x, weight, bias, targets, rows, needs_grad)
+
+
+class _SlicedLinearCrossEntropy(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x: Tensor, weight: Tensor, bias: Tensor | None, targets: Tensor, rows: int,
+                needs_grad: bool) -> Tensor:
+        total_rows, vocab = x.shape[0], weight.shape[0]
+        valid = targets != IGNORE_INDEX
+        # Each row's weight in the mean; ignored rows weigh 0, which also zeroes their gradients.
+        # With no target at all the loss is 0 (F.cross_entropy would give nan).
+        row_weight = valid.to(x.dtype) / valid.sum().clamp(min=1)
+        safe_targets = targets.masked_fill(~valid, 0)
+        needs_x, needs_weight, needs_bias = (needs_grad and ctx.needs_input_grad[i] for i in range(3))
+        grad_x = torch.empty_like(x) if needs_x else None
+        grad_weight = torch.empty_like(weight) if needs_weight else None
+        grad_bias = torch.empty_like(bias) if needs_bias and bias is not None else None
+        loss = x.new_zeros(())
+        # Equal slices: a short last one would cost a whole pass over grad_weight for a few rows.
+        slices = -(-total_rows // rows)
+        rows = -(-total_rows // slices)
+        # Rows padded to a multiple of 16 floats (64 bytes): a product writing rows of 30522 floats
+        # runs at about two thirds of the speed of one writing aligned rows. The padding columns
+        # hold -inf logits, so the log-softmax over the padded row is the one over the vocabulary
+        # and their probabilities, hence gradients, are exactly 0.
+        padded = -(-vocab // 16) * 16
+        logits_buffer, log_probs_buffer = x.new_empty(rows, padded), x.new_empty(rows, padded)
+        logits_buffer[:, vocab:] = float("-inf")
+        for start in range(0, total_rows, rows):
+            stop = min(start + rows, total_rows)
+            count = stop - start
+            first = start == 0  # the first slice writes the weight and bias gradients, the others add
+            chunk, chunk_targets, chunk_weight = x[start:stop], safe_targets[start:stop], row_weight[start:stop]
+            logits = logits_buffer[:count]
+            if bias is None:
+                torch.mm(chunk, weight.t(), out=logits[:, :vocab])
+            else:
+                torch.addmm(bias, chunk, weight.t(), out=logits[:, :vocab])
+            log_probs = torch.ops.aten._log_softmax.out(logits, 1, False, out=log_probs_buffer[:count])
+            picked = log_probs.gather(1, chunk_targets[:, None]).squeeze(1)
+            loss -= picked.dot(chunk_weight)
+            if not (needs_x or needs_weight or needs_bias):
+                continue
+            # d loss / d logits = row_weight * (softmax - one_hot); row_weight is applied to the
+            # (count, width) factors instead of the (count, vocab) matrix.
+            grad_logits = log_probs.exp_()
+            grad_logits[torch.arange(count, device=x.device), chunk_targets] -= 1.0
+            grad_logits = grad_logits[:, :vocab]
+            if needs_x:
+                torch.mm(grad_logits, weight, out=grad_x[start:stop])
+                grad_x[start:stop] *= chunk_weight[:, None]
+            if needs_weight:
+                torch.addmm(grad_weight, grad_logits.t(), chunk * chunk_weight[:, None], beta=0 if first else 1,
+                            out=grad_weight)
+            if grad_bias is not None:
+                torch.addmv(grad_bias, grad_logits.t(), chunk_weight, beta=0 if first else 1, out=grad_bias)
+        ctx.grads = (grad_x, grad_weight, grad_bias)
+        return loss
+
+    @staticmethod
+    def backward(ctx, grad_loss: Tensor):
+        if ctx.grads is None:
+            raise RuntimeError(
+                "the sliced cross-entropy hands its gradients over once; to backpropagate through it "
+                "twice, compute the loss from logits (return_logits=True)"
+            )
+        grads, ctx.grads = ctx.grads, None
+        # Scaled in place: they are handed over, not kept. ``loss.backward()`` passes exactly 1,
+        # which on a CPU (where reading it costs no device synchronisation) skips a pass over them.
+        if not (grad_loss.device.type == "cpu" and grad_loss.item() == 1.0):
+            grads = tuple(None if g is None else g.mul_(grad_loss) for g in grads)
+        return (*grads, None, None, None)

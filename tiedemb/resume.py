@@ -1,0 +1,322 @@
+"""Resuming runs: random-number state in checkpoints, finding and vetting the checkpoint to load.
+
+Lightning restores weights, optimiser, scheduler and loop counters; the data position is the
+datamodule's (``tiedemb.data.sampling``). What is left is here:
+
+* ``RandomState`` stores the global RNG states (torch, CUDA, NumPy, Python) of every process
+  and puts them back just before training continues, so dropout draws as if never stopped.
+* ``find_last_checkpoint`` gives ``--ckpt_path=last`` a meaning that survives new run folders:
+  the newest ``last*.ckpt`` under the run roots written by a run of the same configuration.
+* ``read_checkpoint`` / ``check_compatible`` turn a missing, unreadable, unsafe or mismatched
+  checkpoint into one ``UserError`` naming the problem, before Lightning fails on it.
+"""
+
+from __future__ import annotations
+
+import inspect
+import logging
+import os
+import random
+import re
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+from typing import Any
+
+import lightning as L
+import numpy as np
+import torch
+from lightning.pytorch.callbacks import Callback, ModelCheckpoint
+
+from tiedemb.errors import UserError
+
+log = logging.getLogger("tiedemb")
+
+LAST_NAME = re.compile(r"^last(-v?\d+)?\.ckpt$")
+"""File names ``ModelCheckpoint(save_last=True)`` writes (``last.ckpt``, ``last-v1.ckpt``)."""
+
+EXCLUDED_FROM_IDENTITY = frozenset({
+    "compile", "peak_flops", "num_workers", "pin_memory", "num_proc", "cache_dir",
+    "predictions_dir", "write_test_predictions", "pretrained",
+})
+"""Settings that change how fast a run goes or where it writes, not what it computes (``pretrained``
+only seeds the weights a checkpoint already holds): a resumed or evaluated run may change them."""
+
+TRAINING_SETTINGS = frozenset({
+    "learning_rate", "weight_decay", "betas", "eps", "warmup_steps", "lr_decay", "min_lr_ratio",
+    "dropout", "attention_dropout", "classifier_dropout", "warmup_ratio",
+})
+"""Optimisation settings: an explicitly given checkpoint may be continued with other values."""
+
+
+# --------------------------------------------------------------------------- random state
+
+
+def _local_random_state() -> dict[str, Any]:
+    """This process's global RNG states, as tensors and plain values (loadable with weights_only)."""
+    kind, keys, position, has_gauss, cached = np.random.get_state()
+    version, python_state, gauss = random.getstate()
+    state: dict[str, Any] = {
+        "torch": torch.get_rng_state(),
+        "numpy": [str(kind), torch.from_numpy(np.asarray(keys, dtype=np.int64)), int(position), int(has_gauss), float(cached)],
+        "python": [int(version), list(python_state), gauss],
+    }
+    if torch.cuda.is_available() and torch.cuda.is_initialized():
+        state["cuda"] = torch.cuda.get_rng_state_all()
+    return state
+
+
+def _set_local_random_state(state: Mapping[str, Any]) -> None:
+    torch.set_rng_state(state["torch"])
+    kind, keys, position, has_gauss, cached = state["numpy"]
+    np.random.set_state((kind, keys.numpy().astype(np.uint32), position, has_gauss, cached))
+    version, python_state, gauss = state["python"]
+    random.setstate((version, tuple(python_state), gauss))
+    cuda = state.get("cuda")
+    if cuda and torch.cuda.is_available() and len(cuda) == torch.cuda.device_count():
+        torch.cuda.set_rng_state_all(cuda)
+
+
+class RandomState(Callback):
+    """Keeps every process's global RNG state in checkpoints and restores it on resume.
+
+    Lightning does not store RNG states, so without this a resumed run re-seeds and its
+    dropout masks differ from an uninterrupted run's. States are restored in ``on_train_start``:
+    after the sanity check and the data loaders' setup, right before the next training step.
+    The data loaders own their generators (``tiedemb.data.sampling.loader_generator``), so
+    nothing between a checkpoint and the next step draws from the global RNGs.
+    """
+
+    def __init__(self) -> None:
+        self._pending: list[dict[str, Any]] | None = None
+
+    def state_dict(self) -> dict[str, Any]:
+        local = _local_random_state()
+        if torch.distributed.is_available() and torch.distributed.is_initialized() and torch.distributed.get_world_size() > 1:
+            gathered: list[Any] = [None] * torch.distributed.get_world_size()
+            torch.distributed.all_gather_object(gathered, local)
+            return {"ranks": gathered}
+        return {"ranks": [local]}
+
+    def load_state_dict(self, state_dict: dict[str, Any]) -> None:
+        self._pending = list(state_dict.get("ranks") or []) or None
+
+    def on_train_start(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
+        if self._pending is None:
+            return
+        rank = trainer.global_rank
+        if rank < len(self._pending):
+            _set_local_random_state(self._pending[rank])
+        else:
+            log.warning("the checkpoint holds random states of %d processes, this run has %d: process %d re-seeds",
+                        len(self._pending), trainer.world_size, rank)
+        self._pending = None
+
+
+# --------------------------------------------------------------------------- the newest state on disk
+
+
+class ResumableCheckpoint(ModelCheckpoint):
+    """``ModelCheckpoint`` whose ``last.ckpt`` always holds the newest state.
+
+    Lightning refreshes ``last.ckpt`` at a validation or epoch end only when it also saved a
+    top-k checkpoint, i.e. when the monitored metric improved; after a worse validation,
+    ``last.ckpt`` would lag behind and a resumed run would silently repeat steps. Here it is
+    written at every validation (or epoch) end where checkpoints are due, besides the top-k.
+    """
+
+    def on_validation_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
+        super().on_validation_end(trainer, pl_module)
+        if not self._should_save_on_train_epoch_end(trainer):
+            self._refresh_last(trainer)
+
+    def on_train_epoch_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
+        super().on_train_epoch_end(trainer, pl_module)
+        if self._should_save_on_train_epoch_end(trainer):
+            self._refresh_last(trainer)
+
+    def _refresh_last(self, trainer: L.Trainer) -> None:
+        # _should_skip_saving_checkpoint is also true when this step was just saved
+        due = self._every_n_epochs >= 1 and (trainer.current_epoch + 1) % self._every_n_epochs == 0
+        if self.save_last and due and not self._should_skip_saving_checkpoint(trainer):
+            self._save_last_checkpoint(trainer, self._monitor_candidates(trainer))
+
+
+# --------------------------------------------------------------------------- reading checkpoints
+
+
+def read_checkpoint(path: str | os.PathLike, weights_only: bool = True) -> dict[str, Any]:
+    """Load a checkpoint's contents (tensors memory-mapped where possible) or explain why not."""
+    file = Path(path).expanduser()
+    if not file.exists():
+        raise UserError(f"checkpoint {str(path)!r} does not exist")
+    if file.is_dir():
+        raise UserError(f"checkpoint {str(path)!r} is a directory; pass the .ckpt file (e.g. {str(file / 'last.ckpt')!r})")
+    try:
+        try:
+            return torch.load(file, map_location="cpu", weights_only=weights_only, mmap=True)
+        except RuntimeError as error:
+            if "mmap" not in str(error):
+                raise
+            return torch.load(file, map_location="cpu", weights_only=weights_only)
+    except Exception as error:  # noqa: BLE001 - any failure to read is reported the same way
+        if weights_only and "weights_only" in str(error):
+            raise UserError(
+                f"checkpoint {str(path)!r} holds Python objects other than tensors and plain values, which "
+                "tiedemb does not unpickle by default (it could run arbitrary code). If you trust the file, "
+                "pass --weights_only=false."
+            ) from None
+        first = (str(error).strip().splitlines() or [type(error).__name__])[0].split(". ")[0].rstrip(".")
+        raise UserError(f"checkpoint {str(path)!r} could not be read ({first}); it is truncated, corrupt or not "
+                        "a Lightning checkpoint") from None
+
+
+def _plain(value: Any) -> Any:
+    """Hyperparameter values in a comparable form (tuples and lists alike)."""
+    if isinstance(value, (list, tuple)):
+        return [_plain(item) for item in value]
+    if isinstance(value, Mapping):
+        return {key: _plain(item) for key, item in value.items()}
+    return value
+
+
+_MISSING = object()
+
+
+def _signature_defaults(cls: type) -> dict[str, Any]:
+    try:
+        parameters = inspect.signature(cls.__init__).parameters.values()
+    except (TypeError, ValueError):
+        return {}
+    return {p.name: p.default for p in parameters if p.default is not inspect.Parameter.empty}
+
+
+def _differences(saved: Mapping[str, Any], current: Mapping[str, Any], ignore: Iterable[str],
+                 defaults: Mapping[str, Any] | None = None) -> dict[str, tuple[Any, Any]]:
+    """Settings that differ between a checkpoint's hyperparameters and the current ones.
+
+    A setting the checkpoint lacks (it predates the option) counts as equal when the current
+    value is the option's default, and a setting the current class no longer has is ignored.
+    """
+    ignored, defaults = set(ignore), defaults or {}
+    differences = {}
+    for key in dict.fromkeys([*saved, *current]):
+        if key in ignored or key.startswith("_") or key not in current:
+            continue
+        old = saved.get(key, _MISSING)
+        if old is _MISSING:
+            if key in defaults and _plain(current[key]) == _plain(defaults[key]):
+                continue
+            old = None
+        if _plain(old) != _plain(current[key]):
+            differences[key] = (old, current[key])
+    return differences
+
+
+def _describe(differences: Mapping[str, tuple[Any, Any]], prefix: str, limit: int = 4) -> str:
+    shown = [f"{prefix}{key}={saved!r} there, {current!r} here" for key, (saved, current) in list(differences.items())[:limit]]
+    more = len(differences) - len(shown)
+    return "; ".join(shown) + (f"; and {more} more" if more > 0 else "")
+
+
+def check_compatible(checkpoint: Mapping[str, Any], path: str | os.PathLike, model: L.LightningModule) -> None:
+    """Raise a ``UserError`` if ``checkpoint`` was written by another kind or size of model.
+
+    Model settings must agree except optimisation and speed settings; parameter names and
+    shapes must agree exactly. A vocabulary difference is reported as a tokenizer mismatch,
+    since the vocabulary size comes from the data's tokenizer.
+    """
+    saved = checkpoint.get("hyper_parameters") or {}
+    current = dict(model.hparams)
+    saved_class, current_class = saved.get("_class_path"), f"{type(model).__module__}.{type(model).__qualname__}"
+    if saved_class and saved_class.rsplit(".", 1)[-1] != type(model).__qualname__:
+        raise UserError(f"checkpoint {str(path)!r} holds a {saved_class.rsplit('.', 1)[-1]}, not a "
+                        f"{type(model).__qualname__} ({current_class}); pass a checkpoint of this kind of model")
+    differences = _differences(saved, current, EXCLUDED_FROM_IDENTITY | TRAINING_SETTINGS,
+                               _signature_defaults(type(model))) if saved else {}
+    vocab = differences.get("vocab_size")
+    if vocab is not None and set(differences) <= {"vocab_size", "pad_token_id"}:
+        raise UserError(
+            f"checkpoint {str(path)!r} has a vocabulary of {vocab[0]} tokens, but the data's tokenizer gives "
+            f"{vocab[1]}: tokenizer and model vocabulary do not match. Use the tokenizer (and data.vocab_size) the "
+            "checkpoint was trained with."
+        )
+    if differences:
+        raise UserError(f"checkpoint {str(path)!r} is of another model variant or size: {_describe(differences, 'model.')}. "
+                        "Pass the config it was trained with, or a checkpoint of this model.")
+    state = checkpoint.get("state_dict") or {}
+    expected = {name: tuple(tensor.shape) for name, tensor in model.state_dict().items()}
+    found = {name: tuple(getattr(tensor, "shape", ())) for name, tensor in state.items()}
+    if state and found != expected:
+        missing, unexpected = sorted(set(expected) - set(found)), sorted(set(found) - set(expected))
+        reshaped = [f"{name} {found[name]} there, {expected[name]} here" for name in expected
+                    if name in found and found[name] != expected[name]]
+        details = ([f"missing {', '.join(missing[:3])}"] if missing else []) + \
+                  ([f"unexpected {', '.join(unexpected[:3])}"] if unexpected else []) + reshaped[:3]
+        raise UserError(f"checkpoint {str(path)!r} does not fit this model's parameters ({'; '.join(details)}); "
+                        "it comes from another model variant or size")
+
+
+# --------------------------------------------------------------------------- finding the last checkpoint
+
+
+def last_checkpoints(roots: Iterable[str | os.PathLike]) -> list[Path]:
+    """Every ``last*.ckpt`` under ``roots``, newest first."""
+    found: set[Path] = set()
+    for root in roots:
+        folder = Path(root).expanduser()
+        if folder.is_dir():
+            found.update(path.resolve() for path in folder.rglob("last*.ckpt") if LAST_NAME.match(path.name) and path.is_file())
+    return sorted(found, key=lambda path: path.stat().st_mtime_ns, reverse=True)
+
+
+def same_run_configuration(checkpoint: Mapping[str, Any], model: L.LightningModule,
+                           datamodule: L.LightningDataModule | None) -> bool:
+    """Whether ``checkpoint`` was written by a run with this model's and data's settings."""
+    saved_model = checkpoint.get("hyper_parameters") or {}
+    saved_class = str(saved_model.get("_class_path", ""))
+    if saved_class and saved_class.rsplit(".", 1)[-1] != type(model).__qualname__:
+        return False
+    if _differences(saved_model, dict(model.hparams), EXCLUDED_FROM_IDENTITY, _signature_defaults(type(model))):
+        return False
+    if datamodule is not None and datamodule.hparams:
+        saved_data = checkpoint.get("datamodule_hyper_parameters") or {}
+        if _differences(saved_data, dict(datamodule.hparams), EXCLUDED_FROM_IDENTITY, _signature_defaults(type(datamodule))):
+            return False
+    return True
+
+
+def find_last_checkpoint(roots: Iterable[str | os.PathLike], model: L.LightningModule,
+                         datamodule: L.LightningDataModule | None) -> Path | None:
+    """The newest last checkpoint under ``roots`` of a run configured like this one.
+
+    Each run (W&B run, CSV version, or checkpoint folder) writes its own ``last.ckpt``, so
+    "last" is searched across runs; checkpoints of other configurations in the same folder
+    (another variant, size or learning rate) are passed over.
+    """
+    for path in last_checkpoints(roots):
+        try:
+            checkpoint = read_checkpoint(path)
+        except UserError as error:
+            log.warning("skipping %s: %s", path, error)
+            continue
+        if same_run_configuration(checkpoint, model, datamodule):
+            return path
+    return None
+
+
+def fresh_checkpoint_dir(root: str | os.PathLike, resume_from: str | os.PathLike | None) -> Path:
+    """Where a run without loggers keeps its checkpoints, never on top of another run's.
+
+    A run resumed from a checkpoint in ``root/checkpoints*`` continues in that folder; a new
+    run takes ``root/checkpoints`` if it holds no checkpoint yet, else ``checkpoints-1``, ...
+    """
+    base = Path(root).expanduser() / "checkpoints"
+    if resume_from is not None:
+        parent = Path(resume_from).expanduser().resolve().parent
+        if parent.parent == base.parent.resolve() and re.fullmatch(r"checkpoints(-\d+)?", parent.name):
+            return parent
+    index, folder = 0, base
+    while folder.is_dir() and any(folder.glob("*.ckpt")):
+        index += 1
+        folder = base.with_name(f"checkpoints-{index}")
+    return folder

@@ -1,0 +1,124 @@
+"""``python -m tiedemb.sweep SWEEP.yaml --out DIR``: run a sweep file's cells one after another.
+
+    --list           the cells and their state, nothing run
+    --dry-run        validate every cell and print its command line, nothing run
+    --cell I         only cell I (a SLURM array task)
+    --study S --LABEL=VALUE ...   only the cell of study S with those labels (a W&B agent's call)
+    --emit slurm     write DIR/sweep.slurm, a job array of all cells
+    --emit wandb     write DIR/wandb_sweep.<study>.yaml, W&B grid sweeps (``wandb sweep FILE``)
+
+The logic lives in ``tiedemb.experiments``; see ``sweep_file.py`` for the file format.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shlex
+import sys
+from pathlib import Path
+
+from tiedemb.errors import UserError
+
+DEBUG_ENV = "TIEDEMB_DEBUG"
+
+
+def parse_args(argv: list[str] | None) -> tuple[argparse.Namespace, dict[str, str]]:
+    parser = argparse.ArgumentParser(prog="python -m tiedemb.sweep", description=__doc__.split("\n\n")[0])
+    parser.add_argument("sweep_file", type=Path)
+    parser.add_argument("--out", type=Path, required=True, help="folder for the cells (created if absent)")
+    parser.add_argument("--emit", choices=("slurm", "wandb"), help="write cluster files instead of running")
+    parser.add_argument("--cell", type=int, help="run only the cell with this index")
+    parser.add_argument("--study", help="with --LABEL=VALUE flags: run only that cell of this study")
+    parser.add_argument("--list", action="store_true", help="list the cells and their state")
+    parser.add_argument("--dry-run", action="store_true", help="validate and print the commands only")
+    args, rest = parser.parse_known_args(argv)
+    selection = {}
+    for token in rest:
+        if not token.startswith("--") or "=" not in token:
+            parser.error(f"unrecognized argument {token!r}")
+        label, value = token[2:].split("=", 1)
+        selection[label] = value
+    if selection and args.study is None:
+        parser.error("--LABEL=VALUE selections need --study")
+    return args, selection
+
+
+def main(argv: list[str] | None = None) -> int:
+    args, selection = parse_args(argv)
+    try:
+        return _main(args, selection)
+    except UserError as error:
+        if os.environ.get(DEBUG_ENV):
+            raise
+        print(f"error: {error}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("interrupted; run the same command again to continue", file=sys.stderr)
+        return 130
+
+
+def _main(args: argparse.Namespace, selection: dict[str, str]) -> int:
+    from tiedemb.experiments import layout
+    from tiedemb.experiments.emit import slurm_script, wandb_sweep_configs
+    from tiedemb.experiments.sweep import cell_args, cell_dir, run_sweep, validate_cell
+    from tiedemb.experiments.sweep_file import load_sweep
+    from tiedemb.io import atomic_write_text
+
+    workdir = Path.cwd()
+    sweep = load_sweep(args.sweep_file, workdir)
+    out: Path = args.out.resolve()
+    cells = sweep.cells
+    if args.cell is not None:
+        chosen = [cell for cell in sweep.all_cells if cell.index == args.cell]
+        if not chosen:
+            raise UserError(f"--cell {args.cell}: the sweep has cells 0..{len(sweep.all_cells) - 1}")
+        study = next(study for study in sweep.studies if study.name == chosen[0].study)
+        if study.skipped_because:
+            print(f"cell {chosen[0].id} is skipped: {study.skipped_because}")
+            return 0
+        cells = chosen
+    if args.study is not None:
+        studies = {study.name: study for study in sweep.studies}
+        if args.study not in studies:
+            raise UserError(f"--study {args.study!r}: the sweep's studies are {', '.join(studies)}")
+        cells = [cell for cell in studies[args.study].cells
+                 if all(cell.labels.get(label) == value for label, value in selection.items())]
+        if not cells:
+            raise UserError(f"no cell of study {args.study!r} has {selection}; the grid may leave it out by a rule")
+    if args.list:
+        for cell in cells:
+            state = (layout.read_status(cell_dir(out, cell)) or {}).get("state", "not started")
+            print(f"{cell.index:>4}  {state:<12} {cell.id}")
+        return 0
+    if args.emit == "slurm":
+        for cell in cells:
+            validate_cell(sweep, cell, cell_dir(out, cell))
+        (out / "slurm").mkdir(parents=True, exist_ok=True)  # SLURM opens the job logs there before any job runs
+        atomic_write_text(out / "sweep.slurm", slurm_script(sweep, out, workdir))
+        print(f"wrote {out / 'sweep.slurm'} ({len(sweep.all_cells)} array tasks); submit with: sbatch {out / 'sweep.slurm'}")
+        return 0
+    if args.emit == "wandb":
+        for cell in cells:
+            validate_cell(sweep, cell, cell_dir(out, cell))
+        for study, text in wandb_sweep_configs(sweep, out).items():
+            path = out / f"wandb_sweep.{study}.yaml"
+            atomic_write_text(path, text)
+            print(f"wrote {path}; start with: wandb sweep {path}, then wandb agent <sweep id>")
+        return 0
+    if args.dry_run:
+        for cell in cells:
+            validate_cell(sweep, cell, cell_dir(out, cell))
+            print(f"{cell.id}: python main.py {shlex.join(cell_args(sweep, cell, cell_dir(out, cell)))}")
+        print(f"{len(cells)} cells are valid")
+        return 0
+    outcome = run_sweep(sweep, out, cells, workdir)
+    print(f"sweep {sweep.name!r}: {len(outcome['finished'])} finished, {len(outcome['failed'])} failed, "
+          f"{len(outcome['skipped'])} already done; report with: python -m tiedemb.report {out}")
+    for cell_id in outcome["failed"]:
+        print(f"  failed: {cell_id} (see {out / cell_id / layout.LOG_FILE})")
+    return 1 if outcome["failed"] else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
