@@ -1,26 +1,37 @@
 """One training step of tiedemb against transformers at the same size, measured side by side.
 
-A step is forward, backward, AdamW update (and the learning-rate schedule's tick), on the same
-batch, with the same optimiser settings, dtype and thread count. The two models alternate in
-one process (A B A B ...), so load from other processes on a shared machine hits both alike;
-the figures are medians over the timed steps, and the ratio is the median of the per-pair
-ratios.
+A step is forward, backward, AdamW update (and the learning-rate schedule's tick) on the same
+batch, with the same dtype and thread count, and the same optimiser for both (tiedemb's
+``adamw_with_schedule``: fused AdamW, no decay on vectors). The two models alternate in one
+process (A B A B ..., the order swapped every round), so load from other processes on a shared
+machine hits both alike; step times are medians over the timed steps, and the speed-up is the
+median of the per-round ratios.
 
 * MLM: ``PretrainModule`` with BERT's layout (post-norm, learned positions, two segments, tied
   decoder behind BERT's dense + GELU + LayerNorm transform, output bias) against
   ``BertForMaskedLM``; 15% of tokens masked (80/10/10), labels -100 elsewhere.
 * CLM: ``PretrainModule`` pre-norm, learned positions, causal, tied, against ``GPT2LMHeadModel``.
 
-Both sides have the same parameter count (checked). Peak memory is the largest number of bytes
-held by live tensors at once during one step (parameters, gradients, optimiser state, batch and
-activations), counted by a dispatch mode that sees every tensor any operator creates, forward and
-backward; memory inside a kernel that never becomes a tensor, and allocator overhead, are not in
-it. Utilisation is each step's model FLOPs (``tiedemb.modules.flops``: 6 per weight entry per
-row, plus attention; for MLM the vocabulary projection only where that model computes it) per
-second, over the FLOP/s of one large matrix product measured at the start on the same device.
+Parameter counts are checked equal (for CLM, but for the LayerNorm tiedemb applies to the
+embedding sum, which GPT-2 lacks: 2 x hidden). tiedemb's step is its training path
+(``PretrainModule.training_loss``); transformers' is ``model(**batch).loss``.
+
+Peak memory: on CPU, the largest number of bytes held by live tensors at once during one step
+(parameters, gradients, optimiser state, batch, activations and temporaries), counted by a
+dispatch mode that sees every tensor any operator creates, forward and backward; memory a kernel
+uses without making a tensor, and allocator overhead, are not in it. On CUDA,
+``torch.cuda.max_memory_allocated`` over the step (the same quantity, from the allocator).
+
+Utilisation: the model FLOPs each model computes in a step (``tiedemb.modules.flops``: 6 per
+weight entry per row it multiplies, plus attention; transformers projects every position onto
+the vocabulary, tiedemb only the masked ones for MLM) per second, over the FLOP/s of a square
+matrix product (2048^2 on CPU, 8192^2 on GPU, the benchmark's dtype) measured at the start.
 
     python benchmarks/train_step.py                      # CPU, 2 threads, small size, both objectives
-    python benchmarks/train_step.py --size base --device cuda --dtype bf16
+    python benchmarks/train_step.py --size base --device cuda --dtype bf16 --batch-size 256
+
+On a busy machine, ``--threads 1 --clock cpu`` (with ``OMP_WAIT_POLICY=PASSIVE``) times each step
+by this process's CPU time, which other processes disturb far less than wall time.
 """
 
 from __future__ import annotations
@@ -246,17 +257,22 @@ def main() -> None:
     clock = time.process_time if args.clock == "cpu" else time.perf_counter
     device = torch.device(args.device)
     dtype = torch.bfloat16 if args.dtype == "bf16" else torch.float32
-    autocast = (lambda: torch.autocast(device.type, dtype=torch.bfloat16)) if dtype == torch.bfloat16 else contextlib.nullcontext
-    peak = matmul_peak(device, dtype, 2048 if device.type == "cpu" else 8192, clock)
+    if dtype == torch.bfloat16:
+        autocast = lambda: torch.autocast(device.type, dtype=torch.bfloat16)  # noqa: E731
+    else:
+        autocast = contextlib.nullcontext
+    square = 2048 if device.type == "cpu" else 8192
+    peak = matmul_peak(device, dtype, square, clock)
     import transformers
 
     print(f"torch {torch.__version__}, transformers {transformers.__version__}, device {device}"
           f"{' (' + torch.cuda.get_device_name(device) + ')' if device.type == 'cuda' else ''}, "
-          f"{torch.get_num_threads()} threads, {args.dtype}, size {args.size}, batch {args.batch_size} x {args.seq_len}, "
-          f"dropout {args.dropout}{', compiled' if args.compile else ''}")
-    print(f"matrix-product peak ({args.dtype}, {2048 if device.type == 'cpu' else 8192}^2): {peak / 1e9:.1f} GFLOP/s; "
+          f"{torch.get_num_threads()} threads, {args.dtype}, size {args.size}, "
+          f"batch {args.batch_size} x {args.seq_len}, dropout {args.dropout}{', compiled' if args.compile else ''}")
+    print(f"matrix-product peak ({args.dtype}, {square}^2): {peak / 1e9:.1f} GFLOP/s; "
           f"load average {os.getloadavg()[0]:.2f} on {os.cpu_count()} CPUs\n")
-    header = f"{'objective':<9} {'model':<16} {'step ms':>9} {'speed-up':>9} {'peak MiB':>9} {'GFLOP/step':>11} {'GFLOP/s':>8} {'util':>6}"
+    header = (f"{'objective':<9} {'model':<16} {'step ms':>9} {'speed-up':>9} {'peak MiB':>9} {'GFLOP/step':>11} "
+              f"{'GFLOP/s':>8} {'util':>6}")
     print(header)
     print("-" * len(header))
     objectives = ("mlm", "clm") if args.objective == "both" else (args.objective,)
