@@ -257,7 +257,9 @@ def log_report_to_wandb(root: Path, manifest: dict[str, Any], tables: list[Table
     name = manifest.get("name") or root.name
     run = wandb.init(project=settings.get("project", "tiedemb"), entity=settings.get("entity"), group=name,
                      job_type="report", name=f"{name} report", tags=[f"experiment={name}", "report"], dir=str(folder),
-                     mode=os.environ.get("WANDB_MODE", "offline"), reinit="finish_previous")
+                     mode=os.environ.get("WANDB_MODE", "offline"), reinit="finish_previous",
+                     # a busy machine can take longer than the default 90 s to start W&B's service
+                     settings=wandb.Settings(init_timeout=300))
     try:
         for table in tables:
             columns, rows = flat_rows(table)
