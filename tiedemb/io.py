@@ -10,7 +10,9 @@ from __future__ import annotations
 
 import contextlib
 import os
+import shutil
 import socket
+import tempfile
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import IO, Any
@@ -80,6 +82,29 @@ def atomic_write(path: str | os.PathLike, mode: str = "w", **open_kwargs: Any) -
         partial.unlink(missing_ok=True)
         raise
     _fsync_directory(target.parent)
+
+
+@contextlib.contextmanager
+def atomic_directory(target: str | os.PathLike, complete_marker: str) -> Iterator[Path]:
+    """Fill a temporary sibling folder, then rename it to ``target``.
+
+    ``with atomic_directory(folder, "stats.json") as staging: ...`` writes into ``staging``. An
+    incomplete leftover at ``target`` (no ``complete_marker`` inside) is replaced; if another
+    process (a second DDP rank, say) completed the same folder first, that one is kept.
+    """
+    target = Path(target)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(prefix=f".{target.name}-", dir=target.parent))
+    try:
+        yield staging
+        shutil.rmtree(target, ignore_errors=True)  # complete folders are reused by callers, never rewritten
+        try:
+            staging.rename(target)
+        except OSError:
+            if not (target / complete_marker).is_file():
+                raise
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
 
 
 def atomic_write_text(path: str | os.PathLike, text: str) -> None:

@@ -14,8 +14,6 @@ import hashlib
 import json
 import logging
 import os
-import shutil
-import tempfile
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
@@ -37,6 +35,7 @@ from tiedemb.data.tokenizers import (
     train_tokenizer,
 )
 from tiedemb.errors import UserError, check_choice
+from tiedemb.io import atomic_directory
 
 __all__ = ["PreparedText", "prepare_text", "train_tokenizer"]
 
@@ -234,23 +233,12 @@ def _open(folder: Path, tokenizer) -> PreparedText:
 
 
 def _save(folder: Path, prepared: PreparedText) -> None:
-    """Write into a temporary sibling and rename, so a crash never leaves a half-written entry."""
-    folder.parent.mkdir(parents=True, exist_ok=True)
-    staging = Path(tempfile.mkdtemp(prefix=f".{folder.name}-", dir=folder.parent))
-    try:
+    """Write the cache entry atomically, so a crash never leaves a half-written one."""
+    with atomic_directory(folder, "stats.json") as staging:
         prepared.train.save_to_disk(str(staging / "train"))
         prepared.val.save_to_disk(str(staging / "val"))
         prepared.tokenizer.save_pretrained(staging / "tokenizer")
         (staging / "stats.json").write_text(json.dumps(prepared.stats, indent=2))
-        shutil.rmtree(folder, ignore_errors=True)  # an incomplete leftover: complete entries are never rewritten
-        try:
-            staging.rename(folder)
-        except OSError:
-            # Another process (a second DDP rank, say) saved the same entry first; keep that one.
-            if not (folder / "stats.json").is_file():
-                raise
-    finally:
-        shutil.rmtree(staging, ignore_errors=True)
 
 
 # --------------------------------------------------------------------------- entry point

@@ -6,14 +6,13 @@ import contextlib
 import hashlib
 import logging
 import os
-import shutil
-import tempfile
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 
 from transformers import AutoTokenizer, PreTrainedTokenizerBase, PreTrainedTokenizerFast
 
 from tiedemb.errors import UserError, check_choice
+from tiedemb.io import atomic_directory
 
 log = logging.getLogger("tiedemb.data")
 
@@ -246,17 +245,6 @@ def train_tokenizer(texts: Iterable[str], *, kind: str, vocab_size: int, save_di
 
 
 def _save_atomically(tokenizer: PreTrainedTokenizerBase, save_dir: Path) -> None:
-    """Save into a sibling temporary folder and rename, so an interrupted run leaves no half tokenizer."""
-    save_dir.parent.mkdir(parents=True, exist_ok=True)
-    staging = Path(tempfile.mkdtemp(prefix=f".{save_dir.name}-", dir=save_dir.parent))
-    try:
+    """Save so that an interrupted run leaves no half tokenizer."""
+    with atomic_directory(save_dir, "tokenizer.json") as staging:
         tokenizer.save_pretrained(staging)
-        shutil.rmtree(save_dir, ignore_errors=True)  # an incomplete leftover: complete ones are reused, not rewritten
-        try:
-            staging.rename(save_dir)
-        except OSError:
-            # Another process saved the same tokenizer first; keep that one.
-            if not (save_dir / "tokenizer.json").is_file():
-                raise
-    finally:
-        shutil.rmtree(staging, ignore_errors=True)
