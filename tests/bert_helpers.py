@@ -1,0 +1,34 @@
+"""A tiny random BERT in transformers format, and a padded sentence-pair batch for it."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import torch
+from transformers import BertConfig, BertModel
+
+TINY_BERT = dict(vocab_size=101, hidden_size=48, num_hidden_layers=3, num_attention_heads=4, intermediate_size=80,
+                 max_position_embeddings=40, type_vocab_size=2)
+
+
+def save_tiny_bert(folder: Path, **overrides) -> BertModel:
+    torch.manual_seed(0)
+    model = BertModel(BertConfig(**{**TINY_BERT, **overrides})).eval()
+    # Non-trivial norms and biases, so a dropped or swapped parameter cannot go unnoticed.
+    with torch.no_grad():
+        for name, parameter in model.named_parameters():
+            if "LayerNorm" in name or name.endswith("bias"):
+                parameter.add_(0.1 * torch.randn_like(parameter))
+    model.save_pretrained(str(folder))
+    return model
+
+
+def pair_batch(vocab: int = 101) -> dict[str, torch.Tensor]:
+    generator = torch.Generator().manual_seed(1)
+    input_ids = torch.randint(5, vocab, (4, 17), generator=generator)
+    attention_mask = torch.ones_like(input_ids)
+    attention_mask[1, 11:] = 0  # padded rows, as dynamic padding makes them
+    attention_mask[3, 6:] = 0
+    token_type_ids = torch.zeros_like(input_ids)
+    token_type_ids[:, 8:] = 1
+    return {"input_ids": input_ids, "attention_mask": attention_mask, "token_type_ids": token_type_ids}
