@@ -280,7 +280,10 @@ def same_run_configuration(checkpoint: Mapping[str, Any], model: L.LightningModu
         return False
     if datamodule is not None and datamodule.hparams:
         saved_data = checkpoint.get("datamodule_hyper_parameters") or {}
-        if _differences(saved_data, dict(datamodule.hparams), EXCLUDED_FROM_IDENTITY, _signature_defaults(type(datamodule))):
+        # The vocabulary size is compared through the model above; a checkpoint written before the
+        # data recorded its resolved size holds null there for the same tokenizer.
+        if _differences(saved_data, dict(datamodule.hparams), EXCLUDED_FROM_IDENTITY | {"vocab_size"},
+                        _signature_defaults(type(datamodule))):
             return False
     return True
 

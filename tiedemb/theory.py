@@ -97,6 +97,7 @@ def predict_initial_loss(
     output_scale: float = 1.0,
     embedding_scale: float = 1.0,
     embedding_init_std: float | None = None,
+    embedding_projection: str = "auto",
 ) -> Prediction:
     """Expected initial loss of a near-identity network; see the module docstring.
 
@@ -106,6 +107,9 @@ def predict_initial_loss(
     are added (Gemma's sqrt(d)). Behind the embedding's norm it only changes the token's share of
     the normalised input, so without additive position or segment vectors it changes nothing.
     ``embedding_init_std``: the token table's own std (T5: 1.0); ``init_std`` when unset.
+    ``embedding_projection``: ``"always"`` puts the Xavier projection (and the tied heads' down-map)
+    in place at d_e = hidden too. Whether the embedding's own norm is there changes nothing here:
+    the final norm (pre-norm) or the block norms (post-norm) normalise the near-identity stream.
     """
     if head not in KNOWN_HEADS:
         raise ValueError(f"unknown head {head!r}; valid: {', '.join(KNOWN_HEADS)}")
@@ -117,7 +121,7 @@ def predict_initial_loss(
     # The norm divides by the rms of the sum, in which the token part carries the input scale.
     rms = math.sqrt((embedding_scale * sigma_t) ** 2 + sigma_p**2 + sigma_s**2)
 
-    if d_e == hidden:
+    if d_e == hidden and embedding_projection != "always":
         aligned_gain, var_width = float(hidden), float(hidden)
     else:
         # Xavier-uniform projection P (hidden x d_e, variance q) and, for the plain tied heads, the
@@ -176,4 +180,5 @@ def predict_for_config(config: object, repeat_rate: float = 0.0) -> Prediction:
         output_scale=resolve_scale(getattr(config, "output_scale", 1.0), width, "model.output_scale"),
         embedding_scale=resolve_scale(getattr(config, "embedding_scale", 1.0), d_e, "model.embedding_scale"),
         embedding_init_std=getattr(config, "embedding_init_std", None),
+        embedding_projection=getattr(config, "embedding_projection", "auto") or "auto",
     )

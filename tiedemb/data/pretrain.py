@@ -65,7 +65,6 @@ class PretrainData(ResumableTraining, L.LightningDataModule):
                 raise UserError(f"data.{name} must be positive, got {value}")
         if not 0.0 < mlm_probability < 1.0:
             raise UserError(f"data.mlm_probability must be in (0, 1), got {mlm_probability}")
-        self.save_hyperparameters()
         self.objective = objective
         self.block_size = block_size
         self.batch_size = batch_size
@@ -102,6 +101,11 @@ class PretrainData(ResumableTraining, L.LightningDataModule):
             self.pad_token_id = self.tokenizer.pad_token_id if self.tokenizer.pad_token_id is not None else 0
             self.mask_token_id = self.tokenizer.mask_token_id
             self.special_token_ids = list(self.tokenizer.all_special_ids)
+        # The resolved size is the one number the model is built with (linked by the CLI); the
+        # hyperparameters record it too, so the run's logged config holds one vocabulary size
+        # whatever decided it (the corpus default, a given tokenizer or a trained one).
+        self.save_hyperparameters()
+        self.save_hyperparameters({**self.hparams, "vocab_size": self.vocab_size})
         self.train_set: Dataset | None = None
         self.val_set: Dataset | None = None
 

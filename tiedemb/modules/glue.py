@@ -73,6 +73,8 @@ class GlueModule(L.LightningModule):
         num_heads: int | None = None,
         intermediate_size: int | None = None,
         embedding_dim: int | None = None,
+        embedding_projection: str | None = None,
+        embedding_norm: bool | None = None,
         max_position_embeddings: int | None = None,
         position: str | None = None,
         type_vocab_size: int | None = None,

@@ -61,6 +61,8 @@ class PretrainModule(L.LightningModule):
         num_heads: int = 12,
         intermediate_size: int = 3072,
         embedding_dim: int | None = None,
+        embedding_projection: str = "auto",
+        embedding_norm: bool = True,
         max_position_embeddings: int = 512,
         position: str = "learned",
         type_vocab_size: int = 2,

@@ -38,6 +38,8 @@ ARCHITECTURE_DEFAULTS: dict[str, Any] = {
     "activation": "gelu",
     "residual_init": "standard",
     "rope_base": 10000.0,
+    "embedding_projection": "auto",
+    "embedding_norm": True,
 }
 TABLES = ("embedding.token.weight", "embedding.position.weight", "embedding.segment.weight")
 PROJECTION = "embedding.projection.weight"

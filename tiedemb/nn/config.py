@@ -19,6 +19,7 @@ NORM_POSITIONS = ("pre", "post")
 RESIDUAL_INITS = ("standard", "scaled", "zero", "deepnorm")
 ACTIVATIONS = ("none", "gelu", "relu", "tanh", "silu")
 SHUFFLES = ("half_swap", "channel_shuffle")
+EMBEDDING_PROJECTIONS = ("auto", "always")
 
 
 @dataclass
@@ -30,6 +31,10 @@ class TransformerConfig:
     num_heads: int = 12
     intermediate_size: int = 3072
     embedding_dim: int | None = None  # d_e; None means hidden_size
+    # "auto": a d_e -> hidden projection only when d_e < hidden (identity at full width);
+    # "always": also at d_e = hidden, so every width of a width study has the same parts.
+    embedding_projection: str = "auto"
+    embedding_norm: bool = True  # the norm after the embedding; off for Gemma's and T5's inputs
     max_position_embeddings: int = 512
     position: str = "learned"
     type_vocab_size: int = 2
@@ -92,6 +97,7 @@ class TransformerConfig:
         check_choice("model.position", self.position, POSITIONS)
         check_choice("model.norm", self.norm, NORMS)
         check_choice("model.norm_position", self.norm_position, NORM_POSITIONS)
+        check_choice("model.embedding_projection", self.embedding_projection, EMBEDDING_PROJECTIONS)
         check_choice("model.residual_init", self.residual_init, RESIDUAL_INITS)
         check_choice("model.activation", self.activation, ACTIVATIONS[1:])
         check_choice("model.head_activation", self.head_activation, ACTIVATIONS)
@@ -106,6 +112,11 @@ class TransformerConfig:
     @property
     def head_dim(self) -> int:
         return self.hidden_size // self.num_heads
+
+    @property
+    def projected(self) -> bool:
+        """Whether the embedding has a d_e -> hidden projection (and the plain tied heads a down-map)."""
+        return self.embedding_dim != self.hidden_size or self.embedding_projection == "always"
 
     @property
     def causal(self) -> bool:

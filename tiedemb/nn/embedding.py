@@ -21,8 +21,10 @@ class Embedding(nn.Module):
         # Rotary and position-free models add nothing to the input: rotary acts inside attention.
         self.position = nn.Embedding(config.max_position_embeddings, d_e) if config.position == "learned" else None
         self.segment = nn.Embedding(config.type_vocab_size, d_e) if config.type_vocab_size > 0 else None
-        self.projection = nn.Linear(d_e, config.hidden_size, bias=False) if d_e != config.hidden_size else None
-        self.norm = make_norm(config.norm, config.hidden_size, config.norm_eps)
+        self.projection = nn.Linear(d_e, config.hidden_size, bias=False) if config.projected else None
+        # Without the norm, input scales (Gemma's sqrt(d), T5's unit-std table) reach the residual
+        # stream as they are; with it they only change the token's share of the normalised sum.
+        self.norm = make_norm(config.norm, config.hidden_size, config.norm_eps) if config.embedding_norm else nn.Identity()
         self.dropout = nn.Dropout(config.dropout)
         # Gemma's sqrt(d) multiplier, a plain number: no parameter, so checkpoints are unchanged.
         self.token_scale = config.token_scale

@@ -66,8 +66,7 @@ class TiedHead(OutputHead):
 
     def __init__(self, config: TransformerConfig) -> None:
         super().__init__(config)
-        factorised = config.embedding_dim != config.hidden_size
-        self.down = nn.Linear(config.hidden_size, config.embedding_dim, bias=False) if factorised else None
+        self.down = nn.Linear(config.hidden_size, config.embedding_dim, bias=False) if config.projected else None
 
     def transform(self, hidden: Tensor) -> Tensor:
         return self.down(hidden) if self.down is not None else hidden
