@@ -84,8 +84,10 @@ def test_predictor_matches_measured_initial_loss_of_each_remedy_config(name, pos
 
 def test_remedy_configs_differ_from_tied_only_in_their_settings():
     tied = remedy_settings("tied")
-    expected = {"tied_t5": {"embedding_init_std": 1.0, "output_scale": "rsqrt_d"},
-                "tied_gemma": {"embedding_scale": "sqrt_d"}, "tied_mup": {"output_scale": "mup:64"}}
+    # T5 and Gemma have no norm after the embedding: their input scales reach the residual stream
+    expected = {"tied_t5": {"embedding_init_std": 1.0, "output_scale": "rsqrt_d", "embedding_norm": False},
+                "tied_gemma": {"embedding_scale": "sqrt_d", "embedding_norm": False},
+                "tied_mup": {"output_scale": "mup:64"}}
     for name, changes in expected.items():
         settings = remedy_settings(name)
         assert {key: value for key, value in settings.items() if tied.get(key) != value} == changes

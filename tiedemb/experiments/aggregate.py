@@ -25,6 +25,23 @@ MAIN_METRICS = ("accuracy_matched", "accuracy", "matthews")
 DEV_SKIPPED = ("loss", "epochs_to_converge")
 
 
+# Student's t at 0.975 for 1..30 degrees of freedom: a 95% interval of a mean over few seeds is
+# far wider than mean ± 2 std / sqrt(n) suggests (4.30 for three seeds, not 1.96).
+_T975 = (12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228, 2.201, 2.179, 2.160, 2.145,
+         2.131, 2.120, 2.110, 2.101, 2.093, 2.086, 2.080, 2.074, 2.069, 2.064, 2.060, 2.056, 2.052, 2.048,
+         2.045, 2.042)
+
+
+def t_quantile_975(df: int) -> float:
+    """Student's t 97.5% quantile; a Cornish-Fisher expansion past the table (error < 1e-3)."""
+    if df < 1:
+        raise ValueError(f"degrees of freedom must be >= 1, got {df}")
+    if df <= len(_T975):
+        return _T975[df - 1]
+    z = 1.959964
+    return z + (z**3 + z) / (4 * df) + (5 * z**5 + 16 * z**3 + 3 * z) / (96 * df**2)
+
+
 @dataclass(frozen=True)
 class Stat:
     """Mean, sample standard deviation (n - 1 in the denominator; ``None`` for one value) and count."""
@@ -36,6 +53,27 @@ class Stat:
     def format(self, digits: int = 3) -> str:
         text = f"{self.mean:.{digits}f}"
         return text if self.std is None else f"{text} ± {self.std:.{digits}f}"
+
+    @property
+    def ci95(self) -> float | None:
+        """Half-width of the 95% confidence interval of the mean (t distribution); ``None`` for one value."""
+        return None if self.std is None else t_quantile_975(self.n - 1) * self.std / math.sqrt(self.n)
+
+    def interval(self, digits: int = 3) -> str:
+        """``[low, high]``: the 95% confidence interval of the mean."""
+        if self.ci95 is None:
+            return "–"
+        return f"[{self.mean - self.ci95:.{digits}f}, {self.mean + self.ci95:.{digits}f}]"
+
+
+@dataclass(frozen=True)
+class Interval:
+    """A ``Stat`` shown as its 95% confidence interval (a table column of its own)."""
+
+    stat: Stat
+
+    def format(self, digits: int = 3) -> str:
+        return self.stat.interval(digits)
 
 
 def summarise(values: Iterable[float | None]) -> Stat | None:
@@ -122,13 +160,20 @@ def tied_table(runs: Iterable[Run], target_loss: float | None = None, at_steps: 
     """Variant, initial loss (measured, predicted, ln n), loss at fixed steps, final loss, steps to target."""
     chosen = pretraining_runs(runs)
     groups = group_runs(chosen)
-    target = target_loss if target_loss is not None else default_target_loss(chosen)
+    # Each study is its own comparison (a masked-token arm's losses are on another scale than the
+    # next-token arm's), so the default target is taken per study.
+    by_study: dict[str, list[Run]] = {}
+    for run in chosen:
+        by_study.setdefault(run.study, []).append(run)
+    targets = {study: target_loss if target_loss is not None else default_target_loss(members)
+               for study, members in by_study.items()}
     steps = at_steps if at_steps is not None else default_fixed_steps(chosen)
     studies = {study for study, _ in groups}
     labels = label_columns(groups)
     step_columns = [f"val loss @ step {step}" for step in steps]
     columns = (["study"] if len(studies) > 1 else []) + labels + ["seeds", "initial loss", "predicted", "ln n",
-                                                                  *step_columns, "final val loss", "steps to target", "reached"]
+                                                                  *step_columns, "final val loss", "final 95% CI",
+                                                                  "steps to target", "reached"]
     rows = []
     for (study, key), members in groups.items():
         row: dict[str, Any] = {"study": study, **dict(key), "seeds": len(members)}
@@ -138,6 +183,8 @@ def tied_table(runs: Iterable[Run], target_loss: float | None = None, at_steps: 
         for step, column in zip(steps, step_columns):
             row[column] = summarise(run.metrics.get("val/loss", {}).get(step) for run in members)
         row["final val loss"] = summarise(run.last("val/loss") for run in members)
+        row["final 95% CI"] = Interval(row["final val loss"]) if row["final val loss"] is not None else None
+        target = targets.get(study)
         reached = [steps_to_reach(run, target) for run in members] if target is not None else []
         row["steps to target"] = summarise(reached)  # over the runs that reached it
         row["reached"] = f"{sum(value is not None for value in reached)}/{len(members)}" if reached else None
@@ -147,9 +194,12 @@ def tied_table(runs: Iterable[Run], target_loss: float | None = None, at_steps: 
              "initial loss: the untrained model on the first training batch, without dropout; predicted: "
              "tiedemb.theory for the run's configuration; ln n: the uniform model's loss",
              "losses are validation cross-entropy in nats per predicted token, at the steps the runs logged"]
-    if target is not None:
-        notes.append(f"steps to target: first logged evaluation step with validation loss <= {target:g}"
-                     + (" (the highest final loss among these runs)" if target_loss is None else "")
+    notes.append("final 95% CI: the confidence interval of the mean final loss over seeds (Student's t)")
+    shown = {study: target for study, target in targets.items() if target is not None}
+    if shown:
+        per_study = ", ".join(f"{target:g}" + (f" ({study})" if len(shown) > 1 else "") for study, target in shown.items())
+        notes.append(f"steps to target: first logged evaluation step with validation loss <= {per_study}"
+                     + (" (per study, the highest final loss among its runs)" if target_loss is None else "")
                      + ", averaged over the runs that reached it; reached: how many did")
     return Table(name="tied_embeddings", title="Tied embeddings: initial loss and training", columns=columns,
                  rows=rows, notes=notes, digits={"steps to target": 0, "seeds": 0})
@@ -193,6 +243,16 @@ def dev_scores(run: Run) -> dict[str, float]:
             if name.startswith("val/") and best_step in values and not name[4:].startswith(DEV_SKIPPED)}
 
 
+def route_of(run: Run) -> str:
+    """The way a run got its width: the sweep study it belongs to (``pretrained``, ``svd`` ...)."""
+    return str(run.study or "glue")
+
+
+def final_dev_score(run: Run, metric: str) -> float | None:
+    """The metric at the run's last dev evaluation (not its best)."""
+    return run.last(f"val/{metric}")
+
+
 def task_columns(task: str, scores: Iterable[str]) -> list[tuple[str, str]]:
     if task in GLUE_COLUMNS:
         return GLUE_COLUMNS[task]
@@ -205,19 +265,25 @@ def embedding_dim_table(runs: Iterable[Run], extra: Callable[[list[Run]], dict[s
     ``extra(runs of one d_e)`` may add columns (the report adds embedding analyses).
     """
     chosen = [run for run in glue_runs(runs) if embedding_dim_of(run) is not None]
-    by_dim: dict[int, list[Run]] = {}
+    # One row per route to a width (the study: pretrained at d_e, SVD-narrowed, re-initialised ...)
+    # and d_e, so the routes stand side by side; a single-route sweep has rows per d_e alone.
+    routes = list(dict.fromkeys(route_of(run) for run in chosen))
+    by_dim: dict[tuple[int, str], list[Run]] = {}
     for run in chosen:
-        by_dim.setdefault(embedding_dim_of(run), []).append(run)
+        by_dim.setdefault((routes.index(route_of(run)), embedding_dim_of(run)), []).append(run)
     tasks = list(dict.fromkeys(task_of(run) for run in chosen))
     metric_columns: list[tuple[str, str, str]] = []  # (task, column, metric)
     for task in tasks:
         seen = {name for run in chosen if task_of(run) == task for name in dev_scores(run)}
         metric_columns += [(task, column, metric) for column, metric in task_columns(task, seen) if metric in seen]
     converge_columns = [(task, f"epochs to converge ({task.upper()})") for task in tasks]
+    main_columns = [(task, column, metric) for task, column, metric in metric_columns if metric in MAIN_METRICS]
+    interval_columns = [(column, f"{column} 95% CI") for _, column, _ in main_columns]
+    final_columns = [(task, metric, f"{column} final") for task, column, metric in main_columns]
     rows = []
-    for dim in sorted(by_dim):
-        members = by_dim[dim]
-        row: dict[str, Any] = {"d_e": dim, "runs": len(members)}
+    for route_index, dim in sorted(by_dim):
+        members = by_dim[(route_index, dim)]
+        row: dict[str, Any] = {"route": routes[route_index], "d_e": dim, "runs": len(members)}
         total = summarise(run.last("params/total") for run in members)
         embedding = summarise(run.last("params/embedding") for run in members)
         row["total params (M)"] = total.mean / 1e6 if total else None
@@ -227,6 +293,11 @@ def embedding_dim_table(runs: Iterable[Run], extra: Callable[[list[Run]], dict[s
             values = [dev_scores(run).get(metric) for run in members if task_of(run) == task]
             stat = summarise(values)
             row[column] = Stat(100 * stat.mean, None if stat.std is None else 100 * stat.std, stat.n) if stat else None
+        for column, interval in interval_columns:
+            row[interval] = Interval(row[column]) if isinstance(row.get(column), Stat) else None
+        for task, metric, column in final_columns:
+            stat = summarise(final_dev_score(run, metric) for run in members if task_of(run) == task)
+            row[column] = Stat(100 * stat.mean, None if stat.std is None else 100 * stat.std, stat.n) if stat else None
         for task, column in converge_columns:
             row[column] = summarise(run.last("val/epochs_to_converge") for run in members if task_of(run) == task)
         mains = [row[column].mean for task, column, metric in metric_columns
@@ -235,10 +306,14 @@ def embedding_dim_table(runs: Iterable[Run], extra: Callable[[list[Run]], dict[s
         if extra is not None:
             row.update(extra(members))
         rows.append(row)
-    _points_per_million(rows)
-    extra_columns = [column for row in rows for column in row if column not in ("d_e", "runs", "score", "pts per M params")]
-    base = ["d_e", "runs", "total params (M)", "embedding params (M)", "embedding share (%)",
-            *(column for _, column, _ in metric_columns), *(column for _, column in converge_columns)]
+    for route in routes:
+        _points_per_million([row for row in rows if row["route"] == route])
+    extra_columns = [column for row in rows for column in row
+                     if column not in ("route", "d_e", "runs", "score", "pts per M params")]
+    base = (["route"] if len(routes) > 1 else []) + [
+        "d_e", "runs", "total params (M)", "embedding params (M)", "embedding share (%)",
+        *(column for _, column, _ in metric_columns), *(interval for _, interval in interval_columns),
+        *(column for _, _, column in final_columns), *(column for _, column in converge_columns)]
     columns = base + [c for c in dict.fromkeys(extra_columns) if c not in base] + ["score", "pts per M params"]
     smallest = rows[0]["d_e"] if rows else None
     notes = ["dev-set scores in percent: mean ± sample standard deviation over seeds; runs = finished runs averaged",
@@ -246,7 +321,11 @@ def embedding_dim_table(runs: Iterable[Run], extra: Callable[[list[Run]], dict[s
              "test stage's figures on the best checkpoint where the sweep ran it",
              "parameters: total of the fine-tuned model and its embedding (token, position and segment tables, "
              "the d_e -> hidden projection, the embedding norm)",
-             "epochs to converge: first evaluation within 99% of the run's best main metric",
+             "95% CI: the confidence interval of the mean over seeds (Student's t); final: the main metric at the "
+             "run's last dev evaluation, beside the best-of-run figure",
+             "epochs to converge: the first dev evaluation (in fractional epochs) at which the main metric is "
+             "within 1% (relative) of the run's best; meaningful when the schedule does not force convergence "
+             "(a constant learning rate after warmup) and the run is long enough to plateau",
              "score: mean over tasks of the main metric (MNLI-m accuracy, MRPC accuracy, ...)"]
     if smallest is not None:
         notes.append(f"pts per M params: (score - score at d_e={smallest}) / (params - params at d_e={smallest}) in millions")
@@ -254,6 +333,8 @@ def embedding_dim_table(runs: Iterable[Run], extra: Callable[[list[Run]], dict[s
                  digits={"d_e": 0, "runs": 0, "total params (M)": 2, "embedding params (M)": 2,
                          "embedding share (%)": 1, "score": 2, "pts per M params": 3,
                          **{column: 2 for _, column, _ in metric_columns},
+                         **{column: 2 for _, column in interval_columns},
+                         **{column: 2 for _, _, column in final_columns},
                          **{column: 2 for _, column in converge_columns}},
                  score_columns=[column for _, column, _ in metric_columns])
 

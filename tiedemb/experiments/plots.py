@@ -108,14 +108,20 @@ def dev_score_vs_dim(rows: list[dict[str, Any]], score_columns: list[str], path:
     if not rows or not columns:
         return None
     figure, axis = plt.subplots(figsize=(7.2, 4.6))
-    for column in columns:
-        xs, ys, errors = _stat_series(rows, column)
-        axis.errorbar(xs, ys, yerr=errors, marker="o", capsize=4, label=column)
+    routes = list(dict.fromkeys(row.get("route") for row in rows))
+    for route in routes:  # one line per route to a width (pretrained at d_e, SVD-narrowed, ...)
+        route_rows = [row for row in rows if row.get("route") == route]
+        for column in columns:
+            xs, ys, errors = _stat_series(route_rows, column)
+            label = f"{route}: {column}" if len(routes) > 1 else column
+            axis.errorbar(xs, ys, yerr=errors, marker="o", capsize=4, label=label)
     axis.set_xlabel("embedding dimension d_e")
     axis.set_ylabel("dev score (%)")
-    axis.set_xticks([row["d_e"] for row in rows])
+    axis.set_xticks(sorted({row["d_e"] for row in rows}))
     axis.grid(alpha=0.3)
-    params = [(row["d_e"], row["total params (M)"]) for row in rows if row.get("total params (M)") is not None]
+    # Parameters of the first route only: the routes of one width have the same architecture.
+    first = [row for row in rows if row.get("route") == routes[0]]
+    params = [(row["d_e"], row["total params (M)"]) for row in first if row.get("total params (M)") is not None]
     if params:
         twin = axis.twinx()
         twin.plot([x for x, _ in params], [y for _, y in params], "s--", color="grey", label="total parameters")

@@ -23,6 +23,7 @@ from typing import Any
 from tiedemb.errors import UserError
 from tiedemb.experiments import layout, plots
 from tiedemb.experiments.aggregate import (
+    Interval,
     Stat,
     Table,
     embedding_dim_of,
@@ -46,7 +47,7 @@ WANDB_DIR = ".report"  # hidden: the report's own W&B run is never read back as 
 def format_value(value: Any, digits: int = 3) -> str:
     if value is None:
         return "–"
-    if isinstance(value, Stat):
+    if isinstance(value, (Stat, Interval)):
         return value.format(digits)
     if isinstance(value, float):
         return f"{value:.{digits}f}"
@@ -65,11 +66,19 @@ def markdown_table(table: Table) -> str:
 
 
 def flat_rows(table: Table) -> tuple[list[str], list[list[Any]]]:
-    """Columns and rows with every statistic spread over ``mean``, ``std`` and ``n`` columns."""
+    """Columns and rows with every statistic spread over ``mean``, ``std`` and ``n`` columns, and
+    every confidence interval over ``low`` and ``high``."""
     stat_columns = {column for column in table.columns if any(isinstance(row.get(column), Stat) for row in table.rows)}
+    interval_columns = {column for column in table.columns
+                        if any(isinstance(row.get(column), Interval) for row in table.rows)}
     columns: list[str] = []
     for column in table.columns:
-        columns += [f"{column} mean", f"{column} std", f"{column} n"] if column in stat_columns else [column]
+        if column in stat_columns:
+            columns += [f"{column} mean", f"{column} std", f"{column} n"]
+        elif column in interval_columns:
+            columns += [f"{column} low", f"{column} high"]
+        else:
+            columns.append(column)
     rows = []
     for row in table.rows:
         values: list[Any] = []
@@ -77,6 +86,9 @@ def flat_rows(table: Table) -> tuple[list[str], list[list[Any]]]:
             value = row.get(column)
             if column in stat_columns:
                 values += [value.mean, value.std, value.n] if isinstance(value, Stat) else [value, None, None]
+            elif column in interval_columns:
+                half = value.stat.ci95 if isinstance(value, Interval) else None
+                values += [None, None] if half is None else [value.stat.mean - half, value.stat.mean + half]
             else:
                 values.append(value)
         rows.append(values)
