@@ -1,11 +1,17 @@
 """``python -m tiedemb.sweep SWEEP.yaml --out DIR``: run a sweep file's cells one after another.
 
-    --list           the cells and their state, nothing run
+    --set KEY=VALUE  (repeatable) a CLI setting for every cell whose configuration has KEY, after
+                     everything the sweep file sets: another text without editing the file
+    --list           the cells and their state (a chained cell may be waiting), nothing run
     --dry-run        validate every cell and print its command line, nothing run
     --cell I         only cell I (a SLURM array task)
     --study S --LABEL=VALUE ...   only the cell of study S with those labels (a W&B agent's call)
     --emit slurm     write DIR/sweep.slurm, a job array of all cells
     --emit wandb     write DIR/wandb_sweep.<study>.yaml, W&B grid sweeps (``wandb sweep FILE``)
+
+A chained study's cell (``pretrained_from`` in the sweep file) runs after its upstream cell and
+starts from its checkpoint; while that cell has not finished it is skipped as waiting ("mrpc/...
+waits for pretrain/... (failed)") and runs on a later run of the same command.
 
 The logic lives in ``tiedemb.experiments``; see ``sweep_file.py`` for the file format.
 """
@@ -17,6 +23,7 @@ import os
 import shlex
 import sys
 from pathlib import Path
+from typing import Any
 
 from tiedemb.errors import UserError
 
@@ -32,6 +39,8 @@ def parse_args(argv: list[str] | None) -> tuple[argparse.Namespace, dict[str, st
     parser.add_argument("--study", help="with --LABEL=VALUE flags: run only that cell of this study")
     parser.add_argument("--list", action="store_true", help="list the cells and their state")
     parser.add_argument("--dry-run", action="store_true", help="validate and print the commands only")
+    parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
+                        help="a setting (VALUE read as YAML) for every cell whose configuration has KEY; repeatable")
     args, rest = parser.parse_known_args(argv)
     selection = {}
     for token in rest:
@@ -42,6 +51,23 @@ def parse_args(argv: list[str] | None) -> tuple[argparse.Namespace, dict[str, st
     if selection and args.study is None:
         parser.error("--LABEL=VALUE selections need --study")
     return args, selection
+
+
+def parse_settings(tokens: list[str]) -> dict[str, Any]:
+    """``--set KEY=VALUE`` flags as CLI key -> value, values read as YAML like the sweep file's."""
+    import yaml
+
+    settings = {}
+    for token in tokens:
+        key, equals, value = token.partition("=")
+        if not equals or not key or key.startswith("-") or " " in key:
+            raise UserError(f"--set {token!r}: expected KEY=VALUE with a command-line key, e.g. "
+                            "--set data.train_files='[my.txt]'")
+        try:
+            settings[key] = yaml.safe_load(value)
+        except yaml.YAMLError as error:
+            raise UserError(f"--set {key}: the value is not valid YAML: {str(error).splitlines()[0]}") from None
+    return settings
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -61,13 +87,15 @@ def main(argv: list[str] | None = None) -> int:
 def _main(args: argparse.Namespace, selection: dict[str, str]) -> int:
     from tiedemb.experiments import layout
     from tiedemb.experiments.emit import slurm_script, wandb_sweep_configs
-    from tiedemb.experiments.sweep import cell_args, cell_dir, run_sweep, validate_cell
+    from tiedemb.experiments.sweep import apply_settings, cell_args, cell_dir, cell_state, run_sweep, validate_cell
     from tiedemb.experiments.sweep_file import load_sweep
     from tiedemb.io import atomic_write_text
 
     workdir = Path.cwd()
+    settings = parse_settings(args.set)
     sweep = load_sweep(args.sweep_file, workdir)
     out: Path = args.out.resolve()
+    apply_settings(sweep, settings, out)
     cells = sweep.cells
     if args.cell is not None:
         chosen = [cell for cell in sweep.all_cells if cell.index == args.cell]
@@ -88,23 +116,27 @@ def _main(args: argparse.Namespace, selection: dict[str, str]) -> int:
             raise UserError(f"no cell of study {args.study!r} has {selection}; the grid may leave it out by a rule")
     if args.list:
         for cell in cells:
-            state = (layout.read_status(cell_dir(out, cell)) or {}).get("state", "not started")
-            print(f"{cell.index:>4}  {state:<12} {cell.id}")
+            state, note = cell_state(sweep, cell, out)
+            print(f"{cell.index:>4}  {state:<12} {cell.id}{f'  {note}' if note else ''}")
         return 0
     if args.emit == "slurm":
         for cell in cells:
             validate_cell(sweep, cell, cell_dir(out, cell))
         (out / "slurm").mkdir(parents=True, exist_ok=True)  # SLURM opens the job logs there before any job runs
-        atomic_write_text(out / "sweep.slurm", slurm_script(sweep, out, workdir))
+        atomic_write_text(out / "sweep.slurm", slurm_script(sweep, out, workdir, args.set))
         print(f"wrote {out / 'sweep.slurm'} ({len(sweep.all_cells)} array tasks); submit with: sbatch {out / 'sweep.slurm'}")
+        if any(study.chain for study in sweep.studies):
+            print("chained studies: submit it once more to run after the first array, as the script's comment says")
         return 0
     if args.emit == "wandb":
         for cell in cells:
             validate_cell(sweep, cell, cell_dir(out, cell))
-        for study, text in wandb_sweep_configs(sweep, out).items():
+        for study, text in wandb_sweep_configs(sweep, out, args.set).items():
             path = out / f"wandb_sweep.{study}.yaml"
             atomic_write_text(path, text)
-            print(f"wrote {path}; start with: wandb sweep {path}, then wandb agent <sweep id>")
+            chain = sweep.study(study).chain
+            after = f" (once the sweep of study {chain.study!r} has finished)" if chain else ""
+            print(f"wrote {path}; start with: wandb sweep {path}, then wandb agent <sweep id>{after}")
         return 0
     if args.dry_run:
         for cell in cells:
@@ -114,9 +146,13 @@ def _main(args: argparse.Namespace, selection: dict[str, str]) -> int:
         return 0
     outcome = run_sweep(sweep, out, cells, workdir)
     print(f"sweep {sweep.name!r}: {len(outcome['finished'])} finished, {len(outcome['failed'])} failed, "
-          f"{len(outcome['skipped'])} already done; report with: python -m tiedemb.report {out}")
+          f"{len(outcome['waiting'])} waiting, {len(outcome['skipped'])} already done; "
+          f"report with: python -m tiedemb.report {out}")
     for cell_id in outcome["failed"]:
         print(f"  failed: {cell_id} (see {out / cell_id / layout.LOG_FILE})")
+    if outcome["waiting"]:
+        # Not a failure of this run: the same command runs them once their upstream cells finish.
+        print(f"  {len(outcome['waiting'])} waiting for upstream cells; run the same command again once those have finished")
     return 1 if outcome["failed"] else 0
 
 

@@ -2,12 +2,19 @@
 
 Both hand each job one cell of the sweep file and run it with ``python -m tiedemb.sweep``, so a
 job writes the same folder, status and metrics as a local run, and skips a finished cell.
+
+Chained studies: a job of a chained cell whose upstream cell has not finished exits at once
+(status 0) saying which cell it waits for, and the cell is recorded as waiting. So the jobs of
+chained cells are run by a second submission after the first has ended (for SLURM, at once with
+``sbatch --dependency=afterany:<first job id>``; for W&B, the chained study's sweep started after
+the upstream study's sweep), which skips the finished cells and runs the waiting ones.
 """
 
 from __future__ import annotations
 
 import shlex
 import sys
+from collections.abc import Sequence
 from pathlib import Path
 
 import yaml
@@ -17,10 +24,11 @@ from tiedemb.experiments.sweep_file import Sweep
 SLURM_DEFAULTS = {"time": "24:00:00", "cpus-per-task": 8}
 
 
-def slurm_script(sweep: Sweep, out: Path, workdir: Path) -> str:
+def slurm_script(sweep: Sweep, out: Path, workdir: Path, set_flags: Sequence[str] = ()) -> str:
     """A job-array script: array task i runs cell i (``--cell i``); logs go to ``OUT/slurm``.
 
     SLURM opens the log files before the script runs, so the caller creates ``OUT/slurm``.
+    ``set_flags``: the sweep command's ``--set KEY=VALUE`` values, passed on to every task.
     """
     cells = sweep.all_cells
     settings = {**SLURM_DEFAULTS, **{str(key).replace("_", "-"): value for key, value in sweep.slurm.items()}}
@@ -28,7 +36,8 @@ def slurm_script(sweep: Sweep, out: Path, workdir: Path) -> str:
         "#!/bin/bash",
         f"# tiedemb sweep {sweep.name!r}: {len(cells)} cells, one per array task. Submit with: sbatch {{this file}}",
         f"# generated from {sweep.path.resolve()}",
-        *(f"#   {cell.index:>4}  {cell.id}" for cell in cells),
+        *(f"#   {cell.index:>4}  {cell.id}{f'  <- {cell.upstream.cell.id}' if cell.upstream else ''}" for cell in cells),
+        *_slurm_chain_note(sweep),
         f"#SBATCH --job-name=tiedemb-{sweep.name}",
         f"#SBATCH --array=0-{len(cells) - 1}",
         f"#SBATCH --output={out.resolve() / 'slurm' / '%A_%a.log'}",
@@ -39,17 +48,34 @@ def slurm_script(sweep: Sweep, out: Path, workdir: Path) -> str:
         # W&B runs record offline on nodes without network; `wandb sync OUT/*/*/wandb` uploads them.
         'export WANDB_MODE="${WANDB_MODE:-offline}"',
         f"exec {shlex.quote(sys.executable)} -m tiedemb.sweep {shlex.quote(str(sweep.path.resolve()))} "
-        f"--out {shlex.quote(str(out.resolve()))} --cell \"$SLURM_ARRAY_TASK_ID\"",
+        f"--out {shlex.quote(str(out.resolve()))} --cell \"$SLURM_ARRAY_TASK_ID\""
+        + "".join(f" --set {shlex.quote(flag)}" for flag in set_flags),
         "",
     ]
     return "\n".join(lines)
 
 
-def wandb_sweep_configs(sweep: Sweep, out: Path) -> dict[str, str]:
+def _slurm_chain_note(sweep: Sweep) -> list[str]:
+    """Comment lines telling how to run chained cells (marked ``<- upstream`` above)."""
+    depth = max(study.depth for study in sweep.studies)
+    if depth == 0:
+        return []
+    return [
+        "# Chained studies: a task marked '<- cell' starts from that cell's checkpoint. While that cell has",
+        "# not finished, the task exits at once (status 0) saying which cell it waits for. So submit this",
+        "# file again when the first array has ended, or at once with a dependency:",
+        "#   sbatch --dependency=afterany:<job id of the first array> {this file}",
+        f"# The second array skips finished cells and runs the waiting ones ({depth + 1} submissions in all:",
+        "# one per level of chaining).",
+    ]
+
+
+def wandb_sweep_configs(sweep: Sweep, out: Path, set_flags: Sequence[str] = ()) -> dict[str, str]:
     """One W&B grid-sweep configuration per study (YAML text by study name).
 
     The agent passes one value per axis label (``--variant=tied --seed=0``); ``tiedemb.sweep``
-    maps them back to the cell, which logs into the agent's W&B run.
+    maps them back to the cell, which logs into the agent's W&B run. A chained study's sweep is
+    to be started after its upstream study's sweep has finished (its description says so).
     """
     configs = {}
     for study in sweep.studies:
@@ -59,14 +85,19 @@ def wandb_sweep_configs(sweep: Sweep, out: Path) -> dict[str, str]:
                 values.setdefault(label, [])
                 if value not in values[label]:
                     values[label].append(value)
+        description = sweep.description or f"tiedemb sweep {sweep.name}, study {study.name}"
+        if study.chain is not None:
+            description += (f". Start after the sweep of study {study.chain.study!r} has finished: a cell whose "
+                            "upstream cell has not finished exits without running, as waiting")
         config = {
             "name": f"{sweep.name}/{study.name}",
-            "description": sweep.description or f"tiedemb sweep {sweep.name}, study {study.name}",
+            "description": description,
             "project": (sweep.wandb or {}).get("project", "tiedemb"),
             "method": "grid",
             "program": "tiedemb/sweep.py",
             "command": ["${env}", "${interpreter}", "-m", "tiedemb.sweep", str(sweep.path.resolve()),
-                        "--out", str(out.resolve()), "--study", study.name, "${args}"],
+                        "--out", str(out.resolve()), "--study", study.name,
+                        *(part for flag in set_flags for part in ("--set", flag)), "${args}"],
             "parameters": {label: {"values": levels} for label, levels in values.items()},
         }
         if (sweep.wandb or {}).get("entity"):

@@ -4,8 +4,10 @@
 
     OUT/sweep.json                     the sweep: name, file, every cell's id, skipped studies
     OUT/<study>/<label=value,...>/     one cell
-        cell.json                      its labels, configs, overrides and command lines
-        status.json                    running / finished / failed, attempts, times, exit codes
+        cell.json                      its labels, configs, overrides and command lines (and a
+                                       chained cell's upstream cell and checkpoint path)
+        status.json                    running / finished / failed / waiting (for an upstream
+                                       cell), attempts, times, exit codes
         config.yaml                    the resolved configuration, as the run saved it
         log.txt                        stdout and stderr of every attempt
         csv/version_*/metrics.csv      Lightning's CSVLogger (a resumed or test stage adds a version)
@@ -29,6 +31,7 @@ STATUS_FILE = "status.json"
 LOG_FILE = "log.txt"
 
 RUNNING, FINISHED, FAILED = "running", "finished", "failed"
+WAITING = "waiting"  # a chained cell whose upstream cell has not finished: never started
 
 
 def write_json(path: str | Path, content: dict[str, Any]) -> None:

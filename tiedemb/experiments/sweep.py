@@ -4,6 +4,10 @@ Each cell is an ordinary ``main.py fit`` subprocess (then ``main.py test`` when 
 so a crash or an out-of-memory kill ends that cell only. A cell's ``status.json`` says whether it
 finished; a rerun of the sweep skips finished cells and runs the others again, resuming from the
 cell's last checkpoint where one was written. The folder layout is in ``layout.py``.
+
+A chained cell (``pretrained_from``) runs only once its upstream cell has finished; until then it
+is recorded as waiting and left for a later run of the sweep. The upstream checkpoint's path is
+looked up when the cell starts, in the output folder as it is then.
 """
 
 from __future__ import annotations
@@ -18,6 +22,7 @@ import socket
 import subprocess
 import sys
 import time
+from dataclasses import replace
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
@@ -26,7 +31,7 @@ import yaml
 
 from tiedemb.errors import UserError
 from tiedemb.experiments import layout
-from tiedemb.experiments.sweep_file import Cell, Sweep
+from tiedemb.experiments.sweep_file import Cell, Sweep, Upstream, replace_cells
 
 MAIN_SCRIPT = Path(__file__).resolve().parents[2] / "main.py"
 CSV_LOGGER = "lightning.pytorch.loggers.CSVLogger"
@@ -69,14 +74,26 @@ def loggers(sweep: Sweep, cell: Cell, folder: Path, stage: str) -> list[dict[str
     return settings
 
 
-def cell_args(sweep: Sweep, cell: Cell, folder: Path, stage: str = "fit", ckpt_path: str | None = None) -> list[str]:
-    """The ``main.py`` arguments of one stage of a cell."""
+def upstream_placeholder(upstream: Upstream) -> str:
+    """What stands for a chained cell's checkpoint path before its upstream cell has run."""
+    return f"<the {upstream.checkpoint} checkpoint of {upstream.cell.id}>"
+
+
+def cell_args(sweep: Sweep, cell: Cell, folder: Path, stage: str = "fit", ckpt_path: str | None = None,
+              upstream_checkpoint: str | None = None) -> list[str]:
+    """The ``main.py`` arguments of one stage of a cell.
+
+    A chained cell gets ``upstream_checkpoint``, or a placeholder where only the command line
+    is checked (the parser takes the path as a string, so the check stays the same).
+    """
     args = [stage]
     for config in cell.configs:
         args += ["--config", str(config)]
     # Output goes to a log file: no progress bar, unless the sweep file asks for one.
     args.append("--trainer.enable_progress_bar=false")
     args += [f"--{key}={render(value)}" for key, value in cell.overrides.items()]
+    if cell.upstream is not None:  # after the overrides: the chain decides where the weights come from
+        args.append(f"--{cell.upstream.key}={upstream_checkpoint or upstream_placeholder(cell.upstream)}")
     # The sweep owns where a cell writes: set last, so no config can send two cells to one folder.
     args += [f"--trainer.default_root_dir={folder}", f"--trainer.logger={json.dumps(loggers(sweep, cell, folder, stage))}"]
     if ckpt_path is not None:
@@ -94,6 +111,13 @@ def validate_cell(sweep: Sweep, cell: Cell, folder: Path) -> str:
     (unknown keys, types), a pretraining model's settings are checked as the model would
     check them (known head, widths that divide), without building it.
     """
+    resolved = resolved_config(sweep, cell, folder)
+    _check_model_settings(sweep, cell, resolved)
+    return resolved
+
+
+def resolved_config(sweep: Sweep, cell: Cell, folder: Path) -> str:
+    """The cell's configuration as the real CLI resolves it (``--print_config``), as YAML."""
     from tiedemb.cli import main
 
     stdout, stderr = io.StringIO(), io.StringIO()
@@ -110,9 +134,7 @@ def validate_cell(sweep: Sweep, cell: Cell, folder: Path) -> str:
         message = " ".join(line for line in stderr.getvalue().splitlines() if not line.startswith("hint:"))
         raise UserError(f"sweep {sweep.name!r}, cell {cell.id!r}: the command line is rejected: "
                         f"{message.removeprefix('error: ').strip()}{_blame(cell, message)}")
-    resolved = stdout.getvalue()
-    _check_model_settings(sweep, cell, resolved)
-    return resolved
+    return stdout.getvalue()
 
 
 def _blame(cell: Cell, message: str) -> str:
@@ -137,6 +159,99 @@ def _check_model_settings(sweep: Sweep, cell: Cell, resolved: str) -> None:
         TransformerConfig(**fields)
     except (UserError, TypeError) as error:
         raise UserError(f"sweep {sweep.name!r}, cell {cell.id!r}: {error}") from None
+
+
+# --------------------------------------------------------------------------- --set
+
+
+def apply_settings(sweep: Sweep, settings: dict[str, Any], out: Path) -> None:
+    """Add ``settings`` (CLI key -> value) to every cell whose resolved configuration has the key.
+
+    They come after every other override, and so become part of the cell's spec. A key that no
+    cell has is an error: it is a typo, or a setting of a study this sweep does not run.
+    """
+    if not settings:
+        return
+    keys: dict[str, list[str]] = {}  # cell id -> the setting keys its configuration has
+    for cell in sweep.all_cells:
+        config = yaml.safe_load(resolved_config(sweep, cell, cell_dir(out, cell))) or {}
+        keys[cell.id] = [key for key in settings if has_key(config, key)]
+        if cell.upstream is not None and cell.upstream.key in keys[cell.id]:
+            raise UserError(f"--set {cell.upstream.key}: cell {cell.id!r} of sweep file {str(sweep.path)!r} takes "
+                            f"it from study {cell.upstream.cell.study!r} (pretrained_from)")
+    unused = [key for key in settings if not any(key in found for found in keys.values())]
+    if unused:
+        raise UserError(f"--set {unused[0]}: no cell of sweep file {str(sweep.path)!r} has this key in its configuration")
+
+    def with_settings(cell: Cell) -> Cell:
+        # Removed, then added: last on the command line, so nothing the file sets can override them.
+        overrides = {key: value for key, value in cell.overrides.items() if key not in keys[cell.id]}
+        return replace(cell, overrides={**overrides, **{key: settings[key] for key in keys[cell.id]}})
+
+    replace_cells(sweep, with_settings)
+
+
+def has_key(config: Any, key: str) -> bool:
+    """Whether the resolved configuration has the dotted CLI key (``data.train_files`` is found in
+    ``data.init_args.train_files`` as the command line finds it)."""
+    node = config
+    for part in key.split("."):
+        if isinstance(node, dict) and part not in node and isinstance(node.get("init_args"), dict):
+            node = node["init_args"]
+        if not isinstance(node, dict) or part not in node:
+            return False
+        node = node[part]
+    return True
+
+
+# --------------------------------------------------------------------------- chained cells
+
+
+def waiting_reason(sweep: Sweep, cell: Cell, out: Path) -> str | None:
+    """Why a chained cell cannot start yet (its upstream ``failed``, ``not run`` ...); ``None``: it can."""
+    if cell.upstream is None:
+        return None
+    upstream = cell.upstream.cell
+    skipped = sweep.study(upstream.study).skipped_because
+    if skipped:
+        return f"study {upstream.study!r} is skipped: {skipped}"
+    folder = cell_dir(out, upstream)
+    status = layout.read_status(folder)
+    if status is None:
+        return "not run"
+    if status.get("state") != layout.FINISHED:
+        return str(status.get("state") or layout.RUNNING)
+    if (layout.read_json(folder / layout.CELL_FILE) or {}).get("spec_hash") != upstream.spec_hash:
+        return "finished with other settings"  # its checkpoint is not the one this cell's spec names
+    return None
+
+
+def upstream_checkpoint(upstream: Upstream, out: Path) -> Path:
+    """The checkpoint a chained cell starts from, found in its finished upstream cell's folder."""
+    return _test_checkpoint(cell_dir(out, upstream.cell), upstream.checkpoint)
+
+
+def record_waiting(sweep: Sweep, cell: Cell, out: Path, workdir: Path, message: str) -> None:
+    """Mark a chained cell as waiting, keeping what earlier attempts recorded (attempts, stages)."""
+    folder = cell_dir(out, cell)
+    discard_superseded(cell, folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    if layout.read_json(folder / layout.CELL_FILE) is None:  # the report lists the cell as waiting
+        layout.write_json(folder / layout.CELL_FILE, _cell_record(sweep, cell, workdir, {}))
+    previous = layout.read_status(folder) or {}
+    layout.write_json(folder / layout.STATUS_FILE, {**previous, "state": layout.WAITING, "message": message,
+                                                    "since": _now()})
+
+
+def cell_state(sweep: Sweep, cell: Cell, out: Path) -> tuple[str, str]:
+    """The cell's state for ``--list`` and a note: a chained cell whose upstream has not finished is waiting."""
+    state = (layout.read_status(cell_dir(out, cell)) or {}).get("state", "not started")
+    if cell.upstream is None or state in (layout.FINISHED, layout.RUNNING):
+        return state, ""
+    reason = waiting_reason(sweep, cell, out)
+    if reason is None:
+        return ("ready" if state == layout.WAITING else state), ""  # its upstream has finished since
+    return layout.WAITING, f"waits for {cell.upstream.cell.id} ({reason})"
 
 
 # --------------------------------------------------------------------------- running
@@ -169,7 +284,8 @@ def pending_cells(cells: list[Cell], out: Path) -> list[Cell]:
 def write_manifest(sweep: Sweep, out: Path) -> None:
     layout.write_json(out / layout.MANIFEST_FILE, {
         "name": sweep.name, "description": sweep.description, "sweep_file": str(sweep.path.resolve()),
-        "cells": [{"id": cell.id, "study": cell.study, "labels": cell.labels, "index": cell.index} for cell in sweep.cells],
+        "cells": [{"id": cell.id, "study": cell.study, "labels": cell.labels, "index": cell.index,
+                   **({"pretrained_from": cell.upstream.cell.id} if cell.upstream else {})} for cell in sweep.cells],
         "skipped_studies": {study.name: study.skipped_because for study in sweep.studies if study.skipped_because},
         "wandb": sweep.wandb,
     })
@@ -187,23 +303,43 @@ def discard_superseded(cell: Cell, folder: Path) -> bool:
     return True
 
 
+def _cell_record(sweep: Sweep, cell: Cell, workdir: Path, commands: dict[str, list[str]],
+                 checkpoint: Path | None = None) -> dict[str, Any]:
+    """What ``cell.json`` holds: the spec, and where a chained cell's checkpoint was found."""
+    record = {**cell.spec(), "id": cell.id, "experiment": sweep.name, "spec_hash": cell.spec_hash, "index": cell.index,
+              "workdir": str(workdir), "commands": commands}
+    if cell.upstream is not None and checkpoint is not None:
+        record["pretrained_from"] = {**cell.upstream.spec(), "path": str(checkpoint)}
+    return record
+
+
 def run_cell(sweep: Sweep, cell: Cell, out: Path, workdir: Path) -> bool:
-    """Run one cell's stages; return whether it finished. The run saves its resolved config itself."""
+    """Run one cell's stages; return whether it finished. The run saves its resolved config itself.
+
+    A chained cell is run only when its upstream cell has finished (see ``waiting_reason``).
+    """
     folder = cell_dir(out, cell)
     discard_superseded(cell, folder)
     folder.mkdir(parents=True, exist_ok=True)
     previous = layout.read_status(folder) or {}
     attempt = int(previous.get("attempt", 0)) + 1
+    checkpoint = None
+    if cell.upstream is not None:
+        try:
+            checkpoint = upstream_checkpoint(cell.upstream, out)
+        except UserError as error:  # finished without a checkpoint: never start on random weights
+            layout.write_json(folder / layout.STATUS_FILE, {**previous, "state": layout.FAILED, "attempt": attempt,
+                                                           "finished": _now(), "message": f"error: {error}"})
+            return False
+    upstream = str(checkpoint) if checkpoint is not None else None
     # A stage an earlier attempt completed (fit, before a failed test) is not run again.
     completed = {stage: info for stage, info in (previous.get("stages") or {}).items() if info.get("returncode") == 0}
     recorded = (layout.read_json(folder / layout.CELL_FILE) or {}).get("commands") or {}
     commands = {stage: recorded[stage] for stage in completed if stage in recorded}
     resume = "last" if _last_checkpoint(folder) is not None else None
     if "fit" not in completed:
-        commands["fit"] = [sys.executable, str(MAIN_SCRIPT), *cell_args(sweep, cell, folder, "fit", resume)]
-    layout.write_json(folder / layout.CELL_FILE, {**cell.spec(), "id": cell.id, "experiment": sweep.name,
-                                                  "spec_hash": cell.spec_hash, "index": cell.index,
-                                                  "workdir": str(workdir), "commands": commands})
+        commands["fit"] = [sys.executable, str(MAIN_SCRIPT), *cell_args(sweep, cell, folder, "fit", resume, upstream)]
+    layout.write_json(folder / layout.CELL_FILE, _cell_record(sweep, cell, workdir, commands, checkpoint))
     status: dict[str, Any] = {"state": layout.RUNNING, "attempt": attempt, "started": _now(), "host": socket.gethostname(),
                               "pid": os.getpid(), "resumed": resume is not None and "fit" not in completed,
                               "stages": dict(completed)}
@@ -214,7 +350,7 @@ def run_cell(sweep: Sweep, cell: Cell, out: Path, workdir: Path) -> bool:
         layout.write_json(folder / layout.STATUS_FILE, status)
         if stage == "test":
             commands["test"] = [sys.executable, str(MAIN_SCRIPT),
-                                *cell_args(sweep, cell, folder, "test", str(_test_checkpoint(folder, cell.test)))]
+                                *cell_args(sweep, cell, folder, "test", str(_test_checkpoint(folder, cell.test)), upstream)]
         started = time.monotonic()
         try:
             code = _run_logged(commands[stage], folder / layout.LOG_FILE, workdir, f"attempt {attempt}, {stage}")
@@ -269,12 +405,12 @@ def _last_checkpoint(folder: Path) -> Path | None:
 
 
 def _test_checkpoint(folder: Path, which: str) -> Path:
-    """The checkpoint ``test`` evaluates: the monitored best of the newest run, else its last."""
+    """The checkpoint ``test`` (or a chained cell) starts from: the monitored best of the newest run, else its last."""
     from tiedemb.resume import read_checkpoint
 
     last = _last_checkpoint(folder)
     if last is None:
-        raise UserError(f"{folder}: fit finished but wrote no last checkpoint to test")
+        raise UserError(f"{folder}: fit finished but wrote no last checkpoint")
     if which == "last":
         return last
     try:
@@ -294,7 +430,11 @@ def _test_checkpoint(folder: Path, which: str) -> Path:
 
 def run_sweep(sweep: Sweep, out: Path, cells: list[Cell] | None = None, workdir: Path | None = None,
               echo=print) -> dict[str, list[str]]:
-    """Validate, then run the given cells (all by default); return cell ids by outcome."""
+    """Validate, then run the given cells (all by default); return cell ids by outcome.
+
+    Upstream cells run before the cells chained to them; a chained cell whose upstream has not
+    finished is not started but recorded as waiting.
+    """
     out = out.resolve()
     workdir = (workdir or Path.cwd()).resolve()
     selected = sweep.cells if cells is None else cells
@@ -302,7 +442,8 @@ def run_sweep(sweep: Sweep, out: Path, cells: list[Cell] | None = None, workdir:
         if study.skipped_because:
             echo(f"study {study.name!r} is skipped: {study.skipped_because}")
     todo = pending_cells(selected, out)
-    outcome: dict[str, list[str]] = {"skipped": [c.id for c in selected if c not in todo], "finished": [], "failed": []}
+    outcome: dict[str, list[str]] = {"skipped": [c.id for c in selected if c not in todo], "finished": [], "failed": [],
+                                     "waiting": []}
     if outcome["skipped"]:
         echo(f"{len(outcome['skipped'])} of {len(selected)} cells already finished")
     if todo:
@@ -311,7 +452,15 @@ def run_sweep(sweep: Sweep, out: Path, cells: list[Cell] | None = None, workdir:
         validate_cell(sweep, cell, cell_dir(out, cell))
     out.mkdir(parents=True, exist_ok=True)
     write_manifest(sweep, out)
-    for number, cell in enumerate(todo, start=1):
+    for number, cell in enumerate(sweep.run_order(todo), start=1):
+        # Asked only now: an upstream cell run a moment ago in this loop counts.
+        reason = waiting_reason(sweep, cell, out)
+        if reason is not None and cell.upstream is not None:
+            message = f"{cell.id} waits for {cell.upstream.cell.id} ({reason})"
+            record_waiting(sweep, cell, out, workdir, message)
+            outcome["waiting"].append(cell.id)
+            echo(f"[{number}/{len(todo)}] {message}")
+            continue
         echo(f"[{number}/{len(todo)}] {cell.id} ...")
         started = time.monotonic()
         ok = run_cell(sweep, cell, out, workdir)

@@ -25,12 +25,30 @@ A sweep file is YAML::
           - where: {task: mnli, d_e: 128}
             skip: true
         test: best                              # after fit, `test` on the best (or last) checkpoint
+      mrpc:                                     # a chained study: each cell starts from the
+        configs: [../glue/mrpc.yaml]            # checkpoint of one cell of another study
+        pretrained_from:
+          study: tied                           # the upstream study, in this file
+          match: [seed]                         # labels equal between this cell and the upstream one
+          labels: {variant: tied}               # fixed labels of the upstream cell (optional)
+          checkpoint: last                      # last (default) or best
+          key: model.pretrained                 # the CLI key that receives the path (default)
+        grid: {model.embedding_dim: [32, 64], seed_everything: [0, 1, 2]}
 
 Every cell is one ``main.py fit`` run: the configs in order (file, study, named levels), then
 the overrides as ``--key=value`` flags (file, study, levels, rules, grid values). Each axis has a
 label naming it in folders, tags and tables: ``model.head`` -> ``variant``,
 ``model.embedding_dim`` -> ``d_e``, ``seed_everything`` -> ``seed``, ``data.task`` -> ``task``,
 another key -> its last part, a named axis -> its name.
+
+A chained cell names exactly one upstream cell (its ``match`` labels plus the fixed ``labels``);
+one that would match none or several is an error when the file is read. The checkpoint's path is
+only known once the upstream cell has run, so it is passed (as ``--<key>=PATH``, after every
+override) when the cell runs; the cell's spec names the upstream cell and its spec instead, so a
+moved output folder is still the same sweep. Upstream studies run first, whatever their place
+in the file. A chained cell whose upstream cell has not finished (failed, not run, its study
+skipped) is never started: it is recorded as waiting, and a later run of the sweep runs it once
+the upstream cell has finished.
 """
 
 from __future__ import annotations
@@ -39,7 +57,8 @@ import hashlib
 import itertools
 import json
 import os
-from dataclasses import dataclass, field
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -48,11 +67,14 @@ import yaml
 from tiedemb.errors import UserError
 
 FILE_KEYS = ("name", "description", "wandb", "slurm", "configs", "overrides", "grid", "rules", "requires", "test", "studies")
-STUDY_KEYS = ("description", "configs", "overrides", "grid", "rules", "requires", "test")
+STUDY_KEYS = ("description", "configs", "overrides", "grid", "rules", "requires", "test", "pretrained_from")
 LEVEL_KEYS = ("configs", "overrides")
 RULE_KEYS = ("where", "overrides", "skip")
 WANDB_KEYS = ("project", "entity", "tags")
 TEST_CHOICES = ("best", "last")
+CHAIN_KEYS = ("study", "match", "labels", "checkpoint", "key")
+CHECKPOINT_CHOICES = ("last", "best")
+DEFAULT_CHAIN_KEY = "model.pretrained"
 
 #: Labels of the axes that the reports and dashboards know by name.
 AXIS_LABELS = {"model.head": "variant", "model.embedding_dim": "d_e", "seed_everything": "seed", "data.task": "task"}
@@ -69,6 +91,7 @@ class Cell:
     test: str | None
     index: int = 0  # position in the whole sweep: the SLURM array index
     root: Path = Path(".")  # the sweep file's folder: configs are named relative to it in the spec
+    upstream: Upstream | None = None  # a chained cell: whose checkpoint it starts from
 
     @property
     def id(self) -> str:
@@ -79,12 +102,39 @@ class Cell:
     def spec(self) -> dict[str, Any]:
         """What decides the run's results: a finished cell with another spec is a different cell."""
         configs = [os.path.relpath(path, self.root) for path in self.configs]  # a moved checkout is the same sweep
-        return {"study": self.study, "labels": self.labels, "configs": configs,
+        spec = {"study": self.study, "labels": self.labels, "configs": configs,
                 "overrides": self.overrides, "test": self.test}
+        if self.upstream is not None:  # only then: the hashes of unchained cells stay as they were
+            spec["pretrained_from"] = self.upstream.spec()
+        return spec
 
     @property
     def spec_hash(self) -> str:
         return hashlib.sha256(json.dumps(self.spec(), sort_keys=True, default=str).encode()).hexdigest()[:16]
+
+
+@dataclass(frozen=True)
+class Upstream:
+    """The cell whose checkpoint a chained cell starts from, and how it is handed over."""
+
+    cell: Cell
+    checkpoint: str  # "last" or "best"
+    key: str  # the CLI key that receives the checkpoint's path
+
+    def spec(self) -> dict[str, Any]:
+        # The upstream's id and spec, never the path: the path changes when the folder moves.
+        return {"cell": self.cell.id, "spec_hash": self.cell.spec_hash, "checkpoint": self.checkpoint, "key": self.key}
+
+
+@dataclass(frozen=True)
+class Chain:
+    """A study's ``pretrained_from`` section, checked."""
+
+    study: str
+    match: tuple[str, ...]
+    labels: dict[str, str]
+    checkpoint: str
+    key: str
 
 
 @dataclass
@@ -92,6 +142,9 @@ class Study:
     name: str
     cells: list[Cell]
     skipped_because: str | None = None  # a missing required path: the study is not run
+    labels: tuple[str, ...] = ()  # its grid's axis labels, in order
+    chain: Chain | None = None
+    depth: int = 0  # studies it starts from, transitively: upstream studies run first
 
 
 @dataclass
@@ -112,6 +165,31 @@ class Sweep:
     def all_cells(self) -> list[Cell]:
         """Every cell, skipped studies included: array indices stay the same on every machine."""
         return [cell for study in self.studies for cell in study.cells]
+
+    def study(self, name: str) -> Study:
+        return next(study for study in self.studies if study.name == name)
+
+    def run_order(self, cells: list[Cell]) -> list[Cell]:
+        """``cells`` with every upstream study's cells before those of the studies chained to it."""
+        depth = {study.name: study.depth for study in self.studies}
+        return sorted(cells, key=lambda cell: depth[cell.study])  # stable: file order otherwise
+
+
+def replace_cells(sweep: Sweep, change: Callable[[Cell], Cell]) -> None:
+    """Replace every cell by ``change(cell)``, relinking chained cells to the new upstream cells.
+
+    Upstream studies are changed first, so a chained cell's spec hashes its new upstream's spec.
+    """
+    new: dict[str, Cell] = {}
+    for study in sorted(sweep.studies, key=lambda study: study.depth):
+        cells = []
+        for cell in study.cells:
+            changed = change(cell)
+            if changed.upstream is not None:
+                changed = replace(changed, upstream=replace(changed.upstream, cell=new[changed.upstream.cell.id]))
+            new[changed.id] = changed
+            cells.append(changed)
+        study.cells = cells
 
 
 def format_value(value: Any) -> str:
@@ -166,6 +244,10 @@ def load_sweep(path: str | Path, workdir: str | Path | None = None) -> Sweep:
         sweep.studies.append(study)
     if not sweep.all_cells:
         raise UserError(f"{where}: every cell is left out by a rule; nothing to run")
+    _order_studies(sweep.studies, where)
+    for study in sorted(sweep.studies, key=lambda study: study.depth):
+        if study.chain is not None:
+            _link(study, study.chain, sweep.study(study.chain.study), f"{where}: study {study.name!r}: pretrained_from")
     return sweep
 
 
@@ -199,7 +281,8 @@ def _expand_study(name: str, shared: dict[str, Any], own: dict[str, Any], base: 
              enumerate([*(shared.get("rules") or []), *(own.get("rules") or [])])]
     required = [str(entry) for entry in [*(shared.get("requires") or []), *(own.get("requires") or [])]]
     missing = [entry for entry in required if not (workdir / Path(entry).expanduser()).exists()]
-    study = Study(name=name, cells=[])
+    chain = _chain(own["pretrained_from"], f"{where}: pretrained_from") if "pretrained_from" in own else None
+    study = Study(name=name, cells=[], labels=tuple(labels), chain=chain)
     if missing:
         study.skipped_because = f"required path {missing[0]!r} is absent (relative to {str(workdir)!r})"
     for combination in itertools.product(*axes) if axes else [()]:
@@ -250,6 +333,73 @@ def _rule(rule: Any, labels: list[str], where: str) -> dict[str, Any]:
     if not isinstance(skip, bool):
         raise UserError(f"{where}.skip must be true or false, got {skip!r}")
     return {"where": values, "overrides": _overrides(rule.get("overrides", {}), where), "skip": skip}
+
+
+# --------------------------------------------------------------------------- chained studies
+
+
+def _chain(raw: Any, where: str) -> Chain:
+    raw = _mapping(raw, where)
+    _check_keys(raw, CHAIN_KEYS, where)
+    if not isinstance(raw.get("study"), str):
+        raise UserError(f"{where}: study must name the upstream study of this file, got {raw.get('study')!r}")
+    match = raw.get("match") or []
+    if not isinstance(match, list) or not all(isinstance(label, str) for label in match):
+        raise UserError(f"{where}: match must be a list of axis labels, got {match!r}")
+    checkpoint = raw.get("checkpoint", "last")
+    if checkpoint not in CHECKPOINT_CHOICES:
+        raise UserError(f"{where}: checkpoint={checkpoint!r} is not a known choice; valid: {', '.join(CHECKPOINT_CHOICES)}")
+    key = raw.get("key", DEFAULT_CHAIN_KEY)
+    _check_cli_key(key, f"{where}: key")
+    labels = {str(label): format_value(value) for label, value in _mapping(raw.get("labels"), f"{where}: labels").items()}
+    return Chain(study=raw["study"], match=tuple(match), labels=labels, checkpoint=checkpoint, key=key)
+
+
+def _order_studies(studies: list[Study], where: str) -> None:
+    """Set each study's depth; an unknown upstream study or a cycle is an error."""
+    by_name = {study.name: study for study in studies}
+    for study in studies:
+        path, current = [study.name], study
+        while current.chain is not None:
+            upstream = current.chain.study
+            if upstream not in by_name:
+                raise UserError(f"{where}: study {current.name!r}: pretrained_from.study {upstream!r} is not a study of "
+                                f"this file; its studies are {', '.join(by_name)}")
+            if upstream in path:
+                raise UserError(f"{where}: studies start from each other's checkpoints: {' <- '.join([*path, upstream])}")
+            path.append(upstream)
+            current = by_name[upstream]
+        study.depth = len(path) - 1
+
+
+def _link(study: Study, chain: Chain, upstream: Study, where: str) -> None:
+    """Give each of ``study``'s cells its one upstream cell (``upstream`` is linked already)."""
+    for label in chain.match:
+        for side in (study, upstream):
+            if label not in side.labels:
+                raise UserError(f"{where}: match label {label!r} is not an axis of study {side.name!r}; "
+                                f"its labels are {', '.join(side.labels) or 'none'}")
+    for label in chain.labels:
+        if label not in upstream.labels:
+            raise UserError(f"{where}: labels: {label!r} is not an axis of study {upstream.name!r}; "
+                            f"its labels are {', '.join(upstream.labels) or 'none'}")
+    linked = []
+    for cell in study.cells:
+        if chain.key in cell.overrides:
+            raise UserError(f"{where}: cell {cell.id!r} sets {chain.key} in its overrides, and also takes it from "
+                            f"study {upstream.name!r}; remove the override")
+        wanted = {**{label: cell.labels[label] for label in chain.match}, **chain.labels}
+        found = [other for other in upstream.cells if all(other.labels.get(k) == v for k, v in wanted.items())]
+        described = (", ".join(f"{label}={value}" for label, value in wanted.items())
+                     or "any labels (match and labels are empty)")
+        if not found:
+            raise UserError(f"{where}: no cell of study {upstream.name!r} has {described} (for cell {cell.id!r})")
+        if len(found) > 1:
+            raise UserError(f"{where}: {len(found)} cells of study {upstream.name!r} have {described} (for cell "
+                            f"{cell.id!r}: {', '.join(other.id for other in found[:3])}); add the labels that tell "
+                            "them apart to match or labels")
+        linked.append(replace(cell, upstream=Upstream(found[0], chain.checkpoint, chain.key)))
+    study.cells = linked
 
 
 # --------------------------------------------------------------------------- small checks
