@@ -1,4 +1,4 @@
-"""`validate` of fresh models (no checkpoint): the SCIENCE.md §1 predictions, end to end.
+"""`validate` of fresh models (no checkpoint): the docs/science.md §1 predictions, end to end.
 
 Pre-norm, residual branches at zero, rotary positions, no segments, CLM, hidden 768, sigma 0.02.
 """

@@ -2,7 +2,7 @@
 
 With near-identity residual branches and a final norm, a fresh model maps input token i to
 x = norm(w_i + p_t + s) and scores token j with z_j = x . w_j (tied) or x . v_j (untied).
-Two numbers describe the logits (see SCIENCE.md §1):
+Two numbers describe the logits (see docs/science.md §1):
 
 - ``self_logit`` a: the expected score of the input token itself, |w_i|^2 / rms for a tied head
   (d sigma when nothing else is added); ~0 when the head decorrelates (untied, orth, shuffle).

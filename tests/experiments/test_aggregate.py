@@ -118,3 +118,44 @@ def test_embedding_dim_table_gives_exact_means_stds_and_points_per_million(glue_
     assert small["total params (M)"] == pytest.approx(10.0) and small["embedding share (%)"] == pytest.approx(20.0)
     assert small["pts per M params"] is None
     assert large["pts per M params"] == pytest.approx((83.5 - 79.5) / 2.0)
+
+
+def test_confidence_interval_uses_students_t():
+    from tiedemb.experiments.aggregate import Interval, t_quantile_975
+
+    assert t_quantile_975(2) == pytest.approx(4.303, abs=1e-3)  # three seeds
+    assert t_quantile_975(40) == pytest.approx(2.021, abs=1e-3)  # the expansion past the table
+    assert t_quantile_975(1000) == pytest.approx(1.962, abs=1e-3)
+    stat = summarise([70.0, 72.0, 74.0])  # mean 72, sample std 2
+    assert stat.ci95 == pytest.approx(4.303 * 2 / math.sqrt(3), rel=1e-4)
+    assert Interval(stat).format(2) == f"[{72 - stat.ci95:.2f}, {72 + stat.ci95:.2f}]"
+    assert summarise([1.0]).ci95 is None and Interval(summarise([1.0])).format() == "–"
+
+
+def test_routes_stand_side_by_side_with_final_beside_best(tmp_path):
+    """Two routes to the same widths give one row per (route, d_e); the final dev evaluation is
+    reported beside the best one, and the interval beside the mean."""
+    curves = {"0": {1: 0.70, 2: 0.80, 3: 0.76}, "1": {1: 0.72, 2: 0.78, 3: 0.78}}
+    for route, shift in (("pretrained", 0.0), ("svd", -0.05)):
+        for seed, curve in curves.items():
+            accuracy = {step: value + shift for step, value in curve.items()}
+            make_cell(tmp_path, route, {"d_e": "64", "seed": seed},
+                      glue_metrics(accuracy, dict(accuracy), 1.0, 1e6, 1e5),
+                      hparams={"task": "mrpc", "num_labels": 2, "embedding_dim": 64})
+    table = embedding_dim_table(find_runs(tmp_path))
+    assert table.columns[0] == "route" and [row["route"] for row in table.rows] == ["pretrained", "svd"]
+    pretrained, svd = table.rows
+    assert pretrained["MRPC acc"].mean == pytest.approx(100 * (0.80 + 0.78) / 2)  # best of each run
+    assert pretrained["MRPC acc final"].mean == pytest.approx(100 * (0.76 + 0.78) / 2)  # last evaluation
+    assert svd["MRPC acc"].mean == pytest.approx(pretrained["MRPC acc"].mean - 5.0)
+    assert pretrained["MRPC acc 95% CI"].stat is pretrained["MRPC acc"]
+
+
+def test_epochs_to_converge_on_a_hand_made_dev_curve():
+    from tiedemb.modules.glue_metrics import epochs_to_converge
+
+    # best 0.84 at epoch 3.0; 99% of it is 0.8316, first reached at 2.25 (0.835), not at the best
+    curve = [(0.25, 0.68), (0.5, 0.70), (1.0, 0.79), (2.0, 0.83), (2.25, 0.835), (3.0, 0.84), (4.0, 0.82)]
+    assert epochs_to_converge(curve) == 2.25
+    assert epochs_to_converge([(1.0, 0.5), (2.0, 0.6)]) == 2.0  # still rising: the last evaluation
+    assert epochs_to_converge([]) is None

@@ -84,3 +84,52 @@ def test_analysis_of_a_checkpoint_file_from_the_command_line(tmp_path, capsys):
     torch.save({"state_dict": {"other": torch.zeros(2)}}, tmp_path / "bad.ckpt")
     assert main([str(tmp_path / "bad.ckpt")]) == 2
     assert "no token embedding" in capsys.readouterr().err
+
+
+def test_frequency_matched_pairs_draw_tokens_of_the_same_frequency_rank():
+    from tiedemb.experiments.analysis import frequency_matched_pairs
+
+    n = 1000
+    counts = torch.arange(n, 0, -1)  # id i has rank i: id 0 is the most frequent
+    excluded = torch.zeros(n, dtype=torch.bool)
+    excluded[:3] = True  # special tokens: never drawn, and ranks start after them
+    pairs = torch.tensor([[10, 900], [500, 501]])
+    matched = frequency_matched_pairs(pairs, counts, excluded, per_pair=200, window=0.02)
+    first, second = matched[:, 0], matched[:, 1]
+    assert not torch.isin(matched, torch.tensor([0, 1, 2])).any()
+    assert (first[:190] - 10).abs().max() <= 12 and (second[:190] - 900).abs().max() <= 12
+    assert (first[-150:] - 500).abs().max() <= 12 and (second[-150:] - 501).abs().max() <= 12
+    assert (first != second).all()
+
+
+def test_frequency_matched_baseline_separates_meaning_from_frequency():
+    """Frequent tokens share a direction: uniform random pairs (mostly rare) look unlike each other,
+    so against them even an unrelated pair of frequent words looks like synonyms; against pairs of
+    matched frequency it does not."""
+    from tiedemb.experiments.analysis import frequency_matched_pairs, mean_cosine
+
+    generator = torch.Generator().manual_seed(0)
+    n, width = 2000, 32
+    matrix = torch.randn(n, width, generator=generator, dtype=torch.float64)
+    common = torch.randn(width, generator=generator, dtype=torch.float64)
+    matrix[:100] += 3 * common  # the 100 most frequent ids crowd along one direction
+    counts = torch.arange(n, 0, -1)
+    unrelated_frequent = torch.tensor([[5, 60], [7, 80], [20, 90]])
+    uniform = mean_cosine(matrix, torch.randint(n, (4000, 2), generator=generator))
+    matched = mean_cosine(matrix, frequency_matched_pairs(unrelated_frequent, counts, torch.zeros(n, dtype=torch.bool)))
+    pair_cosine = mean_cosine(matrix, unrelated_frequent)
+    assert pair_cosine - uniform > 0.5  # the uniform baseline calls them near-synonyms
+    assert abs(pair_cosine - matched) < 0.15  # the matched one does not
+
+
+def test_effective_rank_as_the_encoder_sees_the_table():
+    from tiedemb.experiments.analysis import encoder_input
+
+    table = with_spectrum([1.0] * 6 + [0.0] * 2, rows=50)  # rank 6 in 8 dimensions
+    projection = torch.randn(32, 8, dtype=torch.float64)
+    rows = encoder_input(table, projection, None, None)
+    assert effective_rank(rows) <= 6.0 + 1e-6  # a projection cannot add directions
+    assert torch.allclose(rows, table @ projection.T)
+    normed = encoder_input(table, projection, torch.ones(32), torch.zeros(32))
+    assert torch.allclose(normed.mean(dim=-1), torch.zeros(50, dtype=torch.float64), atol=1e-9)
+    assert torch.allclose(normed.pow(2).mean(dim=-1), torch.ones(50, dtype=torch.float64), atol=1e-6)

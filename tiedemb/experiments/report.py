@@ -128,24 +128,32 @@ def analysis_table(runs: list[Run], analyses: dict[str, EmbeddingAnalysis]) -> T
     chosen = [run for run in runs if run.id in analyses]
     groups = group_runs(chosen)
     labels = label_columns(groups)
-    columns = ["study", *labels, "runs", "effective rank", "effective rank / d_e", "isotropy",
-               "random-pair cosine", "near-synonym cosine", "synonym pairs"]
+    columns = ["study", *labels, "runs", "effective rank", "effective rank / d_e", "encoder-input effective rank",
+               "isotropy", "random-pair cosine", "frequency-matched cosine", "near-synonym cosine", "synonym gap",
+               "synonym pairs"]
     rows = []
     for (study, key), members in groups.items():
         results = [analyses[run.id] for run in members]
         rows.append({"study": study, **dict(key), "runs": len(members),
                      "effective rank": summarise(r.effective_rank for r in results),
                      "effective rank / d_e": summarise(r.effective_rank_share for r in results),
+                     "encoder-input effective rank": summarise(r.encoder_input_effective_rank for r in results),
                      "isotropy": summarise(r.isotropy for r in results),
                      "random-pair cosine": summarise(r.random_pair_cosine for r in results),
+                     "frequency-matched cosine": summarise(r.matched_random_cosine for r in results),
                      "near-synonym cosine": summarise(r.synonym_cosine for r in results),
+                     "synonym gap": summarise(r.synonym_gap for r in results),
                      "synonym pairs": max(r.synonym_pairs for r in results) or None})
     rows.sort(key=lambda row: [row["study"], *(sort_value(str(row.get(label, ""))) for label in labels)])
     notes = ["on each run's last checkpoint; mean ± sample std over seeds",
-             "effective rank: exp of the entropy of the normalised singular values of the token embedding",
+             "effective rank: exp of the entropy of the normalised singular values of the token embedding; "
+             "encoder-input effective rank: the same of the table as the encoder receives it, norm(E P^T)",
              "isotropy: min/max over the eigenvectors c of E^T E of Z(c) = sum_i exp(c . w_i) (1 = isotropic)",
              "near-synonym cosine: mean over word pairs (good/great, big/large, ...) that are single tokens of the "
-             "run's tokenizer; – where the run has no word tokenizer (the embedded corpus)"]
+             "run's tokenizer; – where the run has no word tokenizer (the embedded corpus)",
+             "frequency-matched cosine: random pairs whose tokens have the frequency ranks (in the run's training "
+             "text) of each synonym pair's words; synonym gap: near-synonym cosine minus it (minus the uniform "
+             "random-pair cosine where no training text is known)"]
     return Table(name="embedding_analysis", title="Embedding analyses", columns=columns, rows=rows, notes=notes,
                  digits={"runs": 0, "effective rank": 1, "synonym pairs": 0})
 
@@ -155,7 +163,8 @@ def _analysis_columns(analyses: dict[str, EmbeddingAnalysis]) -> Callable[[list[
         results = [analyses[run.id] for run in members if run.id in analyses]
         return {"effective rank": summarise(r.effective_rank for r in results),
                 "near-synonym cosine": summarise(r.synonym_cosine for r in results),
-                "random-pair cosine": summarise(r.random_pair_cosine for r in results)}
+                "random-pair cosine": summarise(r.random_pair_cosine for r in results),
+                "synonym gap": summarise(r.synonym_gap for r in results)}
     return columns
 
 
