@@ -66,3 +66,37 @@ def test_a_second_backward_is_refused_with_the_way_out():
     loss.backward(retain_graph=True)
     with pytest.raises(RuntimeError, match="return_logits=True"):
         loss.backward()
+
+
+@pytest.mark.parametrize("bias", [True, False])
+@pytest.mark.parametrize("slice_rows", [7, 1 << 20])
+def test_sliced_loss_under_bf16_autocast_matches_full_logits(monkeypatch, bias, slice_rows):
+    """Under CPU bf16 autocast the sliced loss no longer falls back to full logits, and equals
+    the full-logits loss (bf16 product, float32 cross-entropy) within bf16 rounding; so do the
+    gradients, which come back in the inputs' dtypes."""
+    x, weight, b, targets = _inputs(rows=64, width=32, vocab=300, bias=bias)
+    built = []
+    original_linear = F.linear
+    monkeypatch.setattr(loss_module.F, "linear", lambda *a, **k: built.append(1) or original_linear(*a, **k))
+    monkeypatch.setattr(loss_module, "SLICE_ELEMENTS", slice_rows * 300)
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        sliced = linear_cross_entropy(x, weight, b, targets)
+    assert not built  # no full logits
+    sliced_grads = _grads(sliced, (x, weight, b))
+    monkeypatch.setattr(loss_module.F, "linear", original_linear)
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        logits = F.linear(x, weight, b)
+    reference = F.cross_entropy(logits.float(), targets, ignore_index=-100)
+    reference_grads = _grads(reference, (x, weight, b))
+    exact = F.cross_entropy(F.linear(x, weight, b), targets, ignore_index=-100)  # float32 throughout
+    exact_grads = _grads(exact, (x, weight, b))
+    assert sliced.dtype == torch.float32
+    assert sliced.item() == pytest.approx(reference.item(), rel=2e-3)
+    assert sliced.item() == pytest.approx(exact.item(), rel=2e-3)
+    inputs = [t for t in (x, weight, b) if t is not None]
+    for ours, theirs, truth, original in zip(sliced_grads, reference_grads, exact_grads, inputs):
+        assert ours.dtype == original.dtype
+        scale = truth.abs().max().item()
+        ours_error, theirs_error = ((g - truth).abs().max().item() / scale for g in (ours, theirs))
+        assert ours_error <= 2e-2  # bf16 keeps about 3 significant digits
+        assert ours_error <= 1.25 * theirs_error + 1e-3  # no worse than building the bf16 logits

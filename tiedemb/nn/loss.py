@@ -8,6 +8,11 @@ large come as fresh pages from the operating system every step. Here a slice of 
 is projected and turned into its share of the loss and straight into the gradients for x, W and
 b, in two buffers reused by every slice; the backward only scales what the forward computed. The
 arithmetic is the same (float32 throughout) up to the order of summation.
+
+Under autocast (bf16 or fp16 mixed precision) the products run in the autocast dtype, as a plain
+``F.linear`` would, while each slice's log-sum-exp, the loss and the weight gradient accumulate in
+float32: the memory saving is kept where it matters most (a CLM batch's full logits), and the
+result equals the full-logits loss within the low-precision dtype's rounding.
 """
 
 from __future__ import annotations
@@ -27,24 +32,31 @@ SLICE_ELEMENTS = 1 << 24
 def linear_cross_entropy(x: Tensor, weight: Tensor, bias: Tensor | None, targets: Tensor) -> Tensor:
     """Mean cross-entropy of ``x @ weight.T + bias`` against ``targets`` (-100: no target).
 
-    x: (rows, width); weight: (vocab, width); targets: (rows,). Sliced for float32 without
-    autocast; under autocast or in other dtypes the logits are built as usual (the autocast rules
-    for each product are then the ones a plain ``F.linear`` gets).
+    x: (rows, width); weight: (vocab, width); targets: (rows,). Sliced for float32 parameters,
+    with the products in the autocast dtype under autocast; other parameter dtypes (a model cast
+    to bf16 as a whole) build the logits as usual.
     """
-    if x.dtype != torch.float32 or weight.dtype != torch.float32 or torch.is_autocast_enabled(x.device.type):
+    device = x.device.type
+    autocast = torch.is_autocast_enabled(device)
+    if weight.dtype != torch.float32 or (x.dtype != torch.float32 and not autocast):
         logits = F.linear(x, weight, bias)
         return F.cross_entropy(logits.float(), targets, ignore_index=IGNORE_INDEX)
+    compute_dtype = torch.get_autocast_dtype(device) if autocast else torch.float32
     rows = max(1, SLICE_ELEMENTS // weight.shape[0])
     needs_grad = torch.is_grad_enabled() and any(
         t is not None and t.requires_grad for t in (x, weight, bias)
     )
-    return _SlicedLinearCrossEntropy.apply(x, weight, bias, targets, rows, needs_grad)
+    # The function manages its own dtypes: autocast must not recast inside it.
+    with torch.autocast(device, enabled=False):
+        return _SlicedLinearCrossEntropy.apply(x, weight, bias, targets, rows, needs_grad, compute_dtype)
 
 
 class _SlicedLinearCrossEntropy(torch.autograd.Function):
     @staticmethod
     def forward(ctx, x: Tensor, weight: Tensor, bias: Tensor | None, targets: Tensor, rows: int,
-                needs_grad: bool) -> Tensor:
+                needs_grad: bool, compute_dtype: torch.dtype = torch.float32) -> Tensor:
+        if compute_dtype != torch.float32:
+            return _mixed_forward(ctx, x, weight, bias, targets, rows, needs_grad, compute_dtype)
         total_rows, vocab = x.shape[0], weight.shape[0]
         valid = targets != IGNORE_INDEX
         # Each row's weight in the mean; ignored rows weigh 0, which also zeroes their gradients.
@@ -108,5 +120,55 @@ class _SlicedLinearCrossEntropy(torch.autograd.Function):
         # Scaled in place: they are handed over, not kept. ``loss.backward()`` passes exactly 1,
         # which on a CPU (where reading it costs no device synchronisation) skips a pass over them.
         if not (grad_loss.device.type == "cpu" and grad_loss.item() == 1.0):
-            grads = tuple(None if g is None else g.mul_(grad_loss) for g in grads)
-        return (*grads, None, None, None)
+            grads = tuple(None if g is None else g.mul_(grad_loss.to(g.dtype)) for g in grads)
+        return (*grads, None, None, None, None)
+
+
+def _mixed_forward(ctx, x: Tensor, weight: Tensor, bias: Tensor | None, targets: Tensor, rows: int,
+                   needs_grad: bool, compute_dtype: torch.dtype) -> Tensor:
+    """The sliced loss with products in ``compute_dtype`` and float32 softmax and accumulation.
+
+    Each slice's logits come out of a low-precision product and are widened to float32 for the
+    log-softmax (the log-sum-exp of 30k terms would lose the loss's digits in bf16); the softmax
+    gradient is narrowed again for the two gradient products, whose results accumulate in float32
+    (the weight gradient sums over every slice). Gradients come back in their inputs' dtypes.
+    """
+    total_rows, vocab = x.shape[0], weight.shape[0]
+    valid = targets != IGNORE_INDEX
+    row_weight = valid.float() / valid.sum().clamp(min=1)
+    safe_targets = targets.masked_fill(~valid, 0)
+    needs_x, needs_weight, needs_bias = (needs_grad and ctx.needs_input_grad[i] for i in range(3))
+    low_x, low_weight = x.to(compute_dtype), weight.to(compute_dtype)
+    grad_x = torch.empty(x.shape, dtype=torch.float32, device=x.device) if needs_x else None
+    grad_weight = torch.zeros(weight.shape, dtype=torch.float32, device=x.device) if needs_weight else None
+    grad_bias = torch.zeros(vocab, dtype=torch.float32, device=x.device) if needs_bias and bias is not None else None
+    loss = torch.zeros((), dtype=torch.float32, device=x.device)
+    slices = -(-total_rows // rows)
+    rows = -(-total_rows // slices)
+    logits_buffer = torch.empty(rows, vocab, dtype=torch.float32, device=x.device)
+    for start in range(0, total_rows, rows):
+        stop = min(start + rows, total_rows)
+        count = stop - start
+        chunk, chunk_targets, chunk_weight = low_x[start:stop], safe_targets[start:stop], row_weight[start:stop]
+        logits = logits_buffer[:count]
+        logits.copy_(torch.mm(chunk, low_weight.t()))  # (count, vocab) in float32
+        if bias is not None:
+            logits += bias.float()
+        log_probs = torch.log_softmax(logits, dim=1)
+        loss -= log_probs.gather(1, chunk_targets[:, None]).squeeze(1).dot(chunk_weight)
+        if not (needs_x or needs_weight or needs_bias):
+            continue
+        grad_logits = log_probs.exp_()
+        grad_logits[torch.arange(count, device=x.device), chunk_targets] -= 1.0
+        grad_logits *= chunk_weight[:, None]
+        if grad_bias is not None:
+            grad_bias += grad_logits.sum(dim=0)
+        low_grad = grad_logits.to(compute_dtype)
+        if needs_x:
+            grad_x[start:stop] = torch.mm(low_grad, low_weight).float()
+        if needs_weight:
+            grad_weight += torch.mm(low_grad.t(), chunk).float()
+    ctx.grads = (None if grad_x is None else grad_x.to(x.dtype),
+                 None if grad_weight is None else grad_weight.to(weight.dtype),
+                 None if grad_bias is None else grad_bias.to(bias.dtype))
+    return loss
