@@ -44,21 +44,25 @@ def _mean_curve(runs: list[Run], metric: str) -> tuple[list[int], list[float], l
 
 
 def loss_curves(runs: Iterable[Run], path: Path) -> Path | None:
-    """Validation loss against step per variant (mean ± std over seeds), one panel per d_e.
+    """Validation loss against step per variant (mean ± std over seeds), one column per study and d_e.
 
-    Each curve starts at the measured initial loss (step 0, a circle); the predicted initial loss
-    is a cross at step 0 and ln n a dashed line: how far above the uniform model each variant starts.
+    Top row: each curve starts at the measured initial loss (step 0, a circle); the predicted
+    initial loss is a cross at step 0 and ln n a dashed line: how far above the uniform model each
+    variant starts. Bottom row: the same curves from the first evaluation on, where the variants'
+    differences in training are visible at their own scale.
     """
     chosen = [run for run in pretraining_runs(runs) if run.metrics.get("val/loss")]
     if not chosen:
         return None
-    panels: dict[str, list[Run]] = {}
+    panels: dict[tuple[str, str], list[Run]] = {}
     for run in chosen:
-        panels.setdefault(run.labels.get("d_e", ""), []).append(run)
-    keys = sorted(panels, key=lambda value: (len(value), value))
-    figure, axes = plt.subplots(1, len(keys), figsize=(6.4 * len(keys), 4.6), squeeze=False, sharey=True)
+        panels.setdefault((run.study, run.labels.get("d_e", "")), []).append(run)
+    keys = sorted(panels, key=lambda key: (key[0], len(key[1]), key[1]))
+    several_studies = len({study for study, _ in keys}) > 1
+    figure, axes = plt.subplots(2, len(keys), figsize=(6.4 * len(keys), 9.0), squeeze=False, sharey="row")
     colours = plt.rcParams["axes.prop_cycle"].by_key()["color"]
-    for axis, key in zip(axes[0], keys):
+    for column, key in enumerate(keys):
+        axis, zoomed = axes[0][column], axes[1][column]
         groups = group_runs(panels[key])
         for number, ((study, labels), members) in enumerate(groups.items()):
             colour = colours[number % len(colours)]
@@ -73,21 +77,31 @@ def loss_curves(runs: Iterable[Run], path: Path) -> Path | None:
             axis.plot(steps, means, color=colour, label=f"{name} (n={len(members)})")
             axis.fill_between(steps, [m - s for m, s in zip(means, stds)], [m + s for m, s in zip(means, stds)],
                               color=colour, alpha=0.2, linewidth=0)
+            start = 1 if initial else 0
+            zoomed.plot(steps[start:], means[start:], color=colour, label=name)
+            zoomed.fill_between(steps[start:], [m - s for m, s in zip(means[start:], stds[start:])],
+                                [m + s for m, s in zip(means[start:], stds[start:])], color=colour, alpha=0.2,
+                                linewidth=0)
             if initial:
                 axis.plot([0], [statistics.fmean(initial)], "o", color=colour)
             predicted = [run.first("init/loss_pred") for run in members if run.first("init/loss_pred") is not None]
             if predicted:
                 axis.plot([0], [statistics.fmean(predicted)], "x", color=colour, markersize=10, markeredgewidth=2)
         log_n = [run.first("init/log_n") for run in panels[key] if run.first("init/log_n") is not None]
+        study, d_e = key
         if log_n:
             axis.axhline(statistics.fmean(log_n), color="grey", linestyle="--", linewidth=1, label="ln n (uniform)")
         axis.plot([], [], "x", color="black", label="predicted initial loss")
         axis.plot([], [], "o", color="black", label="measured initial loss")
-        axis.set_title(f"d_e = {key}" if key else "validation loss")
-        axis.set_xlabel("step")
-        axis.grid(alpha=0.3)
+        title = ", ".join(part for part in ((study if several_studies else ""), (f"d_e = {d_e}" if d_e else "")) if part)
+        axis.set_title(title or "validation loss")
+        zoomed.set_title(f"{title}: from the first evaluation" if title else "from the first evaluation")
+        for each in (axis, zoomed):
+            each.set_xlabel("step")
+            each.grid(alpha=0.3)
         axis.legend(fontsize=8)
     axes[0][0].set_ylabel("validation loss (nats/token)")
+    axes[1][0].set_ylabel("validation loss (nats/token)")
     return _save(figure, path)
 
 
