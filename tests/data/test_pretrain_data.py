@@ -4,13 +4,20 @@ from __future__ import annotations
 
 import csv
 import math
+import os
+import random
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 import torch
+import yaml
 
 from tiedemb.cli import main
 from tiedemb.data import PretrainData
+from tiedemb.data.pretrain import DEFAULT_SYNTHETIC_VOCAB
+from tiedemb.experiments.wandb_offline import read_wandb_run
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -47,3 +54,60 @@ def test_trained_tokenizer_of_8000_runs_through_fit(tmp_path, shared_data):
     assert logged and logged[0] == pytest.approx(math.log(8000))
     measured = [float(row["init/loss"]) for row in rows if row.get("init/loss")]
     assert measured, "init/loss was not logged"
+
+
+def write_small_text(path: Path, documents: int = 200) -> Path:
+    """Seeded sentences over a dozen words: too few distinct pieces for a 600-token tokenizer."""
+    rng = random.Random(0)
+    words = "the cat dog sat ran on a mat big red small house".split()
+    lines = [" ".join(rng.choices(words, k=rng.randint(6, 20))) + " ." for _ in range(documents)]
+    path.write_text("\n\n".join(lines) + "\n", encoding="utf-8")
+    return path
+
+
+@pytest.mark.parametrize("source", ["local_text_bert_tokenizer", "embedded_corpus_vocab_null", "trained_tokenizer_600"])
+def test_fit_with_default_loggers_logs_one_vocabulary_size(tmp_path, source, request):
+    """The model's vocabulary size comes from the data (a CLI link); the data module used to keep
+    the size as typed (null, or a size a given tokenizer overrides), so with a logger on Lightning
+    refused to merge the two modules' hyperparameters. A real fit, W&B (offline) and CSV loggers on."""
+    configs = ROOT / "configs"
+    args = ["--config", str(configs / "tied.yaml"), "--config", str(configs / "scale" / "tiny.yaml")]
+    expected = None
+    if source == "local_text_bert_tokenizer":
+        shared_data = request.getfixturevalue("shared_data")
+        tokenizer = request.getfixturevalue("bert_tokenizer_dir")
+        # The README's overlay, with its ../shared/data paths made absolute for this folder.
+        args += ["--config", str(configs / "data" / "wikitext2_local.yaml"),
+                 f"--data.train_files=[{shared_data / 'text' / 'wikitext-2-valid.txt'}]", f"--data.tokenizer={tokenizer}"]
+    elif source == "embedded_corpus_vocab_null":
+        args += ["--data.vocab_size=null"]
+        expected = DEFAULT_SYNTHETIC_VOCAB  # the corpus's own default decides
+    else:
+        text = write_small_text(tmp_path / "small.txt")
+        args += [f"--data.train_files=[{text}]", "--data.tokenizer=null", "--data.vocab_size=600"]
+    # The loggers write under ./runs: run from tmp_path. WANDB_MODE pins offline even where
+    # credentials exist (the CLI picks offline by itself only when there are none).
+    result = subprocess.run(
+        [sys.executable, str(ROOT / "main.py"), "fit", *args, "--trainer.max_steps=2", "--trainer.limit_val_batches=1",
+         "--trainer.enable_progress_bar=false", f"--trainer.default_root_dir={tmp_path / 'runs'}"],
+        capture_output=True, text=True, cwd=tmp_path, env={**os.environ, "WANDB_MODE": "offline"},
+        stdin=subprocess.DEVNULL, timeout=300,
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+
+    (checkpoint_path,) = (tmp_path / "runs").rglob("last.ckpt")
+    checkpoint = torch.load(checkpoint_path, map_location="cpu", weights_only=True)
+    model_vocab = checkpoint["state_dict"]["model.embedding.token.weight"].shape[0]  # what the model was built with
+    assert checkpoint["hyper_parameters"]["vocab_size"] == model_vocab
+    assert checkpoint["datamodule_hyper_parameters"]["vocab_size"] == model_vocab
+    if expected is not None:
+        assert model_vocab == expected
+    if source == "trained_tokenizer_600":
+        # The text is too small for 600 tokens: the trained tokenizer (and so the model) is smaller
+        # than the size typed, the case where typed and resolved sizes differ.
+        assert model_vocab < 600
+
+    (hparams_file,) = (tmp_path / "runs").rglob("hparams.yaml")  # the CSV logger's record
+    assert yaml.safe_load(hparams_file.read_text())["vocab_size"] == model_vocab
+    (wandb_log,) = (tmp_path / "runs" / "wandb").glob("offline-run-*/run-*.wandb")  # the W&B run's record
+    assert read_wandb_run(wandb_log).config["vocab_size"] == model_vocab
