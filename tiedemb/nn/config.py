@@ -2,16 +2,22 @@
 
 Every field has the name a YAML file uses (``model.hidden_size`` ...), so a checkpoint's
 hyperparameters rebuild the model and a sweep can vary any field by name.
+
+This module is a leaf: it imports no other part of the model. It knows every name a field may
+take (heads, norms, activations, shuffles ...) and refuses the rest, so the modules that build
+the parts look names up in their own tables without validating them again.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import math
 from dataclasses import dataclass
 
 from tiedemb.errors import UserError, check_choice
-from tiedemb.theory import readout_width, resolve_scale
 
+#: The output heads, in the order messages list them; ``tiedemb.nn.heads.HEADS`` builds each.
+HEAD_NAMES = ("untied", "tied", "tied_scaled_init", "tied_orth", "tied_shuffle")
 OBJECTIVES = ("mlm", "clm")
 POSITIONS = ("learned", "rope", "none")
 NORMS = ("layernorm", "rmsnorm")
@@ -20,6 +26,40 @@ RESIDUAL_INITS = ("standard", "scaled", "zero", "deepnorm")
 ACTIVATIONS = ("none", "gelu", "relu", "tanh", "silu")
 SHUFFLES = ("half_swap", "channel_shuffle")
 EMBEDDING_PROJECTIONS = ("auto", "always")
+#: Keywords a scale setting may name instead of a number; ``d`` is the width of the vector scaled.
+SCALE_KEYWORDS = ("sqrt_d", "rsqrt_d", "mup:<base_width>")
+
+
+def resolve_scale(value: float | str, width: int, name: str = "scale") -> float:
+    """A multiplier given as a number or a keyword of the width ``d`` it applies to.
+
+    ``sqrt_d``: d^(1/2) (Gemma's input embedding). ``rsqrt_d``: d^(-1/2) (T5's tied readout).
+    ``mup:B``: B/d, muP's readout multiplier 1/width_mult for a model tuned at base width B.
+    Raises ``ValueError`` naming ``name`` for anything else.
+    """
+    if isinstance(value, bool):
+        raise ValueError(f"{name}={value!r} is not a number or one of {', '.join(SCALE_KEYWORDS)}")
+    if isinstance(value, (int, float)):
+        scale = float(value)
+    elif value == "sqrt_d":
+        scale = math.sqrt(width)
+    elif value == "rsqrt_d":
+        scale = 1.0 / math.sqrt(width)
+    elif isinstance(value, str) and value.startswith("mup:") and value[4:].strip().isdigit() and int(value[4:]) > 0:
+        scale = int(value[4:]) / width
+    else:
+        try:
+            scale = float(value)
+        except (TypeError, ValueError):
+            raise ValueError(f"{name}={value!r} is not a number or one of {', '.join(SCALE_KEYWORDS)}") from None
+    if not math.isfinite(scale) or scale <= 0:
+        raise ValueError(f"{name} must be a positive finite multiplier, got {value!r}")
+    return scale
+
+
+def readout_width(head: str, hidden_size: int, embedding_dim: int | None) -> int:
+    """Width of the vector the output matrix multiplies: d_e for tied heads, hidden for untied."""
+    return hidden_size if head == "untied" else (embedding_dim or hidden_size)
 
 
 @dataclass
@@ -56,7 +96,7 @@ class TransformerConfig:
     shuffle: str = "half_swap"
     shuffle_groups: int = 2
     # the wider field's remedies: a number or a keyword of the width d it applies to
-    # (tiedemb.theory.resolve_scale): "sqrt_d", "rsqrt_d", "mup:<base_width>"
+    # (resolve_scale above): "sqrt_d", "rsqrt_d", "mup:<base_width>"
     embedding_scale: float | str = 1.0  # token vectors x this (Gemma: "sqrt_d")
     output_scale: float | str = 1.0  # the vector meeting the output matrix x this (T5: "rsqrt_d"; muP)
     embedding_init_std: float | None = None  # the token table's std when set (T5: 1.0), else init_std
@@ -103,11 +143,20 @@ class TransformerConfig:
         check_choice("model.head_activation", self.head_activation, ACTIVATIONS)
         if self.residual_init == "deepnorm" and self.norm_position != "post":
             raise UserError("model.residual_init=deepnorm is defined for model.norm_position=post")
-        # Imported here: heads import this module for the config type.
-        from tiedemb.nn.heads import HEADS
+        check_choice("model.head", self.head, HEAD_NAMES)
+        if self.head == "tied_shuffle":
+            self._check_shuffle()
 
-        check_choice("model.head", self.head, HEADS)
-        HEADS[self.head].validate(self)
+    def _check_shuffle(self) -> None:
+        """The shuffle head permutes the d_e dimensions in groups that must divide them."""
+        check_choice("model.shuffle", self.shuffle, SHUFFLES)
+        width = self.embedding_dim
+        if self.shuffle == "half_swap" and width % 2:
+            raise UserError(f"model.shuffle=half_swap needs an even model.embedding_dim, got {width}")
+        if self.shuffle == "channel_shuffle" and (self.shuffle_groups < 2 or width % self.shuffle_groups):
+            raise UserError(
+                f"model.shuffle_groups ({self.shuffle_groups}) must be >= 2 and divide model.embedding_dim ({width})"
+            )
 
     @property
     def head_dim(self) -> int:
