@@ -1,4 +1,4 @@
-"""The package imports cleanly: no import cycles."""
+"""The package imports cleanly: no import cycles, and the model code alone stays light."""
 
 from __future__ import annotations
 
@@ -8,6 +8,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 CHECKER = Path(__file__).resolve().parent / "import_cycles.py"
+HEAVY = ("lightning", "datasets", "transformers")
 
 
 def run_python(*args: str, cwd: Path = ROOT) -> subprocess.CompletedProcess:
@@ -41,3 +42,20 @@ def test_the_cycle_check_finds_a_cycle_hidden_in_a_deferred_import(tmp_path):
     result = run_python(str(CHECKER), "deferred", str(tmp_path))
     assert result.returncode == 1
     assert "import cycle in the source: deferred.config <-> deferred.heads" in result.stdout
+
+
+def test_model_code_and_theory_import_without_lightning_datasets_or_transformers():
+    script = (f"import sys\nimport tiedemb.nn, tiedemb.theory\n"
+              f"print(sorted(name for name in {HEAVY!r} if name in sys.modules))")
+    result = run_python("-c", script)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.split()[-1] == "[]"
+
+
+def test_the_package_exports_its_modules_on_first_use():
+    script = ("import sys, tiedemb\nassert 'lightning' not in sys.modules\n"
+              "from tiedemb import PretrainModule, GlueModule\nfrom tiedemb.data import PretrainData\n"
+              "print(PretrainModule.__module__, GlueModule.__module__, PretrainData.__module__)")
+    result = run_python("-c", script)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.split() == ["tiedemb.modules.pretrain", "tiedemb.modules.glue", "tiedemb.data.pretrain"]

@@ -13,7 +13,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 from torchmetrics import MeanMetric, MetricCollection
 
-from tiedemb.data.glue import TASKS, GlueTask
+from tiedemb.data.glue_tasks import TASKS, GlueTask
 from tiedemb.errors import UserError, check_choice
 from tiedemb.modules.glue_metrics import build_metric, epochs_to_converge, metric_names, split_suffix
 from tiedemb.modules.optim import adamw_with_schedule
