@@ -6,8 +6,6 @@ LightningCLI object, so tests drive the real command line with a list of argumen
 
 from __future__ import annotations
 
-import importlib
-import inspect
 import os
 import re
 import sys
@@ -30,9 +28,6 @@ from tiedemb.nn.config import OBJECTIVES
 
 DEBUG_ENV = "TIEDEMB_DEBUG"  # set to 1 to see full tracebacks of user errors
 
-DEFAULT_MODEL = "tiedemb.modules.pretrain.PretrainModule"
-DEFAULT_DATA = "tiedemb.data.pretrain.PretrainData"
-"""What ``model`` and ``data`` are when a config names no class (see ``drop_carried_defaults``)."""
 DEFAULT_LOGGERS = [
     {"class_path": "lightning.pytorch.loggers.WandbLogger", "init_args": {"project": "tiedemb", "save_dir": "runs"}},
     {"class_path": "lightning.pytorch.loggers.CSVLogger", "init_args": {"save_dir": "runs", "name": "csv"}},
@@ -100,6 +95,10 @@ class ConfigSaver(SaveConfigCallback):
             logger.log_hyperparams({"config": json.loads(config)})
 
 
+NO_CLASS = re.compile(r"required: .*\b(model|data)\b|'lightning\.(LightningModule|LightningDataModule)'")
+"""A parse error caused by a command line that names no model or data class."""
+
+
 class ArgumentParser(LightningArgumentParser):
     """Reports a command-line mistake in two lines instead of the whole usage block."""
 
@@ -108,7 +107,11 @@ class ArgumentParser(LightningArgumentParser):
             super().error(message, ex)  # raises (embedded use) or prints jsonargparse's full report
         parser = getattr(ex, "subcommand_parser", None) or self
         command = parser.prog.replace(" [options]", "")
-        sys.stderr.write(f"error: {condense_parse_error(message)}\nhint: run `{command} --help` for the options\n")
+        hint = f"run `{command} --help` for the options"
+        if NO_CLASS.search(message):
+            hint = ("a config names the model and data classes (--config configs/tied.yaml); without one, name "
+                    "them: --model=tiedemb.PretrainModule --data=tiedemb.data.PretrainData")
+        sys.stderr.write(f"error: {condense_parse_error(message)}\nhint: {hint}\n")
         self.exit(2)
 
 
@@ -157,10 +160,11 @@ class TiedembCLI(LightningCLI):
         # lacks the parameter, so pretraining runs are untouched by these two.
         parser.link_arguments("data.num_labels", "model.init_args.num_labels", apply_on="instantiate")
         parser.link_arguments("data.task_spec", "model.init_args.task", compute_fn=_task_name, apply_on="instantiate")
+        # No default model or data class: every config names its class_path. With a default class,
+        # jsonargparse would keep that class's values for the settings another class shares with it
+        # (a GLUE config would inherit pretraining's warmup_steps, eps, hidden_size ...).
         parser.set_defaults(
             {
-                "model": {"class_path": DEFAULT_MODEL},
-                "data": {"class_path": DEFAULT_DATA},
                 "trainer.logger": DEFAULT_LOGGERS,
                 "trainer.callbacks": DEFAULT_CALLBACKS,
                 "trainer.default_root_dir": "runs",
@@ -170,8 +174,6 @@ class TiedembCLI(LightningCLI):
     def before_instantiate_classes(self) -> None:
         config = self.config[self.subcommand] if self.subcommand else self.config
         model, data = config.get("model"), config.get("data")
-        for section, default_class in ((model, DEFAULT_MODEL), (data, DEFAULT_DATA)):
-            drop_carried_defaults(section, default_class)
         # The pretraining data collates for the model's objective (and trains the matching
         # tokenizer kind); copied here because only that pair of classes shares the setting.
         if model and data and "objective" in (model.get("init_args") or {}) and "objective" in (data.get("init_args") or {}):
@@ -282,45 +284,6 @@ class TiedembCLI(LightningCLI):
 
 def _task_name(task_spec: Any) -> str:
     return task_spec.name
-
-
-def drop_carried_defaults(section: Any, default_class: str) -> None:
-    """Give a config-chosen class its own defaults where jsonargparse left the default class's.
-
-    When a config names another class than the CLI's default (``tiedemb.GlueModule`` instead of
-    ``PretrainModule``), jsonargparse keeps the default class's values for every parameter the
-    two share (jsonargparse issue #460), so unset GLUE settings would silently be pretraining
-    ones (``warmup_steps: 100``, ``eps: 1e-6``, ``hidden_size: 768`` ...). A value equal to the
-    default class's default, where the chosen class's default differs, is taken to be such a
-    leftover and replaced by the chosen class's default. The one case this misreads, a value
-    set explicitly to the pretraining default, is the price of not re-parsing the command line.
-    """
-    if not section or not section.get("class_path") or not section.get("init_args"):
-        return
-    chosen, default = _import_class(section["class_path"]), _import_class(default_class)
-    if chosen is default:
-        return
-    old, new = _signature_defaults(default), _signature_defaults(chosen)
-    init_args = section["init_args"]
-    for key in list(init_args.keys()):
-        if key in old and key in new and _same_value(init_args[key], old[key]) and not _same_value(new[key], old[key]):
-            init_args[key] = new[key]
-
-
-def _import_class(path: str) -> type:
-    module, _, name = path.rpartition(".")
-    return getattr(importlib.import_module(module), name)
-
-
-def _signature_defaults(cls: type) -> dict[str, Any]:
-    parameters = inspect.signature(cls.__init__).parameters.values()
-    return {p.name: p.default for p in parameters if p.default is not inspect.Parameter.empty}
-
-
-def _same_value(first: Any, second: Any) -> bool:
-    """Equality that treats tuples and lists alike (YAML gives lists, signatures tuples)."""
-    plain = lambda value: list(value) if isinstance(value, (list, tuple)) else value  # noqa: E731
-    return type(plain(first)) is type(plain(second)) and plain(first) == plain(second)
 
 
 def _use_wandb_offline_without_credentials() -> None:

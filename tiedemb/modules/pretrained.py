@@ -9,6 +9,7 @@ truncated SVD, or drops it to be drawn afresh.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -19,28 +20,9 @@ from torch import Tensor
 
 from tiedemb.errors import UserError
 from tiedemb.nn.bert_weights import bert_to_tiedemb, fields_from_bert_config
-from tiedemb.nn.config import TransformerConfig
+from tiedemb.nn.config import ARCHITECTURE, TransformerConfig
 from tiedemb.nn.factorise import factorise_tables
 
-#: Architecture fields a pretrained source decides, with the value used when there is no source
-#: and the field is unset (BERT-base's, the model the d_e ablation is defined on).
-ARCHITECTURE_DEFAULTS: dict[str, Any] = {
-    "hidden_size": 768,
-    "num_layers": 12,
-    "num_heads": 12,
-    "intermediate_size": 3072,
-    "max_position_embeddings": 512,
-    "position": "learned",
-    "type_vocab_size": 2,
-    "norm": "layernorm",
-    "norm_position": "post",
-    "norm_eps": 1e-12,
-    "activation": "gelu",
-    "residual_init": "standard",
-    "rope_base": 10000.0,
-    "embedding_projection": "auto",
-    "embedding_norm": True,
-}
 TABLES = ("embedding.token.weight", "embedding.position.weight", "embedding.segment.weight")
 PROJECTION = "embedding.projection.weight"
 KEPT_PREFIXES = ("embedding.", "encoder.", "pooler.")
@@ -91,7 +73,7 @@ def _load_checkpoint(path: Path, origin: str) -> PretrainedWeights:
         config = TransformerConfig(**known)
     except (TypeError, UserError) as error:
         raise UserError(f"pretrained {origin!r} does not describe a tiedemb model: {error}") from None
-    fields = {name: getattr(config, name) for name in (*ARCHITECTURE_DEFAULTS, "vocab_size", "embedding_dim")}
+    fields = {name: getattr(config, name) for name in TransformerConfig.field_names_of(ARCHITECTURE)}
     state = {
         key.removeprefix("model."): value.float()
         for key, value in checkpoint["state_dict"].items()
@@ -137,19 +119,27 @@ def _load_bert(name_or_path: str, origin: str) -> PretrainedWeights:
     return PretrainedWeights(origin, "BERT model", fields, {key: value.float() for key, value in mapped.items()})
 
 
+def architecture_defaults() -> dict[str, Any]:
+    """The architecture fields a pretrained source decides, with the value used when there is no
+    source and the field is unset: the config's default (BERT-base's, the model the d_e ablation is
+    defined on). ``vocab_size`` has none; ``embedding_dim`` follows the hidden size."""
+    return {field.name: field.default for field in dataclasses.fields(TransformerConfig)
+            if field.name in TransformerConfig.field_names_of(ARCHITECTURE) and field.name != "embedding_dim"}
+
+
 def resolve_architecture(requested: dict[str, Any], source: PretrainedWeights | None) -> dict[str, Any]:
-    """Concrete architecture values: the user's where set, else the source's, else BERT-base's.
+    """Concrete architecture values: the user's where set, else the source's, else the config's defaults.
 
     A value the user set that disagrees with the source is an error naming both; ``embedding_dim``
     may be narrower than the source's (the SVD narrows the embedding) and is settled in
     ``fit_embedding``.
     """
     resolved: dict[str, Any] = {}
-    for name in ("vocab_size", *ARCHITECTURE_DEFAULTS):
+    for name, default in architecture_defaults().items():
         given = requested.get(name)
         have = source.fields.get(name) if source is not None else None
         if given is None:
-            value = have if have is not None else ARCHITECTURE_DEFAULTS.get(name)
+            value = have if have is not None else (None if default is dataclasses.MISSING else default)
             if value is None:
                 raise UserError(f"model.{name} must be set when model.pretrained is not")
             resolved[name] = value
