@@ -14,19 +14,19 @@ from pathlib import Path
 from typing import Any, NoReturn
 
 import lightning as L
-from lightning.fabric.utilities.exceptions import MisconfigurationException
 from lightning.pytorch.callbacks import ModelCheckpoint
 from lightning.pytorch.cli import LightningArgumentParser, LightningCLI, SaveConfigCallback
 from lightning.pytorch.plugins.io import TorchCheckpointIO
 
 from tiedemb.errors import UserError, check_choice
-from tiedemb.io import AtomicCheckpointIO
-from tiedemb.modules.params import ParameterCounts
-from tiedemb.scale import check_strategy_config
-from tiedemb.resume import RandomState, check_compatible, find_last_checkpoint, fresh_checkpoint_dir, read_checkpoint
 from tiedemb.nn.config import OBJECTIVES
-
-DEBUG_ENV = "TIEDEMB_DEBUG"  # set to 1 to see full tracebacks of user errors
+from tiedemb.training.checkpoint_io import AtomicCheckpointIO
+from tiedemb.training.checkpoints import check_compatible, find_last_checkpoint, fresh_checkpoint_dir, read_checkpoint
+from tiedemb.training.exits import DEBUG_ENV, USER_ERROR_EXIT, report_user_errors
+from tiedemb.training.files import first_free
+from tiedemb.training.parameter_counts import ParameterCounts
+from tiedemb.training.random_state import RandomState
+from tiedemb.training.strategy import check_strategy_config
 
 DEFAULT_LOGGERS = [
     {"class_path": "lightning.pytorch.loggers.WandbLogger", "init_args": {"project": "tiedemb", "save_dir": "runs"}},
@@ -36,7 +36,7 @@ DEFAULT_CALLBACKS = [
     {
         # Lightning's ModelCheckpoint, except that last.ckpt is refreshed at every validation,
         # not only when val/loss improved, so that --ckpt_path=last resumes the newest state.
-        "class_path": "tiedemb.resume.ResumableCheckpoint",
+        "class_path": "tiedemb.training.checkpoints.ResumableCheckpoint",
         "init_args": {
             "monitor": "val/loss",
             "mode": "min",
@@ -79,12 +79,7 @@ class ConfigSaver(SaveConfigCallback):
 
     def setup(self, trainer: L.Trainer, pl_module: L.LightningModule, stage: str) -> None:
         if self.save_to_log_dir and not self.already_saved and trainer.log_dir is not None:
-            stem, suffix = os.path.splitext(self.config_filename)
-            index, name = 1, self.config_filename
-            while os.path.exists(os.path.join(trainer.log_dir, name)):
-                name = f"{stem}-{index}{suffix}"
-                index += 1
-            self.config_filename = name
+            self.config_filename = first_free(trainer.log_dir, self.config_filename).name
         super().setup(trainer, pl_module, stage)
 
     def save_config(self, trainer: L.Trainer, pl_module: L.LightningModule, stage: str) -> None:
@@ -112,7 +107,7 @@ class ArgumentParser(LightningArgumentParser):
             hint = ("a config names the model and data classes (--config configs/tied.yaml); without one, name "
                     "them: --model=tiedemb.PretrainModule --data=tiedemb.data.PretrainData")
         sys.stderr.write(f"error: {condense_parse_error(message)}\nhint: {hint}\n")
-        self.exit(2)
+        self.exit(USER_ERROR_EXIT)
 
 
 def condense_parse_error(message: str) -> str:
@@ -315,26 +310,7 @@ def build_cli(args: list[str] | None = None, run: bool = True) -> TiedembCLI:
 
 def main(args: list[str] | None = None, run: bool = True) -> TiedembCLI | None:
     """Entry point. User mistakes print one message and exit 2; ``TIEDEMB_DEBUG=1`` re-raises."""
-    try:
-        return build_cli(args, run=run)
-    except Exception as error:
-        user_error = find_user_error(error)
-        if user_error is None or os.environ.get(DEBUG_ENV):
-            raise
-        print(f"error: {user_error}", file=sys.stderr)
-        raise SystemExit(2) from None
-
-
-def find_user_error(error: BaseException) -> UserError | MisconfigurationException | None:
-    """The UserError behind ``error``: jsonargparse and Lightning wrap what constructors raise.
-
-    Lightning's ``MisconfigurationException`` (an accelerator that is not there, incompatible
-    trainer flags) is a configuration mistake too, and is reported the same way.
-    """
-    seen: set[int] = set()
-    while error is not None and id(error) not in seen:
-        if isinstance(error, (UserError, MisconfigurationException)):
-            return error
-        seen.add(id(error))
-        error = error.__cause__ or error.__context__
-    return None
+    outcome = report_user_errors(lambda: build_cli(args, run=run))
+    if isinstance(outcome, int):  # the exit status of a user error, already reported
+        raise SystemExit(outcome)
+    return outcome

@@ -11,13 +11,10 @@ batch, so short batches stay short.
 from __future__ import annotations
 
 import os
-import socket
 from functools import partial
 from pathlib import Path
-from urllib.parse import urlsplit
 
 import datasets
-import huggingface_hub
 from lightning import LightningDataModule
 from torch.utils.data import DataLoader
 from transformers import DataCollatorWithPadding, PreTrainedTokenizerBase
@@ -27,11 +24,10 @@ from tiedemb.data.glue_tasks import TASKS, GlueTask
 from tiedemb.data.sampling import ResumableTraining, loader_generator
 from tiedemb.data.tokenizers import load_tokenizer
 from tiedemb.errors import UserError, check_choice
+from tiedemb.training.hub import hub_offline_requested, hub_problem
 
 MIN_MAX_LENGTH = 8
 """Shortest useful ``max_length``: a pair needs ``[CLS] a [SEP] b [SEP]`` and some words."""
-HUB_PROBE_TIMEOUT_S = 3.0
-"""How long to wait for the hub before saying it is unreachable (its own retries take ~25 s)."""
 
 
 class GlueData(ResumableTraining, LightningDataModule):
@@ -251,39 +247,18 @@ class _HubSource(_Source):
 
     def _load(self) -> datasets.DatasetDict:
         if self._splits is None:
-            reason = None if Path(self.name).exists() else _hub_unreachable()  # a local copy needs no hub
+            offline = hub_offline_requested()  # then hub data may only come from the local cache
+            # A local copy needs no hub; without the probe an unreachable hub is reported after ~25 s.
+            reason = None if offline or Path(self.name).exists() else hub_problem()
             try:
                 if reason is not None:
                     raise ConnectionError(reason)
                 self._splits = datasets.load_dataset(self.name, self.task.name)
             except Exception as error:  # offline, unknown name, no cached copy: all fixed the same way
-                cache_hint = "" if _offline() else ", or set HF_HUB_OFFLINE=1 to use a copy in the local cache"
+                cache_hint = "" if offline else ", or set HF_HUB_OFFLINE=1 to use a copy in the local cache"
                 raise UserError(
                     f"could not load GLUE {self.task.name} from the hub dataset {self.name!r} ({error}). "
                     "Pass data_dir (a classic glue_data folder) or data_files (split -> local "
                     f".parquet/.jsonl/.json/.csv/.tsv file) instead{cache_hint}."
                 ) from None
         return self._splits
-
-
-def _offline() -> bool:
-    """Whether HF_HUB_OFFLINE was set, so that hub data may only come from the local cache."""
-    return bool(huggingface_hub.constants.HF_HUB_OFFLINE or datasets.config.HF_HUB_OFFLINE)
-
-
-def _hub_unreachable() -> str | None:
-    """Why the hub cannot be reached, or ``None`` if it may be (or offline mode uses the cache).
-
-    Without this probe an unreachable hub is only reported after about 25 s of retries.
-    """
-    if _offline():
-        return None
-    if any(os.environ.get(name) for name in ("HTTPS_PROXY", "https_proxy", "ALL_PROXY", "all_proxy")):
-        return None  # a direct connection says nothing about the proxied one
-    endpoint = urlsplit(huggingface_hub.constants.ENDPOINT)
-    host, port = endpoint.hostname or "huggingface.co", endpoint.port or (80 if endpoint.scheme == "http" else 443)
-    try:
-        socket.create_connection((host, port), timeout=HUB_PROBE_TIMEOUT_S).close()
-    except OSError as error:
-        return f"{host}:{port} is unreachable: {error}"
-    return None

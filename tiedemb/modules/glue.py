@@ -17,7 +17,6 @@ from tiedemb.data.glue_tasks import TASKS, GlueTask
 from tiedemb.errors import UserError, check_choice
 from tiedemb.modules.glue_metrics import build_metric, epochs_to_converge, metric_names, split_suffix
 from tiedemb.modules.optim import adamw_with_schedule
-from tiedemb.modules.prediction_files import write_tsv
 from tiedemb.modules.pretrained import (
     PretrainedWeights,
     TABLES,
@@ -28,6 +27,7 @@ from tiedemb.modules.pretrained import (
 from tiedemb.nn.classifier import SequenceClassifier
 from tiedemb.modules.settings import save_settings, takes_model_settings
 from tiedemb.nn.config import ARCHITECTURE, TRAINING, TransformerConfig
+from tiedemb.training.files import write_tsv
 
 _RESTORING: ContextVar[bool] = ContextVar("tiedemb_glue_restoring", default=False)
 """Set while ``load_from_checkpoint`` rebuilds a module: its weights come from the checkpoint, so

@@ -17,7 +17,7 @@ from tiedemb.modules.optim import adamw_with_schedule
 from tiedemb.modules.settings import save_settings, takes_model_settings
 from tiedemb.nn import LMOutput, Transformer, TransformerConfig
 from tiedemb.nn.config import ARCHITECTURE, LANGUAGE_MODEL, TRAINING
-from tiedemb.scale import TieGuard, restore_tied_entries, tied_prefixes_of
+from tiedemb.training.ties import TieGuard, restore_tied_entries, tied_prefixes_of
 from tiedemb.theory import predict_for_config
 
 

@@ -18,7 +18,7 @@ from typing import Any
 import torch
 from torch import Tensor
 
-from tiedemb.errors import UserError
+from tiedemb.errors import UserError, first_line
 from tiedemb.nn.bert_weights import bert_to_tiedemb, fields_from_bert_config
 from tiedemb.nn.config import ARCHITECTURE, TransformerConfig
 from tiedemb.nn.factorise import factorise_tables
@@ -89,7 +89,7 @@ def _load_bert(name_or_path: str, origin: str) -> PretrainedWeights:
     from transformers import BertModel
     from transformers.utils import logging as transformers_logging
 
-    from tiedemb.data.tokenizers import first_line, hub_access
+    from tiedemb.training.hub import hub_access
 
     local = Path(name_or_path).is_dir()
     if local:
