@@ -80,7 +80,7 @@ def main(argv: list[str] | None = None) -> int:
 def _main(args: argparse.Namespace, selection: dict[str, str]) -> int:
     from tiedemb.experiments import layout
     from tiedemb.experiments.emit import slurm_script, wandb_sweep_configs
-    from tiedemb.experiments.sweep import apply_settings, cell_args, cell_dir, cell_state, run_sweep, validate_cell
+    from tiedemb.experiments.cells import apply_settings, cell_args, cell_dir, cell_state, run_sweep, validate_cell
     from tiedemb.experiments.sweep_file import load_sweep
     from tiedemb.training.files import atomic_write_text
 

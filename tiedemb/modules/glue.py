@@ -17,17 +17,12 @@ from tiedemb.data.glue_tasks import TASKS, GlueTask
 from tiedemb.errors import UserError, check_choice
 from tiedemb.modules.glue_metrics import build_metric, epochs_to_converge, metric_names, split_suffix
 from tiedemb.modules.optim import adamw_with_schedule
-from tiedemb.modules.pretrained import (
-    PretrainedWeights,
-    TABLES,
-    fit_embedding,
-    load_pretrained,
-    resolve_architecture,
-)
-from tiedemb.nn.classifier import SequenceClassifier
 from tiedemb.modules.settings import save_settings, takes_model_settings
+from tiedemb.nn.classifier import SequenceClassifier
 from tiedemb.nn.config import ARCHITECTURE, TRAINING, TransformerConfig
 from tiedemb.training.files import write_tsv
+from tiedemb.weights.narrow import TABLES, fit_embedding
+from tiedemb.weights.source import PretrainedWeights, load_pretrained, resolve_architecture
 
 _RESTORING: ContextVar[bool] = ContextVar("tiedemb_glue_restoring", default=False)
 """Set while ``load_from_checkpoint`` rebuilds a module: its weights come from the checkpoint, so
@@ -49,7 +44,7 @@ class GlueModule(L.LightningModule):
         reinit_embeddings: draw the token/position/segment tables and the projection afresh
             instead of taking (or SVD-narrowing) the pretrained ones.
         embedding_dim: d_e. Unset: the pretrained width. Narrower than the pretrained embedding:
-            the tables are factorised by truncated SVD (``tiedemb.nn.factorise``).
+            the tables are factorised by truncated SVD (``tiedemb.weights.narrow``).
         pooler: BERT's dense + tanh on [CLS] before the classifier.
         warmup_ratio: warmup as a fraction of all optimiser steps; ``warmup_steps`` overrides it.
         predictions_dir: where ``predict`` and ``test`` write TSV files; default the run folder
