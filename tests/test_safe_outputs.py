@@ -19,7 +19,8 @@ import torch
 from reliability_helpers import FirstStep
 from tiedemb import PretrainModule
 from tiedemb.cli import main
-from tiedemb.io import PARTIAL_SUFFIX, AtomicCheckpointIO, atomic_write, atomic_write_text
+from tiedemb.training.checkpoint_io import AtomicCheckpointIO
+from tiedemb.training.files import PARTIAL_SUFFIX, atomic_write, atomic_write_text
 
 ROOT = Path(__file__).resolve().parents[1]
 CONFIGS = ROOT / "configs"

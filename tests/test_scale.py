@@ -30,7 +30,9 @@ from tiedemb.data import PretrainData
 from tiedemb.errors import UserError
 from tiedemb.nn import Transformer, TransformerConfig
 from tiedemb.nn.encoder import Block
-from tiedemb.scale import TieBroken, check_strategy_config, check_ties, consolidate_checkpoint, strategy_kind
+from tiedemb.training.consolidate import consolidate_checkpoint
+from tiedemb.training.strategy import check_strategy_config, strategy_kind
+from tiedemb.training.ties import TieBroken, check_ties
 
 ROOT = Path(__file__).resolve().parents[1]
 CONFIGS = ROOT / "configs"

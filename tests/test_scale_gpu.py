@@ -17,7 +17,7 @@ import pytest
 import torch
 
 from tiedemb import PretrainModule
-from tiedemb.scale import consolidate_checkpoint
+from tiedemb.training.consolidate import consolidate_checkpoint
 
 ROOT = Path(__file__).resolve().parents[1]
 CONFIGS = ROOT / "configs"

@@ -18,8 +18,9 @@ from pathlib import Path
 import pytest
 import torch
 
-from tiedemb.cli import find_user_error, main
+from tiedemb.cli import main
 from tiedemb.errors import UserError
+from tiedemb.training.exits import find_user_error
 
 ROOT = Path(__file__).resolve().parents[1]
 CONFIGS = ROOT / "configs"

@@ -6,8 +6,6 @@ LightningCLI object, so tests drive the real command line with a list of argumen
 
 from __future__ import annotations
 
-import importlib
-import inspect
 import os
 import re
 import sys
@@ -16,23 +14,20 @@ from pathlib import Path
 from typing import Any, NoReturn
 
 import lightning as L
-from lightning.fabric.utilities.exceptions import MisconfigurationException
 from lightning.pytorch.callbacks import ModelCheckpoint
 from lightning.pytorch.cli import LightningArgumentParser, LightningCLI, SaveConfigCallback
 from lightning.pytorch.plugins.io import TorchCheckpointIO
 
 from tiedemb.errors import UserError, check_choice
-from tiedemb.io import AtomicCheckpointIO
-from tiedemb.modules.params import ParameterCounts
-from tiedemb.scale import check_strategy_config
-from tiedemb.resume import RandomState, check_compatible, find_last_checkpoint, fresh_checkpoint_dir, read_checkpoint
 from tiedemb.nn.config import OBJECTIVES
+from tiedemb.training.checkpoint_io import AtomicCheckpointIO
+from tiedemb.training.checkpoints import check_compatible, find_last_checkpoint, fresh_checkpoint_dir, read_checkpoint
+from tiedemb.training.exits import DEBUG_ENV, USER_ERROR_EXIT, report_user_errors
+from tiedemb.training.files import first_free
+from tiedemb.training.parameter_counts import ParameterCounts
+from tiedemb.training.random_state import RandomState
+from tiedemb.training.strategy import check_strategy_config
 
-DEBUG_ENV = "TIEDEMB_DEBUG"  # set to 1 to see full tracebacks of user errors
-
-DEFAULT_MODEL = "tiedemb.modules.pretrain.PretrainModule"
-DEFAULT_DATA = "tiedemb.data.pretrain.PretrainData"
-"""What ``model`` and ``data`` are when a config names no class (see ``drop_carried_defaults``)."""
 DEFAULT_LOGGERS = [
     {"class_path": "lightning.pytorch.loggers.WandbLogger", "init_args": {"project": "tiedemb", "save_dir": "runs"}},
     {"class_path": "lightning.pytorch.loggers.CSVLogger", "init_args": {"save_dir": "runs", "name": "csv"}},
@@ -41,7 +36,7 @@ DEFAULT_CALLBACKS = [
     {
         # Lightning's ModelCheckpoint, except that last.ckpt is refreshed at every validation,
         # not only when val/loss improved, so that --ckpt_path=last resumes the newest state.
-        "class_path": "tiedemb.resume.ResumableCheckpoint",
+        "class_path": "tiedemb.training.checkpoints.ResumableCheckpoint",
         "init_args": {
             "monitor": "val/loss",
             "mode": "min",
@@ -84,12 +79,7 @@ class ConfigSaver(SaveConfigCallback):
 
     def setup(self, trainer: L.Trainer, pl_module: L.LightningModule, stage: str) -> None:
         if self.save_to_log_dir and not self.already_saved and trainer.log_dir is not None:
-            stem, suffix = os.path.splitext(self.config_filename)
-            index, name = 1, self.config_filename
-            while os.path.exists(os.path.join(trainer.log_dir, name)):
-                name = f"{stem}-{index}{suffix}"
-                index += 1
-            self.config_filename = name
+            self.config_filename = first_free(trainer.log_dir, self.config_filename).name
         super().setup(trainer, pl_module, stage)
 
     def save_config(self, trainer: L.Trainer, pl_module: L.LightningModule, stage: str) -> None:
@@ -100,6 +90,10 @@ class ConfigSaver(SaveConfigCallback):
             logger.log_hyperparams({"config": json.loads(config)})
 
 
+NO_CLASS = re.compile(r"required: .*\b(model|data)\b|'lightning\.(LightningModule|LightningDataModule)'")
+"""A parse error caused by a command line that names no model or data class."""
+
+
 class ArgumentParser(LightningArgumentParser):
     """Reports a command-line mistake in two lines instead of the whole usage block."""
 
@@ -108,8 +102,12 @@ class ArgumentParser(LightningArgumentParser):
             super().error(message, ex)  # raises (embedded use) or prints jsonargparse's full report
         parser = getattr(ex, "subcommand_parser", None) or self
         command = parser.prog.replace(" [options]", "")
-        sys.stderr.write(f"error: {condense_parse_error(message)}\nhint: run `{command} --help` for the options\n")
-        self.exit(2)
+        hint = f"run `{command} --help` for the options"
+        if NO_CLASS.search(message):
+            hint = ("a config names the model and data classes (--config configs/tied.yaml); without one, name "
+                    "them: --model=tiedemb.PretrainModule --data=tiedemb.data.PretrainData")
+        sys.stderr.write(f"error: {condense_parse_error(message)}\nhint: {hint}\n")
+        self.exit(USER_ERROR_EXIT)
 
 
 def condense_parse_error(message: str) -> str:
@@ -157,10 +155,11 @@ class TiedembCLI(LightningCLI):
         # lacks the parameter, so pretraining runs are untouched by these two.
         parser.link_arguments("data.num_labels", "model.init_args.num_labels", apply_on="instantiate")
         parser.link_arguments("data.task_spec", "model.init_args.task", compute_fn=_task_name, apply_on="instantiate")
+        # No default model or data class: every config names its class_path. With a default class,
+        # jsonargparse would keep that class's values for the settings another class shares with it
+        # (a GLUE config would inherit pretraining's warmup_steps, eps, hidden_size ...).
         parser.set_defaults(
             {
-                "model": {"class_path": DEFAULT_MODEL},
-                "data": {"class_path": DEFAULT_DATA},
                 "trainer.logger": DEFAULT_LOGGERS,
                 "trainer.callbacks": DEFAULT_CALLBACKS,
                 "trainer.default_root_dir": "runs",
@@ -170,8 +169,6 @@ class TiedembCLI(LightningCLI):
     def before_instantiate_classes(self) -> None:
         config = self.config[self.subcommand] if self.subcommand else self.config
         model, data = config.get("model"), config.get("data")
-        for section, default_class in ((model, DEFAULT_MODEL), (data, DEFAULT_DATA)):
-            drop_carried_defaults(section, default_class)
         # The pretraining data collates for the model's objective (and trains the matching
         # tokenizer kind); copied here because only that pair of classes shares the setting.
         if model and data and "objective" in (model.get("init_args") or {}) and "objective" in (data.get("init_args") or {}):
@@ -284,45 +281,6 @@ def _task_name(task_spec: Any) -> str:
     return task_spec.name
 
 
-def drop_carried_defaults(section: Any, default_class: str) -> None:
-    """Give a config-chosen class its own defaults where jsonargparse left the default class's.
-
-    When a config names another class than the CLI's default (``tiedemb.GlueModule`` instead of
-    ``PretrainModule``), jsonargparse keeps the default class's values for every parameter the
-    two share (jsonargparse issue #460), so unset GLUE settings would silently be pretraining
-    ones (``warmup_steps: 100``, ``eps: 1e-6``, ``hidden_size: 768`` ...). A value equal to the
-    default class's default, where the chosen class's default differs, is taken to be such a
-    leftover and replaced by the chosen class's default. The one case this misreads, a value
-    set explicitly to the pretraining default, is the price of not re-parsing the command line.
-    """
-    if not section or not section.get("class_path") or not section.get("init_args"):
-        return
-    chosen, default = _import_class(section["class_path"]), _import_class(default_class)
-    if chosen is default:
-        return
-    old, new = _signature_defaults(default), _signature_defaults(chosen)
-    init_args = section["init_args"]
-    for key in list(init_args.keys()):
-        if key in old and key in new and _same_value(init_args[key], old[key]) and not _same_value(new[key], old[key]):
-            init_args[key] = new[key]
-
-
-def _import_class(path: str) -> type:
-    module, _, name = path.rpartition(".")
-    return getattr(importlib.import_module(module), name)
-
-
-def _signature_defaults(cls: type) -> dict[str, Any]:
-    parameters = inspect.signature(cls.__init__).parameters.values()
-    return {p.name: p.default for p in parameters if p.default is not inspect.Parameter.empty}
-
-
-def _same_value(first: Any, second: Any) -> bool:
-    """Equality that treats tuples and lists alike (YAML gives lists, signatures tuples)."""
-    plain = lambda value: list(value) if isinstance(value, (list, tuple)) else value  # noqa: E731
-    return type(plain(first)) is type(plain(second)) and plain(first) == plain(second)
-
-
 def _use_wandb_offline_without_credentials() -> None:
     """W&B must never prompt or wait for a server: with no key, it records offline for `wandb sync`."""
     if "WANDB_MODE" in os.environ or os.environ.get("WANDB_API_KEY"):
@@ -352,26 +310,7 @@ def build_cli(args: list[str] | None = None, run: bool = True) -> TiedembCLI:
 
 def main(args: list[str] | None = None, run: bool = True) -> TiedembCLI | None:
     """Entry point. User mistakes print one message and exit 2; ``TIEDEMB_DEBUG=1`` re-raises."""
-    try:
-        return build_cli(args, run=run)
-    except Exception as error:
-        user_error = find_user_error(error)
-        if user_error is None or os.environ.get(DEBUG_ENV):
-            raise
-        print(f"error: {user_error}", file=sys.stderr)
-        raise SystemExit(2) from None
-
-
-def find_user_error(error: BaseException) -> UserError | MisconfigurationException | None:
-    """The UserError behind ``error``: jsonargparse and Lightning wrap what constructors raise.
-
-    Lightning's ``MisconfigurationException`` (an accelerator that is not there, incompatible
-    trainer flags) is a configuration mistake too, and is reported the same way.
-    """
-    seen: set[int] = set()
-    while error is not None and id(error) not in seen:
-        if isinstance(error, (UserError, MisconfigurationException)):
-            return error
-        seen.add(id(error))
-        error = error.__cause__ or error.__context__
-    return None
+    outcome = report_user_errors(lambda: build_cli(args, run=run))
+    if isinstance(outcome, int):  # the exit status of a user error, already reported
+        raise SystemExit(outcome)
+    return outcome

@@ -20,3 +20,8 @@ def check_choice(parameter: str, value: str, choices: Iterable[str]) -> str:
     if value not in choices:
         raise UserError(f"{parameter}={value!r} is not a known choice; valid: {', '.join(choices)}")
     return value
+
+
+def first_line(error: BaseException) -> str:
+    """The first line of an error message, without a final full stop, for embedding in a sentence."""
+    return (str(error).strip().splitlines() or [type(error).__name__])[0].rstrip(".")

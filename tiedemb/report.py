@@ -6,13 +6,10 @@ The logic lives in ``tiedemb.experiments.report``; the files it writes are liste
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 from pathlib import Path
 
-from tiedemb.errors import UserError
-
-DEBUG_ENV = "TIEDEMB_DEBUG"
+from tiedemb.training.exits import report_user_errors
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -30,14 +27,10 @@ def main(argv: list[str] | None = None) -> int:
         parser.error(f"--steps: expected integers separated by commas, got {args.steps!r}")
     from tiedemb.experiments.report import build_report
 
-    try:
-        path = build_report(args.folder, target_loss=args.target_loss, at_steps=steps, wandb=not args.no_wandb,
-                            analyses=not args.no_analysis)
-    except UserError as error:
-        if os.environ.get(DEBUG_ENV):
-            raise
-        print(f"error: {error}", file=sys.stderr)
-        return 2
+    path = report_user_errors(lambda: build_report(args.folder, target_loss=args.target_loss, at_steps=steps,
+                                                   wandb=not args.no_wandb, analyses=not args.no_analysis))
+    if isinstance(path, int):  # the exit status of a user error, already reported
+        return path
     print(f"wrote {path}")
     return 0
 

@@ -19,15 +19,13 @@ The logic lives in ``tiedemb.experiments``; see ``sweep_file.py`` for the file f
 from __future__ import annotations
 
 import argparse
-import os
 import shlex
 import sys
 from pathlib import Path
 from typing import Any
 
 from tiedemb.errors import UserError
-
-DEBUG_ENV = "TIEDEMB_DEBUG"
+from tiedemb.training.exits import report_user_errors
 
 
 def parse_args(argv: list[str] | None) -> tuple[argparse.Namespace, dict[str, str]]:
@@ -73,12 +71,7 @@ def parse_settings(tokens: list[str]) -> dict[str, Any]:
 def main(argv: list[str] | None = None) -> int:
     args, selection = parse_args(argv)
     try:
-        return _main(args, selection)
-    except UserError as error:
-        if os.environ.get(DEBUG_ENV):
-            raise
-        print(f"error: {error}", file=sys.stderr)
-        return 2
+        return report_user_errors(lambda: _main(args, selection))
     except KeyboardInterrupt:
         print("interrupted; run the same command again to continue", file=sys.stderr)
         return 130
@@ -87,9 +80,9 @@ def main(argv: list[str] | None = None) -> int:
 def _main(args: argparse.Namespace, selection: dict[str, str]) -> int:
     from tiedemb.experiments import layout
     from tiedemb.experiments.emit import slurm_script, wandb_sweep_configs
-    from tiedemb.experiments.sweep import apply_settings, cell_args, cell_dir, cell_state, run_sweep, validate_cell
+    from tiedemb.experiments.cells import apply_settings, cell_args, cell_dir, cell_state, run_sweep, validate_cell
     from tiedemb.experiments.sweep_file import load_sweep
-    from tiedemb.io import atomic_write_text
+    from tiedemb.training.files import atomic_write_text
 
     workdir = Path.cwd()
     settings = parse_settings(args.set)

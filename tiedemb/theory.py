@@ -17,9 +17,15 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+# The model's own list of head names and its scale arithmetic: the prediction speaks of exactly the
+# heads and scale settings a config accepts. ``tiedemb.nn.config`` imports nothing heavy.
+from tiedemb.nn.config import HEAD_NAMES, SCALE_KEYWORDS, readout_width, resolve_scale
+
+__all__ = ["HEAD_NAMES", "MLM_KEPT_FRACTION", "SCALE_KEYWORDS", "SELF_ALIGNED_HEADS", "Prediction",
+           "predict_for_config", "predict_initial_loss", "readout_width", "resolve_scale", "token_std"]
+
 #: Heads whose output matrix is the token embedding seen without a decorrelating map.
 SELF_ALIGNED_HEADS = ("tied", "tied_scaled_init")
-KNOWN_HEADS = ("tied", "untied", "tied_scaled_init", "tied_orth", "tied_shuffle")
 
 #: BERT's masking: of the selected 15%, 80% -> [MASK], 10% -> random token, 10% kept.
 MLM_KEPT_FRACTION = 0.1
@@ -45,37 +51,6 @@ def token_std(head: str, vocab_size: int, embedding_dim: int, init_std: float,
     if head == "tied_scaled_init":
         return math.log(vocab_size) / embedding_dim
     return embedding_init_std if embedding_init_std is not None else init_std
-
-
-#: Keywords a scale setting may name instead of a number; ``d`` is the width of the vector scaled.
-SCALE_KEYWORDS = ("sqrt_d", "rsqrt_d", "mup:<base_width>")
-
-
-def resolve_scale(value: float | str, width: int, name: str = "scale") -> float:
-    """A multiplier given as a number or a keyword of the width ``d`` it applies to.
-
-    ``sqrt_d``: d^(1/2) (Gemma's input embedding). ``rsqrt_d``: d^(-1/2) (T5's tied readout).
-    ``mup:B``: B/d, muP's readout multiplier 1/width_mult for a model tuned at base width B.
-    Raises ``ValueError`` naming ``name`` for anything else.
-    """
-    if isinstance(value, bool):
-        raise ValueError(f"{name}={value!r} is not a number or one of {', '.join(SCALE_KEYWORDS)}")
-    if isinstance(value, (int, float)):
-        scale = float(value)
-    elif value == "sqrt_d":
-        scale = math.sqrt(width)
-    elif value == "rsqrt_d":
-        scale = 1.0 / math.sqrt(width)
-    elif isinstance(value, str) and value.startswith("mup:") and value[4:].strip().isdigit() and int(value[4:]) > 0:
-        scale = int(value[4:]) / width
-    else:
-        try:
-            scale = float(value)
-        except (TypeError, ValueError):
-            raise ValueError(f"{name}={value!r} is not a number or one of {', '.join(SCALE_KEYWORDS)}") from None
-    if not math.isfinite(scale) or scale <= 0:
-        raise ValueError(f"{name} must be a positive finite multiplier, got {value!r}")
-    return scale
 
 
 def _log_add_exp(a: float, b: float) -> float:
@@ -111,8 +86,8 @@ def predict_initial_loss(
     in place at d_e = hidden too. Whether the embedding's own norm is there changes nothing here:
     the final norm (pre-norm) or the block norms (post-norm) normalise the near-identity stream.
     """
-    if head not in KNOWN_HEADS:
-        raise ValueError(f"unknown head {head!r}; valid: {', '.join(KNOWN_HEADS)}")
+    if head not in HEAD_NAMES:
+        raise ValueError(f"unknown head {head!r}; valid: {', '.join(HEAD_NAMES)}")
     n, hidden = vocab_size, hidden_size
     d_e = embedding_dim or hidden
     sigma_t = token_std(head, n, d_e, init_std, embedding_init_std)
@@ -153,11 +128,6 @@ def predict_initial_loss(
         loss_other=loss_other,
         loss_same=loss_same,
     )
-
-
-def readout_width(head: str, hidden_size: int, embedding_dim: int | None) -> int:
-    """Width of the vector the output matrix multiplies: d_e for tied heads, hidden for untied."""
-    return hidden_size if head == "untied" else (embedding_dim or hidden_size)
 
 
 def predict_for_config(config: object, repeat_rate: float = 0.0) -> Prediction:

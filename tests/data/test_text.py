@@ -18,6 +18,7 @@ from tiedemb.data import text
 from tiedemb.data import tokenizers as tk
 from tiedemb.data.text import prepare_text, train_tokenizer
 from tiedemb.errors import UserError
+from tiedemb.training import hub
 
 SHARED = Path(__file__).resolve().parents[2].parent / "shared" / "data"
 WIKITEXT = SHARED / "text" / "wikitext-2-valid.txt"
@@ -208,7 +209,7 @@ def test_hub_dataset_splits_and_column(tmp_path, small_tokenizer, monkeypatch):
     })
     requested = []
     monkeypatch.setattr(datasets, "load_dataset", lambda name, config: requested.append((name, config)) or splits)
-    monkeypatch.setattr(tk, "hub_reachable", lambda *a, **k: True)
+    monkeypatch.setattr(hub, "hub_reachable", lambda *a, **k: True)
     prepared = prepare(tokenizer=small_tokenizer, dataset="someone/corpus", dataset_config="small", text_column="line",
                        cache_dir=str(tmp_path / "c"))
     assert requested == [("someone/corpus", "small")]
@@ -285,7 +286,7 @@ def test_tokenizer_training_arguments_are_checked_before_reading(tmp_path, objec
 
 def test_uncached_hub_dataset_fails_fast_offline(tmp_path, monkeypatch, small_tokenizer):
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
-    monkeypatch.setattr(tk, "hub_reachable", lambda *a, **k: pytest.fail("probed the hub although HF_HUB_OFFLINE=1"))
+    monkeypatch.setattr(hub, "hub_reachable", lambda *a, **k: pytest.fail("probed the hub although HF_HUB_OFFLINE=1"))
     flag_before = datasets.config.HF_HUB_OFFLINE
     start = time.perf_counter()
     with pytest.raises(UserError) as caught:

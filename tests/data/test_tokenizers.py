@@ -14,6 +14,7 @@ import pytest
 from tiedemb.data import tokenizers as tk
 from tiedemb.data.tokenizers import check_vocab_size, configure_for_objective, load_tokenizer, train_tokenizer
 from tiedemb.errors import UserError
+from tiedemb.training import hub
 
 SHARED = Path(__file__).resolve().parents[2].parent / "shared" / "data"
 WIKITEXT = SHARED / "text" / "wikitext-2-valid.txt"
@@ -103,7 +104,7 @@ def test_missing_tokenizer_directory_is_named(tmp_path):
 
 @needs_shared
 def test_local_tokenizer_loads_without_touching_the_hub(monkeypatch):
-    monkeypatch.setattr(tk, "hub_reachable", lambda *a, **k: pytest.fail("probed the hub for a local path"))
+    monkeypatch.setattr(hub, "hub_reachable", lambda *a, **k: pytest.fail("probed the hub for a local path"))
     tokenizer = load_tokenizer(BERT)
     assert len(tokenizer) == 30522
     assert configure_for_objective(tokenizer, "mlm") == tokenizer.sep_token_id == 102
@@ -111,7 +112,7 @@ def test_local_tokenizer_loads_without_touching_the_hub(monkeypatch):
 
 def test_uncached_hub_name_fails_fast_offline(monkeypatch):
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
-    monkeypatch.setattr(tk, "hub_reachable", lambda *a, **k: pytest.fail("probed the hub although HF_HUB_OFFLINE=1"))
+    monkeypatch.setattr(hub, "hub_reachable", lambda *a, **k: pytest.fail("probed the hub although HF_HUB_OFFLINE=1"))
     start = time.perf_counter()
     with pytest.raises(UserError) as caught:
         load_tokenizer("tiedemb-test/no-such-tokenizer")
@@ -145,7 +146,7 @@ def test_unreachable_hub_is_treated_as_offline(monkeypatch):
     for name in ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE", "HF_DATASETS_OFFLINE"):
         monkeypatch.delenv(name, raising=False)
     monkeypatch.setattr(constants, "HF_HUB_OFFLINE", False)
-    monkeypatch.setattr(tk, "hub_reachable", lambda *a, **k: False)
+    monkeypatch.setattr(hub, "hub_reachable", lambda *a, **k: False)
     start = time.perf_counter()
     with pytest.raises(UserError, match="cannot be reached"):
         load_tokenizer("tiedemb-test/no-such-tokenizer")
@@ -158,7 +159,7 @@ def test_hub_probe_gives_up_quickly_on_a_dead_endpoint(monkeypatch):
 
     monkeypatch.setattr(constants, "ENDPOINT", "http://127.0.0.1:9")  # discard port: nothing listens
     start = time.perf_counter()
-    assert tk.hub_reachable(timeout=2.0) is False
+    assert hub.hub_reachable(timeout=2.0) is False
     assert time.perf_counter() - start < 5
 
 

@@ -9,9 +9,9 @@ import yaml
 
 from tiedemb.errors import UserError
 from tiedemb.experiments import layout
-from tiedemb.experiments import sweep as sweep_module
+from tiedemb.experiments import cells as sweep_module
 from tiedemb.experiments.emit import slurm_script, wandb_sweep_configs
-from tiedemb.experiments.sweep import cell_args, pending_cells, run_sweep, validate_cell
+from tiedemb.experiments.cells import cell_args, pending_cells, run_sweep, validate_cell
 from tiedemb.experiments.sweep_file import load_sweep
 from tiedemb.sweep import main as sweep_main
 

@@ -16,7 +16,7 @@ from torch.utils.data import DataLoader
 from transformers import BertConfig, BertForSequenceClassification, get_linear_schedule_with_warmup
 
 from tiedemb import GlueModule
-from tiedemb.nn.bert_weights import bert_to_tiedemb
+from tiedemb.weights.bert import bert_to_tiedemb
 
 from bert_helpers import TINY_BERT, pair_batch, save_tiny_bert
 

@@ -14,7 +14,7 @@ from tiedemb import GlueModule, PretrainModule
 from tiedemb.cli import main
 from tiedemb.errors import UserError
 from tiedemb.modules.glue_metrics import epochs_to_converge
-from tiedemb.modules.prediction_files import write_tsv
+from tiedemb.training.files import write_tsv
 
 ROOT = Path(__file__).resolve().parents[2]
 MRPC_CONFIG = ROOT / "configs" / "glue" / "mrpc.yaml"

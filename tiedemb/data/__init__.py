@@ -1,6 +1,28 @@
-"""LightningDataModules: pretraining text (or the embedded corpus) and GLUE."""
+"""LightningDataModules: pretraining text (or the embedded corpus) and GLUE.
 
-from tiedemb.data.glue import GlueData
-from tiedemb.data.pretrain import PretrainData
+The data modules (the class paths configs name) are loaded on first use, so the GLUE task table
+(``tiedemb.data.glue_tasks``) can be read without the hub libraries.
+"""
 
-__all__ = ["GlueData", "PretrainData"]
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+_EXPORTS = {
+    "GlueData": "tiedemb.data.glue",
+    "PretrainData": "tiedemb.data.pretrain",
+}
+__all__ = sorted(_EXPORTS)
+
+
+def __getattr__(name: str) -> Any:
+    if name not in _EXPORTS:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(_EXPORTS[name]), name)
+    globals()[name] = value  # looked up once
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted([*globals(), *_EXPORTS])

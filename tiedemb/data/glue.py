@@ -1,7 +1,7 @@
 """GLUE classification tasks as a LightningDataModule.
 
-Everything task-specific lives in one table, ``TASKS``, so adding a task is one entry. The
-data comes from the first source given: ``data_files`` (one local file per split, hub column
+Everything task-specific lives in one table, ``TASKS`` (``tiedemb.data.glue_tasks``), so adding a
+task is one entry. The data comes from the first source given: ``data_files`` (one local file per split, hub column
 names), ``data_dir`` (the classic ``glue_data`` folder), or the hub. Whatever the source, each
 split becomes a ``datasets.Dataset`` with the hub's text columns, ``label`` (hub label order,
 ``-1`` when unlabeled) and ``idx``, is tokenised once with a batched ``map`` and is padded per
@@ -11,104 +11,23 @@ batch, so short batches stay short.
 from __future__ import annotations
 
 import os
-import socket
-from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
-from urllib.parse import urlsplit
 
 import datasets
-import huggingface_hub
 from lightning import LightningDataModule
 from torch.utils.data import DataLoader
 from transformers import DataCollatorWithPadding, PreTrainedTokenizerBase
 
-from tiedemb.data.glue_files import FILE_TYPES, ClassicLayout, conform, find_task_dir, read_hub_format, read_split
+from tiedemb.data.glue_files import FILE_TYPES, conform, find_task_dir, read_hub_format, read_split
+from tiedemb.data.glue_tasks import TASKS, GlueTask
 from tiedemb.data.sampling import ResumableTraining, loader_generator
 from tiedemb.data.tokenizers import load_tokenizer
 from tiedemb.errors import UserError, check_choice
+from tiedemb.training.hub import hub_offline_requested, hub_problem
 
 MIN_MAX_LENGTH = 8
 """Shortest useful ``max_length``: a pair needs ``[CLS] a [SEP] b [SEP]`` and some words."""
-HUB_PROBE_TIMEOUT_S = 3.0
-"""How long to wait for the hub before saying it is unreachable (its own retries take ~25 s)."""
-
-
-@dataclass(frozen=True)
-class GlueTask:
-    """What tiedemb needs to know about one GLUE classification task."""
-
-    name: str
-    text_columns: tuple[str, ...]
-    label_names: tuple[str, ...]
-    validation_splits: tuple[str, ...]
-    test_splits: tuple[str, ...]
-    submission_files: dict[str, str] = field(hash=False)
-    classic: ClassicLayout = field(hash=False)
-
-    @property
-    def num_labels(self) -> int:
-        return len(self.label_names)
-
-    @property
-    def splits(self) -> tuple[str, ...]:
-        return ("train", *self.validation_splits, *self.test_splits)
-
-
-def _simple_task(name: str, text_columns: tuple[str, ...], label_names: tuple[str, ...], folder: str,
-                 file_columns: tuple[str, ...], file_labels: tuple[str, ...], **layout: object) -> GlueTask:
-    """A task with one validation and one test split, as all GLUE tasks but MNLI have.
-
-    ``file_columns`` and ``file_labels`` are the text column names and label spellings of its
-    classic files; ``layout`` sets the remaining ``ClassicLayout`` fields.
-    """
-    files = {"train": "train.tsv", "validation": "dev.tsv", "test": "test.tsv"}
-    classic = ClassicLayout(folder, files, file_columns, file_labels, **layout)
-    return GlueTask(name, text_columns, label_names, ("validation",), ("test",), {"test": f"{folder}.tsv"}, classic)
-
-
-_MNLI = GlueTask(
-    name="mnli",
-    text_columns=("premise", "hypothesis"),
-    label_names=("entailment", "neutral", "contradiction"),
-    validation_splits=("validation_matched", "validation_mismatched"),
-    test_splits=("test_matched", "test_mismatched"),
-    submission_files={"test_matched": "MNLI-m.tsv", "test_mismatched": "MNLI-mm.tsv"},
-    classic=ClassicLayout(
-        folder="MNLI",
-        split_files={
-            "train": "train.tsv",
-            "validation_matched": "dev_matched.tsv",
-            "validation_mismatched": "dev_mismatched.tsv",
-            "test_matched": "test_matched.tsv",
-            "test_mismatched": "test_mismatched.tsv",
-        },
-        text_columns=("sentence1", "sentence2"),
-        label_values=("entailment", "neutral", "contradiction"),
-        label_column=None,
-    ),
-)
-
-TASKS: dict[str, GlueTask] = {
-    task.name: task
-    for task in (
-        _MNLI,
-        _simple_task("mrpc", ("sentence1", "sentence2"), ("not_equivalent", "equivalent"), folder="MRPC",
-                     file_columns=("#1 String", "#2 String"), file_labels=("0", "1"), label_column="Quality"),
-        _simple_task("rte", ("sentence1", "sentence2"), ("entailment", "not_entailment"), folder="RTE",
-                     file_columns=("sentence1", "sentence2"), file_labels=("entailment", "not_entailment")),
-        _simple_task("qnli", ("question", "sentence"), ("entailment", "not_entailment"), folder="QNLI",
-                     file_columns=("question", "sentence"), file_labels=("entailment", "not_entailment")),
-        _simple_task("qqp", ("question1", "question2"), ("not_duplicate", "duplicate"), folder="QQP",
-                     file_columns=("question1", "question2"), file_labels=("0", "1"), label_column="is_duplicate",
-                     index_column="id", skip_malformed=True),
-        _simple_task("sst2", ("sentence",), ("negative", "positive"), folder="SST-2",
-                     file_columns=("sentence",), file_labels=("0", "1")),
-        _simple_task("cola", ("sentence",), ("unacceptable", "acceptable"), folder="CoLA",
-                     file_columns=("sentence",), file_labels=("0", "1"),
-                     headerless_columns=("source", "label", "original_label", "sentence")),
-    )
-}
 
 
 class GlueData(ResumableTraining, LightningDataModule):
@@ -328,39 +247,18 @@ class _HubSource(_Source):
 
     def _load(self) -> datasets.DatasetDict:
         if self._splits is None:
-            reason = None if Path(self.name).exists() else _hub_unreachable()  # a local copy needs no hub
+            offline = hub_offline_requested()  # then hub data may only come from the local cache
+            # A local copy needs no hub; without the probe an unreachable hub is reported after ~25 s.
+            reason = None if offline or Path(self.name).exists() else hub_problem()
             try:
                 if reason is not None:
                     raise ConnectionError(reason)
                 self._splits = datasets.load_dataset(self.name, self.task.name)
             except Exception as error:  # offline, unknown name, no cached copy: all fixed the same way
-                cache_hint = "" if _offline() else ", or set HF_HUB_OFFLINE=1 to use a copy in the local cache"
+                cache_hint = "" if offline else ", or set HF_HUB_OFFLINE=1 to use a copy in the local cache"
                 raise UserError(
                     f"could not load GLUE {self.task.name} from the hub dataset {self.name!r} ({error}). "
                     "Pass data_dir (a classic glue_data folder) or data_files (split -> local "
                     f".parquet/.jsonl/.json/.csv/.tsv file) instead{cache_hint}."
                 ) from None
         return self._splits
-
-
-def _offline() -> bool:
-    """Whether HF_HUB_OFFLINE was set, so that hub data may only come from the local cache."""
-    return bool(huggingface_hub.constants.HF_HUB_OFFLINE or datasets.config.HF_HUB_OFFLINE)
-
-
-def _hub_unreachable() -> str | None:
-    """Why the hub cannot be reached, or ``None`` if it may be (or offline mode uses the cache).
-
-    Without this probe an unreachable hub is only reported after about 25 s of retries.
-    """
-    if _offline():
-        return None
-    if any(os.environ.get(name) for name in ("HTTPS_PROXY", "https_proxy", "ALL_PROXY", "all_proxy")):
-        return None  # a direct connection says nothing about the proxied one
-    endpoint = urlsplit(huggingface_hub.constants.ENDPOINT)
-    host, port = endpoint.hostname or "huggingface.co", endpoint.port or (80 if endpoint.scheme == "http" else 443)
-    try:
-        socket.create_connection((host, port), timeout=HUB_PROBE_TIMEOUT_S).close()
-    except OSError as error:
-        return f"{host}:{port} is unreachable: {error}"
-    return None

@@ -15,40 +15,17 @@ from __future__ import annotations
 
 import csv
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field
 from itertools import chain
 from pathlib import Path
 
 import datasets
 import pyarrow.parquet
 
+from tiedemb.data.glue_tasks import ClassicLayout
 from tiedemb.errors import UserError
 
 UNLABELED = -1
 """Label id of an example without a label (test splits), as on the hub."""
-
-
-@dataclass(frozen=True)
-class ClassicLayout:
-    """Where and how one task is stored in the classic ``glue_data`` folder."""
-
-    folder: str
-    """Task folder name inside ``glue_data``, e.g. ``"MRPC"``."""
-    split_files: dict[str, str] = field(hash=False)
-    """Hub split name -> file name in the task folder."""
-    text_columns: tuple[str, ...]
-    """Header names of the text columns, in the order of the task's hub text columns."""
-    label_values: tuple[str, ...]
-    """Labels as written in the files, in hub id order (MRPC writes ``"0"``/``"1"``)."""
-    label_column: str | None = "label"
-    """Header name of the label column; ``None`` means the last field of each row, because
-    MNLI files carry a different number of annotator-label columns before the gold label."""
-    index_column: str = "index"
-    """Header name of the example index that test files carry for submissions."""
-    headerless_columns: tuple[str, ...] | None = None
-    """Column names to assume when a file has no header row (CoLA's train and dev)."""
-    skip_malformed: bool = False
-    """Drop rows with missing fields instead of failing (QQP's train file has a few)."""
 
 
 def find_task_dir(data_dir: str | Path, layout: ClassicLayout) -> Path:

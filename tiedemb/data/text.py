@@ -28,14 +28,13 @@ from transformers import PreTrainedTokenizerFast
 from tiedemb.data.tokenizers import (
     check_vocab_size,
     configure_for_objective,
-    first_line,
-    hub_access,
     load_tokenizer,
     tokenizer_fingerprint,
     train_tokenizer,
 )
-from tiedemb.errors import UserError, check_choice
-from tiedemb.io import atomic_directory
+from tiedemb.errors import UserError, check_choice, first_line
+from tiedemb.training.files import atomic_directory
+from tiedemb.training.hub import hub_access
 
 __all__ = ["PreparedText", "prepare_text", "train_tokenizer"]
 

@@ -2,17 +2,17 @@
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import logging
 import os
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable
 from pathlib import Path
 
 from transformers import AutoTokenizer, PreTrainedTokenizerBase, PreTrainedTokenizerFast
 
-from tiedemb.errors import UserError, check_choice
-from tiedemb.io import atomic_directory
+from tiedemb.errors import UserError, check_choice, first_line
+from tiedemb.training.files import atomic_directory
+from tiedemb.training.hub import hub_access
 
 log = logging.getLogger("tiedemb.data")
 
@@ -23,71 +23,6 @@ SPECIAL_TOKENS: dict[str, dict[str, str]] = {
 }
 #: Byte-level BPE starts from all 256 byte symbols, so they count against the vocabulary.
 BYTE_ALPHABET_SIZE = 256
-#: Seconds to wait for the hub before treating the machine as offline.
-HUB_PROBE_TIMEOUT_S = 3.0
-
-_TRUE = {"1", "ON", "YES", "TRUE"}
-
-
-# --------------------------------------------------------------------------- hub access
-
-
-def hub_offline_requested() -> bool:
-    """Whether the user asked for offline mode (``HF_HUB_OFFLINE=1`` and its older aliases)."""
-    names = ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE", "HF_DATASETS_OFFLINE")
-    if any(os.environ.get(name, "").upper() in _TRUE for name in names):
-        return True
-    from huggingface_hub import constants
-
-    return bool(constants.HF_HUB_OFFLINE)
-
-
-def hub_reachable(timeout: float = HUB_PROBE_TIMEOUT_S) -> bool:
-    """Probe the hub endpoint once, quickly.
-
-    Without this, a machine with no network spends close to a minute in the hub client's
-    retries before reporting that a name is not cached.
-    """
-    import urllib.error
-    import urllib.request
-
-    from huggingface_hub import constants
-
-    request = urllib.request.Request(constants.ENDPOINT, method="HEAD")
-    try:
-        urllib.request.urlopen(request, timeout=timeout).close()
-    except urllib.error.HTTPError:
-        pass  # an HTTP answer of any status means the hub is there
-    except (OSError, ValueError):
-        return False
-    return True
-
-
-@contextlib.contextmanager
-def hub_access() -> Iterator[bool]:
-    """Context in which hub loaders either reach the hub or read only the local cache.
-
-    Yields True when online. When offline (asked for, or the hub is unreachable), the offline
-    flags of ``huggingface_hub`` and ``datasets`` are switched on for the duration, because
-    they are read once at import and so do not see ``HF_HUB_OFFLINE`` set afterwards.
-    """
-    if not hub_offline_requested() and hub_reachable():
-        yield True
-        return
-    import datasets.config
-    from huggingface_hub import constants
-
-    saved = constants.HF_HUB_OFFLINE, datasets.config.HF_HUB_OFFLINE
-    constants.HF_HUB_OFFLINE = datasets.config.HF_HUB_OFFLINE = True
-    try:
-        yield False
-    finally:
-        constants.HF_HUB_OFFLINE, datasets.config.HF_HUB_OFFLINE = saved
-
-
-def first_line(error: BaseException) -> str:
-    """The first line of an error message, without a final full stop, for embedding in a sentence."""
-    return (str(error).strip().splitlines() or [type(error).__name__])[0].rstrip(".")
 
 
 # --------------------------------------------------------------------------- loading

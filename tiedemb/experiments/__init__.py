@@ -1,7 +1,7 @@
 """Experiments: sweeps of ordinary runs, and the reports and analyses read back from their folders.
 
 - ``sweep_file``: the sweep file format, expanded into labelled cells
-- ``sweep``: validating and running cells, one ``main.py`` process each; ``emit``: SLURM and W&B sweeps
+- ``cells``: validating and running a sweep's cells, one ``main.py`` process each; ``emit``: SLURM and W&B sweeps
 - ``layout``: what a sweep's output folder holds
 - ``runs``: reading run folders (CSV metrics, W&B transaction logs via ``wandb_offline``)
 - ``aggregate``: the tables; ``plots``: the figures; ``report``: report.md and the W&B report run

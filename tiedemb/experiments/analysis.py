@@ -35,6 +35,7 @@ import torch
 from torch import Tensor
 
 from tiedemb.errors import UserError
+from tiedemb.training.exits import report_user_errors
 
 DEFAULT_PAIRS: tuple[tuple[str, str], ...] = (
     ("good", "great"), ("big", "large"), ("begin", "start"), ("small", "little"), ("fast", "quick"),
@@ -314,12 +315,10 @@ def main(argv: list[str] | None = None) -> int:
                         help="text for the frequency-matched baseline; default: the run's train_files")
     parser.add_argument("--json", action="store_true", help="print one JSON object")
     args = parser.parse_args(argv)
-    try:
-        pairs = parse_pairs(args.pairs) if args.pairs else DEFAULT_PAIRS
-        result = analyse_checkpoint(args.checkpoint, args.tokenizer, pairs, args.frequency_text)
-    except UserError as error:
-        print(f"error: {error}", file=sys.stderr)
-        return 2
+    result = report_user_errors(lambda: analyse_checkpoint(
+        args.checkpoint, args.tokenizer, parse_pairs(args.pairs) if args.pairs else DEFAULT_PAIRS, args.frequency_text))
+    if isinstance(result, int):  # the exit status of a user error, already reported
+        return result
     if args.json:
         print(json.dumps({**asdict(result), "effective_rank_share": result.effective_rank_share,
                           "synonym_gap": result.synonym_gap}))

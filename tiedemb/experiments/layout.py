@@ -23,7 +23,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from tiedemb.io import atomic_write_text
+from tiedemb.training.files import atomic_write_text
 
 MANIFEST_FILE = "sweep.json"
 CELL_FILE = "cell.json"

@@ -19,7 +19,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 
 from tiedemb.experiments.aggregate import SEED_LABEL, Stat, group_runs, pretraining_runs  # noqa: E402
 from tiedemb.experiments.runs import Run  # noqa: E402
-from tiedemb.io import atomic_write_bytes  # noqa: E402
+from tiedemb.training.files import atomic_write_bytes  # noqa: E402
 
 DPI = 120
 

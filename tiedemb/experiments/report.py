@@ -38,7 +38,7 @@ from tiedemb.experiments.aggregate import (
 )
 from tiedemb.experiments.analysis import EmbeddingAnalysis, analyse_checkpoint
 from tiedemb.experiments.runs import Run, find_runs
-from tiedemb.io import atomic_write_text
+from tiedemb.training.files import atomic_write_text
 
 REPORT_FILE = "report.md"
 WANDB_DIR = ".report"  # hidden: the report's own W&B run is never read back as a run

@@ -13,45 +13,38 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 from torchmetrics import MeanMetric, MetricCollection
 
-from tiedemb.data.glue import TASKS, GlueTask
+from tiedemb.data.glue_tasks import TASKS, GlueTask
 from tiedemb.errors import UserError, check_choice
 from tiedemb.modules.glue_metrics import build_metric, epochs_to_converge, metric_names, split_suffix
 from tiedemb.modules.optim import adamw_with_schedule
-from tiedemb.modules.prediction_files import write_tsv
-from tiedemb.modules.pretrained import (
-    ARCHITECTURE_DEFAULTS,
-    PretrainedWeights,
-    TABLES,
-    fit_embedding,
-    load_pretrained,
-    resolve_architecture,
-)
+from tiedemb.modules.settings import save_settings, takes_model_settings
 from tiedemb.nn.classifier import SequenceClassifier
-from tiedemb.nn.config import TransformerConfig
+from tiedemb.nn.config import ARCHITECTURE, TRAINING, TransformerConfig
+from tiedemb.training.files import write_tsv
+from tiedemb.weights.narrow import TABLES, fit_embedding
+from tiedemb.weights.source import PretrainedWeights, load_pretrained, resolve_architecture
 
 _RESTORING: ContextVar[bool] = ContextVar("tiedemb_glue_restoring", default=False)
 """Set while ``load_from_checkpoint`` rebuilds a module: its weights come from the checkpoint, so
 the ``pretrained`` source is neither read again nor needed on the machine that reloads it."""
 
-ARCHITECTURE = ("vocab_size", *ARCHITECTURE_DEFAULTS, "embedding_dim")
-
-
 class GlueModule(L.LightningModule):
     """Embedding -> Encoder -> [CLS] (-> pooler) -> dropout -> classifier, fine-tuned on one task.
 
-    The keyword names are the YAML's and match ``PretrainModule``'s. ``vocab_size``,
-    ``num_labels``, ``task`` and ``pad_token_id`` come from the data in the CLI.
+    The keyword names are the YAML's and match ``PretrainModule``'s: the ``TransformerConfig``
+    fields of the architecture and of training (``tiedemb.modules.settings``), then the settings
+    below. ``vocab_size``, ``num_labels``, ``task`` and ``pad_token_id`` come from the data in the
+    CLI. Unset (``None``) architecture fields take the pretrained model's values, or the config's
+    defaults (BERT-base's) without one; a set field must equal the pretrained value, else
+    construction fails naming both.
 
     Args:
         pretrained: where the embedding and encoder start: a tiedemb ``.ckpt`` (a pretraining or
             fine-tuning run), a transformers BERT directory or hub name, or ``None`` (random).
         reinit_embeddings: draw the token/position/segment tables and the projection afresh
             instead of taking (or SVD-narrowing) the pretrained ones.
-        hidden_size, num_layers, ..., rope_base: the architecture. Unset (``None``) fields take the
-            pretrained model's values, or BERT-base's without one; a set field must equal the
-            pretrained value, else construction fails naming both.
         embedding_dim: d_e. Unset: the pretrained width. Narrower than the pretrained embedding:
-            the tables are factorised by truncated SVD (``tiedemb.nn.factorise``).
+            the tables are factorised by truncated SVD (``tiedemb.weights.narrow``).
         pooler: BERT's dense + tanh on [CLS] before the classifier.
         warmup_ratio: warmup as a fraction of all optimiser steps; ``warmup_steps`` overrides it.
         predictions_dir: where ``predict`` and ``test`` write TSV files; default the run folder
@@ -60,35 +53,16 @@ class GlueModule(L.LightningModule):
             label (``MRPC-validation.tsv``), so the logged figures can be recomputed from a file.
     """
 
+    @takes_model_settings(ARCHITECTURE, TRAINING, unset_from_pretrained=(ARCHITECTURE,))
     def __init__(
         self,
-        vocab_size: int | None = None,
+        *,
         num_labels: int | None = None,
         task: str | None = None,
         pretrained: str | None = None,
         reinit_embeddings: bool = False,
         pooler: bool = True,
-        hidden_size: int | None = None,
-        num_layers: int | None = None,
-        num_heads: int | None = None,
-        intermediate_size: int | None = None,
-        embedding_dim: int | None = None,
-        embedding_projection: str | None = None,
-        embedding_norm: bool | None = None,
-        max_position_embeddings: int | None = None,
-        position: str | None = None,
-        type_vocab_size: int | None = None,
-        norm: str | None = None,
-        norm_position: str | None = None,
-        norm_eps: float | None = None,
-        activation: str | None = None,
-        residual_init: str | None = None,
-        rope_base: float | None = None,
-        dropout: float = 0.1,
-        attention_dropout: float = 0.1,
         classifier_dropout: float | None = None,
-        init_std: float = 0.02,
-        pad_token_id: int = 0,
         learning_rate: float = 2e-5,
         weight_decay: float = 0.01,
         betas: tuple[float, float] = (0.9, 0.999),
@@ -99,20 +73,22 @@ class GlueModule(L.LightningModule):
         min_lr_ratio: float = 0.0,
         predictions_dir: str | None = None,
         write_test_predictions: bool = True,
+        **model: Any,
     ) -> None:
-        super().__init__()
-        self.save_hyperparameters()
+        # Not super().__init__(): with it, Lightning would look for every model setting among this
+        # frame's local variables (tiedemb.modules.settings).
+        L.LightningModule.__init__(self)
+        save_settings(self)
         self.task_spec: GlueTask | None = TASKS[check_choice("model.task", task, TASKS)] if task is not None else None
         num_labels = self._resolve_num_labels(num_labels)
         _check_training_settings(learning_rate, warmup_ratio, warmup_steps, classifier_dropout)
         source = load_pretrained(pretrained) if pretrained is not None and not _RESTORING.get() else None
-        architecture = resolve_architecture({name: self.hparams[name] for name in ARCHITECTURE}, source)
+        architecture = resolve_architecture({name: model[name] for name in TransformerConfig.field_names_of(ARCHITECTURE)},
+                                            source)
         # Checkpoints carry concrete values, so a reload rebuilds the same shapes without the source.
         self.hparams.update(architecture, num_labels=num_labels)
-        self.config = TransformerConfig(
-            objective="mlm", dropout=dropout, attention_dropout=attention_dropout, init_std=init_std,
-            pad_token_id=pad_token_id, **architecture,
-        )
+        training = {name: model[name] for name in TransformerConfig.field_names_of(TRAINING)}
+        self.config = TransformerConfig(objective="mlm", **training, **architecture)
         self.model = SequenceClassifier(self.config, num_labels, pooler=pooler, classifier_dropout=classifier_dropout)
         if source is not None:
             self._load_source(source, reinit_embeddings)

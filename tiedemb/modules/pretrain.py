@@ -14,8 +14,10 @@ from torchmetrics import MeanMetric
 from tiedemb.errors import UserError
 from tiedemb.modules.flops import MatmulWeights, device_peak_flops
 from tiedemb.modules.optim import adamw_with_schedule
+from tiedemb.modules.settings import save_settings, takes_model_settings
 from tiedemb.nn import LMOutput, Transformer, TransformerConfig
-from tiedemb.scale import TieGuard, restore_tied_entries, tied_prefixes_of
+from tiedemb.nn.config import ARCHITECTURE, LANGUAGE_MODEL, TRAINING
+from tiedemb.training.ties import TieGuard, restore_tied_entries, tied_prefixes_of
 from tiedemb.theory import predict_for_config
 
 
@@ -26,11 +28,12 @@ class TrainingDiverged(UserError):
 class PretrainModule(L.LightningModule):
     """Embedding -> Encoder -> OutputHead, trained on masked or causal language modelling.
 
-    The keyword names are the YAML's (``model.hidden_size`` ...); ``vocab_size`` comes from the
-    data in the CLI. ``head`` picks the output layer: untied, tied, tied_scaled_init, tied_orth,
-    tied_shuffle. ``embedding_scale``, ``output_scale`` and ``embedding_init_std`` add the wider
-    field's remedies (Gemma's sqrt(d) input scale, T5's d^-1/2 readout with std-1 embeddings, muP's
-    output multiplier; see ``TransformerConfig``). Hyperparameters are plain values, so
+    The keyword names are the YAML's (``model.hidden_size`` ...): every ``TransformerConfig``
+    field, then the optimisation settings below (``tiedemb.modules.settings``); ``vocab_size``
+    comes from the data in the CLI. ``head`` picks the output layer: untied, tied,
+    tied_scaled_init, tied_orth, tied_shuffle. ``embedding_scale``, ``output_scale`` and
+    ``embedding_init_std`` add the wider field's remedies (Gemma's sqrt(d) input scale, T5's d^-1/2
+    readout with std-1 embeddings, muP's output multiplier). Hyperparameters are plain values, so
     ``load_from_checkpoint(path)`` rebuilds any variant on its own.
 
     ``compile: true`` compiles the encoder blocks with ``torch.compile`` when the Trainer sets the
@@ -52,40 +55,10 @@ class PretrainModule(L.LightningModule):
       step and the start of this one's, when the loop fetches and moves the batch.
     """
 
+    @takes_model_settings(ARCHITECTURE, TRAINING, LANGUAGE_MODEL)
     def __init__(
         self,
-        vocab_size: int,
-        objective: str = "mlm",
-        hidden_size: int = 768,
-        num_layers: int = 12,
-        num_heads: int = 12,
-        intermediate_size: int = 3072,
-        embedding_dim: int | None = None,
-        embedding_projection: str = "auto",
-        embedding_norm: bool = True,
-        max_position_embeddings: int = 512,
-        position: str = "learned",
-        type_vocab_size: int = 2,
-        norm: str = "layernorm",
-        norm_position: str = "post",
-        norm_eps: float = 1e-12,
-        activation: str = "gelu",
-        dropout: float = 0.1,
-        attention_dropout: float = 0.1,
-        init_std: float = 0.02,
-        residual_init: str = "standard",
-        rope_base: float = 10000.0,
-        head: str = "tied",
-        output_bias: bool = False,
-        head_bias: bool = False,
-        head_activation: str = "none",
-        head_norm: bool = False,
-        shuffle: str = "half_swap",
-        shuffle_groups: int = 2,
-        embedding_scale: float | str = 1.0,
-        output_scale: float | str = 1.0,
-        embedding_init_std: float | None = None,
-        pad_token_id: int = 0,
+        *,
         learning_rate: float = 5e-4,
         weight_decay: float = 0.01,
         betas: tuple[float, float] = (0.9, 0.98),
@@ -95,11 +68,13 @@ class PretrainModule(L.LightningModule):
         min_lr_ratio: float = 0.0,
         compile: bool = False,
         peak_flops: float | None = None,
+        **model: Any,
     ) -> None:
-        super().__init__()
-        self.save_hyperparameters()
-        model_fields = set(TransformerConfig.field_names())
-        self.config = TransformerConfig(**{k: v for k, v in self.hparams.items() if k in model_fields})
+        # Not super().__init__(): with it, Lightning would look for every model setting among this
+        # frame's local variables (tiedemb.modules.settings).
+        L.LightningModule.__init__(self)
+        save_settings(self)
+        self.config = TransformerConfig(**model)
         self.model = Transformer(self.config)
         self.val_loss = MeanMetric()
         self._last_step_time: float | None = None

@@ -2,16 +2,23 @@
 
 Every field has the name a YAML file uses (``model.hidden_size`` ...), so a checkpoint's
 hyperparameters rebuild the model and a sweep can vary any field by name.
+
+This module is a leaf: it imports no other part of the model. It knows every name a field may
+take (heads, norms, activations, shuffles ...) and refuses the rest, so the modules that build
+the parts look names up in their own tables without validating them again.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import math
 from dataclasses import dataclass
+from typing import Any
 
 from tiedemb.errors import UserError, check_choice
-from tiedemb.theory import readout_width, resolve_scale
 
+#: The output heads, in the order messages list them; ``tiedemb.nn.heads.HEADS`` builds each.
+HEAD_NAMES = ("untied", "tied", "tied_scaled_init", "tied_orth", "tied_shuffle")
 OBJECTIVES = ("mlm", "clm")
 POSITIONS = ("learned", "rope", "none")
 NORMS = ("layernorm", "rmsnorm")
@@ -20,47 +27,116 @@ RESIDUAL_INITS = ("standard", "scaled", "zero", "deepnorm")
 ACTIVATIONS = ("none", "gelu", "relu", "tanh", "silu")
 SHUFFLES = ("half_swap", "channel_shuffle")
 EMBEDDING_PROJECTIONS = ("auto", "always")
+#: Keywords a scale setting may name instead of a number; ``d`` is the width of the vector scaled.
+SCALE_KEYWORDS = ("sqrt_d", "rsqrt_d", "mup:<base_width>")
+
+
+def resolve_scale(value: float | str, width: int, name: str = "scale") -> float:
+    """A multiplier given as a number or a keyword of the width ``d`` it applies to.
+
+    ``sqrt_d``: d^(1/2) (Gemma's input embedding). ``rsqrt_d``: d^(-1/2) (T5's tied readout).
+    ``mup:B``: B/d, muP's readout multiplier 1/width_mult for a model tuned at base width B.
+    Raises ``ValueError`` naming ``name`` for anything else.
+    """
+    if isinstance(value, bool):
+        raise ValueError(f"{name}={value!r} is not a number or one of {', '.join(SCALE_KEYWORDS)}")
+    if isinstance(value, (int, float)):
+        scale = float(value)
+    elif value == "sqrt_d":
+        scale = math.sqrt(width)
+    elif value == "rsqrt_d":
+        scale = 1.0 / math.sqrt(width)
+    elif isinstance(value, str) and value.startswith("mup:") and value[4:].strip().isdigit() and int(value[4:]) > 0:
+        scale = int(value[4:]) / width
+    else:
+        try:
+            scale = float(value)
+        except (TypeError, ValueError):
+            raise ValueError(f"{name}={value!r} is not a number or one of {', '.join(SCALE_KEYWORDS)}") from None
+    if not math.isfinite(scale) or scale <= 0:
+        raise ValueError(f"{name} must be a positive finite multiplier, got {value!r}")
+    return scale
+
+
+def readout_width(head: str, hidden_size: int, embedding_dim: int | None) -> int:
+    """Width of the vector the output matrix multiplies: d_e for tied heads, hidden for untied."""
+    return hidden_size if head == "untied" else (embedding_dim or hidden_size)
+
+
+#: What a field describes, which decides where a module takes it from (``tiedemb.modules.settings``):
+ARCHITECTURE = "architecture"
+"""The network's shape and parts: fine-tuning takes these from the pretrained model when unset."""
+TRAINING = "training"
+"""Dropout, initialisation and padding: chosen for each run, fine-tuning included."""
+LANGUAGE_MODEL = "language model"
+"""The pretraining objective, the output head and the remedies of its initial loss: a classifier has none."""
+PARTS = (ARCHITECTURE, TRAINING, LANGUAGE_MODEL)
+
+
+def setting(default: Any = dataclasses.MISSING, *, doc: str, part: str = ARCHITECTURE) -> Any:
+    """A field with the one description the command line (``--help``) shows for it."""
+    if part not in PARTS:
+        raise ValueError(f"part must be one of {PARTS}, got {part!r}")
+    return dataclasses.field(default=default, metadata={"doc": doc, "part": part})
 
 
 @dataclass
 class TransformerConfig:
-    vocab_size: int
-    objective: str = "mlm"
-    hidden_size: int = 768
-    num_layers: int = 12
-    num_heads: int = 12
-    intermediate_size: int = 3072
-    embedding_dim: int | None = None  # d_e; None means hidden_size
-    # "auto": a d_e -> hidden projection only when d_e < hidden (identity at full width);
-    # "always": also at d_e = hidden, so every width of a width study has the same parts.
-    embedding_projection: str = "auto"
-    embedding_norm: bool = True  # the norm after the embedding; off for Gemma's and T5's inputs
-    max_position_embeddings: int = 512
-    position: str = "learned"
-    type_vocab_size: int = 2
-    norm: str = "layernorm"
-    norm_position: str = "post"
-    norm_eps: float = 1e-12
-    activation: str = "gelu"
-    dropout: float = 0.1
-    attention_dropout: float = 0.1
-    init_std: float = 0.02
-    residual_init: str = "standard"
-    rope_base: float = 10000.0
-    # output head
-    head: str = "tied"
-    output_bias: bool = False
-    head_bias: bool = False
-    head_activation: str = "none"
-    head_norm: bool = False
-    shuffle: str = "half_swap"
-    shuffle_groups: int = 2
-    # the wider field's remedies: a number or a keyword of the width d it applies to
-    # (tiedemb.theory.resolve_scale): "sqrt_d", "rsqrt_d", "mup:<base_width>"
-    embedding_scale: float | str = 1.0  # token vectors x this (Gemma: "sqrt_d")
-    output_scale: float | str = 1.0  # the vector meeting the output matrix x this (T5: "rsqrt_d"; muP)
-    embedding_init_std: float | None = None  # the token table's std when set (T5: 1.0), else init_std
-    pad_token_id: int = 0
+    """Every setting of the model, with its default and its meaning.
+
+    The modules take these as flat keywords (``model.hidden_size`` ...): their signatures are made
+    from these fields (``tiedemb.modules.settings``), so a setting added here appears in both
+    modules' ``--help``, their configs and their checkpoints' hyperparameters.
+    """
+
+    vocab_size: int = setting(doc="Vocabulary size n; the command line takes it from the data's tokenizer.")
+    objective: str = setting(
+        "mlm", doc="mlm (masked tokens) or clm (next token, causal attention).", part=LANGUAGE_MODEL)
+    hidden_size: int = setting(768, doc="Width of the residual stream.")
+    num_layers: int = setting(12, doc="Number of Transformer blocks.")
+    num_heads: int = setting(12, doc="Attention heads per block; must divide hidden_size.")
+    intermediate_size: int = setting(3072, doc="Width of the feed-forward layer.")
+    embedding_dim: int | None = setting(None, doc="d_e, the width of the token table (1..hidden_size); unset: hidden_size.")
+    embedding_projection: str = setting(
+        "auto", doc="auto: a d_e -> hidden projection only when d_e < hidden (identity at full width); always: "
+                    "also at d_e = hidden, so every width of a width study has the same parts.")
+    embedding_norm: bool = setting(True, doc="The norm after the embedding; off for Gemma's and T5's inputs.")
+    max_position_embeddings: int = setting(512, doc="Longest sequence (rows of the learned position table).")
+    position: str = setting("learned", doc="learned (a position table), rope (rotary) or none.")
+    type_vocab_size: int = setting(2, doc="Segment (token type) vectors; 0 for none.")
+    norm: str = setting("layernorm", doc="layernorm or rmsnorm.")
+    norm_position: str = setting("post", doc="post: norm(x + f(x)) as in BERT; pre: x + f(norm(x)) with a final norm.")
+    norm_eps: float = setting(1e-12, doc="Epsilon of every norm.")
+    activation: str = setting("gelu", doc="Feed-forward activation: gelu, relu, tanh or silu.")
+    dropout: float = setting(0.1, doc="Dropout on embeddings and residual branches, in [0, 1).", part=TRAINING)
+    attention_dropout: float = setting(0.1, doc="Dropout on attention weights, in [0, 1).", part=TRAINING)
+    init_std: float = setting(0.02, doc="Std of the normal initialisation of weight matrices and tables.", part=TRAINING)
+    residual_init: str = setting(
+        "standard", doc="How far from the identity residual branches start: standard, scaled (GPT-2), zero, "
+                        "deepnorm (post-norm only).")
+    rope_base: float = setting(10000.0, doc="Base of the rotary frequencies (position=rope).")
+    head: str = setting("tied", doc="Output layer: " + ", ".join(HEAD_NAMES) + ".", part=LANGUAGE_MODEL)
+    output_bias: bool = setting(False, doc="A vocabulary-sized output bias (never part of the tie).", part=LANGUAGE_MODEL)
+    head_bias: bool = setting(False, doc="tied_orth: a bias on its projection.", part=LANGUAGE_MODEL)
+    head_activation: str = setting(
+        "none", doc="tied_orth: an activation after its projection (none, gelu, relu, tanh, silu).", part=LANGUAGE_MODEL)
+    head_norm: bool = setting(
+        False, doc="tied_orth: a norm after its projection (with head_bias and gelu: BERT's MLM transform).",
+        part=LANGUAGE_MODEL)
+    shuffle: str = setting(
+        "half_swap", doc="tied_shuffle: half_swap, or channel_shuffle in shuffle_groups groups.", part=LANGUAGE_MODEL)
+    shuffle_groups: int = setting(2, doc="tied_shuffle with channel_shuffle: groups; must divide d_e.",
+                                  part=LANGUAGE_MODEL)
+    # The wider field's remedies: a number or a keyword of the width d it applies to (resolve_scale).
+    embedding_scale: float | str = setting(
+        1.0, doc="Token vectors x this: a number, sqrt_d (Gemma), rsqrt_d or mup:<base_width>.", part=LANGUAGE_MODEL)
+    output_scale: float | str = setting(
+        1.0, doc="The vector meeting the output matrix x this: a number, rsqrt_d (T5), mup:<base_width> (muP) or "
+                 "sqrt_d.", part=LANGUAGE_MODEL)
+    embedding_init_std: float | None = setting(
+        None, doc="Std of the token table (T5: 1.0); unset: init_std.", part=LANGUAGE_MODEL)
+    pad_token_id: int = setting(0, doc="Id of the padding token; the command line takes it from the data.",
+                                part=TRAINING)
 
     def __post_init__(self) -> None:
         if self.embedding_dim is None:
@@ -103,11 +179,20 @@ class TransformerConfig:
         check_choice("model.head_activation", self.head_activation, ACTIVATIONS)
         if self.residual_init == "deepnorm" and self.norm_position != "post":
             raise UserError("model.residual_init=deepnorm is defined for model.norm_position=post")
-        # Imported here: heads import this module for the config type.
-        from tiedemb.nn.heads import HEADS
+        check_choice("model.head", self.head, HEAD_NAMES)
+        if self.head == "tied_shuffle":
+            self._check_shuffle()
 
-        check_choice("model.head", self.head, HEADS)
-        HEADS[self.head].validate(self)
+    def _check_shuffle(self) -> None:
+        """The shuffle head permutes the d_e dimensions in groups that must divide them."""
+        check_choice("model.shuffle", self.shuffle, SHUFFLES)
+        width = self.embedding_dim
+        if self.shuffle == "half_swap" and width % 2:
+            raise UserError(f"model.shuffle=half_swap needs an even model.embedding_dim, got {width}")
+        if self.shuffle == "channel_shuffle" and (self.shuffle_groups < 2 or width % self.shuffle_groups):
+            raise UserError(
+                f"model.shuffle_groups ({self.shuffle_groups}) must be >= 2 and divide model.embedding_dim ({width})"
+            )
 
     @property
     def head_dim(self) -> int:
@@ -139,3 +224,8 @@ class TransformerConfig:
     @classmethod
     def field_names(cls) -> list[str]:
         return [f.name for f in dataclasses.fields(cls)]
+
+    @classmethod
+    def field_names_of(cls, *parts: str) -> list[str]:
+        """The fields that describe the given parts (``ARCHITECTURE`` ...), in declaration order."""
+        return [f.name for f in dataclasses.fields(cls) if f.metadata.get("part", ARCHITECTURE) in parts]

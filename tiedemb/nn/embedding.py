@@ -10,7 +10,7 @@ import torch
 from torch import Tensor, nn
 
 from tiedemb.nn.config import TransformerConfig
-from tiedemb.nn.norms import make_norm
+from tiedemb.nn.layers import make_norm
 
 
 class Embedding(nn.Module):

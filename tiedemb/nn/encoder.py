@@ -13,9 +13,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from tiedemb.nn.config import TransformerConfig
-from tiedemb.nn.norms import make_norm
-
-ACTIVATION_FUNCTIONS = {"gelu": F.gelu, "relu": F.relu, "tanh": torch.tanh, "silu": F.silu}
+from tiedemb.nn.layers import ACTIVATION_FUNCTIONS, make_norm
 
 
 class Rotary(nn.Module):

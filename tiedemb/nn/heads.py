@@ -14,10 +14,8 @@ import math
 import torch
 from torch import Tensor, nn
 
-from tiedemb.errors import UserError
 from tiedemb.nn.config import TransformerConfig
-from tiedemb.nn.encoder import ACTIVATION_FUNCTIONS
-from tiedemb.nn.norms import make_norm
+from tiedemb.nn.layers import ACTIVATION_FUNCTIONS, make_norm
 
 
 class OutputHead(nn.Module):
@@ -31,10 +29,6 @@ class OutputHead(nn.Module):
         self.bias = nn.Parameter(torch.zeros(config.vocab_size)) if config.output_bias else None
         # T5's d^-1/2 or muP's multiplier on what meets the decoder (so the bias stays unscaled).
         self.scale = config.readout_scale
-
-    @classmethod
-    def validate(cls, config: TransformerConfig) -> None:
-        """Refuse impossible combinations at construction, naming the parameter."""
 
     @staticmethod
     def embedding_std(config: TransformerConfig) -> float:
@@ -111,20 +105,6 @@ class TiedShuffleHead(TiedHead):
         self.mode = config.shuffle
         self.groups = 2 if config.shuffle == "half_swap" else config.shuffle_groups
 
-    @classmethod
-    def validate(cls, config: TransformerConfig) -> None:
-        from tiedemb.nn.config import SHUFFLES
-        from tiedemb.errors import check_choice
-
-        check_choice("model.shuffle", config.shuffle, SHUFFLES)
-        width = config.embedding_dim
-        if config.shuffle == "half_swap" and width % 2:
-            raise UserError(f"model.shuffle=half_swap needs an even model.embedding_dim, got {width}")
-        if config.shuffle == "channel_shuffle" and (config.shuffle_groups < 2 or width % config.shuffle_groups):
-            raise UserError(
-                f"model.shuffle_groups ({config.shuffle_groups}) must be >= 2 and divide model.embedding_dim ({width})"
-            )
-
     def transform(self, hidden: Tensor) -> Tensor:
         x = super().transform(hidden)
         if self.mode == "half_swap":
@@ -134,6 +114,8 @@ class TiedShuffleHead(TiedHead):
         return x.reshape(*lead, self.groups, width // self.groups).transpose(-1, -2).reshape(*lead, width)
 
 
+#: One class per name in ``tiedemb.nn.config.HEAD_NAMES``, which validates ``model.head`` (and the
+#: shuffle settings) before anything here is built.
 HEADS: dict[str, type[OutputHead]] = {
     "untied": UntiedHead,
     "tied": TiedHead,

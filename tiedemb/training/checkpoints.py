@@ -1,14 +1,15 @@
-"""Resuming runs: random-number state in checkpoints, finding and vetting the checkpoint to load.
+"""A run's checkpoints: where the newest state is written, and which checkpoint a run starts from.
 
 Lightning restores weights, optimiser, scheduler and loop counters; the data position is the
-datamodule's (``tiedemb.data.sampling``). What is left is here:
+datamodule's (``tiedemb.data.sampling``) and the random state ``RandomState``'s
+(``tiedemb.training.random_state``). What is left is here:
 
-* ``RandomState`` stores the global RNG states (torch, CUDA, NumPy, Python) of every process
-  and puts them back just before training continues, so dropout draws as if never stopped.
+* ``ResumableCheckpoint`` keeps ``last.ckpt`` the newest state, whatever the monitored metric did.
 * ``find_last_checkpoint`` gives ``--ckpt_path=last`` a meaning that survives new run folders:
   the newest ``last*.ckpt`` under the run roots written by a run of the same configuration.
 * ``read_checkpoint`` / ``check_compatible`` turn a missing, unreadable, unsafe or mismatched
   checkpoint into one ``UserError`` naming the problem, before Lightning fails on it.
+* ``fresh_checkpoint_dir``: where a run without loggers writes, never over another run's files.
 """
 
 from __future__ import annotations
@@ -16,18 +17,17 @@ from __future__ import annotations
 import inspect
 import logging
 import os
-import random
 import re
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
 import lightning as L
-import numpy as np
 import torch
-from lightning.pytorch.callbacks import Callback, ModelCheckpoint
+from lightning.pytorch.callbacks import ModelCheckpoint
 
-from tiedemb.errors import UserError
+from tiedemb.errors import UserError, first_line
+from tiedemb.training.files import first_free
 
 log = logging.getLogger("tiedemb")
 
@@ -46,70 +46,6 @@ TRAINING_SETTINGS = frozenset({
     "dropout", "attention_dropout", "classifier_dropout", "warmup_ratio",
 })
 """Optimisation settings: an explicitly given checkpoint may be continued with other values."""
-
-
-# --------------------------------------------------------------------------- random state
-
-
-def _local_random_state() -> dict[str, Any]:
-    """This process's global RNG states, as tensors and plain values (loadable with weights_only)."""
-    kind, keys, position, has_gauss, cached = np.random.get_state()
-    version, python_state, gauss = random.getstate()
-    state: dict[str, Any] = {
-        "torch": torch.get_rng_state(),
-        "numpy": [str(kind), torch.from_numpy(np.asarray(keys, dtype=np.int64)), int(position), int(has_gauss), float(cached)],
-        "python": [int(version), list(python_state), gauss],
-    }
-    if torch.cuda.is_available() and torch.cuda.is_initialized():
-        state["cuda"] = torch.cuda.get_rng_state_all()
-    return state
-
-
-def _set_local_random_state(state: Mapping[str, Any]) -> None:
-    torch.set_rng_state(state["torch"])
-    kind, keys, position, has_gauss, cached = state["numpy"]
-    np.random.set_state((kind, keys.numpy().astype(np.uint32), position, has_gauss, cached))
-    version, python_state, gauss = state["python"]
-    random.setstate((version, tuple(python_state), gauss))
-    cuda = state.get("cuda")
-    if cuda and torch.cuda.is_available() and len(cuda) == torch.cuda.device_count():
-        torch.cuda.set_rng_state_all(cuda)
-
-
-class RandomState(Callback):
-    """Keeps every process's global RNG state in checkpoints and restores it on resume.
-
-    Lightning does not store RNG states, so without this a resumed run re-seeds and its
-    dropout masks differ from an uninterrupted run's. States are restored in ``on_train_start``:
-    after the sanity check and the data loaders' setup, right before the next training step.
-    The data loaders own their generators (``tiedemb.data.sampling.loader_generator``), so
-    nothing between a checkpoint and the next step draws from the global RNGs.
-    """
-
-    def __init__(self) -> None:
-        self._pending: list[dict[str, Any]] | None = None
-
-    def state_dict(self) -> dict[str, Any]:
-        local = _local_random_state()
-        if torch.distributed.is_available() and torch.distributed.is_initialized() and torch.distributed.get_world_size() > 1:
-            gathered: list[Any] = [None] * torch.distributed.get_world_size()
-            torch.distributed.all_gather_object(gathered, local)
-            return {"ranks": gathered}
-        return {"ranks": [local]}
-
-    def load_state_dict(self, state_dict: dict[str, Any]) -> None:
-        self._pending = list(state_dict.get("ranks") or []) or None
-
-    def on_train_start(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
-        if self._pending is None:
-            return
-        rank = trainer.global_rank
-        if rank < len(self._pending):
-            _set_local_random_state(self._pending[rank])
-        else:
-            log.warning("the checkpoint holds random states of %d processes, this run has %d: process %d re-seeds",
-                        len(self._pending), trainer.world_size, rank)
-        self._pending = None
 
 
 # --------------------------------------------------------------------------- the newest state on disk
@@ -165,7 +101,7 @@ def read_checkpoint(path: str | os.PathLike, weights_only: bool = True) -> dict[
                 "tiedemb does not unpickle by default (it could run arbitrary code). If you trust the file, "
                 "pass --weights_only=false."
             ) from None
-        first = (str(error).strip().splitlines() or [type(error).__name__])[0].split(". ")[0].rstrip(".")
+        first = first_line(error).split(". ")[0].rstrip(".")
         raise UserError(f"checkpoint {str(path)!r} could not be read ({first}); it is truncated, corrupt or not "
                         "a Lightning checkpoint") from None
 
@@ -318,8 +254,4 @@ def fresh_checkpoint_dir(root: str | os.PathLike, resume_from: str | os.PathLike
         parent = Path(resume_from).expanduser().resolve().parent
         if parent.parent == base.parent.resolve() and re.fullmatch(r"checkpoints(-\d+)?", parent.name):
             return parent
-    index, folder = 0, base
-    while folder.is_dir() and any(folder.glob("*.ckpt")):
-        index += 1
-        folder = base.with_name(f"checkpoints-{index}")
-    return folder
+    return first_free(base.parent, base.name, taken=lambda folder: folder.is_dir() and any(folder.glob("*.ckpt")))

@@ -1,9 +1,13 @@
-"""Writing files so that a crash never leaves a half-written one in place of a good one.
+"""Writing files so that a crash never leaves a half-written one, and never over an earlier one.
 
 Every file tiedemb writes for later use (checkpoints, reports, tables) goes to a temporary
 file beside its target, is flushed to disk, and only then renamed over the target. A rename
 within one directory is atomic on POSIX file systems, so a reader (or a resumed run) sees
 either the complete old file or the complete new one, whatever moment the writer died at.
+
+Files that must not replace an earlier one (a run's saved config, prediction files, a new
+run's checkpoint folder) take the next free name instead: ``name``, ``name-1``, ``name-2`` ...
+(``numbered_names``).
 """
 
 from __future__ import annotations
@@ -13,15 +17,12 @@ import os
 import shutil
 import socket
 import tempfile
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import IO, Any
 
-import torch
-from lightning.fabric.utilities.cloud_io import get_filesystem
-from lightning.pytorch.plugins.io import TorchCheckpointIO
-
-from tiedemb.errors import UserError
+MAX_NUMBERED_NAMES = 10_000
+"""How many numbered names ``write_new_file`` tries before giving up."""
 
 PARTIAL_SUFFIX = ".partial"
 """Ends the name of a file still being written (``.last.ckpt.<host>.<pid>.partial``)."""
@@ -119,51 +120,57 @@ def atomic_write_bytes(path: str | os.PathLike, data: bytes) -> None:
         handle.write(data)
 
 
-class NonFiniteCheckpoint(UserError):
-    """A checkpoint was about to be written with NaN or infinite weights."""
+# --------------------------------------------------------------------------- never over an earlier file
 
 
-def non_finite_tensors(state_dict: dict[str, Any]) -> list[str]:
-    """Names of floating-point tensors in ``state_dict`` holding NaN or infinity."""
-    return [
-        name
-        for name, value in state_dict.items()
-        if isinstance(value, torch.Tensor) and value.is_floating_point() and not bool(torch.isfinite(value).all())
-    ]
+def numbered_names(name: str) -> Iterator[str]:
+    """``name``, then ``stem-1.suffix``, ``stem-2.suffix`` ...: the names a new file (or folder) tries in turn."""
+    stem, suffix = os.path.splitext(name)
+    yield name
+    number = 1
+    while True:
+        yield f"{stem}-{number}{suffix}"
+        number += 1
 
 
-class AtomicCheckpointIO(TorchCheckpointIO):
-    """Lightning's checkpoint writer, made crash-safe and refusing to save diverged weights.
+def first_free(folder: str | os.PathLike, name: str, taken: Callable[[Path], bool] = os.path.exists) -> Path:
+    """The first of ``numbered_names(name)`` in ``folder`` that is not ``taken`` (by default: exists)."""
+    return next(Path(folder) / candidate for candidate in numbered_names(name) if not taken(Path(folder) / candidate))
 
-    Lightning's own writer stages the file in the system temporary folder and moves it, which
-    is a copy (not atomic) whenever that folder is on another file system, and holds the whole
-    checkpoint in memory twice. This one streams ``torch.save`` into a temporary file in the
-    target's folder, fsyncs it and renames it over the target. Remote (fsspec) paths keep
-    Lightning's behaviour. Loading is unchanged.
+
+def write_new_file(directory: str | os.PathLike, filename: str, text: str) -> Path:
+    """Write ``text`` to ``filename`` in ``directory``, or to the next free name; return the path it got.
+
+    A reader sees either no file or a whole one: the text goes to a temporary file in the target
+    folder, which is then hard-linked to its final name. ``os.link`` fails when the name exists,
+    so an earlier file is never replaced, even by a concurrent writer.
     """
+    directory = Path(directory)
+    directory.mkdir(parents=True, exist_ok=True)
+    descriptor, temporary = tempfile.mkstemp(prefix=f".{filename}.", suffix=".tmp", dir=directory)
+    try:
+        with os.fdopen(descriptor, "w", encoding="utf-8", newline="") as handle:
+            handle.write(text)
+            handle.flush()
+            os.fsync(handle.fileno())
+        for _, candidate in zip(range(MAX_NUMBERED_NAMES), numbered_names(filename)):
+            target = directory / candidate
+            try:
+                os.link(temporary, target)
+            except FileExistsError:
+                continue
+            except OSError:  # a file system without hard links: check, then rename
+                if target.exists():
+                    continue
+                os.replace(temporary, target)
+            return target
+        raise FileExistsError(f"no free name for {filename} in {directory}")
+    finally:
+        if os.path.exists(temporary):
+            os.unlink(temporary)
 
-    def save_checkpoint(self, checkpoint: dict[str, Any], path: Any, storage_options: Any | None = None) -> None:
-        if storage_options is not None or not _is_local(path):
-            super().save_checkpoint(checkpoint, path, storage_options)
-            return
-        broken = non_finite_tensors(checkpoint.get("state_dict", {}))
-        if broken:
-            # The previous checkpoint stays: it is the last one whose weights were finite.
-            step = checkpoint.get("global_step", "?")
-            raise NonFiniteCheckpoint(
-                f"the weights became non-finite (NaN or infinite, e.g. {broken[0]}) by step {step}; the run stops "
-                f"and {str(path)!r} keeps its last good contents. Lower model.learning_rate or raise model.warmup_steps."
-            )
-        save_atomically(checkpoint, path)
 
-
-def save_atomically(obj: Any, path: str | os.PathLike, save: Callable[[Any, IO], None] | None = None) -> None:
-    """``torch.save(obj, path)`` (or ``save(obj, file)``), but ``path`` only ever holds a complete file."""
-    with atomic_write(path, "wb") as handle:
-        (save or torch.save)(obj, handle)
-
-
-def _is_local(path: Any) -> bool:
-    from fsspec.implementations.local import LocalFileSystem
-
-    return isinstance(get_filesystem(str(path)), LocalFileSystem)
+def write_tsv(directory: str | os.PathLike, filename: str, header: Sequence[str], rows: Iterable[Sequence[object]]) -> Path:
+    """Write a tab-separated file with ``write_new_file``; return the path it got."""
+    text = "\t".join(header) + "\n" + "".join("\t".join(str(cell) for cell in row) + "\n" for row in rows)
+    return write_new_file(directory, filename, text)

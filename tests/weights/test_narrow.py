@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from tiedemb.nn.factorise import factorise_tables, truncated_svd
+from tiedemb.weights.narrow import factorise_tables, truncated_svd
 
 
 @pytest.mark.parametrize("rank", [1, 5, 16, 31, 32])

@@ -398,7 +398,7 @@ def _tail(log_file: Path) -> str:
 
 
 def _last_checkpoint(folder: Path) -> Path | None:
-    from tiedemb.resume import last_checkpoints
+    from tiedemb.training.checkpoints import last_checkpoints
 
     found = last_checkpoints([folder])
     return found[0] if found else None
@@ -406,7 +406,7 @@ def _last_checkpoint(folder: Path) -> Path | None:
 
 def _test_checkpoint(folder: Path, which: str) -> Path:
     """The checkpoint ``test`` (or a chained cell) starts from: the monitored best of the newest run, else its last."""
-    from tiedemb.resume import read_checkpoint
+    from tiedemb.training.checkpoints import read_checkpoint
 
     last = _last_checkpoint(folder)
     if last is None:

@@ -12,8 +12,8 @@ from transformers import BertModel
 
 from tiedemb import GlueModule
 from tiedemb.errors import UserError
-from tiedemb.modules.pretrained import load_pretrained
-from tiedemb.nn.bert_weights import bert_to_tiedemb
+from tiedemb.weights.bert import bert_to_tiedemb
+from tiedemb.weights.source import load_pretrained
 
 from bert_helpers import TINY_BERT, pair_batch, save_tiny_bert
 

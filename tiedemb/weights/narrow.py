@@ -1,4 +1,4 @@
-"""Truncated SVD of embedding tables: the best rank-k stand-in for a wide embedding.
+"""Narrowing a pretrained embedding to a smaller d_e: truncated SVD, the best rank-k stand-in.
 
 Fine-tuning with ``embedding_dim`` (d_e) below the width of a pretrained embedding needs narrow
 tables and a projection whose product approximates the pretrained ones. Token, position and
@@ -11,9 +11,19 @@ does better in Frobenius norm, and the squared error is the sum of the discarded
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import torch
 from torch import Tensor
+
+from tiedemb.errors import UserError
+
+if TYPE_CHECKING:
+    from tiedemb.weights.source import PretrainedWeights
+
+TABLES = ("embedding.token.weight", "embedding.position.weight", "embedding.segment.weight")
+"""The tables summed before the projection, which therefore share it."""
+PROJECTION = "embedding.projection.weight"
 
 
 @dataclass
@@ -67,3 +77,32 @@ def factorise_tables(
     right_t = svd.right.T  # (d, rank) = V_k
     new_projection = right_t.contiguous() if projection is None else projection.detach() @ right_t
     return [t.contiguous() for t in narrow], new_projection, svd
+
+
+def fit_embedding(source: PretrainedWeights, embedding_dim: int, reinit: bool) -> dict[str, Tensor]:
+    """The source's state with its embedding at width ``embedding_dim`` (or left out when ``reinit``).
+
+    With ``embedding_dim`` below the source's d_e the stacked token/position/segment tables are
+    factorised by truncated SVD and the projection becomes the old one times V_k, so that
+    projection(new table) ≈ projection(old table). The embedding LayerNorm is hidden-wide and is
+    kept either way.
+    """
+    state = dict(source.state)
+    source_de = source.fields["embedding_dim"]
+    if reinit:
+        for key in (*TABLES, PROJECTION):
+            state.pop(key, None)
+        return state
+    if embedding_dim > source_de:
+        raise UserError(
+            f"model.embedding_dim={embedding_dim} is wider than the embedding of the pretrained {source.kind} "
+            f"{source.origin!r} (d_e {source_de}); SVD can only narrow it. Set model.reinit_embeddings=true "
+            "to draw new embeddings instead"
+        )
+    if embedding_dim == source_de:
+        return state
+    present = [key for key in TABLES if key in state]
+    tables, projection, _ = factorise_tables([state[key] for key in present], state.get(PROJECTION), embedding_dim)
+    state.update(zip(present, tables))
+    state[PROJECTION] = projection
+    return state

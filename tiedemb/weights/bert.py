@@ -2,20 +2,23 @@
 
 tiedemb's post-norm encoder with learned positions and segments is BERT's architecture; only
 the names differ, and tiedemb fuses the query, key and value projections into one matrix
-(``qkv`` = rows of q, then k, then v, which is how ``SelfAttention`` splits its output). The
-functions here are pure: a config mapping in, field values out; a state dict in, a state
-dict out. Reading files is the caller's business.
+(``qkv`` = rows of q, then k, then v, which is how ``SelfAttention`` splits its output).
+``fields_from_bert_config`` and ``bert_to_tiedemb`` are pure: a config mapping in, field values
+out; a state dict in, a state dict out. ``read_bert`` reads a model with transformers and
+applies both.
 """
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping
+from pathlib import Path
 from typing import Any
 
 import torch
 from torch import Tensor
 
-from tiedemb.errors import UserError
+from tiedemb.errors import UserError, first_line
 
 #: transformers' ``hidden_act`` names -> tiedemb activations with the same function.
 #: "gelu" is the exact (erf) GELU in both; the tanh approximations are refused rather than
@@ -105,3 +108,42 @@ def bert_to_tiedemb(state: Mapping[str, Tensor], num_layers: int) -> dict[str, T
             out[f"{target}attention.qkv.{leaf}"] = torch.cat([state[key] for key in parts], dim=0)
     take(*POOLER_NAME, required=False)
     return out
+
+
+def read_bert(name_or_path: str, origin: str) -> tuple[dict[str, Any], dict[str, Tensor]]:
+    """``TransformerConfig`` field values and tiedemb-named float weights of a BERT model.
+
+    Read through transformers, which reads every format it writes (safetensors, bin, shards), from
+    a local directory or a hub name (the local cache when the hub cannot be reached).
+    """
+    from transformers import BertModel
+    from transformers.utils import logging as transformers_logging
+
+    from tiedemb.training.hub import hub_access
+
+    local = Path(name_or_path).is_dir()
+    if local:
+        config = json.loads((Path(name_or_path) / "config.json").read_text())
+        fields_from_bert_config(config, origin)  # refuse other architectures before reading weights
+    bar_was_on = transformers_logging.is_progress_bar_enabled()
+    transformers_logging.disable_progress_bar()  # one bar per load is noise in a training log
+    online = True
+    try:
+        if local:
+            model, info = BertModel.from_pretrained(name_or_path, output_loading_info=True)
+        else:
+            with hub_access() as online:
+                model, info = BertModel.from_pretrained(name_or_path, output_loading_info=True)
+    except (OSError, ValueError) as error:
+        where = "" if local or online else " (the hub is unreachable and it is not in the local cache)"
+        raise UserError(f"could not load pretrained BERT model {origin!r}{where}: {first_line(error)}") from None
+    finally:
+        if bar_was_on:
+            transformers_logging.enable_progress_bar()
+    fields = fields_from_bert_config(model.config.to_dict(), origin)
+    state = model.state_dict()
+    # transformers fills absent weights randomly; a random pooler must not pass for a pretrained one.
+    if any(key.startswith("pooler.") for key in info.get("missing_keys", ())):
+        state = {key: value for key, value in state.items() if not key.startswith("pooler.")}
+    mapped = bert_to_tiedemb(state, fields["num_layers"])
+    return fields, {key: value.float() for key, value in mapped.items()}

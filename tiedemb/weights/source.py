@@ -3,13 +3,13 @@
 ``load_pretrained`` reads a source into one neutral form (architecture field values plus a state
 dict named as ``SequenceClassifier`` names its parameters). ``resolve_architecture`` merges those
 values with what the user asked for: unset fields take the pretrained value, set fields must
-agree with it. ``fit_embedding`` narrows the pretrained embedding to the requested d_e by
-truncated SVD, or drops it to be drawn afresh.
+agree with it. ``tiedemb.weights.narrow.fit_embedding`` then narrows the embedding to the
+requested d_e.
 """
 
 from __future__ import annotations
 
-import json
+import dataclasses
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -17,32 +17,10 @@ from typing import Any
 import torch
 from torch import Tensor
 
-from tiedemb.errors import UserError
-from tiedemb.nn.bert_weights import bert_to_tiedemb, fields_from_bert_config
-from tiedemb.nn.config import TransformerConfig
-from tiedemb.nn.factorise import factorise_tables
+from tiedemb.errors import UserError, first_line
+from tiedemb.nn.config import ARCHITECTURE, TransformerConfig
+from tiedemb.weights.bert import read_bert
 
-#: Architecture fields a pretrained source decides, with the value used when there is no source
-#: and the field is unset (BERT-base's, the model the d_e ablation is defined on).
-ARCHITECTURE_DEFAULTS: dict[str, Any] = {
-    "hidden_size": 768,
-    "num_layers": 12,
-    "num_heads": 12,
-    "intermediate_size": 3072,
-    "max_position_embeddings": 512,
-    "position": "learned",
-    "type_vocab_size": 2,
-    "norm": "layernorm",
-    "norm_position": "post",
-    "norm_eps": 1e-12,
-    "activation": "gelu",
-    "residual_init": "standard",
-    "rope_base": 10000.0,
-    "embedding_projection": "auto",
-    "embedding_norm": True,
-}
-TABLES = ("embedding.token.weight", "embedding.position.weight", "embedding.segment.weight")
-PROJECTION = "embedding.projection.weight"
 KEPT_PREFIXES = ("embedding.", "encoder.", "pooler.")
 
 
@@ -67,10 +45,10 @@ def load_pretrained(source: str) -> PretrainedWeights:
                 f"pretrained directory {source!r} has no config.json; expected a transformers BERT model "
                 "(config.json plus model.safetensors or pytorch_model.bin) or a tiedemb .ckpt file"
             )
-        return _load_bert(str(path), source)
+        return PretrainedWeights(source, "BERT model", *read_bert(str(path), source))
     if source.endswith(".ckpt") or source.startswith((".", "/", "~")) or source.count("/") > 1:
         raise UserError(f"pretrained {source!r} does not exist (expected a .ckpt file or a BERT model directory)")
-    return _load_bert(source, source)
+    return PretrainedWeights(source, "BERT model", *read_bert(source, source))
 
 
 def _load_checkpoint(path: Path, origin: str) -> PretrainedWeights:
@@ -91,7 +69,7 @@ def _load_checkpoint(path: Path, origin: str) -> PretrainedWeights:
         config = TransformerConfig(**known)
     except (TypeError, UserError) as error:
         raise UserError(f"pretrained {origin!r} does not describe a tiedemb model: {error}") from None
-    fields = {name: getattr(config, name) for name in (*ARCHITECTURE_DEFAULTS, "vocab_size", "embedding_dim")}
+    fields = {name: getattr(config, name) for name in TransformerConfig.field_names_of(ARCHITECTURE)}
     state = {
         key.removeprefix("model."): value.float()
         for key, value in checkpoint["state_dict"].items()
@@ -102,54 +80,27 @@ def _load_checkpoint(path: Path, origin: str) -> PretrainedWeights:
     return PretrainedWeights(origin, "checkpoint", fields, state)
 
 
-def _load_bert(name_or_path: str, origin: str) -> PretrainedWeights:
-    """BERT weights through transformers, which reads every format it writes (safetensors, bin, shards)."""
-    from transformers import BertModel
-    from transformers.utils import logging as transformers_logging
-
-    from tiedemb.data.tokenizers import first_line, hub_access
-
-    local = Path(name_or_path).is_dir()
-    if local:
-        config = json.loads((Path(name_or_path) / "config.json").read_text())
-        fields_from_bert_config(config, origin)  # refuse other architectures before reading weights
-    bar_was_on = transformers_logging.is_progress_bar_enabled()
-    transformers_logging.disable_progress_bar()  # one bar per load is noise in a training log
-    online = True
-    try:
-        if local:
-            model, info = BertModel.from_pretrained(name_or_path, output_loading_info=True)
-        else:
-            with hub_access() as online:
-                model, info = BertModel.from_pretrained(name_or_path, output_loading_info=True)
-    except (OSError, ValueError) as error:
-        where = "" if local or online else " (the hub is unreachable and it is not in the local cache)"
-        raise UserError(f"could not load pretrained BERT model {origin!r}{where}: {first_line(error)}") from None
-    finally:
-        if bar_was_on:
-            transformers_logging.enable_progress_bar()
-    fields = fields_from_bert_config(model.config.to_dict(), origin)
-    state = model.state_dict()
-    # transformers fills absent weights randomly; a random pooler must not pass for a pretrained one.
-    if any(key.startswith("pooler.") for key in info.get("missing_keys", ())):
-        state = {key: value for key, value in state.items() if not key.startswith("pooler.")}
-    mapped = bert_to_tiedemb(state, fields["num_layers"])
-    return PretrainedWeights(origin, "BERT model", fields, {key: value.float() for key, value in mapped.items()})
+def architecture_defaults() -> dict[str, Any]:
+    """The architecture fields a pretrained source decides, with the value used when there is no
+    source and the field is unset: the config's default (BERT-base's, the model the d_e ablation is
+    defined on). ``vocab_size`` has none; ``embedding_dim`` follows the hidden size."""
+    return {field.name: field.default for field in dataclasses.fields(TransformerConfig)
+            if field.name in TransformerConfig.field_names_of(ARCHITECTURE) and field.name != "embedding_dim"}
 
 
 def resolve_architecture(requested: dict[str, Any], source: PretrainedWeights | None) -> dict[str, Any]:
-    """Concrete architecture values: the user's where set, else the source's, else BERT-base's.
+    """Concrete architecture values: the user's where set, else the source's, else the config's defaults.
 
     A value the user set that disagrees with the source is an error naming both; ``embedding_dim``
     may be narrower than the source's (the SVD narrows the embedding) and is settled in
     ``fit_embedding``.
     """
     resolved: dict[str, Any] = {}
-    for name in ("vocab_size", *ARCHITECTURE_DEFAULTS):
+    for name, default in architecture_defaults().items():
         given = requested.get(name)
         have = source.fields.get(name) if source is not None else None
         if given is None:
-            value = have if have is not None else ARCHITECTURE_DEFAULTS.get(name)
+            value = have if have is not None else (None if default is dataclasses.MISSING else default)
             if value is None:
                 raise UserError(f"model.{name} must be set when model.pretrained is not")
             resolved[name] = value
@@ -169,35 +120,6 @@ def resolve_architecture(requested: dict[str, Any], source: PretrainedWeights | 
     source_de = source.fields["embedding_dim"] if source is not None else None
     resolved["embedding_dim"] = given_de if given_de is not None else (source_de or resolved["hidden_size"])
     return resolved
-
-
-def fit_embedding(source: PretrainedWeights, embedding_dim: int, reinit: bool) -> dict[str, Tensor]:
-    """The source's state with its embedding at width ``embedding_dim`` (or left out when ``reinit``).
-
-    With ``embedding_dim`` below the source's d_e the stacked token/position/segment tables are
-    factorised by truncated SVD and the projection becomes the old one times V_k, so that
-    projection(new table) ≈ projection(old table). The embedding LayerNorm is hidden-wide and is
-    kept either way.
-    """
-    state = dict(source.state)
-    source_de = source.fields["embedding_dim"]
-    if reinit:
-        for key in (*TABLES, PROJECTION):
-            state.pop(key, None)
-        return state
-    if embedding_dim > source_de:
-        raise UserError(
-            f"model.embedding_dim={embedding_dim} is wider than the embedding of the pretrained {source.kind} "
-            f"{source.origin!r} (d_e {source_de}); SVD can only narrow it. Set model.reinit_embeddings=true "
-            "to draw new embeddings instead"
-        )
-    if embedding_dim == source_de:
-        return state
-    present = [key for key in TABLES if key in state]
-    tables, projection, _ = factorise_tables([state[key] for key in present], state.get(PROJECTION), embedding_dim)
-    state.update(zip(present, tables))
-    state[PROJECTION] = projection
-    return state
 
 
 def _same(given: Any, have: Any) -> bool:

@@ -1,0 +1,61 @@
+"""The package imports cleanly: no import cycles, and the model code alone stays light."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+CHECKER = Path(__file__).resolve().parent / "import_cycles.py"
+HEAVY = ("lightning", "datasets", "transformers")
+
+
+def run_python(*args: str, cwd: Path = ROOT) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, *args], capture_output=True, text=True, cwd=cwd, timeout=600)
+
+
+def test_every_module_imports_in_a_fresh_interpreter_without_a_cycle():
+    result = run_python(str(CHECKER), "tiedemb", str(ROOT))
+    assert result.returncode == 0, result.stdout + result.stderr[-3000:]
+    assert "no import cycle" in result.stdout
+
+
+def test_the_cycle_check_finds_a_cycle_that_imports_without_error(tmp_path):
+    package = tmp_path / "cyclic"
+    package.mkdir()
+    (package / "__init__.py").write_text("")
+    (package / "first.py").write_text("import cyclic.second\nVALUE = 1\n")
+    (package / "second.py").write_text("from cyclic import first\n")  # works: nothing is read from first yet
+    assert run_python("-c", "import cyclic.first", cwd=tmp_path).returncode == 0
+    result = run_python(str(CHECKER), "cyclic", str(tmp_path))
+    assert result.returncode == 1
+    assert "cyclic.second imports cyclic.first while cyclic.first is still being imported" in result.stdout
+
+
+def test_the_cycle_check_finds_a_cycle_hidden_in_a_deferred_import(tmp_path):
+    package = tmp_path / "deferred"
+    package.mkdir()
+    (package / "__init__.py").write_text("")
+    (package / "config.py").write_text("def check():\n    from deferred.heads import HEADS\n    return HEADS\n")
+    (package / "heads.py").write_text("from deferred.config import check\nHEADS = {}\n")
+    result = run_python(str(CHECKER), "deferred", str(tmp_path))
+    assert result.returncode == 1
+    assert "import cycle in the source: deferred.config <-> deferred.heads" in result.stdout
+
+
+def test_model_code_and_theory_import_without_lightning_datasets_or_transformers():
+    script = (f"import sys\nimport tiedemb.nn, tiedemb.theory\n"
+              f"print(sorted(name for name in {HEAVY!r} if name in sys.modules))")
+    result = run_python("-c", script)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.split()[-1] == "[]"
+
+
+def test_the_package_exports_its_modules_on_first_use():
+    script = ("import sys, tiedemb\nassert 'lightning' not in sys.modules\n"
+              "from tiedemb import PretrainModule, GlueModule\nfrom tiedemb.data import PretrainData\n"
+              "print(PretrainModule.__module__, GlueModule.__module__, PretrainData.__module__)")
+    result = run_python("-c", script)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.split() == ["tiedemb.modules.pretrain", "tiedemb.modules.glue", "tiedemb.data.pretrain"]

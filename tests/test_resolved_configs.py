@@ -1,0 +1,66 @@
+"""Every shipped command line resolves to the configuration it resolved to before the restructuring.
+
+tests/fixtures/before_restructuring/resolved_configs.json holds, per command line, the full
+configuration the command line of commit 8cde535 instantiated its model, data and trainer with
+(after its own adjustments). Class paths are compared by the class they import, so a class that
+is still the same class compares equal wherever a path names it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import importlib
+import io
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+import tiedemb.cli as cli_module
+from tiedemb.cli import main
+
+ROOT = Path(__file__).resolve().parents[1]
+FROZEN = json.loads((ROOT / "tests" / "fixtures" / "before_restructuring" / "resolved_configs.json").read_text())
+
+
+class Resolved(Exception):
+    """Carries the configuration out of the CLI just before it instantiates anything."""
+
+
+def resolve(args: list[str], monkeypatch: pytest.MonkeyPatch) -> dict[str, Any]:
+    def capture(cli: cli_module.TiedembCLI) -> None:
+        raise Resolved(yaml.safe_load(cli.parser.dump(cli.config, skip_none=False))[cli.subcommand])
+
+    monkeypatch.setattr(cli_module.TiedembCLI, "instantiate_classes", capture)
+    with contextlib.redirect_stdout(io.StringIO()), pytest.raises(Resolved) as resolved:
+        main(args)
+    return resolved.value.args[0]
+
+
+MOVED = {"tiedemb.resume.ResumableCheckpoint": "tiedemb.training.checkpoints.ResumableCheckpoint"}
+"""Classes the restructuring moved, unchanged, to another module: old class path -> new."""
+
+
+def class_identity(path: str) -> str:
+    """Where the class a class path names is defined."""
+    module, _, name = MOVED.get(path, path).rpartition(".")
+    cls = getattr(importlib.import_module(module), name)
+    return f"{cls.__module__}.{cls.__qualname__}"
+
+
+def canonical(value: Any) -> Any:
+    if isinstance(value, dict):
+        return {key: class_identity(item) if key == "class_path" else canonical(item) for key, item in value.items()}
+    if isinstance(value, list):
+        return [canonical(item) for item in value]
+    return value
+
+
+@pytest.mark.parametrize("command", list(FROZEN), ids=lambda command: command.replace("configs/", ""))
+def test_a_command_line_resolves_as_before(command, monkeypatch):
+    configs = [token for token in command.split() if not token.startswith("--")]
+    options = [token for token in command.split() if token.startswith("--")]
+    args = ["fit", *[item for config in configs for item in ("--config", str(ROOT / config))], *options]
+    assert canonical(resolve(args, monkeypatch)) == canonical(FROZEN[command])

@@ -1,0 +1,13 @@
+"""Run plumbing: what every run needs around its model and data, one file per job.
+
+- ``checkpoints``: ``last.ckpt`` kept newest; finding, reading and vetting the checkpoint a run starts from
+- ``checkpoint_io``: crash-safe checkpoint files that refuse non-finite weights
+- ``random_state``: every process's random state saved in checkpoints and restored on resume
+- ``parameter_counts``: parameter counts logged by every run
+- ``strategy``: refusing a strategy this machine cannot run, before anything is built
+- ``ties``: tied weights kept tied under DDP, FSDP and DeepSpeed, and in checkpoints
+- ``consolidate``: any strategy's checkpoint as one single-device file (``python -m tiedemb.scale``)
+- ``files``: atomic file writes and the next free file name
+- ``hub``: whether the Hugging Face hub can be reached, probed once
+- ``exits``: how every command reports a user's mistake (one line, exit status 2)
+"""

@@ -1,0 +1,76 @@
+"""Checkpoints from any strategy made into one file that loads on a single device, tie intact.
+
+``python -m tiedemb.scale CHECKPOINT OUTPUT`` (the command's documented name) runs ``main``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+from collections.abc import MutableMapping
+from pathlib import Path
+
+import torch
+
+from tiedemb.errors import UserError
+from tiedemb.training.exits import report_user_errors
+from tiedemb.training.ties import restore_tied_entries, tied_prefixes_in
+
+
+def _is_deepspeed_checkpoint(path: Path) -> bool:
+    return path.is_dir() and ((path / "latest").is_file() or (path / "checkpoint").is_dir())
+
+
+def _is_sharded_checkpoint(path: Path) -> bool:
+    return path.is_dir() and (path / "meta.pt").is_file()
+
+
+def consolidate_checkpoint(path: str | Path, output: str | Path) -> Path:
+    """Write the checkpoint at ``path`` (a file, an FSDP sharded folder or a DeepSpeed folder) as
+    one ``.ckpt`` file that loads on a single device, with the tied matrix under both its names.
+    """
+    path, output = Path(path), Path(output)
+    if _is_deepspeed_checkpoint(path):
+        if importlib.util.find_spec("deepspeed") is None:
+            raise UserError(f"{path} is a DeepSpeed checkpoint; consolidating it needs `pip install deepspeed`")
+        from lightning.pytorch.utilities.deepspeed import convert_zero_checkpoint_to_fp32_state_dict
+
+        # Gathers every rank's partition into fp32 tensors, on the CPU.
+        convert_zero_checkpoint_to_fp32_state_dict(str(path), str(output))
+        checkpoint = torch.load(output, map_location="cpu", weights_only=False)
+    elif _is_sharded_checkpoint(path):
+        from lightning.fabric.utilities.load import _load_distributed_checkpoint
+        from lightning.pytorch.utilities.consolidate_checkpoint import _format_checkpoint
+
+        checkpoint = _format_checkpoint(_load_distributed_checkpoint(path))
+    elif path.is_file():
+        checkpoint = torch.load(path, map_location="cpu", weights_only=False)
+    else:
+        raise UserError(f"{path} is neither a checkpoint file nor a sharded FSDP or DeepSpeed checkpoint folder")
+    state_dict = checkpoint.get("state_dict")
+    if not isinstance(state_dict, MutableMapping):
+        raise UserError(f"{path} holds no model state_dict")
+    # Only checkpoints whose hyperparameters name a tied head: a GLUE classifier has an embedding
+    # and no output head, an untied model two different matrices.
+    head = (checkpoint.get("hyper_parameters") or {}).get("head")
+    if head is not None and head != "untied":
+        restore_tied_entries(state_dict, tied_prefixes_in(state_dict))
+    output.parent.mkdir(parents=True, exist_ok=True)
+    torch.save(checkpoint, output)
+    return output
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="python -m tiedemb.scale",
+        description="Turn a checkpoint from any strategy (DDP/FSDP file, FSDP sharded folder, DeepSpeed "
+        "folder) into one .ckpt file for PretrainModule.load_from_checkpoint on a single device.",
+    )
+    parser.add_argument("checkpoint", help="checkpoint file or folder")
+    parser.add_argument("output", help="the single-file checkpoint to write")
+    args = parser.parse_args(argv)
+    written = report_user_errors(lambda: consolidate_checkpoint(args.checkpoint, args.output))
+    if isinstance(written, int):
+        return written
+    print(written)
+    return 0

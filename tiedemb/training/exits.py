@@ -1,0 +1,55 @@
+"""How every command ends on a user's mistake: ``error: <message>`` on stderr, exit status 2.
+
+Anything a user can get wrong raises a ``UserError`` (``tiedemb.errors``); the commands (``python
+main.py``, ``python -m tiedemb.sweep``, ``.report``, ``.scale``, ``.experiments.analysis``) run
+their work through ``report_user_errors``, which prints that message alone, without a traceback.
+Everything else is a bug and keeps its traceback. ``TIEDEMB_DEBUG=1`` re-raises user errors too.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Callable
+from typing import TypeVar
+
+from tiedemb.errors import UserError
+
+DEBUG_ENV = "TIEDEMB_DEBUG"
+"""Set to 1 to see the full traceback of a user error."""
+USER_ERROR_EXIT = 2
+"""The exit status of a command stopped by a user's mistake (argparse's, for a bad option)."""
+
+T = TypeVar("T")
+
+
+def find_user_error(error: BaseException) -> BaseException | None:
+    """The ``UserError`` behind ``error``: jsonargparse and Lightning wrap what constructors raise.
+
+    Lightning's ``MisconfigurationException`` (an accelerator that is not there, incompatible
+    trainer flags) is a configuration mistake too, and is reported the same way.
+    """
+    # Looked up, not imported: a command that never loaded Lightning cannot have raised its exception.
+    lightning_errors = sys.modules.get("lightning.fabric.utilities.exceptions")
+    kinds: tuple[type[BaseException], ...] = (UserError,)
+    if lightning_errors is not None:
+        kinds += (lightning_errors.MisconfigurationException,)
+    seen: set[int] = set()
+    while error is not None and id(error) not in seen:
+        if isinstance(error, kinds):
+            return error
+        seen.add(id(error))
+        error = error.__cause__ or error.__context__
+    return None
+
+
+def report_user_errors(action: Callable[[], T]) -> T | int:
+    """``action()``'s result, or ``USER_ERROR_EXIT`` after printing the user error it raised."""
+    try:
+        return action()
+    except Exception as error:
+        user_error = find_user_error(error)
+        if user_error is None or os.environ.get(DEBUG_ENV):
+            raise
+        print(f"error: {user_error}", file=sys.stderr)
+        return USER_ERROR_EXIT

@@ -1,0 +1,78 @@
+"""Whether the Hugging Face hub can be used: asked once, answered within seconds.
+
+Without a probe, a machine with no network spends close to a minute in the hub clients' retries
+before reporting that a name is not cached. Tokenizers, hub datasets, GLUE data and BERT weights
+all ask here (``hub_access`` or ``hub_problem``) before they reach for the hub.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import sys
+from collections.abc import Iterator
+
+from tiedemb.errors import first_line
+
+HUB_PROBE_TIMEOUT_S = 3.0
+"""Seconds to wait for the hub before treating the machine as offline (its own retries take ~25 s)."""
+_TRUE = {"1", "ON", "YES", "TRUE"}
+
+
+def hub_offline_requested() -> bool:
+    """Whether the user asked for offline mode: ``HF_HUB_OFFLINE=1`` (or an older alias) or the flag set."""
+    names = ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE", "HF_DATASETS_OFFLINE")
+    if any(os.environ.get(name, "").upper() in _TRUE for name in names):
+        return True
+    from huggingface_hub import constants
+
+    # datasets keeps its own copy of the flag, read when it is imported; only a loaded one can be set.
+    datasets_config = sys.modules.get("datasets.config")
+    return bool(constants.HF_HUB_OFFLINE or getattr(datasets_config, "HF_HUB_OFFLINE", False))
+
+
+def hub_problem(timeout: float = HUB_PROBE_TIMEOUT_S) -> str | None:
+    """Why the hub endpoint cannot be reached, or ``None`` when it answers (any HTTP status will do).
+
+    A HEAD request through ``urllib`` goes wherever the hub clients' requests go, proxies included.
+    """
+    import urllib.error
+    import urllib.request
+
+    from huggingface_hub import constants
+
+    request = urllib.request.Request(constants.ENDPOINT, method="HEAD")
+    try:
+        urllib.request.urlopen(request, timeout=timeout).close()
+    except urllib.error.HTTPError:
+        return None  # an HTTP answer of any status means the hub is there
+    except (OSError, ValueError) as error:
+        return f"{constants.ENDPOINT} is unreachable ({first_line(error)})"
+    return None
+
+
+def hub_reachable(timeout: float = HUB_PROBE_TIMEOUT_S) -> bool:
+    """Probe the hub endpoint once, quickly."""
+    return hub_problem(timeout) is None
+
+
+@contextlib.contextmanager
+def hub_access() -> Iterator[bool]:
+    """Context in which hub loaders either reach the hub or read only the local cache.
+
+    Yields True when online. When offline (asked for, or the hub is unreachable), the offline
+    flags of ``huggingface_hub`` and ``datasets`` are switched on for the duration, because
+    they are read once at import and so do not see ``HF_HUB_OFFLINE`` set afterwards.
+    """
+    if not hub_offline_requested() and hub_reachable():
+        yield True
+        return
+    import datasets.config
+    from huggingface_hub import constants
+
+    saved = constants.HF_HUB_OFFLINE, datasets.config.HF_HUB_OFFLINE
+    constants.HF_HUB_OFFLINE = datasets.config.HF_HUB_OFFLINE = True
+    try:
+        yield False
+    finally:
+        constants.HF_HUB_OFFLINE, datasets.config.HF_HUB_OFFLINE = saved

@@ -1,0 +1,9 @@
+"""Weights from elsewhere, made into tiedemb's: everything that reads or reshapes pretrained weights.
+
+- ``source``: where fine-tuning starts (a tiedemb checkpoint or BERT weights) in one neutral form,
+  and the architecture it fixes
+- ``bert``: transformers' BERT names and settings as tiedemb's, and reading a BERT model
+- ``narrow``: a pretrained embedding narrowed to a smaller d_e by truncated SVD
+
+Writing weights out in another project's format would go here too.
+"""
