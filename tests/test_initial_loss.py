@@ -15,7 +15,8 @@ from tiedemb.cli import main
 ROOT = Path(__file__).resolve().parents[1]
 SETTINGS = [
     "--model.objective=clm", "--model.hidden_size=768", "--model.num_heads=12", "--model.num_layers=1",
-    "--model.intermediate_size=768", "--model.init_std=0.02", "--model.position=rope", "--model.type_vocab_size=0",
+    "--model.intermediate_size=768", "--model.init_std=0.02", "--model.embedding_init_std=null",  # sigma 0.02 throughout
+    "--model.position=rope", "--model.type_vocab_size=0",
     "--model.norm_position=pre", "--model.residual_init=zero", "--trainer.logger=false",
     "--trainer.enable_progress_bar=false", "--trainer.enable_model_summary=false", "--trainer.limit_val_batches=2",
 ]

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import contextlib
+import functools
+import io
 import math
 from pathlib import Path
 
@@ -9,6 +12,7 @@ import pytest
 import torch
 import yaml
 
+from tiedemb.cli import main
 from tiedemb.errors import UserError
 from tiedemb.nn import Transformer, TransformerConfig
 from tiedemb.theory import predict_for_config, predict_initial_loss, resolve_scale
@@ -67,8 +71,12 @@ def measured_initial_loss(config: TransformerConfig, batch: int = 8, length: int
         return model(ids, labels=ids).loss.item()
 
 
+@functools.cache
 def remedy_settings(name: str) -> dict:
-    model = yaml.safe_load((CONFIGS / f"{name}.yaml").read_text())["model"]["init_args"]
+    """The model settings a variant config resolves to: the study's recipe with the variant's lines."""
+    with contextlib.redirect_stdout(io.StringIO()) as printed, pytest.raises(SystemExit):
+        main(["fit", "--config", str(CONFIGS / f"{name}.yaml"), "--print_config"])
+    model = yaml.safe_load(printed.getvalue())["model"]["init_args"]
     fields = set(TransformerConfig.field_names())
     return {key: value for key, value in model.items() if key in fields}
 
