@@ -6,8 +6,7 @@ names) can be imported without loading torch.
 
 from __future__ import annotations
 
-import importlib
-from typing import Any
+from tiedemb.lazy import lazy_exports
 
 _EXPORTS = {
     "HEADS": "tiedemb.nn.heads",
@@ -17,15 +16,4 @@ _EXPORTS = {
     "TransformerConfig": "tiedemb.nn.config",
 }
 __all__ = sorted(_EXPORTS)
-
-
-def __getattr__(name: str) -> Any:
-    if name not in _EXPORTS:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(importlib.import_module(_EXPORTS[name]), name)
-    globals()[name] = value  # looked up once
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted([*globals(), *_EXPORTS])
+__getattr__, __dir__ = lazy_exports(__name__, _EXPORTS)
