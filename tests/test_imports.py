@@ -2,13 +2,28 @@
 
 from __future__ import annotations
 
+import importlib.util
+import pkgutil
 import subprocess
 import sys
 from pathlib import Path
 
+import tiedemb
+
 ROOT = Path(__file__).resolve().parents[1]
 CHECKER = Path(__file__).resolve().parent / "import_cycles.py"
 HEAVY = ("lightning", "datasets", "transformers")
+LAYERS = [
+    ["tiedemb.errors"],
+    ["tiedemb.nn"],
+    ["tiedemb.theory", "tiedemb.training"],
+    ["tiedemb.weights", "tiedemb.data"],
+    ["tiedemb.modules"],
+    ["tiedemb.cli"],
+    ["tiedemb.experiments"],
+    ["tiedemb.sweep", "tiedemb.report", "tiedemb.scale"],
+]
+"""docs/architecture.md's layers, bottom first: a module may import only from layers below its own."""
 
 
 def run_python(*args: str, cwd: Path = ROOT) -> subprocess.CompletedProcess:
@@ -59,3 +74,24 @@ def test_the_package_exports_its_modules_on_first_use():
     result = run_python("-c", script)
     assert result.returncode == 0, result.stderr
     assert result.stdout.split() == ["tiedemb.modules.pretrain", "tiedemb.modules.glue", "tiedemb.data.pretrain"]
+
+
+def layer_of(module: str) -> int:
+    for index, members in enumerate(LAYERS):
+        if any(module == member or module.startswith(member + ".") for member in members):
+            return index
+    raise AssertionError(f"{module} is in no layer of docs/architecture.md")
+
+
+def test_imports_point_only_down_the_layers():
+    sys.path.insert(0, str(CHECKER.parent))
+    try:
+        from import_cycles import source_dependencies
+    finally:
+        sys.path.pop(0)
+    names = [info.name for info in pkgutil.walk_packages(tiedemb.__path__, "tiedemb.")]
+    modules = {name: Path(importlib.util.find_spec(name).origin) for name in names}
+    upward = [f"{module} -> {target}" for module, targets in source_dependencies(modules).items()
+              for target in targets if layer_of(target) >= layer_of(module) and
+              target.split(".")[:2] != module.split(".")[:2]]  # within one package anything goes
+    assert not upward, "imports that do not point down the layers: " + "; ".join(sorted(upward))
