@@ -8,6 +8,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 import tiedemb
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -30,12 +32,14 @@ def run_python(*args: str, cwd: Path = ROOT) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, *args], capture_output=True, text=True, cwd=cwd, timeout=600)
 
 
+@pytest.mark.end_to_end
 def test_every_module_imports_in_a_fresh_interpreter_without_a_cycle():
     result = run_python(str(CHECKER), "tiedemb", str(ROOT))
     assert result.returncode == 0, result.stdout + result.stderr[-3000:]
     assert "no import cycle" in result.stdout
 
 
+@pytest.mark.end_to_end
 def test_the_cycle_check_finds_a_cycle_that_imports_without_error(tmp_path):
     package = tmp_path / "cyclic"
     package.mkdir()
@@ -48,6 +52,7 @@ def test_the_cycle_check_finds_a_cycle_that_imports_without_error(tmp_path):
     assert "cyclic.second imports cyclic.first while cyclic.first is still being imported" in result.stdout
 
 
+@pytest.mark.end_to_end
 def test_the_cycle_check_finds_a_cycle_hidden_in_a_deferred_import(tmp_path):
     package = tmp_path / "deferred"
     package.mkdir()
@@ -59,6 +64,7 @@ def test_the_cycle_check_finds_a_cycle_hidden_in_a_deferred_import(tmp_path):
     assert "import cycle in the source: deferred.config <-> deferred.heads" in result.stdout
 
 
+@pytest.mark.end_to_end
 def test_model_code_and_theory_import_without_lightning_datasets_or_transformers():
     script = (f"import sys\nimport tiedemb.nn, tiedemb.theory\n"
               f"print(sorted(name for name in {HEAVY!r} if name in sys.modules))")
@@ -67,6 +73,7 @@ def test_model_code_and_theory_import_without_lightning_datasets_or_transformers
     assert result.stdout.split()[-1] == "[]"
 
 
+@pytest.mark.end_to_end
 def test_the_package_exports_its_modules_on_first_use():
     script = ("import sys, tiedemb\nassert 'lightning' not in sys.modules\n"
               "from tiedemb import PretrainModule, GlueModule\nfrom tiedemb.data import PretrainData\n"
