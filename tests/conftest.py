@@ -16,6 +16,13 @@ TINY_VOCAB = (
 """Words of the tiny tokenizer: enough for hand-written fixtures, small enough to build instantly."""
 
 
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """The longer and the GPU checks are end-to-end runs too, so ``-m "not end_to_end"`` is the unit tests alone."""
+    for item in items:
+        if item.get_closest_marker("slow") or item.get_closest_marker("gpu"):
+            item.add_marker(pytest.mark.end_to_end)
+
+
 @pytest.fixture(scope="session")
 def shared_data() -> Path:
     """The real data folder; a test that needs it is skipped where it is absent."""

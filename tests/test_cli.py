@@ -11,6 +11,8 @@ import pytest
 
 from tiedemb.cli import main
 
+pytestmark = pytest.mark.end_to_end  # runs the real command line
+
 ROOT = Path(__file__).resolve().parents[1]
 CONFIGS = ROOT / "configs"
 VARIANTS = sorted(p for p in CONFIGS.glob("*.yaml"))

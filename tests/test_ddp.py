@@ -25,6 +25,8 @@ import torch
 
 from tiedemb import PretrainModule
 
+pytestmark = pytest.mark.end_to_end  # runs the real command line
+
 ROOT = Path(__file__).resolve().parents[1]
 CONFIGS = ROOT / "configs"
 STEPS = 5

@@ -2,25 +2,44 @@
 
 from __future__ import annotations
 
+import importlib.util
+import pkgutil
 import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
+import tiedemb
+
 ROOT = Path(__file__).resolve().parents[1]
 CHECKER = Path(__file__).resolve().parent / "import_cycles.py"
 HEAVY = ("lightning", "datasets", "transformers")
+LAYERS = [
+    ["tiedemb.errors"],
+    ["tiedemb.nn"],
+    ["tiedemb.theory", "tiedemb.training"],
+    ["tiedemb.weights", "tiedemb.data"],
+    ["tiedemb.modules"],
+    ["tiedemb.cli"],
+    ["tiedemb.experiments"],
+    ["tiedemb.sweep", "tiedemb.report", "tiedemb.scale"],
+]
+"""docs/architecture.md's layers, bottom first: a module may import only from layers below its own."""
 
 
 def run_python(*args: str, cwd: Path = ROOT) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, *args], capture_output=True, text=True, cwd=cwd, timeout=600)
 
 
+@pytest.mark.end_to_end
 def test_every_module_imports_in_a_fresh_interpreter_without_a_cycle():
     result = run_python(str(CHECKER), "tiedemb", str(ROOT))
     assert result.returncode == 0, result.stdout + result.stderr[-3000:]
     assert "no import cycle" in result.stdout
 
 
+@pytest.mark.end_to_end
 def test_the_cycle_check_finds_a_cycle_that_imports_without_error(tmp_path):
     package = tmp_path / "cyclic"
     package.mkdir()
@@ -33,6 +52,7 @@ def test_the_cycle_check_finds_a_cycle_that_imports_without_error(tmp_path):
     assert "cyclic.second imports cyclic.first while cyclic.first is still being imported" in result.stdout
 
 
+@pytest.mark.end_to_end
 def test_the_cycle_check_finds_a_cycle_hidden_in_a_deferred_import(tmp_path):
     package = tmp_path / "deferred"
     package.mkdir()
@@ -44,6 +64,7 @@ def test_the_cycle_check_finds_a_cycle_hidden_in_a_deferred_import(tmp_path):
     assert "import cycle in the source: deferred.config <-> deferred.heads" in result.stdout
 
 
+@pytest.mark.end_to_end
 def test_model_code_and_theory_import_without_lightning_datasets_or_transformers():
     script = (f"import sys\nimport tiedemb.nn, tiedemb.theory\n"
               f"print(sorted(name for name in {HEAVY!r} if name in sys.modules))")
@@ -52,6 +73,7 @@ def test_model_code_and_theory_import_without_lightning_datasets_or_transformers
     assert result.stdout.split()[-1] == "[]"
 
 
+@pytest.mark.end_to_end
 def test_the_package_exports_its_modules_on_first_use():
     script = ("import sys, tiedemb\nassert 'lightning' not in sys.modules\n"
               "from tiedemb import PretrainModule, GlueModule\nfrom tiedemb.data import PretrainData\n"
@@ -59,3 +81,24 @@ def test_the_package_exports_its_modules_on_first_use():
     result = run_python("-c", script)
     assert result.returncode == 0, result.stderr
     assert result.stdout.split() == ["tiedemb.modules.pretrain", "tiedemb.modules.glue", "tiedemb.data.pretrain"]
+
+
+def layer_of(module: str) -> int:
+    for index, members in enumerate(LAYERS):
+        if any(module == member or module.startswith(member + ".") for member in members):
+            return index
+    raise AssertionError(f"{module} is in no layer of docs/architecture.md")
+
+
+def test_imports_point_only_down_the_layers():
+    sys.path.insert(0, str(CHECKER.parent))
+    try:
+        from import_cycles import source_dependencies
+    finally:
+        sys.path.pop(0)
+    names = [info.name for info in pkgutil.walk_packages(tiedemb.__path__, "tiedemb.")]
+    modules = {name: Path(importlib.util.find_spec(name).origin) for name in names}
+    upward = [f"{module} -> {target}" for module, targets in source_dependencies(modules).items()
+              for target in targets if layer_of(target) >= layer_of(module) and
+              target.split(".")[:2] != module.split(".")[:2]]  # within one package anything goes
+    assert not upward, "imports that do not point down the layers: " + "; ".join(sorted(upward))

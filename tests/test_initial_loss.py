@@ -12,6 +12,8 @@ import pytest
 
 from tiedemb.cli import main
 
+pytestmark = pytest.mark.end_to_end  # runs the real command line
+
 ROOT = Path(__file__).resolve().parents[1]
 SETTINGS = [
     "--model.objective=clm", "--model.hidden_size=768", "--model.num_heads=12", "--model.num_layers=1",

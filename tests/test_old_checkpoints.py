@@ -52,6 +52,7 @@ def test_a_glue_checkpoint_rebuilds_the_same_classifier(expected):
     torch.testing.assert_close(logits, expected["glue_logits"], rtol=0, atol=0)
 
 
+@pytest.mark.end_to_end
 def test_the_command_line_accepts_an_old_checkpoint_of_the_same_configuration(tmp_path):
     """``--ckpt_path`` vets the checkpoint against the configured model (tiedemb.training.checkpoints)."""
     cli = main(["validate", "--config", str(CONFIGS / "tied_orth.yaml"), "--config", str(CONFIGS / "scale" / "tiny.yaml"),

@@ -21,6 +21,8 @@ import yaml
 import tiedemb.cli as cli_module
 from tiedemb.cli import main
 
+pytestmark = pytest.mark.end_to_end  # runs the real command line
+
 ROOT = Path(__file__).resolve().parents[1]
 FROZEN = json.loads((ROOT / "tests" / "fixtures" / "before_restructuring" / "resolved_configs.json").read_text())
 

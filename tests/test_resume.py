@@ -107,6 +107,7 @@ def straight(tmp_path_factory):
     ],
     ids=["mid_epoch", "mid_epoch_dropout", "epoch_boundary"],
 )
+@pytest.mark.end_to_end
 def test_stop_at_step_20_and_resume_to_40_equals_a_straight_run(tmp_path, straight, batches_per_epoch, checkpoint_every,
                                                                 model_args):
     extra = [*model_args, *([checkpoint_every] if checkpoint_every else [])]
@@ -118,6 +119,7 @@ def test_stop_at_step_20_and_resume_to_40_equals_a_straight_run(tmp_path, straig
     assert_same_weights(straight(batches_per_epoch, *model_args), resumed.model.state_dict())
 
 
+@pytest.mark.end_to_end
 def test_sigkilled_run_resumes_exactly_from_another_run_folder(tmp_path, straight):
     """SIGKILL at step 27 (last checkpoint: step 25, mid-epoch, after validation), with a CSV logger.
 
@@ -166,6 +168,7 @@ def test_masks_and_order_are_functions_of_seed_epoch_and_index():
     assert not torch.equal(torch.cat([b["labels"] for b in epoch1]), torch.cat([b["labels"] for b in epoch2]))
 
 
+@pytest.mark.end_to_end
 def test_last_checkpoint_is_the_newest_state_even_when_validation_did_not_improve(tmp_path):
     """With a learning rate of 0 every validation loss ties the first, so no top-k checkpoint is
     written after step 5; last.ckpt must still move on to step 10 (Lightning's own ModelCheckpoint

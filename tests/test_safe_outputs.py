@@ -57,6 +57,7 @@ def digest(path: Path) -> str:
 # --------------------------------------------------------------------------- atomic writes
 
 
+@pytest.mark.end_to_end
 def test_sigkill_during_a_checkpoint_write_leaves_the_previous_checkpoint_intact(tmp_path):
     """The write of last.ckpt at step 10 stalls half-way and the process is SIGKILLed.
 
@@ -109,6 +110,7 @@ def test_atomic_write_keeps_the_old_file_when_the_writer_fails(tmp_path):
     assert sorted(p.name for p in tmp_path.iterdir()) == ["report.json"]
 
 
+@pytest.mark.end_to_end
 def test_the_cli_trainer_writes_checkpoints_atomically(tmp_path):
     cli = main(fit_args(tmp_path)[1:], run=False)  # without the subcommand: build, do not run
     assert isinstance(cli.trainer.strategy.checkpoint_io, AtomicCheckpointIO)
@@ -121,6 +123,7 @@ def test_the_cli_trainer_writes_checkpoints_atomically(tmp_path):
     (7, "the training loss became nan at step 7"),       # caught by the next training step
     (10, "the weights became non-finite"),               # caught when the step-10 checkpoint is written
 ], ids=["loss_check", "checkpoint_check"])
+@pytest.mark.end_to_end
 def test_divergence_stops_the_run_and_keeps_the_last_good_checkpoint(tmp_path, capsys, poisoned_step, message):
     with pytest.raises(SystemExit) as exited:
         main(fit_args(tmp_path, callback("reliability_helpers.PoisonWeightsAt", step=poisoned_step)))
@@ -137,6 +140,7 @@ def test_divergence_stops_the_run_and_keeps_the_last_good_checkpoint(tmp_path, c
 # --------------------------------------------------------------------------- separate runs
 
 
+@pytest.mark.end_to_end
 def test_runs_without_a_logger_never_overwrite_each_others_checkpoints(tmp_path, capsys):
     main(fit_args(tmp_path, steps=5))
     first = tmp_path / "checkpoints" / "last.ckpt"

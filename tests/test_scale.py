@@ -52,14 +52,18 @@ def strategy_from_yaml(name: str) -> Strategy:
 
 # -- configs --------------------------------------------------------------------------------------
 @pytest.mark.parametrize("strategy", sorted(STRATEGIES), ids=str)
+@pytest.mark.end_to_end
 def test_strategy_configs_compose_with_every_variant(strategy, capsys):
     for variant in VARIANTS:
         with pytest.raises(SystemExit) as exited:
             main(["fit", "--config", str(variant), "--config", str(STRATEGIES[strategy]), "--print_config"])
         assert exited.value.code == 0
         printed = yaml.safe_load(capsys.readouterr().out)
-        # The overlay changes the strategy and nothing of the variant's model.
-        variant_model = yaml.safe_load(variant.read_text())["model"]["init_args"]
+        # The overlay changes the strategy and nothing of the variant's model (as the variant alone resolves it:
+        # the study's recipe and the variant's lines).
+        with pytest.raises(SystemExit):
+            main(["fit", "--config", str(variant), "--print_config"])
+        variant_model = yaml.safe_load(capsys.readouterr().out)["model"]["init_args"]
         assert {key: printed["model"]["init_args"][key] for key in variant_model} == variant_model
         assert strategy_kind(printed["trainer"]["strategy"]) == strategy.split("_")[0]
         if strategy.startswith("deepspeed"):
@@ -108,6 +112,7 @@ def test_ddp_and_single_device_pass_the_strategy_check():
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason="checks the refusal on a machine without CUDA")
 @pytest.mark.parametrize("strategy", ["fsdp", "deepspeed_zero3"])
+@pytest.mark.end_to_end
 def test_gpu_strategy_on_this_cpu_machine_exits_with_one_message(strategy, capsys, tmp_path):
     with pytest.raises(SystemExit) as exited:
         main(["fit", "--config", str(CONFIGS / "tied.yaml"), "--config", str(CONFIGS / "scale" / "tiny.yaml"),
@@ -154,6 +159,7 @@ def untie(model: Transformer) -> None:
     model.head.decoder.weight = nn.Parameter(model.embedding.token.weight.detach().clone())
 
 
+@pytest.mark.end_to_end
 def test_fit_reties_a_model_untied_before_setup(tmp_path):
     data = tiny_data()
     module = PretrainModule(vocab_size=data.vocab_size, head="tied", objective="clm", **TINY_MODEL)
@@ -169,6 +175,7 @@ class UntieAfterSetup(L.Callback):
         untie(pl_module.model)
 
 
+@pytest.mark.end_to_end
 def test_a_model_untied_by_setup_stops_before_the_first_step(tmp_path):
     data = tiny_data()
     module = PretrainModule(vocab_size=data.vocab_size, head="tied", objective="clm", **TINY_MODEL)
@@ -196,6 +203,7 @@ def tied_checkpoint(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 @pytest.mark.parametrize("kept", ["model.embedding.token.weight", "model.head.decoder.weight"])
+@pytest.mark.end_to_end
 def test_a_checkpoint_naming_the_shared_matrix_once_loads_tied(tmp_path, tied_checkpoint, kept):
     checkpoint = torch.load(tied_checkpoint, weights_only=False)
     matrix = checkpoint["state_dict"][kept].clone()
@@ -212,6 +220,7 @@ def test_a_checkpoint_naming_the_shared_matrix_once_loads_tied(tmp_path, tied_ch
                        consolidated["state_dict"]["model.head.decoder.weight"])
 
 
+@pytest.mark.end_to_end
 def test_a_checkpoint_with_two_different_matrices_is_refused_for_a_tied_model(tmp_path, tied_checkpoint):
     checkpoint = torch.load(tied_checkpoint, weights_only=False)
     checkpoint["state_dict"]["model.head.decoder.weight"] = checkpoint["state_dict"]["model.head.decoder.weight"] + 1.0
@@ -292,6 +301,7 @@ def _fsdp_worker(rank: int, world_size: int, port: int, wrap_classes: set, out: 
         dist.destroy_process_group()
 
 
+@pytest.mark.end_to_end
 def test_fsdp_full_shard_on_two_cpu_processes_keeps_the_tie_and_matches_one_process(tmp_path):
     wrap_classes = set(strategy_from_yaml("fsdp").kwargs["auto_wrap_policy"]._module_classes)
     out = tmp_path / "fsdp.pt"

@@ -22,6 +22,8 @@ from tiedemb.cli import main
 from tiedemb.errors import UserError
 from tiedemb.training.exits import find_user_error
 
+pytestmark = pytest.mark.end_to_end  # runs the real command line
+
 ROOT = Path(__file__).resolve().parents[1]
 CONFIGS = ROOT / "configs"
 BASE = ["fit", "--config", str(CONFIGS / "tied.yaml"), "--config", str(CONFIGS / "scale" / "tiny.yaml"),

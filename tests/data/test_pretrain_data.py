@@ -39,6 +39,7 @@ def test_embedded_corpus_blocks_and_mlm_batches():
     assert data.describe()["data/entropy_rate"] == pytest.approx(data.corpus.entropy_rate)
 
 
+@pytest.mark.end_to_end
 def test_trained_tokenizer_of_8000_runs_through_fit(tmp_path, shared_data):
     text = shared_data / "text" / "wikitext-2-valid.txt"
     cli = main([

@@ -76,6 +76,7 @@ class MapCounter:
 
 
 @needs_shared
+@pytest.mark.end_to_end
 def test_wikitext_blocks_hold_every_token_and_the_cache_skips_tokenising(tmp_path, monkeypatch, caplog):
     with WIKITEXT.open(encoding="utf-8-sig") as handle:
         lines = [line.strip() for line in handle if line.strip()]

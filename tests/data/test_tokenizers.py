@@ -122,6 +122,7 @@ def test_uncached_hub_name_fails_fast_offline(monkeypatch):
 
 
 @needs_shared
+@pytest.mark.end_to_end
 def test_cached_hub_name_loads_offline(tmp_path):
     """A hub name already in the local cache works with HF_HUB_OFFLINE=1 (fresh process: the flag is read at import)."""
     repo = tmp_path / "hub" / "models--tiedemb-test--bert"

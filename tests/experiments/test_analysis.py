@@ -75,6 +75,7 @@ def test_parse_pairs():
         parse_pairs("good-great")
 
 
+@pytest.mark.end_to_end
 def test_analysis_of_a_checkpoint_file_from_the_command_line(tmp_path, capsys):
     path = tmp_path / "last.ckpt"
     torch.save({"state_dict": {"model.embedding.token.weight": with_spectrum([1.0] * 4, rows=30).float()}}, path)

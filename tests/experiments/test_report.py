@@ -66,6 +66,7 @@ def test_plain_run_folders_are_read_with_labels_from_their_settings(tmp_path):
     assert run.labels == {"variant": "tied (output_scale=rsqrt_d)", "d_e": "64", "seed": "3"}
 
 
+@pytest.mark.end_to_end
 def test_report_on_an_empty_folder_says_so(tmp_path):
     with pytest.raises(UserError, match="holds no runs"):
         build_report(tmp_path, wandb=False)
@@ -75,6 +76,7 @@ def test_report_on_an_empty_folder_says_so(tmp_path):
     assert "error:" in result.stderr and "holds no runs" in result.stderr and "Traceback" not in result.stderr
 
 
+@pytest.mark.end_to_end
 def test_report_logs_tables_and_figures_to_an_offline_wandb_run(runs_folder, monkeypatch):
     monkeypatch.setenv("WANDB_MODE", "offline")
     build_report(runs_folder, echo=lambda _: None)

@@ -84,6 +84,7 @@ def test_sweep_file_mistakes_name_the_place_and_key(tmp_path, content, needle):
     assert needle in str(raised.value)
 
 
+@pytest.mark.end_to_end
 def test_an_override_the_cli_rejects_fails_naming_cell_and_key(tmp_path):
     path = tiny_sweep(tmp_path, rules=[{"where": {"variant": "untied", "seed": 1}, "overrides": {"model.colour": "red"}}])
     sweep = load_sweep(path)
@@ -95,6 +96,7 @@ def test_an_override_the_cli_rejects_fails_naming_cell_and_key(tmp_path):
     assert not (tmp_path / "out" / "t").exists()  # nothing ran
 
 
+@pytest.mark.end_to_end
 def test_a_setting_the_model_rejects_fails_before_any_run(tmp_path):
     sweep = load_sweep(tiny_sweep(tmp_path, overrides={"model.output_scale": "huge"}))
     with pytest.raises(UserError, match=r"cell 't/variant=tied,seed=0'.*model.output_scale='huge'"):

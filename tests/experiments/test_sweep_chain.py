@@ -177,6 +177,7 @@ def small_chain_sweep(folder: Path) -> Path:
                        mrpc={"grid": {"model.embedding_dim": [16], "seed_everything": [1]}})
 
 
+@pytest.mark.end_to_end
 def test_set_reaches_only_the_cells_whose_configuration_has_the_key(tmp_path):
     sweep = load_sweep(small_chain_sweep(tmp_path))
     before = {cell.id: cell.spec_hash for cell in sweep.all_cells}
@@ -192,6 +193,7 @@ def test_set_reaches_only_the_cells_whose_configuration_has_the_key(tmp_path):
     assert '--data.train_files=["my.txt"]' in args
 
 
+@pytest.mark.end_to_end
 def test_set_of_a_key_no_cell_has_stops_before_anything_runs(tmp_path, capsys):
     path, out = small_chain_sweep(tmp_path), tmp_path / "out"
     assert sweep_main([str(path), "--out", str(out), "--set", "data.colour=red"]) == 2
@@ -200,6 +202,7 @@ def test_set_of_a_key_no_cell_has_stops_before_anything_runs(tmp_path, capsys):
     assert len(error.strip().splitlines()) == 1 and not out.exists()
 
 
+@pytest.mark.end_to_end
 def test_set_values_are_part_of_the_cells_spec(tmp_path, fake_runs, capsys):
     calls, _ = fake_runs
     path, out = small_chain_sweep(tmp_path), tmp_path / "out"
@@ -220,6 +223,7 @@ def write_mrpc(folder: Path) -> None:
         (folder / name).write_text("\n".join([header, *rows]) + "\n", encoding="utf-8")
 
 
+@pytest.mark.end_to_end
 def test_a_chained_fine_tuning_run_loads_its_upstream_checkpoint(tmp_path, tiny_tokenizer_dir, capsys):
     """Real runs: pretrain seed 0 finishes, seed 1 fails at run time; mrpc seed 0 starts from
     pretrain seed 0's last checkpoint, mrpc seed 1 is never started."""

@@ -11,6 +11,7 @@ step). What else separates the two in the MRPC benchmark is each side's random d
 from __future__ import annotations
 
 import lightning as L
+import pytest
 import torch
 from torch.utils.data import DataLoader
 from transformers import BertConfig, BertForSequenceClassification, get_linear_schedule_with_warmup
@@ -50,6 +51,7 @@ def train_transformers(model: BertForSequenceClassification, data: list[dict[str
         optimizer.zero_grad(set_to_none=True)
 
 
+@pytest.mark.end_to_end
 def test_fine_tuning_steps_reach_the_weights_transformers_reaches(tmp_path):
     save_tiny_bert(tmp_path)
     config = BertConfig.from_pretrained(str(tmp_path), num_labels=2, hidden_dropout_prob=0.0,

@@ -47,6 +47,7 @@ def mrpc_run(tmp_path_factory, shared_data: Path, bert_tokenizer_dir: Path):
     return cli, root, data
 
 
+@pytest.mark.end_to_end
 def test_mrpc_fit_logs_accuracy_f1_and_epochs_to_converge(mrpc_run):
     cli, root, _ = mrpc_run
     metrics = cli.trainer.callback_metrics
@@ -62,6 +63,7 @@ def test_mrpc_fit_logs_accuracy_f1_and_epochs_to_converge(mrpc_run):
     assert any(path.name.startswith("epoch") for path in (root / "checkpoints").iterdir())  # monitored val/accuracy
 
 
+@pytest.mark.end_to_end
 def test_mrpc_test_figures_equal_a_recount_of_the_written_dev_predictions(mrpc_run):
     _, root, data = mrpc_run
     cli = main(["test", *data, f"--ckpt_path={root / 'checkpoints' / 'last.ckpt'}"])
@@ -78,6 +80,7 @@ def test_mrpc_test_figures_equal_a_recount_of_the_written_dev_predictions(mrpc_r
     assert round(actual / len(pairs), 3) == 0.684
 
 
+@pytest.mark.end_to_end
 def test_mrpc_predict_writes_a_submission_file_and_never_overwrites_it(mrpc_run):
     _, root, data = mrpc_run
     predict = ["predict", *data, f"--ckpt_path={root / 'checkpoints' / 'last.ckpt'}"]
@@ -93,6 +96,7 @@ def test_mrpc_predict_writes_a_submission_file_and_never_overwrites_it(mrpc_run)
     assert not list(root.glob(".*.tmp"))
 
 
+@pytest.mark.end_to_end
 def test_checkpoint_reloads_on_its_own(mrpc_run):
     cli, root, _ = mrpc_run
     model = GlueModule.load_from_checkpoint(root / "checkpoints" / "last.ckpt")
@@ -121,6 +125,7 @@ def write_mnli_jsonl(path: Path, labelled: bool = True, repeat: int = 4) -> Path
     return path
 
 
+@pytest.mark.end_to_end
 def test_mnli_json_lines_train_and_report_accuracy_matched_and_predict_label_names(tmp_path, tiny_tokenizer_dir):
     files = {"train": str(write_mnli_jsonl(tmp_path / "train.jsonl")),
              "validation_matched": str(write_mnli_jsonl(tmp_path / "dev_matched.jsonl", repeat=1)),

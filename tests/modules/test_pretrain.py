@@ -31,6 +31,7 @@ def test_builds_from_the_documented_keywords():
 
 
 @pytest.mark.parametrize("head", ["tied", "tied_orth", "tied_shuffle", "tied_scaled_init", "untied"])
+@pytest.mark.end_to_end
 def test_checkpoint_reload_keeps_the_tie_and_the_weights(tmp_path, head):
     data = tiny_data()
     model = PretrainModule(vocab_size=data.vocab_size, head=head, embedding_dim=16, **TINY)
@@ -79,6 +80,7 @@ def test_forward_follows_the_hugging_face_convention():
     assert output.logits.shape == (2, 10, 200)
 
 
+@pytest.mark.end_to_end
 def test_fit_logs_initial_loss_and_its_prediction(tmp_path):
     data = tiny_data("clm")
     model = PretrainModule(vocab_size=data.vocab_size, objective="clm", position="rope", type_vocab_size=0,
@@ -91,6 +93,7 @@ def test_fit_logs_initial_loss_and_its_prediction(tmp_path):
     assert "val/loss" in trainer.callback_metrics and "train/loss" in trainer.callback_metrics
 
 
+@pytest.mark.end_to_end
 def test_non_finite_loss_stops_with_the_step_named(tmp_path):
     data = tiny_data()
     model = PretrainModule(vocab_size=data.vocab_size, learning_rate=1e30, warmup_steps=0, lr_decay="constant",

@@ -55,6 +55,7 @@ NEW_FIELD = textwrap.dedent('''
 ''')
 
 
+@pytest.mark.end_to_end
 def test_a_field_added_to_the_config_reaches_both_modules_help_and_checkpoints(tmp_path):
     result = subprocess.run([sys.executable, "-c", NEW_FIELD, str(tmp_path)], capture_output=True, text=True,
                             cwd=ROOT, timeout=600)

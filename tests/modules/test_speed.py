@@ -145,6 +145,7 @@ def _can_compile() -> str | None:
 
 
 @pytest.mark.parametrize("objective", ["mlm", "clm"])
+@pytest.mark.end_to_end
 def test_compiled_model_gives_the_eager_loss_and_keeps_checkpoint_keys(objective):
     reason = _can_compile()
     if reason:
@@ -177,6 +178,7 @@ class _Recorder(L.Callback):
 
 
 @pytest.mark.parametrize("peak_flops", [None, 1e9])
+@pytest.mark.end_to_end
 def test_fit_logs_throughput_and_mfu_only_with_a_peak(tmp_path, peak_flops):
     data = PretrainData(vocab_size=200, block_size=16, batch_size=4, synthetic_tokens=4096,
                         synthetic_val_tokens=512)

@@ -86,7 +86,6 @@ def takes_model_settings(*parts: str, unset_from_pretrained: Collection[str] = (
         own_keywords = [parameter.replace(annotation=own_types.get(parameter.name, parameter.annotation))
                         for parameter in own[1:-1]]
         model = model_parameters(parts, unset_from_pretrained)
-        model_names = [parameter.name for parameter in model]
         signature = inspect.Signature([own[0], *model, *own_keywords], return_annotation=None)
 
         def __init__(self: Any, *args: Any, **kwargs: Any) -> None:
@@ -105,7 +104,6 @@ def takes_model_settings(*parts: str, unset_from_pretrained: Collection[str] = (
             setattr(__init__, attribute, getattr(init, attribute))
         __init__.__doc__ = model_settings_doc(parts, unset_from_pretrained) + (init.__doc__ or "")
         __init__.__signature__ = signature  # type: ignore[attr-defined]
-        __init__.model_settings = tuple(model_names)  # type: ignore[attr-defined]
         return __init__
 
     return decorate
