@@ -16,10 +16,10 @@ ROOT = Path(__file__).resolve().parents[1]
 CHECKER = Path(__file__).resolve().parent / "import_cycles.py"
 HEAVY = ("lightning", "datasets", "transformers")
 LAYERS = [
-    ["tiedemb.errors"],
+    ["tiedemb.errors", "tiedemb.lazy"],
     ["tiedemb.nn"],
     ["tiedemb.theory", "tiedemb.training"],
-    ["tiedemb.weights", "tiedemb.data"],
+    ["tiedemb.weights", "tiedemb.data", "tiedemb.resume"],
     ["tiedemb.modules"],
     ["tiedemb.cli"],
     ["tiedemb.experiments"],
