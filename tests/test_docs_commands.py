@@ -20,7 +20,7 @@ is written into the checkout. What may change, all of it written down below:
 * ``NEEDS``: commands that need what a CPU machine without network cannot have (a GPU, the
   Hugging Face hub, DeepSpeed, several nodes, a W&B server) are skipped with the reason.
 * ``MINUTES``: commands that take minutes even shrunk carry the ``docs`` marker; they are left out
-  of the default ``pytest`` run and run by ``.ci/run`` (``pytest -m docs``).
+  of the default ``pytest`` run; ``pytest -m docs`` runs them.
 """
 
 from __future__ import annotations
