@@ -58,19 +58,12 @@ class _SlicedLinearCrossEntropy(torch.autograd.Function):
         if compute_dtype != torch.float32:
             return _mixed_forward(ctx, x, weight, bias, targets, rows, needs_grad, compute_dtype)
         total_rows, vocab = x.shape[0], weight.shape[0]
-        valid = targets != IGNORE_INDEX
-        # Each row's weight in the mean; ignored rows weigh 0, which also zeroes their gradients.
-        # With no target at all the loss is 0 (F.cross_entropy would give nan).
-        row_weight = valid.to(x.dtype) / valid.sum().clamp(min=1)
-        safe_targets = targets.masked_fill(~valid, 0)
+        row_weight, safe_targets, rows = _rows_and_slices(targets, rows, x.dtype)
         needs_x, needs_weight, needs_bias = (needs_grad and ctx.needs_input_grad[i] for i in range(3))
         grad_x = torch.empty_like(x) if needs_x else None
         grad_weight = torch.empty_like(weight) if needs_weight else None
         grad_bias = torch.empty_like(bias) if needs_bias and bias is not None else None
         loss = x.new_zeros(())
-        # Equal slices: a short last one would cost a whole pass over grad_weight for a few rows.
-        slices = -(-total_rows // rows)
-        rows = -(-total_rows // slices)
         # Rows padded to a multiple of 16 floats (64 bytes): a product writing rows of 30522 floats
         # runs at about two thirds of the speed of one writing aligned rows. The padding columns
         # hold -inf logits, so the log-softmax over the padded row is the one over the vocabulary
@@ -124,6 +117,21 @@ class _SlicedLinearCrossEntropy(torch.autograd.Function):
         return (*grads, None, None, None, None)
 
 
+def _rows_and_slices(targets: Tensor, rows: int, dtype: torch.dtype) -> tuple[Tensor, Tensor, int]:
+    """Each row's weight in the mean, targets safe to index with, and the rows per slice.
+
+    Ignored rows weigh 0, which also zeroes their gradients; with no target at all the loss is 0
+    (F.cross_entropy would give nan). Slices are made equal: a short last one would cost a whole
+    pass over the weight gradient for a few rows.
+    """
+    valid = targets != IGNORE_INDEX
+    row_weight = valid.to(dtype) / valid.sum().clamp(min=1)
+    safe_targets = targets.masked_fill(~valid, 0)
+    total_rows = targets.shape[0]
+    slices = -(-total_rows // rows)
+    return row_weight, safe_targets, -(-total_rows // slices)
+
+
 def _mixed_forward(ctx, x: Tensor, weight: Tensor, bias: Tensor | None, targets: Tensor, rows: int,
                    needs_grad: bool, compute_dtype: torch.dtype) -> Tensor:
     """The sliced loss with products in ``compute_dtype`` and float32 softmax and accumulation.
@@ -134,17 +142,13 @@ def _mixed_forward(ctx, x: Tensor, weight: Tensor, bias: Tensor | None, targets:
     (the weight gradient sums over every slice). Gradients come back in their inputs' dtypes.
     """
     total_rows, vocab = x.shape[0], weight.shape[0]
-    valid = targets != IGNORE_INDEX
-    row_weight = valid.float() / valid.sum().clamp(min=1)
-    safe_targets = targets.masked_fill(~valid, 0)
+    row_weight, safe_targets, rows = _rows_and_slices(targets, rows, torch.float32)
     needs_x, needs_weight, needs_bias = (needs_grad and ctx.needs_input_grad[i] for i in range(3))
     low_x, low_weight = x.to(compute_dtype), weight.to(compute_dtype)
     grad_x = torch.empty(x.shape, dtype=torch.float32, device=x.device) if needs_x else None
     grad_weight = torch.zeros(weight.shape, dtype=torch.float32, device=x.device) if needs_weight else None
     grad_bias = torch.zeros(vocab, dtype=torch.float32, device=x.device) if needs_bias and bias is not None else None
     loss = torch.zeros((), dtype=torch.float32, device=x.device)
-    slices = -(-total_rows // rows)
-    rows = -(-total_rows // slices)
     logits_buffer = torch.empty(rows, vocab, dtype=torch.float32, device=x.device)
     for start in range(0, total_rows, rows):
         stop = min(start + rows, total_rows)
