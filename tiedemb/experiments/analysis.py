@@ -24,6 +24,7 @@
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import sys
 from collections.abc import Sequence
@@ -237,6 +238,7 @@ def token_counts(tokenizer: Any, files: Sequence[str], vocab_size: int, max_char
     return counts if read_any else None
 
 
+@functools.lru_cache(maxsize=8)  # a report analyses many runs of one tokenizer
 def load_tokenizer(name: str | None) -> Any | None:
     """The tokenizer at a local path (or in the local hub cache); ``None`` when it cannot be had offline."""
     if not name:
@@ -266,14 +268,22 @@ def analyse_checkpoint(checkpoint: str | Path, tokenizer_name: str | None = None
     """``frequency_files``: text whose token counts match random pairs to the synonyms' frequency;
     default the ``train_files`` of the run's saved config."""
     data = _data_beside(Path(checkpoint))
-    tokenizer = load_tokenizer(tokenizer_name or data.get("tokenizer"))
+    name = tokenizer_name or data.get("tokenizer")
+    tokenizer = load_tokenizer(name)
     special = list(getattr(tokenizer, "all_special_ids", []) or [])
     weights = embedding_weights(checkpoint)
     matrix = weights["token"]
     files = list(frequency_files) if frequency_files is not None else list(data.get("train_files") or [])
-    counts = token_counts(tokenizer, files, matrix.shape[0]) if tokenizer is not None and files else None
+    counts = _training_text_counts(name, tuple(files), matrix.shape[0]) if tokenizer is not None and files else None
     rows = encoder_input(matrix, weights["projection"], weights["norm_weight"], weights["norm_bias"])
     return analyse(matrix, tokenizer, pairs, excluded_ids=special, counts=counts, encoder_rows=rows)
+
+
+@functools.lru_cache(maxsize=8)
+def _training_text_counts(tokenizer_name: str, files: tuple[str, ...], vocab_size: int) -> Tensor | None:
+    """``token_counts`` once per tokenizer and text: a sweep's runs share both, and the counts
+    (read-only here) cost a pass of the tokenizer over megabytes of text."""
+    return token_counts(load_tokenizer(tokenizer_name), files, vocab_size)
 
 
 def _data_beside(checkpoint: Path) -> dict[str, Any]:
