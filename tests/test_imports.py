@@ -32,6 +32,14 @@ def run_python(*args: str, cwd: Path = ROOT) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, *args], capture_output=True, text=True, cwd=cwd, timeout=600)
 
 
+def write_package(folder: Path, modules: dict[str, str]) -> None:
+    """A small package on disk: an empty ``__init__.py`` and the given modules."""
+    folder.mkdir()
+    (folder / "__init__.py").write_text("")
+    for name, source in modules.items():
+        (folder / name).write_text(source)
+
+
 @pytest.mark.end_to_end
 def test_every_module_imports_in_a_fresh_interpreter_without_a_cycle():
     result = run_python(str(CHECKER), "tiedemb", str(ROOT))
@@ -41,11 +49,10 @@ def test_every_module_imports_in_a_fresh_interpreter_without_a_cycle():
 
 @pytest.mark.end_to_end
 def test_the_cycle_check_finds_a_cycle_that_imports_without_error(tmp_path):
-    package = tmp_path / "cyclic"
-    package.mkdir()
-    (package / "__init__.py").write_text("")
-    (package / "first.py").write_text("import cyclic.second\nVALUE = 1\n")
-    (package / "second.py").write_text("from cyclic import first\n")  # works: nothing is read from first yet
+    write_package(tmp_path / "cyclic", {
+        "first.py": "import cyclic.second\nVALUE = 1\n",
+        "second.py": "from cyclic import first\n",  # works: nothing is read from first yet
+    })
     assert run_python("-c", "import cyclic.first", cwd=tmp_path).returncode == 0
     result = run_python(str(CHECKER), "cyclic", str(tmp_path))
     assert result.returncode == 1
@@ -54,11 +61,10 @@ def test_the_cycle_check_finds_a_cycle_that_imports_without_error(tmp_path):
 
 @pytest.mark.end_to_end
 def test_the_cycle_check_finds_a_cycle_hidden_in_a_deferred_import(tmp_path):
-    package = tmp_path / "deferred"
-    package.mkdir()
-    (package / "__init__.py").write_text("")
-    (package / "config.py").write_text("def check():\n    from deferred.heads import HEADS\n    return HEADS\n")
-    (package / "heads.py").write_text("from deferred.config import check\nHEADS = {}\n")
+    write_package(tmp_path / "deferred", {
+        "config.py": "def check():\n    from deferred.heads import HEADS\n    return HEADS\n",
+        "heads.py": "from deferred.config import check\nHEADS = {}\n",
+    })
     result = run_python(str(CHECKER), "deferred", str(tmp_path))
     assert result.returncode == 1
     assert "import cycle in the source: deferred.config <-> deferred.heads" in result.stdout
