@@ -32,6 +32,11 @@ matrix product (2048^2 on CPU, 8192^2 on GPU, the benchmark's dtype) measured at
 
 On a busy machine, ``--threads 1 --clock cpu`` (with ``OMP_WAIT_POLICY=PASSIVE``) times each step
 by this process's CPU time, which other processes disturb far less than wall time.
+
+``--json FILE`` also writes the table as JSON, with tokens/s (batch x sequence length over the
+median step time) and, where the device's dense 16-bit peak is known (H100, H200, A100 in bf16),
+MFU against that peak beside the utilisation against the measured matrix product
+(``benchmarks/gpu.py`` reads it).
 """
 
 from __future__ import annotations
@@ -39,6 +44,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import gc
+import json
 import os
 import statistics
 import time
@@ -52,7 +58,7 @@ from torch.utils._pytree import tree_flatten
 
 from tiedemb import PretrainModule
 from tiedemb.data.collate import MaskingCollator
-from tiedemb.modules.flops import MatmulWeights
+from tiedemb.modules.flops import MatmulWeights, device_peak_flops
 from tiedemb.modules.optim import adamw_with_schedule
 
 SIZES = {
@@ -251,6 +257,7 @@ def main() -> None:
     parser.add_argument("--clock", choices=("wall", "cpu"), default="wall",
                         help="cpu: this process's CPU time (user + system) instead of wall time; "
                         "less disturbed by other processes on a busy machine (CPU only)")
+    parser.add_argument("--json", metavar="FILE", help="also write the settings and one record per row here")
     args = parser.parse_args()
 
     torch.set_num_threads(args.threads)
@@ -275,6 +282,9 @@ def main() -> None:
               f"{'GFLOP/s':>8} {'util':>6}")
     print(header)
     print("-" * len(header))
+    # The spec-sheet peak, for MFU as training logs it (perf/mfu); None off the known GPUs.
+    spec_peak = device_peak_flops(device, "bf16-mixed" if args.dtype == "bf16" else "32-true")
+    records: list[dict] = []
     objectives = ("mlm", "clm") if args.objective == "both" else (args.objective,)
     for objective in objectives:
         batch = make_batch(objective, args.batch_size, args.seq_len, device)
@@ -301,10 +311,22 @@ def main() -> None:
             rate = contender.flops / median
             print(f"{objective:<9} {contender.name:<16} {median * 1e3:>9.1f} {speedup:>9} {mib:>9} "
                   f"{contender.flops / 1e9:>11.1f} {rate / 1e9:>8.1f} {rate / peak:>6.1%}")
+            records.append({
+                "objective": objective, "model": contender.name, "step_ms": median * 1e3,
+                "speedup": ratio if contender is ours else 1.0, "peak_bytes": memory[contender.name],
+                "tokens_per_sec": args.batch_size * args.seq_len / median, "flops_per_step": contender.flops,
+                "flops_per_sec": rate, "util": rate / peak, "mfu": rate / spec_peak if spec_peak else None,
+            })
         del pair
         gc.collect()
     print(f"\nload average at the end: {os.getloadavg()[0]:.2f} (other processes compete for the same cores above "
           "about the thread count)")
+    if args.json:
+        settings = {**vars(args), "device_name": torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu",
+                    "matmul_peak_flops": peak, "spec_peak_flops": spec_peak, "torch": torch.__version__,
+                    "transformers": transformers.__version__, "load_average_end": os.getloadavg()[0]}
+        with open(args.json, "w", encoding="utf-8") as handle:
+            json.dump({"settings": settings, "rows": records}, handle, indent=2)
 
 
 if __name__ == "__main__":

@@ -21,7 +21,7 @@ reads ``trainer.estimated_stepping_batches`` (as ``PretrainModule`` does; Lightn
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterator, Sized
+from collections.abc import Callable, Iterator, Sized
 from dataclasses import asdict, dataclass
 from typing import Any
 
@@ -180,12 +180,17 @@ class ResumableTraining:
     _resume_position: ResumePosition | None = None
 
     def resumable_sampler(self, dataset: Sized, *, batch_size: int, seed: int, keyed: bool = True,
-                          drop_last: bool = False) -> ResumableSampler:
-        """The shuffling sampler of the training loader, sharded over the trainer's processes."""
+                          drop_last: bool = False,
+                          sampler_factory: Callable[..., ResumableSampler] | None = None) -> ResumableSampler:
+        """The shuffling sampler of the training loader, sharded over the trainer's processes.
+
+        ``sampler_factory`` builds a ``ResumableSampler`` subclass that draws each epoch's order
+        differently (``tiedemb.data.length_grouping``); it gets the same arguments.
+        """
         trainer = getattr(self, "trainer", None)
-        sampler = ResumableSampler(dataset, seed=seed, keyed=keyed, drop_last=drop_last,
-                                   num_replicas=trainer.world_size if trainer else 1,
-                                   rank=trainer.global_rank if trainer else 0)
+        sampler = (sampler_factory or ResumableSampler)(dataset, seed=seed, keyed=keyed, drop_last=drop_last,
+                                                        num_replicas=trainer.world_size if trainer else 1,
+                                                        rank=trainer.global_rank if trainer else 0)
         if self._resume_position is not None:
             apply_position(sampler, self._resume_position)
         self._train_sampler, self._train_batch_size = sampler, batch_size

@@ -54,7 +54,10 @@ class SequenceClassifier(nn.Module):
     def forward(
         self, input_ids: Tensor, attention_mask: Tensor | None = None, token_type_ids: Tensor | None = None
     ) -> Tensor:
-        first = self.encode(input_ids, attention_mask, token_type_ids)[:, 0]  # [CLS], (B, hidden)
+        # Only [CLS] is read, so the last block computes only its row (keys and values still come
+        # from every position): that query's attention, the output projection, feed-forward and
+        # norms skip the other positions. Same values as encode()[:, 0].
+        first = self.encoder(self.embedding(input_ids, token_type_ids), attention_mask, rows=0)  # (B, hidden)
         if self.pooler is not None:
             first = torch.tanh(self.pooler(first))
         return self.classifier(self.dropout(first))  # (B, num_labels)

@@ -15,6 +15,9 @@ from torch import Tensor, nn
 from tiedemb.nn.config import TransformerConfig
 from tiedemb.nn.layers import ACTIVATION_FUNCTIONS, make_norm
 
+Rows = Tensor | int | None
+"""Which positions a block finishes: all (None), flat B * T indices, or one position of every sequence."""
+
 
 class Rotary(nn.Module):
     """Rotary position embedding (rotate-half form), applied to queries and keys."""
@@ -49,9 +52,10 @@ class SelfAttention(nn.Module):
             else None
         )
 
-    def forward(self, x: Tensor, attention_mask: Tensor | None, rows: Tensor | None = None) -> Tensor:
-        """``rows``: flat (B * T) indices of the only positions whose output is wanted; keys and
-        values still come from every position, and the result is (len(rows), hidden)."""
+    def forward(self, x: Tensor, attention_mask: Tensor | None, rows: Rows = None) -> Tensor:
+        """``rows``: flat (B * T) indices of the only positions whose output is wanted, or one
+        position (an int) of every sequence; keys and values still come from every position, and
+        the result is (len(rows), hidden), or (B, hidden) for an int."""
         batch, length, hidden = x.shape
         # Split, then view each part as (B, heads, T, head_dim): the backward is one concatenation
         # into the fused layout, where unbinding a permuted (3, B, heads, T, head_dim) view costs a
@@ -62,12 +66,20 @@ class SelfAttention(nn.Module):
         )
         if self.rotary is not None:
             q, k = self.rotary(q), self.rotary(k)
+        dropout = self.dropout if self.training else 0.0
+        if isinstance(rows, int):
+            # One query per sequence (a classifier's [CLS]): the attention of that query alone.
+            q = q[:, :, rows:rows + 1]
+            if self.causal:  # the query at `rows` sees keys up to itself
+                attention_mask = (torch.arange(length, device=x.device) <= rows).expand(1, 1, 1, length)
+            y = F.scaled_dot_product_attention(q, k, v, attn_mask=attention_mask, dropout_p=dropout)
+            return self.out(y.reshape(batch, hidden))  # (B, heads, 1, head_dim) -> (B, hidden)
         y = F.scaled_dot_product_attention(
             q,
             k,
             v,
             attn_mask=attention_mask,
-            dropout_p=self.dropout if self.training else 0.0,
+            dropout_p=dropout,
             is_causal=self.causal and attention_mask is None,
         )
         return self.out(take_rows(y.transpose(1, 2).reshape(batch, length, hidden), rows))
@@ -96,7 +108,7 @@ class Block(nn.Module):
         # DeepNorm up-weights the residual stream so that post-norm stays stable when deep.
         self.alpha = (2.0 * config.num_layers) ** 0.25 if config.residual_init == "deepnorm" else 1.0
 
-    def forward(self, x: Tensor, attention_mask: Tensor | None, rows: Tensor | None = None) -> Tensor:
+    def forward(self, x: Tensor, attention_mask: Tensor | None, rows: Rows = None) -> Tensor:
         """``rows``: as for ``SelfAttention``; everything after attention runs on those rows only."""
         if self.pre_norm:
             x = take_rows(x, rows) + self.dropout(self.attention(self.attention_norm(x), attention_mask, rows))
@@ -120,12 +132,13 @@ class Encoder(nn.Module):
             make_norm(config.norm, config.hidden_size, config.norm_eps) if config.norm_position == "pre" else None
         )
 
-    def forward(self, x: Tensor, attention_mask: Tensor | None = None, rows: Tensor | None = None) -> Tensor:
+    def forward(self, x: Tensor, attention_mask: Tensor | None = None, rows: Rows = None) -> Tensor:
         """(B, T, hidden) states; with ``rows`` (flat B * T indices) only those positions' final
-        states, (len(rows), hidden). Every position still feeds attention in every block, so those
-        rows are exactly what the full output would hold there; the last block simply skips the
-        attention output projection, feed-forward and norms of the positions nobody reads (for MLM,
-        the 85% that are not masked)."""
+        states, (len(rows), hidden); with an int, that position's of every sequence, (B, hidden).
+        Every position still feeds attention in every block, so those rows are exactly what the
+        full output would hold there; the last block simply skips the attention output projection,
+        feed-forward and norms of the positions nobody reads (for MLM, the 85% that are not masked;
+        for a classifier all but [CLS], whose query alone then attends)."""
         mask = self.attention_bias(attention_mask, x.dtype)
         last = len(self.blocks) - 1
         for index, block in enumerate(self.blocks):
@@ -144,9 +157,14 @@ class Encoder(nn.Module):
         return attention_mask[:, None, None, :].bool()  # (B, 1, 1, T), True = attend
 
 
-def take_rows(x: Tensor, rows: Tensor | None) -> Tensor:
-    """(B, T, hidden) -> (len(rows), hidden) at flat positions ``rows``; x itself when None."""
-    return x if rows is None else x.reshape(-1, x.shape[-1]).index_select(0, rows)
+def take_rows(x: Tensor, rows: Rows) -> Tensor:
+    """(B, T, hidden) -> (len(rows), hidden) at flat positions ``rows``, (B, hidden) at position
+    ``rows`` of every sequence when it is an int; x itself when None."""
+    if rows is None:
+        return x
+    if isinstance(rows, int):
+        return x[:, rows]
+    return x.reshape(-1, x.shape[-1]).index_select(0, rows)
 
 
 def deepnorm_beta(num_layers: int) -> float:
