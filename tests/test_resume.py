@@ -50,9 +50,9 @@ def every_n_steps_checkpoint(n: int) -> str:
     })
 
 
-def stop_at(step: int, sigkill: bool = False) -> str:
+def stop_at(step: int, sigkill: bool = False, sigterm: bool = False) -> str:
     return "--trainer.callbacks+=" + json.dumps(
-        {"class_path": "reliability_helpers.StopAt", "init_args": {"step": step, "sigkill": sigkill}})
+        {"class_path": "reliability_helpers.StopAt", "init_args": {"step": step, "sigkill": sigkill, "sigterm": sigterm}})
 
 
 def first_step(cli) -> int | None:
@@ -119,10 +119,13 @@ def test_stop_at_step_20_and_resume_to_40_equals_a_straight_run(tmp_path, straig
     assert_same_weights(straight(batches_per_epoch, *model_args), resumed.model.state_dict())
 
 
+@pytest.mark.parametrize("signal_name", ["SIGKILL", "SIGTERM"])
 @pytest.mark.end_to_end
-def test_sigkilled_run_resumes_exactly_from_another_run_folder(tmp_path, straight):
-    """SIGKILL at step 27 (last checkpoint: step 25, mid-epoch, after validation), with a CSV logger.
+def test_killed_run_resumes_exactly_from_another_run_folder(tmp_path, straight, signal_name):
+    """SIGKILL or SIGTERM at step 27 (last checkpoint: step 25, mid-epoch, after validation), with a CSV logger.
 
+    SIGKILL ends the process at once (status -9). On SIGTERM Lightning finishes the step and stops;
+    the run must then exit 143, not 0, so that a sweep or a scheduler does not take it for finished.
     Each run writes to its own csv/version_N/checkpoints, so --ckpt_path=last has to find the
     killed run's file in another run's folder.
     """
@@ -134,8 +137,10 @@ def test_sigkilled_run_resumes_exactly_from_another_run_folder(tmp_path, straigh
         return subprocess.run([sys.executable, str(ROOT / "main.py"), *args], capture_output=True, text=True,
                               env=env, cwd=tmp_path, timeout=300)
 
-    killed = run(stop_at(27, sigkill=True))
-    assert killed.returncode == -9, killed.stderr[-3000:]
+    killed = run(stop_at(27, sigkill=signal_name == "SIGKILL", sigterm=signal_name == "SIGTERM"))
+    assert killed.returncode == (-9 if signal_name == "SIGKILL" else 143), killed.stderr[-3000:]
+    if signal_name == "SIGTERM":
+        assert "stopped by SIGTERM" in killed.stderr and "Traceback" not in killed.stderr
     killed_last = tmp_path / "lightning_logs" / "version_0" / "checkpoints" / "last.ckpt"
     assert torch.load(killed_last, weights_only=True)["global_step"] == 25
 

@@ -17,12 +17,13 @@ import lightning as L
 from lightning.pytorch.callbacks import ModelCheckpoint
 from lightning.pytorch.cli import LightningArgumentParser, LightningCLI, SaveConfigCallback
 from lightning.pytorch.plugins.io import TorchCheckpointIO
+from lightning.pytorch.utilities.exceptions import SIGTERMException
 
 from tiedemb.errors import UserError, check_choice
 from tiedemb.nn.config import OBJECTIVES
 from tiedemb.training.checkpoint_io import AtomicCheckpointIO
 from tiedemb.training.checkpoints import check_compatible, find_last_checkpoint, fresh_checkpoint_dir, read_checkpoint
-from tiedemb.training.exits import DEBUG_ENV, USER_ERROR_EXIT, report_user_errors
+from tiedemb.training.exits import DEBUG_ENV, PREEMPTED_EXIT, USER_ERROR_EXIT, report_user_errors
 from tiedemb.training.files import first_free
 from tiedemb.training.parameter_counts import ParameterCounts
 from tiedemb.training.random_state import RandomState
@@ -310,7 +311,11 @@ def build_cli(args: list[str] | None = None, run: bool = True) -> TiedembCLI:
 
 def main(args: list[str] | None = None, run: bool = True) -> TiedembCLI | None:
     """Entry point. User mistakes print one message and exit 2; ``TIEDEMB_DEBUG=1`` re-raises."""
-    outcome = report_user_errors(lambda: build_cli(args, run=run))
+    try:
+        outcome = report_user_errors(lambda: build_cli(args, run=run))
+    except SIGTERMException:
+        print("stopped by SIGTERM; the newest checkpoint resumes it (--ckpt_path=last)", file=sys.stderr)
+        raise SystemExit(PREEMPTED_EXIT) from None
     if isinstance(outcome, int):  # the exit status of a user error, already reported
         raise SystemExit(outcome)
     return outcome

@@ -159,6 +159,35 @@ def test_a_rerun_after_failures_runs_only_the_unfinished_cells(tmp_path, fake_ru
     assert layout.read_status(out / "t" / "variant=untied,seed=0")["attempt"] == 2
 
 
+def test_a_preempted_cell_is_not_finished_and_resumes_on_the_rerun(tmp_path, fake_runs, monkeypatch):
+    """A fit stopped by SIGTERM exits 143 (tiedemb.cli.main): the cell stays unfinished, says so,
+    and the next run of the sweep resumes it from its last checkpoint."""
+    calls, _ = fake_runs
+    sweep = load_sweep(tiny_sweep(tmp_path))
+    out = tmp_path / "out"
+    fake = sweep_module._run_logged
+
+    def preempted(command, log_file, workdir, heading):
+        fake(command, log_file, workdir, heading)
+        checkpoints = Path(log_file).parent / "checkpoints"
+        checkpoints.mkdir(exist_ok=True)
+        (checkpoints / "last.ckpt").write_bytes(b"")
+        return 143
+
+    monkeypatch.setattr(sweep_module, "_run_logged", preempted)
+    outcome = run_sweep(sweep, out, [sweep.cells[0]], echo=lambda _: None)
+    assert outcome["failed"] == [sweep.cells[0].id]
+    status = layout.read_status(out / sweep.cells[0].id)
+    assert status["state"] == "failed" and status["message"].startswith("preempted (SIGTERM) in fit")
+    monkeypatch.setattr(sweep_module, "_run_logged", fake)
+    calls.clear()
+    outcome = run_sweep(sweep, out, [sweep.cells[0]], echo=lambda _: None)
+    assert outcome["finished"] == [sweep.cells[0].id]
+    status = layout.read_status(out / sweep.cells[0].id)
+    assert status["attempt"] == 2 and status["resumed"] is True
+    assert "--ckpt_path=last" in calls[0]
+
+
 def test_finished_cells_with_other_settings_are_refused(tmp_path, fake_runs):
     out = tmp_path / "out"
     run_sweep(load_sweep(tiny_sweep(tmp_path)), out, echo=lambda _: None)

@@ -18,6 +18,7 @@ import json
 import os
 import shlex
 import shutil
+import signal
 import socket
 import subprocess
 import sys
@@ -32,6 +33,7 @@ import yaml
 from tiedemb.errors import UserError
 from tiedemb.experiments import layout
 from tiedemb.experiments.sweep_file import Cell, Sweep, Upstream, replace_cells
+from tiedemb.training.exits import PREEMPTED_EXIT
 
 MAIN_SCRIPT = Path(__file__).resolve().parents[2] / "main.py"
 CSV_LOGGER = "lightning.pytorch.loggers.CSVLogger"
@@ -360,8 +362,11 @@ def run_cell(sweep: Sweep, cell: Cell, out: Path, workdir: Path) -> bool:
             raise
         status["stages"][stage] = {"returncode": code, "seconds": round(time.monotonic() - started, 1)}
         if code != 0:
+            preempted = code in (PREEMPTED_EXIT, -signal.SIGTERM)
+            message = (f"preempted (SIGTERM) in {stage}: run the sweep again to resume from its last checkpoint"
+                       if preempted else _tail(folder / layout.LOG_FILE))
             status.update(state=layout.FAILED, finished=_now(), seconds=round(time.monotonic() - begin, 1),
-                          message=_tail(folder / layout.LOG_FILE))
+                          message=message)
             layout.write_json(folder / layout.STATUS_FILE, status)
             return False
     layout.write_json(folder / layout.CELL_FILE, {**(layout.read_json(folder / layout.CELL_FILE) or {}), "commands": commands})

@@ -19,6 +19,13 @@ DEBUG_ENV = "TIEDEMB_DEBUG"
 """Set to 1 to see the full traceback of a user error."""
 USER_ERROR_EXIT = 2
 """The exit status of a command stopped by a user's mistake (argparse's, for a bad option)."""
+PREEMPTED_EXIT = 143
+"""The exit status of a run stopped by SIGTERM (128 + 15, what a shell reports for it).
+
+Lightning stops a fit on SIGTERM (what SLURM and most clusters send before killing a job) with an
+exception that exits with status 0, so a preempted run would look finished to whoever started it;
+``main`` turns it into this status, and the sweep records the cell as preempted, to be resumed.
+"""
 
 T = TypeVar("T")
 
