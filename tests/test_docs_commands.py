@@ -85,8 +85,10 @@ SHRINK_GLUE = ["--data.max_train_samples=64", "--trainer.max_epochs=1", "--train
 #: Added to every study's overrides in the scratch copy of a sweep file named by a command.
 SHRINK_SWEEP_STUDY = {"trainer.max_steps": 3, "trainer.limit_val_batches": 1, "trainer.limit_test_batches": 1}
 SHRINK_SWEEP_GLUE_STUDY = {"data.max_train_samples": 64, "trainer.max_epochs": 1}
-#: The grid axis a sweep repeats runs over; the scratch copy keeps its first seed only (every
-#: other axis, and so every cell the docs name with seed=0, stays).
+#: The grid axis a sweep repeats runs over; the scratch copy keeps its first seed only. Every other
+#: axis keeps its first and last value (all of them when it has two: every cell the docs name with
+#: seed=0 stays), so a chained study still finds its upstream cells (the pretrained route's d_e
+#: matches, the re-initialised route's full width is the last) at a fraction of the cells.
 SEED_AXIS = "seed_everything"
 RUN_SUBCOMMANDS = {"fit", "validate", "test", "predict", "initloss"}
 
@@ -299,8 +301,13 @@ class Workspace:
         path = self.repo / relative
         sweep = yaml.safe_load(path.read_text())
         for study in [sweep, *(sweep.get("studies") or {}).values()]:
-            if SEED_AXIS in (study.get("grid") or {}):
-                study["grid"][SEED_AXIS] = study["grid"][SEED_AXIS][:1]
+            grid = study.get("grid") or {}
+            for axis, values in grid.items():
+                if axis == SEED_AXIS:
+                    grid[axis] = values[:1]
+                elif len(values) > 2:
+                    ends = list(values)[:: len(values) - 1]  # first and last (a dict: its names)
+                    grid[axis] = {name: values[name] for name in ends} if isinstance(values, dict) else ends
         for study in (sweep.get("studies") or {"": sweep}).values():
             configs = [*(sweep.get("configs") or []), *(study.get("configs") or [])]
             shrink = {**SHRINK_SWEEP_STUDY, **(SHRINK_SWEEP_GLUE_STUDY if any("glue" in c for c in configs) else {})}

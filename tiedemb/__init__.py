@@ -9,6 +9,8 @@ from __future__ import annotations
 
 from tiedemb.lazy import lazy_exports
 
+__version__ = "0.2.0"
+
 _EXPORTS = {
     "GlueModule": "tiedemb.modules.glue",
     "PretrainModule": "tiedemb.modules.pretrain",

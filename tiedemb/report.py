@@ -13,7 +13,7 @@ from tiedemb.training.exits import report_user_errors
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m tiedemb.report", description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(prog="tiedemb report", description=__doc__.split("\n\n")[0])
     parser.add_argument("folder", type=Path, help="a sweep's --out folder, or any folder of runs")
     parser.add_argument("--target-loss", type=float, help="loss for 'steps to target' (default: the highest final loss)")
     parser.add_argument("--steps", help="steps for the fixed-step loss columns, e.g. 1000,5000 (default: three "

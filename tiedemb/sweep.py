@@ -29,7 +29,7 @@ from tiedemb.training.exits import report_user_errors
 
 
 def parse_args(argv: list[str] | None) -> tuple[argparse.Namespace, dict[str, str]]:
-    parser = argparse.ArgumentParser(prog="python -m tiedemb.sweep", description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(prog="tiedemb sweep", description=__doc__.split("\n\n")[0])
     parser.add_argument("sweep_file", type=Path)
     parser.add_argument("--out", type=Path, required=True, help="folder for the cells (created if absent)")
     parser.add_argument("--emit", choices=("slurm", "wandb"), help="write cluster files instead of running")
@@ -134,7 +134,7 @@ def _main(args: argparse.Namespace, selection: dict[str, str]) -> int:
     if args.dry_run:
         for cell in cells:
             validate_cell(sweep, cell, cell_dir(out, cell))
-            print(f"{cell.id}: python main.py {shlex.join(cell_args(sweep, cell, cell_dir(out, cell)))}")
+            print(f"{cell.id}: tiedemb {shlex.join(cell_args(sweep, cell, cell_dir(out, cell)))}")
         print(f"{len(cells)} cells are valid")
         return 0
     outcome = run_sweep(sweep, out, cells, workdir)

@@ -317,7 +317,7 @@ def _cell_workdir(folder: Path) -> Path | None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m tiedemb.experiments.analysis", description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(prog="tiedemb analyse", description=__doc__.split("\n\n")[0])
     parser.add_argument("checkpoint", type=Path)
     parser.add_argument("--tokenizer", help="tokenizer folder or cached hub name; default: the one the run's config names")
     parser.add_argument("--pairs", help="near-synonym pairs, e.g. good:great,big:large (default: a built-in list of 20)")

@@ -1,6 +1,6 @@
 """Running a sweep: validate every cell, then run them one after another, each in its own folder.
 
-Each cell is an ordinary ``main.py fit`` subprocess (then ``main.py test`` when the study asks),
+Each cell is an ordinary ``tiedemb fit`` subprocess (then ``tiedemb test`` when the study asks),
 so a crash or an out-of-memory kill ends that cell only. A cell's ``status.json`` says whether it
 finished; a rerun of the sweep skips finished cells and runs the others again, resuming from the
 cell's last checkpoint where one was written. The folder layout is in ``layout.py``.
@@ -35,7 +35,9 @@ from tiedemb.experiments import layout
 from tiedemb.experiments.sweep_file import Cell, Sweep, Upstream, replace_cells
 from tiedemb.training.exits import PREEMPTED_EXIT
 
-MAIN_SCRIPT = Path(__file__).resolve().parents[2] / "main.py"
+#: How a cell runs a stage: the installed package's command line (``python -m tiedemb fit ...``), so
+#: sweeps run from any install, not only from a checkout with main.py beside the package.
+TIEDEMB_COMMAND = [sys.executable, "-m", "tiedemb"]
 CSV_LOGGER = "lightning.pytorch.loggers.CSVLogger"
 WANDB_LOGGER = "lightning.pytorch.loggers.WandbLogger"
 FAILURE_TAIL_LINES = 20
@@ -83,7 +85,7 @@ def upstream_placeholder(upstream: Upstream) -> str:
 
 def cell_args(sweep: Sweep, cell: Cell, folder: Path, stage: str = "fit", ckpt_path: str | None = None,
               upstream_checkpoint: str | None = None) -> list[str]:
-    """The ``main.py`` arguments of one stage of a cell.
+    """The command-line arguments (``tiedemb`` / ``main.py``) of one stage of a cell.
 
     A chained cell gets ``upstream_checkpoint``, or a placeholder where only the command line
     is checked (the parser takes the path as a string, so the check stays the same).
@@ -340,7 +342,7 @@ def run_cell(sweep: Sweep, cell: Cell, out: Path, workdir: Path) -> bool:
     commands = {stage: recorded[stage] for stage in completed if stage in recorded}
     resume = "last" if _last_checkpoint(folder) is not None else None
     if "fit" not in completed:
-        commands["fit"] = [sys.executable, str(MAIN_SCRIPT), *cell_args(sweep, cell, folder, "fit", resume, upstream)]
+        commands["fit"] = [*TIEDEMB_COMMAND, *cell_args(sweep, cell, folder, "fit", resume, upstream)]
     layout.write_json(folder / layout.CELL_FILE, _cell_record(sweep, cell, workdir, commands, checkpoint))
     status: dict[str, Any] = {"state": layout.RUNNING, "attempt": attempt, "started": _now(), "host": socket.gethostname(),
                               "pid": os.getpid(), "resumed": resume is not None and "fit" not in completed,
@@ -351,7 +353,7 @@ def run_cell(sweep: Sweep, cell: Cell, out: Path, workdir: Path) -> bool:
         status["stage"] = stage
         layout.write_json(folder / layout.STATUS_FILE, status)
         if stage == "test":
-            commands["test"] = [sys.executable, str(MAIN_SCRIPT),
+            commands["test"] = [*TIEDEMB_COMMAND,
                                 *cell_args(sweep, cell, folder, "test", str(_test_checkpoint(folder, cell.test)), upstream)]
         started = time.monotonic()
         try:

@@ -62,7 +62,7 @@ def consolidate_checkpoint(path: str | Path, output: str | Path) -> Path:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
-        prog="python -m tiedemb.scale",
+        prog="tiedemb consolidate",
         description="Turn a checkpoint from any strategy (DDP/FSDP file, FSDP sharded folder, DeepSpeed "
         "folder) into one .ckpt file for PretrainModule.load_from_checkpoint on a single device.",
     )

@@ -1,0 +1,96 @@
+"""The ``tiedemb`` command: its subcommands, and a normal (non-editable) install running outside the repository."""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import shutil
+import subprocess
+import sys
+import sysconfig
+import venv
+from pathlib import Path
+
+import pytest
+
+from tiedemb import __version__
+from tiedemb.command import COMMANDS
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def run(*args: str, **options) -> subprocess.CompletedProcess:
+    return subprocess.run(list(args), capture_output=True, text=True, timeout=600, **options)
+
+
+def test_every_subcommand_names_a_module_with_a_main():
+    for name, (module, _) in COMMANDS.items():
+        assert importlib.util.find_spec(module) is not None, f"{name}: no module {module}"
+
+
+@pytest.mark.end_to_end
+def test_help_lists_every_subcommand_and_a_wrong_one_is_refused_in_one_line():
+    shown = run(sys.executable, "-m", "tiedemb", "--help")
+    assert shown.returncode == 0
+    assert __version__ in shown.stdout
+    for name in COMMANDS:
+        assert f"\n  {name} " in shown.stdout
+    wrong = run(sys.executable, "-m", "tiedemb", "fitt")
+    assert wrong.returncode == 2
+    assert wrong.stderr.strip().splitlines() == [
+        "error: unknown subcommand 'fitt'; one of: " + ", ".join(COMMANDS)]
+
+
+@pytest.mark.end_to_end
+def test_a_wheel_install_runs_fit_and_a_sweep_from_a_folder_outside_the_repository(tmp_path):
+    """The built wheel in a fresh virtual environment (its dependencies borrowed from this one's
+    site-packages, so nothing is downloaded), used from a folder that holds only the user's configs."""
+    if importlib.util.find_spec("setuptools") is None:
+        pytest.fail("building the wheel needs setuptools in the test environment")
+    source = tmp_path / "source"  # what the wheel is built from, so the build writes nothing into the repository
+    shutil.copytree(ROOT / "tiedemb", source / "tiedemb", ignore=shutil.ignore_patterns("__pycache__"))
+    for name in ("pyproject.toml", "README.md", "LICENSE"):
+        shutil.copy(ROOT / name, source / name)
+    dist = tmp_path / "dist"
+    built = run(sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q", "-w", str(dist), str(source))
+    assert built.returncode == 0, built.stderr[-2000:]
+    wheel = next(dist.glob("tiedemb-*.whl"))
+
+    env_dir = tmp_path / "env"
+    venv.EnvBuilder(with_pip=False).create(env_dir)
+    python = env_dir / "bin" / "python"
+    site = Path(run(str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])").stdout.strip())
+    # The dependencies: this environment's site-packages, after the new one's own (where the wheel goes).
+    deps = {sysconfig.get_paths()["purelib"], sysconfig.get_paths()["platlib"]}
+    (site / "dependencies.pth").write_text("\n".join(sorted(deps)) + "\n")
+    installed = run(sys.executable, "-m", "pip", "--python", str(python), "install", "--no-deps", "-q", str(wheel))
+    assert installed.returncode == 0, installed.stderr[-2000:]
+
+    work = tmp_path / "work"  # the user's folder: configs only, no main.py, no package source
+    shutil.copytree(ROOT / "configs", work / "configs")
+    env = {key: value for key, value in os.environ.items() if key != "PYTHONPATH"}
+    env.update(PATH=f"{env_dir / 'bin'}{os.pathsep}{env['PATH']}", WANDB_MODE="offline", OMP_NUM_THREADS="1")
+
+    where = run(str(python), "-c", "import tiedemb; print(tiedemb.__file__)", cwd=work, env=env)
+    assert Path(where.stdout.strip()).is_relative_to(env_dir), where.stdout + where.stderr
+    command = str(env_dir / "bin" / "tiedemb")
+    shown = run(command, "--help", cwd=work, env=env)
+    assert shown.returncode == 0 and "sweep" in shown.stdout, shown.stderr
+
+    fit = run(command, "fit", "--config", "configs/tied.yaml", "--config", "configs/scale/tiny.yaml",
+              "--trainer.max_steps=3", "--trainer.logger=false", "--trainer.enable_progress_bar=false",
+              cwd=work, env=env)
+    assert fit.returncode == 0, fit.stderr[-3000:]
+
+    (work / "two.yaml").write_text(
+        "name: two\n"
+        "configs: [configs/tied.yaml, configs/scale/tiny.yaml]\n"
+        "overrides: {trainer.max_steps: 3}\n"
+        "grid:\n"
+        "  model.head: [tied, untied]\n")
+    swept = run(command, "sweep", "two.yaml", "--out", "sweep", cwd=work, env=env)
+    assert swept.returncode == 0, swept.stdout[-3000:] + swept.stderr[-3000:]
+    statuses = sorted((work / "sweep").glob("**/status.json"))
+    assert len(statuses) == 2, swept.stdout
+    for status in statuses:
+        assert '"state": "finished"' in status.read_text(), status

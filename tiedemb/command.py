@@ -1,0 +1,56 @@
+"""``tiedemb SUBCOMMAND ...``: one command for everything a user runs (``python -m tiedemb`` too).
+
+``fit``, ``validate``, ``test``, ``predict`` and ``initloss`` are the LightningCLI of ``main.py``
+(``tiedemb.cli``); the others hand their arguments to the command module that does the work, the
+same module ``python -m tiedemb.<module>`` runs. Modules are imported only for the subcommand
+chosen, so ``tiedemb --help`` answers without loading torch or Lightning.
+"""
+
+from __future__ import annotations
+
+import importlib
+import sys
+
+from tiedemb import __version__
+
+#: subcommand -> (module whose ``main(argv)`` runs it, one line for ``tiedemb --help``)
+COMMANDS: dict[str, tuple[str, str]] = {
+    "fit": ("tiedemb.cli", "train a model from YAML configs (LightningCLI)"),
+    "validate": ("tiedemb.cli", "evaluate on the validation data"),
+    "test": ("tiedemb.cli", "evaluate on the test data (GLUE: the labelled dev splits)"),
+    "predict": ("tiedemb.cli", "write predictions (GLUE: submission files)"),
+    "initloss": ("tiedemb.cli", "the measured and predicted initial loss of a fresh model"),
+    "sweep": ("tiedemb.sweep", "run, list or emit the cells of a sweep file"),
+    "report": ("tiedemb.report", "tables, curves and analyses of a folder of runs"),
+    "analyse": ("tiedemb.experiments.analysis", "embedding analyses of a checkpoint (effective rank, synonyms)"),
+    "consolidate": ("tiedemb.training.consolidate", "one single-device checkpoint from any strategy's"),
+}
+LIGHTNING_SUBCOMMANDS = {"fit", "validate", "test", "predict", "initloss"}
+
+
+def usage() -> str:
+    width = max(map(len, COMMANDS))
+    lines = [f"usage: tiedemb SUBCOMMAND [options]   (tiedemb SUBCOMMAND --help for its options)", "",
+             f"tiedemb {__version__}: tied input/output embeddings and embedding width in Transformer encoders", "",
+             "subcommands:"]
+    lines += [f"  {name:<{width}}  {summary}" for name, (_, summary) in COMMANDS.items()]
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if not argv or argv[0] in ("-h", "--help"):
+        print(usage())
+        return 0
+    if argv[0] == "--version":
+        print(__version__)
+        return 0
+    name = argv[0]
+    if name not in COMMANDS:
+        print(f"error: unknown subcommand {name!r}; one of: {', '.join(COMMANDS)}", file=sys.stderr)
+        return 2
+    module = importlib.import_module(COMMANDS[name][0])
+    if name in LIGHTNING_SUBCOMMANDS:
+        module.main(argv)  # exits with its own status on a mistake or a preemption
+        return 0
+    return int(module.main(argv[1:]) or 0)
