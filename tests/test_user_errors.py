@@ -40,6 +40,11 @@ MISTAKES = [
      "the training text is empty (no non-blank documents in '{files}/empty.txt')"),
     ("missing_tokenizer", ["--data.train_files=[{files}/text.txt]", "--data.tokenizer={files}/no-tokenizer"],
      "tokenizer directory '{files}/no-tokenizer' does not exist"),
+    # the embedded corpus has its own vocabulary: a tokenizer given with it used to be dropped silently
+    ("tokenizer_with_embedded_corpus", ["--data.tokenizer={files}/no-tokenizer"],
+     "data.tokenizer='{files}/no-tokenizer' has no effect: without data.train_files or data.dataset"),
+    ("val_files_without_train_files", ["--data.val_files=[{files}/text.txt]"],
+     "data.val_files has no effect without data.train_files"),
     ("zero_embedding_dim", ["--model.embedding_dim=0"], "model.embedding_dim must be in 1..hidden_size"),
     ("heads_do_not_divide", ["--model.hidden_size=250", "--model.num_heads=4"], "must be divisible by model.num_heads"),
     ("missing_glue_data_dir", ["--data=tiedemb.data.GlueData", "--data.task=mrpc", "--data.tokenizer={tokenizer}",

@@ -26,6 +26,26 @@ log = logging.getLogger("tiedemb.data")
 DEFAULT_SYNTHETIC_VOCAB = 4096
 
 
+def _check_source_options(source: str, *, tokenizer: str | None, dataset_config: str | None,
+                          val_files: list[str] | None, train_files: list[str] | None) -> None:
+    """Refuse settings the chosen source would ignore without a word.
+
+    A tokenizer given with the embedded corpus would otherwise be dropped silently: a run the user
+    believes was on their tokenizer would not be. The embedded corpus has its own vocabulary.
+    """
+    if source == "synthetic" and tokenizer is not None:
+        raise UserError(f"data.tokenizer={tokenizer!r} has no effect: without data.train_files or data.dataset the "
+                        "run uses the embedded corpus, which has its own vocabulary; give the text to tokenise, "
+                        "or drop data.tokenizer")
+    if dataset_config is not None and source != "dataset":
+        raise UserError(f"data.dataset_config={dataset_config!r} has no effect without data.dataset (a hub dataset name)")
+    if val_files and source == "synthetic":
+        raise UserError("data.val_files has no effect without data.train_files: the embedded corpus would be used; "
+                        "give data.train_files too")
+    if source == "dataset" and train_files:
+        raise UserError("data.dataset and data.train_files are both given; choose one source of text")
+
+
 class PretrainData(ResumableTraining, L.LightningDataModule):
     """Blocks of ``block_size`` tokens for MLM or CLM.
 
@@ -69,6 +89,8 @@ class PretrainData(ResumableTraining, L.LightningDataModule):
         self.block_size = block_size
         self.batch_size = batch_size
         self.source = "dataset" if dataset else "files" if train_files else "synthetic"
+        _check_source_options(self.source, tokenizer=tokenizer, dataset_config=dataset_config, val_files=val_files,
+                              train_files=train_files)
         self.corpus: MarkovCorpus | None = None
         self.tokenizer = None
         self.stats: dict[str, float] = {}
