@@ -36,7 +36,7 @@ from tiedemb.errors import UserError, check_choice, first_line
 from tiedemb.training.files import atomic_directory
 from tiedemb.training.hub import hub_access
 
-__all__ = ["PreparedText", "prepare_text", "train_tokenizer"]
+__all__ = ["PreparedText", "prepare_text", "train_tokenizer", "trained_tokenizer_dirs"]
 
 log = logging.getLogger("tiedemb.data")
 
@@ -240,6 +240,40 @@ def _save(folder: Path, prepared: PreparedText) -> None:
         (staging / "stats.json").write_text(json.dumps(prepared.stats, indent=2))
 
 
+def _source_identity(dataset: str | None, dataset_config: str | None, text_column: str, train_paths: list[Path],
+                     val_paths: list[Path], val_fraction: float, seed: int) -> dict:
+    """What decides the text a run reads: the cache keys of its prepared text and trained tokenizer."""
+    source: dict = {"dataset": dataset, "config": dataset_config, "column": text_column}
+    source |= {"train": _file_identity(train_paths), "val": _file_identity(val_paths)}
+    if not val_paths:  # the split itself may decide the validation text
+        source |= {"val_fraction": val_fraction, "seed": seed}
+    return source
+
+
+def _trained_tokenizer_dir(cache_dir: str, kind: str, size: str, source: dict) -> Path:
+    return Path(cache_dir).expanduser() / "tokenizers" / f"{kind}-{size}-{_cache_key(source)}"
+
+
+def trained_tokenizer_dirs(*, objective: str, dataset: str | None = None, dataset_config: str | None = None,
+                           train_files: list[str] | None = None, val_files: list[str] | None = None,
+                           text_column: str = "text", val_fraction: float = 0.05, seed: int = 0,
+                           cache_dir: str = "data/cache", **_: object) -> list[Path]:
+    """The saved tokenizers ``prepare_text`` trained for this text (one per requested size), if any.
+
+    Takes a ``PretrainData``'s hyperparameters. Local files are identified by path, size and
+    modification time, so a text file changed since the run finds nothing.
+    """
+    check_choice("objective", objective, TOKENIZER_KIND)
+    try:
+        train_paths = _expand(train_files, "train") if train_files else []
+        val_paths = _expand(val_files, "val") if val_files else []
+    except UserError:
+        return []  # the text is gone, and with it the key its tokenizer was saved under
+    source = _source_identity(dataset, dataset_config, text_column, train_paths, val_paths, val_fraction, seed)
+    pattern = _trained_tokenizer_dir(cache_dir, TOKENIZER_KIND[objective], "*", source)
+    return sorted(path for path in pattern.parent.glob(pattern.name) if (path / "tokenizer.json").is_file())
+
+
 # --------------------------------------------------------------------------- entry point
 
 
@@ -280,10 +314,7 @@ def prepare_text(
     kind = TOKENIZER_KIND[objective]
     train_paths = _expand(train_files, "train") if train_files else []
     val_paths = _expand(val_files, "val") if val_files else []
-    source: dict = {"dataset": dataset, "config": dataset_config, "column": text_column}
-    source |= {"train": _file_identity(train_paths), "val": _file_identity(val_paths)}
-    if not val_paths:  # the split itself may decide the validation text
-        source |= {"val_fraction": val_fraction, "seed": seed}
+    source = _source_identity(dataset, dataset_config, text_column, train_paths, val_paths, val_fraction, seed)
     loaded = load_tokenizer(tokenizer) if tokenizer is not None else None
     if loaded is None:
         identity = {"trained": kind, "vocab_size": check_vocab_size(kind, vocab_size)}
@@ -313,8 +344,7 @@ def prepare_text(
         train_docs, val_docs = _hold_out(train_docs, val_fraction, seed)
 
     if loaded is None:
-        source_key = _cache_key(source)
-        save_dir = Path(cache_dir).expanduser() / "tokenizers" / f"{kind}-{vocab_size}-{source_key}"
+        save_dir = _trained_tokenizer_dir(cache_dir, kind, str(vocab_size), source)
         texts = (doc for batch in train_docs.iter(batch_size=1000) for doc in batch["text"])
         loaded = train_tokenizer(texts, kind=kind, vocab_size=vocab_size, save_dir=save_dir)
     separator = configure_for_objective(loaded, objective)

@@ -4,6 +4,5 @@
   and the architecture it fixes
 - ``bert``: transformers' BERT names and settings as tiedemb's, and reading a BERT model
 - ``narrow``: a pretrained embedding narrowed to a smaller d_e by truncated SVD
-
-Writing weights out in another project's format would go here too.
+- ``export``: the way out: tiedemb's settings and weights in BERT's layout (``python -m tiedemb.export``)
 """

@@ -5,7 +5,8 @@ the names differ, and tiedemb fuses the query, key and value projections into on
 (``qkv`` = rows of q, then k, then v, which is how ``SelfAttention`` splits its output).
 ``fields_from_bert_config`` and ``bert_to_tiedemb`` are pure: a config mapping in, field values
 out; a state dict in, a state dict out. ``read_bert`` reads a model with transformers and
-applies both.
+applies both. ``tiedemb_to_bert`` is the way back for weights already in BERT's shapes
+(``tiedemb.weights.export`` multiplies out a factorised embedding first).
 """
 
 from __future__ import annotations
@@ -107,6 +108,34 @@ def bert_to_tiedemb(state: Mapping[str, Tensor], num_layers: int) -> dict[str, T
                 raise UserError(f"the BERT weights lack {missing[0]!r}; they are not a complete BertModel")
             out[f"{target}attention.qkv.{leaf}"] = torch.cat([state[key] for key in parts], dim=0)
     take(*POOLER_NAME, required=False)
+    return out
+
+
+def tiedemb_to_bert(state: Mapping[str, Tensor], num_layers: int) -> dict[str, Tensor]:
+    """The inverse of ``bert_to_tiedemb``: tiedemb's ``embedding.*``, ``encoder.*`` and ``pooler.*``
+    as a ``BertModel`` state dict (no ``bert.`` prefix), the fused ``qkv`` split into query, key, value.
+
+    The embedding tables must already be hidden wide; keys outside those three parts are ignored,
+    and a missing pooler stays missing.
+    """
+    out: dict[str, Tensor] = {}
+
+    def give(source: str, target: str) -> None:
+        for leaf in ("weight", "bias"):
+            if f"{source}.{leaf}" in state:
+                out[f"{target}.{leaf}"] = state[f"{source}.{leaf}"]
+
+    for target, source in EMBEDDING_NAMES.items():
+        give(source, target)
+    for layer in range(num_layers):
+        source, prefix = f"encoder.blocks.{layer}.", f"encoder.layer.{layer}."
+        for target, name in LAYER_NAMES.items():
+            give(source + name, prefix + target)
+        for leaf in ("weight", "bias"):
+            query, key, value = state[f"{source}attention.qkv.{leaf}"].chunk(3, dim=0)
+            for part, tensor in zip(("query", "key", "value"), (query, key, value)):
+                out[f"{prefix}attention.self.{part}.{leaf}"] = tensor.contiguous()
+    give(POOLER_NAME[1], POOLER_NAME[0])
     return out
 
 

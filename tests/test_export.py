@@ -1,0 +1,263 @@
+"""python -m tiedemb.export: tiedemb checkpoints as transformers BERT folders, and what it refuses.
+
+Trained checkpoints come from the real command line (module fixtures, shared between tests); the
+refusals use small untrained modules saved the way Lightning saves them, since only their
+settings matter.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+from tiedemb import GlueModule, PretrainModule
+from tiedemb.cli import main as cli_main
+from tiedemb.export import main as export
+
+ROOT = Path(__file__).resolve().parents[1]
+CONFIGS = ROOT / "configs"
+QUIET = ["--trainer.logger=false", "--trainer.enable_progress_bar=false", "--trainer.enable_model_summary=false",
+         "--trainer.num_sanity_val_steps=0"]
+BERT_HEAD = ["--model.objective=mlm", "--model.position=learned", "--model.type_vocab_size=2",
+             "--model.norm_position=post", "--model.residual_init=standard", "--model.head=tied_orth",
+             "--model.head_bias=true", "--model.head_activation=gelu", "--model.head_norm=true",
+             "--model.output_bias=true", "--model.max_position_embeddings=64"]
+WORDS = "the a cat dog man woman sat ran saw sees big small red on under near house park and with .".split()
+SMALL = dict(vocab_size=50, hidden_size=16, num_layers=1, num_heads=2, intermediate_size=32, max_position_embeddings=32)
+
+
+def real_rows(hidden: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+    return hidden[mask.bool()]
+
+
+# --------------------------------------------------------------------------- trained checkpoints
+
+
+@pytest.fixture(scope="module")
+def glue_checkpoint(tmp_path_factory, shared_data: Path, bert_tokenizer_dir: Path) -> Path:
+    """MRPC, a few steps, with a factorised embedding (d_e 16 < hidden 32)."""
+    root = tmp_path_factory.mktemp("glue_export")
+    cli_main(["fit", "--config", str(CONFIGS / "glue" / "mrpc.yaml"), f"--data.data_dir={shared_data / 'glue'}",
+              f"--data.tokenizer={bert_tokenizer_dir}", "--data.max_train_samples=32", "--data.batch_size=16",
+              "--data.eval_batch_size=64", "--model.pretrained=null", "--model.hidden_size=32",
+              "--model.num_layers=2", "--model.num_heads=2", "--model.intermediate_size=64",
+              "--model.embedding_dim=16", "--model.learning_rate=1e-3", "--trainer.max_steps=2",
+              "--trainer.limit_val_batches=1", "--trainer.val_check_interval=2", *QUIET,
+              f"--trainer.default_root_dir={root}"])
+    return root / "checkpoints" / "last.ckpt"
+
+
+@pytest.fixture(scope="module")
+def mlm_checkpoint(tmp_path_factory) -> Path:
+    """BERT's masked-LM head on made-up text, with a WordPiece tokenizer the run trains itself."""
+    root = tmp_path_factory.mktemp("mlm_export")
+    rng = random.Random(0)
+    text = root / "text.txt"
+    text.write_text("\n".join(" ".join(rng.choice(WORDS) for _ in range(rng.randint(6, 14))) for _ in range(400)))
+    cli_main(["fit", "--config", str(CONFIGS / "tied_orth.yaml"), "--config", str(CONFIGS / "scale" / "tiny.yaml"),
+              *BERT_HEAD, f"--data.train_files=[{text}]", "--data.vocab_size=120", f"--data.cache_dir={root / 'cache'}",
+              "--trainer.max_steps=4", "--trainer.val_check_interval=4", "--trainer.limit_val_batches=1", *QUIET,
+              f"--trainer.default_root_dir={root}"])
+    return root / "checkpoints" / "last.ckpt"
+
+
+@pytest.mark.end_to_end
+def test_factorised_glue_model_gives_its_logits_as_bert_for_sequence_classification(glue_checkpoint, tmp_path):
+    from transformers import AutoModelForSequenceClassification, AutoTokenizer
+
+    out = tmp_path / "mrpc"
+    assert export([str(glue_checkpoint), str(out)]) == 0
+    config = json.loads((out / "config.json").read_text())
+    assert config["architectures"] == ["BertForSequenceClassification"] and config["hidden_size"] == 32
+    assert config["id2label"] == {"0": "not_equivalent", "1": "equivalent"}
+    ours = GlueModule.load_from_checkpoint(glue_checkpoint).eval()
+    theirs = AutoModelForSequenceClassification.from_pretrained(str(out)).eval()
+    tokenizer = AutoTokenizer.from_pretrained(str(out))
+    batch = tokenizer(["The cat sat on the mat.", "Stocks fell sharply on Monday in heavy trading."],
+                      ["A cat was sitting.", "Shares dropped."], padding=True, return_tensors="pt")
+    with torch.no_grad():
+        expected = ours(batch["input_ids"], batch["attention_mask"], batch["token_type_ids"])
+        torch.testing.assert_close(theirs(**batch).logits, expected, atol=1e-4, rtol=0)
+
+
+@pytest.mark.end_to_end
+def test_factorised_encoder_gives_its_hidden_states_as_bert_model(glue_checkpoint, tmp_path):
+    from transformers import AutoModel
+
+    out = tmp_path / "encoder"
+    assert export([str(glue_checkpoint), str(out), "--model_class", "BertModel", "--no_tokenizer"]) == 0
+    assert not (out / "tokenizer.json").exists()
+    ours = GlueModule.load_from_checkpoint(glue_checkpoint).eval()
+    theirs = AutoModel.from_pretrained(str(out)).eval()
+    generator = torch.Generator().manual_seed(0)
+    input_ids = torch.randint(1000, 30000, (3, 12), generator=generator)
+    mask = torch.ones_like(input_ids)
+    mask[1, 7:] = 0
+    types = torch.zeros_like(input_ids)
+    types[:, 6:] = 1
+    with torch.no_grad():
+        expected = ours.model.encode(input_ids, mask, types)
+        actual = theirs(input_ids=input_ids, attention_mask=mask, token_type_ids=types)
+    torch.testing.assert_close(real_rows(actual.last_hidden_state, mask), real_rows(expected, mask), atol=1e-4, rtol=0)
+    pooled = torch.tanh(ours.model.pooler(expected[:, 0]))
+    torch.testing.assert_close(actual.pooler_output, pooled, atol=1e-4, rtol=0)
+
+
+@pytest.mark.end_to_end
+def test_bert_head_mlm_model_gives_its_logits_as_bert_for_masked_lm_and_fills_masks(mlm_checkpoint, tmp_path):
+    from transformers import AutoModelForMaskedLM, AutoTokenizer, pipeline
+
+    out = tmp_path / "mlm"
+    assert export([str(mlm_checkpoint), str(out)]) == 0  # the tokenizer the run trained, found in its cache
+    assert json.loads((out / "config.json").read_text())["architectures"] == ["BertForMaskedLM"]
+    ours = PretrainModule.load_from_checkpoint(mlm_checkpoint).eval()
+    theirs = AutoModelForMaskedLM.from_pretrained(str(out)).eval()
+    tokenizer = AutoTokenizer.from_pretrained(str(out))
+    batch = tokenizer(["the cat sat on the [MASK] .", "a big dog ran near the red house and the park"],
+                      padding=True, return_tensors="pt")
+    with torch.no_grad():
+        expected = ours.model.head(ours.model.encode(batch["input_ids"], batch["attention_mask"], batch.get("token_type_ids")))
+        actual = theirs(**batch).logits
+    mask = batch["attention_mask"]
+    torch.testing.assert_close(real_rows(actual, mask), real_rows(expected, mask), atol=1e-4, rtol=0)
+    answers = pipeline("fill-mask", model=str(out))("the dog [MASK] on the mat .")
+    assert len(answers) == 5 and all(answer["token_str"] for answer in answers)
+
+
+@pytest.mark.end_to_end
+def test_hub_upload_that_cannot_reach_the_hub_fails_with_one_message_and_keeps_the_folder(
+        mlm_checkpoint, tmp_path, monkeypatch, capsys):
+    from huggingface_hub import constants
+
+    monkeypatch.setattr(constants, "ENDPOINT", "http://127.0.0.1:9")  # a closed port: refused at once
+    out = tmp_path / "pushed"
+    assert export([str(mlm_checkpoint), str(out), "--push_to_hub", "someone/tiny-bert"]) == 2
+    error = capsys.readouterr().err.strip().splitlines()
+    assert len(error) == 1 and error[0].startswith("error: ") and "not uploaded" in error[0] and "someone/tiny-bert" in error[0]
+    assert (out / "config.json").is_file() and (out / "model.safetensors").is_file()
+
+
+# --------------------------------------------------------------------------- refusals
+
+
+def save_module(path: Path, module: torch.nn.Module, class_path: str, data: dict | None = None) -> Path:
+    """A checkpoint as Lightning writes one: hyperparameters, weights, the data's settings."""
+    torch.save({"hyper_parameters": {**dict(module.hparams), "_class_path": class_path},
+                "state_dict": module.state_dict(), "datamodule_hyper_parameters": data or {}}, path)
+    return path
+
+
+def pretrain_checkpoint(tmp_path: Path, data: dict | None = None, **settings) -> Path:
+    module = PretrainModule(**{**SMALL, "objective": "mlm", "position": "learned", "norm_position": "post", **settings})
+    return save_module(tmp_path / "pretrain.ckpt", module, "tiedemb.PretrainModule", data)
+
+
+def glue_module_checkpoint(tmp_path: Path, **settings) -> Path:
+    module = GlueModule(num_labels=2, task="mrpc", **{**SMALL, **settings})
+    return save_module(tmp_path / "glue.ckpt", module, "tiedemb.GlueModule")
+
+
+def refused(capsys, argv: list[str], out: Path) -> str:
+    """The one error line of a refused export; nothing is written in OUT."""
+    assert export([*argv[:1], str(out), *argv[1:]]) == 2
+    lines = capsys.readouterr().err.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: "), lines
+    assert not out.exists() or not any(out.iterdir())
+    assert not [path for path in out.parent.iterdir() if path.name.startswith(f".{out.name}-")]  # no staging left
+    return lines[0]
+
+
+BERT_HEAD_SETTINGS = dict(head="tied_orth", head_bias=True, head_activation="gelu", head_norm=True, output_bias=True)
+REFUSED_SETTINGS = [
+    (dict(position="rope"), "model.position='rope'"),
+    (dict(position="none"), "model.position='none'"),
+    (dict(norm_position="pre"), "model.norm_position='pre'"),
+    (dict(norm="rmsnorm"), "model.norm='rmsnorm'"),
+    (dict(objective="clm"), "model.objective='clm'"),
+    (dict(embedding_scale="sqrt_d"), "model.embedding_scale='sqrt_d'"),
+    (dict(embedding_norm=False), "model.embedding_norm=false"),
+    (dict(residual_init="deepnorm"), "model.residual_init='deepnorm'"),
+]
+
+
+@pytest.mark.end_to_end
+@pytest.mark.parametrize("settings, named", REFUSED_SETTINGS, ids=[named for _, named in REFUSED_SETTINGS])
+def test_settings_bert_cannot_hold_are_refused_naming_the_setting(settings, named, tmp_path, capsys):
+    checkpoint = pretrain_checkpoint(tmp_path, **settings)
+    message = refused(capsys, [str(checkpoint), "--no_tokenizer"], tmp_path / "out")
+    assert named in message and "no transformers BERT class" in message
+
+
+@pytest.mark.end_to_end
+@pytest.mark.parametrize("head, named", [
+    (dict(head="tied"), "model.head='tied'"),
+    ({**BERT_HEAD_SETTINGS, "head_norm": False}, "model.head_norm=false"),
+    ({**BERT_HEAD_SETTINGS, "embedding_dim": 8}, "model.embedding_dim=8"),
+    ({**BERT_HEAD_SETTINGS, "output_scale": "rsqrt_d"}, "model.output_scale='rsqrt_d'"),
+])
+def test_a_head_that_is_not_berts_is_refused_as_masked_lm_and_exports_as_bert_model(head, named, tmp_path, capsys):
+    checkpoint = pretrain_checkpoint(tmp_path, **head)
+    message = refused(capsys, [str(checkpoint), "--no_tokenizer", "--model_class", "BertForMaskedLM"], tmp_path / "out")
+    assert named in message and "--model_class BertModel" in message
+    assert export([str(checkpoint), str(tmp_path / "encoder"), "--no_tokenizer"]) == 0  # the default: BertModel
+    assert json.loads((tmp_path / "encoder" / "config.json").read_text())["architectures"] == ["BertModel"]
+
+
+@pytest.mark.end_to_end
+def test_glue_as_masked_lm_a_classifier_without_pooler_and_pretraining_as_classifier_are_refused(tmp_path, capsys):
+    glue = glue_module_checkpoint(tmp_path)
+    message = refused(capsys, [str(glue), "--no_tokenizer", "--model_class", "BertForMaskedLM"], tmp_path / "a")
+    assert "GLUE classifier" in message and "BertForSequenceClassification" in message
+    no_pooler = glue_module_checkpoint(tmp_path, pooler=False)
+    message = refused(capsys, [str(no_pooler), "--no_tokenizer"], tmp_path / "b")
+    assert "model.pooler=false" in message and "--model_class BertModel" in message
+    pretrain = pretrain_checkpoint(tmp_path, **BERT_HEAD_SETTINGS)
+    message = refused(capsys, [str(pretrain), "--no_tokenizer", "--model_class", "BertForSequenceClassification"],
+                      tmp_path / "c")
+    assert "no classifier" in message and "BertForMaskedLM or BertModel" in message
+
+
+@pytest.mark.end_to_end
+def test_a_run_without_a_tokenizer_needs_one_named_or_no_tokenizer(tmp_path, capsys):
+    synthetic = pretrain_checkpoint(tmp_path, data={"vocab_size": 50, "synthetic_tokens": 1000, "tokenizer": None})
+    message = refused(capsys, [str(synthetic)], tmp_path / "out")
+    assert "synthetic corpus" in message and "--no_tokenizer" in message and "--tokenizer" in message
+    message = refused(capsys, [str(synthetic), "--tokenizer", str(tmp_path / "missing")], tmp_path / "out")
+    assert "--tokenizer" in message and "could not be loaded" in message
+
+
+@pytest.mark.end_to_end
+def test_a_tokenizer_of_another_vocabulary_is_refused(tmp_path, capsys, tiny_tokenizer_dir):
+    checkpoint = pretrain_checkpoint(tmp_path)  # 50 tokens; the tiny tokenizer has fewer
+    message = refused(capsys, [str(checkpoint), "--tokenizer", str(tiny_tokenizer_dir)], tmp_path / "out")
+    assert "tokens, but the model's vocabulary has 50" in message
+
+
+@pytest.mark.end_to_end
+def test_an_output_folder_that_is_not_empty_is_left_alone(tmp_path, capsys):
+    checkpoint = pretrain_checkpoint(tmp_path)
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / "notes.txt").write_text("mine")
+    assert export([str(checkpoint), str(out), "--no_tokenizer"]) == 2
+    lines = capsys.readouterr().err.strip().splitlines()
+    assert len(lines) == 1 and "exists and is not empty" in lines[0]
+    assert [path.name for path in out.iterdir()] == ["notes.txt"] and (out / "notes.txt").read_text() == "mine"
+    assert export([str(checkpoint), str(tmp_path / "empty"), "--no_tokenizer"]) == 0  # an empty or new one is fine
+
+
+@pytest.mark.end_to_end
+def test_the_command_reports_a_missing_checkpoint_in_one_line_without_traceback(tmp_path):
+    result = subprocess.run([sys.executable, "-m", "tiedemb.export", str(tmp_path / "nope.ckpt"), str(tmp_path / "out")],
+                            capture_output=True, text=True, cwd=ROOT, timeout=300,
+                            env={**os.environ, "TIEDEMB_DEBUG": ""})
+    assert result.returncode == 2
+    assert result.stderr.strip().splitlines() == [f"error: checkpoint {str(tmp_path / 'nope.ckpt')!r} does not exist"]
+    assert not (tmp_path / "out").exists()

@@ -1,0 +1,247 @@
+"""``python -m tiedemb.export CHECKPOINT OUT``: a tiedemb checkpoint as a transformers BERT folder.
+
+OUT gets ``config.json``, ``model.safetensors`` and the run's tokenizer, and loads with
+transformers' Auto classes without ``trust_remote_code``: a GLUE classifier as
+``BertForSequenceClassification``, a pretraining model with BERT's masked-LM head as
+``BertForMaskedLM``, any other pretraining model BERT's encoder can hold as ``BertModel``. Which
+settings fit and how the weights map is ``tiedemb.weights.export``; a model BERT's layout cannot
+hold exactly is refused with the setting that stands in the way.
+
+The folder is filled beside OUT and renamed at the end, so a failure leaves nothing; an OUT that
+exists and is not empty is never touched. ``--push_to_hub REPO`` then uploads it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from tiedemb.errors import UserError, first_line
+from tiedemb.training.exits import report_user_errors
+from tiedemb.weights.export import BERT_MODEL, MODEL_CLASSES, BertExport, plan_export
+
+EXPORT_COMPLETE = "config.json"
+"""The file whose presence marks a written export folder."""
+
+
+# --------------------------------------------------------------------------- the checkpoint
+
+
+def checkpoint_kind(checkpoint: Mapping[str, Any], origin: str) -> str:
+    """"glue" for a ``GlueModule`` checkpoint, "pretrain" for a ``PretrainModule`` one."""
+    class_path = str((checkpoint.get("hyper_parameters") or {}).get("_class_path", ""))
+    if class_path.endswith("GlueModule"):
+        return "glue"
+    if class_path.endswith("PretrainModule"):
+        return "pretrain"
+    state = checkpoint.get("state_dict") or {}
+    if "model.classifier.weight" in state:
+        return "glue"
+    if "model.head.decoder.weight" in state:
+        return "pretrain"
+    raise UserError(f"checkpoint {origin!r} is neither a GlueModule's nor a PretrainModule's (no model.classifier "
+                    "or model.head weights)")
+
+
+def task_labels(hparams: Mapping[str, Any]) -> tuple[str, ...] | None:
+    """Class names of the GLUE task a classifier was fine-tuned on, if it is one tiedemb knows."""
+    from tiedemb.data.glue_tasks import TASKS
+
+    task = TASKS.get(str(hparams.get("task") or "").lower())
+    if task is None or task.num_labels != hparams.get("num_labels"):
+        return None
+    return task.label_names
+
+
+# --------------------------------------------------------------------------- the tokenizer
+
+
+def load_run_tokenizer(name: str, vocab_size: int, described: str):
+    """The tokenizer at ``name``, checked to have the model's vocabulary size."""
+    from tiedemb.data.tokenizers import load_tokenizer
+
+    try:
+        tokenizer = load_tokenizer(name)
+    except UserError as error:
+        raise UserError(f"{described} {name!r} could not be loaded ({first_line(error).split('. ')[0].rstrip('.')}); "
+                        "pass --tokenizer PATH_OR_NAME, or --no_tokenizer to export the weights alone") from None
+    if len(tokenizer) != vocab_size:
+        raise UserError(f"{described} {name!r} has {len(tokenizer)} tokens, but the model's vocabulary has {vocab_size}; "
+                        "pass the tokenizer the model was trained with as --tokenizer")
+    return tokenizer
+
+
+def find_tokenizer(checkpoint: Mapping[str, Any], vocab_size: int, objective: str, origin: str):
+    """The tokenizer the run used, from the data settings its checkpoint recorded.
+
+    A named tokenizer (GLUE's, or pretraining text's ``data.tokenizer``) is read from where the run
+    read it, relative to the working directory; one that pretraining trained is looked up in the
+    run's tokenizer cache (``data.cache_dir``).
+    """
+    data = dict(checkpoint.get("datamodule_hyper_parameters") or {})
+    if data.get("tokenizer"):
+        return load_run_tokenizer(str(data["tokenizer"]), vocab_size, "the run's tokenizer")
+    if data.get("dataset") or data.get("train_files"):
+        from tiedemb.data.text import trained_tokenizer_dirs
+        from tiedemb.data.tokenizers import load_tokenizer
+
+        # One folder per requested size; the data records the size the tokenizer came out at.
+        for folder in trained_tokenizer_dirs(**{**data, "objective": data.get("objective") or objective}):
+            tokenizer = load_tokenizer(folder)
+            if len(tokenizer) == vocab_size:
+                return tokenizer
+        cache = Path(str(data.get("cache_dir") or "data/cache")) / "tokenizers"
+        raise UserError(f"the tokenizer the run trained is not in {str(cache)!r} (run from the folder the run was "
+                        "started in, with its text files unchanged); pass --tokenizer PATH_OR_NAME, or --no_tokenizer")
+    if "synthetic_tokens" in data:
+        raise UserError(f"checkpoint {origin!r} was trained on the embedded synthetic corpus, which has no tokenizer; "
+                        "pass --no_tokenizer to export the weights alone (token ids are the corpus's word ids), or "
+                        f"--tokenizer with a tokenizer of {vocab_size} tokens")
+    raise UserError(f"checkpoint {origin!r} records no tokenizer; pass --tokenizer PATH_OR_NAME, or --no_tokenizer")
+
+
+# --------------------------------------------------------------------------- writing and uploading
+
+
+def build_model(plan: BertExport):
+    """The transformers model of ``plan``, holding its weights."""
+    import transformers
+    from transformers import BertConfig
+
+    config = BertConfig(**plan.config)
+    if plan.model_class == BERT_MODEL:
+        # Without the classifier's pooler there is none to write: a random one must not pass for trained.
+        has_pooler = any(key.startswith("pooler.") for key in plan.state)
+        model = transformers.BertModel(config, add_pooling_layer=has_pooler)
+    else:
+        model = getattr(transformers, plan.model_class)(config)
+    result = model.load_state_dict(plan.state, strict=False)
+    tied = {"cls.predictions.decoder.weight", "cls.predictions.decoder.bias"}  # the word table and the bias
+    missing = [key for key in result.missing_keys if key not in tied]
+    if missing or result.unexpected_keys:
+        raise RuntimeError(f"the exported weights do not fill {plan.model_class}: missing {missing[:3]}, "
+                           f"unexpected {result.unexpected_keys[:3]}")
+    model.tie_weights()
+    return model.eval()
+
+
+def check_out(out: Path) -> None:
+    """Refuse an OUT that holds anything: nothing is ever written over."""
+    if out.is_dir() and any(out.iterdir()):
+        raise UserError(f"output folder {str(out)!r} exists and is not empty; pass a new or empty folder")
+    if out.exists() and not out.is_dir():
+        raise UserError(f"output {str(out)!r} exists and is not a folder; pass a new or empty folder")
+
+
+def write_folder(plan: BertExport, tokenizer, out: Path) -> None:
+    """Model, config and tokenizer, filled in a sibling folder and renamed to ``out`` at the end."""
+    from tiedemb.training.files import atomic_directory
+
+    from transformers.utils import logging as transformers_logging
+
+    model = build_model(plan)
+    check_out(out)  # again: the folder may have been filled while the weights were mapped
+    bar_was_on = transformers_logging.is_progress_bar_enabled()
+    transformers_logging.disable_progress_bar()  # a bar for one small file is noise
+    try:
+        with atomic_directory(out, EXPORT_COMPLETE) as staging:
+            model.save_pretrained(str(staging))
+            if tokenizer is not None:
+                tokenizer.save_pretrained(str(staging))
+    finally:
+        if bar_was_on:
+            transformers_logging.enable_progress_bar()
+
+
+def push_to_hub(out: Path, repo: str) -> None:
+    """Upload the written folder as hub model ``repo``; a hub that cannot be reached is a ``UserError``."""
+    from tiedemb.training.hub import hub_offline_requested, hub_problem
+
+    problem = "offline mode is set (HF_HUB_OFFLINE)" if hub_offline_requested() else hub_problem()
+    if problem is None:
+        from huggingface_hub import HfApi
+
+        try:
+            api = HfApi()
+            api.create_repo(repo, exist_ok=True)
+            api.upload_folder(repo_id=repo, folder_path=str(out), commit_message="Export from tiedemb")
+            return
+        except Exception as error:  # noqa: BLE001 - credentials, permissions, network: reported the same way
+            problem = first_line(error)
+    raise UserError(f"{str(out)!r} is written, but it was not uploaded to the hub as {repo!r}: {problem}")
+
+
+# --------------------------------------------------------------------------- the command
+
+
+def export(args: argparse.Namespace) -> str:
+    """Write the export folder (and upload it); returns the exported class's name."""
+    from tiedemb.training.checkpoints import read_checkpoint
+
+    out = Path(args.out).expanduser()
+    check_out(out)
+    if args.tokenizer is not None and args.no_tokenizer:
+        raise UserError("pass either --tokenizer or --no_tokenizer, not both")
+    checkpoint = read_checkpoint(args.checkpoint, weights_only=args.weights_only)
+    origin = str(args.checkpoint)
+    if not isinstance(checkpoint, dict) or not checkpoint.get("state_dict"):
+        raise UserError(f"checkpoint {origin!r} holds no model weights (state_dict)")
+    hparams = dict(checkpoint.get("hyper_parameters") or {})
+    kind = checkpoint_kind(checkpoint, origin)
+    plan = plan_export(hparams, checkpoint["state_dict"], kind, args.model_class,
+                       task_labels(hparams) if kind == "glue" else None, origin)
+    vocab_size = int(plan.config["vocab_size"])
+    if args.no_tokenizer:
+        tokenizer = None
+    elif args.tokenizer is not None:
+        tokenizer = load_run_tokenizer(args.tokenizer, vocab_size, "--tokenizer")
+    else:
+        tokenizer = find_tokenizer(checkpoint, vocab_size, str(hparams.get("objective") or "mlm"), origin)
+    write_folder(plan, tokenizer, out)
+    print(f"wrote {out} ({plan.model_class}{'' if tokenizer is not None else ', no tokenizer'})")
+    if args.push_to_hub:
+        push_to_hub(out, args.push_to_hub)
+        print(f"uploaded {out} to the hub as {args.push_to_hub}")
+    return plan.model_class
+
+
+def _flag(text: str) -> bool:
+    if text.lower() in ("true", "1", "yes"):
+        return True
+    if text.lower() in ("false", "0", "no"):
+        return False
+    raise argparse.ArgumentTypeError(f"expected true or false, got {text!r}")
+
+
+def parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="tiedemb export",
+        description="Write a tiedemb checkpoint as a transformers BERT model folder (config.json, "
+        "model.safetensors, tokenizer) that AutoModel* classes load without trust_remote_code.",
+    )
+    parser.add_argument("checkpoint", help="a GlueModule or PretrainModule .ckpt file")
+    parser.add_argument("out", help="the folder to write (new or empty)")
+    parser.add_argument("--model_class", choices=MODEL_CLASSES, default=None,
+                        help="default: BertForSequenceClassification for GLUE, BertForMaskedLM for BERT's MLM head, "
+                             "else BertModel (the encoder alone)")
+    parser.add_argument("--tokenizer", default=None,
+                        help="tokenizer directory or hub name; default: the one the run used")
+    parser.add_argument("--no_tokenizer", action="store_true", help="write the model without a tokenizer")
+    parser.add_argument("--push_to_hub", metavar="REPO", default=None,
+                        help="then upload the folder as this hub model (needs network and a hub token)")
+    parser.add_argument("--weights_only", type=_flag, default=True,
+                        help="read tensors and plain values only (default true); false unpickles anything")
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parser().parse_args(argv)
+    result = report_user_errors(lambda: export(args))
+    return result if isinstance(result, int) else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,215 @@
+"""A tiedemb checkpoint's settings and weights in transformers' BERT layout, or why they do not fit.
+
+Pure: a checkpoint's hyperparameters and state dict in, a ``BertConfig`` mapping and a BERT-named
+state dict out (``plan_export``), or one ``UserError`` naming the setting BERT cannot hold and the
+class that would work. ``python -m tiedemb.export`` writes the result as a transformers folder.
+
+Exactness rests on three identities:
+
+* BERT's embedding is LayerNorm(word + position + token_type). tiedemb's is
+  norm(P (token + position + segment)) with a bias-free linear P (hidden x d_e), which equals
+  norm(token P^T + position P^T + segment P^T): each table times P^T is BERT's table.
+* Without segments (``type_vocab_size: 0``) tiedemb adds nothing for them; BERT needs a table, so
+  it gets two zero rows, which add nothing for the token types its tokenizers produce (0 and 1).
+* ``tied_orth`` with a bias, the encoder's activation and a norm, at d_e = hidden with no
+  embedding projection, is BERT's masked-LM transform (dense, activation, LayerNorm), and its
+  decoder is the word table, as BERT's is.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+from torch import Tensor
+
+from tiedemb.errors import UserError
+from tiedemb.nn.config import TransformerConfig
+from tiedemb.weights.bert import ACTIVATIONS, tiedemb_to_bert
+
+BERT_MODEL = "BertModel"
+MASKED_LM = "BertForMaskedLM"
+CLASSIFIER = "BertForSequenceClassification"
+MODEL_CLASSES = (BERT_MODEL, MASKED_LM, CLASSIFIER)
+
+#: tiedemb's activations -> transformers' ``hidden_act`` names for the same function ("gelu": erf).
+HIDDEN_ACTS = {ours: theirs for theirs, ours in ACTIVATIONS.items() if theirs == ours}
+#: Segment rows written for a model without segments: token types 0 and 1 both add nothing.
+ZERO_SEGMENT_ROWS = 2
+NO_BERT_CLASS = "no transformers BERT class holds it (each has BERT's encoder)"
+
+
+@dataclass
+class BertExport:
+    """What to build and save: a transformers class, its config and its state dict."""
+
+    model_class: str
+    config: dict[str, Any]
+    state: dict[str, Tensor] = field(repr=False)
+
+
+# --------------------------------------------------------------------------- which settings fit
+
+
+def model_config(hparams: Mapping[str, Any], origin: str) -> TransformerConfig:
+    """The ``TransformerConfig`` a checkpoint's hyperparameters describe (unsaved fields at their defaults)."""
+    known = {name: hparams[name] for name in TransformerConfig.field_names() if hparams.get(name) is not None}
+    try:
+        return TransformerConfig(**known)
+    except (TypeError, UserError) as error:
+        raise UserError(f"checkpoint {origin!r} does not describe a tiedemb model: {error}") from None
+
+
+def encoder_problem(config: TransformerConfig) -> str | None:
+    """The first setting BERT's embedding and encoder cannot reproduce exactly, or ``None``."""
+    if config.causal:
+        return "model.objective='clm': the model attends causally, BERT's encoder attends both ways"
+    if config.position != "learned":
+        return f"model.position={config.position!r}: BERT has learned absolute positions only"
+    if config.norm_position != "post":
+        return f"model.norm_position={config.norm_position!r}: BERT normalises after each residual sum (post)"
+    if config.norm != "layernorm":
+        return f"model.norm={config.norm!r}: BERT's norms are LayerNorm"
+    if config.activation not in HIDDEN_ACTS:
+        return f"model.activation={config.activation!r} is none of BERT's activations ({', '.join(HIDDEN_ACTS)})"
+    if config.residual_init == "deepnorm":
+        return "model.residual_init='deepnorm': DeepNorm up-weights the residual stream, BERT does not"
+    if not config.embedding_norm:
+        return "model.embedding_norm=false: BERT normalises the embedding sum"
+    if config.token_scale != 1.0:
+        return f"model.embedding_scale={config.embedding_scale!r}: BERT adds the token vectors unscaled"
+    return None
+
+
+def masked_lm_head_problem(config: TransformerConfig) -> str | None:
+    """The first setting that makes the output head other than BERT's masked-LM head, or ``None``."""
+    checks = (
+        (config.objective == "mlm", f"model.objective={config.objective!r} (BERT's head predicts masked tokens)"),
+        (config.head == "tied_orth", f"model.head={config.head!r} (BERT's head is tied_orth with its transform)"),
+        (config.head_bias, "model.head_bias=false (BERT's transform has a bias)"),
+        (config.head_activation == config.activation,
+         f"model.head_activation={config.head_activation!r} (BERT's transform uses the encoder's activation, "
+         f"{config.activation!r})"),
+        (config.head_norm, "model.head_norm=false (BERT's transform ends in a LayerNorm)"),
+        (config.output_bias, "model.output_bias=false (BERT's decoder has a bias)"),
+        (not config.projected, f"model.embedding_dim={config.embedding_dim} with an embedding projection "
+                               f"(BERT's tied decoder is hidden={config.hidden_size} wide)"),
+        (config.readout_scale == 1.0, f"model.output_scale={config.output_scale!r} (BERT's logits are unscaled)"),
+    )
+    return next((problem for fits, problem in checks if not fits), None)
+
+
+def choose_class(kind: str, config: TransformerConfig, requested: str | None, pooler: bool, origin: str) -> str:
+    """The transformers class to export as: ``requested`` if it can hold the model, else a refusal.
+
+    ``kind`` is "glue" (a ``GlueModule``) or "pretrain" (a ``PretrainModule``). Unrequested: a
+    classifier for GLUE, a masked LM for a BERT head, the encoder alone otherwise.
+    """
+    problem = encoder_problem(config)
+    if problem is not None:
+        raise UserError(f"checkpoint {origin!r} cannot be exported to BERT: {problem}; {NO_BERT_CLASS}")
+    if requested is not None and requested not in MODEL_CLASSES:
+        raise UserError(f"--model_class={requested!r} is not one of {', '.join(MODEL_CLASSES)}")
+    if kind == "glue":
+        return _glue_class(requested, pooler, origin)
+    head_problem = masked_lm_head_problem(config)
+    if requested == CLASSIFIER:
+        other = BERT_MODEL if head_problem else f"{MASKED_LM} or {BERT_MODEL}"
+        raise UserError(f"checkpoint {origin!r} is a pretraining model with no classifier, so it cannot be a "
+                        f"{CLASSIFIER}; export it as {other}")
+    if requested == MASKED_LM and head_problem is not None:
+        raise UserError(f"checkpoint {origin!r} has no BERT masked-LM head, so it cannot be a {MASKED_LM}: "
+                        f"{head_problem}; export the encoder alone with --model_class {BERT_MODEL}")
+    return requested or (BERT_MODEL if head_problem else MASKED_LM)
+
+
+def _glue_class(requested: str | None, pooler: bool, origin: str) -> str:
+    if requested == MASKED_LM:
+        raise UserError(f"checkpoint {origin!r} is a GLUE classifier with no masked-LM head, so it cannot be a "
+                        f"{MASKED_LM}; export it as {CLASSIFIER} (the default) or {BERT_MODEL}")
+    chosen = requested or CLASSIFIER
+    if chosen == CLASSIFIER and not pooler:
+        raise UserError(f"checkpoint {origin!r} has model.pooler=false, but BERT's {CLASSIFIER} reads [CLS] through "
+                        f"a pooler (dense + tanh); export the encoder alone with --model_class {BERT_MODEL}")
+    return chosen
+
+
+# --------------------------------------------------------------------------- weights and config
+
+
+def full_width_embedding(state: Mapping[str, Tensor], config: TransformerConfig) -> dict[str, Tensor]:
+    """``embedding.*`` with every table hidden wide: multiplied by the projection when there is
+    one, and two zero segment rows when there are no segments."""
+    tables = {key: state[key].float() for key in ("embedding.token.weight", "embedding.position.weight")}
+    if "embedding.segment.weight" in state:
+        tables["embedding.segment.weight"] = state["embedding.segment.weight"].float()
+    projection = state.get("embedding.projection.weight")
+    if projection is not None:  # (hidden, d_e); in float64 so that the product adds no rounding of its own
+        weight = projection.double()
+        tables = {key: (table.double() @ weight.T).float() for key, table in tables.items()}
+    if "embedding.segment.weight" not in tables:
+        tables["embedding.segment.weight"] = torch.zeros(ZERO_SEGMENT_ROWS, config.hidden_size)
+    return {**tables, **{key: state[key].float() for key in ("embedding.norm.weight", "embedding.norm.bias")}}
+
+
+def bert_state(state: Mapping[str, Tensor], config: TransformerConfig, model_class: str) -> dict[str, Tensor]:
+    """A tiedemb model's weights (``model.``-prefixed, as in a Lightning checkpoint) named for ``model_class``."""
+    inner = {key.removeprefix("model."): value for key, value in state.items()}
+    parts = {key: value.float() for key, value in inner.items() if key.startswith(("encoder.", "pooler."))}
+    encoder = tiedemb_to_bert({**parts, **full_width_embedding(inner, config)}, config.num_layers)
+    if model_class == BERT_MODEL:
+        return encoder
+    out = {f"bert.{key}": value for key, value in encoder.items()}
+    if model_class == CLASSIFIER:
+        out.update({f"classifier.{leaf}": inner[f"classifier.{leaf}"].float() for leaf in ("weight", "bias")})
+        return out
+    head = {"cls.predictions.transform.dense": "head.projection", "cls.predictions.transform.LayerNorm": "head.norm"}
+    for target, source in head.items():
+        out.update({f"{target}.{leaf}": inner[f"{source}.{leaf}"].float() for leaf in ("weight", "bias")})
+    out["cls.predictions.bias"] = inner["head.bias"].float()
+    return out
+
+
+def bert_config(config: TransformerConfig, hparams: Mapping[str, Any], labels: tuple[str, ...] | None) -> dict[str, Any]:
+    """``BertConfig`` keywords for the model; ``labels`` (class names in id order) for a classifier."""
+    values: dict[str, Any] = {
+        "vocab_size": config.vocab_size,
+        "hidden_size": config.hidden_size,
+        "num_hidden_layers": config.num_layers,
+        "num_attention_heads": config.num_heads,
+        "intermediate_size": config.intermediate_size,
+        "hidden_act": HIDDEN_ACTS[config.activation],
+        "hidden_dropout_prob": config.dropout,
+        "attention_probs_dropout_prob": config.attention_dropout,
+        "max_position_embeddings": config.max_position_embeddings,
+        "type_vocab_size": config.type_vocab_size or ZERO_SEGMENT_ROWS,
+        "initializer_range": config.init_std,
+        "layer_norm_eps": config.norm_eps,
+        "pad_token_id": config.pad_token_id,
+        "position_embedding_type": "absolute",
+    }
+    if labels is not None:
+        values.update(
+            num_labels=len(labels),
+            id2label=dict(enumerate(labels)),
+            label2id={label: index for index, label in enumerate(labels)},
+            problem_type="single_label_classification",
+            classifier_dropout=hparams.get("classifier_dropout"),
+        )
+    return values
+
+
+def plan_export(hparams: Mapping[str, Any], state: Mapping[str, Tensor], kind: str, requested: str | None,
+                labels: tuple[str, ...] | None, origin: str) -> BertExport:
+    """Everything ``python -m tiedemb.export`` writes but the tokenizer, or a ``UserError``.
+
+    ``labels``: a classifier's class names in id order (``None``: transformers' LABEL_0 ...).
+    """
+    config = model_config({**hparams, "objective": hparams.get("objective") or "mlm"}, origin)
+    model_class = choose_class(kind, config, requested, bool(hparams.get("pooler", True)), origin)
+    if labels is None and model_class == CLASSIFIER:
+        labels = tuple(f"LABEL_{index}" for index in range(int(hparams["num_labels"])))
+    return BertExport(model_class, bert_config(config, hparams, labels if model_class == CLASSIFIER else None),
+                      bert_state(state, config, model_class))
