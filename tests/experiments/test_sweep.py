@@ -235,6 +235,11 @@ def test_entry_point_selects_cells_like_an_agent_and_lists_states(tmp_path, fake
     assert "cells 0..3" in capsys.readouterr().err
 
 
+def stage(command: list[str]) -> str:
+    """The subcommand a cell's command runs (``... -m tiedemb fit ...``)."""
+    return next(word for word in command if word in ("fit", "test"))
+
+
 def test_a_failed_test_stage_reruns_alone(tmp_path, fake_runs, monkeypatch):
     calls, _ = fake_runs
     monkeypatch.setattr(sweep_module, "_test_checkpoint", lambda folder, which: folder / "best.ckpt")
@@ -242,11 +247,11 @@ def test_a_failed_test_stage_reruns_alone(tmp_path, fake_runs, monkeypatch):
     out = tmp_path / "out"
     real = sweep_module._run_logged
     monkeypatch.setattr(sweep_module, "_run_logged",
-                        lambda command, *rest: 1 if command[2] == "test" else real(command, *rest))
+                        lambda command, *rest: 1 if stage(command) == "test" else real(command, *rest))
     assert run_sweep(sweep, out, echo=lambda _: None)["failed"] == ["t/seed=0"]
-    assert [command[2] for command in calls] == ["fit"]
+    assert [stage(command) for command in calls] == ["fit"]
     monkeypatch.setattr(sweep_module, "_run_logged", real)
     assert run_sweep(sweep, out, echo=lambda _: None)["finished"] == ["t/seed=0"]
-    assert [command[2] for command in calls] == ["fit", "test"]  # fit was not run again
+    assert [stage(command) for command in calls] == ["fit", "test"]  # fit was not run again
     test_command = layout.read_json(out / "t" / "seed=0" / layout.CELL_FILE)["commands"]["test"]
     assert f"--ckpt_path={out / 't' / 'seed=0' / 'best.ckpt'}" in test_command
