@@ -253,6 +253,9 @@ class Workspace:
         self.env.pop("TIEDEMB_DEBUG", None)  # user errors must look as users see them
 
     def run(self, command: DocCommand) -> Outcome:
+        same = next((outcome for earlier, outcome in self.outcomes.items() if earlier.argv == command.argv), None)
+        if same is not None and command not in self.outcomes:
+            self.outcomes[command] = same  # the same command shown twice (README and docs) runs once
         if command not in self.outcomes:
             for earlier in COMMANDS[:COMMANDS.index(command)]:
                 if earlier.doc == command.doc and earlier not in self.outcomes and self.placeholders_unfilled(command):
