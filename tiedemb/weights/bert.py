@@ -12,7 +12,7 @@ applies both. ``tiedemb_to_bert`` is the way back for weights already in BERT's 
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -42,6 +42,15 @@ EMBEDDING_NAMES = {
     "embeddings.LayerNorm": "embedding.norm",
 }
 POOLER_NAME = ("pooler.dense", "pooler")
+
+
+def module_names(num_layers: int) -> Iterator[tuple[str, str]]:
+    """(BERT name, tiedemb name) of every embedding and per-layer module but the fused attention
+    input projection, which the two layouts split differently."""
+    yield from EMBEDDING_NAMES.items()
+    for layer in range(num_layers):
+        for source, target in LAYER_NAMES.items():
+            yield f"encoder.layer.{layer}.{source}", f"encoder.blocks.{layer}.{target}"
 
 
 def fields_from_bert_config(config: Mapping[str, Any], origin: str) -> dict[str, Any]:
@@ -95,12 +104,10 @@ def bert_to_tiedemb(state: Mapping[str, Tensor], num_layers: int) -> dict[str, T
             elif required and not (leaf == "bias" and source.endswith("_embeddings")):
                 raise UserError(f"the BERT weights lack {key!r}; they are not a complete BertModel")
 
-    for source, target in EMBEDDING_NAMES.items():
+    for source, target in module_names(num_layers):
         take(source, target)
     for layer in range(num_layers):
         prefix, target = f"encoder.layer.{layer}.", f"encoder.blocks.{layer}."
-        for source, name in LAYER_NAMES.items():
-            take(prefix + source, target + name)
         for leaf in ("weight", "bias"):
             parts = [f"{prefix}attention.self.{part}.{leaf}" for part in ("query", "key", "value")]
             missing = [key for key in parts if key not in state]
@@ -125,12 +132,10 @@ def tiedemb_to_bert(state: Mapping[str, Tensor], num_layers: int) -> dict[str, T
             if f"{source}.{leaf}" in state:
                 out[f"{target}.{leaf}"] = state[f"{source}.{leaf}"]
 
-    for target, source in EMBEDDING_NAMES.items():
+    for target, source in module_names(num_layers):
         give(source, target)
     for layer in range(num_layers):
         source, prefix = f"encoder.blocks.{layer}.", f"encoder.layer.{layer}."
-        for target, name in LAYER_NAMES.items():
-            give(source + name, prefix + target)
         for leaf in ("weight", "bias"):
             query, key, value = state[f"{source}attention.qkv.{leaf}"].chunk(3, dim=0)
             for part, tensor in zip(("query", "key", "value"), (query, key, value)):
