@@ -1,5 +1,5 @@
-"""No network: the default W&B logger records offline without prompting or waiting.
-Credentials in the environment never reach saved configs, logs or checkpoints.
+"""No network: the default W&B logger records offline without prompting or waiting, with or
+without credentials. Credentials in the environment never reach saved configs, logs or checkpoints.
 
 Both runs are the real command line with the default loggers, in subprocesses with the
 network switched off (a new network namespace via `unshare -rn`; where that is not allowed,
@@ -59,8 +59,8 @@ def runs(tmp_path_factory) -> dict[str, tuple[subprocess.CompletedProcess, float
     folders = {"no_credentials": tmp_path_factory.mktemp("offline"), "fake_credentials": tmp_path_factory.mktemp("secrets")}
     started = {
         "no_credentials": start_run(folders["no_credentials"], {}),
-        # a W&B key alone would make the logger go online; offline is asked for explicitly
-        "fake_credentials": start_run(folders["fake_credentials"], {**FAKE_SECRETS, "WANDB_MODE": "offline"}),
+        # with a key the W&B server is probed once; unreachable, the run must go offline by itself
+        "fake_credentials": start_run(folders["fake_credentials"], FAKE_SECRETS),
     }
     finished = {}
     for name, (process, start) in started.items():
@@ -91,3 +91,11 @@ def test_credentials_never_reach_configs_logs_or_checkpoints(runs):
         assert secret not in result.stdout + result.stderr, f"{name} was printed"
         leaks = [str(path) for path in written if secret.encode() in path.read_bytes()]
         assert not leaks, f"{name} was written to {leaks}"
+
+
+def test_with_credentials_and_no_network_the_run_goes_offline_and_says_so(runs):
+    result, elapsed, folder = runs["fake_credentials"]
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert elapsed < OFFLINE_LIMIT_S, f"the run took {elapsed:.0f} s without network"
+    assert "W&B records this run offline; upload it later with `wandb sync`" in result.stderr
+    assert list(folder.rglob("offline-run-*")), "W&B did not record the run offline"

@@ -27,6 +27,7 @@ from tiedemb.training.exits import DEBUG_ENV, PREEMPTED_EXIT, USER_ERROR_EXIT, r
 from tiedemb.training.files import first_free
 from tiedemb.training.parameter_counts import ParameterCounts
 from tiedemb.training.random_state import RandomState
+from tiedemb.training.wandb_mode import WandbRunId, choose_wandb_mode, continue_wandb_run
 from tiedemb.training.strategy import check_strategy_config
 
 DEFAULT_LOGGERS = [
@@ -194,6 +195,9 @@ class TiedembCLI(LightningCLI):
         # Every run records its size (params/total, params/embedding) for the reports.
         if not any(isinstance(callback, ParameterCounts) for callback in trainer.callbacks):
             trainer.callbacks.append(ParameterCounts())
+        # A resumed run continues its W&B run: the run's id travels in its checkpoints.
+        if not any(isinstance(callback, WandbRunId) for callback in trainer.callbacks):
+            trainer.callbacks.append(WandbRunId())
         # Crash-safe checkpoint files, where the strategy uses Lightning's plain writer (single
         # device, DDP, FSDP full state); strategies with their own writer keep it.
         if type(trainer.strategy.checkpoint_io) is TorchCheckpointIO:
@@ -255,6 +259,8 @@ class TiedembCLI(LightningCLI):
             checkpoint = getattr(self, "_checkpoint", None) or read_checkpoint(path, weights_only=bool(config["weights_only"]))
             check_compatible(checkpoint, path, self.model)
             self._checkpoint = None  # Lightning reads it again; do not hold two copies
+        if fitting and path not in (None, "best", "hpc") and "://" not in str(path) and self.trainer.global_rank == 0:
+            continue_wandb_run(self.trainer.loggers, str(path))
         if type(self.datamodule).state_dict is not L.LightningDataModule.state_dict:
             # The datamodule resumes its own data position (tiedemb.data.sampling), which
             # Lightning cannot see; its warning that mid-epoch resumes are unreliable does not apply.
@@ -282,19 +288,8 @@ def _task_name(task_spec: Any) -> str:
     return task_spec.name
 
 
-def _use_wandb_offline_without_credentials() -> None:
-    """W&B must never prompt or wait for a server: with no key, it records offline for `wandb sync`."""
-    if "WANDB_MODE" in os.environ or os.environ.get("WANDB_API_KEY"):
-        return
-    netrc = Path(os.environ.get("NETRC", Path.home() / ".netrc"))
-    if netrc.is_file() and "api.wandb.ai" in netrc.read_text(errors="ignore"):
-        return
-    os.environ["WANDB_MODE"] = "offline"
-
-
 def build_cli(args: list[str] | None = None, run: bool = True) -> TiedembCLI:
-    _use_wandb_offline_without_credentials()
-    os.environ.setdefault("WANDB_SILENT", "true")
+    choose_wandb_mode()
     return TiedembCLI(
         model_class=L.LightningModule,
         datamodule_class=L.LightningDataModule,

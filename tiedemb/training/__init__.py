@@ -9,5 +9,6 @@
 - ``consolidate``: any strategy's checkpoint as one single-device file (``python -m tiedemb.scale``)
 - ``files``: atomic file writes and the next free file name
 - ``hub``: whether the Hugging Face hub can be reached, probed once
+- ``wandb_mode``: W&B online or offline, probed once; one W&B run across resumes
 - ``exits``: how every command reports a user's mistake (one line, exit status 2)
 """

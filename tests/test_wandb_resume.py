@@ -1,0 +1,48 @@
+"""A run resumed with --ckpt_path=last continues the W&B run it resumes (offline here: same run id)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+from tiedemb.training.wandb_mode import WANDB_ID_KEY
+
+pytestmark = pytest.mark.end_to_end  # runs the real command line
+
+ROOT = Path(__file__).resolve().parents[1]
+CONFIGS = ROOT / "configs"
+
+
+def fit(folder: Path, *extra: str) -> subprocess.CompletedProcess:
+    env = {**os.environ, "WANDB_MODE": "offline", "OMP_NUM_THREADS": "1"}
+    command = [sys.executable, str(ROOT / "main.py"), "fit", "--config", str(CONFIGS / "tied.yaml"),
+               "--config", str(CONFIGS / "scale" / "tiny.yaml"), "--trainer.enable_progress_bar=false", *extra]
+    return subprocess.run(command, cwd=folder, env=env, capture_output=True, text=True, timeout=600)
+
+
+def run_ids(folder: Path) -> list[str]:
+    """The ids of the offline W&B run folders (``offline-run-<time>-<id>``), oldest first."""
+    return [path.name.rsplit("-", 1)[1] for path in sorted(folder.glob("runs/wandb/offline-run-*"))]
+
+
+def test_a_resumed_run_continues_the_same_wandb_run(tmp_path):
+    first = fit(tmp_path, "--trainer.max_steps=3")
+    assert first.returncode == 0, first.stderr[-3000:]
+    last = next(tmp_path.glob("runs/**/last.ckpt"))
+    written_id = torch.load(last, weights_only=True)[WANDB_ID_KEY]
+    assert run_ids(tmp_path) == [written_id]
+
+    resumed = fit(tmp_path, "--trainer.max_steps=6", "--ckpt_path=last")
+    assert resumed.returncode == 0, resumed.stderr[-3000:]
+    assert "resuming from" in resumed.stderr
+    assert run_ids(tmp_path) == [written_id, written_id], "the resumed run started another W&B run"
+
+    fresh = fit(tmp_path, "--trainer.max_steps=3")  # no --ckpt_path: a new run, a new id
+    assert fresh.returncode == 0, fresh.stderr[-3000:]
+    ids = run_ids(tmp_path)
+    assert len(ids) == 3 and ids[2] != written_id

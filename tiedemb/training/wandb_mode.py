@@ -1,0 +1,109 @@
+"""W&B: whether a run's logger goes online (decided once, within seconds), and one W&B run across resumes.
+
+W&B must never prompt or wait for a server. Without credentials (no ``WANDB_API_KEY``, no
+``api.wandb.ai`` entry in ``~/.netrc``) runs are recorded offline, for ``wandb sync`` later. With
+credentials the W&B server is probed once (a HEAD request, ``WANDB_PROBE_TIMEOUT_S``): if it does
+not answer, the run is recorded offline and one line says so, instead of the logger's own retries
+holding the run for minutes. A ``WANDB_MODE`` the user set is always kept.
+
+A resumed run continues the W&B run it resumes: ``WandbRunId`` keeps the run's id in every
+checkpoint, and ``continue_wandb_run`` hands it to the new run's logger before that starts.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import lightning as L
+import torch
+from lightning.pytorch.callbacks import Callback
+from lightning.pytorch.loggers import Logger, WandbLogger
+
+from tiedemb.errors import first_line
+
+log = logging.getLogger("tiedemb")
+
+WANDB_ID_KEY = "wandb_run_id"
+"""Where checkpoints keep the id of the W&B run that wrote them."""
+WANDB_PROBE_TIMEOUT_S = 3.0
+"""Seconds to wait for the W&B server before recording offline."""
+DEFAULT_BASE_URL = "https://api.wandb.ai"
+
+
+def has_credentials() -> bool:
+    if os.environ.get("WANDB_API_KEY"):
+        return True
+    netrc = Path(os.environ.get("NETRC", Path.home() / ".netrc"))
+    host = os.environ.get("WANDB_BASE_URL", DEFAULT_BASE_URL).split("://")[-1].split("/")[0]
+    return netrc.is_file() and host in netrc.read_text(errors="ignore")
+
+
+def server_problem(timeout: float = WANDB_PROBE_TIMEOUT_S) -> str | None:
+    """Why the W&B server cannot be reached, or ``None`` when it answers (any HTTP status will do)."""
+    import urllib.error
+    import urllib.request
+
+    url = os.environ.get("WANDB_BASE_URL", DEFAULT_BASE_URL)
+    try:
+        urllib.request.urlopen(urllib.request.Request(url, method="HEAD"), timeout=timeout).close()
+    except urllib.error.HTTPError:
+        return None
+    except (OSError, ValueError) as error:
+        return f"the W&B server {url} is unreachable ({first_line(error)})"
+    return None
+
+
+def choose_wandb_mode() -> str | None:
+    """Set ``WANDB_MODE=offline`` where a run cannot go online; return the mode set (None: untouched)."""
+    if "WANDB_MODE" in os.environ:
+        return None
+    if not has_credentials():
+        os.environ["WANDB_MODE"] = "offline"
+        os.environ.setdefault("WANDB_SILENT", "true")  # nothing to link to: keep the log quiet
+        return "offline"
+    problem = server_problem()
+    if problem is not None:
+        print(f"{problem}: W&B records this run offline; upload it later with `wandb sync`", file=sys.stderr)
+        os.environ["WANDB_MODE"] = "offline"
+        os.environ.setdefault("WANDB_SILENT", "true")
+        return "offline"
+    return None  # online: W&B prints the run's URL
+
+
+class WandbRunId(Callback):
+    """Keeps the W&B run's id in every checkpoint the run writes."""
+
+    def on_save_checkpoint(self, trainer: L.Trainer, pl_module: L.LightningModule, checkpoint: dict[str, Any]) -> None:
+        for logger in trainer.loggers:
+            if isinstance(logger, WandbLogger) and trainer.global_rank == 0:  # other ranks hold no run
+                checkpoint[WANDB_ID_KEY] = logger.experiment.id
+                return
+
+
+def continue_wandb_run(loggers: Sequence[Logger], checkpoint_path: str) -> str | None:
+    """Give a resumed run's not yet started W&B logger the id of the run that wrote the checkpoint.
+
+    Returns the id, or None when the checkpoint holds none (written before ids were kept, or
+    without a W&B logger) or the logger has already started or was given an id by the user.
+    """
+    wandb_loggers = [logger for logger in loggers if isinstance(logger, WandbLogger)]
+    if not wandb_loggers:
+        return None
+    checkpoint = torch.load(checkpoint_path, map_location="cpu", weights_only=True, mmap=True)
+    run_id = checkpoint.get(WANDB_ID_KEY)
+    if not run_id:
+        return None
+    for logger in wandb_loggers:
+        # WandbLogger reads its init arguments when its run starts (at setup), not before.
+        init = getattr(logger, "_wandb_init", None)
+        if getattr(logger, "_experiment", True) is not None or init is None or init.get("id"):
+            log.warning("the W&B logger could not be pointed at the resumed run %s; it records a new run", run_id)
+            return None
+        init.update(id=run_id, resume="allow")
+        logger._id = run_id
+    return run_id
