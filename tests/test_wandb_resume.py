@@ -19,7 +19,10 @@ CONFIGS = ROOT / "configs"
 
 
 def fit(folder: Path, *extra: str) -> subprocess.CompletedProcess:
-    env = {**os.environ, "WANDB_MODE": "offline", "OMP_NUM_THREADS": "1"}
+    # Each run starts its own W&B service, as a user's separate commands do: a service this test
+    # process may have started (WANDB_SERVICE) would still hold the first run's id.
+    env = {key: value for key, value in os.environ.items() if not key.startswith("WANDB_")}
+    env.update(WANDB_MODE="offline", OMP_NUM_THREADS="1")
     command = [sys.executable, str(ROOT / "main.py"), "fit", "--config", str(CONFIGS / "tied.yaml"),
                "--config", str(CONFIGS / "scale" / "tiny.yaml"), "--trainer.enable_progress_bar=false", *extra]
     return subprocess.run(command, cwd=folder, env=env, capture_output=True, text=True, timeout=600)

@@ -31,24 +31,28 @@ def hub_offline_requested() -> bool:
     return bool(constants.HF_HUB_OFFLINE or getattr(datasets_config, "HF_HUB_OFFLINE", False))
 
 
-def hub_problem(timeout: float = HUB_PROBE_TIMEOUT_S) -> str | None:
-    """Why the hub endpoint cannot be reached, or ``None`` when it answers (any HTTP status will do).
+def url_problem(url: str, timeout: float) -> str | None:
+    """Why ``url`` cannot be reached, or ``None`` when it answers (any HTTP status will do).
 
-    A HEAD request through ``urllib`` goes wherever the hub clients' requests go, proxies included.
+    A HEAD request through ``urllib`` goes wherever the clients' own requests go, proxies included.
     """
     import urllib.error
     import urllib.request
 
+    try:
+        urllib.request.urlopen(urllib.request.Request(url, method="HEAD"), timeout=timeout).close()
+    except urllib.error.HTTPError:
+        return None  # an HTTP answer of any status means the server is there
+    except (OSError, ValueError) as error:
+        return f"{url} is unreachable ({first_line(error)})"
+    return None
+
+
+def hub_problem(timeout: float = HUB_PROBE_TIMEOUT_S) -> str | None:
+    """Why the hub endpoint cannot be reached, or ``None`` when it answers."""
     from huggingface_hub import constants
 
-    request = urllib.request.Request(constants.ENDPOINT, method="HEAD")
-    try:
-        urllib.request.urlopen(request, timeout=timeout).close()
-    except urllib.error.HTTPError:
-        return None  # an HTTP answer of any status means the hub is there
-    except (OSError, ValueError) as error:
-        return f"{constants.ENDPOINT} is unreachable ({first_line(error)})"
-    return None
+    return url_problem(constants.ENDPOINT, timeout)
 
 
 def hub_reachable(timeout: float = HUB_PROBE_TIMEOUT_S) -> bool:

@@ -24,7 +24,7 @@ import torch
 from lightning.pytorch.callbacks import Callback
 from lightning.pytorch.loggers import Logger, WandbLogger
 
-from tiedemb.errors import first_line
+from tiedemb.training.hub import url_problem
 
 log = logging.getLogger("tiedemb")
 
@@ -44,18 +44,9 @@ def has_credentials() -> bool:
 
 
 def server_problem(timeout: float = WANDB_PROBE_TIMEOUT_S) -> str | None:
-    """Why the W&B server cannot be reached, or ``None`` when it answers (any HTTP status will do)."""
-    import urllib.error
-    import urllib.request
-
-    url = os.environ.get("WANDB_BASE_URL", DEFAULT_BASE_URL)
-    try:
-        urllib.request.urlopen(urllib.request.Request(url, method="HEAD"), timeout=timeout).close()
-    except urllib.error.HTTPError:
-        return None
-    except (OSError, ValueError) as error:
-        return f"the W&B server {url} is unreachable ({first_line(error)})"
-    return None
+    """Why the W&B server cannot be reached, or ``None`` when it answers."""
+    problem = url_problem(os.environ.get("WANDB_BASE_URL", DEFAULT_BASE_URL), timeout)
+    return f"the W&B server {problem}" if problem else None
 
 
 def choose_wandb_mode() -> str | None:
