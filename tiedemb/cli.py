@@ -27,7 +27,7 @@ from tiedemb.training.exits import DEBUG_ENV, PREEMPTED_EXIT, USER_ERROR_EXIT, r
 from tiedemb.training.files import first_free
 from tiedemb.training.parameter_counts import ParameterCounts
 from tiedemb.training.random_state import RandomState
-from tiedemb.training.wandb_mode import WandbRunId, choose_wandb_mode, continue_wandb_run
+from tiedemb.training.wandb_mode import WANDB_ID_KEY, WandbRunId, choose_wandb_mode, continue_wandb_run, wandb_run_id
 from tiedemb.training.strategy import check_strategy_config
 
 DEFAULT_LOGGERS = [
@@ -246,6 +246,7 @@ class TiedembCLI(LightningCLI):
         if config.get("weights_only") is None:
             config["weights_only"] = True  # never unpickle arbitrary objects unless asked to
         path = config.get("ckpt_path")
+        found_last = None
         if path == "last":
             found = find_last_checkpoint(self._run_roots(), self.model, self.datamodule)
             if self.trainer.global_rank == 0:
@@ -255,12 +256,15 @@ class TiedembCLI(LightningCLI):
                 else:
                     print(f"resuming from {found}", file=sys.stderr)
             config["ckpt_path"] = path = str(found) if found is not None else None
+            found_last = path
         elif path not in (None, "best", "hpc") and "://" not in str(path):
             checkpoint = getattr(self, "_checkpoint", None) or read_checkpoint(path, weights_only=bool(config["weights_only"]))
             check_compatible(checkpoint, path, self.model)
+            if fitting and self.trainer.global_rank == 0:
+                continue_wandb_run(self.trainer.loggers, checkpoint.get(WANDB_ID_KEY))
             self._checkpoint = None  # Lightning reads it again; do not hold two copies
-        if fitting and path not in (None, "best", "hpc") and "://" not in str(path) and self.trainer.global_rank == 0:
-            continue_wandb_run(self.trainer.loggers, str(path))
+        if fitting and found_last is not None and self.trainer.global_rank == 0:
+            continue_wandb_run(self.trainer.loggers, wandb_run_id(found_last))
         if type(self.datamodule).state_dict is not L.LightningDataModule.state_dict:
             # The datamodule resumes its own data position (tiedemb.data.sampling), which
             # Lightning cannot see; its warning that mid-epoch resumes are unreliable does not apply.

@@ -76,18 +76,19 @@ class WandbRunId(Callback):
                 return
 
 
-def continue_wandb_run(loggers: Sequence[Logger], checkpoint_path: str) -> str | None:
-    """Give a resumed run's not yet started W&B logger the id of the run that wrote the checkpoint.
+def wandb_run_id(checkpoint_path: str) -> str | None:
+    """The W&B run id a checkpoint keeps, read without loading its tensors."""
+    return torch.load(checkpoint_path, map_location="cpu", weights_only=True, mmap=True).get(WANDB_ID_KEY)
 
-    Returns the id, or None when the checkpoint holds none (written before ids were kept, or
+
+def continue_wandb_run(loggers: Sequence[Logger], run_id: str | None) -> str | None:
+    """Give a resumed run's not yet started W&B logger the id of the run that wrote its checkpoint.
+
+    Returns the id, or None when there is none (a checkpoint written before ids were kept, or
     without a W&B logger) or the logger has already started or was given an id by the user.
     """
     wandb_loggers = [logger for logger in loggers if isinstance(logger, WandbLogger)]
-    if not wandb_loggers:
-        return None
-    checkpoint = torch.load(checkpoint_path, map_location="cpu", weights_only=True, mmap=True)
-    run_id = checkpoint.get(WANDB_ID_KEY)
-    if not run_id:
+    if not wandb_loggers or not run_id:
         return None
     for logger in wandb_loggers:
         # WandbLogger reads its init arguments when its run starts (at setup), not before.

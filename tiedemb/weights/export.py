@@ -28,6 +28,7 @@ from torch import Tensor
 from tiedemb.errors import UserError
 from tiedemb.nn.config import TransformerConfig
 from tiedemb.weights.bert import ACTIVATIONS, tiedemb_to_bert
+from tiedemb.weights.source import config_from_hparams
 
 BERT_MODEL = "BertModel"
 MASKED_LM = "BertForMaskedLM"
@@ -55,11 +56,7 @@ class BertExport:
 
 def model_config(hparams: Mapping[str, Any], origin: str) -> TransformerConfig:
     """The ``TransformerConfig`` a checkpoint's hyperparameters describe (unsaved fields at their defaults)."""
-    known = {name: hparams[name] for name in TransformerConfig.field_names() if hparams.get(name) is not None}
-    try:
-        return TransformerConfig(**known)
-    except (TypeError, UserError) as error:
-        raise UserError(f"checkpoint {origin!r} does not describe a tiedemb model: {error}") from None
+    return config_from_hparams(hparams, f"checkpoint {origin!r}")
 
 
 def encoder_problem(config: TransformerConfig) -> str | None:

@@ -10,6 +10,7 @@ requested d_e.
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -63,12 +64,8 @@ def _load_checkpoint(path: Path, origin: str) -> PretrainedWeights:
     if not isinstance(checkpoint, dict) or "state_dict" not in checkpoint or "hyper_parameters" not in checkpoint:
         raise UserError(f"pretrained {origin!r} is not a tiedemb checkpoint (no state_dict and hyper_parameters)")
     hparams = dict(checkpoint["hyper_parameters"])
-    known = {name: hparams[name] for name in TransformerConfig.field_names() if hparams.get(name) is not None}
-    known["objective"] = "mlm"  # attention direction is the classifier's choice, not the checkpoint's
-    try:
-        config = TransformerConfig(**known)
-    except (TypeError, UserError) as error:
-        raise UserError(f"pretrained {origin!r} does not describe a tiedemb model: {error}") from None
+    # attention direction is the classifier's choice, not the checkpoint's
+    config = config_from_hparams({**hparams, "objective": "mlm"}, f"pretrained {origin!r}")
     fields = {name: getattr(config, name) for name in TransformerConfig.field_names_of(ARCHITECTURE)}
     state = {
         key.removeprefix("model."): value.float()
@@ -78,6 +75,16 @@ def _load_checkpoint(path: Path, origin: str) -> PretrainedWeights:
     if not any(key.startswith("encoder.") for key in state):
         raise UserError(f"pretrained {origin!r} holds no encoder weights (expected keys model.encoder.*)")
     return PretrainedWeights(origin, "checkpoint", fields, state)
+
+
+def config_from_hparams(hparams: Mapping[str, Any], described: str) -> TransformerConfig:
+    """The ``TransformerConfig`` a checkpoint's hyperparameters describe (unsaved fields at their
+    defaults); ``described`` names the checkpoint in the message when they describe none."""
+    known = {name: hparams[name] for name in TransformerConfig.field_names() if hparams.get(name) is not None}
+    try:
+        return TransformerConfig(**known)
+    except (TypeError, UserError) as error:
+        raise UserError(f"{described} does not describe a tiedemb model: {error}") from None
 
 
 def architecture_defaults() -> dict[str, Any]:
