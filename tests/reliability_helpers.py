@@ -97,6 +97,9 @@ class HangInCheckpointWriteAfter(Callback):
 def run_command_lines(cases_file: str, results_file: str) -> None:
     """Run ``main.py`` once per case in this one interpreter, as ``python main.py ARGS`` would.
 
+    A case whose arguments start with ``-m MODULE`` runs that module instead, as
+    ``python -m MODULE ARGS`` would.
+
     Each case gets fresh ``sys.argv``; its stdout and stderr are captured at the file
     descriptor level, and an exception escaping ``main.py`` is printed and exits 1 exactly as
     the interpreter does. Importing tiedemb once instead of per case saves seconds each.
@@ -117,9 +120,14 @@ def run_command_lines(cases_file: str, results_file: str) -> None:
             saved = os.dup(1), os.dup(2)
             os.dup2(out.fileno(), 1)
             os.dup2(err.fileno(), 2)
-            sys.argv = ["main.py", *args]
+            module = args[1] if args[:1] == ["-m"] else None
+            sys.argv = [module, *args[2:]] if module else ["main.py", *args]
             try:
-                runpy.run_path(main_py, run_name="__main__")
+                if module:
+                    sys.modules.pop(module, None)  # imported by an earlier case: run a fresh copy, as python -m does
+                    runpy.run_module(module, run_name="__main__", alter_sys=True)
+                else:
+                    runpy.run_path(main_py, run_name="__main__")
                 code = 0
             except SystemExit as exited:
                 code = exited.code if isinstance(exited.code, int) else (0 if exited.code is None else 1)

@@ -73,7 +73,8 @@ def run_cli(*args: str, env: dict | None = None, cwd: Path | None = None) -> sub
     "args,needle",
     [
         (["--model.objective=nonsense"], "model.objective='nonsense' is not a known choice; valid: mlm, clm"),
-        (["--model.embedding_dim=0"], "model.embedding_dim must be in 1..hidden_size"),
+        (["--model.embedding_dim=0"], "model.embedding_dim must be an integer >= 1, or null, got 0"),
+        (["--model.embedding_dim=100"], "model.embedding_dim must be in 1..hidden_size"),
         (["--model.hidden_size=250", "--model.num_heads=4"], "must be divisible by model.num_heads"),
         (["--model.head=nonsense"], "valid: untied, tied, tied_scaled_init, tied_orth, tied_shuffle"),
     ],

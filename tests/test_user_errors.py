@@ -45,7 +45,7 @@ MISTAKES = [
      "data.tokenizer='{files}/no-tokenizer' has no effect: without data.train_files or data.dataset"),
     ("val_files_without_train_files", ["--data.val_files=[{files}/text.txt]"],
      "data.val_files has no effect without data.train_files"),
-    ("zero_embedding_dim", ["--model.embedding_dim=0"], "model.embedding_dim must be in 1..hidden_size"),
+    ("embedding_wider_than_hidden", ["--model.embedding_dim=100"], "model.embedding_dim must be in 1..hidden_size (64)"),
     ("heads_do_not_divide", ["--model.hidden_size=250", "--model.num_heads=4"], "must be divisible by model.num_heads"),
     ("missing_glue_data_dir", ["--data=tiedemb.data.GlueData", "--data.task=mrpc", "--data.tokenizer={tokenizer}",
                                "--data.data_dir={files}/no-glue"], "data_dir '{files}/no-glue' does not exist"),
@@ -136,7 +136,7 @@ def test_debug_switch_keeps_the_exception_and_its_traceback(monkeypatch):
     """With TIEDEMB_DEBUG=1 the exception propagates (so Python prints its traceback) instead of exit 2."""
     monkeypatch.setenv("TIEDEMB_DEBUG", "1")
     with pytest.raises(Exception) as raised:  # noqa: PT011 - whatever wraps the UserError
-        main([*BASE, "--model.embedding_dim=0"])
+        main([*BASE, "--model.embedding_dim=100"])
     cause = find_user_error(raised.value)
     assert isinstance(cause, UserError) and "model.embedding_dim must be in 1..hidden_size" in str(cause)
 
@@ -151,7 +151,7 @@ def run_in_process(capsys, *args: str) -> str:
 def test_bad_value_names_the_option_without_the_usage_block(capsys):
     err = run_in_process(capsys, "--model.hidden_size=abc")
     lines = [line for line in err.splitlines() if line.startswith(("error:", "hint:", "usage:"))]
-    assert lines[0] == "error: --model.hidden_size: Expected a <class 'int'>. Got value: abc"
+    assert lines[0] == "error: --model.hidden_size: Expected int. Got value: abc"
     assert lines[1].startswith("hint: run `") and lines[1].endswith(" fit --help` for the options")
     assert len(lines) == 2
 

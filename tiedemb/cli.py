@@ -21,6 +21,7 @@ from lightning.pytorch.utilities.exceptions import SIGTERMException
 
 from tiedemb.errors import UserError, check_choice
 from tiedemb.nn.config import OBJECTIVES
+from tiedemb.options import shown
 from tiedemb.training.checkpoint_io import AtomicCheckpointIO
 from tiedemb.training.checkpoints import check_compatible, find_last_checkpoint, fresh_checkpoint_dir, read_checkpoint
 from tiedemb.training.exits import DEBUG_ENV, PREEMPTED_EXIT, USER_ERROR_EXIT, report_user_errors
@@ -125,8 +126,11 @@ def condense_parse_error(message: str) -> str:
     if key is None:
         return " ".join(line.strip() for line in lines)
     if problem is None:
+        union = _union_mismatch(message)
+        if union:
+            return f"--{key}: {union}"
         rest = [lines[0].strip()[key_match.end():].strip(), *(line.strip() for line in lines[1:])]
-        return f"--{key}: " + " ".join(line for line in rest if line and not line.startswith("Given value"))
+        return f"--{key}: " + _plain_types(" ".join(line for line in rest if line and not line.startswith("Given value")))
     indent = len(lines[problem]) - len(lines[problem].lstrip())
     option, detail = key, []
     for line in lines[problem + 1:]:
@@ -140,7 +144,23 @@ def condense_parse_error(message: str) -> str:
     if option == key:  # the class itself is the problem: name it
         class_path = re.search(r"class_path '([^']+)'", lines[problem])
         option += f" {class_path.group(1)!r}" if class_path else ""
-    return f"--{option}: " + " ".join(detail)
+    return f"--{option}: " + (_union_mismatch("\n".join(detail)) or _plain_types(" ".join(detail)))
+
+
+def _union_mismatch(message: str) -> str | None:
+    """``expected list[str] or null, got 5`` for jsonargparse's report on a value no type of a union takes."""
+    subtypes = re.search(r"Subtypes: \[(.*)\]", message)
+    given = re.search(r"Given value: (.*)", message)
+    if "Does not validate against any of the Union subtypes" not in message or not (subtypes and given):
+        return None
+    kinds = [_plain_types(kind.strip()) for kind in re.split(r",\s*(?![^\[]*\])", subtypes.group(1))]
+    return f"expected {' or '.join(kinds)}, got {given.group(1).strip()}"
+
+
+def _plain_types(text: str) -> str:
+    """``<class 'int'>`` as ``int`` and ``NoneType`` as ``null``, the words a YAML user knows."""
+    text = re.sub(r"Expected a <class '(?:builtins\.)?([\w.]+)'>", r"Expected \1", text)
+    return re.sub(r"<class '(?:builtins\.)?([\w.]+)'>", r"\1", text).replace("NoneType", "null")
 
 
 class TiedembCLI(LightningCLI):
@@ -149,7 +169,7 @@ class TiedembCLI(LightningCLI):
         return {**LightningCLI.subcommands(), "initloss": {"model", "datamodule"}}
 
     def add_arguments_to_parser(self, parser: LightningArgumentParser) -> None:
-        # Sizes the data decides are never typed twice.
+        # Sizes the data decides are never typed twice (LINKED_FROM_DATA).
         parser.link_arguments("data.vocab_size", "model.init_args.vocab_size", apply_on="instantiate")
         parser.link_arguments("data.pad_token_id", "model.init_args.pad_token_id", apply_on="instantiate")
         # GLUE: the task decides the classifier's width, metric names and file names. jsonargparse
@@ -181,6 +201,9 @@ class TiedembCLI(LightningCLI):
                     f"data.objective={given!r} disagrees with model.objective={wanted!r}; set model.objective only"
                 )
             data.init_args.objective = wanted
+        from_checkpoint = self.subcommand != "fit" and getattr(self, "_checkpoint", None) is not None
+        if model and not from_checkpoint:  # evaluation takes the checkpoint's settings, these included
+            refuse_linked_settings(model)
         # A strategy this machine cannot run (DeepSpeed not installed, FSDP without a GPU) is
         # refused before the data is prepared, in one sentence instead of a stack trace.
         check_strategy_config(config.get("trainer"))
@@ -286,6 +309,33 @@ class TiedembCLI(LightningCLI):
         roots += [callback.dirpath for callback in self.trainer.checkpoint_callbacks
                   if isinstance(callback, ModelCheckpoint) and callback.dirpath]
         return list(dict.fromkeys(str(Path(root).expanduser()) for root in roots))
+
+
+LINKED_FROM_DATA = {"vocab_size": "data.vocab_size or the tokenizer", "pad_token_id": "the tokenizer",
+                    "num_labels": "data.task", "task": "data.task"}
+"""Model settings the command line takes from the data (``link_arguments`` above), and from where."""
+
+
+def refuse_linked_settings(model: Any) -> None:
+    """A model setting the data decides, given anyway with another value than unset, is refused.
+
+    jsonargparse would parse it and then overwrite it with the data's value, so the user's value
+    would be dropped without a word. ``null`` (or the parameter's default) means "from the data".
+    """
+    import importlib
+    import inspect
+
+    module_name, _, class_name = str(model.get("class_path", "")).rpartition(".")
+    try:
+        parameters = inspect.signature(getattr(importlib.import_module(module_name), class_name).__init__).parameters
+    except (ImportError, AttributeError, ValueError):
+        return  # jsonargparse reports an unknown class
+    settings = model.get("init_args") or {}
+    for name, source in LINKED_FROM_DATA.items():
+        value = settings.get(name)
+        if name in parameters and value is not None and value != parameters[name].default:
+            raise UserError(f"model.{name}={shown(value)} is set from the data ({source}); leave it out of the model's "
+                            "settings")
 
 
 def _task_name(task_spec: Any) -> str:

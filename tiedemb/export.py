@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from tiedemb.errors import UserError, first_line
+from tiedemb.options import CommandParser
 from tiedemb.training.exits import report_user_errors
 from tiedemb.weights.export import BERT_MODEL, MODEL_CLASSES, BertExport, plan_export
 
@@ -216,8 +217,11 @@ def _flag(text: str) -> bool:
     raise argparse.ArgumentTypeError(f"expected true or false, got {text!r}")
 
 
-def parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+_flag.refuses = ("maybe", "")  # type: ignore[attr-defined]  # what tests try
+
+
+def parser() -> CommandParser:
+    parser = CommandParser(
         prog="tiedemb export",
         description="Write a tiedemb checkpoint as a transformers BERT model folder (config.json, "
         "model.safetensors, tokenizer) that AutoModel* classes load without trust_remote_code.",

@@ -25,29 +25,35 @@ from pathlib import Path
 from typing import Any
 
 from tiedemb.errors import UserError
+from tiedemb.options import CommandParser, NonNegativeInt, number
 from tiedemb.training.exits import report_user_errors
 
 
-def parse_args(argv: list[str] | None) -> tuple[argparse.Namespace, dict[str, str]]:
-    parser = argparse.ArgumentParser(prog="tiedemb sweep", description=__doc__.split("\n\n")[0])
+def parser() -> CommandParser:
+    parser = CommandParser(prog="tiedemb sweep", description=__doc__.split("\n\n")[0])
     parser.add_argument("sweep_file", type=Path)
     parser.add_argument("--out", type=Path, required=True, help="folder for the cells (created if absent)")
     parser.add_argument("--emit", choices=("slurm", "wandb"), help="write cluster files instead of running")
-    parser.add_argument("--cell", type=int, help="run only the cell with this index")
+    parser.add_argument("--cell", type=number(NonNegativeInt), help="run only the cell with this index")
     parser.add_argument("--study", help="with --LABEL=VALUE flags: run only that cell of this study")
     parser.add_argument("--list", action="store_true", help="list the cells and their state")
     parser.add_argument("--dry-run", action="store_true", help="validate and print the commands only")
     parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                         help="a setting (VALUE read as YAML) for every cell whose configuration has KEY; repeatable")
-    args, rest = parser.parse_known_args(argv)
+    return parser
+
+
+def parse_args(argv: list[str] | None) -> tuple[argparse.Namespace, dict[str, str]]:
+    command_line = parser()
+    args, rest = command_line.parse_known_args(argv)
     selection = {}
     for token in rest:
         if not token.startswith("--") or "=" not in token:
-            parser.error(f"unrecognized argument {token!r}")
+            command_line.error(f"unrecognized argument {token!r}")
         label, value = token[2:].split("=", 1)
         selection[label] = value
     if selection and args.study is None:
-        parser.error("--LABEL=VALUE selections need --study")
+        command_line.error("--LABEL=VALUE selections need --study")
     return args, selection
 
 

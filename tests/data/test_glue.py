@@ -240,9 +240,9 @@ def test_unknown_task_lists_the_valid_ones(tiny_tokenizer_dir: Path) -> None:
         GlueData("sts", str(tiny_tokenizer_dir))
 
 
-@pytest.mark.parametrize("parameter, value", [("max_length", 4), ("batch_size", 0), ("max_train_samples", 0)])
-def test_too_small_settings_name_the_parameter(tiny_tokenizer_dir: Path, parameter: str, value: int) -> None:
-    with raises_user_error(f"{parameter}={value}"):
+@pytest.mark.parametrize("parameter, value, least", [("max_length", 4, 8), ("batch_size", 0, 1), ("max_train_samples", 0, 1)])
+def test_too_small_settings_name_the_parameter(tiny_tokenizer_dir: Path, parameter: str, value: int, least: int) -> None:
+    with raises_user_error(f"data.{parameter} must be an integer >= {least}", f"got {value}"):
         GlueData("mrpc", str(tiny_tokenizer_dir), data_dir="/unused", **{parameter: value})
 
 

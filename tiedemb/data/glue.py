@@ -13,6 +13,7 @@ from __future__ import annotations
 import os
 from functools import partial
 from pathlib import Path
+from typing import Annotated
 
 import datasets
 from lightning import LightningDataModule
@@ -25,6 +26,7 @@ from tiedemb.data.length_grouping import length_grouped, longest_first
 from tiedemb.data.sampling import ResumableTraining, loader_generator
 from tiedemb.data.tokenizers import load_tokenizer
 from tiedemb.errors import UserError, check_choice
+from tiedemb.options import Bounds, NonNegativeInt, PositiveInt, check_arguments, option_types
 from tiedemb.training.hub import hub_offline_requested, hub_problem
 
 MIN_MAX_LENGTH = 8
@@ -48,19 +50,15 @@ class GlueData(ResumableTraining, LightningDataModule):
     """
 
     def __init__(self, task: str = "mrpc", tokenizer: str = "bert-base-uncased", data_dir: str | None = None,
-                 data_files: dict[str, str] | None = None, max_length: int = 128, batch_size: int = 32,
-                 eval_batch_size: int | None = None, num_workers: int = 0, pin_memory: bool = False,
-                 hub_dataset: str = "nyu-mll/glue", max_train_samples: int | None = None,
-                 length_grouping: int = 0, sort_eval_by_length: bool = False) -> None:
+                 data_files: dict[str, str] | None = None, max_length: Annotated[int, Bounds(MIN_MAX_LENGTH)] = 128,
+                 batch_size: PositiveInt = 32, eval_batch_size: PositiveInt | None = None,
+                 num_workers: NonNegativeInt = 0, pin_memory: bool = False, hub_dataset: str = "nyu-mll/glue",
+                 max_train_samples: PositiveInt | None = None, length_grouping: NonNegativeInt = 0,
+                 sort_eval_by_length: bool = False) -> None:
+        check_arguments("data", option_types(GlueData.__init__), locals())
         super().__init__()
         self.save_hyperparameters()
-        self.task_spec = TASKS[check_choice("task", task, TASKS)]
-        _check_at_least("max_length", max_length, MIN_MAX_LENGTH)
-        _check_at_least("batch_size", batch_size, 1)
-        _check_at_least("eval_batch_size", eval_batch_size, 1)
-        _check_at_least("num_workers", num_workers, 0)
-        _check_at_least("max_train_samples", max_train_samples, 1)
-        _check_at_least("length_grouping", length_grouping, 0)
+        self.task_spec = TASKS[check_choice("data.task", task, TASKS)]
         self.max_length = max_length
         self.batch_size = batch_size
         self.eval_batch_size = eval_batch_size or batch_size
@@ -165,12 +163,6 @@ def _encode_batch(batch: dict[str, list], tokenizer: PreTrainedTokenizerBase, te
     encoded = tokenizer(*(batch[column] for column in text_columns), truncation="longest_first",
                         max_length=max_length, return_token_type_ids=True, return_attention_mask=True)
     return {**encoded, "labels": batch["label"], "idx": batch["idx"]}
-
-
-def _check_at_least(parameter: str, value: int | None, minimum: int) -> None:
-    """Reject a too-small (or non-integer) setting by name; ``None`` means "not set"."""
-    if value is not None and (not isinstance(value, int) or isinstance(value, bool) or value < minimum):
-        raise UserError(f"{parameter}={value!r} is invalid; it must be an integer >= {minimum}")
 
 
 class _Source:

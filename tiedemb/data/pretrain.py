@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import logging
 import math
-from collections.abc import Sequence
+from typing import Annotated
 
 import lightning as L
 import numpy as np
@@ -20,6 +20,7 @@ from tiedemb.data.sampling import KeyedDataset, ResumableTraining, loader_genera
 from tiedemb.data.synthetic import MarkovCorpus
 from tiedemb.data.text import prepare_text
 from tiedemb.errors import UserError, check_choice
+from tiedemb.options import Bounds, NonNegativeInt, OpenFraction, PositiveInt, Rate, check_arguments, option_types
 
 log = logging.getLogger("tiedemb.data")
 
@@ -63,28 +64,24 @@ class PretrainData(ResumableTraining, L.LightningDataModule):
         val_files: list[str] | None = None,
         text_column: str = "text",
         tokenizer: str | None = None,
-        vocab_size: int | None = None,
-        block_size: int = 128,
-        batch_size: int = 32,
+        vocab_size: PositiveInt | None = None,
+        block_size: Annotated[int, Bounds(2)] = 128,
+        batch_size: PositiveInt = 32,
         objective: str | None = None,
-        mlm_probability: float = 0.15,
-        val_fraction: float = 0.05,
-        synthetic_tokens: int = 2_000_000,
-        synthetic_val_tokens: int = 131_072,
-        num_proc: int | None = None,
-        num_workers: int = 0,
+        mlm_probability: OpenFraction = 0.15,
+        val_fraction: Rate = 0.05,
+        synthetic_tokens: PositiveInt = 2_000_000,
+        synthetic_val_tokens: PositiveInt = 131_072,
+        num_proc: PositiveInt | None = None,
+        num_workers: NonNegativeInt = 0,
         pin_memory: bool = False,
         cache_dir: str = "data/cache",
-        seed: int = 0,
+        seed: NonNegativeInt = 0,
     ) -> None:
+        check_arguments("data", option_types(PretrainData.__init__), locals())
         super().__init__()
         objective = objective or "mlm"  # None: the CLI fills in model.objective
         check_choice("data.objective", objective, ("mlm", "clm"))
-        for name, value in (("block_size", block_size), ("batch_size", batch_size), ("synthetic_tokens", synthetic_tokens)):
-            if value <= 0:
-                raise UserError(f"data.{name} must be positive, got {value}")
-        if not 0.0 < mlm_probability < 1.0:
-            raise UserError(f"data.mlm_probability must be in (0, 1), got {mlm_probability}")
         self.objective = objective
         self.block_size = block_size
         self.batch_size = batch_size

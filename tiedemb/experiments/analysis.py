@@ -23,7 +23,6 @@
 
 from __future__ import annotations
 
-import argparse
 import functools
 import json
 import sys
@@ -36,6 +35,7 @@ import torch
 from torch import Tensor
 
 from tiedemb.errors import UserError
+from tiedemb.options import CommandParser
 from tiedemb.training.exits import report_user_errors
 
 DEFAULT_PAIRS: tuple[tuple[str, str], ...] = (
@@ -316,15 +316,19 @@ def _cell_workdir(folder: Path) -> Path | None:
     return Path(workdir) if workdir else None
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="tiedemb analyse", description=__doc__.split("\n\n")[0])
+def parser() -> CommandParser:
+    parser = CommandParser(prog="tiedemb analyse", description=__doc__.split("\n\n")[0])
     parser.add_argument("checkpoint", type=Path)
     parser.add_argument("--tokenizer", help="tokenizer folder or cached hub name; default: the one the run's config names")
     parser.add_argument("--pairs", help="near-synonym pairs, e.g. good:great,big:large (default: a built-in list of 20)")
     parser.add_argument("--frequency-text", nargs="+", metavar="FILE",
                         help="text for the frequency-matched baseline; default: the run's train_files")
     parser.add_argument("--json", action="store_true", help="print one JSON object")
-    args = parser.parse_args(argv)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parser().parse_args(argv)
     result = report_user_errors(lambda: analyse_checkpoint(
         args.checkpoint, args.tokenizer, parse_pairs(args.pairs) if args.pairs else DEFAULT_PAIRS, args.frequency_text))
     if isinstance(result, int):  # the exit status of a user error, already reported

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from contextvars import ContextVar
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 
 import lightning as L
 from lightning.pytorch.utilities import rank_zero_info
@@ -16,10 +16,11 @@ from torchmetrics import MeanMetric, MetricCollection
 from tiedemb.data.glue_tasks import TASKS, GlueTask
 from tiedemb.errors import UserError, check_choice
 from tiedemb.modules.glue_metrics import build_metric, epochs_to_converge, metric_names, split_suffix
-from tiedemb.modules.optim import adamw_with_schedule
+from tiedemb.modules.optim import DECAYS, adamw_with_schedule
 from tiedemb.modules.settings import save_settings, takes_model_settings
 from tiedemb.nn.classifier import SequenceClassifier
 from tiedemb.nn.config import ARCHITECTURE, TRAINING, TransformerConfig
+from tiedemb.options import Bounds, NonNegativeFloat, NonNegativeInt, PositiveFloat, Rate, UnitFraction
 from tiedemb.training.files import write_tsv
 from tiedemb.weights.narrow import TABLES, fit_embedding
 from tiedemb.weights.source import PretrainedWeights, load_pretrained, resolve_architecture
@@ -57,20 +58,20 @@ class GlueModule(L.LightningModule):
     def __init__(
         self,
         *,
-        num_labels: int | None = None,
+        num_labels: Annotated[int, Bounds(2)] | None = None,
         task: str | None = None,
         pretrained: str | None = None,
         reinit_embeddings: bool = False,
         pooler: bool = True,
-        classifier_dropout: float | None = None,
-        learning_rate: float = 2e-5,
-        weight_decay: float = 0.01,
-        betas: tuple[float, float] = (0.9, 0.999),
-        eps: float = 1e-8,
-        warmup_ratio: float = 0.1,
-        warmup_steps: int | None = None,
+        classifier_dropout: Rate | None = None,
+        learning_rate: PositiveFloat = 2e-5,
+        weight_decay: NonNegativeFloat = 0.01,
+        betas: tuple[Rate, Rate] = (0.9, 0.999),
+        eps: PositiveFloat = 1e-8,
+        warmup_ratio: Rate = 0.1,
+        warmup_steps: NonNegativeInt | None = None,
         lr_decay: str = "linear",
-        min_lr_ratio: float = 0.0,
+        min_lr_ratio: UnitFraction = 0.0,
         predictions_dir: str | None = None,
         write_test_predictions: bool = True,
         **model: Any,
@@ -81,7 +82,7 @@ class GlueModule(L.LightningModule):
         save_settings(self)
         self.task_spec: GlueTask | None = TASKS[check_choice("model.task", task, TASKS)] if task is not None else None
         num_labels = self._resolve_num_labels(num_labels)
-        _check_training_settings(learning_rate, warmup_ratio, warmup_steps, classifier_dropout)
+        check_choice("model.lr_decay", lr_decay, DECAYS)
         source = load_pretrained(pretrained) if pretrained is not None and not _RESTORING.get() else None
         architecture = resolve_architecture({name: model[name] for name in TransformerConfig.field_names_of(ARCHITECTURE)},
                                             source)
@@ -118,8 +119,6 @@ class GlueModule(L.LightningModule):
             return expected
         if expected is not None and num_labels != expected:
             raise UserError(f"model.num_labels={num_labels} disagrees with task {self.task_spec.name!r}, which has {expected}")
-        if num_labels < 2:
-            raise UserError(f"model.num_labels must be at least 2, got {num_labels}")
         return num_labels
 
     @torch.no_grad()
@@ -344,16 +343,3 @@ class GlueModule(L.LightningModule):
             self.model, learning_rate=hp.learning_rate, weight_decay=hp.weight_decay, betas=tuple(hp.betas),
             eps=hp.eps, total_steps=total, warmup_steps=warmup, decay=hp.lr_decay, min_lr_ratio=hp.min_lr_ratio,
         )
-
-
-def _check_training_settings(
-    learning_rate: float, warmup_ratio: float, warmup_steps: int | None, classifier_dropout: float | None
-) -> None:
-    if learning_rate <= 0:
-        raise UserError(f"model.learning_rate must be positive, got {learning_rate}")
-    if not 0.0 <= warmup_ratio < 1.0:
-        raise UserError(f"model.warmup_ratio must be in [0, 1), got {warmup_ratio}")
-    if warmup_steps is not None and warmup_steps < 0:
-        raise UserError(f"model.warmup_steps must be >= 0, got {warmup_steps}")
-    if classifier_dropout is not None and not 0.0 <= classifier_dropout < 1.0:
-        raise UserError(f"model.classifier_dropout must be in [0, 1), got {classifier_dropout}")

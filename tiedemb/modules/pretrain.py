@@ -11,12 +11,13 @@ import torch
 from torch import Tensor
 from torchmetrics import MeanMetric
 
-from tiedemb.errors import UserError
+from tiedemb.errors import UserError, check_choice
 from tiedemb.modules.flops import MatmulWeights, device_peak_flops
-from tiedemb.modules.optim import adamw_with_schedule
+from tiedemb.modules.optim import DECAYS, adamw_with_schedule
 from tiedemb.modules.settings import save_settings, takes_model_settings
 from tiedemb.nn import LMOutput, Transformer, TransformerConfig
 from tiedemb.nn.config import ARCHITECTURE, LANGUAGE_MODEL, TRAINING
+from tiedemb.options import NonNegativeFloat, NonNegativeInt, PositiveFloat, Rate, UnitFraction
 from tiedemb.training.ties import TieGuard, restore_tied_entries, tied_prefixes_of
 from tiedemb.theory import predict_for_config
 
@@ -59,21 +60,22 @@ class PretrainModule(L.LightningModule):
     def __init__(
         self,
         *,
-        learning_rate: float = 5e-4,
-        weight_decay: float = 0.01,
-        betas: tuple[float, float] = (0.9, 0.98),
-        eps: float = 1e-6,
-        warmup_steps: int = 100,
+        learning_rate: PositiveFloat = 5e-4,
+        weight_decay: NonNegativeFloat = 0.01,
+        betas: tuple[Rate, Rate] = (0.9, 0.98),
+        eps: PositiveFloat = 1e-6,
+        warmup_steps: NonNegativeInt = 100,
         lr_decay: str = "linear",
-        min_lr_ratio: float = 0.0,
+        min_lr_ratio: UnitFraction = 0.0,
         compile: bool = False,
-        peak_flops: float | None = None,
+        peak_flops: PositiveFloat | None = None,
         **model: Any,
     ) -> None:
         # Not super().__init__(): with it, Lightning would look for every model setting among this
         # frame's local variables (tiedemb.modules.settings).
         L.LightningModule.__init__(self)
         save_settings(self)
+        check_choice("model.lr_decay", lr_decay, DECAYS)
         self.config = TransformerConfig(**model)
         self.model = Transformer(self.config)
         self.val_loss = MeanMetric()

@@ -4,9 +4,10 @@ Users type the model's settings flat (``--model.hidden_size``, ``model.init_args
 YAML), and both modules take them. Rather than spell each field out again in every ``__init__``,
 ``takes_model_settings`` gives an ``__init__`` the signature it would have if it had: one keyword
 per field of the chosen parts, with the field's type, default and description, followed by the
-module's own keywords. LightningCLI builds its options and ``--help`` from that signature
-(``inspect.signature`` honours ``__signature__``; jsonargparse reads the descriptions from the
-``Args:`` of ``__init__``'s docstring), and Lightning's ``load_from_checkpoint`` calls the class
+module's own keywords. Every argument of a call is checked against its annotation, bounds
+included (``tiedemb.options``), before the body runs. LightningCLI builds its options and
+``--help`` from that signature (``inspect.signature`` honours ``__signature__``; jsonargparse
+reads the descriptions from the ``Args:`` of ``__init__``'s docstring), and Lightning's ``load_from_checkpoint`` calls the class
 with the saved hyperparameters, checked against the same signature. A field added to
 ``TransformerConfig`` is therefore an option of every module that takes its part.
 
@@ -29,6 +30,7 @@ from typing import Any
 import lightning as L
 
 from tiedemb.nn.config import TransformerConfig
+from tiedemb.options import check_arguments
 
 _ARGUMENTS: ContextVar[dict[str, Any] | None] = ContextVar("tiedemb_module_arguments", default=None)
 """The bound arguments of the ``__init__`` call in progress (all of them, defaults included)."""
@@ -40,7 +42,7 @@ def model_parameters(parts: Collection[str], unset_from_pretrained: Collection[s
     Fields of the parts in ``unset_from_pretrained`` default to ``None`` (their type widened to
     allow it): the module takes an unset one from its pretrained weights.
     """
-    types = typing.get_type_hints(TransformerConfig)
+    types = typing.get_type_hints(TransformerConfig, include_extras=True)  # bounds included (tiedemb.options)
     parameters = []
     for field in dataclasses.fields(TransformerConfig):
         part = field.metadata["part"]
@@ -82,16 +84,18 @@ def takes_model_settings(*parts: str, unset_from_pretrained: Collection[str] = (
         own = list(inspect.signature(init).parameters.values())
         if own[-1].kind is not inspect.Parameter.VAR_KEYWORD:
             raise TypeError(f"{init.__qualname__} must end with **model to take the model settings")
-        own_types = typing.get_type_hints(init)
+        own_types = typing.get_type_hints(init, include_extras=True)
         own_keywords = [parameter.replace(annotation=own_types.get(parameter.name, parameter.annotation))
                         for parameter in own[1:-1]]
         model = model_parameters(parts, unset_from_pretrained)
         signature = inspect.Signature([own[0], *model, *own_keywords], return_annotation=None)
+        option_types = {parameter.name: parameter.annotation for parameter in [*model, *own_keywords]}
 
         def __init__(self: Any, *args: Any, **kwargs: Any) -> None:
             bound = signature.bind(self, *args, **kwargs)
             bound.apply_defaults()
             arguments = {name: value for name, value in bound.arguments.items() if name != own[0].name}
+            check_arguments("model", option_types, arguments)  # before anything is built or read
             token = _ARGUMENTS.set(arguments)
             try:
                 init(self, **arguments)

@@ -12,10 +12,12 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import typing
 from dataclasses import dataclass
-from typing import Any
+from typing import Annotated, Any
 
 from tiedemb.errors import UserError, check_choice
+from tiedemb.options import Bounds, NonNegativeInt, PositiveFloat, PositiveInt, Rate, check_arguments
 
 #: The output heads, in the order messages list them; ``tiedemb.nn.heads.HEADS`` builds each.
 HEAD_NAMES = ("untied", "tied", "tied_scaled_init", "tied_orth", "tied_shuffle")
@@ -89,32 +91,32 @@ class TransformerConfig:
     modules' ``--help``, their configs and their checkpoints' hyperparameters.
     """
 
-    vocab_size: int = setting(doc="Vocabulary size n; the command line takes it from the data's tokenizer.")
+    vocab_size: PositiveInt = setting(doc="Vocabulary size n; the command line takes it from the data's tokenizer.")
     objective: str = setting(
         "mlm", doc="mlm (masked tokens) or clm (next token, causal attention).", part=LANGUAGE_MODEL)
-    hidden_size: int = setting(768, doc="Width of the residual stream.")
-    num_layers: int = setting(12, doc="Number of Transformer blocks.")
-    num_heads: int = setting(12, doc="Attention heads per block; must divide hidden_size.")
-    intermediate_size: int = setting(3072, doc="Width of the feed-forward layer.")
-    embedding_dim: int | None = setting(None, doc="d_e, the width of the token table (1..hidden_size); unset: hidden_size.")
+    hidden_size: PositiveInt = setting(768, doc="Width of the residual stream.")
+    num_layers: PositiveInt = setting(12, doc="Number of Transformer blocks.")
+    num_heads: PositiveInt = setting(12, doc="Attention heads per block; must divide hidden_size.")
+    intermediate_size: PositiveInt = setting(3072, doc="Width of the feed-forward layer.")
+    embedding_dim: PositiveInt | None = setting(None, doc="d_e, the width of the token table (1..hidden_size); unset: hidden_size.")
     embedding_projection: str = setting(
         "auto", doc="auto: a d_e -> hidden projection only when d_e < hidden (identity at full width); always: "
                     "also at d_e = hidden, so every width of a width study has the same parts.")
     embedding_norm: bool = setting(True, doc="The norm after the embedding; off for Gemma's and T5's inputs.")
-    max_position_embeddings: int = setting(512, doc="Longest sequence (rows of the learned position table).")
+    max_position_embeddings: PositiveInt = setting(512, doc="Longest sequence (rows of the learned position table).")
     position: str = setting("learned", doc="learned (a position table), rope (rotary) or none.")
-    type_vocab_size: int = setting(2, doc="Segment (token type) vectors; 0 for none.")
+    type_vocab_size: NonNegativeInt = setting(2, doc="Segment (token type) vectors; 0 for none.")
     norm: str = setting("layernorm", doc="layernorm or rmsnorm.")
     norm_position: str = setting("post", doc="post: norm(x + f(x)) as in BERT; pre: x + f(norm(x)) with a final norm.")
-    norm_eps: float = setting(1e-12, doc="Epsilon of every norm.")
+    norm_eps: PositiveFloat = setting(1e-12, doc="Epsilon of every norm.")
     activation: str = setting("gelu", doc="Feed-forward activation: gelu, relu, tanh or silu.")
-    dropout: float = setting(0.1, doc="Dropout on embeddings and residual branches, in [0, 1).", part=TRAINING)
-    attention_dropout: float = setting(0.1, doc="Dropout on attention weights, in [0, 1).", part=TRAINING)
-    init_std: float = setting(0.02, doc="Std of the normal initialisation of weight matrices and tables.", part=TRAINING)
+    dropout: Rate = setting(0.1, doc="Dropout on embeddings and residual branches, in [0, 1).", part=TRAINING)
+    attention_dropout: Rate = setting(0.1, doc="Dropout on attention weights, in [0, 1).", part=TRAINING)
+    init_std: PositiveFloat = setting(0.02, doc="Std of the normal initialisation of weight matrices and tables.", part=TRAINING)
     residual_init: str = setting(
         "standard", doc="How far from the identity residual branches start: standard, scaled (GPT-2), zero, "
                         "deepnorm (post-norm only).")
-    rope_base: float = setting(10000.0, doc="Base of the rotary frequencies (position=rope).")
+    rope_base: PositiveFloat = setting(10000.0, doc="Base of the rotary frequencies (position=rope).")
     head: str = setting("tied", doc="Output layer: " + ", ".join(HEAD_NAMES) + ".", part=LANGUAGE_MODEL)
     output_bias: bool = setting(False, doc="A vocabulary-sized output bias (never part of the tie).", part=LANGUAGE_MODEL)
     head_bias: bool = setting(False, doc="tied_orth: a bias on its projection.", part=LANGUAGE_MODEL)
@@ -125,27 +127,25 @@ class TransformerConfig:
         part=LANGUAGE_MODEL)
     shuffle: str = setting(
         "half_swap", doc="tied_shuffle: half_swap, or channel_shuffle in shuffle_groups groups.", part=LANGUAGE_MODEL)
-    shuffle_groups: int = setting(2, doc="tied_shuffle with channel_shuffle: groups; must divide d_e.",
+    shuffle_groups: Annotated[int, Bounds(2)] = setting(2, doc="tied_shuffle with channel_shuffle: groups; must divide d_e.",
                                   part=LANGUAGE_MODEL)
     # The wider field's remedies: a number or a keyword of the width d it applies to (resolve_scale).
-    embedding_scale: float | str = setting(
+    embedding_scale: PositiveFloat | str = setting(
         1.0, doc="Token vectors x this: a number, sqrt_d (Gemma), rsqrt_d or mup:<base_width>.", part=LANGUAGE_MODEL)
-    output_scale: float | str = setting(
+    output_scale: PositiveFloat | str = setting(
         1.0, doc="The vector meeting the output matrix x this: a number, rsqrt_d (T5), mup:<base_width> (muP) or "
                  "sqrt_d.", part=LANGUAGE_MODEL)
-    embedding_init_std: float | None = setting(
+    embedding_init_std: PositiveFloat | None = setting(
         None, doc="Std of the token table (T5: 1.0); unset: init_std.", part=LANGUAGE_MODEL)
-    pad_token_id: int = setting(0, doc="Id of the padding token; the command line takes it from the data.",
+    pad_token_id: NonNegativeInt = setting(0, doc="Id of the padding token; the command line takes it from the data.",
                                 part=TRAINING)
 
     def __post_init__(self) -> None:
         if self.embedding_dim is None:
             self.embedding_dim = self.hidden_size
-        positive = ("vocab_size", "hidden_size", "num_layers", "num_heads", "intermediate_size", "max_position_embeddings")
-        for name in positive:
-            if getattr(self, name) <= 0:
-                raise UserError(f"model.{name} must be positive, got {getattr(self, name)}")
-        if not 0 < self.embedding_dim <= self.hidden_size:
+        # Types and bounds first (each field's annotation), then what fields require of each other.
+        check_arguments("model", typing.get_type_hints(TransformerConfig, include_extras=True), dataclasses.asdict(self))
+        if self.embedding_dim > self.hidden_size:
             raise UserError(
                 f"model.embedding_dim must be in 1..hidden_size ({self.hidden_size}), got {self.embedding_dim}"
             )
@@ -155,20 +155,11 @@ class TransformerConfig:
             )
         if self.position == "rope" and (self.hidden_size // self.num_heads) % 2:
             raise UserError("model.position=rope needs an even head size (hidden_size / num_heads)")
-        if self.type_vocab_size < 0:
-            raise UserError(f"model.type_vocab_size must be >= 0, got {self.type_vocab_size}")
-        if self.init_std <= 0:
-            raise UserError(f"model.init_std must be positive, got {self.init_std}")
-        if self.embedding_init_std is not None and self.embedding_init_std <= 0:
-            raise UserError(f"model.embedding_init_std must be positive, got {self.embedding_init_std}")
         for name in ("embedding_scale", "output_scale"):
             try:
                 resolve_scale(getattr(self, name), self.embedding_dim, f"model.{name}")
             except ValueError as error:
                 raise UserError(str(error)) from None
-        for name, value in (("dropout", self.dropout), ("attention_dropout", self.attention_dropout)):
-            if not 0.0 <= value < 1.0:
-                raise UserError(f"model.{name} must be in [0, 1), got {value}")
         check_choice("model.objective", self.objective, OBJECTIVES)
         check_choice("model.position", self.position, POSITIONS)
         check_choice("model.norm", self.norm, NORMS)

@@ -5,7 +5,6 @@
 
 from __future__ import annotations
 
-import argparse
 import importlib.util
 from collections.abc import MutableMapping
 from pathlib import Path
@@ -13,6 +12,7 @@ from pathlib import Path
 import torch
 
 from tiedemb.errors import UserError
+from tiedemb.options import CommandParser
 from tiedemb.training.exits import report_user_errors
 from tiedemb.training.ties import restore_tied_entries, tied_prefixes_in
 
@@ -60,15 +60,19 @@ def consolidate_checkpoint(path: str | Path, output: str | Path) -> Path:
     return output
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(
+def parser() -> CommandParser:
+    parser = CommandParser(
         prog="tiedemb consolidate",
         description="Turn a checkpoint from any strategy (DDP/FSDP file, FSDP sharded folder, DeepSpeed "
         "folder) into one .ckpt file for PretrainModule.load_from_checkpoint on a single device.",
     )
     parser.add_argument("checkpoint", help="checkpoint file or folder")
     parser.add_argument("output", help="the single-file checkpoint to write")
-    args = parser.parse_args(argv)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parser().parse_args(argv)
     written = report_user_errors(lambda: consolidate_checkpoint(args.checkpoint, args.output))
     if isinstance(written, int):
         return written

@@ -1,0 +1,218 @@
+"""Every option, every bad value: exit 2 and one message naming the option, never a traceback.
+
+The options are read from the signatures of the four classes users configure and from the
+argument parsers of the other commands, not from a list kept here; each gets every bad value its
+type admits (``bad_values``): ``null`` where a value is needed, a value of the wrong type, zero, a
+negative or out-of-range number, a number that is not finite. All of them run through the real
+command lines (``python main.py fit ...``, ``python -m tiedemb.sweep ...``) in two subprocesses
+(``reliability_helpers.run_command_lines``), in a folder that must stay empty: the checks come
+before any data is read or file written.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import json
+import os
+import subprocess
+import sys
+import typing
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Annotated, Any, Union
+
+import pytest
+
+from tiedemb import GlueModule, PretrainModule
+from tiedemb.data import GlueData, PretrainData
+from tiedemb.cli import LINKED_FROM_DATA
+from tiedemb.options import Bounds, accepts, option_types
+
+pytestmark = pytest.mark.end_to_end  # runs the real command lines
+
+ROOT = Path(__file__).resolve().parents[1]
+CONFIGS = ROOT / "configs"
+MRPC_HEADER = "Quality\t#1 ID\t#2 ID\t#1 String\t#2 String\n"
+
+# The command line each class is configured on; {glue} and {tokenizer} are filled in by the fixture.
+PRETRAIN = ["fit", "--config", str(CONFIGS / "tied.yaml"), "--config", str(CONFIGS / "scale" / "tiny.yaml"),
+            "--trainer.max_steps=1"]
+GLUE = ["fit", "--config", str(CONFIGS / "glue" / "mrpc.yaml"), "--model.pretrained=null",
+        "--model.hidden_size=32", "--model.num_layers=1", "--model.num_heads=2", "--model.intermediate_size=64",
+        "--model.max_position_embeddings=64", "--data.tokenizer={tokenizer}", "--data.data_dir={glue}",
+        "--data.max_length=32", "--trainer.max_steps=1"]
+CLASSES = {"model": [(PretrainModule, PRETRAIN), (GlueModule, GLUE)],
+           "data": [(PretrainData, PRETRAIN), (GlueData, GLUE)]}
+# The other commands: module run with ``python -m`` -> the positional arguments it needs to parse.
+COMMANDS = {"tiedemb.sweep": ["sweep.yaml", "--out", "out"], "tiedemb.report": ["runs"],
+            "tiedemb.experiments.analysis": ["last.ckpt"], "tiedemb.scale": ["a.ckpt", "b.ckpt"],
+            "tiedemb.export": ["last.ckpt", "exported"]}
+
+
+def bad_values(hint: Any) -> list[str]:
+    """Command-line texts of the values an annotation refuses, as YAML reads them."""
+    kinds = _leaf_types(hint)
+    values = [] if accepts(hint, None) else ["null"]
+    if str not in kinds:  # any text is a string: the wrong type for everything else
+        values.append("abc")
+    elif kinds == {str}:
+        values.append("[1, 2]")
+    numbers = [option for option in _alternatives(hint) if _base(option) in (int, float)]
+    for option in numbers:
+        kind, bounds = _base(option), _bounds(option)
+        candidates = [0, -1]  # zero and a negative number, then just outside each declared end
+        for bound in bounds:
+            if bound.low is not None and bound.low > 0:
+                candidates.append(bound.low if bound.low_open else bound.low - (1 if kind is int else 0.5))
+            if bound.high is not None:
+                candidates.append(bound.high if bound.high_open else bound.high + (1 if kind is int else 0.5))
+        values += [str(kind(value)) for value in candidates if not accepts(hint, kind(value))]
+        if kind is float:
+            values.append("nan")
+    for pair in (option for option in _alternatives(hint) if typing.get_origin(option) is tuple):
+        items = typing.get_args(pair)  # (betas: both numbers in [0, 1); 0.5 is a good value of each)
+        values.append("[" + ", ".join(["0.5"] * (len(items) - 1)) + "]")  # one value short
+        for i, item in enumerate(items):
+            values += ["[" + ", ".join(["0.5"] * i + [bad] + ["0.5"] * (len(items) - i - 1)) + "]"
+                       for bad in bad_values(item) if bad not in ("null", "abc") or i == 0]
+    return list(dict.fromkeys(values))
+
+
+def _alternatives(hint: Any) -> list[Any]:
+    return list(typing.get_args(hint)) if typing.get_origin(hint) in (Union, typing.get_origin(int | None)) else [hint]
+
+
+def _base(hint: Any) -> Any:
+    return typing.get_args(hint)[0] if typing.get_origin(hint) is Annotated else hint
+
+
+def _bounds(hint: Any) -> list[Bounds]:
+    return [b for b in typing.get_args(hint)[1:] if isinstance(b, Bounds)] if typing.get_origin(hint) is Annotated else []
+
+
+def _leaf_types(hint: Any) -> set[Any]:
+    return {typing.get_origin(_base(option)) or _base(option) for option in _alternatives(hint)} - {type(None)}
+
+
+def class_cases() -> list[tuple[str, list[str], str, str]]:
+    """(case id, command line, option as users name it, value) for every option of the four classes."""
+    cases = []
+    for prefix, classes in CLASSES.items():
+        for cls, base in classes:
+            for name, hint in option_types(cls.__init__).items():
+                if name == "self":
+                    continue
+                for value in bad_values(hint):
+                    if value == "null" and prefix == "model" and name in LINKED_FROM_DATA:
+                        continue  # null is "from the data" for the settings the data decides
+                    option = f"{prefix}.{name}"
+                    cases.append((f"{cls.__name__}.{name}={value}", [*base, f"--{option}={value}"], option, value))
+    return cases
+
+
+def command_cases() -> list[tuple[str, list[str], str, str]]:
+    """The same for every option of the argparse commands, read from each command's ``parser()``."""
+    cases = []
+    for module_name, positional in COMMANDS.items():
+        parser: argparse.ArgumentParser = importlib.import_module(module_name).parser()
+        command = ["-m", module_name, *positional]
+        cases.append((f"{module_name} (nothing)", ["-m", module_name], "required", ""))
+        for action in parser._actions:  # noqa: SLF001 - argparse has no public list of its options
+            if not action.option_strings or isinstance(action, argparse._HelpAction):  # noqa: SLF001
+                continue
+            option = action.option_strings[-1]
+            if action.nargs == 0:
+                cases.append((f"{module_name} {option}=x", [*command, f"{option}=x"], option, "x"))
+                continue
+            values = ["<missing>"]
+            if action.choices:
+                values.append("nonsense")
+            if hasattr(action.type, "hint"):
+                values += bad_values(action.type.hint)
+            values += list(getattr(action.type, "refuses", ()))
+            for value in dict.fromkeys(values):
+                argument = [option] if value == "<missing>" else [f"{option}={value}"]
+                cases.append((f"{module_name} {option}={value}", [*command, *argument], option, value))
+    return cases
+
+
+CASES = class_cases() + command_cases()
+
+
+def test_every_option_of_the_four_classes_is_tried():
+    """A new option is tried without touching this file, and every number declares its bounds."""
+    tried = {case_id.split("=")[0] for case_id, *_ in class_cases()}
+    for classes in CLASSES.values():
+        for cls, _ in classes:
+            for name, hint in option_types(cls.__init__).items():
+                assert f"{cls.__name__}.{name}" in tried, f"{cls.__name__}.{name} gets no bad value"
+                for option in _alternatives(hint):
+                    if _base(option) is int or (_base(option) is float and typing.get_origin(hint) is not tuple):
+                        assert _bounds(option), (
+                            f"{cls.__name__}.{name}: a number without declared bounds (tiedemb.options)")
+    assert len(CASES) > 250
+
+
+@pytest.fixture(scope="module")
+def outcomes(tiny_tokenizer_dir, tmp_path_factory) -> tuple[dict[str, dict], Path]:
+    """Every case run in two subprocesses, in one folder that nothing may write to."""
+    inputs = tmp_path_factory.mktemp("option_inputs")
+    (inputs / "MRPC").mkdir()
+    rows = "".join(f"{i % 2}\t{i}\t{i + 1}\tthe man is sleeping .\tthe man sleeps .\n" for i in range(8))
+    for split in ("train.tsv", "dev.tsv"):
+        (inputs / "MRPC" / split).write_text(MRPC_HEADER + rows)
+    work = tmp_path_factory.mktemp("option_runs")
+    scratch = tmp_path_factory.mktemp("option_scratch")
+    values = {"glue": str(inputs), "tokenizer": str(tiny_tokenizer_dir)}
+    cases = {case_id: [arg.format(**values) for arg in args] for case_id, args, _, _ in CASES}
+    helpers = Path(__file__).parent
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "HF_HUB_OFFLINE": "1", "WANDB_MODE": "offline",
+           "PYTHONPATH": os.pathsep.join([str(ROOT), str(helpers), os.environ.get("PYTHONPATH", "")])}
+    env.pop("TIEDEMB_DEBUG", None)
+    names = list(cases)
+
+    def run(index: int) -> dict:
+        cases_file, results_file = scratch / f"cases{index}.json", scratch / f"results{index}.json"
+        cases_file.write_text(json.dumps({name: cases[name] for name in names[index::2]}))
+        finished = subprocess.run([sys.executable, "-m", "reliability_helpers", str(cases_file), str(results_file)],
+                                  capture_output=True, text=True, env=env, cwd=work, timeout=900,
+                                  stdin=subprocess.DEVNULL)
+        assert finished.returncode == 0, finished.stderr[-3000:]
+        return json.loads(results_file.read_text())
+
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        results = {name: result for share in pool.map(run, range(2)) for name, result in share.items()}
+    return results, work
+
+
+@pytest.mark.parametrize(("case_id", "option"), [(case_id, option) for case_id, _, option, _ in CASES],
+                         ids=[case_id for case_id, *_ in CASES])
+def test_bad_value_gets_one_message_naming_the_option(outcomes, case_id, option):
+    result = outcomes[0][case_id]
+    stderr = result["stderr"]
+    assert result["returncode"] == 2, stderr[-2000:]
+    assert "Traceback" not in stderr + result["stdout"], stderr[-2000:]
+    lines = [line for line in stderr.splitlines() if line.strip()]
+    errors = [line for line in lines if line.startswith("error:")]
+    assert len(errors) == 1 and option in errors[0], stderr[-2000:]
+    # the message and at most a hint where to look (and Lightning's "Seed set to" note before it):
+    # no usage block, no warnings around it
+    assert all(line.startswith(("error:", "hint:", "Seed set to")) for line in lines), stderr[-2000:]
+
+
+def test_no_bad_value_wrote_anything(outcomes):
+    """Refused before any file is written: no runs/ folder, no data cache, no W&B folder."""
+    assert sorted(path.name for path in outcomes[1].iterdir()) == []
+
+
+def test_the_reported_example_is_among_the_cases():
+    """The command that used to end in a 40-line traceback from jsonargparse's union matching."""
+    assert "PretrainData.synthetic_tokens=null" in {case_id for case_id, *_ in CASES}
+
+
+def test_bounds_read_as_intervals():
+    assert Bounds(0, 1, high_open=True).describe() == "in [0, 1)"
+    assert Bounds(0, low_open=True).describe() == "> 0"
+    assert 0 not in Bounds(0, low_open=True) and 1e-9 in Bounds(0, low_open=True)
+    assert 1 not in Bounds(0, 1, high_open=True) and 1 in Bounds(0, 1)

@@ -1,0 +1,190 @@
+"""What an option accepts, declared with its type, and the one check of a value against it.
+
+A number's bounds are part of the option's annotation (``batch_size: PositiveInt = 32``, the
+names below), so a new option gets its check where it is declared. ``check_arguments`` checks
+every argument of a call against its annotation: a wrong type, ``null`` where a value is needed,
+a non-finite number, zero, a negative or out-of-range number each raise a ``UserError`` naming the
+option and saying what it accepts. The classes users configure call it first thing in
+``__init__``, before any data is read or any file written.
+
+Why at construction and not only at parse time: jsonargparse reads through ``Annotated`` to the
+plain type when it parses, and for a class given by ``class_path`` it passes ``null`` on to the
+constructor even where the type does not allow it; the constructor is the one place every way of
+building the object goes through (the command line, a checkpoint, Python).
+
+The argparse commands (sweep, report, ...) use ``number`` as an option's ``type`` and
+``CommandParser``, so their mistakes read like the training command's.
+"""
+
+from __future__ import annotations
+
+import argparse
+import inspect
+import math
+import os
+import sys
+import types
+import typing
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Annotated, Any, NoReturn, Union
+
+from tiedemb.errors import UserError
+
+
+@dataclass(frozen=True)
+class Bounds:
+    """The closed or open interval a number must lie in; ``None``: unbounded on that side."""
+
+    low: float | None = None
+    high: float | None = None
+    low_open: bool = False
+    high_open: bool = False
+
+    def __contains__(self, value: float) -> bool:
+        if self.low is not None and (value < self.low or (self.low_open and value == self.low)):
+            return False
+        return not (self.high is not None and (value > self.high or (self.high_open and value == self.high)))
+
+    def describe(self) -> str:
+        if self.low is not None and self.high is not None:
+            return f"in {'(' if self.low_open else '['}{self.low:g}, {self.high:g}{')' if self.high_open else ']'}"
+        if self.low is not None:
+            return f"{'>' if self.low_open else '>='} {self.low:g}"
+        if self.high is not None:
+            return f"{'<' if self.high_open else '<='} {self.high:g}"
+        return ""
+
+
+PositiveInt = Annotated[int, Bounds(1)]
+NonNegativeInt = Annotated[int, Bounds(0)]
+PositiveFloat = Annotated[float, Bounds(0, low_open=True)]
+NonNegativeFloat = Annotated[float, Bounds(0)]
+UnitFraction = Annotated[float, Bounds(0, 1)]
+"""A share of something, 0 and 1 included (``min_lr_ratio``)."""
+Rate = Annotated[float, Bounds(0, 1, high_open=True)]
+"""A probability that may be 0 but not 1 (dropout: 1 would drop everything)."""
+OpenFraction = Annotated[float, Bounds(0, 1, low_open=True, high_open=True)]
+"""Strictly between 0 and 1 (the share of tokens masked, of text held out)."""
+
+
+# -- the check -----------------------------------------------------------------------------------
+def option_types(function: Callable[..., Any] | type) -> dict[str, Any]:
+    """The annotations of a function's parameters (or a dataclass's fields), ``Annotated`` kept.
+
+    A signature that was replaced (``__signature__``, as the modules' is) is read as it is; string
+    annotations (``from __future__ import annotations``) are resolved in the function's module.
+    """
+    if isinstance(function, type):
+        return typing.get_type_hints(function, include_extras=True)
+    signature = inspect.signature(function)
+    if all(not isinstance(parameter.annotation, str) for parameter in signature.parameters.values()):
+        return {name: parameter.annotation for name, parameter in signature.parameters.items()
+                if parameter.annotation is not inspect.Parameter.empty}
+    hints = typing.get_type_hints(function, include_extras=True)
+    return {name: hints[name] for name in signature.parameters if name in hints}
+
+
+def check_arguments(prefix: str, types_: Mapping[str, Any], arguments: Mapping[str, Any]) -> None:
+    """Raise a ``UserError`` for the first argument its annotation does not accept.
+
+    ``prefix`` is how users name the options (``model``, ``data``); arguments without an
+    annotation in ``types_`` (``self``) are not checked.
+    """
+    for name, value in arguments.items():
+        if name in types_ and not accepts(types_[name], value):
+            raise UserError(f"{prefix}.{name} must be {describe(types_[name])}, got {shown(value)}")
+
+
+def accepts(hint: Any, value: Any) -> bool:
+    """Whether ``value`` is of the annotated type and within its bounds."""
+    origin, arguments = typing.get_origin(hint), typing.get_args(hint)
+    if origin is Annotated:
+        return accepts(arguments[0], value) and all(
+            value in bound for bound in arguments[1:] if isinstance(bound, Bounds))
+    if origin in (Union, types.UnionType):
+        return any(accepts(option, value) for option in arguments)
+    if hint is type(None) or hint is None:
+        return value is None
+    if hint is bool:
+        return isinstance(value, bool)
+    if hint is int:
+        return isinstance(value, int) and not isinstance(value, bool)
+    if hint is float:
+        return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+    if hint is str:
+        return isinstance(value, str)
+    if origin is tuple:
+        return (isinstance(value, (tuple, list)) and len(value) == len(arguments)
+                and all(accepts(item_hint, item) for item_hint, item in zip(arguments, value)))
+    if origin is list:
+        return isinstance(value, (list, tuple)) and all(accepts(arguments[0], item) for item in value)
+    if origin is dict:
+        return isinstance(value, Mapping) and all(
+            accepts(arguments[0], key) and accepts(arguments[1], item) for key, item in value.items())
+    return True  # a class or Any: what the option does with it decides
+
+
+def describe(hint: Any) -> str:
+    """What an annotation accepts, in words: ``an integer >= 1, or null``."""
+    origin, arguments = typing.get_origin(hint), typing.get_args(hint)
+    if origin is Annotated:
+        bounds = " ".join(bound.describe() for bound in arguments[1:] if isinstance(bound, Bounds))
+        return f"{describe(arguments[0])} {bounds}".strip()
+    if origin in (Union, types.UnionType):
+        kinds = sorted(arguments, key=lambda option: option is type(None))  # null last
+        return ", or ".join(describe(option) for option in kinds)
+    if hint is type(None) or hint is None:
+        return "null"
+    names = {bool: "true or false", int: "an integer", float: "a finite number", str: "a string"}
+    if hint in names:
+        return names[hint]
+    if origin is tuple:
+        return f"a list of {len(arguments)} values, each {describe(arguments[0])}" if len(set(arguments)) == 1 \
+            else "a list of " + ", ".join(describe(item) for item in arguments)
+    if origin is list:
+        return f"a list, each item {describe(arguments[0])}"
+    if origin is dict:
+        return f"a mapping from {describe(arguments[0])} to {describe(arguments[1])}"
+    return getattr(hint, "__name__", str(hint))
+
+
+def shown(value: Any) -> str:
+    """A value as the user wrote it in YAML or on the command line."""
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return str(value).lower()
+    return repr(value)
+
+
+# -- the argparse commands -----------------------------------------------------------------------
+def number(hint: Any) -> Callable[[str], float]:
+    """An argparse ``type`` reading one number the annotation ``hint`` accepts (``number(PositiveInt)``)."""
+    kind = typing.get_args(hint)[0] if typing.get_origin(hint) is Annotated else hint
+
+    def read(text: str) -> float:
+        try:
+            value = kind(text)
+        except ValueError:
+            value = text
+        if not accepts(hint, value):
+            raise argparse.ArgumentTypeError(f"must be {describe(hint)}, got {text!r}")
+        return value
+
+    read.__name__ = describe(hint)  # what argparse names the type in its own messages
+    read.hint = hint  # type: ignore[attr-defined]  # for tests that try the values it refuses
+    return read
+
+
+class CommandParser(argparse.ArgumentParser):
+    """argparse, reporting a mistake as ``error: ...`` and a hint, exit 2, instead of the usage block."""
+
+    def error(self, message: str) -> NoReturn:
+        from tiedemb.training.exits import DEBUG_ENV, USER_ERROR_EXIT
+
+        if os.environ.get(DEBUG_ENV):
+            super().error(message)
+        message = message[len("argument "):] if message.startswith("argument ") else message
+        sys.stderr.write(f"error: {message}\nhint: run `{self.prog} --help` for the options\n")
+        self.exit(USER_ERROR_EXIT)
