@@ -1,7 +1,7 @@
 """A Lightning callback that measures a ``main.py fit`` run for ``benchmarks/gpu.py``.
 
-``PretrainModule`` logs throughput per step (``train/tokens_per_sec``, ``perf/flops_per_sec``,
-``perf/mfu``) from host timestamps, sampled every ``log_every_n_steps``, and logs no memory figure.
+Training logs throughput through Lightning's ThroughputMonitor (``train/device/items_per_sec``, ``train/device/flops_per_sec``,
+``train/device/mfu``), a rolling window sampled every ``log_every_n_steps``, and logs no memory figure.
 This probe adds, once at the end of training and into the same loggers (so into the run's CSV):
 
 * ``bench/tokens_per_sec``, ``bench/flops_per_sec``, ``bench/mfu``, ``bench/util``: over all steps

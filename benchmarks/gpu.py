@@ -25,7 +25,7 @@ validation inside the timed steps would disturb the timing). Their figures come 
 CSV: the probe callback ``benchmarks/fit_probe.py`` adds sustained tokens/s, FLOP/s, MFU and
 utilisation over the steps after the first 10% (timed between device synchronisations) and
 ``torch.cuda.max_memory_allocated`` (the module logs no memory figure), and the module's own per-step
-``train/tokens_per_sec`` and ``perf/mfu`` samples (every ``log_every_n_steps``) are shown beside
+``train/device/items_per_sec`` (tokens/s) and ``train/device/mfu`` samples (every ``log_every_n_steps``) are shown beside
 them as a cross-check. MFU divides by the spec-sheet dense bf16 peak (989 TFLOP/s for H100 SXM and
 H200), utilisation by the matrix-product peak ``train_step`` measured at the start in the same dtype:
 "how close to what this chip really does".
@@ -331,7 +331,7 @@ def run_fit(fit: Fit, out: Path, env: dict[str, str], dry: bool, steps: int, mat
         return Row(fit.label, failed(ran.code), ran.seconds, ran.cpu_seconds, note=last_line(ran.log))
     metrics = read_metrics(metrics_file)
     last = lambda key: metrics[key][-1] if metrics.get(key) else None  # noqa: E731
-    logged_rate, logged_mfu = metrics.get("train/tokens_per_sec", []), metrics.get("perf/mfu", [])
+    logged_rate, logged_mfu = metrics.get("train/device/items_per_sec", []), metrics.get("train/device/mfu", [])
     note = f"{int(last('bench/timed_steps') or 0)} timed steps"
     if logged_rate:
         note += f"; module-logged median {statistics.median(logged_rate):,.0f} tok/s"

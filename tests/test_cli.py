@@ -151,3 +151,45 @@ def test_embedding_width_overlays_parse_on_every_glue_config(overlay, capsys):
             main(["fit", "--config", str(config), "--config", str(overlay), "--print_config"])
         assert exited.value.code == 0
         assert f"embedding_dim: {overlay.stem}" in capsys.readouterr().out
+
+
+def csv_metrics(root: Path) -> list[dict[str, str]]:
+    import csv
+
+    with open(next(root.rglob("metrics.csv")), newline="", encoding="utf-8") as handle:
+        return list(csv.DictReader(handle))
+
+
+def test_default_loggers_record_the_learning_rate_and_throughput(tmp_path, monkeypatch):
+    """The default callbacks: Lightning's LearningRateMonitor and ThroughputMonitor, in the CSV metrics."""
+    monkeypatch.chdir(tmp_path)  # the default loggers write under ./runs
+    monkeypatch.setenv("WANDB_MODE", "disabled")
+    cli = main(["fit", "--config", str(CONFIGS / "tied.yaml"), "--config", str(TINY), "--trainer.max_steps=12",
+                "--trainer.enable_progress_bar=false", "--trainer.enable_model_summary=false"])
+    assert {type(logger).__name__ for logger in cli.trainer.loggers} == {"WandbLogger", "CSVLogger"}
+    rows = csv_metrics(tmp_path / "runs" / "csv")
+    lr = [(int(row["step"]), float(row["lr/pg1"])) for row in rows if row.get("lr/pg1")]
+    assert [step for step, _ in lr] == list(range(12))  # every step (log_every_n_steps: 1)
+    peak = cli.model.hparams.learning_rate
+    assert lr[0][1] == pytest.approx(peak / 3)  # warmup_steps: 2, so 1/3, 2/3, then the peak
+    assert max(value for _, value in lr) == pytest.approx(peak)
+    assert all(row["lr/pg1"] == row["lr/pg2"] for row in rows if row.get("lr/pg1"))
+    assert "lr" not in rows[0]  # logged once, by the callback
+    tokens = [float(row["train/device/items_per_sec"]) for row in rows if row.get("train/device/items_per_sec")]
+    flops = [float(row["train/device/flops_per_sec"]) for row in rows if row.get("train/device/flops_per_sec")]
+    assert len(tokens) == len(flops) == 3  # the window of 10 batches is full from batch 10
+    assert all(value > 0 for value in tokens + flops)
+
+
+def test_print_shtab_prints_a_bash_completion_script(tmp_path):
+    """``main.py fit --print_shtab=bash``: a bash script completing the subcommands and their options."""
+    result = subprocess.run([sys.executable, str(ROOT / "main.py"), "fit", "--print_shtab=bash"], capture_output=True,
+                            text=True, cwd=tmp_path, stdin=subprocess.DEVNULL, timeout=240)
+    assert result.returncode == 0, result.stderr[-2000:]
+    script = result.stdout
+    assert "complete -o bashdefault -F _shtab_main_py main.py" in script  # registers itself for main.py
+    for word in ("fit", "initloss", "--config", "--trainer.max_steps", "--log_level"):
+        assert word in script, word
+    (tmp_path / "completion.sh").write_text(script)
+    syntax = subprocess.run(["bash", "-n", str(tmp_path / "completion.sh")], capture_output=True, text=True)
+    assert syntax.returncode == 0, syntax.stderr

@@ -52,9 +52,13 @@ def class_identity(path: str) -> str:
     return f"{cls.__module__}.{cls.__qualname__}"
 
 
-ADDED = {("data", "init_args", "length_grouping"): 0, ("data", "init_args", "sort_eval_by_length"): False}
+ADDED = {("data", "init_args", "length_grouping"): 0, ("data", "init_args", "sort_eval_by_length"): False,
+         ("log_level",): None}
 """Options added since, with the default that keeps a configuration as it was: (path) -> default.
 A command line that resolves one of them to anything else resolves differently, and fails."""
+
+ADDED_CALLBACKS = {"lightning.pytorch.callbacks.LearningRateMonitor", "tiedemb.modules.throughput.ModelThroughput"}
+"""Default callbacks added since that only observe a run (what they log changes no result)."""
 
 
 def without_added(config: dict[str, Any]) -> dict[str, Any]:
@@ -66,6 +70,10 @@ def without_added(config: dict[str, Any]) -> dict[str, Any]:
             parent = parent.get(key) or {}
         if path[-1] in parent:
             assert parent.pop(path[-1]) == default, f"{'.'.join(path)} is not its default {default!r}"
+    trainer = config.get("trainer") or {}
+    if isinstance(trainer.get("callbacks"), list):
+        trainer["callbacks"] = [callback for callback in trainer["callbacks"]
+                                if not (isinstance(callback, dict) and callback.get("class_path") in ADDED_CALLBACKS)]
     return config
 
 

@@ -6,26 +6,29 @@ LightningCLI object, so tests drive the real command line with a list of argumen
 
 from __future__ import annotations
 
+import argparse
 import os
 import re
 import sys
 import warnings
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import Any, Literal, NoReturn
 
 import lightning as L
-from lightning.pytorch.callbacks import ModelCheckpoint
+from lightning.pytorch.callbacks import LearningRateMonitor, ModelCheckpoint, ThroughputMonitor
 from lightning.pytorch.cli import LightningArgumentParser, LightningCLI, SaveConfigCallback
 from lightning.pytorch.plugins.io import TorchCheckpointIO
 from lightning.pytorch.utilities.exceptions import SIGTERMException
 
 from tiedemb.errors import UserError, check_choice
+from tiedemb.modules.throughput import ModelThroughput
 from tiedemb.nn.config import OBJECTIVES
 from tiedemb.options import shown
 from tiedemb.training.checkpoint_io import AtomicCheckpointIO
 from tiedemb.training.checkpoints import check_compatible, find_last_checkpoint, fresh_checkpoint_dir, read_checkpoint
 from tiedemb.training.exits import DEBUG_ENV, PREEMPTED_EXIT, USER_ERROR_EXIT, report_user_errors
 from tiedemb.training.files import first_free
+from tiedemb.training.log_level import LEVELS, set_log_level, set_log_level_from_env
 from tiedemb.training.parameter_counts import ParameterCounts
 from tiedemb.training.random_state import RandomState
 from tiedemb.training.wandb_mode import WANDB_ID_KEY, WandbRunId, choose_wandb_mode, continue_wandb_run, wandb_run_id
@@ -48,6 +51,10 @@ DEFAULT_CALLBACKS = [
             "auto_insert_metric_name": False,
         },
     },
+    # The schedule's learning rate (lr/pg1, lr/pg2) at every logged step.
+    {"class_path": "lightning.pytorch.callbacks.LearningRateMonitor"},
+    # Tokens/s, model FLOPs/s and MFU from the modules' own FLOP count (tiedemb.modules.throughput).
+    {"class_path": "tiedemb.modules.throughput.ModelThroughput"},
 ]
 
 
@@ -97,8 +104,39 @@ NO_CLASS = re.compile(r"required: .*\b(model|data)\b|'lightning\.(LightningModul
 """A parse error caused by a command line that names no model or data class."""
 
 
+class PrintShtab(argparse.Action):
+    """``--print_shtab=SHELL``: print the whole program's completion script (every subcommand) and exit.
+
+    jsonargparse writes the script (completing option names, choices and class paths) with the
+    ``shtab`` package; since jsonargparse 4.47 it offers that only as an opt-in ``--print_completion``
+    on the top-level parser, so tiedemb keeps the familiar option, on every subcommand too.
+    """
+
+    def __init__(self, option_strings: list[str], dest: str = argparse.SUPPRESS, **kwargs: Any) -> None:
+        super().__init__(option_strings, dest=dest, default=argparse.SUPPRESS, metavar="SHELL",
+                         help="Print a completion script for SHELL (bash, zsh, tcsh, ...) and exit.", **kwargs)
+
+    def __call__(self, parser: Any, namespace: Any, shell: Any, option_string: str | None = None) -> None:
+        try:
+            import shtab
+        except ImportError:
+            raise UserError("--print_shtab needs the shtab package: pip install shtab") from None
+        if shell not in shtab.SUPPORTED_SHELLS:
+            raise UserError(f"--print_shtab={shell!r} is not a known shell; valid: {', '.join(shtab.SUPPORTED_SHELLS)}")
+        root = parser
+        while getattr(root, "parent_parser", None) is not None:
+            root = root.parent_parser
+        print(root.get_completion_script(f"shtab-{shell}"))
+        parser.exit(0)
+
+
 class ArgumentParser(LightningArgumentParser):
-    """Reports a command-line mistake in two lines instead of the whole usage block."""
+    """Reports a command-line mistake in two lines instead of the whole usage block; ``--print_shtab``."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        # Taken before jsonargparse would add its own --print_shtab, which only says it is gone.
+        self.add_argument("--print_shtab", action=PrintShtab)
 
     def error(self, message: str, ex: Exception | None = None) -> NoReturn:
         if not self.exit_on_error or os.environ.get(DEBUG_ENV):
@@ -169,6 +207,9 @@ class TiedembCLI(LightningCLI):
         return {**LightningCLI.subcommands(), "initloss": {"model", "datamodule"}}
 
     def add_arguments_to_parser(self, parser: LightningArgumentParser) -> None:
+        parser.add_argument("--log_level", type=Literal[LEVELS] | None, default=None,
+                            help="Show tiedemb's own log messages of this level and above (default: the "
+                                 "TIEDEMB_LOG_LEVEL environment variable, else warnings only).")
         # Sizes the data decides are never typed twice (LINKED_FROM_DATA).
         parser.link_arguments("data.vocab_size", "model.init_args.vocab_size", apply_on="instantiate")
         parser.link_arguments("data.pad_token_id", "model.init_args.pad_token_id", apply_on="instantiate")
@@ -190,6 +231,7 @@ class TiedembCLI(LightningCLI):
 
     def before_instantiate_classes(self) -> None:
         config = self.config[self.subcommand] if self.subcommand else self.config
+        set_log_level(config.get("log_level"))
         model, data = config.get("model"), config.get("data")
         # The pretraining data collates for the model's objective (and trains the matching
         # tokenizer kind); copied here because only that pair of classes shares the setting.
@@ -221,6 +263,15 @@ class TiedembCLI(LightningCLI):
         # A resumed run continues its W&B run: the run's id travels in its checkpoints.
         if not any(isinstance(callback, WandbRunId) for callback in trainer.callbacks):
             trainer.callbacks.append(WandbRunId())
+        # The learning rate and throughput are logged also where a config lists its own callbacks
+        # (the GLUE configs checkpoint on a dev metric). Without a logger (--trainer.logger=false)
+        # LearningRateMonitor would stop the run, having nowhere to write: it is left out.
+        if not trainer.loggers:
+            trainer.callbacks = [callback for callback in trainer.callbacks if not isinstance(callback, LearningRateMonitor)]
+        elif not any(isinstance(callback, LearningRateMonitor) for callback in trainer.callbacks):
+            trainer.callbacks.append(LearningRateMonitor())
+        if not any(isinstance(callback, ThroughputMonitor) for callback in trainer.callbacks):
+            trainer.callbacks.append(ModelThroughput())
         # Crash-safe checkpoint files, where the strategy uses Lightning's plain writer (single
         # device, DDP, FSDP full state); strategies with their own writer keep it.
         if type(trainer.strategy.checkpoint_io) is TorchCheckpointIO:
@@ -343,6 +394,7 @@ def _task_name(task_spec: Any) -> str:
 
 
 def build_cli(args: list[str] | None = None, run: bool = True) -> TiedembCLI:
+    set_log_level_from_env()
     choose_wandb_mode()
     return TiedembCLI(
         model_class=L.LightningModule,

@@ -55,6 +55,24 @@ def test_report_writes_tables_plots_and_lists_failed_runs(runs_folder):
     assert not list(runs_folder.glob(".*.partial"))  # nothing half-written left behind
 
 
+def test_report_without_matplotlib_writes_its_tables_and_says_why_no_figures(runs_folder, monkeypatch):
+    import builtins
+
+    real_import = builtins.__import__
+
+    def no_matplotlib(name, *args, **kwargs):
+        if name == "matplotlib" or name.startswith("matplotlib."):
+            raise ImportError(f"No module named {name!r}")
+        return real_import(name, *args, **kwargs)
+
+    monkeypatch.setattr(builtins, "__import__", no_matplotlib)
+    notes: list[str] = []
+    path = build_report(runs_folder, wandb=False, analyses=False, echo=notes.append)
+    assert "## 1. Tied embeddings" in path.read_text() and (runs_folder / "tied_embeddings.csv").is_file()
+    assert not list(runs_folder.glob("*.png"))
+    assert any("matplotlib is not installed" in note and "tiedemb[report]" in note for note in notes)
+
+
 def test_plain_run_folders_are_read_with_labels_from_their_settings(tmp_path):
     from run_folders import write_metrics
     from tiedemb.experiments.runs import find_runs

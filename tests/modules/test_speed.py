@@ -43,6 +43,18 @@ def test_untied_and_bert_heads_count_their_own_matrices():
     assert bert.per_output == last_layer + 32 * 32 + 50 * 32
 
 
+def test_a_classifier_counts_its_pooler_and_classifier_at_the_cls_row():
+    from tiedemb.nn.classifier import SequenceClassifier
+
+    config = TransformerConfig(vocab_size=50, objective="mlm", **TINY)
+    last_layer = 32 * 32 + 2 * 32 * 64  # out, up, down: run at [CLS] only
+    with_pooler = MatmulWeights.of(SequenceClassifier(config, num_labels=3))
+    assert with_pooler.per_output == last_layer + 32 * 32 + 3 * 32
+    assert MatmulWeights.of(SequenceClassifier(config, num_labels=3, pooler=False)).per_output == last_layer + 3 * 32
+    # a batch of 2 sequences projects 2 positions; evaluation is the forward third
+    assert with_pooler.forward_flops(2, 8, output_positions=2) == with_pooler.training_flops(2, 8, output_positions=2) / 3
+
+
 def test_known_gpus_have_a_peak_and_others_none():
     assert gpu_peak_flops("NVIDIA H200") == 989e12
     assert gpu_peak_flops("NVIDIA H100 80GB HBM3") == 989e12
@@ -169,29 +181,41 @@ def test_compiled_model_gives_the_eager_loss_and_keeps_checkpoint_keys(objective
 
 
 # -- perf metrics ----------------------------------------------------------------------------------
-class _Recorder(L.Callback):
-    def __init__(self) -> None:
-        self.logged: list[dict[str, float]] = []
+def _csv_metrics(root) -> list[dict[str, str]]:
+    import csv
+    from pathlib import Path
 
-    def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx) -> None:
-        self.logged.append({k: float(v) for k, v in trainer.callback_metrics.items() if k.startswith("perf/")})
+    with open(next(Path(root).rglob("metrics.csv")), newline="") as handle:
+        return list(csv.DictReader(handle))
+
+
+def _last(rows: list[dict[str, str]], name: str) -> float | None:
+    values = [float(row[name]) for row in rows if row.get(name)]
+    return values[-1] if values else None
 
 
 @pytest.mark.parametrize("peak_flops", [None, 1e9])
 @pytest.mark.end_to_end
 def test_fit_logs_throughput_and_mfu_only_with_a_peak(tmp_path, peak_flops):
+    from lightning.pytorch.loggers import CSVLogger
+
+    from tiedemb.modules.throughput import ModelThroughput
+
     data = PretrainData(vocab_size=200, block_size=16, batch_size=4, synthetic_tokens=4096,
                         synthetic_val_tokens=512)
     module = PretrainModule(vocab_size=data.vocab_size, peak_flops=peak_flops, **TINY)
-    recorder = _Recorder()
-    trainer = L.Trainer(max_steps=4, logger=False, enable_progress_bar=False, enable_model_summary=False,
-                        enable_checkpointing=False, default_root_dir=tmp_path, limit_val_batches=0,
-                        accelerator="cpu", callbacks=[recorder], log_every_n_steps=1)
+    trainer = L.Trainer(max_steps=5, logger=CSVLogger(tmp_path), enable_progress_bar=False,
+                        enable_model_summary=False, enable_checkpointing=False, limit_val_batches=0,
+                        accelerator="cpu", callbacks=[ModelThroughput(window_size=3)], log_every_n_steps=1)
     trainer.fit(module, datamodule=data)
-    last = recorder.logged[-1]
-    assert last["perf/flops_per_sec"] > 0
-    assert 0.0 <= last["perf/data_wait_fraction"] <= 1.0
+    rows = _csv_metrics(tmp_path)
+    flops_per_sec, tokens_per_sec = _last(rows, "train/device/flops_per_sec"), _last(rows, "train/device/items_per_sec")
+    assert flops_per_sec > 0 and tokens_per_sec > 0
+    # the module's own count: flops per token of an MLM batch lie between the all-positions count and none
+    weights = MatmulWeights.of(module.model)
+    assert flops_per_sec / tokens_per_sec <= weights.training_flops(4, 16) / 64
+    assert 0.0 <= _last(rows, "perf/data_wait_fraction") <= 1.0
     if peak_flops is None:
-        assert "perf/mfu" not in last  # a CPU has no table entry
+        assert _last(rows, "train/device/mfu") is None  # a CPU has no peak in either table
     else:
-        assert last["perf/mfu"] == pytest.approx(last["perf/flops_per_sec"] / peak_flops)
+        assert _last(rows, "train/device/mfu") == pytest.approx(flops_per_sec / peak_flops)

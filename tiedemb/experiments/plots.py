@@ -1,7 +1,8 @@
 """The report's figures as PNG files (matplotlib, no display needed).
 
 Each function takes runs or table rows, draws one figure and writes it atomically; it returns
-the path written, or ``None`` when there is nothing to draw.
+the path written, or ``None`` when there is nothing to draw or matplotlib is not installed
+(``pip install "tiedemb[report]"``): the report's tables do not need it.
 """
 
 from __future__ import annotations
@@ -12,22 +13,37 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-import matplotlib
+from tiedemb.experiments.aggregate import SEED_LABEL, Stat, group_runs, pretraining_runs
+from tiedemb.experiments.runs import Run
+from tiedemb.training.files import atomic_write_bytes
 
-matplotlib.use("Agg")  # files only: no display on clusters and CI
-import matplotlib.pyplot as plt  # noqa: E402
+MISSING = "no figures: matplotlib is not installed (pip install \"tiedemb[report]\")"
 
-from tiedemb.experiments.aggregate import SEED_LABEL, Stat, group_runs, pretraining_runs  # noqa: E402
-from tiedemb.experiments.runs import Run  # noqa: E402
-from tiedemb.training.files import atomic_write_bytes  # noqa: E402
+
+def available() -> bool:
+    """Whether matplotlib can be imported, so that figures can be drawn."""
+    return _pyplot() is not None
+
+
+def _pyplot() -> Any:
+    # Imported on first use: the report's tables and every other command run without matplotlib.
+    try:
+        import matplotlib
+    except ImportError:
+        return None
+    matplotlib.use("Agg")  # files only: no display on clusters and CI
+    import matplotlib.pyplot as plt
+
+    return plt
+
 
 DPI = 120
 
 
-def _save(figure: plt.Figure, path: Path) -> Path:
+def _save(figure: Any, path: Path) -> Path:
     buffer = io.BytesIO()
     figure.savefig(buffer, format="png", dpi=DPI, bbox_inches="tight")
-    plt.close(figure)
+    _pyplot().close(figure)
     atomic_write_bytes(path, buffer.getvalue())
     return path
 
@@ -51,6 +67,9 @@ def loss_curves(runs: Iterable[Run], path: Path) -> Path | None:
     variant starts. Bottom row: the same curves from the first evaluation on, where the variants'
     differences in training are visible at their own scale.
     """
+    plt = _pyplot()
+    if plt is None:
+        return None
     chosen = [run for run in pretraining_runs(runs) if run.metrics.get("val/loss")]
     if not chosen:
         return None
@@ -118,6 +137,9 @@ def _stat_series(rows: list[dict[str, Any]], column: str) -> tuple[list[float], 
 
 def dev_score_vs_dim(rows: list[dict[str, Any]], score_columns: list[str], path: Path) -> Path | None:
     """Dev scores against d_e (mean ± std over seeds), total parameters on a second axis."""
+    plt = _pyplot()
+    if plt is None:
+        return None
     columns = [column for column in score_columns if any(isinstance(row.get(column), Stat) for row in rows)]
     if not rows or not columns:
         return None
@@ -155,6 +177,9 @@ def dev_score_vs_dim(rows: list[dict[str, Any]], score_columns: list[str], path:
 
 def effective_rank_vs_dim(points: dict[str, dict[int, list[float]]], path: Path) -> Path | None:
     """Effective rank of the token embedding against d_e, one line per study/variant, y = d_e for reference."""
+    plt = _pyplot()
+    if plt is None:
+        return None
     if not any(points.values()):
         return None
     figure, axis = plt.subplots(figsize=(7.2, 4.6))

@@ -203,6 +203,8 @@ def build_report(root: str | Path, target_loss: float | None = None, at_steps: l
     tables = [tied, dims, analysis_table(runs, results), runs_table(runs)]
     for table in tables:
         write_csv(table, root / f"{table.name}.csv")
+    if not plots.available():
+        echo(f"note: {plots.MISSING}")
     figures = {
         "loss_curves.png": plots.loss_curves(runs, root / "loss_curves.png"),
         "dev_score_vs_de.png": plots.dev_score_vs_dim(dims.rows, dims.score_columns, root / "dev_score_vs_de.png"),

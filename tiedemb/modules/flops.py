@@ -14,6 +14,10 @@ step. Two refinements make the figure the work the model really does:
 * embedding lookups cost nothing (they are gathers), and vectors (biases, norm gains) are
   ignored, as PaLM does: they add O(d) per token against O(d^2).
 
+A sequence classifier is counted the same way, its pooler and classifier being the head and its
+[CLS] row the one projected position of each sequence. Evaluation runs the forward pass only,
+a third of a training step.
+
 As in PaLM, causal attention is counted in full although half of the score matrix is masked:
 the figure is comparable across objectives, not a count of the kernel's multiply-adds.
 """
@@ -41,13 +45,13 @@ class MatmulWeights:
     """Entries of the weight matrices a token meets, split by where they are applied."""
 
     per_token: int  # applied at every position: embedding projection, encoder blocks but the tail below
-    per_output: int  # applied at each projected position: last block's out + FFN, head, vocabulary matrix
+    per_output: int  # applied at each projected position: last block's out + FFN, head (vocabulary matrix, classifier)
     num_layers: int
     hidden_size: int
 
     @classmethod
     def of(cls, model: nn.Module) -> MatmulWeights:
-        """Count the ``nn.Linear`` weights of a ``tiedemb.nn.Transformer``.
+        """Count the ``nn.Linear`` weights of a ``tiedemb.nn.Transformer`` or ``SequenceClassifier``.
 
         Counting the built modules instead of re-deriving shapes from the config keeps every
         head variant right, including ones added later.
@@ -57,7 +61,7 @@ class MatmulWeights:
         tail = _linear_weights(blocks[-1].attention.out) + _linear_weights(blocks[-1].ffn) if len(blocks) else 0
         return cls(
             per_token=per_token - tail,
-            per_output=tail + _linear_weights(model.head),
+            per_output=tail + sum(_linear_weights(part) for part in _heads(model)),
             num_layers=model.config.num_layers,
             hidden_size=model.config.hidden_size,
         )
@@ -73,6 +77,16 @@ class MatmulWeights:
         dense = 6 * (tokens * self.per_token + outputs * self.per_output)
         attention = 12 * self.num_layers * seq_len * self.hidden_size * tokens
         return float(dense + attention)
+
+    def forward_flops(self, batch_size: int, seq_len: int, output_positions: int | None = None) -> float:
+        """FLOPs of the forward pass alone (evaluation): a third of ``training_flops``."""
+        return self.training_flops(batch_size, seq_len, output_positions) / 3
+
+
+def _heads(model: nn.Module) -> list[nn.Module]:
+    # A language model's output head, or a classifier's pooler and classifier.
+    names = ("head",) if hasattr(model, "head") else ("pooler", "classifier")
+    return [part for part in (getattr(model, name, None) for name in names) if part is not None]
 
 
 def _linear_weights(module: nn.Module) -> int:

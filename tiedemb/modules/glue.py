@@ -15,6 +15,7 @@ from torchmetrics import MeanMetric, MetricCollection
 
 from tiedemb.data.glue_tasks import TASKS, GlueTask
 from tiedemb.errors import UserError, check_choice
+from tiedemb.modules.flops import MatmulWeights
 from tiedemb.modules.glue_metrics import build_metric, epochs_to_converge, metric_names, split_suffix
 from tiedemb.modules.optim import DECAYS, adamw_with_schedule
 from tiedemb.modules.settings import save_settings, takes_model_settings
@@ -93,6 +94,9 @@ class GlueModule(L.LightningModule):
         self.model = SequenceClassifier(self.config, num_labels, pooler=pooler, classifier_dropout=classifier_dropout)
         if source is not None:
             self._load_source(source, reinit_embeddings)
+        # Model FLOPs of the batch just run, for the Trainer's ThroughputMonitor (tiedemb.modules.throughput).
+        self._matmul_weights = MatmulWeights.of(self.model)
+        self.flops_per_batch: float | None = None
         self.eval_metrics = nn.ModuleDict()
         self.eval_losses = nn.ModuleDict()
         self._eval_splits: list[str] = []
@@ -145,6 +149,10 @@ class GlueModule(L.LightningModule):
         return self.model(input_ids, attention_mask=attention_mask, token_type_ids=token_type_ids)
 
     def _logits(self, batch: dict[str, Tensor]) -> Tensor:
+        # Only the [CLS] row of each sequence reaches the last block's tail, pooler and classifier.
+        count = self._matmul_weights.training_flops if self.training else self._matmul_weights.forward_flops
+        batch_size, length = batch["input_ids"].shape
+        self.flops_per_batch = count(batch_size, length, output_positions=batch_size)
         return self(batch["input_ids"], batch.get("attention_mask"), batch.get("token_type_ids"))
 
     # -- setup: metric objects for the splits this run evaluates -----------------------------------
@@ -183,7 +191,6 @@ class GlueModule(L.LightningModule):
     def training_step(self, batch: dict[str, Tensor], batch_idx: int) -> Tensor:
         loss = F.cross_entropy(self._logits(batch).float(), batch["labels"])
         self.log("train/loss", loss, prog_bar=True)
-        self.log("lr", self.trainer.optimizers[0].param_groups[0]["lr"] if self.trainer.optimizers else 0.0)
         return loss
 
     # -- evaluation ----------------------------------------------------------------------------------

@@ -50,7 +50,11 @@ def adamw_with_schedule(
     decay: str,
     min_lr_ratio: float,
 ) -> dict:
-    """What ``configure_optimizers`` returns: AdamW plus a per-step LambdaLR."""
+    """What ``configure_optimizers`` returns: AdamW plus a per-step LambdaLR.
+
+    The schedule is named ``lr``: Lightning's ``LearningRateMonitor`` logs it as ``lr/pg1``
+    (matrices) and ``lr/pg2`` (biases and norm gains), equal at every step.
+    """
     groups = parameter_groups(model, weight_decay)
     # The fused kernel reads and writes each parameter, gradient and moment once per step (on CPU
     # about 3x faster than the multi-tensor path); it exists for CPU and CUDA float tensors.
@@ -63,4 +67,4 @@ def adamw_with_schedule(
     scheduler = torch.optim.lr_scheduler.LambdaLR(
         optimizer, warmup_then_decay(total_steps, warmup_steps, decay, min_lr_ratio)
     )
-    return {"optimizer": optimizer, "lr_scheduler": {"scheduler": scheduler, "interval": "step"}}
+    return {"optimizer": optimizer, "lr_scheduler": {"scheduler": scheduler, "interval": "step", "name": "lr"}}

@@ -12,7 +12,7 @@ from torch import Tensor
 from torchmetrics import MeanMetric
 
 from tiedemb.errors import UserError, check_choice
-from tiedemb.modules.flops import MatmulWeights, device_peak_flops
+from tiedemb.modules.flops import MatmulWeights
 from tiedemb.modules.optim import DECAYS, adamw_with_schedule
 from tiedemb.modules.settings import save_settings, takes_model_settings
 from tiedemb.nn import LMOutput, Transformer, TransformerConfig
@@ -40,20 +40,20 @@ class PretrainModule(L.LightningModule):
     ``compile: true`` compiles the encoder blocks with ``torch.compile`` when the Trainer sets the
     model up (checkpoint keys are unchanged).
 
-    Throughput, logged every training batch (per device):
+    Throughput: ``flops_per_batch`` is the model FLOPs of the batch just run, for the Trainer's
+    ``ThroughputMonitor`` (``tiedemb.modules.throughput``, a default callback), which logs tokens
+    per second, FLOPs per second and MFU. Model FLOPs are PaLM's count (``tiedemb.modules.flops``):
+    6 FLOPs per weight-matrix entry per row it multiplies (forward 2, backward 4), plus
+    12 * layers * T * d per token for attention. The embedding projection and encoder count at
+    every position; the output head (its transform and the vocabulary matrix) counts only where
+    logits are computed: every position for CLM, the masked positions for MLM, and so do the last
+    block's attention output projection and feed-forward, which run only there. Embedding lookups,
+    biases and norms are not counted. ``peak_flops`` (FLOP/s), when given, is the peak MFU is
+    measured against.
 
-    * ``perf/flops_per_sec``: model FLOPs of the batch over its period (end of the previous batch
-      to end of this one). Model FLOPs are PaLM's count (``tiedemb.modules.flops``): 6 FLOPs per
-      weight-matrix entry per row it multiplies (forward 2, backward 4), plus 12 * layers * T * d
-      per token for attention. The embedding projection and encoder count at every position; the
-      output head (its transform and the vocabulary matrix) counts only where logits are
-      computed: every position for CLM, the masked positions for MLM, and so do the last block's
-      attention output projection and feed-forward, which run only there. Embedding lookups,
-      biases and norms are not counted.
-    * ``perf/mfu``: that over the device's peak: ``peak_flops`` (FLOP/s) when given, else a dense
-      bf16 figure for a known GPU (H100, H200, A100) in 16-bit precision; not logged otherwise.
-    * ``perf/data_wait_fraction``: the part of the period between the end of the previous batch's
-      step and the start of this one's, when the loop fetches and moves the batch.
+    ``perf/data_wait_fraction``, logged every training batch: the part of the batch's period (end
+    of the previous batch to end of this one) between the end of the previous batch's step and the
+    start of this one's, when the loop fetches and moves the batch.
     """
 
     @takes_model_settings(ARCHITECTURE, TRAINING, LANGUAGE_MODEL)
@@ -79,14 +79,12 @@ class PretrainModule(L.LightningModule):
         self.config = TransformerConfig(**model)
         self.model = Transformer(self.config)
         self.val_loss = MeanMetric()
-        self._last_step_time: float | None = None
         self._described: dict[str, float] = {}
         self.initial_loss: float | None = None
         self._compiled = False
         # Counted now, from full-size modules: a sharding strategy may later wrap or flatten them.
         self._matmul_weights = MatmulWeights.of(self.model)
-        self._peak_flops: float | None = None
-        self._step_flops = 0.0
+        self.flops_per_batch: float | None = None  # read by ThroughputMonitor after every batch
         self._batch_start: float | None = None
         self._batch_end: float | None = None
 
@@ -146,8 +144,6 @@ class PretrainModule(L.LightningModule):
         for logger in self.loggers:
             logger.log_metrics(described, step=self.global_step)
         self._described = described
-        self._last_step_time = None
-        self._peak_flops = self._resolve_peak_flops()
 
     def training_loss(self, batch: dict[str, Tensor]) -> Tensor:
         """The loss a training step backpropagates."""
@@ -166,41 +162,29 @@ class PretrainModule(L.LightningModule):
             )
         self.log("train/loss", loss, prog_bar=True)
         self.log("train/ppl", torch.exp(loss.detach().clamp(max=50)))
-        self.log("lr", self.trainer.optimizers[0].param_groups[0]["lr"] if self.trainer.optimizers else 0.0)
-        now = time.perf_counter()
-        if self._last_step_time is not None:
-            tokens = batch["input_ids"].numel() * self.trainer.world_size
-            self.log("train/tokens_per_sec", tokens / max(now - self._last_step_time, 1e-9))
-        self._last_step_time = now
-        self._step_flops = self._matmul_weights.training_flops(
-            *batch["input_ids"].shape, output_positions=None if self.config.causal else output.num_targets
-        )
+        self.flops_per_batch = self._matmul_weights.training_flops(*batch["input_ids"].shape,
+                                                                   output_positions=self._output_positions(output))
         return loss
 
-    # -- throughput ------------------------------------------------------------------------------------
+    def _output_positions(self, output: LMOutput) -> int | None:
+        # MLM computes logits at the masked positions only; None is every position.
+        return None if self.config.causal else int(output.num_targets)
+
+    # -- data wait -------------------------------------------------------------------------------------
     # A batch's period runs from the end of one training batch to the end of the next; the wait is its
     # first part, from that end to the start of this batch's step (Lightning fetches and moves the
     # batch in between). On a GPU these are host timestamps: the host runs ahead of the device until
     # something synchronises, so the period still averages to the device's step time, and the wait
     # counts only time the host did not spend queueing work.
-    def _resolve_peak_flops(self) -> float | None:
-        if self.hparams.get("peak_flops"):
-            return float(self.hparams.peak_flops)
-        return device_peak_flops(self.device, str(self.trainer.precision))
-
     def on_train_batch_start(self, batch: Any, batch_idx: int) -> None:
         self._batch_start = time.perf_counter()
 
     def on_train_batch_end(self, outputs: Any, batch: Any, batch_idx: int) -> None:
         now = time.perf_counter()
-        if self._batch_end is not None and self._batch_start is not None and self._step_flops:
+        if self._batch_end is not None and self._batch_start is not None:
             period = max(now - self._batch_end, 1e-9)
             self.log("perf/data_wait_fraction", max(self._batch_start - self._batch_end, 0.0) / period)
-            flops_per_sec = self._step_flops / period
-            self.log("perf/flops_per_sec", flops_per_sec)
-            if self._peak_flops:
-                self.log("perf/mfu", flops_per_sec / self._peak_flops)
-        self._batch_end, self._step_flops = now, 0.0
+        self._batch_end = now
 
     def _reset_throughput_clock(self) -> None:
         # Validation, checkpointing and epoch changes between two batches are not data waiting.
@@ -228,6 +212,8 @@ class PretrainModule(L.LightningModule):
     # -- validation ----------------------------------------------------------------------------------
     def validation_step(self, batch: dict[str, Tensor], batch_idx: int) -> None:
         output = self(**batch, return_logits=False)
+        self.flops_per_batch = self._matmul_weights.forward_flops(*batch["input_ids"].shape,
+                                                                  output_positions=self._output_positions(output))
         # weight by the number of predicted tokens, so the epoch value is a per-token mean
         self.val_loss.update(output.loss.detach(), weight=max(output.num_targets, 1))
 

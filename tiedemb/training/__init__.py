@@ -11,4 +11,5 @@
 - ``hub``: whether the Hugging Face hub can be reached, probed once
 - ``wandb_mode``: W&B online or offline, probed once; one W&B run across resumes
 - ``exits``: how every command reports a user's mistake (one line, exit status 2)
+- ``log_level``: ``TIEDEMB_LOG_LEVEL`` and ``--log_level``, how much of tiedemb's own logging is shown
 """
