@@ -358,8 +358,14 @@ class Workspace:
             if pattern is not None and not glob.glob(str(self.repo / pattern), recursive=True):
                 return True
         reads_runs = command.subcommand.startswith("tiedemb.") and command.subcommand != "tiedemb.sweep"
-        return reads_runs and any(arg.startswith("runs/") and self.placeholder_pattern(arg) is None
-                                  and not (self.repo / arg).exists() for arg in command.argv)
+        if reads_runs and any(arg.startswith("runs/") and self.placeholder_pattern(arg) is None
+                              and not (self.repo / arg).exists() for arg in command.argv):
+            return True
+        # a path an earlier command of the same document names (writes) and nothing has written yet,
+        # such as an export folder a later fit starts from
+        named_before = {arg for earlier in COMMANDS[:COMMANDS.index(command)] if earlier.doc == command.doc
+                        for arg in earlier.argv[1:] if "/" in arg and not arg.startswith("-")}
+        return any(arg in named_before and not (self.repo / arg).exists() for arg in command.argv)
 
 
 def wandb_credentials() -> bool:

@@ -20,6 +20,8 @@ import torch
 from tiedemb import GlueModule, PretrainModule
 from tiedemb.cli import main as cli_main
 from tiedemb.export import main as export
+from tiedemb.nn.config import ARCHITECTURE, TransformerConfig
+from tiedemb.weights.language_model import HEAD_SETTINGS
 
 ROOT = Path(__file__).resolve().parents[1]
 CONFIGS = ROOT / "configs"
@@ -129,6 +131,48 @@ def test_bert_head_mlm_model_gives_its_logits_as_bert_for_masked_lm_and_fills_ma
     torch.testing.assert_close(real_rows(actual, mask), real_rows(expected, mask), atol=1e-4, rtol=0)
     answers = pipeline("fill-mask", model=str(out))("the dog [MASK] on the mat .")
     assert len(answers) == 5 and all(answer["token_str"] for answer in answers)
+
+
+@pytest.mark.end_to_end
+def test_an_exported_masked_lm_loads_back_into_pretrain_module_with_the_same_logits(mlm_checkpoint, tmp_path):
+    out = tmp_path / "mlm"
+    assert export([str(mlm_checkpoint), str(out)]) == 0
+    trained = PretrainModule.load_from_checkpoint(mlm_checkpoint).eval()
+    vocab = trained.config.vocab_size
+    back = PretrainModule(vocab_size=vocab, pretrained=str(out)).eval()  # every other setting from the folder
+    fixed = [*TransformerConfig.field_names_of(ARCHITECTURE), *HEAD_SETTINGS]
+    assert {name: getattr(back.config, name) for name in fixed} == {name: getattr(trained.config, name) for name in fixed}
+    generator = torch.Generator().manual_seed(0)
+    input_ids = torch.randint(5, vocab, (3, 20), generator=generator)
+    attention_mask = torch.ones_like(input_ids)
+    attention_mask[2, 12:] = 0
+    with torch.no_grad():
+        expected = trained(input_ids, attention_mask).logits
+        actual = back(input_ids, attention_mask).logits
+    mask = attention_mask.bool()
+    torch.testing.assert_close(actual[mask], expected[mask], atol=1e-5, rtol=0)
+
+
+@pytest.mark.end_to_end
+def test_fit_starts_from_an_exported_bert_for_masked_lm_folder(mlm_checkpoint, tmp_path):
+    out = tmp_path / "mlm"
+    assert export([str(mlm_checkpoint), str(out)]) == 0
+    text = mlm_checkpoint.parents[1] / "text.txt"
+    cli = cli_main(["fit", "--config", str(CONFIGS / "continue_bert.yaml"), f"--model.pretrained={out}",
+                    f"--data.tokenizer={out}", f"--data.train_files=[{text}]", f"--data.cache_dir={tmp_path / 'cache'}",
+                    "--data.block_size=32", "--data.batch_size=4", "--model.warmup_steps=1", "--trainer.max_steps=3",
+                    "--trainer.val_check_interval=3", "--trainer.limit_val_batches=1", *QUIET,
+                    f"--trainer.default_root_dir={tmp_path / 'runs'}"])
+    assert cli.trainer.global_step == 3
+    trained = PretrainModule.load_from_checkpoint(mlm_checkpoint)
+    for name in ("hidden_size", "num_layers", "max_position_embeddings", "head", "head_bias", "head_norm", "output_bias"):
+        assert cli.model.hparams[name] == trained.hparams[name], name  # from the folder, not the defaults
+    saved = torch.load(next((tmp_path / "runs").rglob("last.ckpt")), map_location="cpu", weights_only=True)
+    assert saved["hyper_parameters"]["hidden_size"] == trained.hparams.hidden_size
+    # it started from the folder's weights: three steps at lr 5e-5 move them by far less than a fresh draw differs
+    for name, value in cli.model.model.state_dict().items():
+        start = trained.model.state_dict()[name]
+        assert (value - start).abs().max() < 2e-3, name
 
 
 @pytest.mark.end_to_end

@@ -31,6 +31,7 @@ from tiedemb.training.files import first_free
 from tiedemb.training.log_level import LEVELS, set_log_level, set_log_level_from_env
 from tiedemb.training.parameter_counts import ParameterCounts
 from tiedemb.training.random_state import RandomState
+from tiedemb.training.wandb_checkpoints import apply_log_model
 from tiedemb.training.wandb_mode import WANDB_ID_KEY, WandbRunId, choose_wandb_mode, continue_wandb_run, wandb_run_id
 from tiedemb.training.strategy import check_strategy_config
 
@@ -249,6 +250,9 @@ class TiedembCLI(LightningCLI):
         # A strategy this machine cannot run (DeepSpeed not installed, FSDP without a GPU) is
         # refused before the data is prepared, in one sentence instead of a stack trace.
         check_strategy_config(config.get("trainer"))
+        # Checkpoints as W&B artifacts when TIEDEMB_WANDB_LOG_MODEL asks for them, in whatever
+        # logger list the config has (training/wandb_checkpoints.py).
+        apply_log_model(config.get("trainer"))
 
 
     # -- reliability: trainer extras and the checkpoint a run starts from --------------------------

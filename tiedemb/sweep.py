@@ -7,7 +7,11 @@
     --cell I         only cell I (a SLURM array task)
     --study S --LABEL=VALUE ...   only the cell of study S with those labels (a W&B agent's call)
     --emit slurm     write DIR/sweep.slurm, a job array of all cells
-    --emit wandb     write DIR/wandb_sweep.<study>.yaml, W&B grid sweeps (``wandb sweep FILE``)
+    --emit wandb     write DIR/wandb_sweep.<study>.yaml, W&B sweeps (``wandb sweep FILE``): grids, or the
+                     random or Bayesian searches of the studies' ``search`` sections
+    --method M       with --emit wandb: grid, random or bayes for every study, over its own choice
+    --metric NAME[:GOAL]  with --emit wandb: the metric to optimise (goal minimize, the default, or
+                     maximize), over the studies' own
 
 A chained study's cell (``pretrained_from`` in the sweep file) runs after its upstream cell and
 starts from its checkpoint; while that cell has not finished it is skipped as waiting ("mrpc/...
@@ -38,6 +42,10 @@ def parser() -> CommandParser:
     parser.add_argument("--study", help="with --LABEL=VALUE flags: run only that cell of this study")
     parser.add_argument("--list", action="store_true", help="list the cells and their state")
     parser.add_argument("--dry-run", action="store_true", help="validate and print the commands only")
+    parser.add_argument("--method", choices=("grid", "random", "bayes"),
+                        help="with --emit wandb: the W&B search method of every study")
+    parser.add_argument("--metric", metavar="NAME[:GOAL]",
+                        help="with --emit wandb: the metric to optimise, e.g. val/loss or val/accuracy:maximize")
     parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                         help="a setting (VALUE read as YAML) for every cell whose configuration has KEY; repeatable")
     return parser
@@ -54,6 +62,8 @@ def parse_args(argv: list[str] | None) -> tuple[argparse.Namespace, dict[str, st
         selection[label] = value
     if selection and args.study is None:
         command_line.error("--LABEL=VALUE selections need --study")
+    if (args.method or args.metric) and args.emit != "wandb":
+        command_line.error("--method and --metric shape W&B sweep files: use them with --emit wandb")
     return args, selection
 
 
@@ -87,7 +97,7 @@ def _main(args: argparse.Namespace, selection: dict[str, str]) -> int:
     from tiedemb.experiments import layout
     from tiedemb.experiments.emit import slurm_script, wandb_sweep_configs
     from tiedemb.experiments.cells import apply_settings, cell_args, cell_dir, cell_state, run_sweep, validate_cell
-    from tiedemb.experiments.sweep_file import load_sweep
+    from tiedemb.experiments.sweep_file import load_sweep, parse_metric, searched_cell, typical_value
     from tiedemb.training.files import atomic_write_text
 
     workdir = Path.cwd()
@@ -109,7 +119,10 @@ def _main(args: argparse.Namespace, selection: dict[str, str]) -> int:
         studies = {study.name: study for study in sweep.studies}
         if args.study not in studies:
             raise UserError(f"--study {args.study!r}: the sweep's studies are {', '.join(studies)}")
-        cells = [cell for cell in studies[args.study].cells
+        # A random or Bayesian W&B search passes its drawn values by CLI key, beside the grid's labels.
+        drawn = {key: parse_settings([f"{key}={selection.pop(key)}"])[key]
+                 for key in studies[args.study].search.parameters if key in selection}
+        cells = [searched_cell(cell, drawn) for cell in studies[args.study].cells
                  if all(cell.labels.get(label) == value for label, value in selection.items())]
         if not cells:
             raise UserError(f"no cell of study {args.study!r} has {selection}; the grid may leave it out by a rule")
@@ -130,7 +143,13 @@ def _main(args: argparse.Namespace, selection: dict[str, str]) -> int:
     if args.emit == "wandb":
         for cell in cells:
             validate_cell(sweep, cell, cell_dir(out, cell))
-        for study, text in wandb_sweep_configs(sweep, out, args.set).items():
+        for study in sweep.studies:  # a searched key the command line does not know fails here, not in the agent
+            if study.search.parameters and study.cells and not study.skipped_because:
+                cell = searched_cell(study.cells[0], {key: typical_value(distribution)
+                                                      for key, distribution in study.search.parameters.items()})
+                validate_cell(sweep, cell, cell_dir(out, cell))
+        metric = parse_metric(args.metric, "--metric") if args.metric else None
+        for study, text in wandb_sweep_configs(sweep, out, args.set, args.method, metric).items():
             path = out / f"wandb_sweep.{study}.yaml"
             atomic_write_text(path, text)
             chain = sweep.study(study).chain

@@ -155,9 +155,11 @@ def _check_model_settings(sweep: Sweep, cell: Cell, resolved: str) -> None:
     config = yaml.safe_load(resolved) or {}
     model = config.get("model") or {}
     init_args = model.get("init_args") or {}
-    if not str(model.get("class_path", "")).endswith("PretrainModule"):
-        return  # fine-tuning models take their architecture from the pretrained source at run time
-    fields = {key: value for key, value in init_args.items() if key in TransformerConfig.field_names()}
+    if not str(model.get("class_path", "")).endswith("PretrainModule") or init_args.get("pretrained"):
+        return  # a model with a pretrained source takes its architecture from it at run time
+    # null: unset, the config's default (a PretrainModule without a source)
+    fields = {key: value for key, value in init_args.items()
+              if key in TransformerConfig.field_names() and value is not None}
     fields["vocab_size"] = fields.get("vocab_size") or 1000  # linked from the data when the run starts
     try:
         TransformerConfig(**fields)

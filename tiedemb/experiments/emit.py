@@ -1,5 +1,10 @@
 """The same sweep for clusters: a SLURM job array, or W&B sweep configurations for ``wandb agent``.
 
+A W&B sweep is a grid over the study's cells, or a random or Bayesian search (the study's
+``search`` section, or ``--method``/``--metric``): the grid's axes are then categorical
+parameters, and the search's parameters are drawn from their distributions and passed to the
+cell as overrides (``tiedemb.experiments.sweep_file.searched_cell``).
+
 Both hand each job one cell of the sweep file and run it with ``python -m tiedemb.sweep``, so a
 job writes the same folder, status and metrics as a local run, and skips a finished cell.
 
@@ -19,7 +24,7 @@ from pathlib import Path
 
 import yaml
 
-from tiedemb.experiments.sweep_file import Sweep
+from tiedemb.experiments.sweep_file import Search, Sweep, check_search
 
 SLURM_DEFAULTS = {"time": "24:00:00", "cpus-per-task": 8}
 
@@ -70,15 +75,21 @@ def _slurm_chain_note(sweep: Sweep) -> list[str]:
     ]
 
 
-def wandb_sweep_configs(sweep: Sweep, out: Path, set_flags: Sequence[str] = ()) -> dict[str, str]:
-    """One W&B grid-sweep configuration per study (YAML text by study name).
+def wandb_sweep_configs(sweep: Sweep, out: Path, set_flags: Sequence[str] = (), method: str | None = None,
+                        metric: tuple[str, str] | None = None) -> dict[str, str]:
+    """One W&B sweep configuration per study (YAML text by study name).
 
-    The agent passes one value per axis label (``--variant=tied --seed=0``); ``tiedemb.sweep``
-    maps them back to the cell, which logs into the agent's W&B run. A chained study's sweep is
-    to be started after its upstream study's sweep has finished (its description says so).
+    The agent passes one value per axis label (``--variant=tied --seed=0``) and, for a random or
+    Bayesian search, one per searched CLI key (``--model.learning_rate=0.0012``); ``tiedemb.sweep``
+    maps them back to the cell, which logs into the agent's W&B run. ``method`` and ``metric``
+    replace each study's own (``--method``, ``--metric``). A chained study's sweep is to be started
+    after its upstream study's sweep has finished (its description says so).
     """
     configs = {}
     for study in sweep.studies:
+        search = Search(method=method or study.search.method, metric=metric or study.search.metric,
+                        parameters=study.search.parameters, run_cap=study.search.run_cap)
+        check_search(search, f"study {study.name!r} of sweep file {str(sweep.path)!r}")
         values: dict[str, list[str]] = {}
         for cell in study.cells:
             for label, value in cell.labels.items():
@@ -93,13 +104,18 @@ def wandb_sweep_configs(sweep: Sweep, out: Path, set_flags: Sequence[str] = ()) 
             "name": f"{sweep.name}/{study.name}",
             "description": description,
             "project": (sweep.wandb or {}).get("project", "tiedemb"),
-            "method": "grid",
+            "method": search.method,
             "program": "tiedemb/sweep.py",
             "command": ["${env}", "${interpreter}", "-m", "tiedemb.sweep", str(sweep.path.resolve()),
                         "--out", str(out.resolve()), "--study", study.name,
                         *(part for flag in set_flags for part in ("--set", flag)), "${args}"],
-            "parameters": {label: {"values": levels} for label, levels in values.items()},
         }
+        if search.metric is not None:
+            config["metric"] = {"name": search.metric[0], "goal": search.metric[1]}
+        config["parameters"] = {**{label: {"values": levels} for label, levels in values.items()},
+                                **{key: dict(distribution) for key, distribution in search.parameters.items()}}
+        if search.run_cap is not None:
+            config["run_cap"] = search.run_cap
         if (sweep.wandb or {}).get("entity"):
             config["entity"] = sweep.wandb["entity"]
         configs[study.name] = yaml.safe_dump(config, sort_keys=False)

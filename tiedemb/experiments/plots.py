@@ -10,6 +10,7 @@ from __future__ import annotations
 import io
 import statistics
 from collections.abc import Iterable
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -59,6 +60,58 @@ def _mean_curve(runs: list[Run], metric: str) -> tuple[list[int], list[float], l
     return steps, means, stds
 
 
+@dataclass
+class Curve:
+    """One variant's mean validation-loss curve over its seeds, from step 0 when the initial loss was measured."""
+
+    name: str
+    runs: int
+    steps: list[int]
+    means: list[float]
+    stds: list[float]
+    initial: bool  # steps[0] is 0, the measured initial loss
+    predicted: float | None  # the predicted initial loss
+
+
+@dataclass
+class LossPanel:
+    """The curves of one study and d_e."""
+
+    title: str
+    runs: list[Run]
+    curves: list[Curve] = field(default_factory=list)
+
+
+def loss_panels(runs: Iterable[Run]) -> list[LossPanel]:
+    """Validation loss against step per variant (mean ± std over seeds), one panel per study and d_e:
+    what ``loss_curves`` draws and the report logs to W&B as charts."""
+    chosen = [run for run in pretraining_runs(runs) if run.metrics.get("val/loss")]
+    grouped: dict[tuple[str, str], list[Run]] = {}
+    for run in chosen:
+        grouped.setdefault((run.study, run.labels.get("d_e", "")), []).append(run)
+    keys = sorted(grouped, key=lambda key: (key[0], len(key[1]), key[1]))
+    several_studies = len({study for study, _ in keys}) > 1
+    panels = []
+    for key in keys:
+        study, d_e = key
+        title = ", ".join(part for part in ((study if several_studies else ""), (f"d_e = {d_e}" if d_e else "")) if part)
+        panel = LossPanel(title or "validation loss", grouped[key])
+        for (group_study, labels), members in group_runs(grouped[key]).items():
+            name = ", ".join(f"{value}" if label == "variant" else f"{label}={value}"
+                             for label, value in labels if label not in ("d_e", SEED_LABEL)) or group_study
+            steps, means, stds = _mean_curve(members, "val/loss")
+            initial = [run.first("init/loss") for run in members if run.first("init/loss") is not None]
+            if initial:  # the curve starts where the untrained model stood
+                steps = [0, *steps]
+                means = [statistics.fmean(initial), *means]
+                stds = [statistics.stdev(initial) if len(initial) > 1 else 0.0, *stds]
+            predicted = [run.first("init/loss_pred") for run in members if run.first("init/loss_pred") is not None]
+            panel.curves.append(Curve(name, len(members), steps, means, stds, bool(initial),
+                                      statistics.fmean(predicted) if predicted else None))
+        panels.append(panel)
+    return panels
+
+
 def loss_curves(runs: Iterable[Run], path: Path) -> Path | None:
     """Validation loss against step per variant (mean ± std over seeds), one column per study and d_e.
 
@@ -70,51 +123,35 @@ def loss_curves(runs: Iterable[Run], path: Path) -> Path | None:
     plt = _pyplot()
     if plt is None:
         return None
-    chosen = [run for run in pretraining_runs(runs) if run.metrics.get("val/loss")]
-    if not chosen:
+    panels = loss_panels(runs)
+    if not panels:
         return None
-    panels: dict[tuple[str, str], list[Run]] = {}
-    for run in chosen:
-        panels.setdefault((run.study, run.labels.get("d_e", "")), []).append(run)
-    keys = sorted(panels, key=lambda key: (key[0], len(key[1]), key[1]))
-    several_studies = len({study for study, _ in keys}) > 1
-    figure, axes = plt.subplots(2, len(keys), figsize=(6.4 * len(keys), 9.0), squeeze=False, sharey="row")
+    figure, axes = plt.subplots(2, len(panels), figsize=(6.4 * len(panels), 9.0), squeeze=False, sharey="row")
     colours = plt.rcParams["axes.prop_cycle"].by_key()["color"]
-    for column, key in enumerate(keys):
+    for column, panel in enumerate(panels):
         axis, zoomed = axes[0][column], axes[1][column]
-        groups = group_runs(panels[key])
-        for number, ((study, labels), members) in enumerate(groups.items()):
+        for number, curve in enumerate(panel.curves):
             colour = colours[number % len(colours)]
-            name = ", ".join(f"{value}" if label == "variant" else f"{label}={value}"
-                             for label, value in labels if label not in ("d_e", SEED_LABEL)) or study
-            steps, means, stds = _mean_curve(members, "val/loss")
-            initial = [run.first("init/loss") for run in members if run.first("init/loss") is not None]
-            if initial:  # the curve starts where the untrained model stood
-                steps = [0, *steps]
-                means = [statistics.fmean(initial), *means]
-                stds = [statistics.stdev(initial) if len(initial) > 1 else 0.0, *stds]
-            axis.plot(steps, means, color=colour, label=f"{name} (n={len(members)})")
+            steps, means, stds = curve.steps, curve.means, curve.stds
+            axis.plot(steps, means, color=colour, label=f"{curve.name} (n={curve.runs})")
             axis.fill_between(steps, [m - s for m, s in zip(means, stds)], [m + s for m, s in zip(means, stds)],
                               color=colour, alpha=0.2, linewidth=0)
-            start = 1 if initial else 0
-            zoomed.plot(steps[start:], means[start:], color=colour, label=name)
+            start = 1 if curve.initial else 0
+            zoomed.plot(steps[start:], means[start:], color=colour, label=curve.name)
             zoomed.fill_between(steps[start:], [m - s for m, s in zip(means[start:], stds[start:])],
                                 [m + s for m, s in zip(means[start:], stds[start:])], color=colour, alpha=0.2,
                                 linewidth=0)
-            if initial:
-                axis.plot([0], [statistics.fmean(initial)], "o", color=colour)
-            predicted = [run.first("init/loss_pred") for run in members if run.first("init/loss_pred") is not None]
-            if predicted:
-                axis.plot([0], [statistics.fmean(predicted)], "x", color=colour, markersize=10, markeredgewidth=2)
-        log_n = [run.first("init/log_n") for run in panels[key] if run.first("init/log_n") is not None]
-        study, d_e = key
+            if curve.initial:
+                axis.plot([0], [means[0]], "o", color=colour)
+            if curve.predicted is not None:
+                axis.plot([0], [curve.predicted], "x", color=colour, markersize=10, markeredgewidth=2)
+        log_n = [run.first("init/log_n") for run in panel.runs if run.first("init/log_n") is not None]
         if log_n:
             axis.axhline(statistics.fmean(log_n), color="grey", linestyle="--", linewidth=1, label="ln n (uniform)")
         axis.plot([], [], "x", color="black", label="predicted initial loss")
         axis.plot([], [], "o", color="black", label="measured initial loss")
-        title = ", ".join(part for part in ((study if several_studies else ""), (f"d_e = {d_e}" if d_e else "")) if part)
-        axis.set_title(title or "validation loss")
-        zoomed.set_title(f"{title}: from the first evaluation" if title else "from the first evaluation")
+        axis.set_title(panel.title)
+        zoomed.set_title(f"{panel.title}: from the first evaluation")
         for each in (axis, zoomed):
             each.set_xlabel("step")
             each.grid(alpha=0.3)
@@ -124,7 +161,7 @@ def loss_curves(runs: Iterable[Run], path: Path) -> Path | None:
     return _save(figure, path)
 
 
-def _stat_series(rows: list[dict[str, Any]], column: str) -> tuple[list[float], list[float], list[float]]:
+def stat_series(rows: list[dict[str, Any]], column: str) -> tuple[list[float], list[float], list[float]]:
     xs, ys, errors = [], [], []
     for row in rows:
         value = row.get(column)
@@ -148,7 +185,7 @@ def dev_score_vs_dim(rows: list[dict[str, Any]], score_columns: list[str], path:
     for route in routes:  # one line per route to a width (pretrained at d_e, SVD-narrowed, ...)
         route_rows = [row for row in rows if row.get("route") == route]
         for column in columns:
-            xs, ys, errors = _stat_series(route_rows, column)
+            xs, ys, errors = stat_series(route_rows, column)
             label = f"{route}: {column}" if len(routes) > 1 else column
             axis.errorbar(xs, ys, yerr=errors, marker="o", capsize=4, label=label)
     axis.set_xlabel("embedding dimension d_e")

@@ -8,13 +8,16 @@ Everything is written into the folder itself, each file atomically::
     embedding_analysis.csv    effective rank, isotropy and cosines per setting
     runs.csv                  every run and its state
     loss_curves.png, dev_score_vs_de.png, effective_rank_vs_de.png
+
+and, unless ``wandb=False``, one W&B run (job type ``report``) with the tables as ``wandb.Table``,
+the curves as W&B line charts (``tiedemb.experiments.charts``) and the PNG figures as images. It
+goes online or offline as training runs do (``tiedemb.training.wandb_mode``).
 """
 
 from __future__ import annotations
 
 import csv
 import io
-import os
 from collections.abc import Callable
 from datetime import datetime, timezone
 from pathlib import Path
@@ -22,6 +25,7 @@ from typing import Any
 
 from tiedemb.errors import UserError
 from tiedemb.experiments import layout, plots
+from tiedemb.experiments.charts import Chart, dev_score_charts, effective_rank_chart, log_charts, loss_charts
 from tiedemb.experiments.aggregate import (
     Interval,
     Stat,
@@ -39,6 +43,7 @@ from tiedemb.experiments.aggregate import (
 from tiedemb.experiments.analysis import EmbeddingAnalysis, analyse_checkpoint
 from tiedemb.experiments.runs import Run, find_runs
 from tiedemb.training.files import atomic_write_text
+from tiedemb.training.wandb_mode import choose_wandb_mode
 
 REPORT_FILE = "report.md"
 WANDB_DIR = ".report"  # hidden: the report's own W&B run is never read back as a run
@@ -205,16 +210,19 @@ def build_report(root: str | Path, target_loss: float | None = None, at_steps: l
         write_csv(table, root / f"{table.name}.csv")
     if not plots.available():
         echo(f"note: {plots.MISSING}")
+    rank_points = _rank_points(runs, results)
     figures = {
         "loss_curves.png": plots.loss_curves(runs, root / "loss_curves.png"),
         "dev_score_vs_de.png": plots.dev_score_vs_dim(dims.rows, dims.score_columns, root / "dev_score_vs_de.png"),
-        "effective_rank_vs_de.png": plots.effective_rank_vs_dim(_rank_points(runs, results),
-                                                                root / "effective_rank_vs_de.png"),
+        "effective_rank_vs_de.png": plots.effective_rank_vs_dim(rank_points, root / "effective_rank_vs_de.png"),
     }
     text = render_markdown(root, manifest, runs, tables, figures)
     atomic_write_text(root / REPORT_FILE, text)
     if wandb:
-        log_report_to_wandb(root, manifest, tables, [path for path in figures.values() if path is not None], echo)
+        charts = {**loss_charts(plots.loss_panels(runs)), **dev_score_charts(dims.rows, dims.score_columns),
+                  **effective_rank_chart(rank_points)}
+        log_report_to_wandb(root, manifest, tables, [path for path in figures.values() if path is not None], echo,
+                            charts)
     return root / REPORT_FILE
 
 
@@ -266,31 +274,38 @@ def render_markdown(root: Path, manifest: dict[str, Any], runs: list[Run], table
 
 
 def log_report_to_wandb(root: Path, manifest: dict[str, Any], tables: list[Table], images: list[Path],
-                        echo: Callable[[str], None]) -> None:
-    """The tables and figures as one W&B run (job type ``report``): offline unless WANDB_MODE says otherwise."""
+                        echo: Callable[[str], None], charts: dict[str, Chart] | None = None) -> None:
+    """The tables, charts and figures as one W&B run (job type ``report``).
+
+    Online or offline as a training run would be (``choose_wandb_mode``): offline without
+    credentials or when the server does not answer, online otherwise; a ``WANDB_MODE`` the user
+    set is kept.
+    """
     try:
         import wandb
     except ImportError:
         echo("note: wandb is not installed; the report is not logged to W&B")
         return
-    os.environ.setdefault("WANDB_SILENT", "true")
+    choose_wandb_mode()
     settings = manifest.get("wandb") or {}
     folder = root / WANDB_DIR
     folder.mkdir(exist_ok=True)
     name = manifest.get("name") or root.name
     run = wandb.init(project=settings.get("project", "tiedemb"), entity=settings.get("entity"), group=name,
                      job_type="report", name=f"{name} report", tags=[f"experiment={name}", "report"], dir=str(folder),
-                     mode=os.environ.get("WANDB_MODE", "offline"), reinit="finish_previous",
+                     reinit="finish_previous",
                      # a busy machine can take longer than the default 90 s to start W&B's service
                      settings=wandb.Settings(init_timeout=300))
     try:
         for table in tables:
             columns, rows = flat_rows(table)
             run.log({f"report/{table.name}": wandb.Table(columns=columns, data=[[_plain(v) for v in row] for row in rows])})
+        log_charts(run, charts or {})
         run.log({f"report/{path.stem}": wandb.Image(str(path)) for path in images})
     finally:
         run.finish()
-    echo(f"logged the tables and figures to W&B run {run.id} under {folder} (offline runs: `wandb sync {folder}/wandb/offline-run-*`)")
+    where = f" (offline: `wandb sync {folder}/wandb/offline-run-*`)" if run.offline else ""
+    echo(f"logged the tables, charts and figures to W&B run {run.id} under {folder}{where}")
 
 
 def _plain(value: Any) -> Any:

@@ -4,7 +4,8 @@ Every W&B run, offline or online, writes this file in its run folder. It is a se
 protobuf ``Record`` messages framed in LevelDB's log format: a 7-byte file header (``:W&B``, a
 two-byte magic number, a version byte), then 32 KiB blocks of chunks, each with a 7-byte header
 (CRC-32, little-endian length, type: 1 full, 2 first, 3 middle, 4 last). The record types used
-here are ``history`` (one logged row), ``config`` and ``run``.
+here are ``history`` (one logged row), ``config``, ``run`` and ``artifact`` (an artifact the run
+logged, e.g. a checkpoint: its files' digests and sizes; the files themselves are staged apart).
 """
 
 from __future__ import annotations
@@ -32,6 +33,16 @@ class WandbRun:
     tags: list[str] = field(default_factory=list)
     config: dict[str, Any] = field(default_factory=dict)
     history: list[dict[str, Any]] = field(default_factory=list)
+    artifacts: list[LoggedArtifact] = field(default_factory=list)
+
+
+@dataclass
+class LoggedArtifact:
+    type: str
+    name: str
+    aliases: list[str]
+    metadata: dict[str, Any]
+    files: dict[str, tuple[str, int]]  # path in the artifact -> (base64 MD5, size in bytes)
 
 
 def records(path: str | Path) -> Iterator[bytes]:
@@ -88,6 +99,12 @@ def read_wandb_run(path: str | Path) -> WandbRun:
         elif kind == "config":
             for item in record.config.update:
                 run.config[item.key or "/".join(item.nested_key)] = _value(item.value_json)
+        elif kind == "artifact":
+            artifact = record.artifact
+            run.artifacts.append(LoggedArtifact(
+                type=artifact.type, name=artifact.name, aliases=list(artifact.aliases),
+                metadata=_value(artifact.metadata) if artifact.metadata else {},
+                files={entry.path: (entry.digest, entry.size) for entry in artifact.manifest.contents}))
         elif kind == "run":
             run.run_id, run.name = record.run.run_id, record.run.display_name
             run.group, run.tags = record.run.run_group, list(record.run.tags)

@@ -52,6 +52,7 @@ def measure_initial_losses(
     for head in heads or list(HEADS):
         torch.manual_seed(0)
         settings = {k: v for k, v in model.hparams.items() if not k.startswith("_")}  # LightningCLI adds _class_path
+        settings.pop("pretrained", None)  # fresh heads: the settings are concrete, the weights drawn anew
         variant = type(model)(**{**settings, "head": head})
         predicted = predict_for_config(variant.config, repeat_rate=repeat_rate)
         measured = mean_loss(variant, data)

@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import math
 import time
+from contextvars import ContextVar
 from typing import Any
 
 import lightning as L
+from lightning.pytorch.utilities import rank_zero_info
 import torch
 from torch import Tensor
 from torchmetrics import MeanMetric
@@ -20,6 +22,20 @@ from tiedemb.nn.config import ARCHITECTURE, LANGUAGE_MODEL, TRAINING
 from tiedemb.options import NonNegativeFloat, NonNegativeInt, PositiveFloat, Rate, UnitFraction
 from tiedemb.training.ties import TieGuard, restore_tied_entries, tied_prefixes_of
 from tiedemb.theory import predict_for_config
+from tiedemb.weights.language_model import (
+    HEAD_SETTINGS,
+    check_trainable,
+    has_head,
+    load_language_model,
+    resolve_settings,
+    source_state,
+    unexpectedly_missing,
+)
+from tiedemb.weights.source import PretrainedWeights
+
+_RESTORING: ContextVar[bool] = ContextVar("tiedemb_pretrain_restoring", default=False)
+"""Set while ``load_from_checkpoint`` rebuilds a module: its weights come from the checkpoint, so
+the ``pretrained`` source is neither read again nor needed on the machine that reloads it."""
 
 
 class TrainingDiverged(UserError):
@@ -40,6 +56,14 @@ class PretrainModule(L.LightningModule):
     ``compile: true`` compiles the encoder blocks with ``torch.compile`` when the Trainer sets the
     model up (checkpoint keys are unchanged).
 
+    ``pretrained``: BERT weights in transformers format (a folder or a hub name) to train further.
+    A ``BertForMaskedLM`` gives the embedding, the encoder and its masked-LM head, which is
+    ``tied_orth`` with ``head_bias``, ``head_activation`` = the encoder's activation, ``head_norm``
+    and ``output_bias``; a ``BertModel`` gives the embedding and encoder, and the configured head
+    starts fresh. Unset (``None``) architecture and head settings take the pretrained model's
+    values, or the config's defaults without one; a set one must equal the pretrained value, else
+    construction fails naming both (``tiedemb.weights.language_model``).
+
     Throughput: ``flops_per_batch`` is the model FLOPs of the batch just run, for the Trainer's
     ``ThroughputMonitor`` (``tiedemb.modules.throughput``, a default callback), which logs tokens
     per second, FLOPs per second and MFU. Model FLOPs are PaLM's count (``tiedemb.modules.flops``):
@@ -56,7 +80,7 @@ class PretrainModule(L.LightningModule):
     start of this one's, when the loop fetches and moves the batch.
     """
 
-    @takes_model_settings(ARCHITECTURE, TRAINING, LANGUAGE_MODEL)
+    @takes_model_settings(ARCHITECTURE, TRAINING, LANGUAGE_MODEL, unset_from_pretrained=(ARCHITECTURE, *HEAD_SETTINGS))
     def __init__(
         self,
         *,
@@ -69,6 +93,7 @@ class PretrainModule(L.LightningModule):
         min_lr_ratio: UnitFraction = 0.0,
         compile: bool = False,
         peak_flops: PositiveFloat | None = None,
+        pretrained: str | None = None,
         **model: Any,
     ) -> None:
         # Not super().__init__(): with it, Lightning would look for every model setting among this
@@ -76,8 +101,16 @@ class PretrainModule(L.LightningModule):
         L.LightningModule.__init__(self)
         save_settings(self)
         check_choice("model.lr_decay", lr_decay, DECAYS)
-        self.config = TransformerConfig(**model)
+        source = load_language_model(pretrained) if pretrained is not None and not _RESTORING.get() else None
+        resolved = resolve_settings(model, source)
+        # Recorded as the values the model is built with (in the hyperparameters the loggers get too),
+        # so a checkpoint rebuilds the same shapes without the source.
+        self.save_hyperparameters({**self.hparams, **resolved})
+        self.config = TransformerConfig(**{**model, **resolved})
         self.model = Transformer(self.config)
+        if source is not None:
+            check_trainable(self.config, source)
+            self._load_source(source)
         self.val_loss = MeanMetric()
         self._described: dict[str, float] = {}
         self.initial_loss: float | None = None
@@ -87,6 +120,26 @@ class PretrainModule(L.LightningModule):
         self.flops_per_batch: float | None = None  # read by ThroughputMonitor after every batch
         self._batch_start: float | None = None
         self._batch_end: float | None = None
+
+    @classmethod
+    def load_from_checkpoint(cls, checkpoint_path: Any, *args: Any, **kwargs: Any) -> PretrainModule:  # type: ignore[override]
+        """Rebuild from a checkpoint alone; the ``pretrained`` source it names is not read."""
+        token = _RESTORING.set(True)
+        try:
+            return super().load_from_checkpoint(checkpoint_path, *args, **kwargs)
+        finally:
+            _RESTORING.reset(token)
+
+    @torch.no_grad()
+    def _load_source(self, source: PretrainedWeights) -> None:
+        result = self.model.load_state_dict(source_state(source), strict=False)
+        missing = unexpectedly_missing(result.missing_keys, source)
+        if missing or result.unexpected_keys:
+            raise UserError(f"pretrained {source.origin!r} does not fit the model: missing {missing[:3]}, "
+                            f"unexpected {result.unexpected_keys[:3]}")
+        self.model.tie_weights()
+        head = "its masked-LM head" if has_head(source) else "a fresh head"
+        rank_zero_info(f"loaded the embedding, encoder and {head} from {source.kind} {source.origin!r}")
 
     # -- the Hugging Face-style forward ---------------------------------------------------------
     def forward(

@@ -39,8 +39,8 @@ _ARGUMENTS: ContextVar[dict[str, Any] | None] = ContextVar("tiedemb_module_argum
 def model_parameters(parts: Collection[str], unset_from_pretrained: Collection[str] = ()) -> list[inspect.Parameter]:
     """One keyword-only parameter per ``TransformerConfig`` field of ``parts``, in field order.
 
-    Fields of the parts in ``unset_from_pretrained`` default to ``None`` (their type widened to
-    allow it): the module takes an unset one from its pretrained weights.
+    Fields of the parts in ``unset_from_pretrained``, and fields it names, default to ``None`` (their
+    type widened to allow it): the module takes an unset one from its pretrained weights.
     """
     types = typing.get_type_hints(TransformerConfig, include_extras=True)  # bounds included (tiedemb.options)
     parameters = []
@@ -49,7 +49,7 @@ def model_parameters(parts: Collection[str], unset_from_pretrained: Collection[s
         if part not in parts:
             continue
         annotation, default = types[field.name], field.default
-        if part in unset_from_pretrained:
+        if part in unset_from_pretrained or field.name in unset_from_pretrained:
             annotation, default = annotation | None, None
         parameters.append(inspect.Parameter(field.name, inspect.Parameter.KEYWORD_ONLY, annotation=annotation,
                                             default=inspect.Parameter.empty if default is dataclasses.MISSING else default))
@@ -64,7 +64,7 @@ def model_settings_doc(parts: Collection[str], unset_from_pretrained: Collection
         if part not in parts:
             continue
         doc = field.metadata["doc"]
-        if part in unset_from_pretrained:
+        if part in unset_from_pretrained or field.name in unset_from_pretrained:
             default = "hidden_size" if field.name == "embedding_dim" else repr(field.default)
             doc += f" Unset: the pretrained model's value, else {default}." if field.default is not dataclasses.MISSING \
                 else " Unset: the pretrained model's value."

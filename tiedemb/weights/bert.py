@@ -5,7 +5,8 @@ the names differ, and tiedemb fuses the query, key and value projections into on
 (``qkv`` = rows of q, then k, then v, which is how ``SelfAttention`` splits its output).
 ``fields_from_bert_config`` and ``bert_to_tiedemb`` are pure: a config mapping in, field values
 out; a state dict in, a state dict out. ``read_bert`` reads a model with transformers and
-applies both. ``tiedemb_to_bert`` is the way back for weights already in BERT's shapes
+applies both (and, for a masked LM, ``masked_lm_head_to_tiedemb`` to BERT's masked-LM head, which
+is tiedemb's ``tied_orth`` head with a bias, the encoder's activation, a norm and an output bias). ``tiedemb_to_bert`` is the way back for weights already in BERT's shapes
 (``tiedemb.weights.export`` multiplies out a factorised embedding first).
 """
 
@@ -42,6 +43,22 @@ EMBEDDING_NAMES = {
     "embeddings.LayerNorm": "embedding.norm",
 }
 POOLER_NAME = ("pooler.dense", "pooler")
+#: BERT's masked-LM transform (``cls.predictions.transform.*``) -> tiedemb's ``tied_orth`` head
+#: (``head.*``); the decoder is the word table in both, and the decoder's bias is ``head.bias``.
+MLM_HEAD_NAMES = {
+    "cls.predictions.transform.dense": "head.projection",
+    "cls.predictions.transform.LayerNorm": "head.norm",
+}
+MLM_OUTPUT_BIAS = ("cls.predictions.bias", "head.bias")
+#: transformers classes whose saved weights hold BERT's masked-LM head.
+MLM_ARCHITECTURES = ("BertForMaskedLM", "BertForPreTraining")
+
+
+def masked_lm_head_fields(activation: str) -> dict[str, Any]:
+    """The ``TransformerConfig`` values of BERT's masked-LM head, for an encoder using ``activation``:
+    ``tied_orth`` with a bias, the encoder's activation and a norm, and an output bias."""
+    return {"objective": "mlm", "head": "tied_orth", "head_bias": True, "head_activation": activation,
+            "head_norm": True, "output_bias": True}
 
 
 def module_names(num_layers: int) -> Iterator[tuple[str, str]]:
@@ -118,6 +135,32 @@ def bert_to_tiedemb(state: Mapping[str, Tensor], num_layers: int) -> dict[str, T
     return out
 
 
+def masked_lm_head_to_tiedemb(state: Mapping[str, Tensor]) -> dict[str, Tensor]:
+    """BERT's masked-LM head (``cls.predictions.*``) as tiedemb's ``head.*``; the tied decoder is
+    left out, since it is the word table."""
+    out: dict[str, Tensor] = {}
+    for source, target in MLM_HEAD_NAMES.items():
+        for leaf in ("weight", "bias"):
+            key = f"{source}.{leaf}"
+            if key not in state:
+                raise UserError(f"the BERT weights lack {key!r}; they are not a complete BertForMaskedLM")
+            out[f"{target}.{leaf}"] = state[key]
+    source, target = MLM_OUTPUT_BIAS
+    if source not in state:
+        raise UserError(f"the BERT weights lack {source!r}; they are not a complete BertForMaskedLM")
+    out[target] = state[source]
+    return out
+
+
+def tiedemb_head_to_bert(state: Mapping[str, Tensor]) -> dict[str, Tensor]:
+    """The inverse of ``masked_lm_head_to_tiedemb``: tiedemb's ``head.*`` as ``cls.predictions.*``."""
+    out = {f"{source}.{leaf}": state[f"{target}.{leaf}"]
+           for source, target in MLM_HEAD_NAMES.items() for leaf in ("weight", "bias")}
+    source, target = MLM_OUTPUT_BIAS
+    out[source] = state[target]
+    return out
+
+
 def tiedemb_to_bert(state: Mapping[str, Tensor], num_layers: int) -> dict[str, Tensor]:
     """The inverse of ``bert_to_tiedemb``: tiedemb's ``embedding.*``, ``encoder.*`` and ``pooler.*``
     as a ``BertModel`` state dict (no ``bert.`` prefix), the fused ``qkv`` split into query, key, value.
@@ -144,13 +187,16 @@ def tiedemb_to_bert(state: Mapping[str, Tensor], num_layers: int) -> dict[str, T
     return out
 
 
-def read_bert(name_or_path: str, origin: str) -> tuple[dict[str, Any], dict[str, Tensor]]:
+def read_bert(name_or_path: str, origin: str, with_head: bool = False) -> tuple[dict[str, Any], dict[str, Tensor]]:
     """``TransformerConfig`` field values and tiedemb-named float weights of a BERT model.
 
     Read through transformers, which reads every format it writes (safetensors, bin, shards), from
-    a local directory or a hub name (the local cache when the hub cannot be reached).
+    a local directory or a hub name (the local cache when the hub cannot be reached). With
+    ``with_head``, a model saved with BERT's masked-LM head (``BertForMaskedLM``,
+    ``BertForPreTraining``) also gives that head, as ``head.*`` weights and the head's field values
+    (``masked_lm_head_fields``); any other gives the encoder alone, as without it.
     """
-    from transformers import BertModel
+    from transformers import AutoConfig, BertForMaskedLM, BertModel
     from transformers.utils import logging as transformers_logging
 
     from tiedemb.training.hub import hub_access
@@ -162,12 +208,22 @@ def read_bert(name_or_path: str, origin: str) -> tuple[dict[str, Any], dict[str,
     bar_was_on = transformers_logging.is_progress_bar_enabled()
     transformers_logging.disable_progress_bar()  # one bar per load is noise in a training log
     online = True
+
+    def load():
+        model_class = BertModel
+        if with_head:
+            # Decided from the saved class, not by trying: transformers fills an absent head randomly.
+            architectures = AutoConfig.from_pretrained(name_or_path).architectures or ()
+            if any(name in MLM_ARCHITECTURES for name in architectures):
+                model_class = BertForMaskedLM
+        return model_class.from_pretrained(name_or_path, output_loading_info=True)
+
     try:
         if local:
-            model, info = BertModel.from_pretrained(name_or_path, output_loading_info=True)
+            model, info = load()
         else:
             with hub_access() as online:
-                model, info = BertModel.from_pretrained(name_or_path, output_loading_info=True)
+                model, info = load()
     except (OSError, ValueError) as error:
         where = "" if local or online else " (the hub is unreachable and it is not in the local cache)"
         raise UserError(f"could not load pretrained BERT model {origin!r}{where}: {first_line(error)}") from None
@@ -176,8 +232,15 @@ def read_bert(name_or_path: str, origin: str) -> tuple[dict[str, Any], dict[str,
             transformers_logging.enable_progress_bar()
     fields = fields_from_bert_config(model.config.to_dict(), origin)
     state = model.state_dict()
-    # transformers fills absent weights randomly; a random pooler must not pass for a pretrained one.
-    if any(key.startswith("pooler.") for key in info.get("missing_keys", ())):
+    missing = set(info.get("missing_keys", ()))
+    # transformers fills absent weights randomly; a random pooler or head must not pass for a pretrained one.
+    if any(key.startswith("pooler.") for key in missing):
         state = {key: value for key, value in state.items() if not key.startswith("pooler.")}
     mapped = bert_to_tiedemb(state, fields["num_layers"])
+    if isinstance(model, BertForMaskedLM):
+        absent = sorted(key for key in missing if key.startswith("cls."))
+        if absent:
+            raise UserError(f"pretrained BERT model {origin!r} is saved as a masked LM but lacks {absent[0]!r}")
+        mapped.update(masked_lm_head_to_tiedemb(state))
+        fields.update(masked_lm_head_fields(fields["activation"]))
     return fields, {key: value.float() for key, value in mapped.items()}

@@ -27,7 +27,7 @@ from torch import Tensor
 
 from tiedemb.errors import UserError
 from tiedemb.nn.config import TransformerConfig
-from tiedemb.weights.bert import ACTIVATIONS, tiedemb_to_bert
+from tiedemb.weights.bert import ACTIVATIONS, tiedemb_head_to_bert, tiedemb_to_bert
 from tiedemb.weights.source import config_from_hparams
 
 BERT_MODEL = "BertModel"
@@ -162,10 +162,7 @@ def bert_state(state: Mapping[str, Tensor], config: TransformerConfig, model_cla
     if model_class == CLASSIFIER:
         out.update({f"classifier.{leaf}": inner[f"classifier.{leaf}"].float() for leaf in ("weight", "bias")})
         return out
-    head = {"cls.predictions.transform.dense": "head.projection", "cls.predictions.transform.LayerNorm": "head.norm"}
-    for target, source in head.items():
-        out.update({f"{target}.{leaf}": inner[f"{source}.{leaf}"].float() for leaf in ("weight", "bias")})
-    out["cls.predictions.bias"] = inner["head.bias"].float()
+    out.update({key: value.float() for key, value in tiedemb_head_to_bert(inner).items()})
     return out
 
 

@@ -35,8 +35,11 @@ class PretrainedWeights:
     state: dict[str, Tensor] = field(repr=False)  # embedding.*, encoder.* and maybe pooler.*
 
 
-def load_pretrained(source: str) -> PretrainedWeights:
-    """Read ``source``: a ``.ckpt`` file, a transformers BERT directory, or a hub name."""
+def load_pretrained(source: str, with_head: bool = False) -> PretrainedWeights:
+    """Read ``source``: a ``.ckpt`` file, a transformers BERT directory, or a hub name.
+
+    ``with_head``: a BERT saved with its masked-LM head gives that head too (``read_bert``).
+    """
     path = Path(source).expanduser()
     if path.is_file():
         return _load_checkpoint(path, source)
@@ -46,10 +49,10 @@ def load_pretrained(source: str) -> PretrainedWeights:
                 f"pretrained directory {source!r} has no config.json; expected a transformers BERT model "
                 "(config.json plus model.safetensors or pytorch_model.bin) or a tiedemb .ckpt file"
             )
-        return PretrainedWeights(source, "BERT model", *read_bert(str(path), source))
+        return PretrainedWeights(source, "BERT model", *read_bert(str(path), source, with_head))
     if source.endswith(".ckpt") or source.startswith((".", "/", "~")) or source.count("/") > 1:
         raise UserError(f"pretrained {source!r} does not exist (expected a .ckpt file or a BERT model directory)")
-    return PretrainedWeights(source, "BERT model", *read_bert(source, source))
+    return PretrainedWeights(source, "BERT model", *read_bert(source, source, with_head))
 
 
 def _load_checkpoint(path: Path, origin: str) -> PretrainedWeights:
@@ -102,8 +105,22 @@ def resolve_architecture(requested: dict[str, Any], source: PretrainedWeights | 
     may be narrower than the source's (the SVD narrows the embedding) and is settled in
     ``fit_embedding``.
     """
+    resolved = resolve_fields(requested, source, architecture_defaults())
+    given_de = requested.get("embedding_dim")
+    source_de = source.fields["embedding_dim"] if source is not None else None
+    resolved["embedding_dim"] = given_de if given_de is not None else (source_de or resolved["hidden_size"])
+    return resolved
+
+
+def resolve_fields(requested: Mapping[str, Any], source: PretrainedWeights | None,
+                   defaults: Mapping[str, Any]) -> dict[str, Any]:
+    """Concrete values of the fields in ``defaults``: the user's where set (not ``None``), else the
+    source's, else the default (``dataclasses.MISSING``: none, so the user must set it).
+
+    A value the user set that disagrees with the source's is an error naming both.
+    """
     resolved: dict[str, Any] = {}
-    for name, default in architecture_defaults().items():
+    for name, default in defaults.items():
         given = requested.get(name)
         have = source.fields.get(name) if source is not None else None
         if given is None:
@@ -123,9 +140,6 @@ def resolve_architecture(requested: dict[str, Any], source: PretrainedWeights | 
                 f"whose {name} is {have!r}; {hint}"
             )
         resolved[name] = given
-    given_de = requested.get("embedding_dim")
-    source_de = source.fields["embedding_dim"] if source is not None else None
-    resolved["embedding_dim"] = given_de if given_de is not None else (source_de or resolved["hidden_size"])
     return resolved
 
 
