@@ -11,9 +11,10 @@ TINY_BERT = dict(vocab_size=101, hidden_size=48, num_hidden_layers=3, num_attent
                  max_position_embeddings=40, type_vocab_size=2)
 
 
-def save_tiny_bert(folder: Path, **overrides) -> BertModel:
+def save_tiny_bert(folder: Path, model_class: type = BertModel, **overrides):
+    """A random ``model_class`` (BertModel, BertForMaskedLM ...) saved with save_pretrained."""
     torch.manual_seed(0)
-    model = BertModel(BertConfig(**{**TINY_BERT, **overrides})).eval()
+    model = model_class(BertConfig(**{**TINY_BERT, **overrides})).eval()
     # Non-trivial norms and biases, so a dropped or swapped parameter cannot go unnoticed.
     with torch.no_grad():
         for name, parameter in model.named_parameters():

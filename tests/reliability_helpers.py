@@ -147,6 +147,37 @@ def run_command_lines(cases_file: str, results_file: str) -> None:
     Path(results_file).write_text(json.dumps(results))
 
 
+def run_command_lines_in_two_processes(cases: dict[str, list[str]], work: Path, scratch: Path,
+                                       timeout: int = 900) -> dict[str, dict]:
+    """``run_command_lines`` over ``cases`` split between two subprocesses started together.
+
+    The runs start in ``work``; the case and result files go to ``scratch``. Each result is
+    ``{"returncode", "stdout", "stderr"}`` under its case's name. One thread each, offline.
+    """
+    import json
+    import subprocess
+    import sys
+    from concurrent.futures import ThreadPoolExecutor
+
+    helpers = Path(__file__).parent
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "HF_HUB_OFFLINE": "1", "WANDB_MODE": "offline",
+           "PYTHONPATH": os.pathsep.join([str(helpers.parent), str(helpers), os.environ.get("PYTHONPATH", "")])}
+    env.pop("TIEDEMB_DEBUG", None)
+    names = list(cases)
+
+    def run(index: int) -> dict:
+        cases_file, results_file = scratch / f"cases{index}.json", scratch / f"results{index}.json"
+        cases_file.write_text(json.dumps({name: cases[name] for name in names[index::2]}))
+        finished = subprocess.run([sys.executable, "-m", "reliability_helpers", str(cases_file), str(results_file)],
+                                  capture_output=True, text=True, env=env, cwd=work, timeout=timeout,
+                                  stdin=subprocess.DEVNULL)
+        assert finished.returncode == 0, finished.stderr[-3000:]
+        return json.loads(results_file.read_text())
+
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        return {name: result for share in pool.map(run, range(2)) for name, result in share.items()}
+
+
 if __name__ == "__main__":
     import sys
 

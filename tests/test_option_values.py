@@ -5,7 +5,7 @@ argument parsers of the other commands, not from a list kept here; each gets eve
 type admits (``bad_values``): ``null`` where a value is needed, a value of the wrong type, zero, a
 negative or out-of-range number, a number that is not finite. All of them run through the real
 command lines (``python main.py fit ...``, ``python -m tiedemb.sweep ...``) in two subprocesses
-(``reliability_helpers.run_command_lines``), in a folder that must stay empty: the checks come
+(``reliability_helpers.run_command_lines_in_two_processes``), in a folder that must stay empty: the checks come
 before any data is read or file written.
 """
 
@@ -13,12 +13,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
-import json
-import os
-import subprocess
-import sys
 import typing
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Annotated, Any, Union
 
@@ -28,6 +23,8 @@ from tiedemb import GlueModule, PretrainModule
 from tiedemb.data import GlueData, PretrainData
 from tiedemb.cli import LINKED_FROM_DATA
 from tiedemb.options import Bounds, accepts, option_types
+
+from reliability_helpers import run_command_lines_in_two_processes
 
 pytestmark = pytest.mark.end_to_end  # runs the real command lines
 
@@ -166,23 +163,7 @@ def outcomes(tiny_tokenizer_dir, tmp_path_factory) -> tuple[dict[str, dict], Pat
     scratch = tmp_path_factory.mktemp("option_scratch")
     values = {"glue": str(inputs), "tokenizer": str(tiny_tokenizer_dir)}
     cases = {case_id: [arg.format(**values) for arg in args] for case_id, args, _, _ in CASES}
-    helpers = Path(__file__).parent
-    env = {**os.environ, "OMP_NUM_THREADS": "1", "HF_HUB_OFFLINE": "1", "WANDB_MODE": "offline",
-           "PYTHONPATH": os.pathsep.join([str(ROOT), str(helpers), os.environ.get("PYTHONPATH", "")])}
-    env.pop("TIEDEMB_DEBUG", None)
-    names = list(cases)
-
-    def run(index: int) -> dict:
-        cases_file, results_file = scratch / f"cases{index}.json", scratch / f"results{index}.json"
-        cases_file.write_text(json.dumps({name: cases[name] for name in names[index::2]}))
-        finished = subprocess.run([sys.executable, "-m", "reliability_helpers", str(cases_file), str(results_file)],
-                                  capture_output=True, text=True, env=env, cwd=work, timeout=900,
-                                  stdin=subprocess.DEVNULL)
-        assert finished.returncode == 0, finished.stderr[-3000:]
-        return json.loads(results_file.read_text())
-
-    with ThreadPoolExecutor(max_workers=2) as pool:
-        results = {name: result for share in pool.map(run, range(2)) for name, result in share.items()}
+    results = run_command_lines_in_two_processes(cases, work, scratch)
     return results, work
 
 

@@ -8,17 +8,14 @@ parsing or reading a checkpoint are checked in process, where they are cheap.
 from __future__ import annotations
 
 import argparse
-import json
-import os
-import subprocess
-import sys
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
 import torch
 
 from tiedemb.cli import main
+
+from reliability_helpers import run_command_lines_in_two_processes
 from tiedemb.errors import UserError
 from tiedemb.training.exits import find_user_error
 
@@ -98,27 +95,10 @@ def outcomes(files, tiny_tokenizer_dir, tied_checkpoint, tmp_path_factory) -> di
     imports tiedemb only once, which saves several seconds per case.
     """
     values = {"files": str(files), "tokenizer": str(tiny_tokenizer_dir), "ckpt": str(tied_checkpoint)}
-    helpers = Path(__file__).parent
-    env = {**os.environ, "OMP_NUM_THREADS": "1", "HF_HUB_OFFLINE": "1", "WANDB_MODE": "offline",
-           "PYTHONPATH": os.pathsep.join([str(helpers), os.environ.get("PYTHONPATH", "")])}
-    env.pop("TIEDEMB_DEBUG", None)
     work = tmp_path_factory.mktemp("mistake_runs")
     cases = {name: [*BASE, f"--trainer.default_root_dir={work / name}", *(arg.format(**values) for arg in args)]
              for name, args, _ in MISTAKES}
-    names = list(cases)
-    shares = [names[0::2], names[1::2]]
-
-    def run(index: int) -> dict:
-        cases_file, results_file = work / f"cases{index}.json", work / f"results{index}.json"
-        cases_file.write_text(json.dumps({name: cases[name] for name in shares[index]}))
-        finished = subprocess.run([sys.executable, "-m", "reliability_helpers", str(cases_file), str(results_file)],
-                                  capture_output=True, text=True, env=env, cwd=work, timeout=600,
-                                  stdin=subprocess.DEVNULL)
-        assert finished.returncode == 0, finished.stderr[-3000:]
-        return json.loads(results_file.read_text())
-
-    with ThreadPoolExecutor(max_workers=2) as pool:
-        results = {name: result for share in pool.map(run, range(2)) for name, result in share.items()}
+    results = run_command_lines_in_two_processes(cases, work, work, timeout=600)
     return {name: (results[name], needle.format(**values)) for name, _, needle in MISTAKES}
 
 

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 import torch
-from transformers import BertConfig, BertForMaskedLM
+from transformers import BertForMaskedLM
 
 from tiedemb import PretrainModule
 from tiedemb.errors import UserError
@@ -19,14 +19,7 @@ from bert_helpers import TINY_BERT, pair_batch, save_tiny_bert
 
 def save_tiny_masked_lm(folder: Path, **overrides) -> BertForMaskedLM:
     """A random BertForMaskedLM saved with save_pretrained, with non-trivial norms and biases."""
-    torch.manual_seed(0)
-    model = BertForMaskedLM(BertConfig(**{**TINY_BERT, **overrides})).eval()
-    with torch.no_grad():
-        for name, parameter in model.named_parameters():
-            if "LayerNorm" in name or name.endswith("bias"):
-                parameter.add_(0.1 * torch.randn_like(parameter))
-    model.save_pretrained(str(folder))
-    return model
+    return save_tiny_bert(folder, BertForMaskedLM, **overrides)
 
 
 def logits_of(module: PretrainModule, batch: dict[str, torch.Tensor]) -> torch.Tensor:
