@@ -158,7 +158,7 @@ def test_fit_starts_from_an_exported_bert_for_masked_lm_folder(mlm_checkpoint, t
     out = tmp_path / "mlm"
     assert export([str(mlm_checkpoint), str(out)]) == 0
     text = mlm_checkpoint.parents[1] / "text.txt"
-    cli = cli_main(["fit", "--config", str(CONFIGS / "continue_bert.yaml"), f"--model.pretrained={out}",
+    cli = cli_main(["fit", "--config", str(CONFIGS / "continue" / "bert.yaml"), f"--model.pretrained={out}",
                     f"--data.tokenizer={out}", f"--data.train_files=[{text}]", f"--data.cache_dir={tmp_path / 'cache'}",
                     "--data.block_size=32", "--data.batch_size=4", "--model.warmup_steps=1", "--trainer.max_steps=3",
                     "--trainer.val_check_interval=3", "--trainer.limit_val_batches=1", *QUIET,

@@ -131,7 +131,7 @@ def run_in_process(capsys, *args: str) -> str:
 def test_bad_value_names_the_option_without_the_usage_block(capsys):
     err = run_in_process(capsys, "--model.hidden_size=abc")
     lines = [line for line in err.splitlines() if line.startswith(("error:", "hint:", "usage:"))]
-    assert lines[0] == "error: --model.hidden_size: Expected int. Got value: abc"
+    assert lines[0] == "error: --model.hidden_size: expected int or null, got abc"
     assert lines[1].startswith("hint: run `") and lines[1].endswith(" fit --help` for the options")
     assert len(lines) == 2
 

@@ -198,6 +198,7 @@ def _union_mismatch(message: str) -> str | None:
 
 def _plain_types(text: str) -> str:
     """``<class 'int'>`` as ``int`` and ``NoneType`` as ``null``, the words a YAML user knows."""
+    text = re.sub(r"(?:typing\.)?Annotated\[([^,\[\]]+), [^\]]*\]", r"\1", text)  # bounds: see tiedemb.options
     text = re.sub(r"Expected a <class '(?:builtins\.)?([\w.]+)'>", r"Expected \1", text)
     return re.sub(r"<class '(?:builtins\.)?([\w.]+)'>", r"\1", text).replace("NoneType", "null")
 
