@@ -363,7 +363,8 @@ class Workspace:
             return True
         # a path an earlier command of the same document names (writes) and nothing has written yet,
         # such as an export folder a later fit starts from
-        named_before = {arg for earlier in COMMANDS[:COMMANDS.index(command)] if earlier.doc == command.doc
+        earlier_commands = COMMANDS[:COMMANDS.index(command)] if command in COMMANDS else []
+        named_before = {arg for earlier in earlier_commands if earlier.doc == command.doc
                         for arg in earlier.argv[1:] if "/" in arg and not arg.startswith("-")}
         return any(arg in named_before and not (self.repo / arg).exists() for arg in command.argv)
 
@@ -443,7 +444,7 @@ def test_documented_command_runs(command: DocCommand, workspace: Workspace) -> N
     shown = f"$ {shlex.join(result.args)}\n(took {outcome.seconds:.0f} s)\n{result.stdout[-3000:]}\n{result.stderr[-5000:]}"
     assert result.returncode == 0, shown
     assert "Traceback (most recent call last)" not in result.stderr, shown
-    if command.subcommand == "fit" and "--print_config" not in command.argv:
+    if command.subcommand == "fit" and not any(arg.startswith(("--print_config", "--print_shtab")) for arg in command.argv):
         written = [p for p in workspace.repo.glob("runs/**/last.ckpt") if p.stat().st_mtime >= outcome.started]
         assert written, f"fit wrote no last.ckpt\n{shown}"
         if "--trainer.logger=false" not in command.argv:  # the default loggers were on: both recorded the run

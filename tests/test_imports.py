@@ -17,6 +17,7 @@ CHECKER = Path(__file__).resolve().parent / "import_cycles.py"
 HEAVY = ("lightning", "datasets", "transformers")
 LAYERS = [
     ["tiedemb.errors", "tiedemb.lazy"],
+    ["tiedemb.options"],
     ["tiedemb.nn"],
     ["tiedemb.theory", "tiedemb.training"],
     ["tiedemb.weights", "tiedemb.data", "tiedemb.resume"],

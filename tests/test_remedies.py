@@ -78,7 +78,8 @@ def remedy_settings(name: str) -> dict:
         main(["fit", "--config", str(CONFIGS / f"{name}.yaml"), "--print_config"])
     model = yaml.safe_load(printed.getvalue())["model"]["init_args"]
     fields = set(TransformerConfig.field_names())
-    return {key: value for key, value in model.items() if key in fields}
+    # unset (null) settings are the config's defaults when nothing is pretrained
+    return {key: value for key, value in model.items() if key in fields and value is not None}
 
 
 @pytest.mark.parametrize("name", REMEDIES)

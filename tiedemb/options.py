@@ -29,7 +29,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Annotated, Any, NoReturn, Union
 
-from tiedemb.errors import UserError
+from tiedemb.errors import DEBUG_ENV, USER_ERROR_EXIT, UserError
 
 
 @dataclass(frozen=True)
@@ -181,8 +181,6 @@ class CommandParser(argparse.ArgumentParser):
     """argparse, reporting a mistake as ``error: ...`` and a hint, exit 2, instead of the usage block."""
 
     def error(self, message: str) -> NoReturn:
-        from tiedemb.training.exits import DEBUG_ENV, USER_ERROR_EXIT
-
         if os.environ.get(DEBUG_ENV):
             super().error(message)
         message = message[len("argument "):] if message.startswith("argument ") else message

@@ -65,7 +65,7 @@ class GlueModule(L.LightningModule):
         reinit_embeddings: bool = False,
         pooler: bool = True,
         classifier_dropout: Rate | None = None,
-        learning_rate: PositiveFloat = 2e-5,
+        learning_rate: NonNegativeFloat = 2e-5,
         weight_decay: NonNegativeFloat = 0.01,
         betas: tuple[Rate, Rate] = (0.9, 0.999),
         eps: PositiveFloat = 1e-8,

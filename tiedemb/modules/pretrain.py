@@ -84,7 +84,7 @@ class PretrainModule(L.LightningModule):
     def __init__(
         self,
         *,
-        learning_rate: PositiveFloat = 5e-4,
+        learning_rate: NonNegativeFloat = 5e-4,
         weight_decay: NonNegativeFloat = 0.01,
         betas: tuple[Rate, Rate] = (0.9, 0.98),
         eps: PositiveFloat = 1e-6,

@@ -13,12 +13,8 @@ import sys
 from collections.abc import Callable
 from typing import TypeVar
 
-from tiedemb.errors import UserError
+from tiedemb.errors import DEBUG_ENV, USER_ERROR_EXIT, UserError  # noqa: F401 - re-exported for the commands
 
-DEBUG_ENV = "TIEDEMB_DEBUG"
-"""Set to 1 to see the full traceback of a user error."""
-USER_ERROR_EXIT = 2
-"""The exit status of a command stopped by a user's mistake (argparse's, for a bad option)."""
 PREEMPTED_EXIT = 143
 """The exit status of a run stopped by SIGTERM (128 + 15, what a shell reports for it).
 
