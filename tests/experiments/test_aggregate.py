@@ -159,3 +159,14 @@ def test_epochs_to_converge_on_a_hand_made_dev_curve():
     assert epochs_to_converge(curve) == 2.25
     assert epochs_to_converge([(1.0, 0.5), (2.0, 0.6)]) == 2.0  # still rising: the last evaluation
     assert epochs_to_converge([]) is None
+
+
+def test_an_attempt_stopped_before_its_first_metrics_is_passed_over(tmp_path):
+    """A cell killed before the CSV logger's first flush leaves version_0 with hparams.yaml only;
+    the resumed attempt's version_1 holds the metrics."""
+    folder = make_cell(tmp_path, "mrpc", {"d_e": "64", "seed": "1"},
+                       glue_metrics({10: 0.70, 20: 0.72}, {10: 0.80, 20: 0.81}, 1.0, 1e6, 1e5), version=1)
+    (folder / "csv" / "version_0").mkdir()
+    (folder / "csv" / "version_0" / "hparams.yaml").write_text("task: mrpc\n", encoding="utf-8")
+    (run,) = find_runs(tmp_path)
+    assert run.metrics["val/accuracy"] == {10: 0.70, 20: 0.72}

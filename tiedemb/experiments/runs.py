@@ -159,19 +159,23 @@ def derived_labels(run: Run) -> dict[str, str]:
 
 def _read_csv_version(version: Path) -> tuple[dict[str, dict[int, float]], dict[str, Any], dict[str, Any]]:
     metrics: dict[str, dict[int, float]] = {}
-    with open(version / "metrics.csv", newline="", encoding="utf-8") as handle:
-        for row in csv.DictReader(handle):
+    # An attempt stopped before its first metrics flush leaves a version with hparams.yaml only.
+    rows = []
+    if (version / "metrics.csv").is_file():
+        with open(version / "metrics.csv", newline="", encoding="utf-8") as handle:
+            rows = list(csv.DictReader(handle))
+    for row in rows:
+        try:
+            step = int(float(row.get("step") or ""))
+        except ValueError:
+            continue
+        for name, text in row.items():
+            if name in NOT_METRICS or name is None or text in (None, ""):
+                continue
             try:
-                step = int(float(row.get("step") or ""))
+                metrics.setdefault(name, {})[step] = float(text)
             except ValueError:
                 continue
-            for name, text in row.items():
-                if name in NOT_METRICS or name is None or text in (None, ""):
-                    continue
-                try:
-                    metrics.setdefault(name, {})[step] = float(text)
-                except ValueError:
-                    continue
     hparams = _read_yaml(version / "hparams.yaml")
     config = hparams.pop("config", None) or {}
     return metrics, hparams, config if isinstance(config, dict) else {}
