@@ -10,12 +10,6 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 
-DEBUG_ENV = "TIEDEMB_DEBUG"
-"""Set to 1 to see the full traceback of a user error."""
-USER_ERROR_EXIT = 2
-"""The exit status of a command stopped by a user's mistake (argparse's, for a bad option)."""
-
-
 class UserError(ValueError):
     """A mistake in the configuration or the inputs, explained in one message."""
 

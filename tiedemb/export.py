@@ -20,8 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from tiedemb.errors import UserError, first_line
-from tiedemb.options import CommandParser
-from tiedemb.training.exits import report_user_errors
+from tiedemb.training.exits import CommandParser, report_user_errors
 from tiedemb.weights.export import BERT_MODEL, MODEL_CLASSES, BertExport, plan_export
 
 EXPORT_COMPLETE = "config.json"

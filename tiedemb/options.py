@@ -12,8 +12,8 @@ plain type when it parses, and for a class given by ``class_path`` it passes ``n
 constructor even where the type does not allow it; the constructor is the one place every way of
 building the object goes through (the command line, a checkpoint, Python).
 
-The argparse commands (sweep, report, ...) use ``number`` as an option's ``type`` and
-``CommandParser``, so their mistakes read like the training command's.
+The argparse commands (sweep, report, ...) use ``number`` as an option's ``type`` (and
+``tiedemb.training.exits.CommandParser``), so their mistakes read like the training command's.
 """
 
 from __future__ import annotations
@@ -21,15 +21,13 @@ from __future__ import annotations
 import argparse
 import inspect
 import math
-import os
-import sys
 import types
 import typing
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Annotated, Any, NoReturn, Union
+from typing import Annotated, Any, Union
 
-from tiedemb.errors import DEBUG_ENV, USER_ERROR_EXIT, UserError
+from tiedemb.errors import UserError
 
 
 @dataclass(frozen=True)
@@ -158,7 +156,7 @@ def shown(value: Any) -> str:
     return repr(value)
 
 
-# -- the argparse commands -----------------------------------------------------------------------
+# -- the argparse commands' numbers ---------------------------------------------------------------
 def number(hint: Any) -> Callable[[str], float]:
     """An argparse ``type`` reading one number the annotation ``hint`` accepts (``number(PositiveInt)``)."""
     kind = typing.get_args(hint)[0] if typing.get_origin(hint) is Annotated else hint
@@ -175,14 +173,3 @@ def number(hint: Any) -> Callable[[str], float]:
     read.__name__ = describe(hint)  # what argparse names the type in its own messages
     read.hint = hint  # type: ignore[attr-defined]  # for tests that try the values it refuses
     return read
-
-
-class CommandParser(argparse.ArgumentParser):
-    """argparse, reporting a mistake as ``error: ...`` and a hint, exit 2, instead of the usage block."""
-
-    def error(self, message: str) -> NoReturn:
-        if os.environ.get(DEBUG_ENV):
-            super().error(message)
-        message = message[len("argument "):] if message.startswith("argument ") else message
-        sys.stderr.write(f"error: {message}\nhint: run `{self.prog} --help` for the options\n")
-        self.exit(USER_ERROR_EXIT)

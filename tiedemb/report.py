@@ -9,8 +9,8 @@ import argparse
 import sys
 from pathlib import Path
 
-from tiedemb.options import CommandParser, PositiveFloat, number
-from tiedemb.training.exits import report_user_errors
+from tiedemb.options import PositiveFloat, number
+from tiedemb.training.exits import CommandParser, report_user_errors
 
 
 def step_list(text: str) -> list[int]:

@@ -29,8 +29,8 @@ from pathlib import Path
 from typing import Any
 
 from tiedemb.errors import UserError
-from tiedemb.options import CommandParser, NonNegativeInt, number
-from tiedemb.training.exits import report_user_errors
+from tiedemb.options import NonNegativeInt, number
+from tiedemb.training.exits import CommandParser, report_user_errors
 
 
 def parser() -> CommandParser:

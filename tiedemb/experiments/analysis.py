@@ -35,8 +35,7 @@ import torch
 from torch import Tensor
 
 from tiedemb.errors import UserError
-from tiedemb.options import CommandParser
-from tiedemb.training.exits import report_user_errors
+from tiedemb.training.exits import CommandParser, report_user_errors
 
 DEFAULT_PAIRS: tuple[tuple[str, str], ...] = (
     ("good", "great"), ("big", "large"), ("begin", "start"), ("small", "little"), ("fast", "quick"),

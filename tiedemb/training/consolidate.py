@@ -12,8 +12,7 @@ from pathlib import Path
 import torch
 
 from tiedemb.errors import UserError
-from tiedemb.options import CommandParser
-from tiedemb.training.exits import report_user_errors
+from tiedemb.training.exits import CommandParser, report_user_errors
 from tiedemb.training.ties import restore_tied_entries, tied_prefixes_in
 
 

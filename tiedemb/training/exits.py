@@ -8,12 +8,18 @@ Everything else is a bug and keeps its traceback. ``TIEDEMB_DEBUG=1`` re-raises 
 
 from __future__ import annotations
 
+import argparse
 import os
 import sys
 from collections.abc import Callable
-from typing import TypeVar
+from typing import NoReturn, TypeVar
 
-from tiedemb.errors import DEBUG_ENV, USER_ERROR_EXIT, UserError  # noqa: F401 - re-exported for the commands
+from tiedemb.errors import UserError
+
+DEBUG_ENV = "TIEDEMB_DEBUG"
+"""Set to 1 to see the full traceback of a user error."""
+USER_ERROR_EXIT = 2
+"""The exit status of a command stopped by a user's mistake (argparse's, for a bad option)."""
 
 PREEMPTED_EXIT = 143
 """The exit status of a run stopped by SIGTERM (128 + 15, what a shell reports for it).
@@ -56,3 +62,14 @@ def report_user_errors(action: Callable[[], T]) -> T | int:
             raise
         print(f"error: {user_error}", file=sys.stderr)
         return USER_ERROR_EXIT
+
+
+class CommandParser(argparse.ArgumentParser):
+    """argparse, reporting a mistake as ``error: ...`` and a hint, exit 2, instead of the usage block."""
+
+    def error(self, message: str) -> NoReturn:
+        if os.environ.get(DEBUG_ENV):
+            super().error(message)
+        message = message[len("argument "):] if message.startswith("argument ") else message
+        sys.stderr.write(f"error: {message}\nhint: run `{self.prog} --help` for the options\n")
+        self.exit(USER_ERROR_EXIT)
