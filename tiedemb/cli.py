@@ -165,11 +165,8 @@ def condense_parse_error(message: str) -> str:
     if key is None:
         return " ".join(line.strip() for line in lines)
     if problem is None:
-        union = _union_mismatch(message)
-        if union:
-            return f"--{key}: {union}"
         rest = [lines[0].strip()[key_match.end():].strip(), *(line.strip() for line in lines[1:])]
-        return f"--{key}: " + _plain_types(" ".join(line for line in rest if line and not line.startswith("Given value")))
+        return f"--{key}: " + _what_is_wrong(message, [line for line in rest if line and not line.startswith("Given value")])
     indent = len(lines[problem]) - len(lines[problem].lstrip())
     option, detail = key, []
     for line in lines[problem + 1:]:
@@ -183,7 +180,12 @@ def condense_parse_error(message: str) -> str:
     if option == key:  # the class itself is the problem: name it
         class_path = re.search(r"class_path '([^']+)'", lines[problem])
         option += f" {class_path.group(1)!r}" if class_path else ""
-    return f"--{option}: " + (_union_mismatch("\n".join(detail)) or _plain_types(" ".join(detail)))
+    return f"--{option}: " + _what_is_wrong("\n".join(detail), detail)
+
+
+def _what_is_wrong(report: str, lines: list[str]) -> str:
+    """One value's problem in YAML words: a union no type of which takes it, else the lines given."""
+    return _union_mismatch(report) or _plain_types(" ".join(lines))
 
 
 def _union_mismatch(message: str) -> str | None:
