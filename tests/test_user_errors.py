@@ -30,7 +30,7 @@ MRPC_HEADER = "Quality\t#1 ID\t#2 ID\t#1 String\t#2 String\n"
 # (id, arguments after BASE with {files}/{tokenizer}/{ckpt} filled in, text the message must contain)
 MISTAKES = [
     ("unknown_objective", ["--model.objective=nonsense"], "model.objective='nonsense' is not a known choice; valid: mlm, clm"),
-    ("missing_train_file", ["--data.train_files=[{files}/missing.txt]", "--data.vocab_size=100"],
+    ("missing_train_file", ["--data.train_files=[{files}/missing.txt]", "--data.vocab_size=300"],
      "train file '{files}/missing.txt' does not exist"),
     # a vocabulary a byte-level BPE (the next-token study's tokenizer) can have, so the text is what is wrong
     ("empty_train_file", ["--data.train_files=[{files}/empty.txt]", "--data.vocab_size=300"],
@@ -153,3 +153,58 @@ def test_unreadable_checkpoints_are_reported_before_anything_runs(capsys, tmp_pa
     err = run_in_process(capsys, f"--trainer.default_root_dir={tmp_path}", f"--ckpt_path={path}")
     expected = {"missing": "does not exist", "truncated": "could not be read", "unsafe": "pass --weights_only=false"}
     assert f"error: checkpoint '{path}'" in err and expected[kind] in err
+
+
+def one_error_line(err: str) -> str:
+    """The message of a run that ended with one `error:` line and no traceback."""
+    lines = [line for line in err.splitlines() if line.startswith("error:")]
+    assert len(lines) == 1 and "Traceback" not in err, err[-3000:]
+    return lines[0]
+
+
+def write_bad_data(kind: str, folder: Path, monkeypatch) -> tuple[list[str], str]:
+    """A hostile data file (or a full disk), the arguments that read it, and what the message must say."""
+    if kind == "not_utf8":
+        (folder / "latin1.txt").write_bytes(b"the man is sleeping .\ncaf\xe9 au lait\n")
+        return [f"--data.train_files=[{folder}/latin1.txt]", "--data.vocab_size=300"], \
+            f"train file '{folder}/latin1.txt' is not UTF-8 text: byte 0xe9 at offset 25 (line 2)"
+    if kind == "giant_line":
+        from tiedemb.data import text_files
+
+        monkeypatch.setattr(text_files, "MAX_DOCUMENT_BYTES", 1000)  # the 100 MB case: tests/data/test_text_files.py
+        (folder / "one-line.txt").write_text("word " * 400)
+        return [f"--data.train_files=[{folder}/one-line.txt]", "--data.vocab_size=300"], \
+            f"train file '{folder}/one-line.txt', line 1 (from byte offset 0): a document of more than 1000 bytes"
+    if kind == "full_disk":
+        import errno
+
+        import datasets
+
+        def full(*_, **__):
+            raise OSError(errno.ENOSPC, "No space left on device")
+
+        monkeypatch.setattr(datasets.Dataset, "save_to_disk", full)
+        (folder / "text.txt").write_text("the man is sleeping .\n" * 50)
+        return [f"--data.train_files=[{folder}/text.txt]", "--data.vocab_size=300", f"--data.cache_dir={folder}/cache"], \
+            f"no space left on the device holding '{folder}/cache/text' while writing the prepared text"
+    glue = ["--data=tiedemb.data.GlueData", "--data.task=mrpc"]
+    (folder / "dev.jsonl").write_text('{"sentence1": "a", "sentence2": "a", "label": 1}\n')
+    if kind == "glue_no_rows":
+        (folder / "train.json").write_text("[ ]\n")
+        return [*glue, f"--data.data_files={{train: {folder}/train.json, validation: {folder}/dev.jsonl}}"], \
+            f"{folder}/train.json: the train split has no examples"
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    pq.write_table(pa.table({"sentence1": ["a", "b"], "sentence2": ["a", "b"], "label": [1, 2]}), folder / "train.parquet")
+    return [*glue, f"--data.data_files={{train: {folder}/train.parquet, validation: {folder}/dev.jsonl}}"], \
+        f"{folder}/train.parquet, row 2: label 2 is not valid (expected an id 0-1"
+
+
+@pytest.mark.parametrize("kind", ["not_utf8", "giant_line", "full_disk", "glue_no_rows", "glue_label_out_of_range"])
+def test_hostile_data_files_get_one_message(capsys, tmp_path, monkeypatch, tiny_tokenizer_dir, kind):
+    arguments, needle = write_bad_data(kind, tmp_path, monkeypatch)
+    if kind.startswith("glue"):
+        arguments.append(f"--data.tokenizer={tiny_tokenizer_dir}")
+    message = one_error_line(run_in_process(capsys, f"--trainer.default_root_dir={tmp_path / 'run'}", *arguments))
+    assert message.startswith(f"error: {needle}"), message

@@ -320,6 +320,26 @@ def test_empty_splits_are_named(tmp_path: Path, tiny_tokenizer_dir: Path) -> Non
         data.setup("predict")
 
 
+def test_hub_format_files_without_rows_or_with_bad_labels_name_file_and_row(tmp_path: Path,
+                                                                           tiny_tokenizer_dir: Path) -> None:
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    spaced = tmp_path / "spaced.json"
+    spaced.write_text("\ufeff  [ ]\n", encoding="utf-8")  # no rows, written as people write them
+    with raises_user_error(f"{spaced}: the train split has no examples"):
+        GlueData("mrpc", str(tiny_tokenizer_dir), data_files={"train": str(spaced)}).split_dataset("train")
+    pq.write_table(pa.table({"sentence1": ["a", "b", "c"], "sentence2": ["a", "b", "c"], "label": [1, 0, -1]}),
+                   tmp_path / "train.parquet")
+    with raises_user_error(f"{tmp_path / 'train.parquet'}, row 3: label -1 is not valid (expected an id 0-1"):
+        GlueData("mrpc", str(tiny_tokenizer_dir), data_files={"train": str(tmp_path / "train.parquet")}).split_dataset("train")
+    array = tmp_path / "dev.json"
+    array.write_text(json.dumps([{"sentence1": "a", "sentence2": "a", "label": "equivalent"},
+                                 {"sentence1": "a", "sentence2": "a", "label": 7}]))
+    with raises_user_error(f"{array}, record 2: label 7 is not valid"):
+        GlueData("mrpc", str(tiny_tokenizer_dir), data_files={"validation": str(array)}).split_dataset("validation")
+
+
 def test_bad_data_files_are_named(tmp_path: Path, tiny_tokenizer_dir: Path) -> None:
     good = write_jsonl(tmp_path / "train.jsonl", [{"sentence1": "a", "sentence2": "a", "label": 1}])
     with raises_user_error(str(tmp_path / "missing.jsonl")):

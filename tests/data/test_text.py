@@ -157,7 +157,7 @@ def test_jsonl_and_json_use_the_text_column(tmp_path, small_tokenizer):
     assert prepared.stats["train_documents"] == 20 and prepared.stats["val_documents"] == 10
     assert prepared.stats["train_tokens"] == count_tokens(small_tokenizer, docs[:20])
     assert prepared.stats["val_tokens"] == count_tokens(small_tokenizer, docs[20:])
-    with pytest.raises(UserError, match="record 1 of .*train.jsonl.* has no 'text' field"):
+    with pytest.raises(UserError, match="no record of .*train.jsonl.* has a 'text' field \\(fields: id, body\\)"):
         prepare(tokenizer=small_tokenizer, train_files=[str(jsonl)], val_files=[str(array)], cache_dir=str(tmp_path / "c"))
 
 

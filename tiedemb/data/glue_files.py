@@ -14,6 +14,7 @@ that format by ``conform``.
 from __future__ import annotations
 
 import csv
+import json
 from collections.abc import Callable, Iterable
 from itertools import chain
 from pathlib import Path
@@ -23,6 +24,9 @@ import pyarrow.parquet
 
 from tiedemb.data.glue_tasks import ClassicLayout
 from tiedemb.errors import UserError
+
+SMALL_FILE_BYTES = 1 << 16
+"""A JSON file up to this size is parsed whole to see whether it holds any example at all."""
 
 UNLABELED = -1
 """Label id of an example without a label (test splits), as on the hub."""
@@ -150,6 +154,8 @@ def read_hub_format(path: Path, split: str) -> tuple[datasets.Dataset, RowName]:
     with path.open("rb") as handle:
         if not handle.read(4096).strip():
             raise UserError(f"{path}: the {split} file is empty")
+    if builder != "csv" and _holds_no_rows(path, builder):  # cheap to tell, and datasets would log an error first
+        raise UserError(f"{path}: the {split} split has no examples")
     try:
         dataset = datasets.load_dataset(builder, data_files=str(path), split="train", **options)
     except Exception as error:  # any parse failure of a user's file is reported as theirs
@@ -166,7 +172,12 @@ def _holds_no_rows(path: Path, builder: str) -> bool:
             return sum(1 for line in handle if line.strip()) <= 1
     if builder == "parquet":
         return pyarrow.parquet.read_metadata(path).num_rows == 0
-    return path.read_text(encoding="utf-8-sig").strip() == "[]"
+    if path.stat().st_size > SMALL_FILE_BYTES:  # a file this large holds something; the builder says what
+        return False
+    try:
+        return json.loads(path.read_text(encoding="utf-8-sig", errors="replace")) == []
+    except ValueError:
+        return False
 
 
 def conform(dataset: datasets.Dataset, text_columns: tuple[str, ...], label_names: tuple[str, ...], split: str,

@@ -19,6 +19,7 @@ from tiedemb.data.collate import make_collator
 from tiedemb.data.sampling import KeyedDataset, ResumableTraining, loader_generator
 from tiedemb.data.synthetic import MarkovCorpus
 from tiedemb.data.text import prepare_text
+from tiedemb.data.text_files import check_encoding_errors
 from tiedemb.errors import UserError, check_choice
 from tiedemb.options import Bounds, NonNegativeInt, OpenFraction, PositiveInt, Rate, check_arguments, option_types
 
@@ -28,7 +29,7 @@ DEFAULT_SYNTHETIC_VOCAB = 4096
 
 
 def _check_source_options(source: str, *, tokenizer: str | None, dataset_config: str | None,
-                          val_files: list[str] | None, train_files: list[str] | None) -> None:
+                          val_files: list[str] | None, train_files: list[str] | None, encoding_errors: str) -> None:
     """Refuse settings the chosen source would ignore without a word.
 
     A tokenizer given with the embedded corpus would otherwise be dropped silently: a run the user
@@ -45,6 +46,9 @@ def _check_source_options(source: str, *, tokenizer: str | None, dataset_config:
                         "give data.train_files too")
     if source == "dataset" and train_files:
         raise UserError("data.dataset and data.train_files are both given; choose one source of text")
+    if encoding_errors != "strict" and source != "files":
+        raise UserError(f"data.encoding_errors={encoding_errors!r} has no effect without data.train_files: it says how "
+                        "local text files that are not UTF-8 are read")
 
 
 class PretrainData(ResumableTraining, L.LightningDataModule):
@@ -53,7 +57,9 @@ class PretrainData(ResumableTraining, L.LightningDataModule):
     Sources, first match wins: ``dataset`` (a hub dataset name, with ``dataset_config``),
     ``train_files`` (local text / JSON lines / parquet, globs allowed), else the embedded
     Markov corpus (``vocab_size`` words, ``synthetic_tokens`` training tokens), whose exact
-    entropy rate is the best loss any causal model can reach on it.
+    entropy rate is the best loss any causal model can reach on it. Local files must be UTF-8
+    (``encoding_errors="strict"``) unless ``encoding_errors="replace"`` lets undecodable bytes
+    be read as U+FFFD.
     """
 
     def __init__(
@@ -77,17 +83,19 @@ class PretrainData(ResumableTraining, L.LightningDataModule):
         pin_memory: bool = False,
         cache_dir: str = "data/cache",
         seed: NonNegativeInt = 0,
+        encoding_errors: str = "strict",
     ) -> None:
         check_arguments("data", option_types(PretrainData.__init__), locals())
         super().__init__()
         objective = objective or "mlm"  # None: the CLI fills in model.objective
         check_choice("data.objective", objective, ("mlm", "clm"))
+        check_encoding_errors(encoding_errors)
         self.objective = objective
         self.block_size = block_size
         self.batch_size = batch_size
         self.source = "dataset" if dataset else "files" if train_files else "synthetic"
         _check_source_options(self.source, tokenizer=tokenizer, dataset_config=dataset_config, val_files=val_files,
-                              train_files=train_files)
+                              train_files=train_files, encoding_errors=encoding_errors)
         self.corpus: MarkovCorpus | None = None
         self.tokenizer = None
         self.stats: dict[str, float] = {}
@@ -114,6 +122,7 @@ class PretrainData(ResumableTraining, L.LightningDataModule):
                 num_proc=num_proc,
                 cache_dir=cache_dir,
                 seed=seed,
+                encoding_errors=encoding_errors,
             )
             self.tokenizer = self.prepared.tokenizer
             self.vocab_size = len(self.tokenizer)

@@ -5,15 +5,23 @@ rows are exactly ``block_size`` token ids. Documents are concatenated with one s
 after each and the stream is cut into blocks, so only the final partial block of each split is
 dropped (and counted). The result is saved under ``cache_dir`` keyed by the source, the
 tokenizer and the block size, and later runs load it instead of tokenising again.
+
+Memory stays bounded by the batch, not the corpus: local files are read into memory-mapped Arrow
+files (``tiedemb.data.text_files``), tokenised by ``datasets.map`` into more of them, and cut into
+blocks one record batch at a time. These working files live in a hidden folder under
+``cache_dir/text`` that is removed once the prepared text is saved.
 """
 
 from __future__ import annotations
 
+import contextlib
 import glob
 import hashlib
 import json
 import logging
 import os
+import tempfile
+from collections.abc import Iterator
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
@@ -22,7 +30,6 @@ import datasets
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
-from datasets.table import InMemoryTable
 from transformers import PreTrainedTokenizerFast
 
 from tiedemb.data.tokenizers import (
@@ -32,8 +39,9 @@ from tiedemb.data.tokenizers import (
     tokenizer_fingerprint,
     train_tokenizer,
 )
+from tiedemb.data.text_files import SUFFIXES, check_encoding_errors, read_files
 from tiedemb.errors import UserError, check_choice, first_line
-from tiedemb.training.files import atomic_directory
+from tiedemb.training.files import atomic_directory, disk_full_is_reported
 from tiedemb.training.hub import hub_access
 
 __all__ = ["PreparedText", "prepare_text", "train_tokenizer", "trained_tokenizer_dirs"]
@@ -44,7 +52,11 @@ log = logging.getLogger("tiedemb.data")
 CACHE_FORMAT = 1
 #: Rows per ``datasets.map`` call: large enough that the Rust tokenizer's own threads stay busy.
 MAP_BATCH_SIZE = 2000
-SUFFIXES = (".txt", ".jsonl", ".json", ".parquet")
+#: Text per ``datasets.map`` call, on average: fewer rows per call for long documents, so the
+#: tokenizer's working memory (about 100 bytes per token) stays near 100 MB whatever the corpus.
+MAP_BATCH_BYTES = 4 << 20
+#: Where the full disk message sends the user.
+DISK_REMEDY = "set data.cache_dir to a folder on a larger disk"
 TOKENIZER_KIND = {"mlm": "wordpiece", "clm": "bpe"}
 
 
@@ -93,47 +105,10 @@ def _file_identity(paths: list[Path]) -> list[tuple[str, int, int]]:
     return [(str(path), path.stat().st_size, path.stat().st_mtime_ns) for path in paths]
 
 
-def _read_txt(path: Path) -> list[str]:
-    # utf-8-sig drops the byte-order mark that WikiText (and Windows editors) put first.
-    with path.open(encoding="utf-8-sig") as handle:
-        return [line.strip() for line in handle]
-
-
-def _json_rows(path: Path) -> list:
-    text = path.read_text(encoding="utf-8-sig")
-    if path.suffix.lower() == ".json" and text.lstrip().startswith("["):
-        return json.loads(text)
-    return [json.loads(line) for line in text.splitlines() if line.strip()]
-
-
-def _read_json(path: Path, column: str) -> list[str]:
-    rows = _json_rows(path)
-    missing = next((i for i, row in enumerate(rows) if not isinstance(row, dict) or column not in row), None)
-    if missing is not None:
-        raise UserError(f"record {missing + 1} of {str(path)!r} has no {column!r} field; set text_column to the field holding the text")
-    return [row[column] for row in rows]
-
-
-def _read_parquet(path: Path, column: str) -> list[str]:
-    import pyarrow.parquet as pq
-
-    names = pq.read_schema(path).names
-    if column not in names:
-        raise UserError(f"{str(path)!r} has no column {column!r} (columns: {', '.join(names)}); set text_column")
-    return pq.read_table(path, columns=[column]).column(0).to_pylist()
-
-
-def _read_documents(paths: list[Path], column: str) -> datasets.Dataset:
+def _read_documents(paths: list[Path], column: str, role: str, encoding_errors: str, work_dir: Path,
+                    num_proc: int | None) -> datasets.Dataset:
     """Non-empty, stripped documents from all files: one per line of .txt, one per record otherwise."""
-    documents: list[str] = []
-    for path in paths:
-        suffix = path.suffix.lower()
-        try:
-            values = _read_txt(path) if suffix == ".txt" else _read_parquet(path, column) if suffix == ".parquet" else _read_json(path, column)
-        except (UnicodeDecodeError, json.JSONDecodeError, pa.ArrowException) as error:
-            raise UserError(f"could not read {str(path)!r}: {error}") from None
-        documents.extend(_clean(values))
-    return datasets.Dataset.from_dict({"text": documents})
+    return _clean_documents(read_files(paths, column, role, encoding_errors, work_dir, num_proc), column)
 
 
 def _clean(values: list) -> list[str]:
@@ -145,8 +120,8 @@ def _clean_batch(batch: dict[str, list], column: str) -> dict[str, list[str]]:
     return {"text": _clean(batch[column])}
 
 
-def _hub_documents(split: datasets.Dataset, column: str) -> datasets.Dataset:
-    """A split's text column, cleaned like file input; stays memory-mapped, with the hub cache's own map cache."""
+def _clean_documents(split: datasets.Dataset, column: str) -> datasets.Dataset:
+    """A text column, cleaned; stays memory-mapped (the map's result is cached beside its input)."""
     return split.map(partial(_clean_batch, column=column), batched=True, remove_columns=split.column_names, desc="cleaning text")
 
 
@@ -169,8 +144,8 @@ def _load_hub_splits(name: str, config: str | None, column: str) -> tuple[datase
     if column not in splits["train"].column_names:
         raise UserError(f"dataset {name!r} has no column {column!r} (columns: {', '.join(splits['train'].column_names)}); set text_column")
     val_split = next((s for s in ("validation", "valid", "dev") if s in splits), None)
-    val = _hub_documents(splits[val_split], column) if val_split else None
-    return _hub_documents(splits["train"], column), val
+    val = _clean_documents(splits[val_split], column) if val_split else None
+    return _clean_documents(splits["train"], column), val
 
 
 def _hold_out(documents: datasets.Dataset, fraction: float, seed: int) -> tuple[datasets.Dataset, datasets.Dataset]:
@@ -194,12 +169,19 @@ def _encode(batch: dict[str, list[str]], backend, separator: int) -> dict[str, l
     return {"input_ids": [encoding.ids + [separator] for encoding in encodings]}
 
 
+def _map_batch_size(documents: datasets.Dataset) -> int:
+    """Rows per tokenising call: ``MAP_BATCH_SIZE``, fewer where documents are long (``MAP_BATCH_BYTES``)."""
+    texts = documents.data.column("text")
+    average = (pc.sum(pc.binary_length(texts)).as_py() or 0) / max(1, len(texts))  # no rows: a null sum
+    return max(1, min(MAP_BATCH_SIZE, int(MAP_BATCH_BYTES // max(1.0, average))))
+
+
 def _tokenize_documents(documents: datasets.Dataset, tokenizer, separator: int, num_proc: int | None, fingerprint: str) -> datasets.Dataset:
     """One row of ids per document, via a batched ``datasets.map`` over the fast tokenizer's batch call."""
     return documents.map(
         partial(_encode, backend=tokenizer.backend_tokenizer, separator=separator),
         batched=True,
-        batch_size=MAP_BATCH_SIZE,
+        batch_size=_map_batch_size(documents),
         num_proc=num_proc,
         remove_columns=["text"],
         # An explicit fingerprint spares datasets from hashing the whole tokenizer.
@@ -208,13 +190,27 @@ def _tokenize_documents(documents: datasets.Dataset, tokenizer, separator: int, 
     )
 
 
-def _group_into_blocks(tokenized: datasets.Dataset, block_size: int) -> tuple[datasets.Dataset, int, int]:
-    """Concatenate all rows and cut exact ``block_size`` blocks; return them, total and dropped tokens."""
-    flat = pc.list_flatten(tokenized.data.column("input_ids")).combine_chunks() if len(tokenized) else pa.array([], pa.int64())
-    blocks = len(flat) // block_size
-    kept = flat.slice(0, blocks * block_size).cast(pa.int32())
-    table = pa.table({"input_ids": pa.FixedSizeListArray.from_arrays(kept, block_size)})
-    return datasets.Dataset(InMemoryTable(table)), len(flat), len(flat) - blocks * block_size
+def _group_into_blocks(tokenized: datasets.Dataset, block_size: int, path: Path) -> tuple[datasets.Dataset, int, int]:
+    """Concatenate all rows and cut exact ``block_size`` blocks; return them, total and dropped tokens.
+
+    The rows are read one record batch at a time from the memory-mapped tokenised file and the
+    blocks written to the Arrow file ``path`` as they fill, carrying the tokens of an unfinished
+    block to the next batch: the same blocks as cutting the whole stream at once, in the memory
+    of one batch.
+    """
+    schema = pa.schema({"input_ids": pa.list_(pa.int32(), block_size)})
+    total, carried = 0, pa.array([], pa.int32())
+    with pa.OSFile(str(path), "wb") as sink, pa.ipc.new_stream(sink, schema) as writer:
+        for batch in tokenized.data.to_batches():
+            ids = pc.list_flatten(batch.column("input_ids")).cast(pa.int32())
+            total += len(ids)
+            stream = pa.concat_arrays([carried, ids])
+            blocks = len(stream) // block_size
+            if blocks:
+                kept = pa.FixedSizeListArray.from_arrays(stream.slice(0, blocks * block_size), block_size)
+                writer.write_batch(pa.record_batch([kept], schema=schema))
+            carried = stream.slice(blocks * block_size)
+    return datasets.Dataset.from_file(str(path)), total, len(carried)
 
 
 # --------------------------------------------------------------------------- cache
@@ -232,8 +228,8 @@ def _open(folder: Path, tokenizer) -> PreparedText:
 
 
 def _save(folder: Path, prepared: PreparedText) -> None:
-    """Write the cache entry atomically, so a crash never leaves a half-written one."""
-    with atomic_directory(folder, "stats.json") as staging:
+    """Write the cache entry atomically, so a crash (or a full disk) never leaves a half-written one."""
+    with disk_full_is_reported(folder.parent, "the prepared text", DISK_REMEDY), atomic_directory(folder, "stats.json") as staging:
         prepared.train.save_to_disk(str(staging / "train"))
         prepared.val.save_to_disk(str(staging / "val"))
         prepared.tokenizer.save_pretrained(staging / "tokenizer")
@@ -241,10 +237,12 @@ def _save(folder: Path, prepared: PreparedText) -> None:
 
 
 def _source_identity(dataset: str | None, dataset_config: str | None, text_column: str, train_paths: list[Path],
-                     val_paths: list[Path], val_fraction: float, seed: int) -> dict:
+                     val_paths: list[Path], val_fraction: float, seed: int, encoding_errors: str = "strict") -> dict:
     """What decides the text a run reads: the cache keys of its prepared text and trained tokenizer."""
     source: dict = {"dataset": dataset, "config": dataset_config, "column": text_column}
     source |= {"train": _file_identity(train_paths), "val": _file_identity(val_paths)}
+    if encoding_errors != "strict":  # replaced bytes make other text; strict keeps the keys entries already have
+        source["encoding_errors"] = encoding_errors
     if not val_paths:  # the split itself may decide the validation text
         source |= {"val_fraction": val_fraction, "seed": seed}
     return source
@@ -257,7 +255,7 @@ def _trained_tokenizer_dir(cache_dir: str, kind: str, size: str, source: dict) -
 def trained_tokenizer_dirs(*, objective: str, dataset: str | None = None, dataset_config: str | None = None,
                            train_files: list[str] | None = None, val_files: list[str] | None = None,
                            text_column: str = "text", val_fraction: float = 0.05, seed: int = 0,
-                           cache_dir: str = "data/cache", **_: object) -> list[Path]:
+                           cache_dir: str = "data/cache", encoding_errors: str = "strict", **_: object) -> list[Path]:
     """The saved tokenizers ``prepare_text`` trained for this text (one per requested size), if any.
 
     Takes a ``PretrainData``'s hyperparameters. Local files are identified by path, size and
@@ -269,7 +267,7 @@ def trained_tokenizer_dirs(*, objective: str, dataset: str | None = None, datase
         val_paths = _expand(val_files, "val") if val_files else []
     except UserError:
         return []  # the text is gone, and with it the key its tokenizer was saved under
-    source = _source_identity(dataset, dataset_config, text_column, train_paths, val_paths, val_fraction, seed)
+    source = _source_identity(dataset, dataset_config, text_column, train_paths, val_paths, val_fraction, seed, encoding_errors)
     pattern = _trained_tokenizer_dir(cache_dir, TOKENIZER_KIND[objective], "*", source)
     return sorted(path for path in pattern.parent.glob(pattern.name) if (path / "tokenizer.json").is_file())
 
@@ -277,8 +275,9 @@ def trained_tokenizer_dirs(*, objective: str, dataset: str | None = None, datase
 # --------------------------------------------------------------------------- entry point
 
 
-def _check_arguments(objective: str, dataset, train_files, block_size: int, val_fraction: float) -> None:
+def _check_arguments(objective: str, dataset, train_files, block_size: int, val_fraction: float, encoding_errors: str) -> None:
     check_choice("objective", objective, TOKENIZER_KIND)
+    check_encoding_errors(encoding_errors)
     if (dataset is None) == (not train_files):
         raise UserError("pass exactly one text source: `dataset` (a hub dataset name) or `train_files` (local paths or globs)")
     if block_size < 2:
@@ -302,19 +301,21 @@ def prepare_text(
     num_proc: int | None = None,
     cache_dir: str = "data/cache",
     seed: int = 0,
+    encoding_errors: str = "strict",
 ) -> PreparedText:
     """Read, tokenise and block a corpus for ``objective`` ("mlm" or "clm"), from the cache when possible.
 
     ``tokenizer`` is a hub name or local directory; if None a WordPiece (mlm) or byte-level BPE
     (clm) tokenizer of ``vocab_size`` tokens is trained on the training text and kept in the cache.
     Validation text comes from ``val_files``, else the dataset's validation split, else a seeded
-    ``val_fraction`` of the documents.
+    ``val_fraction`` of the documents. ``encoding_errors`` is "strict" (a local file that is not
+    UTF-8 is refused, naming the first bad byte) or "replace" (such bytes are read as U+FFFD).
     """
-    _check_arguments(objective, dataset, train_files, block_size, val_fraction)
+    _check_arguments(objective, dataset, train_files, block_size, val_fraction, encoding_errors)
     kind = TOKENIZER_KIND[objective]
     train_paths = _expand(train_files, "train") if train_files else []
     val_paths = _expand(val_files, "val") if val_files else []
-    source = _source_identity(dataset, dataset_config, text_column, train_paths, val_paths, val_fraction, seed)
+    source = _source_identity(dataset, dataset_config, text_column, train_paths, val_paths, val_fraction, seed, encoding_errors)
     loaded = load_tokenizer(tokenizer) if tokenizer is not None else None
     if loaded is None:
         identity = {"trained": kind, "vocab_size": check_vocab_size(kind, vocab_size)}
@@ -328,38 +329,51 @@ def prepare_text(
         log.info("loaded prepared text from %s: %d train and %d val blocks", folder, prepared.stats["train_blocks"], prepared.stats["val_blocks"])
         return prepared
 
-    if dataset is not None:
-        train_docs, val_docs = _load_hub_splits(dataset, dataset_config, text_column)
-        described = f"dataset {dataset!r}"
-    else:
-        train_docs, val_docs = _read_documents(train_paths, text_column), None
-        described = ", ".join(repr(str(p)) for p in train_paths)
-    if not len(train_docs):
-        raise UserError(f"the training text is empty (no non-blank documents in {described})")
-    if val_paths:
-        val_docs = _read_documents(val_paths, text_column)
-        if not len(val_docs):
-            raise UserError(f"the validation text is empty (no non-blank documents in {', '.join(repr(str(p)) for p in val_paths)})")
-    if val_docs is None:
-        train_docs, val_docs = _hold_out(train_docs, val_fraction, seed)
+    with _working_folder(folder.parent) as work:
+        if dataset is not None:
+            train_docs, val_docs = _load_hub_splits(dataset, dataset_config, text_column)
+            described = f"dataset {dataset!r}"
+        else:
+            train_docs = _read_documents(train_paths, text_column, "train", encoding_errors, work, num_proc)
+            val_docs, described = None, ", ".join(repr(str(p)) for p in train_paths)
+        if not len(train_docs):
+            raise UserError(f"the training text is empty (no non-blank documents in {described})")
+        if val_paths:
+            val_docs = _read_documents(val_paths, text_column, "val", encoding_errors, work, num_proc)
+            if not len(val_docs):
+                raise UserError(f"the validation text is empty (no non-blank documents in {', '.join(repr(str(p)) for p in val_paths)})")
+        if val_docs is None:
+            train_docs, val_docs = _hold_out(train_docs, val_fraction, seed)
 
-    if loaded is None:
-        save_dir = _trained_tokenizer_dir(cache_dir, kind, str(vocab_size), source)
-        texts = (doc for batch in train_docs.iter(batch_size=1000) for doc in batch["text"])
-        loaded = train_tokenizer(texts, kind=kind, vocab_size=vocab_size, save_dir=save_dir)
-    separator = configure_for_objective(loaded, objective)
-    prepared = _build(train_docs, val_docs, loaded, separator, block_size, num_proc, key)
-    _save(folder, prepared)
+        if loaded is None:
+            save_dir = _trained_tokenizer_dir(cache_dir, kind, str(vocab_size), source)
+            texts = (doc for batch in train_docs.iter(batch_size=1000) for doc in batch["text"])
+            loaded = train_tokenizer(texts, kind=kind, vocab_size=vocab_size, save_dir=save_dir)
+        separator = configure_for_objective(loaded, objective)
+        _save(folder, _build(train_docs, val_docs, loaded, separator, block_size, num_proc, key, work))
     log.info("saved prepared text to %s", folder)
     return _open(folder, loaded)
 
 
-def _build(train_docs, val_docs, tokenizer, separator: int, block_size: int, num_proc: int | None, key: str) -> PreparedText:
+@contextlib.contextmanager
+def _working_folder(parent: Path) -> Iterator[Path]:
+    """A hidden folder under ``parent`` for the Arrow files of one preparation, removed afterwards.
+
+    A full disk while reading, tokenising or saving ends in one message; nothing of the
+    preparation is left behind, and earlier cache entries are not touched.
+    """
+    parent.mkdir(parents=True, exist_ok=True)
+    with disk_full_is_reported(parent, "the text being prepared", DISK_REMEDY), \
+            tempfile.TemporaryDirectory(prefix=".preparing-", dir=parent) as work:
+        yield Path(work)
+
+
+def _build(train_docs, val_docs, tokenizer, separator: int, block_size: int, num_proc: int | None, key: str, work: Path) -> PreparedText:
     """Tokenise and block both splits, and log what was kept and what was dropped."""
     splits, stats = {}, {}
     for name, documents in (("train", train_docs), ("val", val_docs)):
         tokenized = _tokenize_documents(documents, tokenizer, separator, num_proc, f"tiedemb-{key}-{name}")
-        splits[name], total, dropped = _group_into_blocks(tokenized, block_size)
+        splits[name], total, dropped = _group_into_blocks(tokenized, block_size, work / f"{name}-blocks.arrow")
         stats |= {f"{name}_tokens": total, f"{name}_blocks": len(splits[name]), f"{name}_discarded_tokens": dropped, f"{name}_documents": len(documents)}
         log.info(
             "%s: %d documents, %d tokens (incl. %d separators) -> %d blocks of %d, %d trailing tokens discarded",

@@ -11,7 +11,7 @@ from pathlib import Path
 from transformers import AutoTokenizer, PreTrainedTokenizerBase, PreTrainedTokenizerFast
 
 from tiedemb.errors import UserError, check_choice, first_line
-from tiedemb.training.files import atomic_directory
+from tiedemb.training.files import atomic_directory, disk_full_is_reported
 from tiedemb.training.hub import hub_access
 
 log = logging.getLogger("tiedemb.data")
@@ -181,5 +181,6 @@ def train_tokenizer(texts: Iterable[str], *, kind: str, vocab_size: int, save_di
 
 def _save_atomically(tokenizer: PreTrainedTokenizerBase, save_dir: Path) -> None:
     """Save so that an interrupted run leaves no half tokenizer."""
-    with atomic_directory(save_dir, "tokenizer.json") as staging:
+    with disk_full_is_reported(save_dir.parent, "the trained tokenizer", "set data.cache_dir to a folder on a larger disk"), \
+            atomic_directory(save_dir, "tokenizer.json") as staging:
         tokenizer.save_pretrained(staging)

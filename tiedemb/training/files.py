@@ -13,6 +13,7 @@ run's checkpoint folder) take the next free name instead: ``name``, ``name-1``, 
 from __future__ import annotations
 
 import contextlib
+import errno
 import os
 import shutil
 import socket
@@ -20,6 +21,8 @@ import tempfile
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import IO, Any
+
+from tiedemb.errors import UserError
 
 MAX_NUMBERED_NAMES = 10_000
 """How many numbered names ``write_new_file`` tries before giving up."""
@@ -106,6 +109,35 @@ def atomic_directory(target: str | os.PathLike, complete_marker: str) -> Iterato
                 raise
     finally:
         shutil.rmtree(staging, ignore_errors=True)
+
+
+def out_of_space(error: BaseException) -> bool:
+    """Whether ``error`` or an exception it was raised from is a full disk (libraries wrap OSError)."""
+    seen: set[int] = set()
+    while error is not None and id(error) not in seen:
+        seen.add(id(error))
+        if isinstance(error, OSError) and error.errno in (errno.ENOSPC, errno.EDQUOT):
+            return True
+        # what Python would print as the cause: an explicit one, else the context unless suppressed
+        error = error.__cause__ if error.__cause__ is not None else None if error.__suppress_context__ else error.__context__
+    return False
+
+
+@contextlib.contextmanager
+def disk_full_is_reported(folder: str | os.PathLike, what: str, remedy: str) -> Iterator[None]:
+    """Turn a full disk (or quota) while the block writes ``what`` under ``folder`` into one ``UserError``.
+
+    The writes inside are expected to be atomic (``atomic_directory``, ``atomic_write``), so by the
+    time the error arrives here the partial copy is gone and earlier files are as they were; the
+    message says so and what to do, instead of a traceback from deep inside a library.
+    """
+    try:
+        yield
+    except Exception as error:
+        if not out_of_space(error):
+            raise
+        raise UserError(f"no space left on the device holding {str(folder)!r} while writing {what}; the partial "
+                        f"copy was removed and earlier files there are intact. Free some space, or {remedy}") from None
 
 
 def atomic_write_text(path: str | os.PathLike, text: str) -> None:
