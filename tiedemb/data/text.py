@@ -33,6 +33,7 @@ from tiedemb.data.tokenizers import (
     train_tokenizer,
 )
 from tiedemb.errors import UserError, check_choice, first_line
+from tiedemb.options import given, no_effect
 from tiedemb.training.files import atomic_directory
 from tiedemb.training.hub import hub_access
 
@@ -46,6 +47,10 @@ CACHE_FORMAT = 1
 MAP_BATCH_SIZE = 2000
 SUFFIXES = (".txt", ".jsonl", ".json", ".parquet")
 TOKENIZER_KIND = {"mlm": "wordpiece", "clm": "bpe"}
+TEXT_COLUMN = "text"
+"""The field of JSON lines, parquet files and hub datasets that holds the text, unless told otherwise."""
+VAL_FRACTION = 0.05
+"""Documents held out for validation when the source gives no validation text."""
 
 
 @dataclass
@@ -296,9 +301,9 @@ def prepare_text(
     dataset_config: str | None,
     train_files: list[str] | None,
     val_files: list[str] | None,
-    text_column: str = "text",
+    text_column: str = TEXT_COLUMN,
     block_size: int = 128,
-    val_fraction: float = 0.05,
+    val_fraction: float = VAL_FRACTION,
     num_proc: int | None = None,
     cache_dir: str = "data/cache",
     seed: int = 0,
@@ -314,8 +319,13 @@ def prepare_text(
     kind = TOKENIZER_KIND[objective]
     train_paths = _expand(train_files, "train") if train_files else []
     val_paths = _expand(val_files, "val") if val_files else []
+    if dataset is None and given(text_column, TEXT_COLUMN) and all(p.suffix.lower() == ".txt" for p in train_paths + val_paths):
+        raise no_effect("data.text_column", text_column, "with .txt files only: each of their lines is a document")
     source = _source_identity(dataset, dataset_config, text_column, train_paths, val_paths, val_fraction, seed)
     loaded = load_tokenizer(tokenizer) if tokenizer is not None else None
+    if loaded is not None and vocab_size is not None and vocab_size != len(loaded):
+        raise no_effect("data.vocab_size", vocab_size, f"with data.tokenizer={tokenizer!r}, which has {len(loaded)} tokens: "
+                        "the vocabulary is the tokenizer's; drop data.vocab_size")
     if loaded is None:
         identity = {"trained": kind, "vocab_size": check_vocab_size(kind, vocab_size)}
     else:
@@ -331,6 +341,9 @@ def prepare_text(
     if dataset is not None:
         train_docs, val_docs = _load_hub_splits(dataset, dataset_config, text_column)
         described = f"dataset {dataset!r}"
+        if val_docs is not None and not val_paths and given(val_fraction, VAL_FRACTION):
+            raise no_effect("data.val_fraction", val_fraction, f"with data.dataset={dataset!r}, whose own validation "
+                            "split is the validation text")
     else:
         train_docs, val_docs = _read_documents(train_paths, text_column), None
         described = ", ".join(repr(str(p)) for p in train_paths)
