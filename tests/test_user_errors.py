@@ -208,3 +208,44 @@ def test_hostile_data_files_get_one_message(capsys, tmp_path, monkeypatch, tiny_
         arguments.append(f"--data.tokenizer={tiny_tokenizer_dir}")
     message = one_error_line(run_in_process(capsys, f"--trainer.default_root_dir={tmp_path / 'run'}", *arguments))
     assert message.startswith(f"error: {needle}"), message
+
+
+@pytest.mark.parametrize(("typo", "suggestion"), [
+    ("trainer:\n  max_stepz: 3\n", "does not accept option 'trainer.max_stepz'; did you mean trainer.max_steps?"),
+    ("model:\n  init_args:\n    hiden_size: 64\n", "Option 'hiden_size' is not accepted; did you mean hidden_size?"),
+    ("data:\n  init_args:\n    batch_sise: 4\n", "Option 'batch_sise' is not accepted; did you mean batch_size?"),
+])
+def test_a_typo_in_a_config_file_gets_the_nearest_valid_key(capsys, tmp_path, typo, suggestion):
+    config = tmp_path / "typo.yaml"
+    config.write_text(typo)
+    err = run_in_process(capsys, "--config", str(config))
+    errors = [line for line in err.splitlines() if line.startswith("error:")]
+    assert len(errors) == 1 and errors[0].endswith(suggestion), err
+
+
+def test_a_typo_on_the_command_line_gets_the_nearest_valid_key(capsys):
+    err = run_in_process(capsys, "--trainer.max_stepz=3")
+    assert "error: unrecognized arguments: --trainer.max_stepz=3; did you mean trainer.max_steps?" in err
+
+
+@pytest.mark.parametrize("kind", ["state_dict", "pytorch_model.bin"])
+def test_a_file_that_is_not_a_run_checkpoint_is_named_for_what_it_is(capsys, tmp_path, tied_checkpoint, kind):
+    """A bare state dict or transformers' weights at --ckpt_path: what the file is, and what is expected."""
+    if kind == "state_dict":
+        path = tmp_path / "weights.pt"
+        torch.save(torch.load(tied_checkpoint, weights_only=True)["state_dict"], path)
+        expected = "holds a bare state dict ("
+    else:
+        from transformers import BertConfig, BertForMaskedLM
+
+        model = BertForMaskedLM(BertConfig(vocab_size=30, hidden_size=8, num_hidden_layers=1, num_attention_heads=2,
+                                           intermediate_size=16))
+        path = tmp_path / "pytorch_model.bin"
+        torch.save(model.state_dict(), path)  # what transformers writes without safetensors
+        expected = "holds transformers BERT weights ("
+    err = run_in_process(capsys, f"--trainer.default_root_dir={tmp_path}", f"--ckpt_path={path}")
+    errors = [line for line in err.splitlines() if line.startswith("error:")]
+    assert len(errors) == 1 and "Traceback" not in err, err
+    assert errors[0].startswith(f"error: checkpoint '{path}' {expected}") and "not a checkpoint of a tiedemb run" in errors[0]
+    if kind == "pytorch_model.bin":
+        assert "as model.pretrained" in errors[0]

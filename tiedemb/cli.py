@@ -23,7 +23,7 @@ from lightning.pytorch.utilities.exceptions import SIGTERMException
 from tiedemb.errors import UserError, check_choice
 from tiedemb.modules.throughput import ModelThroughput
 from tiedemb.nn.config import OBJECTIVES
-from tiedemb.options import shown
+from tiedemb.options import given, shown
 from tiedemb.training.checkpoint_io import AtomicCheckpointIO
 from tiedemb.training.checkpoints import check_compatible, find_last_checkpoint, fresh_checkpoint_dir, read_checkpoint
 from tiedemb.training.exits import DEBUG_ENV, PREEMPTED_EXIT, USER_ERROR_EXIT, report_user_errors
@@ -148,8 +148,43 @@ class ArgumentParser(LightningArgumentParser):
         if NO_CLASS.search(message):
             hint = ("a config names the model and data classes (--config configs/tied.yaml); without one, name "
                     "them: --model=tiedemb.PretrainModule --data=tiedemb.data.PretrainData")
-        sys.stderr.write(f"error: {condense_parse_error(message)}\nhint: {hint}\n")
+        nearest = nearest_valid_key(message, parser)
+        suggestion = f"; did you mean {nearest}?" if nearest else ""
+        sys.stderr.write(f"error: {condense_parse_error(message)}{suggestion}\nhint: {hint}\n")
         self.exit(USER_ERROR_EXIT)
+
+
+def nearest_valid_key(message: str, parser: Any) -> str | None:
+    """For an unknown key (a typo in YAML or on the command line), the valid key nearest to it.
+
+    jsonargparse names the unknown key but suggests nothing: a class's unknown keyword is matched
+    against the class's own keywords, any other key against the options of ``parser`` (the
+    subcommand's), by ``difflib``'s similarity.
+    """
+    import difflib
+    import importlib
+    import inspect
+
+    by_class = re.search(r"class_path '([^']+)':\s*Option '([^']+)' is not accepted", message)
+    if by_class:
+        module_name, _, class_name = by_class.group(1).rpartition(".")
+        try:
+            parameters = inspect.signature(getattr(importlib.import_module(module_name), class_name).__init__).parameters
+        except (ImportError, AttributeError, ValueError):
+            return None
+        unknown = by_class.group(2)
+        valid = [name for name, parameter in parameters.items() if name != "self"
+                 and parameter.kind not in (inspect.Parameter.VAR_POSITIONAL, inspect.Parameter.VAR_KEYWORD)]
+    else:
+        found = (re.search(r"does not accept option '([^']+)'", message)
+                 or re.search(r"unrecognized arguments: --([\w.]+)", message))
+        if not found:
+            return None
+        unknown = found.group(1)
+        valid = [action.dest for action in getattr(parser, "_actions", [])
+                 if action.dest not in ("help", argparse.SUPPRESS) and not action.dest.endswith(".help")]
+    nearest = difflib.get_close_matches(unknown, valid, n=1)
+    return nearest[0] if nearest else None
 
 
 def condense_parse_error(message: str) -> str:
@@ -391,7 +426,7 @@ def refuse_linked_settings(model: Any) -> None:
     settings = model.get("init_args") or {}
     for name, source in LINKED_FROM_DATA.items():
         value = settings.get(name)
-        if name in parameters and value is not None and value != parameters[name].default:
+        if name in parameters and given(value, parameters[name].default):
             raise UserError(f"model.{name}={shown(value)} is set from the data ({source}); leave it out of the model's "
                             "settings")
 

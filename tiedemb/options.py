@@ -14,6 +14,12 @@ building the object goes through (the command line, a checkpoint, Python).
 
 The argparse commands (sweep, report, ...) use ``number`` as an option's ``type`` (and
 ``tiedemb.training.exits.CommandParser``), so their mistakes read like the training command's.
+
+An option that the chosen configuration would not read (a tokenizer with the embedded corpus, a
+head setting with another head) is refused, never dropped silently: ``given`` tells an option the
+user set from one left alone (``null``, or the value leaving it out gives), and ``no_effect``
+words the refusal; ``warn_no_effect`` says the same once where refusing would break configs that
+compose (an overlay's setting that another overlay makes moot).
 """
 
 from __future__ import annotations
@@ -23,6 +29,7 @@ import inspect
 import math
 import types
 import typing
+import warnings
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Annotated, Any, Union
@@ -154,6 +161,34 @@ def shown(value: Any) -> str:
     if isinstance(value, bool):
         return str(value).lower()
     return repr(value)
+
+
+# -- options the configuration would not read -----------------------------------------------------
+def given(value: Any, default: Any) -> bool:
+    """Whether an option was set: neither ``null`` (unset) nor ``default``, what leaving it out gives.
+
+    Setting an option to its default is indistinguishable from leaving it out, and harmless.
+    """
+    return value is not None and value != default
+
+
+def no_effect_message(option: str, value: Any, why: str) -> str:
+    """``data.tokenizer='x' has no effect without ...``: the option, its value and why it is not read."""
+    return f"{option}={shown(value)} has no effect {why}"
+
+
+def no_effect(option: str, value: Any, why: str) -> UserError:
+    """The error refusing an option that would change nothing (``raise no_effect(...)``)."""
+    return UserError(no_effect_message(option, value, why))
+
+
+class NoEffectWarning(UserWarning):
+    """An option that changes nothing in this configuration, kept because configs compose."""
+
+
+def warn_no_effect(option: str, value: Any, why: str) -> None:
+    """Say once (Python's warning registry) that an option changes nothing here."""
+    warnings.warn(no_effect_message(option, value, why), NoEffectWarning, stacklevel=3)
 
 
 # -- the argparse commands' numbers ---------------------------------------------------------------

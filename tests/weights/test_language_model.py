@@ -64,7 +64,7 @@ def test_bert_model_gives_the_encoder_and_the_configured_head_starts_fresh(tmp_p
     ({"embedding_dim": 16}, "model.embedding_dim=16 does not fit"),
     ({"objective": "clm"}, "cannot be trained with model.objective='clm'"),
     ({"output_scale": 0.5}, "cannot be trained with model.output_scale=0.5"),
-    ({"embedding_norm": False}, "cannot be trained with model.embedding_norm=false"),
+    ({"embedding_norm": False}, "model.embedding_norm=False does not fit the pretrained BERT model"),
 ])
 def test_settings_that_contradict_the_pretrained_model_are_refused_in_one_message(tmp_path, settings, named):
     save_tiny_masked_lm(tmp_path / "mlm")

@@ -26,9 +26,11 @@ from tiedemb.data.length_grouping import length_grouped, longest_first
 from tiedemb.data.sampling import ResumableTraining, loader_generator
 from tiedemb.data.tokenizers import load_tokenizer
 from tiedemb.errors import UserError, check_choice
-from tiedemb.options import Bounds, NonNegativeInt, PositiveInt, check_arguments, option_types
+from tiedemb.options import Bounds, NonNegativeInt, PositiveInt, check_arguments, given, no_effect, option_types
 from tiedemb.training.hub import hub_offline_requested, hub_problem
 
+HUB_DATASET = "nyu-mll/glue"
+"""Where GLUE comes from when no local source is given."""
 MIN_MAX_LENGTH = 8
 """Shortest useful ``max_length``: a pair needs ``[CLS] a [SEP] b [SEP]`` and some words."""
 
@@ -52,10 +54,11 @@ class GlueData(ResumableTraining, LightningDataModule):
     def __init__(self, task: str = "mrpc", tokenizer: str = "bert-base-uncased", data_dir: str | None = None,
                  data_files: dict[str, str] | None = None, max_length: Annotated[int, Bounds(MIN_MAX_LENGTH)] = 128,
                  batch_size: PositiveInt = 32, eval_batch_size: PositiveInt | None = None,
-                 num_workers: NonNegativeInt = 0, pin_memory: bool = False, hub_dataset: str = "nyu-mll/glue",
+                 num_workers: NonNegativeInt = 0, pin_memory: bool = False, hub_dataset: str = HUB_DATASET,
                  max_train_samples: PositiveInt | None = None, length_grouping: NonNegativeInt = 0,
                  sort_eval_by_length: bool = False) -> None:
         check_arguments("data", option_types(GlueData.__init__), locals())
+        _check_one_source(data_dir, data_files, hub_dataset)
         super().__init__()
         self.save_hyperparameters()
         self.task_spec = TASKS[check_choice("data.task", task, TASKS)]
@@ -150,6 +153,15 @@ class GlueData(ResumableTraining, LightningDataModule):
         return DataLoader(dataset, batch_size=batch_size, sampler=sampler, generator=loader_generator(seed),
                           collate_fn=self._collate, num_workers=self.num_workers, pin_memory=self.pin_memory,
                           persistent_workers=self.num_workers > 0)
+
+
+def _check_one_source(data_dir: str | None, data_files: dict[str, str] | None, hub_dataset: str) -> None:
+    """The first source given is read: a later one given too would be ignored without a word."""
+    if data_files and data_dir is not None:
+        raise no_effect("data.data_dir", data_dir, "with data.data_files, which is read instead; give one source")
+    if given(hub_dataset, HUB_DATASET) and (data_files or data_dir is not None):
+        local = "data.data_files" if data_files else "data.data_dir"
+        raise no_effect("data.hub_dataset", hub_dataset, f"with {local}, which is read instead; give one source")
 
 
 def _lengths(dataset: datasets.Dataset) -> list[int]:

@@ -6,9 +6,10 @@ construction, so the CLI can link it into the model before either is built.
 
 from __future__ import annotations
 
+import inspect
 import logging
 import math
-from typing import Annotated
+from typing import Annotated, Any
 
 import lightning as L
 import numpy as np
@@ -18,37 +19,70 @@ from torch.utils.data import DataLoader, Dataset
 from tiedemb.data.collate import make_collator
 from tiedemb.data.sampling import KeyedDataset, ResumableTraining, loader_generator
 from tiedemb.data.synthetic import MarkovCorpus
-from tiedemb.data.text import prepare_text
+from tiedemb.data.text import TEXT_COLUMN, VAL_FRACTION, prepare_text
 from tiedemb.data.text_files import check_encoding_errors
 from tiedemb.errors import UserError, check_choice
-from tiedemb.options import Bounds, NonNegativeInt, OpenFraction, PositiveInt, Rate, check_arguments, option_types
+from tiedemb.options import (
+    Bounds,
+    NonNegativeInt,
+    OpenFraction,
+    PositiveInt,
+    Rate,
+    check_arguments,
+    given,
+    no_effect,
+    option_types,
+    warn_no_effect,
+)
 
 log = logging.getLogger("tiedemb.data")
 
 DEFAULT_SYNTHETIC_VOCAB = 4096
 
 
-def _check_source_options(source: str, *, tokenizer: str | None, dataset_config: str | None,
-                          val_files: list[str] | None, train_files: list[str] | None, encoding_errors: str) -> None:
-    """Refuse settings the chosen source would ignore without a word.
+def _check_source_options(source: str, options: dict[str, Any]) -> None:
+    """Refuse settings the chosen source would ignore without a word (``options``: the call's arguments).
 
     A tokenizer given with the embedded corpus would otherwise be dropped silently: a run the user
-    believes was on their tokenizer would not be. The embedded corpus has its own vocabulary.
+    believes was on their tokenizer would not be. The embedded corpus has its own vocabulary, is
+    generated rather than read (no text column, no tokenising processes, no cache) and has its own
+    validation stream (``synthetic_val_tokens``). Where a source reads text, the embedded corpus's
+    sizes are only warned about: the study's recipe sets them, and a data overlay replaces the corpus.
     """
-    if source == "synthetic" and tokenizer is not None:
-        raise UserError(f"data.tokenizer={tokenizer!r} has no effect: without data.train_files or data.dataset the "
-                        "run uses the embedded corpus, which has its own vocabulary; give the text to tokenise, "
+    defaults = {name: parameter.default for name, parameter in inspect.signature(PretrainData.__init__).parameters.items()}
+    changed = {name: options[name] for name in defaults if name in options and given(options[name], defaults[name])}
+    if source == "synthetic" and "tokenizer" in changed:
+        raise UserError(f"data.tokenizer={changed['tokenizer']!r} has no effect: without data.train_files or data.dataset "
+                        "the run uses the embedded corpus, which has its own vocabulary; give the text to tokenise, "
                         "or drop data.tokenizer")
-    if dataset_config is not None and source != "dataset":
-        raise UserError(f"data.dataset_config={dataset_config!r} has no effect without data.dataset (a hub dataset name)")
-    if val_files and source == "synthetic":
+    if "dataset_config" in changed and source != "dataset":
+        raise UserError(f"data.dataset_config={changed['dataset_config']!r} has no effect without data.dataset (a hub "
+                        "dataset name)")
+    if options.get("val_files") and source == "synthetic":
         raise UserError("data.val_files has no effect without data.train_files: the embedded corpus would be used; "
                         "give data.train_files too")
-    if source == "dataset" and train_files:
+    if source == "dataset" and options.get("train_files"):
         raise UserError("data.dataset and data.train_files are both given; choose one source of text")
-    if encoding_errors != "strict" and source != "files":
-        raise UserError(f"data.encoding_errors={encoding_errors!r} has no effect without data.train_files: it says how "
+    if options.get("encoding_errors", "strict") != "strict" and source != "files":
+        raise UserError(f"data.encoding_errors={options['encoding_errors']!r} has no effect without data.train_files: it says how "
                         "local text files that are not UTF-8 are read")
+    if source == "synthetic":
+        reasons = {"text_column": "it reads no text", "val_fraction": "its validation text is data.synthetic_val_tokens",
+                   "num_proc": "it is generated, not tokenised", "cache_dir": "it is generated, never cached"}
+        for name, reason in reasons.items():
+            if name in changed:
+                raise no_effect(f"data.{name}", changed[name], f"with the embedded corpus (no data.train_files or "
+                                f"data.dataset): {reason}")
+    else:
+        for name in ("synthetic_tokens", "synthetic_val_tokens"):
+            if name in changed:
+                warn_no_effect(f"data.{name}", changed[name], f"with data.{'dataset' if source == 'dataset' else 'train_files'}: "
+                               "it sizes the embedded corpus, which this run does not use")
+    if options.get("val_files") and "val_fraction" in changed:
+        raise no_effect("data.val_fraction", changed["val_fraction"], "with data.val_files: the validation text is those files")
+    if options.get("objective") == "clm" and "mlm_probability" in changed:
+        raise no_effect("data.mlm_probability", changed["mlm_probability"],
+                        "with objective 'clm': next-token prediction masks nothing")
 
 
 class PretrainData(ResumableTraining, L.LightningDataModule):
@@ -68,14 +102,14 @@ class PretrainData(ResumableTraining, L.LightningDataModule):
         dataset_config: str | None = None,
         train_files: list[str] | None = None,
         val_files: list[str] | None = None,
-        text_column: str = "text",
+        text_column: str = TEXT_COLUMN,
         tokenizer: str | None = None,
         vocab_size: PositiveInt | None = None,
         block_size: Annotated[int, Bounds(2)] = 128,
         batch_size: PositiveInt = 32,
         objective: str | None = None,
         mlm_probability: OpenFraction = 0.15,
-        val_fraction: Rate = 0.05,
+        val_fraction: Rate = VAL_FRACTION,
         synthetic_tokens: PositiveInt = 2_000_000,
         synthetic_val_tokens: PositiveInt = 131_072,
         num_proc: PositiveInt | None = None,
@@ -94,8 +128,7 @@ class PretrainData(ResumableTraining, L.LightningDataModule):
         self.block_size = block_size
         self.batch_size = batch_size
         self.source = "dataset" if dataset else "files" if train_files else "synthetic"
-        _check_source_options(self.source, tokenizer=tokenizer, dataset_config=dataset_config, val_files=val_files,
-                              train_files=train_files, encoding_errors=encoding_errors)
+        _check_source_options(self.source, locals())
         self.corpus: MarkovCorpus | None = None
         self.tokenizer = None
         self.stats: dict[str, float] = {}

@@ -41,6 +41,7 @@ from tiedemb.data.tokenizers import (
 )
 from tiedemb.data.text_files import SUFFIXES, check_encoding_errors, read_files
 from tiedemb.errors import UserError, check_choice, first_line
+from tiedemb.options import given, no_effect
 from tiedemb.training.files import atomic_directory, disk_full_is_reported
 from tiedemb.training.hub import hub_access
 
@@ -58,6 +59,10 @@ MAP_BATCH_BYTES = 4 << 20
 #: Where the full disk message sends the user.
 DISK_REMEDY = "set data.cache_dir to a folder on a larger disk"
 TOKENIZER_KIND = {"mlm": "wordpiece", "clm": "bpe"}
+TEXT_COLUMN = "text"
+"""The field of JSON lines, parquet files and hub datasets that holds the text, unless told otherwise."""
+VAL_FRACTION = 0.05
+"""Documents held out for validation when the source gives no validation text."""
 
 
 @dataclass
@@ -295,9 +300,9 @@ def prepare_text(
     dataset_config: str | None,
     train_files: list[str] | None,
     val_files: list[str] | None,
-    text_column: str = "text",
+    text_column: str = TEXT_COLUMN,
     block_size: int = 128,
-    val_fraction: float = 0.05,
+    val_fraction: float = VAL_FRACTION,
     num_proc: int | None = None,
     cache_dir: str = "data/cache",
     seed: int = 0,
@@ -315,8 +320,13 @@ def prepare_text(
     kind = TOKENIZER_KIND[objective]
     train_paths = _expand(train_files, "train") if train_files else []
     val_paths = _expand(val_files, "val") if val_files else []
+    if dataset is None and given(text_column, TEXT_COLUMN) and all(p.suffix.lower() == ".txt" for p in train_paths + val_paths):
+        raise no_effect("data.text_column", text_column, "with .txt files only: each of their lines is a document")
     source = _source_identity(dataset, dataset_config, text_column, train_paths, val_paths, val_fraction, seed, encoding_errors)
     loaded = load_tokenizer(tokenizer) if tokenizer is not None else None
+    if loaded is not None and vocab_size is not None and vocab_size != len(loaded):
+        raise no_effect("data.vocab_size", vocab_size, f"with data.tokenizer={tokenizer!r}, which has {len(loaded)} tokens: "
+                        "the vocabulary is the tokenizer's; drop data.vocab_size")
     if loaded is None:
         identity = {"trained": kind, "vocab_size": check_vocab_size(kind, vocab_size)}
     else:
@@ -333,6 +343,9 @@ def prepare_text(
         if dataset is not None:
             train_docs, val_docs = _load_hub_splits(dataset, dataset_config, text_column)
             described = f"dataset {dataset!r}"
+            if val_docs is not None and not val_paths and given(val_fraction, VAL_FRACTION):
+                raise no_effect("data.val_fraction", val_fraction, f"with data.dataset={dataset!r}, whose own validation "
+                                "split is the validation text")
         else:
             train_docs = _read_documents(train_paths, text_column, "train", encoding_errors, work, num_proc)
             val_docs, described = None, ", ".join(repr(str(p)) for p in train_paths)

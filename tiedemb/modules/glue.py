@@ -17,11 +17,11 @@ from tiedemb.data.glue_tasks import TASKS, GlueTask
 from tiedemb.errors import UserError, check_choice
 from tiedemb.modules.flops import MatmulWeights
 from tiedemb.modules.glue_metrics import build_metric, epochs_to_converge, metric_names, split_suffix
-from tiedemb.modules.optim import DECAYS, adamw_with_schedule
+from tiedemb.modules.optim import adamw_with_schedule, check_schedule
 from tiedemb.modules.settings import save_settings, takes_model_settings
 from tiedemb.nn.classifier import SequenceClassifier
 from tiedemb.nn.config import ARCHITECTURE, TRAINING, TransformerConfig
-from tiedemb.options import Bounds, NonNegativeFloat, NonNegativeInt, PositiveFloat, Rate, UnitFraction
+from tiedemb.options import Bounds, NonNegativeFloat, NonNegativeInt, PositiveFloat, Rate, UnitFraction, given, no_effect
 from tiedemb.training.files import write_tsv
 from tiedemb.weights.narrow import TABLES, fit_embedding
 from tiedemb.weights.source import PretrainedWeights, load_pretrained, resolve_architecture
@@ -29,6 +29,10 @@ from tiedemb.weights.source import PretrainedWeights, load_pretrained, resolve_a
 _RESTORING: ContextVar[bool] = ContextVar("tiedemb_glue_restoring", default=False)
 """Set while ``load_from_checkpoint`` rebuilds a module: its weights come from the checkpoint, so
 the ``pretrained`` source is neither read again nor needed on the machine that reloads it."""
+
+WARMUP_RATIO = 0.1
+"""BERT's fine-tuning warmup, a tenth of the steps; ``warmup_steps``, when given, replaces it."""
+
 
 class GlueModule(L.LightningModule):
     """Embedding -> Encoder -> [CLS] (-> pooler) -> dropout -> classifier, fine-tuned on one task.
@@ -69,7 +73,7 @@ class GlueModule(L.LightningModule):
         weight_decay: NonNegativeFloat = 0.01,
         betas: tuple[Rate, Rate] = (0.9, 0.999),
         eps: PositiveFloat = 1e-8,
-        warmup_ratio: Rate = 0.1,
+        warmup_ratio: Rate = WARMUP_RATIO,
         warmup_steps: NonNegativeInt | None = None,
         lr_decay: str = "linear",
         min_lr_ratio: UnitFraction = 0.0,
@@ -83,7 +87,13 @@ class GlueModule(L.LightningModule):
         save_settings(self)
         self.task_spec: GlueTask | None = TASKS[check_choice("model.task", task, TASKS)] if task is not None else None
         num_labels = self._resolve_num_labels(num_labels)
-        check_choice("model.lr_decay", lr_decay, DECAYS)
+        check_schedule(lr_decay, min_lr_ratio)
+        if reinit_embeddings and pretrained is None:
+            raise no_effect("model.reinit_embeddings", True, "without model.pretrained: the embeddings are drawn afresh "
+                            "anyway")
+        if warmup_steps is not None and given(warmup_ratio, WARMUP_RATIO):
+            raise no_effect("model.warmup_ratio", warmup_ratio, f"with model.warmup_steps={warmup_steps}, which "
+                            "overrides it; give one of them")
         source = load_pretrained(pretrained) if pretrained is not None and not _RESTORING.get() else None
         architecture = resolve_architecture({name: model[name] for name in TransformerConfig.field_names_of(ARCHITECTURE)},
                                             source)

@@ -10,6 +10,7 @@ import torch
 
 from tiedemb.errors import UserError
 from tiedemb.nn import HEADS
+from tiedemb.nn.config import HEAD_ONLY_SETTINGS, TransformerConfig
 from tiedemb.theory import predict_for_config
 
 
@@ -53,7 +54,7 @@ def measure_initial_losses(
         torch.manual_seed(0)
         settings = {k: v for k, v in model.hparams.items() if not k.startswith("_")}  # LightningCLI adds _class_path
         settings.pop("pretrained", None)  # fresh heads: the settings are concrete, the weights drawn anew
-        variant = type(model)(**{**settings, "head": head})
+        variant = type(model)(**{**settings, **variant_settings(head)})
         predicted = predict_for_config(variant.config, repeat_rate=repeat_rate)
         measured = mean_loss(variant, data)
         rows.append(
@@ -61,6 +62,15 @@ def measure_initial_losses(
              "error": measured - predicted.loss}
         )
     return rows
+
+
+def variant_settings(head: str) -> dict[str, Any]:
+    """``head``, with the settings only other heads read at their defaults (the variant would refuse them)."""
+    defaults = {name: TransformerConfig.__dataclass_fields__[name].default for name in HEAD_ONLY_SETTINGS}
+    unread = {name: defaults[name] for name, owner in HEAD_ONLY_SETTINGS.items() if owner != head}
+    if head == "tied_scaled_init":
+        unread["embedding_init_std"] = None  # its own std replaces the table's
+    return {"head": head, **unread}
 
 
 def format_table(rows: list[dict[str, Any]]) -> str:

@@ -8,6 +8,7 @@ import torch
 from torch import nn
 
 from tiedemb.errors import check_choice
+from tiedemb.options import given, no_effect
 
 DECAYS = ("linear", "cosine", "constant")
 
@@ -19,6 +20,14 @@ def parameter_groups(model: nn.Module, weight_decay: float) -> list[dict]:
         if parameter.requires_grad:
             (decay if parameter.ndim >= 2 else no_decay).append(parameter)
     return [{"params": decay, "weight_decay": weight_decay}, {"params": no_decay, "weight_decay": 0.0}]
+
+
+def check_schedule(decay: str, min_lr_ratio: float) -> None:
+    """Refuse a decay the schedule does not know, and a floor it never decays to."""
+    check_choice("model.lr_decay", decay, DECAYS)
+    if decay == "constant" and given(min_lr_ratio, 0.0):
+        raise no_effect("model.min_lr_ratio", min_lr_ratio,
+                        "with model.lr_decay='constant': the learning rate never decays towards it")
 
 
 def warmup_then_decay(total_steps: int, warmup_steps: int, decay: str, min_ratio: float):

@@ -13,9 +13,9 @@ import torch
 from torch import Tensor
 from torchmetrics import MeanMetric
 
-from tiedemb.errors import UserError, check_choice
+from tiedemb.errors import UserError
 from tiedemb.modules.flops import MatmulWeights
-from tiedemb.modules.optim import DECAYS, adamw_with_schedule
+from tiedemb.modules.optim import adamw_with_schedule, check_schedule
 from tiedemb.modules.settings import save_settings, takes_model_settings
 from tiedemb.nn import LMOutput, Transformer, TransformerConfig
 from tiedemb.nn.config import ARCHITECTURE, LANGUAGE_MODEL, TRAINING
@@ -26,6 +26,7 @@ from tiedemb.weights.language_model import (
     HEAD_SETTINGS,
     check_trainable,
     has_head,
+    refuse_unread_with_source,
     load_language_model,
     resolve_settings,
     source_state,
@@ -100,9 +101,11 @@ class PretrainModule(L.LightningModule):
         # frame's local variables (tiedemb.modules.settings).
         L.LightningModule.__init__(self)
         save_settings(self)
-        check_choice("model.lr_decay", lr_decay, DECAYS)
+        check_schedule(lr_decay, min_lr_ratio)
         source = load_language_model(pretrained) if pretrained is not None and not _RESTORING.get() else None
         resolved = resolve_settings(model, source)
+        if source is not None:
+            refuse_unread_with_source({**model, **resolved}, source)
         # Recorded as the values the model is built with (in the hyperparameters the loggers get too),
         # so a checkpoint rebuilds the same shapes without the source.
         self.save_hyperparameters({**self.hparams, **resolved})

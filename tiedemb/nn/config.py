@@ -17,7 +17,17 @@ from dataclasses import dataclass
 from typing import Annotated, Any
 
 from tiedemb.errors import UserError, check_choice
-from tiedemb.options import Bounds, NonNegativeInt, PositiveFloat, PositiveInt, Rate, check_arguments
+from tiedemb.options import (
+    Bounds,
+    NonNegativeInt,
+    PositiveFloat,
+    PositiveInt,
+    Rate,
+    check_arguments,
+    given,
+    no_effect,
+    warn_no_effect,
+)
 
 #: The output heads, in the order messages list them; ``tiedemb.nn.heads.HEADS`` builds each.
 HEAD_NAMES = ("untied", "tied", "tied_scaled_init", "tied_orth", "tied_shuffle")
@@ -29,6 +39,9 @@ RESIDUAL_INITS = ("standard", "scaled", "zero", "deepnorm")
 ACTIVATIONS = ("none", "gelu", "relu", "tanh", "silu")
 SHUFFLES = ("half_swap", "channel_shuffle")
 EMBEDDING_PROJECTIONS = ("auto", "always")
+#: Settings one head alone reads, and that head: given with another head they would change nothing.
+HEAD_ONLY_SETTINGS = {"head_bias": "tied_orth", "head_activation": "tied_orth", "head_norm": "tied_orth",
+                      "shuffle": "tied_shuffle", "shuffle_groups": "tied_shuffle"}
 #: Keywords a scale setting may name instead of a number; ``d`` is the width of the vector scaled.
 SCALE_KEYWORDS = ("sqrt_d", "rsqrt_d", "mup:<base_width>")
 
@@ -173,6 +186,28 @@ class TransformerConfig:
         check_choice("model.head", self.head, HEAD_NAMES)
         if self.head == "tied_shuffle":
             self._check_shuffle()
+        self._refuse_unread_settings()
+
+    def _refuse_unread_settings(self) -> None:
+        """A setting the chosen parts do not read is refused, not dropped (``tiedemb.options.given``)."""
+        defaults = {field.name: field.default for field in dataclasses.fields(self)}
+        for name, head in HEAD_ONLY_SETTINGS.items():
+            value = getattr(self, name)
+            if self.head != head and given(value, defaults[name]):
+                raise no_effect(f"model.{name}", value, f"with model.head={self.head!r}: only the {head} head reads it")
+        if self.head == "tied_shuffle" and self.shuffle == "half_swap" and given(self.shuffle_groups, defaults["shuffle_groups"]):
+            raise no_effect("model.shuffle_groups", self.shuffle_groups,
+                            "with model.shuffle='half_swap', which always swaps two halves; groups are for channel_shuffle")
+        if self.position != "rope" and given(self.rope_base, defaults["rope_base"]):
+            raise no_effect("model.rope_base", self.rope_base,
+                            f"with model.position={self.position!r}: only rotary positions have a base")
+        if self.position == "none" and given(self.max_position_embeddings, defaults["max_position_embeddings"]):
+            raise no_effect("model.max_position_embeddings", self.max_position_embeddings,
+                            "with model.position='none': there is no position or rotary table to size")
+        if self.head == "tied_scaled_init" and self.embedding_init_std is not None:
+            # A warning, not an error: the study's recipe sets the table's std for every head it composes with.
+            warn_no_effect("model.embedding_init_std", self.embedding_init_std,
+                           "with model.head='tied_scaled_init', which draws the shared table with std ln(n)/d_e")
 
     def _check_shuffle(self) -> None:
         """The shuffle head permutes the d_e dimensions in groups that must divide them."""

@@ -80,8 +80,42 @@ class ResumableCheckpoint(ModelCheckpoint):
 # --------------------------------------------------------------------------- reading checkpoints
 
 
+BERT_KEYS = re.compile(r"^(bert\.)?(embeddings\.word_embeddings|encoder\.layer\.\d+\.attention)|^cls\.predictions\.")
+"""Parameter names of transformers' BERT (``pytorch_model.bin``), with or without the ``bert.`` prefix."""
+RUN_CHECKPOINT = "a checkpoint of a tiedemb run (the .ckpt file Lightning writes, with state_dict and hyper_parameters)"
+
+
+def describe_contents(contents: Any) -> str:
+    """What a file that loads but is no checkpoint holds, in words: ``transformers BERT weights (...)``."""
+    if isinstance(contents, Mapping) and contents and all(isinstance(value, torch.Tensor) for value in contents.values()):
+        keys = list(contents)
+        example = next((key for key in keys if BERT_KEYS.search(str(key))), None)
+        if example is not None:
+            return f"transformers BERT weights ({len(keys)} tensors such as {example!r}, as in a pytorch_model.bin)"
+        return (f"a bare state dict ({len(keys)} tensors such as {keys[0]!r}), as torch.save(model.state_dict()) "
+                "writes it")
+    if isinstance(contents, Mapping):
+        return f"a mapping with the keys {', '.join(repr(str(key)) for key in list(contents)[:4]) or 'none'}"
+    return f"a {type(contents).__name__}"
+
+
+def check_run_checkpoint(contents: Any, path: str | os.PathLike) -> dict[str, Any]:
+    """``contents`` if it is a run's checkpoint, else one ``UserError`` saying what the file is instead."""
+    if isinstance(contents, Mapping) and isinstance(contents.get("state_dict"), Mapping):
+        return contents  # type: ignore[return-value]
+    described = describe_contents(contents)
+    hint = ("To start from BERT weights, pass the model's folder (with config.json) as model.pretrained; "
+            if described.startswith("transformers BERT") else "")
+    raise UserError(f"checkpoint {str(path)!r} holds {described}, not {RUN_CHECKPOINT}. {hint}"
+                    "--ckpt_path continues or evaluates a run from the file it wrote (e.g. its checkpoints/last.ckpt)")
+
+
 def read_checkpoint(path: str | os.PathLike, weights_only: bool = True) -> dict[str, Any]:
-    """Load a checkpoint's contents (tensors memory-mapped where possible) or explain why not."""
+    """Load a run's checkpoint (tensors memory-mapped where possible) or explain why not.
+
+    A file that loads but holds something else (a bare state dict, transformers' weights) is
+    refused too, saying what it holds: Lightning would fail on it with a bare ``KeyError``.
+    """
     file = Path(path).expanduser()
     if not file.exists():
         raise UserError(f"checkpoint {str(path)!r} does not exist")
@@ -89,11 +123,11 @@ def read_checkpoint(path: str | os.PathLike, weights_only: bool = True) -> dict[
         raise UserError(f"checkpoint {str(path)!r} is a directory; pass the .ckpt file (e.g. {str(file / 'last.ckpt')!r})")
     try:
         try:
-            return torch.load(file, map_location="cpu", weights_only=weights_only, mmap=True)
+            contents = torch.load(file, map_location="cpu", weights_only=weights_only, mmap=True)
         except RuntimeError as error:
             if "mmap" not in str(error):
                 raise
-            return torch.load(file, map_location="cpu", weights_only=weights_only)
+            contents = torch.load(file, map_location="cpu", weights_only=weights_only)
     except Exception as error:  # noqa: BLE001 - any failure to read is reported the same way
         if weights_only and "weights_only" in str(error):
             raise UserError(
@@ -104,6 +138,7 @@ def read_checkpoint(path: str | os.PathLike, weights_only: bool = True) -> dict[
         first = first_line(error).split(". ")[0].rstrip(".")
         raise UserError(f"checkpoint {str(path)!r} could not be read ({first}); it is truncated, corrupt or not "
                         "a Lightning checkpoint") from None
+    return check_run_checkpoint(contents, path)
 
 
 def _plain(value: Any) -> Any:

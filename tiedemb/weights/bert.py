@@ -92,6 +92,8 @@ def fields_from_bert_config(config: Mapping[str, Any], origin: str) -> dict[str,
         "num_heads": int(config["num_attention_heads"]),
         "intermediate_size": int(config["intermediate_size"]),
         "embedding_dim": int(config["hidden_size"]),
+        "embedding_projection": "auto",  # no projection at full width
+        "embedding_norm": True,
         "max_position_embeddings": int(config["max_position_embeddings"]),
         "position": "learned",
         "type_vocab_size": int(config.get("type_vocab_size", 2)),

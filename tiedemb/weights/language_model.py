@@ -18,6 +18,7 @@ from typing import Any
 
 from tiedemb.errors import UserError
 from tiedemb.nn.config import TransformerConfig
+from tiedemb.options import given, no_effect
 from tiedemb.weights.export import encoder_problem, masked_lm_head_problem
 from tiedemb.weights.source import PretrainedWeights, architecture_defaults, load_pretrained, resolve_fields
 
@@ -63,6 +64,26 @@ def resolve_settings(requested: Mapping[str, Any], source: PretrainedWeights | N
                         "model.embedding_dim unset; GlueModule narrows it for fine-tuning)")
     resolved["embedding_dim"] = width
     return resolved
+
+
+def refuse_unread_with_source(settings: Mapping[str, Any], source: PretrainedWeights) -> None:
+    """Refuse initialisation settings that the pretrained weights replace before anything reads them.
+
+    The token table always comes from the source, so its std and ``tied_scaled_init``'s scaled
+    draw of it change nothing; ``init_std`` draws only a fresh untied output matrix (BERT's head
+    and the tied heads take or copy every weight they have).
+    """
+    origin = f"with model.pretrained={source.origin!r}"
+    if settings.get("embedding_init_std") is not None:
+        raise no_effect("model.embedding_init_std", settings["embedding_init_std"],
+                        f"{origin}: the token table is the pretrained one")
+    if settings.get("head") == "tied_scaled_init":
+        raise no_effect("model.head", "tied_scaled_init", f"{origin}: its scaled draw of the shared table is replaced "
+                        "by the pretrained table; use model.head=tied")
+    default_std = TransformerConfig.__dataclass_fields__["init_std"].default
+    if given(settings.get("init_std"), default_std) and (has_head(source) or settings.get("head") != "untied"):
+        raise no_effect("model.init_std", settings["init_std"], f"{origin}: every weight it would draw comes from the "
+                        "pretrained model (only a fresh untied head draws from it)")
 
 
 def check_trainable(config: TransformerConfig, source: PretrainedWeights) -> None:

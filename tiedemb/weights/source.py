@@ -20,6 +20,7 @@ from torch import Tensor
 
 from tiedemb.errors import UserError, first_line
 from tiedemb.nn.config import ARCHITECTURE, TransformerConfig
+from tiedemb.training.checkpoints import describe_contents
 from tiedemb.weights.bert import read_bert
 
 KEPT_PREFIXES = ("embedding.", "encoder.", "pooler.")
@@ -65,7 +66,12 @@ def _load_checkpoint(path: Path, origin: str) -> PretrainedWeights:
         raise UserError(f"pretrained {origin!r} could not be read as a checkpoint of tensors and plain values "
                         f"({first})") from None
     if not isinstance(checkpoint, dict) or "state_dict" not in checkpoint or "hyper_parameters" not in checkpoint:
-        raise UserError(f"pretrained {origin!r} is not a tiedemb checkpoint (no state_dict and hyper_parameters)")
+        described = describe_contents(checkpoint) if not isinstance(checkpoint, dict) or "state_dict" not in checkpoint \
+            else "a checkpoint without hyper_parameters"
+        hint = (" BERT weights are read from their folder (with config.json), or by their hub name"
+                if described.startswith("transformers BERT") else "")
+        raise UserError(f"pretrained {origin!r} holds {described}, not a tiedemb checkpoint (a run's .ckpt with "
+                        f"state_dict and hyper_parameters) or BERT weights in transformers format.{hint}")
     hparams = dict(checkpoint["hyper_parameters"])
     # attention direction is the classifier's choice, not the checkpoint's
     config = config_from_hparams({**hparams, "objective": "mlm"}, f"pretrained {origin!r}")
