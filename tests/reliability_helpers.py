@@ -39,6 +39,18 @@ class StopAt(Callback):
             raise SimulatedCrash(f"stopped before step {self.step + 1}")
 
 
+class SignalAt(Callback):
+    """Sends this process ``signum`` right after training step ``step`` (``global_step == step``), between two steps."""
+
+    def __init__(self, step: int, signum: int = int(signal.SIGUSR1)) -> None:
+        self.step = step
+        self.signum = signum
+
+    def on_train_batch_end(self, trainer: L.Trainer, pl_module: L.LightningModule, outputs, batch, batch_idx: int) -> None:
+        if trainer.global_step == self.step:
+            os.kill(os.getpid(), self.signum)
+
+
 class FirstStep(Callback):
     """Records the global step a run's first training batch starts at (0, or where it resumed)."""
 
