@@ -106,6 +106,18 @@ class HangInCheckpointWriteAfter(Callback):
         torch.save = stalling_save
 
 
+def stand_in_scontrol(folder: Path) -> tuple[Path, Path]:
+    """A stand-in for SLURM's ``scontrol`` in ``folder/bin``, appending its arguments to ``folder/scontrol.calls``.
+
+    Returns the folder to put first on ``PATH`` and the file of calls.
+    """
+    tools, calls = folder / "bin", folder / "scontrol.calls"
+    tools.mkdir(parents=True, exist_ok=True)
+    (tools / "scontrol").write_text(f'#!/bin/sh\necho "$@" >> {calls}\n')
+    (tools / "scontrol").chmod(0o755)
+    return tools, calls
+
+
 def run_command_lines(cases_file: str, results_file: str) -> None:
     """Run ``main.py`` once per case in this one interpreter, as ``python main.py ARGS`` would.
 

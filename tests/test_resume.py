@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from reliability_helpers import FirstStep, SimulatedCrash
+from reliability_helpers import FirstStep, SimulatedCrash, stand_in_scontrol
 from tiedemb.cli import main
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -213,11 +213,7 @@ def test_the_checkpoint_lightnings_slurm_handler_writes_resumes_exactly(tmp_path
     auto_requeue: on SIGUSR1 it writes hpc_ckpt_1.ckpt into default_root_dir and calls `scontrol requeue`.
     Here the signal comes right after step 23 and the run then dies (no SIGTERM save); --ckpt_path=last must
     take that checkpoint, newer than the last.ckpt of step 10, and the resumed run end as a straight one."""
-    calls = tmp_path / "scontrol.calls"
-    tools = tmp_path / "bin"
-    tools.mkdir()
-    (tools / "scontrol").write_text(f'#!/bin/sh\necho "$@" >> {calls}\n')
-    (tools / "scontrol").chmod(0o755)
+    tools, calls = stand_in_scontrol(tmp_path)
     monkeypatch.setenv("PATH", f"{tools}{os.pathsep}{os.environ['PATH']}")
     for name, value in {"SLURM_NTASKS": "1", "SLURM_JOB_ID": "4321", "SLURM_JOB_NAME": "tiedemb", "SLURM_PROCID": "0",
                         "SLURM_LOCALID": "0", "SLURM_NODEID": "0", "SLURM_NODELIST": "localhost"}.items():

@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pytest
 
+from reliability_helpers import stand_in_scontrol
 from tiedemb.experiments import cells as sweep_module
 from tiedemb.experiments import layout
 from tiedemb.experiments.emit import slurm_script
@@ -23,18 +24,17 @@ from tiedemb.experiments.preemption import STOP_SIGNALS_RECEIVED
 from tiedemb.experiments.sweep_file import load_sweep
 from tiedemb.sweep import main as sweep_main
 
-from test_sweep import fake_runs, tiny_sweep  # noqa: F401 - the fixture is used by name
+import test_sweep
+
+fake_runs = test_sweep.fake_runs  # the fixture, requested by name
+tiny_sweep = test_sweep.tiny_sweep
 
 
 @pytest.fixture
 def scontrol(tmp_path, monkeypatch) -> Path:
     """A stand-in ``scontrol`` first on PATH; returns the file its calls are appended to."""
-    calls = tmp_path / "scontrol.calls"
-    folder = tmp_path / "bin"
-    folder.mkdir()
-    (folder / "scontrol").write_text(f'#!/bin/sh\necho "$@" >> {calls}\n')
-    (folder / "scontrol").chmod(0o755)
-    monkeypatch.setenv("PATH", f"{folder}{os.pathsep}{os.environ['PATH']}")
+    tools, calls = stand_in_scontrol(tmp_path)
+    monkeypatch.setenv("PATH", f"{tools}{os.pathsep}{os.environ['PATH']}")
     return calls
 
 
