@@ -39,6 +39,18 @@ class StopAt(Callback):
             raise SimulatedCrash(f"stopped before step {self.step + 1}")
 
 
+class SignalAt(Callback):
+    """Sends this process ``signum`` right after training step ``step`` (``global_step == step``), between two steps."""
+
+    def __init__(self, step: int, signum: int = int(signal.SIGUSR1)) -> None:
+        self.step = step
+        self.signum = signum
+
+    def on_train_batch_end(self, trainer: L.Trainer, pl_module: L.LightningModule, outputs, batch, batch_idx: int) -> None:
+        if trainer.global_step == self.step:
+            os.kill(os.getpid(), self.signum)
+
+
 class FirstStep(Callback):
     """Records the global step a run's first training batch starts at (0, or where it resumed)."""
 
@@ -92,6 +104,18 @@ class HangInCheckpointWriteAfter(Callback):
             time.sleep(600)
 
         torch.save = stalling_save
+
+
+def stand_in_scontrol(folder: Path) -> tuple[Path, Path]:
+    """A stand-in for SLURM's ``scontrol`` in ``folder/bin``, appending its arguments to ``folder/scontrol.calls``.
+
+    Returns the folder to put first on ``PATH`` and the file of calls.
+    """
+    tools, calls = folder / "bin", folder / "scontrol.calls"
+    tools.mkdir(parents=True, exist_ok=True)
+    (tools / "scontrol").write_text(f'#!/bin/sh\necho "$@" >> {calls}\n')
+    (tools / "scontrol").chmod(0o755)
+    return tools, calls
 
 
 def run_command_lines(cases_file: str, results_file: str) -> None:

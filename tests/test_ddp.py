@@ -96,3 +96,48 @@ def test_the_documented_ddp_command_runs_and_its_checkpoint_reloads_tied(tmp_pat
     reloaded = PretrainModule.load_from_checkpoint(checkpoint)
     assert reloaded.hparams.head == "tied" and reloaded.model.is_tied
     assert vocabulary_matrices(reloaded) == ["model.embedding.token.weight"]
+
+
+def test_ddp_stopped_mid_epoch_resumes_exactly(tmp_path):
+    """2 gloo processes, 6 steps an epoch, 9 steps. One run saves a checkpoint after step 4 (mid-epoch) and
+    stops there on both ranks; resumed with --ckpt_path=last it must end with an uninterrupted DDP run's
+    weights, to 1e-6."""
+    from test_resume import every_n_steps_checkpoint, stop_at
+    from tiedemb.training.checkpoints import last_checkpoints
+
+    steps, tokens = 9, 6 * 2 * PER_PROCESS_BATCH * 32  # tiny.yaml's block_size is 32; validations at 3, 6, 9
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "WANDB_MODE": "disabled",
+           "PYTHONPATH": os.pathsep.join([str(Path(__file__).parent), os.environ.get("PYTHONPATH", "")])}
+
+    def run(root: Path, *extra: str) -> subprocess.CompletedProcess:
+        root.mkdir(parents=True, exist_ok=True)
+        command = [
+            sys.executable, str(ROOT / "main.py"), "fit",
+            "--config", str(CONFIGS / "tied.yaml"), "--config", str(CONFIGS / "scale" / "tiny.yaml"),
+            "--trainer.accelerator=cpu", "--trainer.devices=2", "--trainer.strategy=ddp",
+            f"--trainer.max_steps={steps}", f"--data.synthetic_tokens={tokens}", f"--data.batch_size={PER_PROCESS_BATCH}",
+            "--trainer.val_check_interval=3", "--trainer.limit_val_batches=1", "--trainer.num_sanity_val_steps=0",
+            "--trainer.logger=false", "--trainer.enable_progress_bar=false", "--trainer.enable_model_summary=false",
+            f"--trainer.default_root_dir={root}", *extra,
+        ]
+        return subprocess.run(command, capture_output=True, text=True, cwd=root, env=env, timeout=900)
+
+    straight = run(tmp_path / "straight")
+    assert straight.returncode == 0, straight.stderr[-3000:]
+    stopped = run(tmp_path / "stopped", every_n_steps_checkpoint(4), stop_at(4))
+    assert stopped.returncode != 0 and "stopped before step 5" in stopped.stderr, stopped.stderr[-3000:]
+    # the step-4 checkpoint is the newest (last-v1.ckpt beside the validations' last.ckpt of step 3)
+    (newest,) = last_checkpoints([tmp_path / "stopped"])[:1]
+    saved = torch.load(newest, map_location="cpu", weights_only=True)
+    assert saved["global_step"] == 4 and saved["PretrainData"]["position"]["num_replicas"] == 2
+    resumed = run(tmp_path / "stopped", "--ckpt_path=last")
+    assert resumed.returncode == 0, resumed.stderr[-3000:]
+    assert f"resuming from {newest}" in resumed.stderr
+    last = tmp_path / "stopped" / "checkpoints" / "last.ckpt"
+
+    expected = torch.load(tmp_path / "straight" / "checkpoints" / "last.ckpt", map_location="cpu", weights_only=True)
+    final = torch.load(last, map_location="cpu", weights_only=True)
+    assert final["global_step"] == expected["global_step"] == steps
+    assert final["state_dict"].keys() == expected["state_dict"].keys()
+    for name, value in expected["state_dict"].items():
+        torch.testing.assert_close(final["state_dict"][name], value, rtol=0, atol=1e-6, msg=name)

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -18,7 +19,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from reliability_helpers import FirstStep, SimulatedCrash
+from reliability_helpers import FirstStep, SimulatedCrash, stand_in_scontrol
 from tiedemb.cli import main
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -122,10 +123,12 @@ def test_stop_at_step_20_and_resume_to_40_equals_a_straight_run(tmp_path, straig
 @pytest.mark.parametrize("signal_name", ["SIGKILL", "SIGTERM"])
 @pytest.mark.end_to_end
 def test_killed_run_resumes_exactly_from_another_run_folder(tmp_path, straight, signal_name):
-    """SIGKILL or SIGTERM at step 27 (last checkpoint: step 25, mid-epoch, after validation), with a CSV logger.
+    """SIGKILL or SIGTERM as step 28 starts (periodic checkpoint: step 25, mid-epoch, after validation), with a
+    CSV logger.
 
-    SIGKILL ends the process at once (status -9). On SIGTERM Lightning finishes the step and stops;
-    the run must then exit 143, not 0, so that a sweep or a scheduler does not take it for finished.
+    SIGKILL ends the process at once (status -9): the run resumes from step 25 and repeats three steps.
+    On SIGTERM the run completes step 28, saves its state there and exits 143, not 0, so that a sweep or
+    a scheduler does not take it for finished; the resumed run starts at step 28, not at 25.
     Each run writes to its own csv/version_N/checkpoints, so --ckpt_path=last has to find the
     killed run's file in another run's folder.
     """
@@ -139,10 +142,12 @@ def test_killed_run_resumes_exactly_from_another_run_folder(tmp_path, straight, 
 
     killed = run(stop_at(27, sigkill=signal_name == "SIGKILL", sigterm=signal_name == "SIGTERM"))
     assert killed.returncode == (-9 if signal_name == "SIGKILL" else 143), killed.stderr[-3000:]
+    killed_last = tmp_path / "lightning_logs" / "version_0" / "checkpoints" / "last.ckpt"
     if signal_name == "SIGTERM":
         assert "stopped by SIGTERM" in killed.stderr and "Traceback" not in killed.stderr
-    killed_last = tmp_path / "lightning_logs" / "version_0" / "checkpoints" / "last.ckpt"
-    assert torch.load(killed_last, weights_only=True)["global_step"] == 25
+        assert f"SIGTERM: saved the state after step 28 to {killed_last}" in killed.stderr
+    # where the resumed run starts: the signal's step, or the periodic checkpoint before a SIGKILL
+    assert torch.load(killed_last, weights_only=True)["global_step"] == (28 if signal_name == "SIGTERM" else 25)
 
     resumed = run("--ckpt_path=last")
     assert resumed.returncode == 0, resumed.stderr[-3000:]
@@ -200,3 +205,26 @@ def test_sampler_shares_each_epoch_between_processes_and_resumes_part_way():
     keyed = ResumableSampler(dataset, seed=3)
     keyed.set_epoch(4)
     assert all(epoch == 4 for epoch, _ in keyed)
+
+
+@pytest.mark.end_to_end
+def test_the_checkpoint_lightnings_slurm_handler_writes_resumes_exactly(tmp_path, straight, monkeypatch):
+    """A run that is a SLURM task (SLURM_NTASKS set, as under srun) gets Lightning's SLURMEnvironment with
+    auto_requeue: on SIGUSR1 it writes hpc_ckpt_1.ckpt into default_root_dir and calls `scontrol requeue`.
+    Here the signal comes right after step 23 and the run then dies (no SIGTERM save); --ckpt_path=last must
+    take that checkpoint, newer than the last.ckpt of step 10, and the resumed run end as a straight one."""
+    tools, calls = stand_in_scontrol(tmp_path)
+    monkeypatch.setenv("PATH", f"{tools}{os.pathsep}{os.environ['PATH']}")
+    for name, value in {"SLURM_NTASKS": "1", "SLURM_JOB_ID": "4321", "SLURM_JOB_NAME": "tiedemb", "SLURM_PROCID": "0",
+                        "SLURM_LOCALID": "0", "SLURM_NODEID": "0", "SLURM_NODELIST": "localhost"}.items():
+        monkeypatch.setenv(name, value)
+    monkeypatch.delenv("SLURM_ARRAY_JOB_ID", raising=False)
+    usr1_at_23 = "--trainer.callbacks+=" + json.dumps(
+        {"class_path": "reliability_helpers.SignalAt", "init_args": {"step": 23, "signum": int(signal.SIGUSR1)}})
+    with pytest.raises(SimulatedCrash):
+        main(fit_args(tmp_path, 15, usr1_at_23, stop_at(24)))
+    assert calls.read_text().split() == ["requeue", "4321"]
+    assert torch.load(tmp_path / "hpc_ckpt_1.ckpt", weights_only=True)["global_step"] == 23
+    resumed = main(fit_args(tmp_path, 15, "--ckpt_path=last"))
+    assert first_step(resumed) == 23, "the run did not resume from Lightning's SLURM checkpoint"
+    assert_same_weights(straight(15), resumed.model.state_dict())

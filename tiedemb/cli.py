@@ -30,6 +30,7 @@ from tiedemb.training.exits import DEBUG_ENV, PREEMPTED_EXIT, USER_ERROR_EXIT, r
 from tiedemb.training.files import first_free
 from tiedemb.training.log_level import LEVELS, set_log_level, set_log_level_from_env
 from tiedemb.training.parameter_counts import ParameterCounts
+from tiedemb.training.preemption import SaveOnPreemption
 from tiedemb.training.random_state import RandomState
 from tiedemb.training.wandb_checkpoints import apply_log_model
 from tiedemb.training.wandb_mode import WANDB_ID_KEY, WandbRunId, choose_wandb_mode, continue_wandb_run, wandb_run_id
@@ -299,6 +300,9 @@ class TiedembCLI(LightningCLI):
         # Random states travel in checkpoints whatever callbacks the config lists.
         if not any(isinstance(callback, RandomState) for callback in trainer.callbacks):
             trainer.callbacks.insert(0, RandomState())
+        # A run stopped by SIGTERM saves its state at the signal (training/preemption.py).
+        if not any(isinstance(callback, SaveOnPreemption) for callback in trainer.callbacks):
+            trainer.callbacks.append(SaveOnPreemption())
         # Every run records its size (params/total, params/embedding) for the reports.
         if not any(isinstance(callback, ParameterCounts) for callback in trainer.callbacks):
             trainer.callbacks.append(ParameterCounts())

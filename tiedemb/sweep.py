@@ -30,7 +30,8 @@ from typing import Any
 
 from tiedemb.errors import UserError
 from tiedemb.options import NonNegativeInt, number
-from tiedemb.training.exits import CommandParser, report_user_errors
+from tiedemb.experiments.preemption import SweepStopped
+from tiedemb.training.exits import PREEMPTED_EXIT, CommandParser, report_user_errors
 
 
 def parser() -> CommandParser:
@@ -88,6 +89,9 @@ def main(argv: list[str] | None = None) -> int:
     args, selection = parse_args(argv)
     try:
         return report_user_errors(lambda: _main(args, selection))
+    except SweepStopped as stopped:
+        print(f"stopped by {stopped}; the cell that ran is recorded as preempted (see its status.json)", file=sys.stderr)
+        return PREEMPTED_EXIT
     except KeyboardInterrupt:
         print("interrupted; run the same command again to continue", file=sys.stderr)
         return 130

@@ -2,6 +2,7 @@
 
 - ``sweep_file``: the sweep file format, expanded into labelled cells
 - ``cells``: validating and running a sweep's cells, one ``main.py`` process each; ``emit``: SLURM and W&B sweeps
+- ``preemption``: a sweep stopped by SIGTERM or SLURM's time-limit warning; requeueing its SLURM task
 - ``layout``: what a sweep's output folder holds
 - ``runs``: reading run folders (CSV metrics, W&B transaction logs via ``wandb_offline``)
 - ``aggregate``: the tables; ``plots``: the figures; ``report``: report.md and the W&B report run

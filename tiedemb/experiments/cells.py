@@ -32,6 +32,7 @@ import yaml
 
 from tiedemb.errors import UserError
 from tiedemb.experiments import layout
+from tiedemb.experiments.preemption import STOP_SIGNALS_RECEIVED as STOP, SweepStopped, requeue_slurm_task, slurm_record
 from tiedemb.experiments.sweep_file import Cell, Sweep, Upstream, replace_cells
 from tiedemb.training.exits import PREEMPTED_EXIT
 
@@ -348,11 +349,13 @@ def run_cell(sweep: Sweep, cell: Cell, out: Path, workdir: Path) -> bool:
     layout.write_json(folder / layout.CELL_FILE, _cell_record(sweep, cell, workdir, commands, checkpoint))
     status: dict[str, Any] = {"state": layout.RUNNING, "attempt": attempt, "started": _now(), "host": socket.gethostname(),
                               "pid": os.getpid(), "resumed": resume is not None and "fit" not in completed,
-                              "stages": dict(completed)}
+                              "stages": dict(completed), **slurm_record()}
     begin = time.monotonic()
     stages = [stage for stage in ["fit"] + (["test"] if cell.test else []) if stage not in completed]
     for stage in stages:
         status["stage"] = stage
+        if STOP.received:  # told to stop before this stage started: it is not started
+            _record_stop(folder, status, stage, begin)
         layout.write_json(folder / layout.STATUS_FILE, status)
         if stage == "test":
             commands["test"] = [*TIEDEMB_COMMAND,
@@ -365,6 +368,10 @@ def run_cell(sweep: Sweep, cell: Cell, out: Path, workdir: Path) -> bool:
             layout.write_json(folder / layout.STATUS_FILE, status)
             raise
         status["stages"][stage] = {"returncode": code, "seconds": round(time.monotonic() - started, 1)}
+        if STOP.received and (code != 0 or stage != stages[-1]):
+            # the sweep itself was told to stop, and the stage got SIGTERM from it (a cell whose last
+            # stage completed all the same is finished)
+            _record_stop(folder, status, stage, begin)
         if code != 0:
             preempted = code in (PREEMPTED_EXIT, -signal.SIGTERM)
             message = (f"preempted (SIGTERM) in {stage}: run the sweep again to resume from its last checkpoint"
@@ -380,13 +387,35 @@ def run_cell(sweep: Sweep, cell: Cell, out: Path, workdir: Path) -> bool:
     return True
 
 
+def _record_stop(folder: Path, status: dict[str, Any], stage: str, begin: float) -> None:
+    """Record a cell whose sweep got SIGTERM or SIGUSR1 as preempted, requeue it on SIGUSR1, stop the sweep.
+
+    The cell stays unfinished; a stage that completed before the signal counts as done.
+    """
+    status.update(state=layout.FAILED, finished=_now(), seconds=round(time.monotonic() - begin, 1),
+                  message=f"preempted (SIGTERM) in {stage}: run the sweep again to resume from its last checkpoint")
+    if STOP.requeue:
+        status["message"] = f"preempted in {stage} before the time limit (SIGUSR1): requeuing the SLURM job"
+    # Written before any requeue: SLURM ends the job as soon as it is requeued.
+    layout.write_json(folder / layout.STATUS_FILE, status)
+    if STOP.requeue:
+        job, what = requeue_slurm_task()
+        status["requeued"] = job is not None
+        status["message"] = (f"preempted in {stage} before the time limit (SIGUSR1): {what}; the requeued job resumes "
+                             "it from its checkpoint" if job else
+                             f"preempted in {stage} (SIGUSR1), not requeued ({what}): run the sweep again to resume it")
+        layout.write_json(folder / layout.STATUS_FILE, status)
+    raise SweepStopped(STOP.received[0])
+
+
 def _run_logged(command: list[str], log_file: Path, workdir: Path, heading: str) -> int:
     with open(log_file, "a", encoding="utf-8") as log:
         log.write(f"\n===== {_now()} {heading}: {shlex.join(command)}\n")
         log.flush()
         process = subprocess.Popen(command, cwd=workdir, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
         try:
-            return process.wait()
+            with STOP.running(process):
+                return process.wait()
         except KeyboardInterrupt:
             # The child got the same Ctrl-C; give it a moment to write its checkpoint, then stop it.
             try:
@@ -461,7 +490,15 @@ def run_sweep(sweep: Sweep, out: Path, cells: list[Cell] | None = None, workdir:
         validate_cell(sweep, cell, cell_dir(out, cell))
     out.mkdir(parents=True, exist_ok=True)
     write_manifest(sweep, out)
+    with STOP.watching():  # SIGTERM or SLURM's SIGUSR1 stops the running cell, records it and ends the sweep
+        _run_cells(sweep, out, workdir, todo, outcome, echo)
+    return outcome
+
+
+def _run_cells(sweep: Sweep, out: Path, workdir: Path, todo: list[Cell], outcome: dict[str, list[str]], echo) -> None:
     for number, cell in enumerate(sweep.run_order(todo), start=1):
+        if STOP.received:  # a signal between two cells: nothing is running, nothing to record
+            raise SweepStopped(STOP.received[0])
         # Asked only now: an upstream cell run a moment ago in this loop counts.
         reason = waiting_reason(sweep, cell, out)
         if reason is not None and cell.upstream is not None:
@@ -477,4 +514,3 @@ def run_sweep(sweep: Sweep, out: Path, cells: list[Cell] | None = None, workdir:
         outcome["finished" if ok else "failed"].append(cell.id)
         detail = "" if ok else f": {(layout.read_status(cell_dir(out, cell)) or {}).get('message', '')[-500:]}"
         echo(f"[{number}/{len(todo)}] {cell.id} {'finished' if ok else 'FAILED'} in {seconds:.0f} s{detail}")
-    return outcome

@@ -8,6 +8,10 @@ cell as overrides (``tiedemb.experiments.sweep_file.searched_cell``).
 Both hand each job one cell of the sweep file and run it with ``python -m tiedemb.sweep``, so a
 job writes the same folder, status and metrics as a local run, and skips a finished cell.
 
+Time limits: the job array asks SLURM for SIGUSR1 two minutes before a task's time limit; the task's
+sweep process then stops the running stage after its current step (it saves its state there) and
+requeues the task, which resumes the cell when it runs again (``tiedemb.experiments.preemption``).
+
 Chained studies: a job of a chained cell whose upstream cell has not finished exits at once
 (status 0) saying which cell it waits for, and the cell is recorded as waiting. So the jobs of
 chained cells are run by a second submission after the first has ended (for SLURM, at once with
@@ -26,7 +30,17 @@ import yaml
 
 from tiedemb.experiments.sweep_file import Search, Sweep, check_search
 
-SLURM_DEFAULTS = {"time": "24:00:00", "cpus-per-task": 8}
+SLURM_DEFAULTS: dict[str, object] = {
+    "time": "24:00:00", "cpus-per-task": 8,
+    # Two minutes before the time limit SLURM sends SIGUSR1 to the batch shell, i.e. to the sweep (exec-ed
+    # below), which stops the running stage after its current step, saves it and requeues the task
+    # (tiedemb.experiments.preemption); the requeued task resumes the cell from that checkpoint.
+    "signal": "B:USR1@120",
+    "requeue": True,
+    # the requeued task writes the same %A_%a.log: appended to, not truncated
+    "open-mode": "append",
+}
+"""``#SBATCH`` settings of every job array; a sweep file's ``slurm:`` section overrides them (``false`` drops a flag)."""
 
 
 def slurm_script(sweep: Sweep, out: Path, workdir: Path, set_flags: Sequence[str] = ()) -> str:
@@ -41,12 +55,14 @@ def slurm_script(sweep: Sweep, out: Path, workdir: Path, set_flags: Sequence[str
         "#!/bin/bash",
         f"# tiedemb sweep {sweep.name!r}: {len(cells)} cells, one per array task. Submit with: sbatch {{this file}}",
         f"# generated from {sweep.path.resolve()}",
+        "# Near the time limit a task saves its cell's state, requeues itself and resumes there when it runs again",
+        "# (--signal, --requeue below); a task killed without warning resumes from the cell's last checkpoint.",
         *(f"#   {cell.index:>4}  {cell.id}{f'  <- {cell.upstream.cell.id}' if cell.upstream else ''}" for cell in cells),
         *_slurm_chain_note(sweep),
         f"#SBATCH --job-name=tiedemb-{sweep.name}",
         f"#SBATCH --array=0-{len(cells) - 1}",
         f"#SBATCH --output={out.resolve() / 'slurm' / '%A_%a.log'}",
-        *(f"#SBATCH --{key}={value}" for key, value in settings.items()),
+        *(_sbatch_line(key, value) for key, value in settings.items() if value is not False),
         "",
         "set -euo pipefail",
         f"cd {shlex.quote(str(workdir.resolve()))}",
@@ -58,6 +74,11 @@ def slurm_script(sweep: Sweep, out: Path, workdir: Path, set_flags: Sequence[str
         "",
     ]
     return "\n".join(lines)
+
+
+def _sbatch_line(key: str, value: object) -> str:
+    """``#SBATCH --key=value``, or ``#SBATCH --key`` for a flag set to ``true`` (``requeue``)."""
+    return f"#SBATCH --{key}" if value is True else f"#SBATCH --{key}={value}"
 
 
 def _slurm_chain_note(sweep: Sweep) -> list[str]:

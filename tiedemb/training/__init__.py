@@ -3,6 +3,7 @@
 - ``checkpoints``: ``last.ckpt`` kept newest; finding, reading and vetting the checkpoint a run starts from
 - ``checkpoint_io``: crash-safe checkpoint files that refuse non-finite weights
 - ``random_state``: every process's random state saved in checkpoints and restored on resume
+- ``preemption``: a run stopped by SIGTERM saves its state at that step
 - ``parameter_counts``: parameter counts logged by every run
 - ``strategy``: refusing a strategy this machine cannot run, before anything is built
 - ``ties``: tied weights kept tied under DDP, FSDP and DeepSpeed, and in checkpoints

@@ -6,7 +6,8 @@ datamodule's (``tiedemb.data.sampling``) and the random state ``RandomState``'s
 
 * ``ResumableCheckpoint`` keeps ``last.ckpt`` the newest state, whatever the monitored metric did.
 * ``find_last_checkpoint`` gives ``--ckpt_path=last`` a meaning that survives new run folders:
-  the newest ``last*.ckpt`` under the run roots written by a run of the same configuration.
+  the newest ``last*.ckpt`` (or SLURM ``hpc_ckpt_N.ckpt``) under the run roots written by a run of
+  the same configuration.
 * ``read_checkpoint`` / ``check_compatible`` turn a missing, unreadable, unsafe or mismatched
   checkpoint into one ``UserError`` naming the problem, before Lightning fails on it.
 * ``fresh_checkpoint_dir``: where a run without loggers writes, never over another run's files.
@@ -33,6 +34,9 @@ log = logging.getLogger("tiedemb")
 
 LAST_NAME = re.compile(r"^last(-v?\d+)?\.ckpt$")
 """File names ``ModelCheckpoint(save_last=True)`` writes (``last.ckpt``, ``last-v1.ckpt``)."""
+HPC_NAME = re.compile(r"^hpc_ckpt_\d+\.ckpt$")
+"""File names of the checkpoints Lightning's SLURM handler writes on SIGUSR1 before requeueing a job
+(``SLURMEnvironment(auto_requeue=True)``, in ``trainer.default_root_dir``): a run's newest state too."""
 
 EXCLUDED_FROM_IDENTITY = frozenset({
     "compile", "peak_flops", "num_workers", "pin_memory", "num_proc", "cache_dir",
@@ -231,12 +235,13 @@ def check_compatible(checkpoint: Mapping[str, Any], path: str | os.PathLike, mod
 
 
 def last_checkpoints(roots: Iterable[str | os.PathLike]) -> list[Path]:
-    """Every ``last*.ckpt`` under ``roots``, newest first."""
+    """Every ``last*.ckpt`` (and Lightning's SLURM ``hpc_ckpt_N.ckpt``) under ``roots``, newest first."""
     found: set[Path] = set()
     for root in roots:
         folder = Path(root).expanduser()
         if folder.is_dir():
-            found.update(path.resolve() for path in folder.rglob("last*.ckpt") if LAST_NAME.match(path.name) and path.is_file())
+            found.update(path.resolve() for path in folder.rglob("*.ckpt")
+                         if (LAST_NAME.match(path.name) or HPC_NAME.match(path.name)) and path.is_file())
     return sorted(found, key=lambda path: path.stat().st_mtime_ns, reverse=True)
 
 

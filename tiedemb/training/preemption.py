@@ -1,0 +1,73 @@
+"""A run stopped by SIGTERM saves its state at the signal, so that ``--ckpt_path=last`` resumes that step.
+
+Lightning notes a SIGTERM (``trainer.received_sigterm``), lets the current training step complete,
+and then raises ``SIGTERMException``, which reaches every callback's ``on_exception`` before the
+run ends. ``SaveOnPreemption`` writes the ``last`` checkpoint of every ``ModelCheckpoint`` with
+``save_last`` there, through the same writer as the periodic ones (atomic, never non-finite
+weights; ``checkpoint_io.AtomicCheckpointIO``). It does so for SIGTERM only: after any other
+exception the state may be half-way through a step, and the newest periodic checkpoint is the
+consistent one. ``tiedemb.cli.main`` then exits with ``PREEMPTED_EXIT`` (143).
+
+A signal that comes during a validation in ``fit`` is held back until that validation has ended.
+Lightning would stop after the current validation batch, and a run resumed from there skips the
+rest of that validation: its metrics, the checkpoints they select and early stopping would differ
+from an uninterrupted run's. So the validation completes (its metrics are logged, the periodic
+checkpoints written) and the run stops after it, at the end of the same step.
+"""
+
+from __future__ import annotations
+
+import sys
+
+import lightning as L
+from lightning.pytorch.callbacks import Callback, ModelCheckpoint
+from lightning.pytorch.trainer.states import TrainerFn
+from lightning.pytorch.utilities.exceptions import SIGTERMException
+
+
+
+class SaveOnPreemption(Callback):
+    """On SIGTERM, saves every ``last`` checkpoint at the step the run stopped after (see the module)."""
+
+    def __init__(self) -> None:
+        self._held_back = False
+
+    def on_validation_batch_end(self, trainer: L.Trainer, pl_module: L.LightningModule, outputs: object, batch: object,
+                                batch_idx: int, dataloader_idx: int = 0) -> None:
+        # Lightning checks the flag right after this hook (its evaluation loop); it is set again at the end.
+        # _signal_connector is the Trainer's own record of the signal (private in Lightning 2.x: see pyproject).
+        connector = trainer._signal_connector
+        if trainer.state.fn == TrainerFn.FITTING and not trainer.sanity_checking and connector.received_sigterm:
+            connector.received_sigterm = False
+            self._held_back = True
+
+    def on_validation_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
+        if self._held_back:
+            # the training loop stops at the end of this step, as for a signal during the step itself
+            trainer._signal_connector.received_sigterm = True
+            self._held_back = False
+
+    def on_exception(self, trainer: L.Trainer, pl_module: L.LightningModule, exception: BaseException) -> None:
+        if not isinstance(exception, SIGTERMException):
+            return
+        if trainer.state.fn != TrainerFn.FITTING or trainer.sanity_checking or trainer.fast_dev_run:
+            return
+        if trainer.validating:  # stopped inside a validation after all (the signal came after the hook above)
+            if trainer.is_global_zero:
+                print("SIGTERM during a validation: the state is not saved at the signal; --ckpt_path=last resumes "
+                      "from the newest checkpoint before it", file=sys.stderr)
+            return
+        savers = [callback for callback in trainer.checkpoint_callbacks
+                  if isinstance(callback, ModelCheckpoint) and callback.save_last]
+        if not savers:
+            if trainer.is_global_zero:
+                print("SIGTERM: no checkpoint callback keeps a last checkpoint (save_last), so the state at the signal "
+                      "is not saved", file=sys.stderr)
+            return
+        for callback in savers:
+            # _save_last_checkpoint is what ModelCheckpoint itself calls for last.ckpt (Lightning 2.x; see
+            # pyproject's upper bound): the same file name, version counter and callback state.
+            callback._save_last_checkpoint(trainer, callback._monitor_candidates(trainer))
+            if trainer.is_global_zero:
+                print(f"SIGTERM: saved the state after step {trainer.global_step} to {callback.last_model_path}",
+                      file=sys.stderr)
