@@ -365,7 +365,7 @@ PRETRAIN_MODULE: dict[str, Callable[[str], Rule]] = {
     "intermediate_size": architecture(48), "embedding_dim": architecture(8),
     "embedding_projection": architecture("always"), "embedding_norm": architecture(False),
     "max_position_embeddings": architecture(24, without_pretrained=[
-        Check({"max_position_embeddings": 24}, refused("no position or rotary table"), {"position": "none"})]),
+        Check({"max_position_embeddings": 24}, warned("no position or rotary table"), {"position": "none"})]),
     "position": architecture("rope"), "type_vocab_size": architecture(0), "norm": architecture("rmsnorm"),
     "norm_position": architecture("pre"), "norm_eps": architecture(1e-3), "activation": architecture("relu"),
     "residual_init": architecture("zero"),
@@ -443,7 +443,7 @@ PRETRAIN_DATA: dict[str, Callable[[str], Rule]] = {
                                                                     refused("has its own vocabulary"))],
                              "*": lambda name, place: [Check({name: place.tokenizer["other"]}, EFFECT)]}),
     "vocab_size": by_context({"embedded": effect(120),
-                              "*": both(refusal(60, "the vocabulary is the tokenizer's"),
+                              "*": both(lambda name, place: [Check({name: 60}, warned("the vocabulary is the tokenizer's"))],
                                         effect(40, tokenizer=None, vocab_size=20))}),
     "block_size": always(4), "batch_size": always(3), "objective": always("clm"),
     "mlm_probability": by_context({"*": both(effect(0.5), refusal(0.5, "masks nothing", objective="clm"))}),

@@ -56,7 +56,7 @@ def class_identity(path: str) -> str:
 
 
 ADDED = {("data", "init_args", "length_grouping"): 0, ("data", "init_args", "sort_eval_by_length"): False,
-         ("log_level",): None}
+         ("log_level",): None, ("data", "init_args", "encoding_errors"): "strict"}
 """Options added since, with the default that keeps a configuration as it was: (path) -> default.
 A command line that resolves one of them to anything else resolves differently, and fails."""
 

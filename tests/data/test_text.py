@@ -212,12 +212,12 @@ def test_hub_dataset_splits_and_column(tmp_path, small_tokenizer, monkeypatch):
     monkeypatch.setattr(datasets, "load_dataset", lambda name, config: requested.append((name, config)) or splits)
     monkeypatch.setattr(hub, "hub_reachable", lambda *a, **k: True)
     prepared = prepare(tokenizer=small_tokenizer, dataset="someone/corpus", dataset_config="small", text_column="line",
-                       cache_dir=str(tmp_path / "c"))
+                       val_fraction=text.VAL_FRACTION, cache_dir=str(tmp_path / "c"))
     assert requested == [("someone/corpus", "small")]
     assert prepared.stats["train_documents"] == 40 and prepared.stats["val_documents"] == 10
     assert prepared.stats["val_tokens"] == count_tokens(small_tokenizer, docs[40:])
     prepare(tokenizer=small_tokenizer, dataset="someone/corpus", dataset_config="small", text_column="line",
-            cache_dir=str(tmp_path / "c"))
+            val_fraction=text.VAL_FRACTION, cache_dir=str(tmp_path / "c"))
     assert len(requested) == 1  # the second run came from the cache
 
 

@@ -41,7 +41,7 @@ from tiedemb.data.tokenizers import (
 )
 from tiedemb.data.text_files import SUFFIXES, check_encoding_errors, read_files
 from tiedemb.errors import UserError, check_choice, first_line
-from tiedemb.options import given, no_effect
+from tiedemb.options import given, no_effect, warn_no_effect
 from tiedemb.training.files import atomic_directory, disk_full_is_reported
 from tiedemb.training.hub import hub_access
 
@@ -325,7 +325,9 @@ def prepare_text(
     source = _source_identity(dataset, dataset_config, text_column, train_paths, val_paths, val_fraction, seed, encoding_errors)
     loaded = load_tokenizer(tokenizer) if tokenizer is not None else None
     if loaded is not None and vocab_size is not None and vocab_size != len(loaded):
-        raise no_effect("data.vocab_size", vocab_size, f"with data.tokenizer={tokenizer!r}, which has {len(loaded)} tokens: "
+        # A warning, not an error: overlays such as configs/scale/tiny.yaml size a trained tokenizer and
+        # compose with data configs that name a tokenizer.
+        warn_no_effect("data.vocab_size", vocab_size, f"with data.tokenizer={tokenizer!r}, which has {len(loaded)} tokens: "
                         "the vocabulary is the tokenizer's; drop data.vocab_size")
     if loaded is None:
         identity = {"trained": kind, "vocab_size": check_vocab_size(kind, vocab_size)}

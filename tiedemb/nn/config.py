@@ -202,7 +202,8 @@ class TransformerConfig:
             raise no_effect("model.rope_base", self.rope_base,
                             f"with model.position={self.position!r}: only rotary positions have a base")
         if self.position == "none" and given(self.max_position_embeddings, defaults["max_position_embeddings"]):
-            raise no_effect("model.max_position_embeddings", self.max_position_embeddings,
+            # A warning, not an error: recipes size the position table and `position: none` composes with them.
+            warn_no_effect("model.max_position_embeddings", self.max_position_embeddings,
                             "with model.position='none': there is no position or rotary table to size")
         if self.head == "tied_scaled_init" and self.embedding_init_std is not None:
             # A warning, not an error: the study's recipe sets the table's std for every head it composes with.
