@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+import torch
 
 SHARED_DATA = (Path(__file__).resolve().parents[1] / ".." / "shared" / "data").resolve()
 """Real public data kept beside the repository (``../shared/data``), never copied into it."""
@@ -49,3 +50,16 @@ def tiny_tokenizer_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     path = tmp_path_factory.mktemp("tiny_tokenizer")
     tokenizer.save_pretrained(str(path))
     return path
+
+
+@pytest.fixture(scope="module")
+def one_thread():
+    """One intra-op thread for a module's runs (``pytestmark = pytest.mark.usefixtures("one_thread")``).
+
+    On a busy 2-core machine two threads per process contend and a run is several times slower;
+    with one thread every run also reduces in the same order, so exact-resume comparisons hold.
+    """
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)

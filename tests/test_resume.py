@@ -66,15 +66,7 @@ def assert_same_weights(expected: dict[str, torch.Tensor], actual: dict[str, tor
         torch.testing.assert_close(actual[name], expected[name], rtol=0, atol=1e-6, msg=name)
 
 
-@pytest.fixture(scope="module", autouse=True)
-def one_thread():
-    """One intra-op thread. On a busy 2-core machine two threads per process contend and a run
-    is several times slower; subprocesses get the same setting (ONE_THREAD), so every run
-    reduces in the same order."""
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
+pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 ONE_THREAD = {"OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}

@@ -31,12 +31,7 @@ def computed(name: str) -> bool:
     return name == "train/loss" or name.startswith(("lr/", "val/"))
 
 
-@pytest.fixture(scope="module", autouse=True)
-def one_thread():
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
+pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 @pytest.fixture(scope="module")

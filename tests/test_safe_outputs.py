@@ -27,13 +27,7 @@ CONFIGS = ROOT / "configs"
 HELPERS = Path(__file__).parent
 
 
-@pytest.fixture(scope="module", autouse=True)
-def one_thread():
-    """One intra-op thread: on a busy 2-core machine two contend and make each run several times slower."""
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
+pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 def fit_args(root: Path, *extra: str, steps: int = 12, config: str = "tied.yaml") -> list[str]:

@@ -16,36 +16,15 @@ import pytest
 
 from tiedemb.data import text
 from tiedemb.data import tokenizers as tk
-from tiedemb.data.text import prepare_text, train_tokenizer
 from tiedemb.errors import UserError
 from tiedemb.training import hub
+from text_helpers import prepare, sentences  # noqa: I001
 
 SHARED = Path(__file__).resolve().parents[2].parent / "shared" / "data"
 WIKITEXT = SHARED / "text" / "wikitext-2-valid.txt"
 BERT = SHARED / "tokenizers" / "bert-base-uncased"
 needs_shared = pytest.mark.skipif(not SHARED.exists(), reason=f"shared real data not present at {SHARED}")
 
-WORDS = "alpha beta gamma delta epsilon zeta eta theta iota kappa lambda mu nu xi omicron pi rho sigma tau".split()
-
-
-def sentences(count: int, seed: int = 0) -> list[str]:
-    """Distinct, deterministic documents of 3 to 12 words."""
-    rng = np.random.default_rng(seed)
-    return [f"doc{i} " + " ".join(rng.choice(WORDS, size=rng.integers(3, 13))) for i in range(count)]
-
-
-@pytest.fixture(scope="module")
-def small_tokenizer(tmp_path_factory) -> str:
-    """A WordPiece tokenizer trained on the generated vocabulary, so most tests need no shared data."""
-    folder = tmp_path_factory.mktemp("tok") / "wordpiece"
-    train_tokenizer(sentences(300) + [f"doc{i}" for i in range(300)], kind="wordpiece", vocab_size=400, save_dir=folder)
-    return str(folder)
-
-
-def prepare(**overrides) -> text.PreparedText:
-    arguments = dict(objective="mlm", tokenizer=None, vocab_size=None, dataset=None, dataset_config=None,
-                     train_files=None, val_files=None, block_size=16, val_fraction=0.1)
-    return prepare_text(**(arguments | overrides))
 
 
 def count_tokens(tokenizer_dir: str, documents: list[str]) -> int:
