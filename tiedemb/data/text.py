@@ -33,6 +33,7 @@ import pyarrow.compute as pc
 from transformers import PreTrainedTokenizerFast
 
 from tiedemb.data.tokenizers import (
+    DISK_REMEDY,
     check_vocab_size,
     configure_for_objective,
     load_tokenizer,
@@ -56,8 +57,6 @@ MAP_BATCH_SIZE = 2000
 #: Text per ``datasets.map`` call, on average: fewer rows per call for long documents, so the
 #: tokenizer's working memory (about 100 bytes per token) stays near 100 MB whatever the corpus.
 MAP_BATCH_BYTES = 4 << 20
-#: Where the full disk message sends the user.
-DISK_REMEDY = "set data.cache_dir to a folder on a larger disk"
 TOKENIZER_KIND = {"mlm": "wordpiece", "clm": "bpe"}
 TEXT_COLUMN = "text"
 """The field of JSON lines, parquet files and hub datasets that holds the text, unless told otherwise."""
@@ -259,7 +258,7 @@ def _trained_tokenizer_dir(cache_dir: str, kind: str, size: str, source: dict) -
 
 def trained_tokenizer_dirs(*, objective: str, dataset: str | None = None, dataset_config: str | None = None,
                            train_files: list[str] | None = None, val_files: list[str] | None = None,
-                           text_column: str = "text", val_fraction: float = 0.05, seed: int = 0,
+                           text_column: str = TEXT_COLUMN, val_fraction: float = VAL_FRACTION, seed: int = 0,
                            cache_dir: str = "data/cache", encoding_errors: str = "strict", **_: object) -> list[Path]:
     """The saved tokenizers ``prepare_text`` trained for this text (one per requested size), if any.
 

@@ -16,6 +16,9 @@ from tiedemb.training.hub import hub_access
 
 log = logging.getLogger("tiedemb.data")
 
+#: Where the full-disk message sends the user (trained tokenizers and prepared text share data.cache_dir).
+DISK_REMEDY = "set data.cache_dir to a folder on a larger disk"
+
 #: Special tokens of the trained tokenizers, in id order (so ``[PAD]`` / ``<pad>`` is id 0).
 SPECIAL_TOKENS: dict[str, dict[str, str]] = {
     "wordpiece": {"pad_token": "[PAD]", "unk_token": "[UNK]", "cls_token": "[CLS]", "sep_token": "[SEP]", "mask_token": "[MASK]"},
@@ -181,6 +184,6 @@ def train_tokenizer(texts: Iterable[str], *, kind: str, vocab_size: int, save_di
 
 def _save_atomically(tokenizer: PreTrainedTokenizerBase, save_dir: Path) -> None:
     """Save so that an interrupted run leaves no half tokenizer."""
-    with disk_full_is_reported(save_dir.parent, "the trained tokenizer", "set data.cache_dir to a folder on a larger disk"), \
+    with disk_full_is_reported(save_dir.parent, "the trained tokenizer", DISK_REMEDY), \
             atomic_directory(save_dir, "tokenizer.json") as staging:
         tokenizer.save_pretrained(staging)
