@@ -6,15 +6,11 @@ from pathlib import Path
 
 import pytest
 import torch
+from tiny_vocab import TINY_VOCAB
 
 SHARED_DATA = (Path(__file__).resolve().parents[1] / ".." / "shared" / "data").resolve()
 """Real public data kept beside the repository (``../shared/data``), never copied into it."""
 
-TINY_VOCAB = (
-    "[PAD] [UNK] [CLS] [SEP] [MASK] a an the man woman cat dog person people is are was sleeping "
-    "running sits . , ! ? \" ' 1996 na yes no not"
-).split()
-"""Words of the tiny tokenizer: enough for hand-written fixtures, small enough to build instantly."""
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:

@@ -41,7 +41,7 @@ from tiedemb.modules.glue import GlueModule
 from tiedemb.modules.pretrain import PretrainModule
 from tiedemb.options import NoEffectWarning
 
-from conftest import TINY_VOCAB
+from tiny_vocab import TINY_VOCAB
 
 EFFECT = "effect"
 LINKED = "linked"
