@@ -6,10 +6,11 @@ after each and the stream is cut into blocks, so only the final partial block of
 dropped (and counted). The result is saved under ``cache_dir`` keyed by the source, the
 tokenizer and the block size, and later runs load it instead of tokenising again.
 
-Memory stays bounded by the batch, not the corpus: local files are read into memory-mapped Arrow
+No step holds the corpus in Python objects: local files are read into memory-mapped Arrow
 files (``tiedemb.data.text_files``), tokenised by ``datasets.map`` into more of them, and cut into
 blocks one record batch at a time. These working files live in a hidden folder under
-``cache_dir/text`` that is removed once the prepared text is saved.
+``cache_dir/text`` that is removed once the prepared text is saved. (Measured: 1 GB of text
+peaks at about 2.5 GiB resident; README, "Configuration names".)
 """
 
 from __future__ import annotations
