@@ -14,7 +14,6 @@ that format by ``conform``.
 from __future__ import annotations
 
 import csv
-import json
 from collections.abc import Callable, Iterable
 from itertools import chain
 from pathlib import Path
@@ -23,10 +22,8 @@ import datasets
 import pyarrow.parquet
 
 from tiedemb.data.glue_tasks import ClassicLayout
+from tiedemb.data.text_files import holds_empty_json
 from tiedemb.errors import UserError
-
-SMALL_FILE_BYTES = 1 << 16
-"""A JSON file up to this size is parsed whole to see whether it holds any example at all."""
 
 UNLABELED = -1
 """Label id of an example without a label (test splits), as on the hub."""
@@ -172,12 +169,7 @@ def _holds_no_rows(path: Path, builder: str) -> bool:
             return sum(1 for line in handle if line.strip()) <= 1
     if builder == "parquet":
         return pyarrow.parquet.read_metadata(path).num_rows == 0
-    if path.stat().st_size > SMALL_FILE_BYTES:  # a file this large holds something; the builder says what
-        return False
-    try:
-        return json.loads(path.read_text(encoding="utf-8-sig", errors="replace")) == []
-    except ValueError:
-        return False
+    return holds_empty_json(path)
 
 
 def conform(dataset: datasets.Dataset, text_columns: tuple[str, ...], label_names: tuple[str, ...], split: str,

@@ -193,8 +193,19 @@ def _holds_no_records(path: Path) -> bool:
     suffix, size = path.suffix.lower(), path.stat().st_size
     if suffix == ".parquet":
         return pq.read_metadata(path).num_rows == 0
-    if size == 0 or suffix == ".txt" or size > SMALL_FILE_BYTES:
+    if size == 0 or suffix == ".txt":
         return size == 0
+    return holds_empty_json(path)
+
+
+def holds_empty_json(path: Path) -> bool:
+    """Whether a JSON or JSON-lines file holds only whitespace or an empty array.
+
+    Only a file up to ``SMALL_FILE_BYTES`` is parsed whole; a larger one holds something, and
+    the ``datasets`` builder that reads it says what.
+    """
+    if path.stat().st_size > SMALL_FILE_BYTES:
+        return False
     text = path.read_text(encoding="utf-8-sig", errors="replace").strip()
     try:
         return not text or json.loads(text) == []
