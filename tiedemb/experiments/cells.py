@@ -374,8 +374,7 @@ def run_cell(sweep: Sweep, cell: Cell, out: Path, workdir: Path) -> bool:
             _record_stop(folder, status, stage, begin)
         if code != 0:
             preempted = code in (PREEMPTED_EXIT, -signal.SIGTERM)
-            message = (f"preempted (SIGTERM) in {stage}: run the sweep again to resume from its last checkpoint"
-                       if preempted else _tail(folder / layout.LOG_FILE))
+            message = _preempted(stage) if preempted else _tail(folder / layout.LOG_FILE)
             status.update(state=layout.FAILED, finished=_now(), seconds=round(time.monotonic() - begin, 1),
                           message=message)
             layout.write_json(folder / layout.STATUS_FILE, status)
@@ -387,13 +386,18 @@ def run_cell(sweep: Sweep, cell: Cell, out: Path, workdir: Path) -> bool:
     return True
 
 
+def _preempted(stage: str) -> str:
+    """status.json's message for a cell whose stage was stopped by SIGTERM."""
+    return f"preempted (SIGTERM) in {stage}: run the sweep again to resume from its last checkpoint"
+
+
 def _record_stop(folder: Path, status: dict[str, Any], stage: str, begin: float) -> None:
     """Record a cell whose sweep got SIGTERM or SIGUSR1 as preempted, requeue it on SIGUSR1, stop the sweep.
 
     The cell stays unfinished; a stage that completed before the signal counts as done.
     """
     status.update(state=layout.FAILED, finished=_now(), seconds=round(time.monotonic() - begin, 1),
-                  message=f"preempted (SIGTERM) in {stage}: run the sweep again to resume from its last checkpoint")
+                  message=_preempted(stage))
     if STOP.requeue:
         status["message"] = f"preempted in {stage} before the time limit (SIGUSR1): requeuing the SLURM job"
     # Written before any requeue: SLURM ends the job as soon as it is requeued.
