@@ -11,6 +11,7 @@ import torch
 from torch import Tensor, nn
 
 from tiedemb.nn.config import TransformerConfig
+from tiedemb.nn.dropout import Dropout
 from tiedemb.nn.embedding import Embedding
 from tiedemb.nn.encoder import Encoder
 from tiedemb.nn.init import init_embedding, init_encoder, init_linear
@@ -27,7 +28,7 @@ class SequenceClassifier(nn.Module):
         self.embedding = Embedding(config)
         self.encoder = Encoder(config)
         self.pooler = nn.Linear(config.hidden_size, config.hidden_size) if pooler else None
-        self.dropout = nn.Dropout(config.dropout if classifier_dropout is None else classifier_dropout)
+        self.dropout = Dropout(config.dropout if classifier_dropout is None else classifier_dropout)
         self.classifier = nn.Linear(config.hidden_size, num_labels)
         self.reset_parameters()
 

@@ -10,6 +10,7 @@ import torch
 from torch import Tensor, nn
 
 from tiedemb.nn.config import TransformerConfig
+from tiedemb.nn.dropout import Dropout
 from tiedemb.nn.layers import make_norm
 
 
@@ -25,7 +26,7 @@ class Embedding(nn.Module):
         # Without the norm, input scales (Gemma's sqrt(d), T5's unit-std table) reach the residual
         # stream as they are; with it they only change the token's share of the normalised sum.
         self.norm = make_norm(config.norm, config.hidden_size, config.norm_eps) if config.embedding_norm else nn.Identity()
-        self.dropout = nn.Dropout(config.dropout)
+        self.dropout = Dropout(config.dropout)
         # Gemma's sqrt(d) multiplier, a plain number: no parameter, so checkpoints are unchanged.
         self.token_scale = config.token_scale
 

@@ -13,6 +13,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from tiedemb.nn.config import TransformerConfig
+from tiedemb.nn.dropout import Dropout, attention
 from tiedemb.nn.layers import ACTIVATION_FUNCTIONS, make_norm
 
 Rows = Tensor | int | None
@@ -72,16 +73,9 @@ class SelfAttention(nn.Module):
             q = q[:, :, rows:rows + 1]
             if self.causal:  # the query at `rows` sees keys up to itself
                 attention_mask = (torch.arange(length, device=x.device) <= rows).expand(1, 1, 1, length)
-            y = F.scaled_dot_product_attention(q, k, v, attn_mask=attention_mask, dropout_p=dropout)
+            y = attention(q, k, v, attention_mask, dropout, is_causal=False)
             return self.out(y.reshape(batch, hidden))  # (B, heads, 1, head_dim) -> (B, hidden)
-        y = F.scaled_dot_product_attention(
-            q,
-            k,
-            v,
-            attn_mask=attention_mask,
-            dropout_p=dropout,
-            is_causal=self.causal and attention_mask is None,
-        )
+        y = attention(q, k, v, attention_mask, dropout, is_causal=self.causal and attention_mask is None)
         return self.out(take_rows(y.transpose(1, 2).reshape(batch, length, hidden), rows))
 
 
@@ -104,7 +98,7 @@ class Block(nn.Module):
         self.attention = SelfAttention(config)
         self.ffn_norm = make_norm(config.norm, config.hidden_size, config.norm_eps)
         self.ffn = FeedForward(config)
-        self.dropout = nn.Dropout(config.dropout)
+        self.dropout = Dropout(config.dropout)
         # DeepNorm up-weights the residual stream so that post-norm stays stable when deep.
         self.alpha = (2.0 * config.num_layers) ** 0.25 if config.residual_init == "deepnorm" else 1.0
 
