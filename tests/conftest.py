@@ -2,11 +2,20 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
 import torch
 from tiny_vocab import TINY_VOCAB
+
+WORKERS = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))
+"""pytest-xdist's worker processes (1 without it): they share the cores, so each takes its share
+of threads, for its own tensors and for the processes its tests start, instead of contending."""
+if WORKERS > 1:
+    _threads = max(1, (os.cpu_count() or 1) // WORKERS)
+    torch.set_num_threads(_threads)
+    os.environ["OMP_NUM_THREADS"] = str(_threads)
 
 SHARED_DATA = (Path(__file__).resolve().parents[1] / ".." / "shared" / "data").resolve()
 """Real public data kept beside the repository (``../shared/data``), never copied into it."""
@@ -14,10 +23,17 @@ SHARED_DATA = (Path(__file__).resolve().parents[1] / ".." / "shared" / "data").r
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """The longer and the GPU checks are end-to-end runs too, so ``-m "not end_to_end"`` is the unit tests alone."""
+    """The longer and the GPU checks are end-to-end runs too, so ``-m "not end_to_end"`` is the unit tests alone.
+
+    Under pytest-xdist (``--dist loadgroup``) a test file runs on one worker, so module fixtures are
+    built once and tests that share files run in order; a file that names its own groups
+    (``xdist_group`` marks) is split along them.
+    """
     for item in items:
         if item.get_closest_marker("slow") or item.get_closest_marker("gpu"):
             item.add_marker(pytest.mark.end_to_end)
+        if not item.get_closest_marker("xdist_group"):
+            item.add_marker(pytest.mark.xdist_group(item.nodeid.split("::")[0]))
 
 
 @pytest.fixture(scope="session")
