@@ -22,6 +22,7 @@ SHARED_DATA = (Path(__file__).resolve().parents[1] / ".." / "shared" / "data").r
 
 
 
+@pytest.hookimpl(tryfirst=True)  # before pytest-xdist's own hook reads the groups
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """The longer and the GPU checks are end-to-end runs too, so ``-m "not end_to_end"`` is the unit tests alone.
 

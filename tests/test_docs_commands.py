@@ -368,7 +368,8 @@ class Workspace:
         earlier_commands = COMMANDS[:COMMANDS.index(command)] if command in COMMANDS else []
         named_before = {arg for earlier in earlier_commands if earlier.doc == command.doc
                         for arg in earlier.argv[1:] if "/" in arg and not arg.startswith("-")}
-        return any(arg in named_before and not (self.repo / arg).exists() for arg in command.argv)
+        return any(arg in named_before and self.placeholder_pattern(arg) is None and not (self.repo / arg).exists()
+                   for arg in command.argv)  # a placeholder was checked above, by what it matches
 
 
 def wandb_credentials() -> bool:
@@ -431,6 +432,11 @@ def test_a_command_waits_for_earlier_ones_only_while_what_it_reads_is_missing(tm
     (space.repo / "runs" / "smoke" / "cell" / "checkpoints").mkdir(parents=True)
     (space.repo / "runs" / "smoke" / "cell" / "checkpoints" / "last.ckpt").write_bytes(b"")
     assert not space.placeholders_unfilled(analysis) and not space.placeholders_unfilled(report)
+    # a placeholder an earlier command also shows is filled by what it matches, not by its literal path
+    again = DocCommand("x.md", 4, ("python", "-m", "tiedemb.experiments.analysis", "runs/.../last.ckpt"))
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(sys.modules[__name__], "COMMANDS", [sweep, report, analysis, again])
+        assert not space.placeholders_unfilled(again)
     assert space.fill_placeholder("runs/.../last.ckpt") == "runs/smoke/cell/checkpoints/last.ckpt"
     with pytest.raises(AssertionError, match="matched no file"):
         space.fill_placeholder("runs/.../best.ckpt")  # last.ckpt is not a monitored best
