@@ -22,19 +22,11 @@ SHARED_DATA = (Path(__file__).resolve().parents[1] / ".." / "shared" / "data").r
 
 
 
-@pytest.hookimpl(tryfirst=True)  # before pytest-xdist's own hook reads the groups
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """The longer and the GPU checks are end-to-end runs too, so ``-m "not end_to_end"`` is the unit tests alone.
-
-    Under pytest-xdist (``--dist loadgroup``) a test file runs on one worker, so module fixtures are
-    built once and tests that share files run in order; a file that names its own groups
-    (``xdist_group`` marks) is split along them.
-    """
+    """The longer and the GPU checks are end-to-end runs too, so ``-m "not end_to_end"`` is the unit tests alone."""
     for item in items:
         if item.get_closest_marker("slow") or item.get_closest_marker("gpu"):
             item.add_marker(pytest.mark.end_to_end)
-        if not item.get_closest_marker("xdist_group"):
-            item.add_marker(pytest.mark.xdist_group(item.nodeid.split("::")[0]))
 
 
 @pytest.fixture(scope="session")

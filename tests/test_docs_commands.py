@@ -217,9 +217,7 @@ def first_match(table: list[tuple[str, str]], command: DocCommand) -> str | None
 
 def as_param(command: DocCommand) -> Any:  # a pytest ParameterSet
     slow = first_match(MINUTES, command)
-    # One document's commands run in order on one worker (a later one reads what earlier ones wrote).
-    marks = [pytest.mark.xdist_group(f"docs:{command.doc}")] + ([pytest.mark.docs] if slow else [])
-    return pytest.param(command, id=command.id, marks=marks)
+    return pytest.param(command, id=command.id, marks=[pytest.mark.docs] if slow else [])
 
 
 COMMANDS = documented_commands()

@@ -528,8 +528,7 @@ CASES = [(class_name, option, context) for class_name, (cls, _, table, contexts,
          for option in options_of(cls) for context in contexts]
 
 
-@pytest.mark.parametrize(("class_name", "option", "context"), [
-    pytest.param(*case, id="-".join(case), marks=pytest.mark.xdist_group(f"every_option:{case[0]}")) for case in CASES])
+@pytest.mark.parametrize(("class_name", "option", "context"), CASES, ids=[f"{c}-{o}-{x}" for c, o, x in CASES])
 def test_option(class_name, option, context, place):
     cls, prefix, table, _, context_of, does = CLASSES[class_name]
     if option not in table:
