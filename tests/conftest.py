@@ -29,6 +29,26 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             item.add_marker(pytest.mark.end_to_end)
 
 
+WANDB_ENVIRONMENT = {name: value for name, value in os.environ.items() if name.startswith("WANDB_")}
+"""``WANDB_*`` variables as the test session found them."""
+
+
+@pytest.fixture(autouse=True)
+def _wandb_environment_as_the_session_found_it():
+    """Puts ``WANDB_*`` back as the session found them after every test.
+
+    A run in the test process (a test's or a module fixture's) sets some in ``os.environ``: W&B
+    records its service there, tiedemb its offline decision. Commands that later tests start
+    inherit the environment; with those variables they would join that service or keep that mode
+    instead of starting as a user's command does. Under pytest-xdist a worker runs many test
+    files in one process, in an order that changes from run to run, so nothing may carry over.
+    """
+    yield
+    for name in [name for name in os.environ if name.startswith("WANDB_")]:
+        del os.environ[name]
+    os.environ.update(WANDB_ENVIRONMENT)
+
+
 @pytest.fixture(scope="session")
 def shared_data() -> Path:
     """The real data folder; a test that needs it is skipped where it is absent."""
