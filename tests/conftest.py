@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import sys
 from pathlib import Path
 
 import pytest
@@ -35,15 +36,18 @@ WANDB_ENVIRONMENT = {name: value for name, value in os.environ.items() if name.s
 
 @pytest.fixture(autouse=True)
 def _wandb_environment_as_the_session_found_it():
-    """Puts ``WANDB_*`` back as the session found them after every test.
+    """Ends W&B's in-process session and puts ``WANDB_*`` back as the session found them after every test.
 
     A run in the test process (a test's or a module fixture's) sets some in ``os.environ``: W&B
     records its service there, tiedemb its offline decision. Commands that later tests start
     inherit the environment; with those variables they would join that service or keep that mode
-    instead of starting as a user's command does. Under pytest-xdist a worker runs many test
+    instead of starting as a user's command does; a later ``wandb.init`` in this process would keep
+    the session's first settings (a test's ``WANDB_MODE=disabled``, say). Under pytest-xdist a worker runs many test
     files in one process, in an order that changes from run to run, so nothing may carry over.
     """
     yield
+    if "wandb" in sys.modules:  # and W&B's in-process session, which would keep its first settings
+        sys.modules["wandb"].teardown()
     for name in [name for name in os.environ if name.startswith("WANDB_")]:
         del os.environ[name]
     os.environ.update(WANDB_ENVIRONMENT)
