@@ -42,8 +42,9 @@ def _wandb_environment_as_the_session_found_it():
     records its service there, tiedemb its offline decision. Commands that later tests start
     inherit the environment; with those variables they would join that service or keep that mode
     instead of starting as a user's command does; a later ``wandb.init`` in this process would keep
-    the session's first settings (a test's ``WANDB_MODE=disabled``, say). Under pytest-xdist a worker runs many test
-    files in one process, in an order that changes from run to run, so nothing may carry over.
+    the session's first settings (a test's ``WANDB_MODE=disabled``, say). Under pytest-xdist a
+    worker runs many test files in one process, in an order that changes from run to run, so
+    nothing may carry over.
     """
     yield
     if "wandb" in sys.modules:  # and W&B's in-process session, which would keep its first settings

@@ -6,8 +6,9 @@ memory traffic several times their size: the logits, their log-softmax, the grad
 log-softmax and the gradient of the logits each fill a fresh rows x vocab buffer, and buffers that
 large come as fresh pages from the operating system every step. Here a slice of rows at a time
 is projected and turned into its share of the loss and straight into the gradients for x, W and
-b, in two buffers reused by every slice (and, on the CPU, by every call); the backward only scales what the forward computed. The
-arithmetic is the same (float32 throughout) up to the order of summation.
+b, in two buffers reused by every slice (and, on the CPU, by every call); the backward only
+scales what the forward computed. The arithmetic is the same (float32 throughout) up to the order
+of summation.
 
 Under autocast (bf16 or fp16 mixed precision) the products run in the autocast dtype, as a plain
 ``F.linear`` would, while each slice's log-sum-exp, the loss and the weight gradient accumulate in
