@@ -239,7 +239,8 @@ def step_memory(contender: Contender, batch: dict, autocast, device: torch.devic
     existing = [p for p in contender.model.parameters()] + [b for b in contender.model.buffers()]
     existing += [t for state in contender.optimizer.state.values() for t in state.values() if torch.is_tensor(t)]
     existing += list(batch.values())
-    existing += kept_buffers()  # the sliced loss's buffers, kept between steps on the CPU
+    if isinstance(contender.model, PretrainModule):
+        existing += kept_buffers()  # the sliced loss's buffer, kept between steps on the CPU: tiedemb's alone
     with LiveTensorBytes(existing) as tracker:
         contender.step(batch, autocast)
     return tracker.peak

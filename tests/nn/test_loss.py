@@ -37,6 +37,29 @@ def test_sliced_equals_plain_cross_entropy(monkeypatch, vocab, bias, slice_rows)
         torch.testing.assert_close(ours, reference)
 
 
+@pytest.mark.parametrize("autocast", [False, True])
+def test_targets_far_below_the_best_word_keep_their_loss(monkeypatch, autocast):
+    """Rows whose target's probability underflows float32 (here ~e^-400) still get the exact loss:
+    the log of the probability alone would be -inf, so those rows are recomputed."""
+    monkeypatch.setattr(loss_module, "SLICE_ELEMENTS", 50 * 8)  # several slices, some without such rows
+    x, weight, b, targets = _inputs()
+    with torch.no_grad():
+        x.mul_(40.0)  # logits spread over hundreds of nats
+    logits = F.linear(x, weight, b).detach()
+    far = torch.arange(0, x.shape[0], 3)
+    targets[far] = logits[far].argmin(dim=1)  # the least likely word: probability 0 in float32
+    assert (torch.softmax(logits, 1).gather(1, targets.clamp(min=0)[:, None])[far] == 0).any()
+    context = torch.autocast("cpu", dtype=torch.bfloat16) if autocast else torch.autocast("cpu", enabled=False)
+    with context:
+        got = linear_cross_entropy(x, weight, b, targets)
+        expected = F.cross_entropy(F.linear(x, weight, b).float(), targets, ignore_index=-100)
+    assert torch.isfinite(got)
+    torch.testing.assert_close(got, expected, rtol=2e-2 if autocast else 1.3e-6, atol=0.0)
+    if not autocast:  # in bf16, gradients of logits this far apart agree to a few percent only (scale: above)
+        for ours, reference in zip(_grads(got, (x, weight, b)), _grads(expected, (x, weight, b))):
+            torch.testing.assert_close(ours, reference)
+
+
 def test_without_gradients_only_the_loss_is_computed():
     x, weight, b, targets = _inputs()
     with torch.no_grad():

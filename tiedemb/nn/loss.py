@@ -6,7 +6,7 @@ memory traffic several times their size: the logits, their log-softmax, the grad
 log-softmax and the gradient of the logits each fill a fresh rows x vocab buffer, and buffers that
 large come as fresh pages from the operating system every step. Here a slice of rows at a time
 is projected and turned into its share of the loss and straight into the gradients for x, W and
-b, in two buffers reused by every slice (and, on the CPU, by every call); the backward only
+b, in one buffer reused by every slice (and, on the CPU, by every call); the backward only
 scales what the forward computed. The arithmetic is the same (float32 throughout) up to the order
 of summation.
 
@@ -17,6 +17,8 @@ result equals the full-logits loss within the low-precision dtype's rounding.
 """
 
 from __future__ import annotations
+
+from collections.abc import Callable
 
 import torch
 import torch.nn.functional as F
@@ -70,26 +72,25 @@ class _SlicedLinearCrossEntropy(torch.autograd.Function):
         # hold -inf logits, so the log-softmax over the padded row is the one over the vocabulary
         # and their probabilities, hence gradients, are exactly 0.
         padded = -(-vocab // 16) * 16
-        logits_buffer, log_probs_buffer = _buffers(x, rows, padded)
-        logits_buffer[:, vocab:] = float("-inf")
+        logits_buffer = _buffer(x, rows, padded)
         for start in range(0, total_rows, rows):
             stop = min(start + rows, total_rows)
             count = stop - start
             first = start == 0  # the first slice writes the weight and bias gradients, the others add
             chunk, chunk_targets, chunk_weight = x[start:stop], safe_targets[start:stop], row_weight[start:stop]
             logits = logits_buffer[:count]
+            logits[:, vocab:] = float("-inf")
             if bias is None:
                 torch.mm(chunk, weight.t(), out=logits[:, :vocab])
             else:
                 torch.addmm(bias, chunk, weight.t(), out=logits[:, :vocab])
-            log_probs = torch.ops.aten._log_softmax.out(logits, 1, False, out=log_probs_buffer[:count])
-            picked = log_probs.gather(1, chunk_targets[:, None]).squeeze(1)
+            picked = _probabilities_in_place(logits, chunk_targets, lambda r: F.linear(chunk[r], weight, bias))
             loss -= picked.dot(chunk_weight)
             if not (needs_x or needs_weight or needs_bias):
                 continue
             # d loss / d logits = row_weight * (softmax - one_hot); row_weight is applied to the
             # (count, width) factors instead of the (count, vocab) matrix.
-            grad_logits = log_probs.exp_()
+            grad_logits = logits
             grad_logits[torch.arange(count, device=x.device), chunk_targets] -= 1.0
             grad_logits = grad_logits[:, :vocab]
             if needs_x:
@@ -118,26 +119,57 @@ class _SlicedLinearCrossEntropy(torch.autograd.Function):
         return (*grads, None, None, None, None)
 
 
+# A target probability below this has its logarithm recomputed from the row's log-softmax: near
+# float32's smallest normal number (1.2e-38) the probability itself has lost digits.
+_TINY_PROBABILITY = 1e-30
+
+
+def _probabilities_in_place(logits: Tensor, targets: Tensor, row_logits: Callable[[Tensor], Tensor]) -> Tensor:
+    """Turn a slice's logits into probabilities in place; return the log-probability of each row's target.
+
+    The gradients need the probabilities, the loss only the targets' log-probabilities. On the CPU
+    the slice is turned into its softmax in one pass (the kernel reads a row whole, its maximum
+    and its sum of exponentials, before it writes any of it) and the targets' log-probabilities
+    are the logarithms of their probabilities: a log-softmax followed by ``exp`` would read and
+    write the (rows, vocab) slice, far larger than the caches, twice. A row whose target lies more
+    than ~69 nats below its log-sum-exp is recomputed exactly (``row_logits(rows)`` gives those
+    rows' logits again). Elsewhere (GPUs, where the extra pass is cheap and checking for such rows
+    would wait for the device) the log-softmax and ``exp`` are kept, both in place.
+    """
+    if logits.device.type != "cpu":
+        torch.ops.aten._log_softmax.out(logits, 1, False, out=logits)
+        picked = logits.gather(1, targets[:, None]).squeeze(1)
+        logits.exp_()
+        return picked
+    torch.ops.aten._softmax.out(logits, 1, False, out=logits)
+    probability = logits.gather(1, targets[:, None]).squeeze(1)
+    picked = probability.log()
+    tiny = (probability < _TINY_PROBABILITY).nonzero().squeeze(1)
+    if tiny.numel():
+        picked[tiny] = torch.log_softmax(row_logits(tiny), dim=1).gather(1, targets[tiny, None]).squeeze(1)
+    return picked
+
+
 _KEPT_BUFFERS: dict[tuple[torch.device, torch.dtype], Tensor] = {}
 
 
-def _buffers(like: Tensor, rows: int, columns: int) -> tuple[Tensor, Tensor]:
-    """Two (rows, columns) buffers for a slice's logits and their log-softmax.
+def _buffer(like: Tensor, rows: int, columns: int) -> Tensor:
+    """A (rows, columns) buffer for a slice's logits, turned into their log-softmax in place.
 
-    On the CPU they are kept from one call to the next (grown when a call needs more, at most
-    2 x ``SLICE_ELEMENTS`` padded entries): the C allocator maps blocks over 32 MiB fresh from the
+    On the CPU it is kept from one call to the next (grown when a call needs more, at most
+    ``SLICE_ELEMENTS`` padded entries): the C allocator maps blocks over 32 MiB fresh from the
     operating system at every allocation, and writing 37 MiB of fresh pages took 15 ms here
     against 1 ms for pages already mapped. GPU allocators keep their blocks themselves.
     """
     if like.device.type != "cpu":
-        return like.new_empty(rows, columns), like.new_empty(rows, columns)
+        return like.new_empty(rows, columns)
     size = rows * columns
     key = (like.device, like.dtype)
     kept = _KEPT_BUFFERS.get(key)
-    if kept is None or kept.numel() < 2 * size:
+    if kept is None or kept.numel() < size:
         with torch.inference_mode(False):  # written by training steps too, so never an inference tensor
-            kept = _KEPT_BUFFERS[key] = torch.empty(2 * size, dtype=like.dtype, device=like.device)
-    return kept[:size].view(rows, columns), kept[size:2 * size].view(rows, columns)
+            kept = _KEPT_BUFFERS[key] = torch.empty(size, dtype=like.dtype, device=like.device)
+    return kept[:size].view(rows, columns)
 
 
 def kept_buffers() -> list[Tensor]:
@@ -186,11 +218,11 @@ def _mixed_forward(ctx, x: Tensor, weight: Tensor, bias: Tensor | None, targets:
         logits.copy_(torch.mm(chunk, low_weight.t()))  # (count, vocab) in float32
         if bias is not None:
             logits += bias.float()
-        log_probs = torch.log_softmax(logits, dim=1)
-        loss -= log_probs.gather(1, chunk_targets[:, None]).squeeze(1).dot(chunk_weight)
+        row_logits = lambda r: F.linear(chunk[r], low_weight).float() + (0.0 if bias is None else bias.float())  # noqa: E731
+        loss -= _probabilities_in_place(logits, chunk_targets, row_logits).dot(chunk_weight)
         if not (needs_x or needs_weight or needs_bias):
             continue
-        grad_logits = log_probs.exp_()
+        grad_logits = logits
         grad_logits[torch.arange(count, device=x.device), chunk_targets] -= 1.0
         grad_logits *= chunk_weight[:, None]
         if grad_bias is not None:
