@@ -26,10 +26,11 @@ from torch import Tensor
 
 IGNORE_INDEX = -100
 
-# fp32 logits per slice: 64 MiB (549 rows of a 30522-word vocabulary). Big enough that the
-# products stay efficient and an MLM batch of 16 x 128 is one slice (each further slice re-reads
-# and re-writes the whole weight gradient), small enough to stay a fraction of the full logits.
-SLICE_ELEMENTS = 1 << 24
+# fp32 logits per slice: 128 MiB (1099 rows of a 30522-word vocabulary). Big enough that the
+# products stay efficient (each slice re-packs the weight and re-reads and re-writes its whole
+# gradient: a 16 x 128 CLM batch's loss took 8% less time in two slices than in four), small
+# enough to stay a fraction of the full logits.
+SLICE_ELEMENTS = 1 << 25
 
 
 def linear_cross_entropy(x: Tensor, weight: Tensor, bias: Tensor | None, targets: Tensor) -> Tensor:
