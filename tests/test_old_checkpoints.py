@@ -36,6 +36,12 @@ def expected() -> dict[str, torch.Tensor]:
     return torch.load(OLD / "expected_outputs.pt", weights_only=True)
 
 
+def assert_same_outputs(got: torch.Tensor, saved: torch.Tensor) -> None:
+    """Equal to float32 rounding. Bit for bit only on a CPU like the one that wrote them: the matrix
+    kernels torch picks for AVX2 and for AVX-512 sum in different orders (seen: 1.8e-7 apart)."""
+    torch.testing.assert_close(got, saved, rtol=1.3e-6, atol=1e-5)
+
+
 def saved_settings(name: str) -> dict:
     """The hyperparameters a checkpoint holds, without LightningCLI's own keys, lists as tuples."""
     saved = torch.load(OLD / name, map_location="cpu", weights_only=True)["hyper_parameters"]
@@ -50,7 +56,7 @@ def test_a_pretraining_checkpoint_rebuilds_the_same_model(expected):
     assert model.model.is_tied
     with torch.no_grad():
         logits = model(expected["input_ids"]).logits
-    torch.testing.assert_close(logits, expected["pretrain_logits"], rtol=0, atol=0)
+    assert_same_outputs(logits, expected["pretrain_logits"])
 
 
 def test_a_glue_checkpoint_rebuilds_the_same_classifier(expected):
@@ -60,7 +66,7 @@ def test_a_glue_checkpoint_rebuilds_the_same_classifier(expected):
     ids = expected["input_ids"]
     with torch.no_grad():
         logits = model(ids, torch.ones_like(ids), torch.zeros_like(ids))
-    torch.testing.assert_close(logits, expected["glue_logits"], rtol=0, atol=0)
+    assert_same_outputs(logits, expected["glue_logits"])
 
 
 @pytest.mark.end_to_end
