@@ -70,7 +70,7 @@ class _SlicedLinearCrossEntropy(torch.autograd.Function):
         loss = x.new_zeros(())
         # Rows padded to a multiple of 16 floats (64 bytes): a product writing rows of 30522 floats
         # runs at about two thirds of the speed of one writing aligned rows. The padding columns
-        # hold -inf logits, so the log-softmax over the padded row is the one over the vocabulary
+        # hold -inf logits, so the softmax over the padded row is the one over the vocabulary
         # and their probabilities, hence gradients, are exactly 0.
         padded = -(-vocab // 16) * 16
         logits_buffer = _buffer(x, rows, padded)
@@ -155,7 +155,7 @@ _KEPT_BUFFERS: dict[tuple[torch.device, torch.dtype], Tensor] = {}
 
 
 def _buffer(like: Tensor, rows: int, columns: int) -> Tensor:
-    """A (rows, columns) buffer for a slice's logits, turned into their log-softmax in place.
+    """A (rows, columns) buffer for a slice's logits, turned into their probabilities in place.
 
     On the CPU it is kept from one call to the next (grown when a call needs more, at most
     ``SLICE_ELEMENTS`` padded entries): the C allocator maps blocks over 32 MiB fresh from the
