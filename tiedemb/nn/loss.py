@@ -219,7 +219,10 @@ def _mixed_forward(ctx, x: Tensor, weight: Tensor, bias: Tensor | None, targets:
         logits.copy_(torch.mm(chunk, low_weight.t()))  # (count, vocab) in float32
         if bias is not None:
             logits += bias.float()
-        row_logits = lambda r: F.linear(chunk[r], low_weight).float() + (0.0 if bias is None else bias.float())  # noqa: E731
+        def row_logits(rows: Tensor, chunk: Tensor = chunk) -> Tensor:  # as the slice's logits were made
+            again = torch.mm(chunk[rows], low_weight.t()).float()
+            return again if bias is None else again + bias.float()
+
         loss -= _probabilities_in_place(logits, chunk_targets, row_logits).dot(chunk_weight)
         if not (needs_x or needs_weight or needs_bias):
             continue
