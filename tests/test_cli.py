@@ -69,24 +69,6 @@ def run_cli(*args: str, env: dict | None = None, cwd: Path | None = None) -> sub
                           env={**os.environ, **(env or {})}, cwd=cwd or ROOT, timeout=300)
 
 
-@pytest.mark.parametrize(
-    "args,needle",
-    [
-        (["--model.objective=nonsense"], "model.objective='nonsense' is not a known choice; valid: mlm, clm"),
-        (["--model.embedding_dim=0"], "model.embedding_dim must be an integer >= 1, or null, got 0"),
-        (["--model.embedding_dim=100"], "model.embedding_dim must be in 1..hidden_size"),
-        (["--model.hidden_size=250", "--model.num_heads=4"], "must be divisible by model.num_heads"),
-        (["--model.head=nonsense"], "valid: untied, tied, tied_scaled_init, tied_orth, tied_shuffle"),
-    ],
-)
-def test_user_mistakes_get_one_message_and_no_traceback(tmp_path, args, needle):
-    result = run_cli("fit", "--config", str(CONFIGS / "tied.yaml"), "--config", str(TINY), "--trainer.logger=false",
-                     f"--trainer.default_root_dir={tmp_path}", *args)
-    assert result.returncode == 2
-    assert needle in result.stderr
-    assert "Traceback" not in result.stderr
-
-
 def test_initloss_prints_every_variant_beside_theory(tmp_path):
     result = run_cli("initloss", "--config", str(CONFIGS / "tied.yaml"), "--config", str(TINY),
                      "--trainer.logger=false", "--batches=2")
@@ -188,8 +170,36 @@ def test_print_shtab_prints_a_bash_completion_script(tmp_path):
     assert result.returncode == 0, result.stderr[-2000:]
     script = result.stdout
     assert "complete -o bashdefault -F _shtab_main_py main.py" in script  # registers itself for main.py
-    for word in ("fit", "initloss", "--config", "--trainer.max_steps", "--log_level"):
+    # every subcommand's options, though the command line names fit: --verbose is validate's and test's
+    for word in ("fit", "initloss", "--config", "--trainer.max_steps", "--log_level", "--verbose", "--heads"):
         assert word in script, word
     (tmp_path / "completion.sh").write_text(script)
     syntax = subprocess.run(["bash", "-n", str(tmp_path / "completion.sh")], capture_output=True, text=True)
     assert syntax.returncode == 0, syntax.stderr
+
+
+@pytest.mark.parametrize(("args", "built"), [
+    (["fit", "--config", "x.yaml"], "fit"),
+    (["initloss"], "initloss"),
+    (["validate", "--help"], "validate"),
+    (["--help"], None),  # the top-level help: every subcommand
+    (["--config", "x.yaml", "fit"], None),  # an option before the subcommand
+    (["fit", "--print_shtab=bash"], None),  # the completion script covers every subcommand
+    (["fitt"], None),  # not a subcommand: the error lists them all
+    ({"fit": {}}, None),
+])
+def test_only_the_subcommand_named_first_gets_its_arguments(args, built):
+    from tiedemb.cli import TiedembCLI, subcommand_named_first
+
+    assert subcommand_named_first(args, TiedembCLI.subcommands()) == built
+
+
+def test_a_subcommand_run_alone_still_lists_and_checks_every_subcommand(capsys):
+    with pytest.raises(SystemExit):
+        main(["validate", "--help"])
+    help_text = capsys.readouterr().out
+    assert "--verbose" in help_text and "--ckpt_path" in help_text  # validate's own arguments
+    with pytest.raises(SystemExit) as exited:
+        main(["fitt"])
+    assert exited.value.code == 2
+    assert "choose from 'fit', 'validate', 'test', 'predict', 'initloss'" in capsys.readouterr().err

@@ -18,6 +18,7 @@ import lightning as L
 from lightning.pytorch.callbacks import LearningRateMonitor, ModelCheckpoint, ThroughputMonitor
 from lightning.pytorch.cli import LightningArgumentParser, LightningCLI, SaveConfigCallback
 from lightning.pytorch.plugins.io import TorchCheckpointIO
+from lightning.fabric.connector import _PRECISION_INPUT
 from lightning.pytorch.utilities.exceptions import SIGTERMException
 
 from tiedemb.errors import UserError, check_choice
@@ -30,6 +31,7 @@ from tiedemb.training.exits import DEBUG_ENV, PREEMPTED_EXIT, USER_ERROR_EXIT, r
 from tiedemb.training.files import first_free
 from tiedemb.training.log_level import LEVELS, set_log_level, set_log_level_from_env
 from tiedemb.training.parameter_counts import ParameterCounts
+from tiedemb.training.precision import PrecisionIfNative, resolve_precision
 from tiedemb.training.preemption import SaveOnPreemption
 from tiedemb.training.random_state import RandomState
 from tiedemb.training.wandb_checkpoints import apply_log_model
@@ -61,7 +63,17 @@ DEFAULT_CALLBACKS = [
 
 
 class Trainer(L.Trainer):
-    """Lightning's Trainer plus ``initloss``: predicted vs measured initial loss, no training."""
+    """Lightning's Trainer plus ``initloss`` (predicted vs measured initial loss, no training) and
+    the precision ``bf16-mixed-if-native`` (training/precision.py)."""
+
+    def __init__(self, *, precision: _PRECISION_INPUT | PrecisionIfNative | None = None, **kwargs: Any) -> None:
+        """
+        Args:
+            precision: Lightning's values (``32-true``, ``bf16-mixed``, ``16-mixed``, ...), or
+                ``bf16-mixed-if-native``: bf16-mixed where the device computes bfloat16 in hardware,
+                32-true where it would be emulated (most CPUs).
+        """
+        super().__init__(precision=resolve_precision(precision, kwargs.get("accelerator", "auto")), **kwargs)
 
     def initloss(
         self,
@@ -242,9 +254,21 @@ def _plain_types(text: str) -> str:
 
 
 class TiedembCLI(LightningCLI):
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        self._building_only = subcommand_named_first(kwargs.get("args"), self.subcommands())
+        super().__init__(*args, **kwargs)
+
     @staticmethod
     def subcommands() -> dict[str, set[str]]:
         return {**LightningCLI.subcommands(), "initloss": {"model", "datamodule"}}
+
+    def _prepare_subcommand_parser(self, klass: type, subcommand: str, **kwargs: Any) -> LightningArgumentParser:
+        # Each subcommand's parser reads the signatures of the Trainer, the model and data classes and
+        # the optimisers: most of a second each. Only the subcommand being run needs its arguments;
+        # the others are there for the list of subcommands in errors and --help, which needs names only.
+        if self._building_only is not None and subcommand != self._building_only:
+            return self.init_parser(**kwargs)
+        return super()._prepare_subcommand_parser(klass, subcommand, **kwargs)
 
     def add_arguments_to_parser(self, parser: LightningArgumentParser) -> None:
         parser.add_argument("--log_level", type=Literal[LEVELS] | None, default=None,
@@ -411,6 +435,21 @@ class TiedembCLI(LightningCLI):
 LINKED_FROM_DATA = {"vocab_size": "data.vocab_size or the tokenizer", "pad_token_id": "the tokenizer",
                     "num_labels": "data.task", "task": "data.task"}
 """Model settings the command line takes from the data (``link_arguments`` above), and from where."""
+
+
+def subcommand_named_first(args: Any, subcommands: dict[str, set[str]]) -> str | None:
+    """The subcommand a command line runs when it names one first (``fit --config ...``), else None.
+
+    None (every subcommand's parser is built whole) for options before the subcommand (a top-level
+    ``--config``), a command line given as a dict or Namespace, and ``--print_shtab``, whose
+    completion script covers every subcommand.
+    """
+    argv = sys.argv[1:] if args is None else args
+    if not isinstance(argv, (list, tuple)) or not argv or argv[0] not in subcommands:
+        return None
+    if any(str(arg).startswith("--print_shtab") for arg in argv):
+        return None
+    return argv[0]
 
 
 def refuse_linked_settings(model: Any) -> None:

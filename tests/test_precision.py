@@ -1,0 +1,67 @@
+"""``bf16-mixed-if-native``: bf16 where the hardware computes it, 32-true where torch would emulate it."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import torch
+import yaml
+
+from tiedemb.cli import main
+from tiedemb.training.precision import BF16_IF_NATIVE, bf16_is_native, resolve_precision, runs_on_cpu
+
+CONFIGS = Path(__file__).resolve().parents[1] / "configs"
+
+
+@pytest.fixture
+def cpu_bf16(monkeypatch):
+    """Sets whether the CPU has bfloat16 hardware, whatever this machine has."""
+    def set_native(native: bool) -> None:
+        monkeypatch.setattr(torch.cpu, "_is_avx512_bf16_supported", lambda: native)
+        monkeypatch.setattr(torch.cpu, "_is_amx_tile_supported", lambda: False)
+    return set_native
+
+
+@pytest.mark.parametrize(("native", "chosen"), [(True, "bf16-mixed"), (False, "32-true")])
+def test_if_native_follows_the_cpu(cpu_bf16, recwarn, native, chosen):
+    cpu_bf16(native)
+    assert resolve_precision(BF16_IF_NATIVE, "cpu") == chosen
+    assert not [w for w in recwarn if "bfloat16" in str(w.message)]
+
+
+def test_an_explicit_bf16_on_a_cpu_without_hardware_runs_with_a_warning(cpu_bf16, recwarn):
+    cpu_bf16(False)
+    with pytest.warns(UserWarning, match="without bfloat16 instructions"):
+        assert resolve_precision("bf16-mixed", "cpu") == "bf16-mixed"
+    recwarn.clear()
+    cpu_bf16(True)
+    assert resolve_precision("bf16-mixed", "cpu") == "bf16-mixed"
+    assert resolve_precision("32-true", "cpu") == "32-true"
+    assert resolve_precision(None, "cpu") is None
+    assert not [w for w in recwarn if "bfloat16" in str(w.message)]
+
+
+def test_the_gpu_decides_off_the_cpu(monkeypatch):
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "is_bf16_supported", lambda including_emulation=True: not including_emulation)
+    assert not runs_on_cpu("auto") and not runs_on_cpu("gpu") and runs_on_cpu("cpu")
+    assert resolve_precision(BF16_IF_NATIVE, "gpu") == "bf16-mixed"
+    monkeypatch.setattr(torch.cuda, "is_bf16_supported", lambda including_emulation=True: False)  # pre-Ampere
+    assert resolve_precision(BF16_IF_NATIVE, "auto") == "32-true"
+
+
+def test_the_command_line_takes_it_and_the_saved_config_keeps_it(tmp_path):
+    cli = main(["fit", "--config", str(CONFIGS / "tied.yaml"), "--config", str(CONFIGS / "scale" / "tiny.yaml"),
+                "--trainer.logger=false", "--trainer.max_steps=1", "--trainer.limit_val_batches=1",
+                f"--trainer.default_root_dir={tmp_path}", f"--trainer.precision={BF16_IF_NATIVE}"])
+    expected = "bf16-mixed" if bf16_is_native(on_cpu=True) else "32-true"
+    assert cli.trainer.precision == expected
+    saved = yaml.safe_load((tmp_path / "config.yaml").read_text())
+    assert saved["trainer"]["precision"] == BF16_IF_NATIVE  # the recipe's intent, resolved on each machine
+
+
+def test_the_cpu_width_study_asks_for_it():
+    sweep = yaml.safe_load((CONFIGS / "sweeps" / "repro_width_cpu.yaml").read_text())
+    fine_tuning = [study for name, study in sweep["studies"].items() if name != "pretrain"]
+    assert fine_tuning and all(study["overrides"]["trainer.precision"] == BF16_IF_NATIVE for study in fine_tuning)
