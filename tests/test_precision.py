@@ -7,6 +7,7 @@ from pathlib import Path
 import pytest
 import torch
 import yaml
+from lightning.pytorch.accelerators import CPUAccelerator
 
 from tiedemb.cli import main
 from tiedemb.training.precision import BF16_IF_NATIVE, bf16_is_native, resolve_precision, runs_on_cpu
@@ -45,7 +46,7 @@ def test_an_explicit_bf16_on_a_cpu_without_hardware_runs_with_a_warning(cpu_bf16
 def test_the_gpu_decides_off_the_cpu(monkeypatch):
     monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
     monkeypatch.setattr(torch.cuda, "is_bf16_supported", lambda including_emulation=True: not including_emulation)
-    assert not runs_on_cpu("auto") and not runs_on_cpu("gpu") and runs_on_cpu("cpu")
+    assert not runs_on_cpu("auto") and not runs_on_cpu("gpu") and runs_on_cpu("cpu") and runs_on_cpu(CPUAccelerator())
     assert resolve_precision(BF16_IF_NATIVE, "gpu") == "bf16-mixed"
     monkeypatch.setattr(torch.cuda, "is_bf16_supported", lambda including_emulation=True: False)  # pre-Ampere
     assert resolve_precision(BF16_IF_NATIVE, "auto") == "32-true"

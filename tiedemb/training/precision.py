@@ -13,6 +13,7 @@ from __future__ import annotations
 from typing import Any, Literal
 
 import torch
+from lightning.pytorch.accelerators import CPUAccelerator
 from lightning.pytorch.utilities import rank_zero_info, rank_zero_warn
 
 BF16_IF_NATIVE = "bf16-mixed-if-native"
@@ -20,7 +21,9 @@ PrecisionIfNative = Literal["bf16-mixed-if-native"]
 
 
 def runs_on_cpu(accelerator: Any) -> bool:
-    """Whether a Trainer given this ``accelerator`` setting trains on the CPU."""
+    """Whether a Trainer given this ``accelerator`` setting (a name or an Accelerator) trains on the CPU."""
+    if isinstance(accelerator, CPUAccelerator):
+        return True
     if isinstance(accelerator, str):
         return accelerator == "cpu" or (accelerator == "auto" and not torch.cuda.is_available())
     return accelerator is None and not torch.cuda.is_available()
