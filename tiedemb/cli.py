@@ -15,10 +15,10 @@ from pathlib import Path
 from typing import Any, Literal, NoReturn
 
 import lightning as L
+from lightning.fabric.connector import _PRECISION_INPUT
 from lightning.pytorch.callbacks import LearningRateMonitor, ModelCheckpoint, ThroughputMonitor
 from lightning.pytorch.cli import LightningArgumentParser, LightningCLI, SaveConfigCallback
 from lightning.pytorch.plugins.io import TorchCheckpointIO
-from lightning.fabric.connector import _PRECISION_INPUT
 from lightning.pytorch.utilities.exceptions import SIGTERMException
 
 from tiedemb.errors import UserError, check_choice

@@ -10,14 +10,14 @@ emulated; an explicit bf16 setting there is kept, with a warning.
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Any, Literal, get_args
 
 import torch
 from lightning.pytorch.accelerators import CPUAccelerator
 from lightning.pytorch.utilities import rank_zero_info, rank_zero_warn
 
-BF16_IF_NATIVE = "bf16-mixed-if-native"
 PrecisionIfNative = Literal["bf16-mixed-if-native"]
+BF16_IF_NATIVE: str = get_args(PrecisionIfNative)[0]
 
 
 def runs_on_cpu(accelerator: Any) -> bool:
