@@ -85,8 +85,13 @@ def test_attention_without_dropout_is_torchs():
                        F.scaled_dot_product_attention(q, k, v, is_causal=True))
 
 
-def test_attention_under_bf16_autocast_keeps_the_value_dtype():
+@pytest.mark.parametrize("causal", [False, True])
+def test_attention_under_bf16_autocast_keeps_the_value_dtype(causal):
     q, k, v = (torch.randn(2, 3, 6, 4) for _ in range(3))
     with torch.autocast("cpu", dtype=torch.bfloat16):
-        y = attention(q.bfloat16(), k.bfloat16(), v.bfloat16(), None, 0.1, is_causal=False)
+        y = attention(q.bfloat16(), k.bfloat16(), v.bfloat16(), None, 0.1, is_causal=causal)
     assert y.dtype == torch.bfloat16 and torch.isfinite(y.float()).all()
+    if causal:  # the first query sees the first key only: its output is that value (or 0, dropped)
+        first = y[..., 0, :].float()
+        kept = v[..., 0, :].bfloat16().float() / 0.9
+        assert torch.all(torch.isclose(first, kept, rtol=1e-2) | (first == 0))

@@ -83,11 +83,19 @@ def attention(q: Tensor, k: Tensor, v: Tensor, attn_mask: Tensor | None, dropout
     # As (B * heads) matrices: batched products of contiguous 3-d blocks, the 1/sqrt(head_dim)
     # scale folded into the first (no pass over q or the scores for it).
     q3, k3, v3 = (t.reshape(batch * heads, -1, width) for t in (q, k, v))
-    scores = torch.baddbmm(q3.new_empty(()).expand(batch * heads, queries, keys), q3, k3.transpose(1, 2),
-                           beta=0.0, alpha=width**-0.5).view(batch, heads, queries, keys)
     if is_causal:
-        attn_mask = torch.ones(queries, keys, dtype=torch.bool, device=q.device).tril()
+        # The causal mask as an additive bias the product starts from (0 on and below the
+        # diagonal, -inf above): no pass over the scores to mask them, nothing to undo in the
+        # backward.
+        bias = torch.full((queries, keys), float("-inf"), dtype=q.dtype, device=q.device).triu_(1)
+        scores = torch.baddbmm(bias.expand(batch * heads, queries, keys), q3, k3.transpose(1, 2), alpha=width**-0.5)
+    else:
+        scores = torch.baddbmm(q3.new_empty(()).expand(batch * heads, queries, keys), q3, k3.transpose(1, 2),
+                               beta=0.0, alpha=width**-0.5)
+    scores = scores.view(batch, heads, queries, keys)
     if attn_mask is not None:
-        scores.masked_fill_(attn_mask.logical_not(), float("-inf"))  # the product's backward does not read it
+        # Out of place: filling the view in place would make autograd copy the scores' gradient
+        # back and forth through their 3-d base.
+        scores = scores.masked_fill(attn_mask.logical_not(), float("-inf"))
     weights = dropout(torch.softmax(scores, dim=-1), dropout_p)  # (B, heads, Tq, Tk)
     return torch.bmm(weights.to(v.dtype).view(batch * heads, queries, keys), v3).view(batch, heads, queries, width)
