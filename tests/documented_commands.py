@@ -1,7 +1,9 @@
 """Every command README.md and docs/*.md show, and how the tests run it as written.
 
 ``tests/test_docs_commands.py`` runs README.md's commands, ``tests/test_docs_pages_commands.py``
-those of docs/*.md: two files, so the test workers run the two documents side by side. The commands are read from the Markdown itself (fenced ``bash`` blocks), so a command added to
+those of docs/*.md: two files, so two test workers run them side by side (docs/experiments.md's
+later sections run in the first, to even out the two: ``BESIDE_README``). The commands are read
+from the Markdown itself (fenced ``bash`` blocks), so a command added to
 the docs later is covered without touching this file. A command is one that runs ``main.py``,
 ``tiedemb`` or ``python -m tiedemb...``; the rest of a shell line (``python3 -m venv ... &&``,
 ``pip install``) is setup and is not run. ``for`` loops are expanded, one test per iteration.
@@ -376,9 +378,35 @@ def wandb_credentials() -> bool:
     return bool(os.environ.get("WANDB_API_KEY")) or (netrc.is_file() and "api.wandb.ai" in netrc.read_text(errors="ignore"))
 
 
-def params(doc: str) -> list[Any]:
-    """pytest parameters for the commands of ``doc`` (README.md) or of a folder of them (docs/)."""
-    return [as_param(c) for c in COMMANDS if c.doc == doc or c.doc.startswith(doc.rstrip("/") + "/")]
+#: Pages whose commands after their opening section run in test_docs_commands.py, beside README.md's,
+#: not in test_docs_pages_commands.py. The two files run side by side on two workers, each in its own
+#: workspace; shrunk, docs/experiments.md's opening (the two studies and their reports) takes about
+#: 4 minutes, its later sections (the smoke sweep on WikiText-2, an analysis of it) about 2, README.md's
+#: commands about 3 and the other pages' well under 1. Split this way, neither file waits for the other.
+BESIDE_README = {"docs/experiments.md"}
+
+
+def opening_lines(doc: str) -> int:
+    """The last line of ``doc``'s opening: the line before its first ``##`` heading outside code."""
+    in_code, number = False, 0
+    for number, line in enumerate((ROOT / doc).read_text(encoding="utf-8").splitlines(), start=1):
+        in_code = in_code != line.lstrip().startswith("```")
+        if not in_code and line.startswith("## "):
+            return number - 1
+    return number
+
+
+def runs_beside_readme(command: DocCommand) -> bool:
+    return command.doc == "README.md" or (command.doc in BESIDE_README and command.line > opening_lines(command.doc))
+
+
+def params(file: str) -> list[Any]:
+    """pytest parameters for the commands ``file`` runs: ``"readme"`` (test_docs_commands.py:
+    README.md's, then those of ``BESIDE_README`` after their opening) or ``"pages"``
+    (test_docs_pages_commands.py: the rest of docs/*.md's), in document order."""
+    if file not in ("readme", "pages"):
+        raise ValueError(f"file must be 'readme' or 'pages', not {file!r}")
+    return [as_param(c) for c in COMMANDS if runs_beside_readme(c) == (file == "readme")]
 
 
 def check_command(command: DocCommand, workspace: Workspace) -> None:

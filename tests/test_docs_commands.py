@@ -1,4 +1,5 @@
-"""Every command README.md shows runs as written (docs/*.md: ``test_docs_pages_commands.py``).
+"""Every command README.md shows runs as written, then docs/experiments.md's after its opening
+(the rest of docs/*.md: ``test_docs_pages_commands.py``).
 
 How a command is found, shrunk and run, and what may differ from the page: ``documented_commands``.
 The first tests here check that machinery itself.
@@ -84,6 +85,6 @@ def test_a_command_waits_for_earlier_ones_only_while_what_it_reads_is_missing(tm
         space.fill_placeholder("runs/.../best.ckpt")  # last.ckpt is not a monitored best
 
 
-@pytest.mark.parametrize("command", params("README.md"))
+@pytest.mark.parametrize("command", params("readme"))
 def test_readme_command_runs(command: DocCommand, workspace: Workspace) -> None:
     check_command(command, workspace)
