@@ -29,6 +29,7 @@ is written into the checkout. What may change, all of it written down below:
 from __future__ import annotations
 
 import dataclasses
+import functools
 import glob
 import os
 import re
@@ -386,6 +387,7 @@ def wandb_credentials() -> bool:
 BESIDE_README = {"docs/experiments.md"}
 
 
+@functools.cache
 def opening_lines(doc: str) -> int:
     """The last line of ``doc``'s opening: the line before its first ``##`` heading outside code."""
     in_code, number = False, 0

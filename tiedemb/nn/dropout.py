@@ -87,12 +87,11 @@ def attention(q: Tensor, k: Tensor, v: Tensor, attn_mask: Tensor | None, dropout
         # The causal mask as an additive bias the product starts from (0 on and below the
         # diagonal, -inf above): no pass over the scores to mask them, nothing to undo in the
         # backward.
-        bias = torch.full((queries, keys), float("-inf"), dtype=q.dtype, device=q.device).triu_(1)
-        scores = torch.baddbmm(bias.expand(batch * heads, queries, keys), q3, k3.transpose(1, 2), alpha=width**-0.5)
+        start, beta = torch.full((queries, keys), float("-inf"), dtype=q.dtype, device=q.device).triu_(1), 1.0
     else:
-        scores = torch.baddbmm(q3.new_empty(()).expand(batch * heads, queries, keys), q3, k3.transpose(1, 2),
-                               beta=0.0, alpha=width**-0.5)
-    scores = scores.view(batch, heads, queries, keys)
+        start, beta = q3.new_empty(()), 0.0
+    scores = torch.baddbmm(start.expand(batch * heads, queries, keys), q3, k3.transpose(1, 2),
+                           beta=beta, alpha=width**-0.5).view(batch, heads, queries, keys)
     if attn_mask is not None:
         # Out of place: filling the view in place would make autograd copy the scores' gradient
         # back and forth through their 3-d base.
