@@ -31,7 +31,10 @@ steps the dev accuracy, loss and share of pairs predicted "equivalent" (408 pair
 one seed, so differences of 2-3 points between setups are noise, see ``glue_vs_transformers.py``;
 one epoch of this recipe, whose learning rate decays to zero at its end, leaves all-MiniLM-L6-v2 at
 or near the majority class, 0.684, so the dev loss says more), the evaluation time (by the same
-clock), and the ratios of epoch times. ``--json FILE`` writes it all.
+clock), the share of the training steps' CPU time spent in the kernel (``sys``: mostly mapping
+fresh pages for large temporaries, ``benchmarks/allocator.py``), and the ratios of epoch times.
+``--json FILE`` writes it all. ``--keep-freed-memory`` makes glibc keep freed memory in the process
+for every setup, so the ratios show the computation alone.
 
 Full measurement (a quiet machine; 5 setups x 115 steps, about 15 minutes on 2 CPU cores):
 
@@ -68,6 +71,8 @@ from torch.utils.data import DataLoader
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))  # this checkout's tiedemb, whatever else the environment has installed
+from allocator import CpuTime, keep_freed_memory  # noqa: E402 (beside this script)
+
 SHARED = ROOT.parent / "shared" / "data"
 RECIPE = dict(learning_rate=2e-5, weight_decay=0.01, betas=(0.9, 0.999), eps=1e-8, warmup_ratio=0.1,
               batch_size=32, eval_batch_size=64, max_length=128, dropout=0.1)
@@ -93,8 +98,10 @@ class Setup:
     padded: list[int] = field(default_factory=list)
     real: list[int] = field(default_factory=list)
     batches: Iterator[dict[str, Tensor]] | None = None
+    cpu: CpuTime = field(default_factory=CpuTime)
 
     def step(self, clock: Callable[[], float]) -> None:
+        before = os.times()
         start = clock()
         batch = next(self.batches)
         self.optimizer.zero_grad(set_to_none=True)
@@ -103,6 +110,7 @@ class Setup:
         self.optimizer.step()
         self.scheduler.step()
         self.times.append(clock() - start)
+        self.cpu.add(before, os.times())
         self.losses.append(loss.detach())
         self.padded.append(batch["input_ids"].numel())
         self.real.append(int(batch["attention_mask"].sum()))
@@ -142,6 +150,9 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--data-dir", default=str(SHARED / "glue"))
     parser.add_argument("--tokenizer", default=str(SHARED / "tokenizers" / "bert-base-uncased"))
     parser.add_argument("--no-eval", action="store_true", help="skip the dev evaluation")
+    parser.add_argument("--keep-freed-memory", action="store_true",
+                        help="glibc keeps freed memory mapped in the process, for every setup (no fresh page faults "
+                        "for large temporaries each step): the ratios of the computation alone (glibc only)")
     parser.add_argument("--json", metavar="FILE", help="write settings and results here")
     return parser.parse_args()
 
@@ -231,6 +242,8 @@ def build_setups(args: argparse.Namespace, model_dir: Path) -> list[Setup]:
 
 def main() -> None:
     args = parse_args()
+    if args.keep_freed_memory:
+        keep_freed_memory()
     torch.set_num_threads(args.threads)
     os.environ["PL_GLOBAL_SEED"] = str(args.seed)  # GlueData's training order follows the run's seed
     clock = time.process_time if args.clock == "cpu" else time.perf_counter
@@ -243,7 +256,8 @@ def main() -> None:
     import transformers
 
     print(f"torch {torch.__version__}, transformers {transformers.__version__}, {torch.get_num_threads()} threads, "
-          f"clock {args.clock}, {os.cpu_count()} CPUs; weights {model_dir}")
+          f"clock {args.clock}, {os.cpu_count()} CPUs; weights {model_dir}"
+          f"{'; freed memory kept in the process' if args.keep_freed_memory else ''}")
     hf = next((s.model for s in setups if s.name.startswith("hf")), None)
     if hf is not None:
         print(f"transformers attention implementation: {hf.config._attn_implementation}")
@@ -286,18 +300,21 @@ def report(setups: list[Setup], steps: int, epoch_steps: int, args: argparse.Nam
             "median_step_ms": statistics.median(setup.times) * 1e3, "epoch_s": epoch, "timed_s": timed,
             "padded_tokens_per_step": statistics.mean(setup.padded), "real_tokens_per_step": statistics.mean(setup.real),
             "epoch_padded_tokens": setup.epoch_padded_tokens,
-            "train_loss_last_fifth": float(torch.stack(tail).float().mean()), **evaluated,
+            "train_loss_last_fifth": float(torch.stack(tail).float().mean()),
+            "system_cpu_share": setup.cpu.system_share, **evaluated,
         }
     epoch_label = "epoch s (sum)" if full else "epoch s (extrap.)"
     print(f"\n{'setup':<16} {'median ms':>10} {epoch_label:>17} {'padded tok':>11} {'real tok':>9} "
-          f"{'train loss':>10} {'dev acc':>8} {'dev loss':>8} {'dev pos':>7} {'eval s':>7}")
+          f"{'train loss':>10} {'dev acc':>8} {'dev loss':>8} {'dev pos':>7} {'eval s':>7} {'sys':>5}")
     show = lambda value, spec: "-" if value is None else format(value, spec)  # noqa: E731
     for name, row in rows.items():
         print(f"{name:<16} {row['median_step_ms']:>10.0f} {row['epoch_s']:>17.1f} "
               f"{row['padded_tokens_per_step']:>11.0f} {row['real_tokens_per_step']:>9.0f} "
               f"{row['train_loss_last_fifth']:>10.4f} {show(row['dev_accuracy'], '.4f'):>8} "
               f"{show(row['dev_loss'], '.4f'):>8} {show(row['dev_positive_share'], '.3f'):>7} "
-              f"{show(row['eval_s'], '.1f'):>7}")
+              f"{show(row['eval_s'], '.1f'):>7} {row['system_cpu_share']:>5.0%}")
+    print("(sys: share of the training steps' CPU time spent in the kernel, mostly mapping fresh pages for "
+          "temporaries; --keep-freed-memory removes most of it, see benchmarks/allocator.py)")
     print("(train loss: mean over the last fifth of the timed steps; dev pos: share of dev pairs predicted "
           "'equivalent', 0.684 of them are)")
     if not full:

@@ -11,8 +11,8 @@ Steps, run one after another (each in its own process, its output kept in ``<out
 2. ``fit tied_orth+base``: ``main.py fit --config configs/tied_orth.yaml --config configs/scale/base.yaml``
    (the tied study at BERT-base size: CLM, pre-norm, RoPE, batch 256 x 128, vocabulary 30522).
 3. ``fit width bert_base``: ``main.py fit --config configs/width/bert_base.yaml`` on the embedded
-   synthetic corpus instead of its hub dataset (``--data.dataset=null --data.tokenizer=null
-   --data.vocab_size=30522``; the GPU machine has no network): BERT's MLM, post-norm, d_e = 768.
+   synthetic corpus instead of its hub dataset (``--data.dataset=null --data.dataset_config=null
+   --data.num_proc=null --data.tokenizer=null --data.vocab_size=30522``; the GPU machine has no network): BERT's MLM, post-norm, d_e = 768.
 4. ``pytest -m gpu``: ``python -m pytest -m gpu -q`` (FSDP, DeepSpeed and DDP end to end,
    tests/test_scale_gpu.py).
 
@@ -117,9 +117,9 @@ class Fit:
 FITS = (
     Fit("fit_tied", "fit tied_orth+base", ["tied_orth.yaml", "scale/base.yaml"], [], []),
     Fit("fit_width", "fit width bert_base", ["width/bert_base.yaml"],
-        # The config names a hub dataset and tokenizer; neither given, PretrainData uses its
-        # embedded Markov corpus, on the GPU at BERT's vocabulary size.
-        ["--data.dataset=null", "--data.tokenizer=null"], ["--data.vocab_size=30522"],
+        # The config names a hub dataset (its subset, tokenising processes) and tokenizer; none
+        # given, PretrainData uses its embedded Markov corpus, on the GPU at BERT's vocabulary size.
+        ["--data.dataset=null", "--data.dataset_config=null", "--data.num_proc=null", "--data.tokenizer=null"], ["--data.vocab_size=30522"],
         # tiny.yaml narrows the hidden size below the config's d_e = 768: d_e follows it.
         ["--model.embedding_dim=null"]),
 )
@@ -284,6 +284,10 @@ def fit_command(fit: Fit, folder: Path, dry: bool, steps: int, matmul_peak: floa
     tokens = (steps + 2) * int(data.get("batch_size", 32)) * int(data.get("block_size", 128))
     probe = {"class_path": "fit_probe.FitProbe",
              "init_args": {"warmup_steps": max(1, steps // 10), "peak_flops": matmul_peak}}
+    # The module's own throughput log (train/device/*), averaged over at most its usual 10 batches:
+    # a short dry run must still fill the window once.
+    throughput = {"class_path": "tiedemb.modules.throughput.ModelThroughput",
+                  "init_args": {"window_size": max(2, min(10, steps))}}
     logger = {"class_path": "lightning.pytorch.loggers.CSVLogger",
               "init_args": {"save_dir": str(folder), "name": "csv", "version": "run"}}
     command = [sys.executable, str(ROOT / "main.py"), "fit"]
@@ -303,7 +307,7 @@ def fit_command(fit: Fit, folder: Path, dry: bool, steps: int, matmul_peak: floa
         "--trainer.enable_progress_bar=false",
         f"--trainer.default_root_dir={folder}",
         f"--trainer.logger={json.dumps(logger)}",
-        f"--trainer.callbacks={json.dumps([probe])}",
+        f"--trainer.callbacks={json.dumps([probe, throughput])}",
     ]
     return command
 

@@ -33,6 +33,12 @@ matrix product (2048^2 on CPU, 8192^2 on GPU, the benchmark's dtype) measured at
 On a busy machine, ``--threads 1 --clock cpu`` (with ``OMP_WAIT_POLICY=PASSIVE``) times each step
 by this process's CPU time, which other processes disturb far less than wall time.
 
+The ``sys`` column is the share of the step's CPU time spent in the kernel, almost all of it
+mapping fresh pages for large temporaries that glibc's ``malloc`` handed back to the kernel after
+the previous step (``benchmarks/allocator.py``). ``--keep-freed-memory`` makes glibc keep freed
+memory in the process, for both models, so the ratio measures the computation alone; the default
+measures what a process with the stock allocator sees.
+
 ``--full-logits`` makes tiedemb compute its loss from the whole logits (what its sliced loss
 avoids), to measure the difference in time and peak memory.
 
@@ -59,6 +65,7 @@ import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_flatten
 
+from allocator import CpuTime, keep_freed_memory
 from tiedemb import PretrainModule
 from tiedemb.data.collate import MaskingCollator
 from tiedemb.modules.flops import MatmulWeights, device_peak_flops
@@ -267,9 +274,14 @@ def main() -> None:
     parser.add_argument("--clock", choices=("wall", "cpu"), default="wall",
                         help="cpu: this process's CPU time (user + system) instead of wall time; "
                         "less disturbed by other processes on a busy machine (CPU only)")
+    parser.add_argument("--keep-freed-memory", action="store_true",
+                        help="glibc keeps freed memory mapped in the process (no fresh page faults for large "
+                        "temporaries each step): the ratio of the computation alone (CPU, glibc)")
     parser.add_argument("--json", metavar="FILE", help="also write the settings and one record per row here")
     args = parser.parse_args()
 
+    if args.keep_freed_memory:
+        keep_freed_memory()
     torch.set_num_threads(args.threads)
     clock = time.process_time if args.clock == "cpu" else time.perf_counter
     device = torch.device(args.device)
@@ -286,11 +298,12 @@ def main() -> None:
           f"{' (' + torch.cuda.get_device_name(device) + ')' if device.type == 'cuda' else ''}, "
           f"{torch.get_num_threads()} threads, {args.dtype}, size {args.size}, "
           f"batch {args.batch_size} x {args.seq_len}, dropout {args.dropout}{', compiled' if args.compile else ''}"
-          f"{', tiedemb with full logits' if args.full_logits else ''}")
+          f"{', tiedemb with full logits' if args.full_logits else ''}"
+          f"{', freed memory kept in the process' if args.keep_freed_memory else ''}")
     print(f"matrix-product peak ({args.dtype}, {square}^2): {peak / 1e9:.1f} GFLOP/s; "
           f"load average {os.getloadavg()[0]:.2f} on {os.cpu_count()} CPUs\n")
     header = (f"{'objective':<9} {'model':<16} {'step ms':>9} {'speed-up':>9} {'peak MiB':>9} {'GFLOP/step':>11} "
-              f"{'GFLOP/s':>8} {'util':>6}")
+              f"{'GFLOP/s':>8} {'util':>6} {'sys':>5}")
     print(header)
     print("-" * len(header))
     # The spec-sheet peak, for MFU as training logs it (perf/mfu); None off the known GPUs.
@@ -304,14 +317,17 @@ def main() -> None:
             for contender in pair:
                 contender.step(batch, autocast())
         times: dict[str, list[float]] = {c.name: [] for c in pair}
+        cpu = {c.name: CpuTime() for c in pair}
         for index in range(args.steps):
             # alternate which goes first, so neither always follows the other's cache footprint
             for contender in pair if index % 2 == 0 else pair[::-1]:
                 synchronize(device)
+                before = os.times()
                 start = clock()
                 contender.step(batch, autocast())
                 synchronize(device)
                 times[contender.name].append(clock() - start)
+                cpu[contender.name].add(before, os.times())
         memory = {c.name: (None if args.no_memory else step_memory(c, batch, autocast(), device)) for c in pair}
         ours, theirs = pair
         ratio = statistics.median(t / o for o, t in zip(times[ours.name], times[theirs.name]))
@@ -320,13 +336,15 @@ def main() -> None:
             speedup = f"{ratio:.2f}x" if contender is ours else "1.00x"
             mib = "-" if memory[contender.name] is None else f"{memory[contender.name] / 2**20:.0f}"
             rate = contender.flops / median
+            system_share = cpu[contender.name].system_share
             print(f"{objective:<9} {contender.name:<16} {median * 1e3:>9.1f} {speedup:>9} {mib:>9} "
-                  f"{contender.flops / 1e9:>11.1f} {rate / 1e9:>8.1f} {rate / peak:>6.1%}")
+                  f"{contender.flops / 1e9:>11.1f} {rate / 1e9:>8.1f} {rate / peak:>6.1%} {system_share:>5.0%}")
             records.append({
                 "objective": objective, "model": contender.name, "step_ms": median * 1e3,
                 "speedup": ratio if contender is ours else 1.0, "peak_bytes": memory[contender.name],
                 "tokens_per_sec": args.batch_size * args.seq_len / median, "flops_per_step": contender.flops,
-                "flops_per_sec": rate, "util": rate / peak, "mfu": rate / spec_peak if spec_peak else None,
+                "flops_per_sec": rate, "util": rate / peak, "system_cpu_share": system_share,
+                "mfu": rate / spec_peak if spec_peak else None,
             })
         del pair
         gc.collect()
