@@ -11,6 +11,7 @@ it off for both sides, so a comparison can show the computation alone.
 
 from __future__ import annotations
 
+import argparse
 import ctypes
 import ctypes.util
 import os
@@ -31,6 +32,13 @@ def keep_freed_memory() -> None:
         raise SystemExit("--keep-freed-memory needs glibc's malloc (mallopt); this C library has none")
     if not (libc.mallopt(_M_MMAP_MAX, 0) and libc.mallopt(_M_TRIM_THRESHOLD, 2**31 - 1)):
         raise SystemExit("--keep-freed-memory: mallopt refused the settings")
+
+
+def add_option(parser: argparse.ArgumentParser) -> None:
+    """``--keep-freed-memory``, the same in every benchmark that compares models in one process."""
+    parser.add_argument("--keep-freed-memory", action="store_true",
+                        help="glibc keeps freed memory mapped in the process, for every model alike (no fresh page "
+                        "faults for large temporaries each step): the ratios of the computation alone (glibc only)")
 
 
 @dataclass

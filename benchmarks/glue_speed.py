@@ -71,7 +71,7 @@ from torch.utils.data import DataLoader
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))  # this checkout's tiedemb, whatever else the environment has installed
-from allocator import CpuTime, keep_freed_memory  # noqa: E402 (beside this script)
+from allocator import CpuTime, add_option, keep_freed_memory  # noqa: E402 (beside this script)
 
 SHARED = ROOT.parent / "shared" / "data"
 RECIPE = dict(learning_rate=2e-5, weight_decay=0.01, betas=(0.9, 0.999), eps=1e-8, warmup_ratio=0.1,
@@ -150,9 +150,7 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--data-dir", default=str(SHARED / "glue"))
     parser.add_argument("--tokenizer", default=str(SHARED / "tokenizers" / "bert-base-uncased"))
     parser.add_argument("--no-eval", action="store_true", help="skip the dev evaluation")
-    parser.add_argument("--keep-freed-memory", action="store_true",
-                        help="glibc keeps freed memory mapped in the process, for every setup (no fresh page faults "
-                        "for large temporaries each step): the ratios of the computation alone (glibc only)")
+    add_option(parser)
     parser.add_argument("--json", metavar="FILE", help="write settings and results here")
     return parser.parse_args()
 

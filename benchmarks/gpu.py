@@ -12,7 +12,8 @@ Steps, run one after another (each in its own process, its output kept in ``<out
    (the tied study at BERT-base size: CLM, pre-norm, RoPE, batch 256 x 128, vocabulary 30522).
 3. ``fit width bert_base``: ``main.py fit --config configs/width/bert_base.yaml`` on the embedded
    synthetic corpus instead of its hub dataset (``--data.dataset=null --data.dataset_config=null
-   --data.num_proc=null --data.tokenizer=null --data.vocab_size=30522``; the GPU machine has no network): BERT's MLM, post-norm, d_e = 768.
+   --data.num_proc=null --data.tokenizer=null --data.vocab_size=30522``; the GPU machine has no
+   network): BERT's MLM, post-norm, d_e = 768.
 4. ``pytest -m gpu``: ``python -m pytest -m gpu -q`` (FSDP, DeepSpeed and DDP end to end,
    tests/test_scale_gpu.py).
 
@@ -119,7 +120,8 @@ FITS = (
     Fit("fit_width", "fit width bert_base", ["width/bert_base.yaml"],
         # The config names a hub dataset (its subset, tokenising processes) and tokenizer; none
         # given, PretrainData uses its embedded Markov corpus, on the GPU at BERT's vocabulary size.
-        ["--data.dataset=null", "--data.dataset_config=null", "--data.num_proc=null", "--data.tokenizer=null"], ["--data.vocab_size=30522"],
+        ["--data.dataset=null", "--data.dataset_config=null", "--data.num_proc=null", "--data.tokenizer=null"],
+        ["--data.vocab_size=30522"],
         # tiny.yaml narrows the hidden size below the config's d_e = 768: d_e follows it.
         ["--model.embedding_dim=null"]),
 )

@@ -65,7 +65,7 @@ import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_flatten
 
-from allocator import CpuTime, keep_freed_memory
+from allocator import CpuTime, add_option, keep_freed_memory
 from tiedemb import PretrainModule
 from tiedemb.data.collate import MaskingCollator
 from tiedemb.modules.flops import MatmulWeights, device_peak_flops
@@ -274,9 +274,7 @@ def main() -> None:
     parser.add_argument("--clock", choices=("wall", "cpu"), default="wall",
                         help="cpu: this process's CPU time (user + system) instead of wall time; "
                         "less disturbed by other processes on a busy machine (CPU only)")
-    parser.add_argument("--keep-freed-memory", action="store_true",
-                        help="glibc keeps freed memory mapped in the process (no fresh page faults for large "
-                        "temporaries each step): the ratio of the computation alone (CPU, glibc)")
+    add_option(parser)
     parser.add_argument("--json", metavar="FILE", help="also write the settings and one record per row here")
     args = parser.parse_args()
 
