@@ -19,8 +19,7 @@ from torch.utils.data import DataLoader, Dataset
 from tiedemb.data.collate import make_collator
 from tiedemb.data.sampling import KeyedDataset, ResumableTraining, loader_generator
 from tiedemb.data.synthetic import MarkovCorpus
-from tiedemb.data.text import TEXT_COLUMN, VAL_FRACTION, prepare_text
-from tiedemb.data.text_files import check_encoding_errors
+from tiedemb.data.text_settings import TEXT_COLUMN, VAL_FRACTION, check_encoding_errors
 from tiedemb.errors import UserError, check_choice
 from tiedemb.options import (
     Bounds,
@@ -141,6 +140,8 @@ class PretrainData(ResumableTraining, L.LightningDataModule):
         else:
             # Real text is tokenised (or read from its cache) now: the vocabulary the model must
             # match is only known once the tokenizer is loaded or trained.
+            from tiedemb.data.text import prepare_text  # datasets and pyarrow: real text only
+
             self.prepared = prepare_text(
                 objective=objective,
                 tokenizer=tokenizer,

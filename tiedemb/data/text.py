@@ -41,7 +41,8 @@ from tiedemb.data.tokenizers import (
     tokenizer_fingerprint,
     train_tokenizer,
 )
-from tiedemb.data.text_files import SUFFIXES, check_encoding_errors, read_files
+from tiedemb.data.text_files import SUFFIXES, read_files
+from tiedemb.data.text_settings import TEXT_COLUMN, VAL_FRACTION, check_encoding_errors
 from tiedemb.errors import UserError, check_choice, first_line
 from tiedemb.options import given, no_effect, warn_no_effect
 from tiedemb.training.files import atomic_directory, disk_full_is_reported
@@ -59,10 +60,6 @@ MAP_BATCH_SIZE = 2000
 #: tokenizer's working memory (about 100 bytes per token) stays near 100 MB whatever the corpus.
 MAP_BATCH_BYTES = 4 << 20
 TOKENIZER_KIND = {"mlm": "wordpiece", "clm": "bpe"}
-TEXT_COLUMN = "text"
-"""The field of JSON lines, parquet files and hub datasets that holds the text, unless told otherwise."""
-VAL_FRACTION = 0.05
-"""Documents held out for validation when the source gives no validation text."""
 
 
 @dataclass

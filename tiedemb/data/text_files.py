@@ -32,13 +32,12 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from tiedemb.errors import UserError, check_choice, first_line
+from tiedemb.data.text_settings import check_encoding_errors
+from tiedemb.errors import UserError, first_line
 from tiedemb.training.files import out_of_space
 
 log = logging.getLogger("tiedemb.data")
 
-ENCODING_ERRORS = ("strict", "replace")
-"""What ``encoding_errors`` accepts: refuse bytes that are not UTF-8, or read them as U+FFFD."""
 MAX_DOCUMENT_BYTES = 8 << 20
 """The longest document (line of a ``.txt`` file, record, row) read, in bytes of UTF-8."""
 SCAN_CHUNK_BYTES = 1 << 20
@@ -50,11 +49,6 @@ SUFFIXES = tuple(_BUILDERS)
 """File name endings ``train_files`` and ``val_files`` may use."""
 _LINE_FILES = (".txt", ".jsonl")
 """Files whose every line is one document (so a long line is a long document)."""
-
-
-def check_encoding_errors(value: str) -> str:
-    """Return ``value`` if it is one of ``ENCODING_ERRORS``, else raise naming the option."""
-    return check_choice("data.encoding_errors", value, ENCODING_ERRORS)
 
 
 # --------------------------------------------------------------------------- the bytes of a file
