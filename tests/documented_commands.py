@@ -89,10 +89,11 @@ SHRINK_GLUE = ["--data.max_train_samples=64", "--trainer.max_epochs=1", "--train
 #: Added to every study's overrides in the scratch copy of a sweep file named by a command.
 SHRINK_SWEEP_STUDY = {"trainer.max_steps": 3, "trainer.limit_val_batches": 1, "trainer.limit_test_batches": 1}
 SHRINK_SWEEP_GLUE_STUDY = {"data.max_train_samples": 64, "trainer.max_epochs": 1}
-#: The grid axis a sweep repeats runs over; the scratch copy keeps its first seed only. Every other
-#: axis keeps its first and last value (all of them when it has two: every cell the docs name with
-#: seed=0 stays), so a chained study still finds its upstream cells (the pretrained route's d_e
-#: matches, the re-initialised route's full width is the last) at a fraction of the cells.
+#: The grid axis a sweep repeats runs over; the scratch copy keeps its first seed only. A study's
+#: first other axis keeps its first and last value (both when it has two: every cell the docs name
+#: with seed=0 stays), so a chained study still finds its upstream cells (the pretrained route's d_e
+#: matches, the re-initialised route's full width is the last); any later axis keeps its first
+#: value (a study still compares two settings, at half the cells per extra axis).
 SEED_AXIS = "seed_everything"
 RUN_SUBCOMMANDS = {"fit", "validate", "test", "predict", "initloss"}
 
@@ -309,12 +310,11 @@ class Workspace:
         sweep = yaml.safe_load(path.read_text())
         for study in [sweep, *(sweep.get("studies") or {}).values()]:
             grid = study.get("grid") or {}
+            compared = [axis for axis in grid if axis != SEED_AXIS][:1]
             for axis, values in grid.items():
-                if axis == SEED_AXIS:
-                    grid[axis] = values[:1]
-                elif len(values) > 2:
-                    ends = list(values)[:: len(values) - 1]  # first and last (a dict: its names)
-                    grid[axis] = {name: values[name] for name in ends} if isinstance(values, dict) else ends
+                names = list(values)  # a dict's names, a list's values
+                kept = names[:: max(1, len(names) - 1)] if axis in compared else names[:1]  # first (and last)
+                grid[axis] = {name: values[name] for name in kept} if isinstance(values, dict) else kept
         for study in (sweep.get("studies") or {"": sweep}).values():
             configs = [*(sweep.get("configs") or []), *(study.get("configs") or [])]
             shrink = {**SHRINK_SWEEP_STUDY, **(SHRINK_SWEEP_GLUE_STUDY if any("glue" in c for c in configs) else {})}

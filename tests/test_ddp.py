@@ -29,27 +29,44 @@ pytestmark = pytest.mark.end_to_end  # runs the real command line
 
 ROOT = Path(__file__).resolve().parents[1]
 CONFIGS = ROOT / "configs"
-STEPS = 5
+STEPS = 9
 PER_PROCESS_BATCH = 4
+# tiny.yaml's blocks are 32 tokens: 6 steps an epoch at the global batch of 8, so the 9 steps cross
+# an epoch boundary; validations at steps 3, 6 and 9.
+TOKENS = 6 * 2 * PER_PROCESS_BATCH * 32
+DDP = ["--trainer.devices=2", "--trainer.strategy=ddp", f"--data.batch_size={PER_PROCESS_BATCH}"]
 
 
-def fit(root: Path, *args: str) -> Path:
-    """Run ``main.py fit`` on tied.yaml + tiny.yaml in a subprocess; return its last checkpoint."""
+def run(root: Path, *args: str) -> subprocess.CompletedProcess:
+    """``main.py fit`` on tied.yaml + tiny.yaml (CLM, 9 steps) in a subprocess, in ``root``."""
     command = [
         sys.executable, str(ROOT / "main.py"), "fit",
         "--config", str(CONFIGS / "tied.yaml"), "--config", str(CONFIGS / "scale" / "tiny.yaml"),
-        "--trainer.accelerator=cpu", f"--trainer.max_steps={STEPS}", f"--trainer.val_check_interval={STEPS}",
-        "--trainer.limit_val_batches=1", "--trainer.logger=false", "--trainer.enable_progress_bar=false",
+        "--trainer.accelerator=cpu", "--model.objective=clm", f"--trainer.max_steps={STEPS}",
+        f"--data.synthetic_tokens={TOKENS}", "--trainer.val_check_interval=3", "--trainer.limit_val_batches=1",
+        "--trainer.num_sanity_val_steps=0", "--trainer.logger=false", "--trainer.enable_progress_bar=false",
         "--trainer.enable_model_summary=false", f"--trainer.default_root_dir={root}", *args,
     ]
     # One thread per process: the two ranks share the machine's cores with everything else.
-    env = {**os.environ, "OMP_NUM_THREADS": "1", "WANDB_MODE": "disabled"}
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "WANDB_MODE": "disabled",
+           "PYTHONPATH": os.pathsep.join([str(Path(__file__).parent), os.environ.get("PYTHONPATH", "")])}
     root.mkdir(parents=True, exist_ok=True)
-    result = subprocess.run(command, capture_output=True, text=True, cwd=root, env=env, timeout=240)
+    return subprocess.run(command, capture_output=True, text=True, cwd=root, env=env, timeout=900)
+
+
+def fit(root: Path, *args: str) -> Path:
+    """``run``, which must succeed; its last checkpoint."""
+    result = run(root, *args)
     assert result.returncode == 0, result.stderr[-3000:]
     checkpoints = sorted(root.rglob("last.ckpt"))
     assert len(checkpoints) == 1, checkpoints
     return checkpoints[0]
+
+
+@pytest.fixture(scope="module")
+def straight_ddp(tmp_path_factory) -> Path:
+    """One uninterrupted 2-process run, the reference of both tests: its last checkpoint."""
+    return fit(tmp_path_factory.mktemp("straight_ddp"), *DDP)
 
 
 def vocabulary_matrices(module: PretrainModule) -> list[str]:
@@ -57,13 +74,10 @@ def vocabulary_matrices(module: PretrainModule) -> list[str]:
     return [name for name, p in module.named_parameters() if p.ndim == 2 and vocab in p.shape]
 
 
-def test_ddp_on_two_cpu_processes_equals_one_process_with_the_global_batch(tmp_path):
-    ddp = fit(tmp_path / "ddp", "--trainer.devices=2", "--trainer.strategy=ddp", "--model.objective=clm",
-              f"--data.batch_size={PER_PROCESS_BATCH}")
-    single = fit(tmp_path / "single", "--trainer.devices=1", "--model.objective=clm",
-                 f"--data.batch_size={2 * PER_PROCESS_BATCH}")
+def test_ddp_on_two_cpu_processes_equals_one_process_with_the_global_batch(tmp_path, straight_ddp):
+    single = fit(tmp_path / "single", "--trainer.devices=1", f"--data.batch_size={2 * PER_PROCESS_BATCH}")
 
-    ddp_state = torch.load(ddp, map_location="cpu", weights_only=False)
+    ddp_state = torch.load(straight_ddp, map_location="cpu", weights_only=False)
     single_state = torch.load(single, map_location="cpu", weights_only=False)
     assert ddp_state["global_step"] == single_state["global_step"] == STEPS
     # The sampler state proves the first run really split the data over two processes.
@@ -78,7 +92,7 @@ def test_ddp_on_two_cpu_processes_equals_one_process_with_the_global_batch(tmp_p
         moments = state["optimizer_states"][0]["state"].values()
         assert all(float(moment["step"]) == STEPS and moment["exp_avg"].abs().sum() > 0 for moment in moments)
 
-    reloaded = PretrainModule.load_from_checkpoint(ddp)
+    reloaded = PretrainModule.load_from_checkpoint(straight_ddp)
     assert reloaded.model.is_tied
     assert vocabulary_matrices(reloaded) == ["model.embedding.token.weight"]
 
@@ -98,46 +112,25 @@ def test_the_documented_ddp_command_runs_and_its_checkpoint_reloads_tied(tmp_pat
     assert vocabulary_matrices(reloaded) == ["model.embedding.token.weight"]
 
 
-def test_ddp_stopped_mid_epoch_resumes_exactly(tmp_path):
-    """2 gloo processes, 6 steps an epoch, 9 steps. One run saves a checkpoint after step 4 (mid-epoch) and
-    stops there on both ranks; resumed with --ckpt_path=last it must end with an uninterrupted DDP run's
-    weights, to 1e-6."""
+def test_ddp_stopped_mid_epoch_resumes_exactly(tmp_path, straight_ddp):
+    """One 2-process run saves a checkpoint after step 4 (mid-epoch) and stops there on both ranks;
+    resumed with --ckpt_path=last it must end with the uninterrupted DDP run's weights, to 1e-6."""
     from test_resume import every_n_steps_checkpoint, stop_at
     from tiedemb.training.checkpoints import last_checkpoints
 
-    steps, tokens = 9, 6 * 2 * PER_PROCESS_BATCH * 32  # tiny.yaml's block_size is 32; validations at 3, 6, 9
-    env = {**os.environ, "OMP_NUM_THREADS": "1", "WANDB_MODE": "disabled",
-           "PYTHONPATH": os.pathsep.join([str(Path(__file__).parent), os.environ.get("PYTHONPATH", "")])}
-
-    def run(root: Path, *extra: str) -> subprocess.CompletedProcess:
-        root.mkdir(parents=True, exist_ok=True)
-        command = [
-            sys.executable, str(ROOT / "main.py"), "fit",
-            "--config", str(CONFIGS / "tied.yaml"), "--config", str(CONFIGS / "scale" / "tiny.yaml"),
-            "--trainer.accelerator=cpu", "--trainer.devices=2", "--trainer.strategy=ddp",
-            f"--trainer.max_steps={steps}", f"--data.synthetic_tokens={tokens}", f"--data.batch_size={PER_PROCESS_BATCH}",
-            "--trainer.val_check_interval=3", "--trainer.limit_val_batches=1", "--trainer.num_sanity_val_steps=0",
-            "--trainer.logger=false", "--trainer.enable_progress_bar=false", "--trainer.enable_model_summary=false",
-            f"--trainer.default_root_dir={root}", *extra,
-        ]
-        return subprocess.run(command, capture_output=True, text=True, cwd=root, env=env, timeout=900)
-
-    straight = run(tmp_path / "straight")
-    assert straight.returncode == 0, straight.stderr[-3000:]
-    stopped = run(tmp_path / "stopped", every_n_steps_checkpoint(4), stop_at(4))
+    stopped = run(tmp_path, *DDP, every_n_steps_checkpoint(4), stop_at(4))
     assert stopped.returncode != 0 and "stopped before step 5" in stopped.stderr, stopped.stderr[-3000:]
     # the step-4 checkpoint is the newest (last-v1.ckpt beside the validations' last.ckpt of step 3)
-    (newest,) = last_checkpoints([tmp_path / "stopped"])[:1]
+    (newest,) = last_checkpoints([tmp_path])[:1]
     saved = torch.load(newest, map_location="cpu", weights_only=True)
     assert saved["global_step"] == 4 and saved["PretrainData"]["position"]["num_replicas"] == 2
-    resumed = run(tmp_path / "stopped", "--ckpt_path=last")
+    resumed = run(tmp_path, *DDP, "--ckpt_path=last")
     assert resumed.returncode == 0, resumed.stderr[-3000:]
     assert f"resuming from {newest}" in resumed.stderr
-    last = tmp_path / "stopped" / "checkpoints" / "last.ckpt"
 
-    expected = torch.load(tmp_path / "straight" / "checkpoints" / "last.ckpt", map_location="cpu", weights_only=True)
-    final = torch.load(last, map_location="cpu", weights_only=True)
-    assert final["global_step"] == expected["global_step"] == steps
+    expected = torch.load(straight_ddp, map_location="cpu", weights_only=True)
+    final = torch.load(tmp_path / "checkpoints" / "last.ckpt", map_location="cpu", weights_only=True)
+    assert final["global_step"] == expected["global_step"] == STEPS
     assert final["state_dict"].keys() == expected["state_dict"].keys()
     for name, value in expected["state_dict"].items():
         torch.testing.assert_close(final["state_dict"][name], value, rtol=0, atol=1e-6, msg=name)

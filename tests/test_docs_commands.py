@@ -7,6 +7,8 @@ The first tests here check that machinery itself.
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 import documented_commands
@@ -83,6 +85,28 @@ def test_a_command_waits_for_earlier_ones_only_while_what_it_reads_is_missing(tm
     assert space.fill_placeholder("runs/.../last.ckpt") == "runs/smoke/cell/checkpoints/last.ckpt"
     with pytest.raises(AssertionError, match="matched no file"):
         space.fill_placeholder("runs/.../best.ckpt")  # last.ckpt is not a monitored best
+
+
+def test_a_scratch_sweep_keeps_one_seed_and_the_ends_of_each_studys_first_axis(tmp_path):
+    """The scratch copies of the shipped sweeps: fewer cells, the chains and the cells the docs name intact."""
+    from tiedemb.experiments.sweep_file import load_sweep
+
+    space = Workspace(tmp_path)
+    cells = {}
+    for name in ("smoke", "repro_width_cpu"):
+        relative = Path("configs/sweeps") / f"{name}.yaml"
+        space.shrink_sweep_file(relative)
+        sweep = load_sweep(space.repo / relative, workdir=space.repo)
+        cells[name] = sorted(cell.id for study in sweep.studies for cell in study.cells)
+    # smoke's pretraining study compares both heads at its first width; MRPC keeps both widths
+    # (docs/experiments.md analyses mrpc/d_e=64,seed=0)
+    assert cells["smoke"] == ["mrpc/d_e=32,seed=0", "mrpc/d_e=64,seed=0",
+                              "tied/variant=tied,d_e=32,seed=0", "tied/variant=untied,d_e=32,seed=0"]
+    # every route keeps the narrowest and the widest d_e: the re-initialised route's upstream is the widest
+    assert cells["repro_width_cpu"] == sorted(f"{study}/d_e={d_e}" + (",seed=0" if study != "pretrain" else "")
+                                              for study, widths in [("pretrain", (32, 256)), ("pretrained", (32, 256)),
+                                                                    ("reinit", (32, 256)), ("svd", (32, 384))]
+                                              for d_e in widths)
 
 
 @pytest.mark.parametrize("command", params("readme"))
