@@ -81,9 +81,14 @@ def test_initloss_prints_every_variant_beside_theory(tmp_path):
 
 
 def test_default_logger_records_offline_without_credentials(tmp_path):
-    """No key and no network: W&B must neither prompt nor wait; the run is kept for `wandb sync`."""
-    env = {"WANDB_API_KEY": "", "NETRC": str(tmp_path / "no-netrc"), "HOME": str(tmp_path)}
-    env = {k: v for k, v in env.items()}
+    """No key and no network: W&B must neither prompt nor wait; the run is kept for `wandb sync`.
+
+    W&B speaks here (``WANDB_SILENT=false``, as for a user with credentials), and the log carries
+    none of the warnings the default loggers used to cause without any setting of the user's: W&B's
+    on Lightning's unset ``anonymous`` and on the git root it looks for in a save folder not yet
+    made, and torch's deprecation of the pytree class Lightning builds.
+    """
+    env = {"WANDB_API_KEY": "", "NETRC": str(tmp_path / "no-netrc"), "HOME": str(tmp_path), "WANDB_SILENT": "false"}
     clean = {k: v for k, v in os.environ.items() if not k.startswith("WANDB_")}
     result = subprocess.run(
         [sys.executable, str(ROOT / "main.py"), "fit", "--config", str(CONFIGS / "tied.yaml"), "--config", str(TINY),
@@ -94,6 +99,28 @@ def test_default_logger_records_offline_without_credentials(tmp_path):
     assert result.returncode == 0, result.stderr[-2000:]
     offline_runs = list(Path(tmp_path).rglob("offline-run-*"))
     assert offline_runs, "no offline W&B run directory was written"
+    log = result.stdout + result.stderr
+    assert "wandb: Tracking run" in log  # W&B did speak
+    for noise in ("anonymous setting", "git root", "LeafSpec"):
+        assert noise not in log, log[-3000:]
+
+
+def test_quieting_the_wandb_start_keeps_what_the_user_set(tmp_path):
+    """Only Lightning's unset ``anonymous`` is dropped; each W&B logger's save folder exists before its run starts."""
+    from lightning.pytorch.loggers import CSVLogger, WandbLogger
+
+    from tiedemb.training.wandb_mode import quiet_wandb_start
+
+    unset = WandbLogger(save_dir=str(tmp_path / "unset"))
+    given = WandbLogger(save_dir=str(tmp_path / "given"), anonymous=True)
+    csv = CSVLogger(save_dir=str(tmp_path / "csv"))
+    assert "anonymous" in unset._wandb_init  # what Lightning passes to wandb.init unasked
+    quiet_wandb_start([unset, given, csv])
+    assert "anonymous" not in unset._wandb_init
+    assert given._wandb_init["anonymous"] == "allow"
+    assert (tmp_path / "unset").is_dir() and (tmp_path / "given").is_dir()
+    assert not (tmp_path / "csv").exists()  # other loggers are left alone
+    assert unset._experiment is None and given._experiment is None  # nothing started
 
 
 GLUE_CONFIGS = sorted((CONFIGS / "glue").glob("*.yaml"))

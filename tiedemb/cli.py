@@ -35,7 +35,14 @@ from tiedemb.training.precision import PrecisionIfNative, resolve_precision
 from tiedemb.training.preemption import SaveOnPreemption
 from tiedemb.training.random_state import RandomState
 from tiedemb.training.wandb_checkpoints import apply_log_model
-from tiedemb.training.wandb_mode import WANDB_ID_KEY, WandbRunId, choose_wandb_mode, continue_wandb_run, wandb_run_id
+from tiedemb.training.wandb_mode import (
+    WANDB_ID_KEY,
+    WandbRunId,
+    choose_wandb_mode,
+    continue_wandb_run,
+    quiet_wandb_start,
+    wandb_run_id,
+)
 from tiedemb.training.strategy import check_strategy_config
 
 DEFAULT_LOGGERS = [
@@ -373,16 +380,20 @@ class TiedembCLI(LightningCLI):
         self.config = self.parser.parse_object({subcommand: {"model": model}}, self.config)
 
     def before_fit(self) -> None:
-        self._prepare_checkpoint(fitting=True)
+        self._prepare_run(fitting=True)
 
     def before_validate(self) -> None:
-        self._prepare_checkpoint()
+        self._prepare_run()
 
     def before_test(self) -> None:
-        self._prepare_checkpoint()
+        self._prepare_run()
 
     def before_predict(self) -> None:
-        self._prepare_checkpoint()
+        self._prepare_run()
+
+    def _prepare_run(self, fitting: bool = False) -> None:
+        quiet_wandb_start(self.trainer.loggers)
+        self._prepare_checkpoint(fitting)
 
     def _prepare_checkpoint(self, fitting: bool = False) -> None:
         """Resolve ``--ckpt_path``, vet the checkpoint, and keep new checkpoints off older runs' files."""
@@ -478,9 +489,15 @@ def _task_name(task_spec: Any) -> str:
     return task_spec.name
 
 
+# Lightning 2.6's own pytree helper builds torch's LeafSpec, which torch (2.10 on) deprecates with a
+# FutureWarning in every training run; nothing a user of this command line can act on.
+_LIGHTNING_LEAFSPEC_WARNING = r"`isinstance\(treespec, LeafSpec\)` is deprecated"
+
+
 def build_cli(args: list[str] | None = None, run: bool = True) -> TiedembCLI:
     set_log_level_from_env()
     choose_wandb_mode()
+    warnings.filterwarnings("ignore", message=_LIGHTNING_LEAFSPEC_WARNING, category=FutureWarning)
     return TiedembCLI(
         model_class=L.LightningModule,
         datamodule_class=L.LightningDataModule,

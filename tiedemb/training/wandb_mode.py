@@ -81,6 +81,25 @@ def wandb_run_id(checkpoint_path: str) -> str | None:
     return torch.load(checkpoint_path, map_location="cpu", weights_only=True, mmap=True).get(WANDB_ID_KEY)
 
 
+def quiet_wandb_start(loggers: Sequence[Logger]) -> None:
+    """Spare a W&B logger's start two warnings that say nothing about the user's run.
+
+    Lightning's ``WandbLogger`` always passes ``anonymous`` to ``wandb.init``, as None when the user
+    set nothing, and W&B (0.2x on) then warns that the setting has no effect: the unset value is
+    left out (one the user gave is kept, and W&B's word on it). W&B looks for a git repository from
+    the logger's ``save_dir`` before it creates that folder, and warns when it is missing: the
+    folder is made first.
+    """
+    for logger in loggers:
+        if not isinstance(logger, WandbLogger):
+            continue
+        init = getattr(logger, "_wandb_init", None)
+        if isinstance(init, dict) and "anonymous" in init and init["anonymous"] is None:
+            del init["anonymous"]
+        if logger.save_dir:
+            os.makedirs(logger.save_dir, exist_ok=True)
+
+
 def continue_wandb_run(loggers: Sequence[Logger], run_id: str | None) -> str | None:
     """Give a resumed run's not yet started W&B logger the id of the run that wrote its checkpoint.
 
