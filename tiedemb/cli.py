@@ -22,6 +22,7 @@ from lightning.pytorch.plugins.io import TorchCheckpointIO
 from lightning.pytorch.utilities.exceptions import SIGTERMException
 
 from tiedemb.errors import UserError, check_choice
+from tiedemb.modules.glue import GlueModule
 from tiedemb.modules.throughput import ModelThroughput
 from tiedemb.nn.config import OBJECTIVES
 from tiedemb.options import given, shown
@@ -402,6 +403,10 @@ class TiedembCLI(LightningCLI):
             config["weights_only"] = True  # never unpickle arbitrary objects unless asked to
         path = config.get("ckpt_path")
         found_last = None
+        if path is None and self.subcommand in ("test", "predict") and self.trainer.global_rank == 0:
+            print(f"note: no --ckpt_path: {self.subcommand} uses {untrained_weights(self.model)}, not a trained "
+                  f"checkpoint; pass --ckpt_path=<run>/checkpoints/<name>.ckpt (or last) to evaluate a "
+                  f"trained one", file=sys.stderr)
         if path == "last":
             found = find_last_checkpoint(self._run_roots(), self.model, self.datamodule)
             if self.trainer.global_rank == 0:
@@ -441,6 +446,19 @@ class TiedembCLI(LightningCLI):
         roots += [callback.dirpath for callback in self.trainer.checkpoint_callbacks
                   if isinstance(callback, ModelCheckpoint) and callback.dirpath]
         return list(dict.fromkeys(str(Path(root).expanduser()) for root in roots))
+
+
+def untrained_weights(model: L.LightningModule) -> str:
+    """What a model built from the config alone holds, in words: a pretrained source or a fresh draw.
+
+    ``test`` and ``predict`` without a checkpoint evaluate exactly that; a fine-tuning config names
+    its starting weights, so without ``--ckpt_path`` the figures are those of an untrained classifier.
+    """
+    pretrained = getattr(model.hparams, "pretrained", None)
+    if pretrained is None:
+        return "the freshly initialised weights the config builds"
+    classifier = " and an untrained classifier" if isinstance(model, GlueModule) else ""
+    return f"the weights of model.pretrained ({pretrained}){classifier}"
 
 
 LINKED_FROM_DATA = {"vocab_size": "data.vocab_size or the tokenizer", "pad_token_id": "the tokenizer",

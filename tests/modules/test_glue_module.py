@@ -11,7 +11,7 @@ import pytest
 import torch
 
 from tiedemb import GlueModule, PretrainModule
-from tiedemb.cli import main
+from tiedemb.cli import main, untrained_weights
 from tiedemb.errors import UserError
 from tiedemb.modules.glue_metrics import epochs_to_converge
 from tiedemb.training.files import write_tsv
@@ -78,6 +78,17 @@ def test_mrpc_test_figures_equal_a_recount_of_the_written_dev_predictions(mrpc_r
     assert float(logged["test/accuracy"]) == pytest.approx(accuracy, abs=1e-6)
     assert float(logged["test/f1"]) == pytest.approx(f1, abs=1e-6)
     assert round(actual / len(pairs), 3) == 0.684
+
+
+@pytest.mark.end_to_end
+def test_test_without_a_checkpoint_says_it_scores_untrained_weights(mrpc_run, capsys):
+    _, root, data = mrpc_run
+    capsys.readouterr()
+    main(["test", *data, f"--ckpt_path={root / 'checkpoints' / 'last.ckpt'}"])
+    assert "--ckpt_path" not in capsys.readouterr().err
+    main(["test", *data])
+    notes = [line for line in capsys.readouterr().err.splitlines() if line.startswith("note: no --ckpt_path")]
+    assert len(notes) == 1 and "test uses the freshly initialised weights" in notes[0], notes
 
 
 @pytest.mark.end_to_end
@@ -165,6 +176,14 @@ def test_a_pretraining_checkpoint_supplies_embedding_and_encoder(tmp_path):
         torch.testing.assert_close(module.model.embedding.state_dict()[name], value)
     for name, value in source.model.encoder.state_dict().items():
         torch.testing.assert_close(module.model.encoder.state_dict()[name], value)
+
+
+def test_the_untrained_weights_are_named_by_their_source(tmp_path):
+    save_pretrain_checkpoint(tmp_path / "pre.ckpt")
+    module = GlueModule(task="mrpc", vocab_size=120, pretrained=str(tmp_path / "pre.ckpt"))
+    assert untrained_weights(module) == f"the weights of model.pretrained ({tmp_path / 'pre.ckpt'}) and an untrained classifier"
+    fresh = PretrainModule(vocab_size=120, **PRETRAIN_TINY)
+    assert untrained_weights(fresh) == "the freshly initialised weights the config builds"
 
 
 def test_a_checkpoint_of_the_wrong_size_is_refused_naming_both(tmp_path):
