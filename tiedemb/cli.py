@@ -390,6 +390,13 @@ class TiedembCLI(LightningCLI):
         self._prepare_run()
 
     def before_predict(self) -> None:
+        # Before the run starts (and a W&B run with it): Lightning would fail at the first batch.
+        if self.datamodule is not None and type(self.datamodule).predict_dataloader is L.LightningDataModule.predict_dataloader:
+            raise UserError(
+                f"predict writes GLUE submission files, and {type(self.datamodule).__name__} has no "
+                f"unlabelled split to predict; for a pretraining model's loss on held-out text use "
+                f"validate or test"
+            )
         self._prepare_run()
 
     def _prepare_run(self, fitting: bool = False) -> None:
