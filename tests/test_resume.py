@@ -220,3 +220,6 @@ def test_the_checkpoint_lightnings_slurm_handler_writes_resumes_exactly(tmp_path
     resumed = main(fit_args(tmp_path, 15, "--ckpt_path=last"))
     assert first_step(resumed) == 23, "the run did not resume from Lightning's SLURM checkpoint"
     assert_same_weights(straight(15), resumed.model.state_dict())
+    named = main(fit_args(tmp_path, 15, "--ckpt_path=hpc"))  # Lightning's own name for that checkpoint
+    assert first_step(named) == 23
+    assert_same_weights(straight(15), named.model.state_dict())

@@ -151,6 +151,18 @@ def test_predict_on_pretraining_data_is_refused_before_the_run_starts(capsys, tm
     assert not list(tmp_path.iterdir())  # no W&B or CSV run was started for it
 
 
+@pytest.mark.parametrize(("subcommand", "value", "message"), [
+    ("validate", "best", "error: --ckpt_path=best names the best checkpoint of a fit run earlier in the same process, "
+                         "which a validate command never has; pass the checkpoint file"),
+    ("fit", "hpc", "error: --ckpt_path=hpc found no SLURM checkpoint (hpc_ckpt_<N>.ckpt) in {root}; pass the checkpoint file"),
+])
+def test_a_checkpoint_name_lightning_cannot_resolve_here_is_refused(capsys, tmp_path, subcommand, value, message):
+    with pytest.raises(SystemExit) as exited:
+        main([subcommand, *BASE[1:], f"--trainer.default_root_dir={tmp_path}", f"--ckpt_path={value}"])
+    assert exited.value.code == 2
+    assert one_error_line(capsys.readouterr().err).startswith(message.format(root=tmp_path))
+
+
 def test_missing_config_file_is_named(capsys, tmp_path):
     err = run_in_process(capsys, "--config", str(tmp_path / "nope.yaml"))
     assert f"error: --config: File does not exist: '{tmp_path / 'nope.yaml'}'" in err and "usage:" not in err

@@ -410,6 +410,18 @@ class TiedembCLI(LightningCLI):
             config["weights_only"] = True  # never unpickle arbitrary objects unless asked to
         path = config.get("ckpt_path")
         found_last = None
+        # Lightning resolves these two inside the Trainer call and fails there with a stack trace.
+        if path == "best":  # the best checkpoint of a fit run earlier by the same Trainer object
+            raise UserError(
+                "--ckpt_path=best names the best checkpoint of a fit run earlier in the same process, "
+                f"which a {self.subcommand} command never has; pass the checkpoint file "
+                "(<run>/checkpoints/<name>.ckpt) or --ckpt_path=last"
+            )
+        if path == "hpc" and self.trainer._checkpoint_connector._hpc_resume_path is None:
+            raise UserError(
+                f"--ckpt_path=hpc found no SLURM checkpoint (hpc_ckpt_<N>.ckpt) in "
+                f"{self.trainer.default_root_dir}; pass the checkpoint file or --ckpt_path=last"
+            )
         if path is None and self.subcommand in ("test", "predict") and self.trainer.global_rank == 0:
             print(f"note: no --ckpt_path: {self.subcommand} uses {untrained_weights(self.model)}, not a trained "
                   f"checkpoint; pass --ckpt_path=<run>/checkpoints/<name>.ckpt (or last) to evaluate a "
