@@ -24,8 +24,8 @@ from lightning.pytorch.utilities.exceptions import SIGTERMException
 from tiedemb.errors import UserError, check_choice
 from tiedemb.modules.glue import GlueModule
 from tiedemb.modules.throughput import ModelThroughput
-from tiedemb.nn.config import OBJECTIVES
-from tiedemb.options import given, shown
+from tiedemb.nn.config import OBJECTIVES, TransformerConfig
+from tiedemb.options import NonNegativeFloat, PositiveInt, check_arguments, given, shown
 from tiedemb.training.checkpoint_io import AtomicCheckpointIO
 from tiedemb.training.checkpoints import check_compatible, find_last_checkpoint, fresh_checkpoint_dir, read_checkpoint
 from tiedemb.training.exits import DEBUG_ENV, PREEMPTED_EXIT, USER_ERROR_EXIT, report_user_errors
@@ -70,9 +70,20 @@ DEFAULT_CALLBACKS = [
 ]
 
 
+TRAINER_OPTIONS = {
+    "accumulate_grad_batches": PositiveInt,
+    "check_val_every_n_epoch": PositiveInt | None,
+    "gradient_clip_val": NonNegativeFloat | None,
+    "num_nodes": PositiveInt,
+}
+"""Trainer options Lightning takes unchecked, each of which would break a run later: 0 divides by
+zero at the first batch, a negative clipping value multiplies every gradient by a negative factor."""
+
+
 class Trainer(L.Trainer):
-    """Lightning's Trainer plus ``initloss`` (predicted vs measured initial loss, no training) and
-    the precision ``bf16-mixed-if-native`` (training/precision.py)."""
+    """Lightning's Trainer plus ``initloss`` (predicted vs measured initial loss, no training),
+    the precision ``bf16-mixed-if-native`` (training/precision.py), and bad values of the options
+    above refused as tiedemb's own are."""
 
     def __init__(self, *, precision: _PRECISION_INPUT | PrecisionIfNative | None = None, **kwargs: Any) -> None:
         """
@@ -81,7 +92,25 @@ class Trainer(L.Trainer):
                 ``bf16-mixed-if-native``: bf16-mixed where the device computes bfloat16 in hardware,
                 32-true where it would be emulated (most CPUs).
         """
+        check_arguments("trainer", TRAINER_OPTIONS, kwargs)
+        interval = kwargs.get("val_check_interval")
+        if isinstance(interval, int) and not isinstance(interval, bool) and interval < 1:
+            raise UserError(f"trainer.val_check_interval must be a number of batches >= 1 or a fraction of an "
+                            f"epoch in (0, 1], got {interval}")
         super().__init__(precision=resolve_precision(precision, kwargs.get("accelerator", "auto")), **kwargs)
+
+    def fit(self, *args: Any, **kwargs: Any) -> None:
+        try:
+            super().fit(*args, **kwargs)
+        except ValueError as error:
+            # Lightning finds out only once the training data is loaded, and raises a plain ValueError.
+            if "`val_check_interval`" not in str(error) or not isinstance(self.val_check_interval, int):
+                raise
+            raise UserError(
+                f"trainer.val_check_interval={self.val_check_interval} is more than the {self.fit_loop.max_batches} "
+                f"training batches of an epoch; lower it, or set trainer.check_val_every_n_epoch=null to count "
+                f"it in batches across epochs"
+            ) from error
 
     def initloss(
         self,
@@ -399,7 +428,11 @@ class TiedembCLI(LightningCLI):
             )
         self._prepare_run()
 
+    def before_initloss(self) -> None:
+        check_sequence_length(self.model, self.datamodule)
+
     def _prepare_run(self, fitting: bool = False) -> None:
+        check_sequence_length(self.model, self.datamodule)
         quiet_wandb_start(self.trainer.loggers)
         self._prepare_checkpoint(fitting)
 
@@ -465,6 +498,29 @@ class TiedembCLI(LightningCLI):
         roots += [callback.dirpath for callback in self.trainer.checkpoint_callbacks
                   if isinstance(callback, ModelCheckpoint) and callback.dirpath]
         return list(dict.fromkeys(str(Path(root).expanduser()) for root in roots))
+
+
+SEQUENCE_LENGTH_OPTIONS = ("block_size", "max_length")
+"""The data options that bound a batch's sequence length: pretraining's blocks, GLUE's pairs."""
+
+
+def check_sequence_length(model: L.LightningModule, datamodule: L.LightningDataModule | None) -> None:
+    """Refuse data longer than the model has positions for, before any data is prepared.
+
+    Learned positions have ``max_position_embeddings`` rows and rotary ones that many angles; a
+    longer batch would fail inside the first forward pass, after the data was prepared.
+    """
+    config = getattr(model, "config", None)
+    if not isinstance(config, TransformerConfig) or config.position == "none" or datamodule is None:
+        return
+    for option in SEQUENCE_LENGTH_OPTIONS:
+        length = datamodule.hparams.get(option)
+        if length is not None and length > config.max_position_embeddings:
+            raise UserError(
+                f"data.{option}={length} is longer than model.max_position_embeddings={config.max_position_embeddings}, "
+                f"where the model's {config.position} positions end; lower data.{option} or raise "
+                f"model.max_position_embeddings"
+            )
 
 
 def untrained_weights(model: L.LightningModule) -> str:

@@ -81,6 +81,17 @@ def test_mrpc_test_figures_equal_a_recount_of_the_written_dev_predictions(mrpc_r
 
 
 @pytest.mark.end_to_end
+def test_pairs_longer_than_the_positions_are_refused_before_the_data_is_read(mrpc_run, capsys):
+    _, _, data = mrpc_run
+    with pytest.raises(SystemExit) as exited:
+        main(["fit", *data, "--data.max_length=64", "--model.max_position_embeddings=48"])
+    assert exited.value.code == 2
+    errors = [line for line in capsys.readouterr().err.splitlines() if line.startswith("error:")]
+    assert errors == ["error: data.max_length=64 is longer than model.max_position_embeddings=48, where the model's "
+                      "learned positions end; lower data.max_length or raise model.max_position_embeddings"]
+
+
+@pytest.mark.end_to_end
 def test_test_without_a_checkpoint_says_it_scores_untrained_weights(mrpc_run, capsys):
     _, root, data = mrpc_run
     capsys.readouterr()
