@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -94,6 +96,21 @@ def test_an_override_the_cli_rejects_fails_naming_cell_and_key(tmp_path):
     message = str(raised.value)
     assert "t/variant=untied,seed=1" in message and "colour" in message
     assert not (tmp_path / "out" / "t").exists()  # nothing ran
+
+
+@pytest.mark.end_to_end
+def test_the_sweep_command_reports_a_rejected_key_in_the_clis_words_alone(tmp_path):
+    """As a user runs it: the sweep's own arguments once made Lightning warn inside the check, and that
+    warning (with both argument lists) ended up in the message ahead of the reason."""
+    path = tiny_sweep(tmp_path, grid={"model.hidden_sizee": [32]})
+    result = subprocess.run([sys.executable, "-m", "tiedemb.sweep", str(path), "--out", str(tmp_path / "out")],
+                            capture_output=True, text=True, timeout=300)
+    assert result.returncode == 2, result.stderr[-3000:]
+    errors = [line for line in result.stderr.splitlines() if line.startswith("error:")]
+    assert errors == ["error: sweep 't', cell 't/hidden_sizee=32': the command line is rejected: --model "
+                      "'tiedemb.PretrainModule': Option 'hidden_sizee' is not accepted; did you mean hidden_size? "
+                      "(override model.hidden_sizee=32)"], result.stderr[-3000:]
+    assert "Traceback" not in result.stderr and not (tmp_path / "out" / "t").exists()
 
 
 @pytest.mark.end_to_end

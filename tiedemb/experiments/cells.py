@@ -23,6 +23,7 @@ import socket
 import subprocess
 import sys
 import time
+import warnings
 from dataclasses import replace
 from datetime import datetime, timezone
 from pathlib import Path
@@ -127,7 +128,9 @@ def resolved_config(sweep: Sweep, cell: Cell, folder: Path) -> str:
 
     stdout, stderr = io.StringIO(), io.StringIO()
     code: Any = 0
-    with contextlib.redirect_stdout(stdout), contextlib.redirect_stderr(stderr):
+    with contextlib.redirect_stdout(stdout), contextlib.redirect_stderr(stderr), warnings.catch_warnings():
+        # The cell's command line is given as a list on purpose; the sweep's own arguments are not its.
+        warnings.filterwarnings("ignore", message=".*args parameter is intended to run from within Python")
         try:
             main([*cell_args(sweep, cell, folder), "--print_config"])
         except SystemExit as exited:
@@ -136,7 +139,10 @@ def resolved_config(sweep: Sweep, cell: Cell, folder: Path) -> str:
             stderr.write(f"error: {error}")
             code = 2
     if code not in (0, None):
-        message = " ".join(line for line in stderr.getvalue().splitlines() if not line.startswith("hint:"))
+        lines = stderr.getvalue().splitlines()
+        # The CLI ends on one ``error:`` line (and a hint); anything printed before it is not the reason.
+        errors = [line for line in lines if line.startswith("error:")]
+        message = errors[-1] if errors else " ".join(line for line in lines if not line.startswith("hint:"))
         raise UserError(f"sweep {sweep.name!r}, cell {cell.id!r}: the command line is rejected: "
                         f"{message.removeprefix('error: ').strip()}{_blame(cell, message)}")
     return stdout.getvalue()
