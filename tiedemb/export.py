@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from tiedemb.errors import UserError, first_line
+from tiedemb.options import flag
 from tiedemb.training.exits import CommandParser, report_user_errors
 from tiedemb.weights.export import BERT_MODEL, MODEL_CLASSES, BertExport, plan_export
 
@@ -208,17 +209,6 @@ def export(args: argparse.Namespace) -> str:
     return plan.model_class
 
 
-def _flag(text: str) -> bool:
-    if text.lower() in ("true", "1", "yes"):
-        return True
-    if text.lower() in ("false", "0", "no"):
-        return False
-    raise argparse.ArgumentTypeError(f"expected true or false, got {text!r}")
-
-
-_flag.refuses = ("maybe", "")  # type: ignore[attr-defined]  # what tests try
-
-
 def parser() -> CommandParser:
     parser = CommandParser(
         prog="tiedemb export",
@@ -235,7 +225,7 @@ def parser() -> CommandParser:
     parser.add_argument("--no_tokenizer", action="store_true", help="write the model without a tokenizer")
     parser.add_argument("--push_to_hub", metavar="REPO", default=None,
                         help="then upload the folder as this hub model (needs network and a hub token)")
-    parser.add_argument("--weights_only", type=_flag, default=True,
+    parser.add_argument("--weights_only", type=flag, default=True,
                         help="read tensors and plain values only (default true); false unpickles anything")
     return parser
 

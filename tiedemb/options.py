@@ -208,3 +208,15 @@ def number(hint: Any) -> Callable[[str], float]:
     read.__name__ = describe(hint)  # what argparse names the type in its own messages
     read.hint = hint  # type: ignore[attr-defined]  # for tests that try the values it refuses
     return read
+
+
+def flag(text: str) -> bool:
+    """An argparse ``type`` reading a switch's value: true/false (also 1/0, yes/no)."""
+    if text.lower() in ("true", "1", "yes"):
+        return True
+    if text.lower() in ("false", "0", "no"):
+        return False
+    raise argparse.ArgumentTypeError(f"expected true or false, got {text!r}")
+
+
+flag.refuses = ("maybe", "")  # type: ignore[attr-defined]  # for tests that try the values it refuses

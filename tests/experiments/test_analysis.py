@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import re
 
 import pytest
 import torch
@@ -85,6 +86,20 @@ def test_analysis_of_a_checkpoint_file_from_the_command_line(tmp_path, capsys):
     torch.save({"state_dict": {"other": torch.zeros(2)}}, tmp_path / "bad.ckpt")
     assert main([str(tmp_path / "bad.ckpt")]) == 2
     assert "no token embedding" in capsys.readouterr().err
+    (tmp_path / "notes.txt").write_text("not a checkpoint")
+    assert main([str(tmp_path / "notes.txt")]) == 2
+    errors = [line for line in capsys.readouterr().err.splitlines() if line.startswith("error:")]
+    assert len(errors) == 1 and errors[0].startswith(f"error: checkpoint '{tmp_path / 'notes.txt'}' could not be read")
+    assert errors[0].endswith("it is truncated, corrupt or not a Lightning checkpoint")  # not torch's words on mmap
+    assert main([str(tmp_path)]) == 2
+    assert f"checkpoint '{tmp_path}' is a directory" in capsys.readouterr().err
+    pickled = tmp_path / "pickled.ckpt"
+    torch.save({"state_dict": {"model.embedding.token.weight": with_spectrum([1.0] * 4, rows=30).float()},
+                "extra": re.compile("a pickled object")}, pickled)
+    assert main([str(pickled)]) == 2
+    assert "pass --weights_only=false" in capsys.readouterr().err
+    assert main([str(pickled), "--weights_only=false"]) == 0
+    assert "effective rank        4.0" in capsys.readouterr().out
 
 
 def test_frequency_matched_pairs_draw_tokens_of_the_same_frequency_rank():

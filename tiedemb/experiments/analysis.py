@@ -35,6 +35,7 @@ import torch
 from torch import Tensor
 
 from tiedemb.errors import UserError
+from tiedemb.options import flag
 from tiedemb.training.exits import CommandParser, report_user_errors
 
 DEFAULT_PAIRS: tuple[tuple[str, str], ...] = (
@@ -195,15 +196,11 @@ def token_embedding(checkpoint: str | Path) -> Tensor:
     return embedding_weights(checkpoint)["token"]
 
 
-def embedding_weights(checkpoint: str | Path) -> dict[str, Tensor | None]:
+def embedding_weights(checkpoint: str | Path, weights_only: bool = True) -> dict[str, Tensor | None]:
     """The token table, and the projection and embedding-norm weights where the model has them."""
-    path = Path(checkpoint).expanduser()
-    if not path.is_file():
-        raise UserError(f"checkpoint {str(checkpoint)!r} does not exist")
-    try:
-        content = torch.load(path, map_location="cpu", weights_only=True, mmap=True)
-    except Exception as error:  # noqa: BLE001 - every unreadable file gets the same message
-        raise UserError(f"checkpoint {str(checkpoint)!r} could not be read: {str(error).splitlines()[0]}") from None
+    from tiedemb.training.checkpoints import load_checkpoint_file
+
+    content = load_checkpoint_file(checkpoint, weights_only)  # a run's checkpoint or a bare state dict
     state = content.get("state_dict", content) if isinstance(content, dict) else {}
     keys = [key for key in state if key.endswith(TOKEN_KEY_SUFFIX)]
     if not keys:
@@ -263,14 +260,15 @@ def parse_pairs(text: str) -> list[tuple[str, str]]:
 
 def analyse_checkpoint(checkpoint: str | Path, tokenizer_name: str | None = None,
                        pairs: Sequence[tuple[str, str]] = DEFAULT_PAIRS,
-                       frequency_files: Sequence[str] | None = None) -> EmbeddingAnalysis:
+                       frequency_files: Sequence[str] | None = None, weights_only: bool = True) -> EmbeddingAnalysis:
     """``frequency_files``: text whose token counts match random pairs to the synonyms' frequency;
-    default the ``train_files`` of the run's saved config."""
+    default the ``train_files`` of the run's saved config. ``weights_only=False`` unpickles a
+    checkpoint holding Python objects (only for a file you trust)."""
     data = _data_beside(Path(checkpoint))
     name = tokenizer_name or data.get("tokenizer")
     tokenizer = load_tokenizer(name)
     special = list(getattr(tokenizer, "all_special_ids", []) or [])
-    weights = embedding_weights(checkpoint)
+    weights = embedding_weights(checkpoint, weights_only)
     matrix = weights["token"]
     files = list(frequency_files) if frequency_files is not None else list(data.get("train_files") or [])
     counts = _training_text_counts(name, tuple(files), matrix.shape[0]) if tokenizer is not None and files else None
@@ -323,13 +321,16 @@ def parser() -> CommandParser:
     parser.add_argument("--frequency-text", nargs="+", metavar="FILE",
                         help="text for the frequency-matched baseline; default: the run's train_files")
     parser.add_argument("--json", action="store_true", help="print one JSON object")
+    parser.add_argument("--weights_only", type=flag, default=True,
+                        help="read tensors and plain values only (default true); false unpickles anything")
     return parser
 
 
 def main(argv: list[str] | None = None) -> int:
     args = parser().parse_args(argv)
     result = report_user_errors(lambda: analyse_checkpoint(
-        args.checkpoint, args.tokenizer, parse_pairs(args.pairs) if args.pairs else DEFAULT_PAIRS, args.frequency_text))
+        args.checkpoint, args.tokenizer, parse_pairs(args.pairs) if args.pairs else DEFAULT_PAIRS, args.frequency_text,
+        args.weights_only))
     if isinstance(result, int):  # the exit status of a user error, already reported
         return result
     if args.json:

@@ -120,6 +120,12 @@ def read_checkpoint(path: str | os.PathLike, weights_only: bool = True) -> dict[
     A file that loads but holds something else (a bare state dict, transformers' weights) is
     refused too, saying what it holds: Lightning would fail on it with a bare ``KeyError``.
     """
+    return check_run_checkpoint(load_checkpoint_file(path, weights_only), path)
+
+
+def load_checkpoint_file(path: str | os.PathLike, weights_only: bool = True) -> Any:
+    """What a checkpoint file holds (tensors memory-mapped where possible), or a ``UserError`` saying
+    why it cannot be read: missing, a folder, truncated or corrupt, or pickled objects."""
     file = Path(path).expanduser()
     if not file.exists():
         raise UserError(f"checkpoint {str(path)!r} does not exist")
@@ -133,16 +139,20 @@ def read_checkpoint(path: str | os.PathLike, weights_only: bool = True) -> dict[
                 raise
             contents = torch.load(file, map_location="cpu", weights_only=weights_only)
     except Exception as error:  # noqa: BLE001 - any failure to read is reported the same way
-        if weights_only and "weights_only" in str(error):
+        text = str(error)
+        # torch's safe unpickler names a class it will not build "Unsupported global"; any other
+        # failure of it (a text file, a truncated pickle) means the file is not a checkpoint at all.
+        if weights_only and "Unsupported global" in text:
             raise UserError(
                 f"checkpoint {str(path)!r} holds Python objects other than tensors and plain values, which "
                 "tiedemb does not unpickle by default (it could run arbitrary code). If you trust the file, "
                 "pass --weights_only=false."
             ) from None
-        first = first_line(error).split(". ")[0].rstrip(".")
-        raise UserError(f"checkpoint {str(path)!r} could not be read ({first}); it is truncated, corrupt or not "
+        unpickler = re.search(r"WeightsUnpickler error:\s*(\S[^\n]*)", text)
+        reason = unpickler.group(1).strip() if unpickler else first_line(error).split(". ")[0].rstrip(".")
+        raise UserError(f"checkpoint {str(path)!r} could not be read ({reason}); it is truncated, corrupt or not "
                         "a Lightning checkpoint") from None
-    return check_run_checkpoint(contents, path)
+    return contents
 
 
 def _plain(value: Any) -> Any:

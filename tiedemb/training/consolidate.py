@@ -12,6 +12,8 @@ from pathlib import Path
 import torch
 
 from tiedemb.errors import UserError
+from tiedemb.options import flag
+from tiedemb.training.checkpoints import read_checkpoint
 from tiedemb.training.exits import CommandParser, report_user_errors
 from tiedemb.training.ties import restore_tied_entries, tied_prefixes_in
 
@@ -24,11 +26,18 @@ def _is_sharded_checkpoint(path: Path) -> bool:
     return path.is_dir() and (path / "meta.pt").is_file()
 
 
-def consolidate_checkpoint(path: str | Path, output: str | Path) -> Path:
+def consolidate_checkpoint(path: str | Path, output: str | Path, weights_only: bool = True) -> Path:
     """Write the checkpoint at ``path`` (a file, an FSDP sharded folder or a DeepSpeed folder) as
     one ``.ckpt`` file that loads on a single device, with the tied matrix under both its names.
+
+    ``output`` must not exist: the command never replaces a file (it may be the input itself, or
+    a checkpoint from another run). A single file is read as the training command reads one,
+    tensors and plain values only unless ``weights_only`` is false.
     """
     path, output = Path(path), Path(output)
+    if output.exists():
+        raise UserError(f"output {str(output)!r} already exists; the consolidated checkpoint is never written "
+                        "over a file: pass a new path")
     if _is_deepspeed_checkpoint(path):
         if importlib.util.find_spec("deepspeed") is None:
             raise UserError(f"{path} is a DeepSpeed checkpoint; consolidating it needs `pip install deepspeed`")
@@ -43,7 +52,7 @@ def consolidate_checkpoint(path: str | Path, output: str | Path) -> Path:
 
         checkpoint = _format_checkpoint(_load_distributed_checkpoint(path))
     elif path.is_file():
-        checkpoint = torch.load(path, map_location="cpu", weights_only=False)
+        checkpoint = read_checkpoint(path, weights_only=weights_only)
     else:
         raise UserError(f"{path} is neither a checkpoint file nor a sharded FSDP or DeepSpeed checkpoint folder")
     state_dict = checkpoint.get("state_dict")
@@ -66,13 +75,16 @@ def parser() -> CommandParser:
         "folder) into one .ckpt file for PretrainModule.load_from_checkpoint on a single device.",
     )
     parser.add_argument("checkpoint", help="checkpoint file or folder")
-    parser.add_argument("output", help="the single-file checkpoint to write")
+    parser.add_argument("output", help="the single-file checkpoint to write (a new path)")
+    parser.add_argument("--weights_only", type=flag, default=True,
+                        help="read a checkpoint file's tensors and plain values only (default true); false "
+                             "unpickles anything")
     return parser
 
 
 def main(argv: list[str] | None = None) -> int:
     args = parser().parse_args(argv)
-    written = report_user_errors(lambda: consolidate_checkpoint(args.checkpoint, args.output))
+    written = report_user_errors(lambda: consolidate_checkpoint(args.checkpoint, args.output, args.weights_only))
     if isinstance(written, int):
         return written
     print(written)
