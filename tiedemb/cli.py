@@ -24,8 +24,8 @@ from lightning.pytorch.utilities.exceptions import SIGTERMException
 from tiedemb.errors import UserError, check_choice
 from tiedemb.modules.glue import GlueModule
 from tiedemb.modules.throughput import ModelThroughput
-from tiedemb.nn.config import OBJECTIVES, TransformerConfig
-from tiedemb.options import NonNegativeFloat, PositiveInt, check_arguments, given, shown
+from tiedemb.nn.config import OBJECTIVES
+from tiedemb.options import given, shown
 from tiedemb.training.checkpoint_io import AtomicCheckpointIO
 from tiedemb.training.checkpoints import check_compatible, find_last_checkpoint, fresh_checkpoint_dir, read_checkpoint
 from tiedemb.training.exits import DEBUG_ENV, PREEMPTED_EXIT, USER_ERROR_EXIT, report_user_errors
@@ -35,6 +35,13 @@ from tiedemb.training.parameter_counts import ParameterCounts
 from tiedemb.training.precision import PrecisionIfNative, resolve_precision
 from tiedemb.training.preemption import SaveOnPreemption
 from tiedemb.training.random_state import RandomState
+from tiedemb.training.run_checks import (
+    check_checkpoint_name,
+    check_predictable,
+    check_sequence_length,
+    check_trainer_options,
+    validation_beyond_the_epoch,
+)
 from tiedemb.training.wandb_checkpoints import apply_log_model
 from tiedemb.training.wandb_mode import (
     WANDB_ID_KEY,
@@ -70,20 +77,10 @@ DEFAULT_CALLBACKS = [
 ]
 
 
-TRAINER_OPTIONS = {
-    "accumulate_grad_batches": PositiveInt,
-    "check_val_every_n_epoch": PositiveInt | None,
-    "gradient_clip_val": NonNegativeFloat | None,
-    "num_nodes": PositiveInt,
-}
-"""Trainer options Lightning takes unchecked, each of which would break a run later: 0 divides by
-zero at the first batch, a negative clipping value multiplies every gradient by a negative factor."""
-
-
 class Trainer(L.Trainer):
     """Lightning's Trainer plus ``initloss`` (predicted vs measured initial loss, no training),
-    the precision ``bf16-mixed-if-native`` (training/precision.py), and bad values of the options
-    above refused as tiedemb's own are."""
+    the precision ``bf16-mixed-if-native`` (training/precision.py), and the values of its options
+    that would break a run refused as tiedemb's own are (training/run_checks.py)."""
 
     def __init__(self, *, precision: _PRECISION_INPUT | PrecisionIfNative | None = None, **kwargs: Any) -> None:
         """
@@ -92,25 +89,17 @@ class Trainer(L.Trainer):
                 ``bf16-mixed-if-native``: bf16-mixed where the device computes bfloat16 in hardware,
                 32-true where it would be emulated (most CPUs).
         """
-        check_arguments("trainer", TRAINER_OPTIONS, kwargs)
-        interval = kwargs.get("val_check_interval")
-        if isinstance(interval, int) and not isinstance(interval, bool) and interval < 1:
-            raise UserError(f"trainer.val_check_interval must be a number of batches >= 1 or a fraction of an "
-                            f"epoch in (0, 1], got {interval}")
+        check_trainer_options(kwargs)
         super().__init__(precision=resolve_precision(precision, kwargs.get("accelerator", "auto")), **kwargs)
 
     def fit(self, *args: Any, **kwargs: Any) -> None:
         try:
             super().fit(*args, **kwargs)
         except ValueError as error:
-            # Lightning finds out only once the training data is loaded, and raises a plain ValueError.
-            if "`val_check_interval`" not in str(error) or not isinstance(self.val_check_interval, int):
+            user_error = validation_beyond_the_epoch(self, error)
+            if user_error is None:
                 raise
-            raise UserError(
-                f"trainer.val_check_interval={self.val_check_interval} is more than the {self.fit_loop.max_batches} "
-                f"training batches of an epoch; lower it, or set trainer.check_val_every_n_epoch=null to count "
-                f"it in batches across epochs"
-            ) from error
+            raise user_error from error
 
     def initloss(
         self,
@@ -419,13 +408,7 @@ class TiedembCLI(LightningCLI):
         self._prepare_run()
 
     def before_predict(self) -> None:
-        # Before the run starts (and a W&B run with it): Lightning would fail at the first batch.
-        if self.datamodule is not None and type(self.datamodule).predict_dataloader is L.LightningDataModule.predict_dataloader:
-            raise UserError(
-                f"predict writes GLUE submission files, and {type(self.datamodule).__name__} has no "
-                f"unlabelled split to predict; for a pretraining model's loss on held-out text use "
-                f"validate or test"
-            )
+        check_predictable(self.datamodule)
         self._prepare_run()
 
     def before_initloss(self) -> None:
@@ -443,18 +426,7 @@ class TiedembCLI(LightningCLI):
             config["weights_only"] = True  # never unpickle arbitrary objects unless asked to
         path = config.get("ckpt_path")
         found_last = None
-        # Lightning resolves these two inside the Trainer call and fails there with a stack trace.
-        if path == "best":  # the best checkpoint of a fit run earlier by the same Trainer object
-            raise UserError(
-                "--ckpt_path=best names the best checkpoint of a fit run earlier in the same process, "
-                f"which a {self.subcommand} command never has; pass the checkpoint file "
-                "(<run>/checkpoints/<name>.ckpt) or --ckpt_path=last"
-            )
-        if path == "hpc" and self.trainer._checkpoint_connector._hpc_resume_path is None:
-            raise UserError(
-                f"--ckpt_path=hpc found no SLURM checkpoint (hpc_ckpt_<N>.ckpt) in "
-                f"{self.trainer.default_root_dir}; pass the checkpoint file or --ckpt_path=last"
-            )
+        check_checkpoint_name(path, self.subcommand, self.trainer)
         if path is None and self.subcommand in ("test", "predict") and self.trainer.global_rank == 0:
             print(f"note: no --ckpt_path: {self.subcommand} uses {untrained_weights(self.model)}, not a trained "
                   f"checkpoint; pass --ckpt_path=<run>/checkpoints/<name>.ckpt (or last) to evaluate a "
@@ -498,29 +470,6 @@ class TiedembCLI(LightningCLI):
         roots += [callback.dirpath for callback in self.trainer.checkpoint_callbacks
                   if isinstance(callback, ModelCheckpoint) and callback.dirpath]
         return list(dict.fromkeys(str(Path(root).expanduser()) for root in roots))
-
-
-SEQUENCE_LENGTH_OPTIONS = ("block_size", "max_length")
-"""The data options that bound a batch's sequence length: pretraining's blocks, GLUE's pairs."""
-
-
-def check_sequence_length(model: L.LightningModule, datamodule: L.LightningDataModule | None) -> None:
-    """Refuse data longer than the model has positions for, before any data is prepared.
-
-    Learned positions have ``max_position_embeddings`` rows and rotary ones that many angles; a
-    longer batch would fail inside the first forward pass, after the data was prepared.
-    """
-    config = getattr(model, "config", None)
-    if not isinstance(config, TransformerConfig) or config.position == "none" or datamodule is None:
-        return
-    for option in SEQUENCE_LENGTH_OPTIONS:
-        length = datamodule.hparams.get(option)
-        if length is not None and length > config.max_position_embeddings:
-            raise UserError(
-                f"data.{option}={length} is longer than model.max_position_embeddings={config.max_position_embeddings}, "
-                f"where the model's {config.position} positions end; lower data.{option} or raise "
-                f"model.max_position_embeddings"
-            )
 
 
 def untrained_weights(model: L.LightningModule) -> str:

@@ -1,0 +1,99 @@
+"""Settings a run cannot work with, refused before it starts, in one sentence each.
+
+Each of these used to fail later: inside Lightning's Trainer call with a stack trace (a checkpoint
+name it cannot resolve, a validation interval beyond the epoch), at the first batch (a division
+by zero, a sequence longer than the positions), or not at all (a negative clipping value turns
+every gradient around). The command line calls them once the objects are built and before any
+data is prepared or any logger starts.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import lightning as L
+
+from tiedemb.errors import UserError
+from tiedemb.nn.config import TransformerConfig
+from tiedemb.options import NonNegativeFloat, PositiveInt, check_arguments
+
+TRAINER_OPTIONS = {
+    "accumulate_grad_batches": PositiveInt,
+    "check_val_every_n_epoch": PositiveInt | None,
+    "gradient_clip_val": NonNegativeFloat | None,
+    "num_nodes": PositiveInt,
+}
+"""Trainer options Lightning takes unchecked, each of which would break a run later: 0 divides by
+zero at the first batch, a negative clipping value multiplies every gradient by a negative factor."""
+
+SEQUENCE_LENGTH_OPTIONS = ("block_size", "max_length")
+"""The data options that bound a batch's sequence length: pretraining's blocks, GLUE's pairs."""
+
+
+def check_trainer_options(options: dict[str, Any]) -> None:
+    """Refuse the values of ``TRAINER_OPTIONS`` (and an integer ``val_check_interval``) that break a run."""
+    check_arguments("trainer", TRAINER_OPTIONS, options)
+    interval = options.get("val_check_interval")
+    if isinstance(interval, int) and not isinstance(interval, bool) and interval < 1:
+        raise UserError(f"trainer.val_check_interval must be a number of batches >= 1 or a fraction of an "
+                        f"epoch in (0, 1], got {interval}")
+
+
+def validation_beyond_the_epoch(trainer: L.Trainer, error: ValueError) -> UserError | None:
+    """The user error behind Lightning's ``ValueError`` for a ``val_check_interval`` above the epoch's
+    batches (known only once the training data is loaded), or None for any other error."""
+    if "`val_check_interval`" not in str(error) or not isinstance(trainer.val_check_interval, int):
+        return None
+    return UserError(
+        f"trainer.val_check_interval={trainer.val_check_interval} is more than the {trainer.fit_loop.max_batches} "
+        f"training batches of an epoch; lower it, or set trainer.check_val_every_n_epoch=null to count it in "
+        f"batches across epochs"
+    )
+
+
+def check_checkpoint_name(path: Any, subcommand: str, trainer: L.Trainer) -> None:
+    """Refuse ``--ckpt_path`` names Lightning resolves only inside the Trainer call, where it fails.
+
+    ``best`` is the best checkpoint of a fit run earlier by the same Trainer object, which a command
+    line never has; ``hpc`` is the newest SLURM checkpoint in ``default_root_dir``, if there is one.
+    """
+    if path == "best":
+        raise UserError(
+            "--ckpt_path=best names the best checkpoint of a fit run earlier in the same process, "
+            f"which a {subcommand} command never has; pass the checkpoint file "
+            "(<run>/checkpoints/<name>.ckpt) or --ckpt_path=last"
+        )
+    if path == "hpc" and trainer._checkpoint_connector._hpc_resume_path is None:
+        raise UserError(
+            f"--ckpt_path=hpc found no SLURM checkpoint (hpc_ckpt_<N>.ckpt) in {trainer.default_root_dir}; "
+            "pass the checkpoint file or --ckpt_path=last"
+        )
+
+
+def check_predictable(datamodule: L.LightningDataModule | None) -> None:
+    """Refuse ``predict`` on data without a prediction split (pretraining text): Lightning would
+    fail at the first batch, after the run and its W&B record had started."""
+    if datamodule is not None and type(datamodule).predict_dataloader is L.LightningDataModule.predict_dataloader:
+        raise UserError(
+            f"predict writes GLUE submission files, and {type(datamodule).__name__} has no unlabelled split "
+            f"to predict; for a pretraining model's loss on held-out text use validate or test"
+        )
+
+
+def check_sequence_length(model: L.LightningModule, datamodule: L.LightningDataModule | None) -> None:
+    """Refuse data longer than the model has positions for.
+
+    Learned positions have ``max_position_embeddings`` rows and rotary ones that many angles; a
+    longer batch would fail inside the first forward pass, after the data was prepared.
+    """
+    config = getattr(model, "config", None)
+    if not isinstance(config, TransformerConfig) or config.position == "none" or datamodule is None:
+        return
+    for option in SEQUENCE_LENGTH_OPTIONS:
+        length = datamodule.hparams.get(option)
+        if length is not None and length > config.max_position_embeddings:
+            raise UserError(
+                f"data.{option}={length} is longer than model.max_position_embeddings={config.max_position_embeddings}, "
+                f"where the model's {config.position} positions end; lower data.{option} or raise "
+                f"model.max_position_embeddings"
+            )
