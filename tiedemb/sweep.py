@@ -108,6 +108,8 @@ def _main(args: argparse.Namespace, selection: dict[str, str]) -> int:
     settings = parse_settings(args.set)
     sweep = load_sweep(args.sweep_file, workdir)
     out: Path = args.out.resolve()
+    if out.exists() and not out.is_dir():
+        raise UserError(f"--out {str(args.out)!r} is a file; pass a folder for the cells (created if absent)")
     apply_settings(sweep, settings, out)
     cells = sweep.cells
     if args.cell is not None:

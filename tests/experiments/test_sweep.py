@@ -250,6 +250,10 @@ def test_entry_point_selects_cells_like_an_agent_and_lists_states(tmp_path, fake
     assert "finished     t/variant=tied,seed=0" in listing and "not started  t/variant=tied,seed=1" in listing
     assert sweep_main([str(path), "--out", str(out), "--cell", "9"]) == 2
     assert "cells 0..3" in capsys.readouterr().err
+    (tmp_path / "notes.txt").write_text("mine")
+    assert sweep_main([str(path), "--out", str(tmp_path / "notes.txt")]) == 2
+    assert f"error: --out '{tmp_path / 'notes.txt'}' is a file; pass a folder" in capsys.readouterr().err
+    assert (tmp_path / "notes.txt").read_text() == "mine" and len(calls) == 2
 
 
 def stage(command: list[str]) -> str:
