@@ -86,7 +86,8 @@ def test_default_logger_records_offline_without_credentials(tmp_path):
     W&B speaks here (``WANDB_SILENT=false``, as for a user with credentials), and the log carries
     none of the warnings the default loggers used to cause without any setting of the user's: W&B's
     on Lightning's unset ``anonymous`` and on the git root it looks for in a save folder not yet
-    made, and torch's deprecation of the pytree class Lightning builds.
+    made, torch's deprecation of the pytree class Lightning builds, and Lightning's advertisement for
+    its own cloud logger; Lightning's other start-up lines stay.
     """
     env = {"WANDB_API_KEY": "", "NETRC": str(tmp_path / "no-netrc"), "HOME": str(tmp_path), "WANDB_SILENT": "false"}
     clean = {k: v for k, v in os.environ.items() if not k.startswith("WANDB_")}
@@ -101,8 +102,9 @@ def test_default_logger_records_offline_without_credentials(tmp_path):
     assert offline_runs, "no offline W&B run directory was written"
     log = result.stdout + result.stderr
     assert "wandb: Tracking run" in log  # W&B did speak
-    for noise in ("anonymous setting", "git root", "LeafSpec"):
+    for noise in ("anonymous setting", "git root", "LeafSpec", "litlogger"):
         assert noise not in log, log[-3000:]
+    assert "GPU available: False" in log  # the filter takes that one line only
 
 
 def test_quieting_the_wandb_start_keeps_what_the_user_set(tmp_path):

@@ -30,7 +30,7 @@ from tiedemb.training.checkpoint_io import AtomicCheckpointIO
 from tiedemb.training.checkpoints import check_compatible, find_last_checkpoint, fresh_checkpoint_dir, read_checkpoint
 from tiedemb.training.exits import DEBUG_ENV, PREEMPTED_EXIT, USER_ERROR_EXIT, report_user_errors
 from tiedemb.training.files import first_free
-from tiedemb.training.log_level import LEVELS, set_log_level, set_log_level_from_env
+from tiedemb.training.log_level import LEVELS, hide_lightning_advert, set_log_level, set_log_level_from_env
 from tiedemb.training.parameter_counts import ParameterCounts
 from tiedemb.training.precision import PrecisionIfNative, resolve_precision
 from tiedemb.training.preemption import SaveOnPreemption
@@ -538,6 +538,7 @@ _LIGHTNING_LEAFSPEC_WARNING = r"`isinstance\(treespec, LeafSpec\)` is deprecated
 
 def build_cli(args: list[str] | None = None, run: bool = True) -> TiedembCLI:
     set_log_level_from_env()
+    hide_lightning_advert()
     choose_wandb_mode()
     warnings.filterwarnings("ignore", message=_LIGHTNING_LEAFSPEC_WARNING, category=FutureWarning)
     return TiedembCLI(
