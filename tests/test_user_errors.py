@@ -180,6 +180,17 @@ def test_a_checkpoint_name_lightning_cannot_resolve_here_is_refused(capsys, tmp_
     assert one_error_line(capsys.readouterr().err).startswith(message.format(root=tmp_path))
 
 
+@pytest.mark.parametrize(("option", "message"), [
+    ("--heads=[tied,foo]", "error: initloss --heads: unknown foo; valid: untied, tied, tied_scaled_init, tied_orth, tied_shuffle"),
+    ("--batches=0", "error: initloss --batches must be an integer >= 1, got 0"),
+])
+def test_initloss_options_are_checked(capsys, option, message):
+    with pytest.raises(SystemExit) as exited:
+        main(["initloss", *BASE[1:], option])
+    assert exited.value.code == 2
+    assert one_error_line(capsys.readouterr().err) == message
+
+
 def test_missing_config_file_is_named(capsys, tmp_path):
     err = run_in_process(capsys, "--config", str(tmp_path / "nope.yaml"))
     assert f"error: --config: File does not exist: '{tmp_path / 'nope.yaml'}'" in err and "usage:" not in err
