@@ -35,6 +35,12 @@ MISTAKES = [
     # a vocabulary a byte-level BPE (the next-token study's tokenizer) can have, so the text is what is wrong
     ("empty_train_file", ["--data.train_files=[{files}/empty.txt]", "--data.vocab_size=300"],
      "the training text is empty (no non-blank documents in '{files}/empty.txt')"),
+    ("validation_text_shorter_than_a_block", ["--data.train_files=[{files}/text.txt]",
+                                              "--data.val_files=[{files}/short.txt]", "--data.vocab_size=300"],
+     "the validation text makes no block of data.block_size=32 tokens"),
+    ("training_data_short_of_a_batch", ["--data.block_size=4096", "--model.max_position_embeddings=4096"],
+     "the training data makes 4 blocks of data.block_size=4096 tokens, fewer than one batch (data.batch_size=8); "
+     "lower data.batch_size or data.block_size, or raise data.synthetic_tokens"),
     ("missing_tokenizer", ["--data.train_files=[{files}/text.txt]", "--data.tokenizer={files}/no-tokenizer"],
      "tokenizer directory '{files}/no-tokenizer' does not exist"),
     # the embedded corpus has its own vocabulary: a tokenizer given with it used to be dropped silently
@@ -85,6 +91,7 @@ def files(tmp_path_factory) -> Path:
     folder = tmp_path_factory.mktemp("mistakes")
     (folder / "empty.txt").write_text("\n   \n")
     (folder / "text.txt").write_text("the man is sleeping .\n" * 50)
+    (folder / "short.txt").write_text("the man .\n")
     (folder / "glue" / "MRPC").mkdir(parents=True)
     (folder / "glue" / "MRPC" / "train.tsv").write_text(
         MRPC_HEADER + "1\t1\t2\tthe man is sleeping .\tthe man sleeps .\n7\t3\t4\ta dog is running\ta cat sits\n")
@@ -239,7 +246,7 @@ def write_bad_data(kind: str, folder: Path, monkeypatch) -> tuple[list[str], str
             raise OSError(errno.ENOSPC, "No space left on device")
 
         monkeypatch.setattr(datasets.Dataset, "save_to_disk", full)
-        (folder / "text.txt").write_text("the man is sleeping .\n" * 50)
+        (folder / "text.txt").write_text("the man is sleeping .\n" * 400)  # a validation block too
         return [f"--data.train_files=[{folder}/text.txt]", "--data.vocab_size=300", f"--data.cache_dir={folder}/cache"], \
             f"no space left on the device holding '{folder}/cache/text' while writing the prepared text"
     glue = ["--data=tiedemb.data.GlueData", "--data.task=mrpc"]

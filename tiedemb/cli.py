@@ -21,6 +21,7 @@ from lightning.pytorch.cli import LightningArgumentParser, LightningCLI, SaveCon
 from lightning.pytorch.plugins.io import TorchCheckpointIO
 from lightning.pytorch.utilities.exceptions import SIGTERMException
 
+from tiedemb.data.pretrain import PretrainData
 from tiedemb.errors import UserError, check_choice
 from tiedemb.modules.glue import GlueModule
 from tiedemb.modules.throughput import ModelThroughput
@@ -399,6 +400,8 @@ class TiedembCLI(LightningCLI):
         self.config = self.parser.parse_object({subcommand: {"model": model}}, self.config)
 
     def before_fit(self) -> None:
+        if isinstance(self.datamodule, PretrainData):
+            self.datamodule.check_one_batch()
         self._prepare_run(fitting=True)
 
     def before_validate(self) -> None:

@@ -171,6 +171,21 @@ class PretrainData(ResumableTraining, L.LightningDataModule):
         self.train_set: Dataset | None = None
         self.val_set: Dataset | None = None
 
+    def check_one_batch(self) -> None:
+        """Refuse training data of fewer blocks than one batch: every batch would be dropped as
+        incomplete, and Lightning would end the run at once, with nothing trained. The command
+        line calls it before ``fit`` (evaluation never reads the training blocks)."""
+        if self.source == "synthetic":
+            blocks = max(1, math.ceil(self.hparams.synthetic_tokens / self.block_size))
+            more = "or raise data.synthetic_tokens"
+        else:
+            blocks = int(self.prepared.stats["train_blocks"])
+            more = "or give more text"
+        if blocks < self.batch_size:
+            raise UserError(f"the training data makes {blocks} block{'s' * (blocks != 1)} of data.block_size="
+                            f"{self.block_size} tokens, fewer than one batch (data.batch_size={self.batch_size}); "
+                            f"lower data.batch_size or data.block_size, {more}")
+
     # -- what the model and the logs may want to know -------------------------------------------
     @property
     def entropy_rate(self) -> float | None:

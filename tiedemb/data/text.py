@@ -391,8 +391,11 @@ def _build(train_docs, val_docs, tokenizer, separator: int, block_size: int, num
             "%s: %d documents, %d tokens (incl. %d separators) -> %d blocks of %d, %d trailing tokens discarded",
             name, len(documents), total, len(documents), len(splits[name]), block_size, dropped,
         )
-        if not len(splits[name]):
-            log.warning("the %s split has fewer than block_size=%d tokens, so it has no blocks", name, block_size)
+        if not len(splits[name]):  # an empty split cannot be saved and read back, nor trained or validated on
+            more = ("give more text" if name == "train" else
+                    "give more validation text (data.val_files, or a larger data.val_fraction)")
+            raise UserError(f"the {'training' if name == 'train' else 'validation'} text makes no block of "
+                            f"data.block_size={block_size} tokens ({total} tokens in all); lower data.block_size or {more}")
     stats["discarded_tokens"] = stats["train_discarded_tokens"] + stats["val_discarded_tokens"]
     stats["documents"] = stats["separator_tokens"] = len(train_docs) + len(val_docs)
     stats["block_size"] = block_size
