@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from tiedemb.errors import UserError, first_line
-from tiedemb.options import flag
+from tiedemb.options import add_weights_only
 from tiedemb.training.exits import CommandParser, report_user_errors
 from tiedemb.weights.export import BERT_MODEL, MODEL_CLASSES, BertExport, plan_export
 
@@ -225,8 +225,7 @@ def parser() -> CommandParser:
     parser.add_argument("--no_tokenizer", action="store_true", help="write the model without a tokenizer")
     parser.add_argument("--push_to_hub", metavar="REPO", default=None,
                         help="then upload the folder as this hub model (needs network and a hub token)")
-    parser.add_argument("--weights_only", type=flag, default=True,
-                        help="read tensors and plain values only (default true); false unpickles anything")
+    add_weights_only(parser)
     return parser
 
 

@@ -220,3 +220,11 @@ def flag(text: str) -> bool:
 
 
 flag.refuses = ("maybe", "")  # type: ignore[attr-defined]  # for tests that try the values it refuses
+
+
+def add_weights_only(parser: argparse.ArgumentParser) -> None:
+    """``--weights_only``, as every command that reads a checkpoint file takes it (the training
+    command's ``--weights_only`` is Lightning's, with the same meaning)."""
+    parser.add_argument("--weights_only", type=flag, default=True,
+                        help="read tensors and plain values only (default true); false unpickles anything, "
+                             "for a file you trust")

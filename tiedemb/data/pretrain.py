@@ -176,7 +176,7 @@ class PretrainData(ResumableTraining, L.LightningDataModule):
         incomplete, and Lightning would end the run at once, with nothing trained. The command
         line calls it before ``fit`` (evaluation never reads the training blocks)."""
         if self.source == "synthetic":
-            blocks = max(1, math.ceil(self.hparams.synthetic_tokens / self.block_size))
+            blocks = self._synthetic_block_count(self.hparams.synthetic_tokens)
             more = "or raise data.synthetic_tokens"
         else:
             blocks = int(self.prepared.stats["train_blocks"])
@@ -256,9 +256,13 @@ class PretrainData(ResumableTraining, L.LightningDataModule):
             generator=loader_generator(hp.seed),
         )
 
+    def _synthetic_block_count(self, tokens: int) -> int:
+        """Blocks drawn from the embedded corpus for a token budget: at least one, rounded up."""
+        return max(1, math.ceil(tokens / self.block_size))
+
     def _synthetic_blocks(self) -> tuple[torch.Tensor, torch.Tensor]:
         hp = self.hparams
-        blocks = lambda tokens: max(1, math.ceil(tokens / self.block_size))  # noqa: E731
+        blocks = self._synthetic_block_count
         train = self.corpus.sample_documents(blocks(hp.synthetic_tokens) * self.block_size, seed=hp.seed + 1)
         val = self.corpus.sample_documents(blocks(hp.synthetic_val_tokens) * self.block_size, seed=hp.seed + 2)
         as_blocks = lambda stream: torch.from_numpy(np.ascontiguousarray(stream, dtype=np.int64)).view(-1, self.block_size)  # noqa: E731

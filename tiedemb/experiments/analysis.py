@@ -35,7 +35,7 @@ import torch
 from torch import Tensor
 
 from tiedemb.errors import UserError
-from tiedemb.options import flag
+from tiedemb.options import add_weights_only
 from tiedemb.training.exits import CommandParser, report_user_errors
 
 DEFAULT_PAIRS: tuple[tuple[str, str], ...] = (
@@ -321,8 +321,7 @@ def parser() -> CommandParser:
     parser.add_argument("--frequency-text", nargs="+", metavar="FILE",
                         help="text for the frequency-matched baseline; default: the run's train_files")
     parser.add_argument("--json", action="store_true", help="print one JSON object")
-    parser.add_argument("--weights_only", type=flag, default=True,
-                        help="read tensors and plain values only (default true); false unpickles anything")
+    add_weights_only(parser)
     return parser
 
 

@@ -12,7 +12,7 @@ from pathlib import Path
 import torch
 
 from tiedemb.errors import UserError
-from tiedemb.options import flag
+from tiedemb.options import add_weights_only
 from tiedemb.training.checkpoints import read_checkpoint
 from tiedemb.training.exits import CommandParser, report_user_errors
 from tiedemb.training.ties import restore_tied_entries, tied_prefixes_in
@@ -76,9 +76,7 @@ def parser() -> CommandParser:
     )
     parser.add_argument("checkpoint", help="checkpoint file or folder")
     parser.add_argument("output", help="the single-file checkpoint to write (a new path)")
-    parser.add_argument("--weights_only", type=flag, default=True,
-                        help="read a checkpoint file's tensors and plain values only (default true); false "
-                             "unpickles anything")
+    add_weights_only(parser)
     return parser
 
 

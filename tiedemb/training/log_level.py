@@ -43,7 +43,6 @@ def set_log_level_from_env() -> None:
     set_log_level(os.environ.get(LOG_LEVEL_ENV), source=LOG_LEVEL_ENV)
 
 
-
 LIGHTNING_RANK_ZERO_LOGGER = "lightning.pytorch.utilities.rank_zero"
 """The logger Lightning's ``rank_zero_info`` messages go through."""
 
