@@ -92,6 +92,7 @@ def test_a_wheel_install_runs_fit_and_a_sweep_from_a_folder_outside_the_reposito
         "  model.head: [untied]\n")
     swept = run(command, "sweep", "one.yaml", "--out", "sweep", cwd=work, env=env)
     assert swept.returncode == 0, swept.stdout[-3000:] + swept.stderr[-3000:]
-    (status,) = (work / "sweep").glob("**/status.json")
-    assert status.parent.name == "variant=untied", status
+    (cell,) = (work / "sweep").glob("**/cell.json")
+    status = cell.parent / "status.json"
+    assert cell.parent.name == "variant=untied", cell
     assert '"state": "finished"' in status.read_text(), status

@@ -140,11 +140,19 @@ def test_killed_run_resumes_exactly_from_another_run_folder(tmp_path, straight, 
         assert f"SIGTERM: saved the state after step 28 to {killed_last}" in killed.stderr
     # where the resumed run starts: the signal's step, or the periodic checkpoint before a SIGKILL
     assert torch.load(killed_last, weights_only=True)["global_step"] == (28 if signal_name == "SIGTERM" else 25)
+    # the run's own record: SIGTERM is written down; SIGKILL leaves "running" (nothing runs at a SIGKILL)
+    killed_status = json.loads((tmp_path / "lightning_logs" / "version_0" / "status.json").read_text())
+    if signal_name == "SIGTERM":
+        assert (killed_status["state"], killed_status["message"]) == ("failed", "stopped by SIGTERM after step 28")
+    else:
+        assert killed_status["state"] == "running"
 
     resumed = run("--ckpt_path=last")
     assert resumed.returncode == 0, resumed.stderr[-3000:]
     assert f"resuming from {killed_last.resolve()}" in resumed.stderr
     final = torch.load(tmp_path / "lightning_logs" / "version_1" / "checkpoints" / "last.ckpt", weights_only=True)
+    resumed_status = json.loads((tmp_path / "lightning_logs" / "version_1" / "status.json").read_text())
+    assert (resumed_status["state"], resumed_status["stage"], resumed_status["step"]) == ("finished", "fit", STEPS)
     assert final["global_step"] == STEPS
     assert_same_weights(straight(15), final["state_dict"])
 

@@ -43,6 +43,7 @@ from tiedemb.training.run_checks import (
     check_trainer_options,
     validation_beyond_the_epoch,
 )
+from tiedemb.training.run_status import RunStatus
 from tiedemb.training.wandb_checkpoints import apply_log_model
 from tiedemb.training.wandb_mode import (
     WANDB_ID_KEY,
@@ -357,6 +358,10 @@ class TiedembCLI(LightningCLI):
         # Every run records its size (params/total, params/embedding) for the reports.
         if not any(isinstance(callback, ParameterCounts) for callback in trainer.callbacks):
             trainer.callbacks.append(ParameterCounts())
+        # Every run says how it ended (status.json beside its CSV metrics), so reports leave out
+        # runs that stopped half-way.
+        if not any(isinstance(callback, RunStatus) for callback in trainer.callbacks):
+            trainer.callbacks.append(RunStatus())
         # A resumed run continues its W&B run: the run's id travels in its checkpoints.
         if not any(isinstance(callback, WandbRunId) for callback in trainer.callbacks):
             trainer.callbacks.append(WandbRunId())

@@ -11,7 +11,7 @@ import time
 
 import pytest
 
-from run_folders import glue_metrics, make_cell, pretrain_metrics
+from run_folders import glue_metrics, make_cell, pretrain_metrics, write_metrics
 from tiedemb.errors import UserError
 from tiedemb.experiments.report import build_report
 
@@ -76,7 +76,6 @@ def test_report_without_matplotlib_writes_its_tables_and_says_why_no_figures(run
 
 
 def test_plain_run_folders_are_read_with_labels_from_their_settings(tmp_path):
-    from run_folders import write_metrics
     from tiedemb.experiments.runs import find_runs
 
     write_metrics(tmp_path / "csv" / "version_0", pretrain_metrics(15.0, 15.0, {9: 5.0}),
@@ -84,6 +83,29 @@ def test_plain_run_folders_are_read_with_labels_from_their_settings(tmp_path):
     (run,) = find_runs(tmp_path)
     assert run.ok and run.kind == "pretrain"
     assert run.labels == {"variant": "tied (output_scale=rsqrt_d)", "d_e": "64", "seed": "3"}
+
+
+def test_the_report_averages_finished_plain_runs_and_lists_the_others(tmp_path):
+    from tiedemb.experiments.runs import find_runs
+    from tiedemb.training.status_file import write_status
+
+    metrics = pretrain_metrics(15.0, 15.0, {9: 5.0})
+    settings = {"head": "tied", "embedding_dim": 64}
+    for version, record in enumerate([{"state": "finished"}, {"state": "failed", "message": "RuntimeError: nan"},
+                                      None]):  # the last: a run from before runs wrote their status
+        write_metrics(tmp_path / "csv" / f"version_{version}", metrics, settings)
+        if record:
+            write_status(tmp_path / "csv" / f"version_{version}", record)
+    write_status(tmp_path / "csv" / "version_3", {"state": "failed", "message": "ValueError: before any metrics"})
+    runs = {run.id: run for run in find_runs(tmp_path)}
+    assert {name: (run.state, run.ok) for name, run in runs.items()} == {
+        "csv/version_0": ("finished", True), "csv/version_1": ("failed", False), "csv/version_2": ("unknown", True),
+        "csv/version_3": ("failed", False)}
+    text = build_report(tmp_path, wandb=False, analyses=False, echo=lambda _: None).read_text()
+    assert "runs: 4 (2 failed, 1 finished, 1 unknown)" in text
+    not_averaged = text.split("Runs not averaged", 1)[1]
+    assert "| csv/version_1 | failed | RuntimeError: nan |" in not_averaged
+    assert "| csv/version_3 | failed | ValueError: before any metrics |" in not_averaged
 
 
 @pytest.mark.end_to_end

@@ -25,7 +25,6 @@ import sys
 import time
 import warnings
 from dataclasses import replace
-from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
@@ -36,6 +35,7 @@ from tiedemb.experiments import layout
 from tiedemb.experiments.preemption import STOP_SIGNALS_RECEIVED as STOP, SweepStopped, requeue_slurm_task, slurm_record
 from tiedemb.experiments.sweep_file import Cell, Sweep, Upstream, replace_cells
 from tiedemb.training.exits import PREEMPTED_EXIT
+from tiedemb.training.status_file import now
 
 #: How a cell runs a stage: the installed package's command line (``python -m tiedemb fit ...``), so
 #: sweeps run from any install, not only from a checkout with main.py beside the package.
@@ -253,7 +253,7 @@ def record_waiting(sweep: Sweep, cell: Cell, out: Path, workdir: Path, message: 
         layout.write_json(folder / layout.CELL_FILE, _cell_record(sweep, cell, workdir, {}))
     previous = layout.read_status(folder) or {}
     layout.write_json(folder / layout.STATUS_FILE, {**previous, "state": layout.WAITING, "message": message,
-                                                    "since": _now()})
+                                                    "since": now()})
 
 
 def cell_state(sweep: Sweep, cell: Cell, out: Path) -> tuple[str, str]:
@@ -268,10 +268,6 @@ def cell_state(sweep: Sweep, cell: Cell, out: Path) -> tuple[str, str]:
 
 
 # --------------------------------------------------------------------------- running
-
-
-def _now() -> str:
-    return datetime.now(timezone.utc).isoformat(timespec="seconds")
 
 
 def pending_cells(cells: list[Cell], out: Path) -> list[Cell]:
@@ -342,7 +338,7 @@ def run_cell(sweep: Sweep, cell: Cell, out: Path, workdir: Path) -> bool:
             checkpoint = upstream_checkpoint(cell.upstream, out)
         except UserError as error:  # finished without a checkpoint: never start on random weights
             layout.write_json(folder / layout.STATUS_FILE, {**previous, "state": layout.FAILED, "attempt": attempt,
-                                                           "finished": _now(), "message": f"error: {error}"})
+                                                           "finished": now(), "message": f"error: {error}"})
             return False
     upstream = str(checkpoint) if checkpoint is not None else None
     # A stage an earlier attempt completed (fit, before a failed test) is not run again.
@@ -353,7 +349,7 @@ def run_cell(sweep: Sweep, cell: Cell, out: Path, workdir: Path) -> bool:
     if "fit" not in completed:
         commands["fit"] = [*TIEDEMB_COMMAND, *cell_args(sweep, cell, folder, "fit", resume, upstream)]
     layout.write_json(folder / layout.CELL_FILE, _cell_record(sweep, cell, workdir, commands, checkpoint))
-    status: dict[str, Any] = {"state": layout.RUNNING, "attempt": attempt, "started": _now(), "host": socket.gethostname(),
+    status: dict[str, Any] = {"state": layout.RUNNING, "attempt": attempt, "started": now(), "host": socket.gethostname(),
                               "pid": os.getpid(), "resumed": resume is not None and "fit" not in completed,
                               "stages": dict(completed), **slurm_record()}
     begin = time.monotonic()
@@ -370,7 +366,7 @@ def run_cell(sweep: Sweep, cell: Cell, out: Path, workdir: Path) -> bool:
         try:
             code = _run_logged(commands[stage], folder / layout.LOG_FILE, workdir, f"attempt {attempt}, {stage}")
         except KeyboardInterrupt:
-            status.update(state=layout.FAILED, message="interrupted", finished=_now())
+            status.update(state=layout.FAILED, message="interrupted", finished=now())
             layout.write_json(folder / layout.STATUS_FILE, status)
             raise
         status["stages"][stage] = {"returncode": code, "seconds": round(time.monotonic() - started, 1)}
@@ -381,12 +377,12 @@ def run_cell(sweep: Sweep, cell: Cell, out: Path, workdir: Path) -> bool:
         if code != 0:
             preempted = code in (PREEMPTED_EXIT, -signal.SIGTERM)
             message = _preempted(stage) if preempted else _tail(folder / layout.LOG_FILE)
-            status.update(state=layout.FAILED, finished=_now(), seconds=round(time.monotonic() - begin, 1),
+            status.update(state=layout.FAILED, finished=now(), seconds=round(time.monotonic() - begin, 1),
                           message=message)
             layout.write_json(folder / layout.STATUS_FILE, status)
             return False
     layout.write_json(folder / layout.CELL_FILE, {**(layout.read_json(folder / layout.CELL_FILE) or {}), "commands": commands})
-    status.update(state=layout.FINISHED, finished=_now(), seconds=round(time.monotonic() - begin, 1))
+    status.update(state=layout.FINISHED, finished=now(), seconds=round(time.monotonic() - begin, 1))
     status.pop("stage", None)
     layout.write_json(folder / layout.STATUS_FILE, status)
     return True
@@ -402,7 +398,7 @@ def _record_stop(folder: Path, status: dict[str, Any], stage: str, begin: float)
 
     The cell stays unfinished; a stage that completed before the signal counts as done.
     """
-    status.update(state=layout.FAILED, finished=_now(), seconds=round(time.monotonic() - begin, 1),
+    status.update(state=layout.FAILED, finished=now(), seconds=round(time.monotonic() - begin, 1),
                   message=_preempted(stage))
     if STOP.requeue:
         status["message"] = f"preempted in {stage} before the time limit (SIGUSR1): requeuing the SLURM job"
@@ -420,7 +416,7 @@ def _record_stop(folder: Path, status: dict[str, Any], stage: str, begin: float)
 
 def _run_logged(command: list[str], log_file: Path, workdir: Path, heading: str) -> int:
     with open(log_file, "a", encoding="utf-8") as log:
-        log.write(f"\n===== {_now()} {heading}: {shlex.join(command)}\n")
+        log.write(f"\n===== {now()} {heading}: {shlex.join(command)}\n")
         log.flush()
         process = subprocess.Popen(command, cwd=workdir, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
         try:

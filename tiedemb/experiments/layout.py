@@ -11,6 +11,7 @@
         config.yaml                    the resolved configuration, as the run saved it
         log.txt                        stdout and stderr of every attempt
         csv/version_*/metrics.csv      Lightning's CSVLogger (a resumed or test stage adds a version)
+        csv/version_*/status.json      that process's own record (every run writes one: run_status.py)
         wandb/offline-run-*/           W&B's records (synced later with `wandb sync`)
         tiedemb/<run id>/checkpoints/  Lightning's checkpoints (last.ckpt, the best ones)
 
@@ -19,36 +20,23 @@ Every JSON file is replaced atomically, so a crash never leaves half a status be
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
-from typing import Any
 
-from tiedemb.training.files import atomic_write_text
+from tiedemb.training.status_file import (  # noqa: F401 (the status record's names, for the sweep and the report)
+    FAILED,
+    FINISHED,
+    RUNNING,
+    STATUS_FILE,
+    read_json,
+    read_status,
+    write_json,
+)
 
 MANIFEST_FILE = "sweep.json"
 CELL_FILE = "cell.json"
-STATUS_FILE = "status.json"
 LOG_FILE = "log.txt"
 
-RUNNING, FINISHED, FAILED = "running", "finished", "failed"
 WAITING = "waiting"  # a chained cell whose upstream cell has not finished: never started
-
-
-def write_json(path: str | Path, content: dict[str, Any]) -> None:
-    atomic_write_text(path, json.dumps(content, indent=2, default=str) + "\n")
-
-
-def read_json(path: str | Path) -> dict[str, Any] | None:
-    """The file's object, or ``None`` when it is absent or unreadable (a run killed before writing it)."""
-    try:
-        content = json.loads(Path(path).read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return None
-    return content if isinstance(content, dict) else None
-
-
-def read_status(cell_dir: str | Path) -> dict[str, Any] | None:
-    return read_json(Path(cell_dir) / STATUS_FILE)
 
 
 def is_finished(cell_dir: str | Path) -> bool:

@@ -21,6 +21,7 @@ from tiedemb.experiments.wandb_offline import metric_series, read_wandb_run
 
 VERSION = re.compile(r"version_(\d+)$")
 NOT_METRICS = {"step", "epoch"}
+UNKNOWN = "unknown"  # a plain run's state when it left no status.json (written since 0.2.0)
 
 
 @dataclass
@@ -28,7 +29,7 @@ class Run:
     id: str  # path relative to the report folder
     folder: Path
     labels: dict[str, str]
-    state: str  # finished, failed, running, or "unknown" for plain runs without a status
+    state: str  # finished, failed, running, or UNKNOWN for plain runs without a status
     message: str = ""
     study: str = ""
     hparams: dict[str, Any] = field(default_factory=dict)  # the module's and data module's settings
@@ -39,7 +40,7 @@ class Run:
     @property
     def ok(self) -> bool:
         """Whether the run's numbers may be averaged: finished, or a plain run that has metrics."""
-        return self.state == layout.FINISHED or (self.state == "unknown" and bool(self.metrics))
+        return self.state == layout.FINISHED or (self.state == UNKNOWN and bool(self.metrics))
 
     @property
     def kind(self) -> str:
@@ -84,9 +85,10 @@ def find_runs(root: str | Path) -> list[Run]:
     runs = [read_cell(folder, root) for folder in layout.cell_dirs(root) if not _hidden(folder, root)]
     cells = [run.folder for run in runs]
     inside_cell = lambda path: any(folder in path.parents for folder in cells)  # noqa: E731
-    csv_versions = [path.parent for path in root.rglob("metrics.csv")
-                    if VERSION.search(path.parent.name) and not inside_cell(path) and not _hidden(path, root)]
-    for version in sorted(csv_versions):
+    # A version folder with metrics, or with only a status (a run that failed before its first metrics).
+    csv_versions = sorted({path.parent for name in ("metrics.csv", layout.STATUS_FILE) for path in root.rglob(name)
+                           if VERSION.search(path.parent.name) and not inside_cell(path) and not _hidden(path, root)})
+    for version in csv_versions:
         runs.append(_plain_run(version, root, *_read_csv_version(version)))
     if not csv_versions:
         for log in sorted(root.rglob("run-*.wandb")):
@@ -131,8 +133,11 @@ def read_cell(folder: Path, root: Path) -> Run:
 
 def _plain_run(folder: Path, root: Path, metrics: dict[str, dict[int, float]], hparams: dict[str, Any],
                config: dict[str, Any]) -> Run:
-    run = Run(id=str(folder.relative_to(root)), folder=folder, labels={}, state="unknown", hparams=hparams,
-              config=config, metrics=metrics, workdir=Path.cwd())
+    # The run's own record (training/run_status.py); runs from before it was written have none.
+    status = layout.read_status(folder) or {}
+    run = Run(id=str(folder.relative_to(root)), folder=folder, labels={}, state=str(status.get("state") or UNKNOWN),
+              message=str(status.get("message") or ""), hparams=hparams, config=config, metrics=metrics,
+              workdir=Path.cwd())
     run.labels = derived_labels(run)
     run.study = run.labels.get("task", "pretrain" if run.kind == "pretrain" else run.kind)
     return run

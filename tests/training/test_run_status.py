@@ -1,0 +1,56 @@
+"""Every run leaves status.json beside its CSV metrics: running, then finished or failed."""
+
+from __future__ import annotations
+
+import json
+import warnings
+
+import lightning as L
+import pytest
+from lightning.pytorch.demos.boring_classes import BoringModel
+from lightning.pytorch.loggers import CSVLogger
+
+from tiedemb.training.run_status import RunStatus
+
+
+class BreaksAtStep(BoringModel):
+    def __init__(self, step: int) -> None:
+        super().__init__()
+        self.break_at = step
+
+    def training_step(self, batch, batch_idx):
+        if self.global_step == self.break_at:
+            raise RuntimeError("the loss became nan\nat step 3")
+        return super().training_step(batch, batch_idx)
+
+
+def fit(tmp_path, model: L.LightningModule) -> L.Trainer:
+    trainer = L.Trainer(default_root_dir=tmp_path, max_steps=5, logger=CSVLogger(tmp_path, name="csv"),
+                        callbacks=[RunStatus()], enable_progress_bar=False, enable_model_summary=False,
+                        enable_checkpointing=False, limit_val_batches=1, num_sanity_val_steps=0)
+    trainer.fit(model)
+    return trainer
+
+
+def status(tmp_path, version: int = 0) -> dict:
+    return json.loads((tmp_path / "csv" / f"version_{version}" / "status.json").read_text())
+
+
+def test_a_finished_run_says_so_and_the_logger_sees_a_folder_of_its_own(tmp_path):
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        trainer = fit(tmp_path, BoringModel())
+    record = status(tmp_path)
+    assert record["state"] == "finished" and record["stage"] == "fit" and record["step"] == 5
+    assert record["started"] <= record["finished"] and "message" not in record
+    # the status is written into the folder the logger made, not one it then finds "not empty"
+    assert not [w for w in caught if "not empty" in str(w.message)]
+    assert trainer.logger.log_dir == str(tmp_path / "csv" / "version_0")
+
+
+def test_a_run_that_raises_is_failed_with_the_exceptions_last_line(tmp_path):
+    with pytest.raises(RuntimeError, match="nan"):
+        fit(tmp_path, BreaksAtStep(3))
+    record = status(tmp_path)
+    assert record["state"] == "failed" and record["step"] == 3
+    assert record["message"] == "RuntimeError: at step 3"

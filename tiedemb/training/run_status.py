@@ -1,0 +1,64 @@
+"""Every run records how it ended, so that a report can tell a finished run from one that stopped.
+
+A sweep cell's state lives in its folder, written by the sweep around the process. A plain
+``main.py`` run had none: its CSV metrics look the same whether the run ended or died half-way,
+and a report averaged both. ``RunStatus`` writes the same ``status.json`` record into each CSV
+logger's version folder, beside ``metrics.csv``:
+
+* ``running`` when the Trainer sets up (with the stage: fit, validate, test, predict),
+* ``finished`` at the stage's teardown (Lightning calls it only after success),
+* ``failed`` on any exception, with its last line; SIGTERM and Ctrl-C say so, with the step
+  the run stopped after (``--ckpt_path=last`` resumes from there).
+
+Only the first process writes.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import lightning as L
+from lightning.pytorch.callbacks import Callback
+from lightning.pytorch.loggers import CSVLogger
+from lightning.pytorch.utilities.exceptions import SIGTERMException
+
+from tiedemb.training.status_file import FAILED, FINISHED, RUNNING, now, write_status
+
+
+class RunStatus(Callback):
+    """Writes ``status.json`` (running / finished / failed) into each CSV logger's version folder."""
+
+    def __init__(self) -> None:
+        self._record: dict[str, Any] = {}
+
+    def setup(self, trainer: L.Trainer, pl_module: L.LightningModule, stage: str) -> None:
+        self._record = {"state": RUNNING, "stage": stage, "started": now()}
+        self._write(trainer)
+
+    def teardown(self, trainer: L.Trainer, pl_module: L.LightningModule, stage: str) -> None:
+        if self._record.get("state") == RUNNING:
+            self._end(trainer, FINISHED, "")
+
+    def on_exception(self, trainer: L.Trainer, pl_module: L.LightningModule, exception: BaseException) -> None:
+        if isinstance(exception, (SIGTERMException, KeyboardInterrupt)):
+            signal = "SIGTERM" if isinstance(exception, SIGTERMException) else "Ctrl-C"
+            message = f"stopped by {signal} after step {trainer.global_step}"
+        else:
+            lines = str(exception).strip().splitlines()
+            message = f"{type(exception).__name__}: {lines[-1]}" if lines else type(exception).__name__
+        self._end(trainer, FAILED, message)
+
+    def _end(self, trainer: L.Trainer, state: str, message: str) -> None:
+        self._record.update(state=state, finished=now(), step=trainer.global_step)
+        if message:
+            self._record["message"] = message
+        self._write(trainer)
+
+    def _write(self, trainer: L.Trainer) -> None:
+        if not trainer.is_global_zero or not self._record:
+            return
+        for logger in trainer.loggers:
+            if isinstance(logger, CSVLogger):
+                # Lightning has made the logger's version folder before any setup hook runs (a folder
+                # that already held this file would make the logger warn that it is not empty).
+                write_status(logger.log_dir, self._record)

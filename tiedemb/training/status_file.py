@@ -1,0 +1,45 @@
+"""``status.json``: how a run stands (running, finished, failed), in the folder that holds its logs.
+
+A sweep writes one into each cell's folder around the process (``tiedemb.experiments.cells``);
+every run writes one into its CSV logger's version folder (``run_status.RunStatus``). The report
+reads both to tell a finished run from one that stopped half-way. Written atomically: a reader
+sees a whole record or the previous one.
+"""
+
+from __future__ import annotations
+
+import datetime
+import json
+from pathlib import Path
+from typing import Any
+
+from tiedemb.training.files import atomic_write_text
+
+STATUS_FILE = "status.json"
+RUNNING, FINISHED, FAILED = "running", "finished", "failed"
+
+
+def write_json(path: str | Path, content: dict[str, Any]) -> None:
+    atomic_write_text(path, json.dumps(content, indent=2, default=str) + "\n")
+
+
+def read_json(path: str | Path) -> dict[str, Any] | None:
+    """The file's object, or ``None`` when it is absent or unreadable (a run killed before writing it)."""
+    try:
+        content = json.loads(Path(path).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    return content if isinstance(content, dict) else None
+
+
+def read_status(folder: str | Path) -> dict[str, Any] | None:
+    return read_json(Path(folder) / STATUS_FILE)
+
+
+def write_status(folder: str | Path, content: dict[str, Any]) -> None:
+    write_json(Path(folder) / STATUS_FILE, content)
+
+
+def now() -> str:
+    """The time a status records: UTC, to the second."""
+    return datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
