@@ -1,7 +1,8 @@
 """Runs as the report sees them: labels, state, settings and metric series, read from folders.
 
 A run is a sweep cell (a folder with ``cell.json``), or, in a folder of plain ``main.py`` runs, a
-CSV logger version (``csv/version_N``) or, where no CSV metrics exist, a W&B run folder. Metrics
+CSV logger version (``csv/version_N``, whose ``status.json`` says how it ended) or, where no CSV
+metrics exist, a W&B run folder. Metrics
 come from the CSV files first and from W&B transaction logs where a run has no CSV metrics.
 Within a cell, later CSV versions (a resumed attempt, the test stage) win for the same step.
 """
@@ -39,7 +40,7 @@ class Run:
 
     @property
     def ok(self) -> bool:
-        """Whether the run's numbers may be averaged: finished, or a plain run that has metrics."""
+        """Whether the run's numbers may be averaged: finished, or a plain run without a status that has metrics."""
         return self.state == layout.FINISHED or (self.state == UNKNOWN and bool(self.metrics))
 
     @property
