@@ -153,6 +153,7 @@ def test_killed_run_resumes_exactly_from_another_run_folder(tmp_path, straight, 
     final = torch.load(tmp_path / "lightning_logs" / "version_1" / "checkpoints" / "last.ckpt", weights_only=True)
     resumed_status = json.loads((tmp_path / "lightning_logs" / "version_1" / "status.json").read_text())
     assert (resumed_status["state"], resumed_status["stage"], resumed_status["step"]) == ("finished", "fit", STEPS)
+    assert resumed_status["run"] == killed_status["run"]  # one run in two attempts, for the report
     assert final["global_step"] == STEPS
     assert_same_weights(straight(15), final["state_dict"])
 

@@ -108,6 +108,25 @@ def test_the_report_averages_finished_plain_runs_and_lists_the_others(tmp_path):
     assert "| csv/version_3 | failed | ValueError: before any metrics |" in not_averaged
 
 
+def test_the_versions_of_a_resumed_plain_run_are_one_run(tmp_path):
+    from tiedemb.experiments.runs import find_runs
+    from tiedemb.training.status_file import write_status
+
+    settings = {"head": "tied", "embedding_dim": 64}
+    attempts = [(pretrain_metrics(15.0, 15.0, {9: 5.0}), {"state": "failed", "run": "a", "message": "stopped by SIGTERM"}),
+                ({"val/loss": {9: 5.0, 19: 4.0}}, {"state": "finished", "run": "a"}),  # resumed at step 9
+                (pretrain_metrics(15.5, 15.0, {9: 5.5, 19: 4.5}), {"state": "finished", "run": "b"})]
+    for version, (metrics, record) in enumerate(attempts):
+        write_metrics(tmp_path / "csv" / f"version_{version}", metrics, settings)
+        write_status(tmp_path / "csv" / f"version_{version}", record)
+    first, other = find_runs(tmp_path)
+    assert (first.id, first.state, first.ok, other.id) == ("csv/version_0", "finished", True, "csv/version_2")
+    assert first.series("val/loss") == [(9, 5.0), (19, 4.0)] and first.first("init/loss") == 15.0
+    text = build_report(tmp_path, wandb=False, analyses=False, echo=lambda _: None).read_text()
+    assert "runs: 2 (2 finished); averaged: 2" in text
+    assert "| tied | 64 | 2 | 15.250 ± 0.354 |" in text  # two runs, not three
+
+
 @pytest.mark.end_to_end
 def test_report_on_an_empty_folder_says_so(tmp_path):
     with pytest.raises(UserError, match="holds no runs"):

@@ -5,8 +5,11 @@ from __future__ import annotations
 import json
 import warnings
 
+import torch
+
 import lightning as L
 import pytest
+from lightning.pytorch.callbacks import ModelCheckpoint
 from lightning.pytorch.demos.boring_classes import BoringModel
 from lightning.pytorch.loggers import CSVLogger
 
@@ -24,11 +27,12 @@ class BreaksAtStep(BoringModel):
         return super().training_step(batch, batch_idx)
 
 
-def fit(tmp_path, model: L.LightningModule) -> L.Trainer:
-    trainer = L.Trainer(default_root_dir=tmp_path, max_steps=5, logger=CSVLogger(tmp_path, name="csv"),
-                        callbacks=[RunStatus()], enable_progress_bar=False, enable_model_summary=False,
-                        enable_checkpointing=False, limit_val_batches=1, num_sanity_val_steps=0)
-    trainer.fit(model)
+def fit(tmp_path, model: L.LightningModule, steps: int = 5, ckpt_path: str | None = None) -> L.Trainer:
+    last = ModelCheckpoint(dirpath=tmp_path / "checkpoints", save_last=True, save_top_k=0, every_n_train_steps=2)
+    trainer = L.Trainer(default_root_dir=tmp_path, max_steps=steps, logger=CSVLogger(tmp_path, name="csv"),
+                        callbacks=[RunStatus(), last], enable_progress_bar=False, enable_model_summary=False,
+                        limit_val_batches=1, num_sanity_val_steps=0)
+    trainer.fit(model, ckpt_path=ckpt_path)
     return trainer
 
 
@@ -54,3 +58,24 @@ def test_a_run_that_raises_is_failed_with_the_exceptions_last_line(tmp_path):
     record = status(tmp_path)
     assert record["state"] == "failed" and record["step"] == 3
     assert record["message"] == "RuntimeError: at step 3"
+
+
+# The test's own Trainers: the tester has no ModelCheckpoint, and BoringModel's loader no state.
+@pytest.mark.filterwarnings("ignore:Be aware that when using `ckpt_path`", "ignore:You're resuming from a checkpoint")
+def test_a_resumed_run_and_a_test_of_its_checkpoint_go_on_under_the_first_runs_id(tmp_path):
+    with pytest.raises(RuntimeError):
+        fit(tmp_path, BreaksAtStep(3), steps=6)
+    first = status(tmp_path, 0)
+    assert first["state"] == "failed" and len(first["run"]) == 16
+    last = tmp_path / "checkpoints" / "last.ckpt"
+    assert torch.load(last, weights_only=True)["callbacks"]["RunStatus"] == {"run": first["run"]}
+    fit(tmp_path, BoringModel(), steps=6, ckpt_path=str(last))
+    resumed = status(tmp_path, 1)
+    assert (resumed["state"], resumed["run"], resumed["step"]) == ("finished", first["run"], 6)
+    tester = L.Trainer(default_root_dir=tmp_path, logger=CSVLogger(tmp_path, name="csv"), callbacks=[RunStatus()],
+                       enable_progress_bar=False, enable_model_summary=False, limit_test_batches=1)
+    tester.test(BoringModel(), ckpt_path=str(last))
+    assert (status(tmp_path, 2)["stage"], status(tmp_path, 2)["run"]) == ("test", first["run"])
+    # a fresh run gets an id of its own
+    fit(tmp_path / "other", BoringModel(), steps=2)
+    assert status(tmp_path / "other", 0)["run"] != first["run"]

@@ -37,11 +37,21 @@ class Run:
     config: dict[str, Any] = field(default_factory=dict)  # the resolved CLI config, where recorded
     metrics: dict[str, dict[int, float]] = field(default_factory=dict)  # name -> {step: value}
     workdir: Path | None = None  # where the run was started: relative data paths are relative to it
+    run_id: str = ""  # a plain run's id in its status.json, shared by its resumed attempts
 
     @property
     def ok(self) -> bool:
         """Whether the run's numbers may be averaged: finished, or a plain run without a status that has metrics."""
         return self.state == layout.FINISHED or (self.state == UNKNOWN and bool(self.metrics))
+
+    def continue_with(self, later: Run) -> None:
+        """Take in a later CSV version of the same plain run: its metrics win for the same step."""
+        for name, values in later.metrics.items():
+            self.metrics.setdefault(name, {}).update(values)
+        self.state, self.message = later.state, later.message
+        self.hparams = later.hparams or self.hparams
+        self.config = later.config or self.config
+        _label_plain_run(self)
 
     @property
     def kind(self) -> str:
@@ -81,16 +91,30 @@ class Run:
 
 
 def find_runs(root: str | Path) -> list[Run]:
-    """Every run under ``root``: sweep cells, then plain run versions outside any cell."""
+    """Every run under ``root``: sweep cells, then plain runs outside any cell.
+
+    A plain run is a CSV logger version, or several: the versions whose ``status.json`` name the
+    same run id (a run and its resumed attempts, a ``test`` of its checkpoint) are one run, read
+    like a cell's versions (later ones win for the same step; the state is the last one's).
+    """
     root = Path(root)
     runs = [read_cell(folder, root) for folder in layout.cell_dirs(root) if not _hidden(folder, root)]
     cells = [run.folder for run in runs]
     inside_cell = lambda path: any(folder in path.parents for folder in cells)  # noqa: E731
     # A version folder with metrics, or with only a status (a run that failed before its first metrics).
     csv_versions = sorted({path.parent for name in ("metrics.csv", layout.STATUS_FILE) for path in root.rglob(name)
-                           if VERSION.search(path.parent.name) and not inside_cell(path) and not _hidden(path, root)})
+                           if VERSION.search(path.parent.name) and not inside_cell(path) and not _hidden(path, root)},
+                          key=lambda path: (path.parent, int(VERSION.search(path.name).group(1))))
+    same_run: dict[str, Run] = {}
     for version in csv_versions:
-        runs.append(_plain_run(version, root, *_read_csv_version(version)))
+        run = _plain_run(version, root, *_read_csv_version(version))
+        earlier = same_run.get(run.run_id) if run.run_id else None
+        if earlier is None:
+            runs.append(run)
+            if run.run_id:
+                same_run[run.run_id] = run
+        else:
+            earlier.continue_with(run)
     if not csv_versions:
         for log in sorted(root.rglob("run-*.wandb")):
             if not inside_cell(log) and not _hidden(log, root):
@@ -138,10 +162,14 @@ def _plain_run(folder: Path, root: Path, metrics: dict[str, dict[int, float]], h
     status = layout.read_status(folder) or {}
     run = Run(id=str(folder.relative_to(root)), folder=folder, labels={}, state=str(status.get("state") or UNKNOWN),
               message=str(status.get("message") or ""), hparams=hparams, config=config, metrics=metrics,
-              workdir=Path.cwd())
+              workdir=Path.cwd(), run_id=str(status.get("run") or ""))
+    _label_plain_run(run)
+    return run
+
+
+def _label_plain_run(run: Run) -> None:
     run.labels = derived_labels(run)
     run.study = run.labels.get("task", "pretrain" if run.kind == "pretrain" else run.kind)
-    return run
 
 
 def derived_labels(run: Run) -> dict[str, str]:

@@ -10,11 +10,16 @@ logger's version folder, beside ``metrics.csv``:
 * ``failed`` on any exception, with its last line; SIGTERM and Ctrl-C say so, with the step
   the run stopped after (``--ckpt_path=last`` resumes from there).
 
+A resumed run (``--ckpt_path``) goes on under the same ``run`` id: the id travels in the
+checkpoints the run writes, so the report joins the CSV versions of one run (the first attempt,
+the resumed one, a ``test`` of its checkpoint) instead of counting each as a run of its own.
+
 Only the first process writes.
 """
 
 from __future__ import annotations
 
+import uuid
 from typing import Any
 
 import lightning as L
@@ -30,10 +35,22 @@ class RunStatus(Callback):
 
     def __init__(self) -> None:
         self._record: dict[str, Any] = {}
+        self._run: str | None = None
 
     def setup(self, trainer: L.Trainer, pl_module: L.LightningModule, stage: str) -> None:
-        self._record = {"state": RUNNING, "stage": stage, "started": now()}
+        self._run = self._run or uuid.uuid4().hex[:16]  # replaced by a checkpoint's when one is loaded
+        self._record = {"state": RUNNING, "stage": stage, "run": self._run, "started": now()}
         self._write(trainer)
+
+    def state_dict(self) -> dict[str, Any]:
+        return {"run": self._run}
+
+    def on_load_checkpoint(self, trainer: L.Trainer, pl_module: L.LightningModule, checkpoint: dict[str, Any]) -> None:
+        # Lightning restores callbacks after setup; checkpoints from before runs had an id keep the new one.
+        run = ((checkpoint.get("callbacks") or {}).get(self.state_key) or {}).get("run")
+        if run and run != self._run:
+            self._run = self._record["run"] = run
+            self._write(trainer)
 
     def teardown(self, trainer: L.Trainer, pl_module: L.LightningModule, stage: str) -> None:
         if self._record.get("state") == RUNNING:
