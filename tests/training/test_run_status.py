@@ -79,3 +79,18 @@ def test_a_resumed_run_and_a_test_of_its_checkpoint_go_on_under_the_first_runs_i
     # a fresh run gets an id of its own
     fit(tmp_path / "other", BoringModel(), steps=2)
     assert status(tmp_path / "other", 0)["run"] != first["run"]
+
+
+def test_a_status_that_cannot_be_written_costs_a_warning_not_the_run_or_its_error(tmp_path, monkeypatch, caplog):
+    import errno
+
+    import tiedemb.training.run_status as run_status
+
+    def disk_full(folder, content):
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(run_status, "write_status", disk_full)
+    assert fit(tmp_path / "ok", BoringModel()).global_step == 5
+    with pytest.raises(RuntimeError, match="at step 3"):  # the run's own error, not the status file's
+        fit(tmp_path / "broken", BreaksAtStep(3))
+    assert "could not write the run's status.json" in caplog.text and "No space left" in caplog.text

@@ -14,11 +14,14 @@ A resumed run (``--ckpt_path``) goes on under the same ``run`` id: the id travel
 checkpoints the run writes, so the report joins the CSV versions of one run (the first attempt,
 the resumed one, a ``test`` of its checkpoint) instead of counting each as a run of its own.
 
-Only the first process writes.
+Only the first process writes. A record that cannot be written (a full disk, a read-only folder)
+costs a warning, never the run: above all, it must not replace the exception a failed run is
+ending with.
 """
 
 from __future__ import annotations
 
+import logging
 import uuid
 from typing import Any
 
@@ -27,7 +30,9 @@ from lightning.pytorch.callbacks import Callback
 from lightning.pytorch.loggers import CSVLogger
 from lightning.pytorch.utilities.exceptions import SIGTERMException
 
-from tiedemb.training.status_file import FAILED, FINISHED, RUNNING, now, write_status
+from tiedemb.training.status_file import FAILED, FINISHED, RUNNING, STATUS_FILE, now, write_status
+
+log = logging.getLogger("tiedemb")
 
 
 class RunStatus(Callback):
@@ -78,4 +83,7 @@ class RunStatus(Callback):
             if isinstance(logger, CSVLogger):
                 # Lightning has made the logger's version folder before any setup hook runs (a folder
                 # that already held this file would make the logger warn that it is not empty).
-                write_status(logger.log_dir, self._record)
+                try:
+                    write_status(logger.log_dir, self._record)
+                except OSError as error:
+                    log.warning("could not write the run's %s in %s (%s)", STATUS_FILE, logger.log_dir, error)
