@@ -21,6 +21,7 @@ import torch
 
 from reliability_helpers import FirstStep, SimulatedCrash, stand_in_scontrol
 from tiedemb.cli import main
+from tiedemb.experiments.runs import find_runs
 
 ROOT = Path(__file__).resolve().parents[1]
 CONFIGS = ROOT / "configs"
@@ -144,8 +145,10 @@ def test_killed_run_resumes_exactly_from_another_run_folder(tmp_path, straight, 
     killed_status = json.loads((tmp_path / "lightning_logs" / "version_0" / "status.json").read_text())
     if signal_name == "SIGTERM":
         assert (killed_status["state"], killed_status["message"]) == ("failed", "stopped by SIGTERM after step 28")
-    else:
+    else:  # and a report, on this host, sees that its process is gone
         assert killed_status["state"] == "running"
+        (killed_run,) = find_runs(tmp_path / "lightning_logs")
+        assert killed_run.state == "lost" and "--ckpt_path=last resumes it" in killed_run.message
 
     resumed = run("--ckpt_path=last")
     assert resumed.returncode == 0, resumed.stderr[-3000:]

@@ -127,6 +127,32 @@ def test_the_versions_of_a_resumed_plain_run_are_one_run(tmp_path):
     assert "| tied | 64 | 2 | 15.250 ± 0.354 |" in text  # two runs, not three
 
 
+def test_a_run_whose_process_ended_without_a_word_is_lost_not_running(tmp_path):
+    import socket
+
+    from tiedemb.experiments.runs import find_runs
+    from tiedemb.training.status_file import write_status
+
+    ended = subprocess.Popen([sys.executable, "-c", "pass"])
+    ended.wait()
+    here = socket.gethostname()
+    records = {"version_0": {"state": "running", "host": here, "pid": ended.pid},  # SIGKILLed, say
+               "version_1": {"state": "running", "host": here, "pid": os.getpid()},  # still running
+               "version_2": {"state": "running", "host": "another-host", "pid": ended.pid}}  # can't tell
+    for version, record in records.items():
+        write_status(tmp_path / "csv" / version, {**record, "run": version})
+    make_cell(tmp_path / "sweep", "tied", {"variant": "tied"}, pretrain_metrics(15.0, 15.0, {9: 5.0}),
+              hparams={"head": "tied"}, state="running")
+    write_status(tmp_path / "sweep" / "tied" / "variant=tied", {"state": "running", "host": here, "pid": ended.pid})
+    runs = {run.id: run for run in find_runs(tmp_path)}
+    assert {name: run.state for name, run in runs.items()} == {
+        "sweep/tied/variant=tied": "lost", "csv/version_0": "lost", "csv/version_1": "running",
+        "csv/version_2": "running"}
+    assert runs["csv/version_0"].message == (f"process {ended.pid} ended without recording how (killed, out of "
+                                             "memory?); --ckpt_path=last resumes it")
+    assert runs["sweep/tied/variant=tied"].message.endswith("running the sweep again resumes it")
+
+
 @pytest.mark.end_to_end
 def test_report_on_an_empty_folder_says_so(tmp_path):
     with pytest.raises(UserError, match="holds no runs"):

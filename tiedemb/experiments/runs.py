@@ -19,6 +19,7 @@ import yaml
 
 from tiedemb.experiments import layout
 from tiedemb.experiments.wandb_offline import metric_series, read_wandb_run
+from tiedemb.training.status_file import LOST, lost_process
 
 VERSION = re.compile(r"version_(\d+)$")
 NOT_METRICS = {"step", "epoch"}
@@ -149,20 +150,28 @@ def read_cell(folder: Path, root: Path) -> Run:
                 metrics.setdefault(name, {}).update(values)
             hparams = _wandb_hparams(wandb_run.config) or hparams
             config = wandb_run.config.get("config") or config
-    state = (status.get("state") or layout.RUNNING) if status else "not started"
+    state, message = _state(status, "running the sweep again resumes it") if status else ("not started", "")
     workdir = cell.get("workdir")
     return Run(id=str(folder.relative_to(root)), folder=folder, labels=dict(cell.get("labels") or {}), state=state,
-               message=str(status.get("message") or ""), study=str(cell.get("study") or ""), hparams=hparams,
+               message=message, study=str(cell.get("study") or ""), hparams=hparams,
                config=config, metrics=metrics, workdir=Path(workdir) if workdir else None)
+
+
+def _state(status: dict[str, Any], resume: str) -> tuple[str, str]:
+    """A status record's state and message; ``running`` whose process has ended here is ``lost``."""
+    if lost_process(status):
+        return LOST, f"process {status['pid']} ended without recording how (killed, out of memory?); {resume}"
+    return str(status.get("state") or layout.RUNNING), str(status.get("message") or "")
 
 
 def _plain_run(folder: Path, root: Path, metrics: dict[str, dict[int, float]], hparams: dict[str, Any],
                config: dict[str, Any]) -> Run:
     # The run's own record (training/run_status.py); runs from before it was written have none.
-    status = layout.read_status(folder) or {}
-    run = Run(id=str(folder.relative_to(root)), folder=folder, labels={}, state=str(status.get("state") or UNKNOWN),
-              message=str(status.get("message") or ""), hparams=hparams, config=config, metrics=metrics,
-              workdir=Path.cwd(), run_id=str(status.get("run") or ""))
+    status = layout.read_status(folder)
+    state, message = _state(status, "--ckpt_path=last resumes it") if status else (UNKNOWN, "")
+    run = Run(id=str(folder.relative_to(root)), folder=folder, labels={}, state=state, message=message,
+              hparams=hparams, config=config, metrics=metrics, workdir=Path.cwd(),
+              run_id=str((status or {}).get("run") or ""))
     _label_plain_run(run)
     return run
 

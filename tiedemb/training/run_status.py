@@ -30,7 +30,7 @@ from lightning.pytorch.callbacks import Callback
 from lightning.pytorch.loggers import CSVLogger
 from lightning.pytorch.utilities.exceptions import SIGTERMException
 
-from tiedemb.training.status_file import FAILED, FINISHED, RUNNING, STATUS_FILE, now, write_status
+from tiedemb.training.status_file import FAILED, FINISHED, RUNNING, STATUS_FILE, now, process_fields, write_status
 
 log = logging.getLogger("tiedemb")
 
@@ -44,7 +44,7 @@ class RunStatus(Callback):
 
     def setup(self, trainer: L.Trainer, pl_module: L.LightningModule, stage: str) -> None:
         self._run = self._run or uuid.uuid4().hex[:16]  # replaced by a checkpoint's when one is loaded
-        self._record = {"state": RUNNING, "stage": stage, "run": self._run, "started": now()}
+        self._record = {"state": RUNNING, "stage": stage, "run": self._run, "started": now(), **process_fields()}
         self._write(trainer)
 
     def state_dict(self) -> dict[str, Any]:

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import datetime
 import json
+import os
+import socket
 from pathlib import Path
 from typing import Any
 
@@ -17,6 +19,7 @@ from tiedemb.training.files import atomic_write_text
 
 STATUS_FILE = "status.json"
 RUNNING, FINISHED, FAILED = "running", "finished", "failed"
+LOST = "lost"  # what a reader makes of "running" whose process has ended here: it never wrote its end
 
 
 def write_json(path: str | Path, content: dict[str, Any]) -> None:
@@ -43,3 +46,23 @@ def write_status(folder: str | Path, content: dict[str, Any]) -> None:
 def now() -> str:
     """The time a status records: UTC, to the second."""
     return datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
+
+
+def process_fields() -> dict[str, Any]:
+    """Where the record's writer runs, so that a reader on the same host can tell whether it still does."""
+    return {"host": socket.gethostname(), "pid": os.getpid()}
+
+
+def lost_process(status: dict[str, Any]) -> bool:
+    """Whether a ``running`` record's process, on this host, has ended without writing its end
+    (SIGKILL, the out-of-memory killer, a power cut). On another host nothing can be told."""
+    pid = status.get("pid")
+    if status.get("state") != RUNNING or status.get("host") != socket.gethostname() or not isinstance(pid, int) or pid <= 0:
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return True
+    except PermissionError:  # alive, someone else's
+        return False
+    return False
