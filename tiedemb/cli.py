@@ -34,6 +34,7 @@ from tiedemb.training.files import first_free
 from tiedemb.training.log_level import LEVELS, hide_lightning_advert, set_log_level, set_log_level_from_env
 from tiedemb.training.parameter_counts import ParameterCounts
 from tiedemb.training.precision import PrecisionIfNative, resolve_precision
+from tiedemb.training.progress_bar import use_step_bound_label
 from tiedemb.training.preemption import SaveOnPreemption
 from tiedemb.training.random_state import RandomState
 from tiedemb.training.run_checks import (
@@ -374,6 +375,8 @@ class TiedembCLI(LightningCLI):
             trainer.callbacks.append(LearningRateMonitor())
         if not any(isinstance(callback, ThroughputMonitor) for callback in trainer.callbacks):
             trainer.callbacks.append(ModelThroughput())
+        # "Epoch 0", not Lightning's "Epoch 0/-2", on the bar of a run bounded by max_steps.
+        use_step_bound_label(trainer)
         # Crash-safe checkpoint files, where the strategy uses Lightning's plain writer (single
         # device, DDP, FSDP full state); strategies with their own writer keep it.
         if type(trainer.strategy.checkpoint_io) is TorchCheckpointIO:
