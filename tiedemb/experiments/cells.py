@@ -15,11 +15,9 @@ from __future__ import annotations
 import contextlib
 import io
 import json
-import os
 import shlex
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -35,7 +33,7 @@ from tiedemb.experiments import layout
 from tiedemb.experiments.preemption import STOP_SIGNALS_RECEIVED as STOP, SweepStopped, requeue_slurm_task, slurm_record
 from tiedemb.experiments.sweep_file import Cell, Sweep, Upstream, replace_cells
 from tiedemb.training.exits import PREEMPTED_EXIT
-from tiedemb.training.status_file import now
+from tiedemb.training.status_file import now, process_fields
 
 #: How a cell runs a stage: the installed package's command line (``python -m tiedemb fit ...``), so
 #: sweeps run from any install, not only from a checkout with main.py beside the package.
@@ -349,8 +347,8 @@ def run_cell(sweep: Sweep, cell: Cell, out: Path, workdir: Path) -> bool:
     if "fit" not in completed:
         commands["fit"] = [*TIEDEMB_COMMAND, *cell_args(sweep, cell, folder, "fit", resume, upstream)]
     layout.write_json(folder / layout.CELL_FILE, _cell_record(sweep, cell, workdir, commands, checkpoint))
-    status: dict[str, Any] = {"state": layout.RUNNING, "attempt": attempt, "started": now(), "host": socket.gethostname(),
-                              "pid": os.getpid(), "resumed": resume is not None and "fit" not in completed,
+    status: dict[str, Any] = {"state": layout.RUNNING, "attempt": attempt, "started": now(), **process_fields(),
+                              "resumed": resume is not None and "fit" not in completed,
                               "stages": dict(completed), **slurm_record()}
     begin = time.monotonic()
     stages = [stage for stage in ["fit"] + (["test"] if cell.test else []) if stage not in completed]

@@ -43,12 +43,19 @@ def _remove_stale_partials(target: Path) -> None:
         pid_text = leftover.name[len(f".{target.name}.{host}.") : -len(PARTIAL_SUFFIX)]
         if not pid_text.isdigit() or int(pid_text) == os.getpid():
             continue
-        try:
-            os.kill(int(pid_text), 0)
-        except ProcessLookupError:
+        if process_ended(int(pid_text)):
             leftover.unlink(missing_ok=True)
-        except PermissionError:
-            pass  # alive, owned by someone else
+
+
+def process_ended(pid: int) -> bool:
+    """Whether no process ``pid`` runs on this host any more (one owned by someone else still runs)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return True
+    except PermissionError:  # alive, owned by someone else
+        return False
+    return False
 
 
 def _fsync_directory(directory: Path) -> None:

@@ -15,7 +15,7 @@ import socket
 from pathlib import Path
 from typing import Any
 
-from tiedemb.training.files import atomic_write_text
+from tiedemb.training.files import atomic_write_text, process_ended
 
 STATUS_FILE = "status.json"
 RUNNING, FINISHED, FAILED = "running", "finished", "failed"
@@ -59,10 +59,4 @@ def lost_process(status: dict[str, Any]) -> bool:
     pid = status.get("pid")
     if status.get("state") != RUNNING or status.get("host") != socket.gethostname() or not isinstance(pid, int) or pid <= 0:
         return False
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return True
-    except PermissionError:  # alive, someone else's
-        return False
-    return False
+    return process_ended(pid)
