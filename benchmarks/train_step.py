@@ -42,6 +42,10 @@ measures what a process with the stock allocator sees.
 ``--full-logits`` makes tiedemb compute its loss from the whole logits (what its sliced loss
 avoids), to measure the difference in time and peak memory.
 
+``--profile N`` profiles N more steps of each model after the timed ones (``torch.profiler``) and
+prints where each step's time goes: the share of matrix products, which bounds what any change
+outside them could save, and the operators that take the most time (``benchmarks/op_breakdown.py``).
+
 ``--json FILE`` also writes the table as JSON, with tokens/s (batch x sequence length over the
 median step time) and, where the device's dense 16-bit peak is known (H100, H200, A100 in bf16),
 MFU against that peak beside the utilisation against the measured matrix product
@@ -66,6 +70,7 @@ from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_flatten
 
 from allocator import CpuTime, add_option, keep_freed_memory
+from op_breakdown import op_breakdown
 from tiedemb import PretrainModule
 from tiedemb.data.collate import MaskingCollator
 from tiedemb.modules.flops import MatmulWeights, device_peak_flops
@@ -271,12 +276,16 @@ def main() -> None:
                         help="tiedemb computes its loss from the whole (rows, vocab) logits, as transformers does, "
                         "instead of its sliced loss: shows what the sliced loss saves")
     parser.add_argument("--no-memory", action="store_true", help="skip the peak-memory step")
+    parser.add_argument("--profile", type=int, default=0, metavar="N",
+                        help="after the timed steps, profile N steps of each model and print where the time goes")
     parser.add_argument("--clock", choices=("wall", "cpu"), default="wall",
                         help="cpu: this process's CPU time (user + system) instead of wall time; "
                         "less disturbed by other processes on a busy machine (CPU only)")
     add_option(parser)
     parser.add_argument("--json", metavar="FILE", help="also write the settings and one record per row here")
     args = parser.parse_args()
+    if args.profile < 0:
+        parser.error(f"--profile takes a number of steps, 0 or more; got {args.profile}")
 
     if args.keep_freed_memory:
         keep_freed_memory()
@@ -307,6 +316,7 @@ def main() -> None:
     # The spec-sheet peak, for MFU as training logs it (perf/mfu); None off the known GPUs.
     spec_peak = device_peak_flops(device, "bf16-mixed" if args.dtype == "bf16" else "32-true")
     records: list[dict] = []
+    breakdowns: dict[str, dict] = {}
     objectives = ("mlm", "clm") if args.objective == "both" else (args.objective,)
     for objective in objectives:
         batch = make_batch(objective, args.batch_size, args.seq_len, device)
@@ -327,6 +337,9 @@ def main() -> None:
                 times[contender.name].append(clock() - start)
                 cpu[contender.name].add(before, os.times())
         memory = {c.name: (None if args.no_memory else step_memory(c, batch, autocast(), device)) for c in pair}
+        if args.profile:
+            breakdowns[objective] = {c.name: op_breakdown(lambda c=c: c.step(batch, autocast()), args.profile, device)
+                                     for c in pair}
         ours, theirs = pair
         ratio = statistics.median(t / o for o, t in zip(times[ours.name], times[theirs.name]))
         for contender in pair:
@@ -343,9 +356,16 @@ def main() -> None:
                 "tokens_per_sec": args.batch_size * args.seq_len / median, "flops_per_step": contender.flops,
                 "flops_per_sec": rate, "util": rate / peak, "system_cpu_share": system_share,
                 "mfu": rate / spec_peak if spec_peak else None,
+                "matrix_product_share": breakdowns[objective][contender.name].matrix_product_share
+                if args.profile else None,
             })
         del pair
         gc.collect()
+    for objective, by_model in breakdowns.items():
+        print(f"\nwhere a {objective} step's time goes ({args.profile} profiled steps, each operator's own time):")
+        for name, breakdown in by_model.items():
+            print(name)
+            print("\n".join(breakdown.lines()))
     print(f"\nload average at the end: {os.getloadavg()[0]:.2f} (other processes compete for the same cores above "
           "about the thread count)")
     if args.json:
