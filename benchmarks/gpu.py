@@ -7,7 +7,9 @@ Steps, run one after another (each in its own process, its output kept in ``<out
 
 1. ``train_step``: ``benchmarks/train_step.py --size base --device cuda --dtype bf16 --batch-size 256``,
    BERT-base MLM and CLM steps of tiedemb against transformers (step time, tokens/s, MFU against the
-   GPU's dense bf16 spec peak, utilisation against a measured 8192^2 bf16 matrix product, peak memory).
+   GPU's dense bf16 spec peak, utilisation against a measured 8192^2 bf16 matrix product, peak memory),
+   then 3 profiled steps of each (``--profile 3``): the share of matrix products in the table's note,
+   the operators that take the most time in ``train_step.log``.
 2. ``fit tied_orth+base``: ``main.py fit --config configs/tied_orth.yaml --config configs/scale/base.yaml``
    (the tied study at BERT-base size: CLM, pre-norm, RoPE, batch 256 x 128, vocabulary 30522).
 3. ``fit width bert_base``: ``main.py fit --config configs/width/bert_base.yaml`` on the embedded
@@ -247,7 +249,7 @@ def run_train_step(out: Path, env: dict[str, str], dry: bool, limit: float) -> t
                  "--batch-size", "4", "--seq-len", "32", "--threads", "1"]
     else:
         sizes = ["--size", "base", "--device", "cuda", "--dtype", "bf16", "--batch-size", "256"]
-    command = [sys.executable, str(BENCHMARKS / "train_step.py"), *sizes, "--json", str(result)]
+    command = [sys.executable, str(BENCHMARKS / "train_step.py"), *sizes, "--profile", "3", "--json", str(result)]
     ran = run("train_step", command, out, env, limit)
     if ran.code != 0 or not result.is_file():
         return [Row("train_step", failed(ran.code), ran.seconds, ran.cpu_seconds, note=last_line(ran.log))], None
@@ -261,7 +263,8 @@ def run_train_step(out: Path, env: dict[str, str], dry: bool, limit: float) -> t
         rows.append(Row(
             f"train_step {record['objective']} {record['model']}", "ok", seconds, cpu, record["tokens_per_sec"],
             record["mfu"], record["util"], None if peak is None else peak / 2**20,
-            f"{record['step_ms']:.1f} ms/step, {record['speedup']:.2f}x",
+            f"{record['step_ms']:.1f} ms/step, {record['speedup']:.2f}x, "
+            f"matrix products {record['matrix_product_share']:.0%} of the step",
             extra=record,
         ))
     rows[0].note += (f"; {settings['device_name']}, {settings['dtype']}, batch {settings['batch_size']} x "

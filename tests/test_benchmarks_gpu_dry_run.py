@@ -45,6 +45,9 @@ def test_dry_run_prints_a_row_per_step_with_numbers(tmp_path: Path) -> None:
         # MFU needs a known GPU's spec peak, so it is absent on the CPU.
         assert is_number(row["tokens_per_sec"]) and is_number(row["util"]) and is_number(row["peak_mib"]), row
         assert row["mfu"] is None
+    for name in expected[:4]:  # the profiled steps: the share of matrix products, in the record and the note
+        share = rows[name]["extra"]["matrix_product_share"]
+        assert 0 < share < 1 and f"matrix products {share:.0%}" in rows[name]["note"], rows[name]
     assert is_number(rows["train_step mlm tiedemb"]["seconds"])
     for name in ("fit tied_orth+base", "fit width bert_base"):
         fit = rows[name]
