@@ -162,15 +162,21 @@ def test_bad_value_names_the_option_without_the_usage_block(capsys):
     assert len(lines) == 2
 
 
-def test_predict_on_pretraining_data_is_refused_before_the_run_starts(capsys, tmp_path, monkeypatch):
+@pytest.mark.parametrize(("subcommand", "message"), [
+    ("predict", "error: predict writes GLUE submission files, and PretrainData has no unlabelled split to predict; "
+                "for a pretraining model's loss on held-out text use validate"),
+    ("test", "error: test scores the GLUE dev sets, and PretrainData has no test split; for a pretraining model's "
+             "loss on held-out text use validate"),
+])
+def test_predict_or_test_on_pretraining_data_is_refused_before_the_run_starts(capsys, tmp_path, monkeypatch,
+                                                                              subcommand, message):
     monkeypatch.chdir(tmp_path)  # the default loggers write under ./runs
     monkeypatch.setenv("WANDB_MODE", "offline")
     with pytest.raises(SystemExit) as exited:
-        main(["predict", *(arg for arg in BASE[1:] if arg != "--trainer.logger=false")])
+        main([subcommand, *(arg for arg in BASE[1:] if arg != "--trainer.logger=false")])
     assert exited.value.code == 2
     err = capsys.readouterr().err
-    assert one_error_line(err) == ("error: predict writes GLUE submission files, and PretrainData has no unlabelled "
-                                   "split to predict; for a pretraining model's loss on held-out text use validate or test")
+    assert one_error_line(err) == message
     assert "note: no --ckpt_path" not in err  # refused before the run is prepared
     assert not list(tmp_path.iterdir())  # no W&B or CSV run was started for it
 

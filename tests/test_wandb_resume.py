@@ -18,12 +18,12 @@ ROOT = Path(__file__).resolve().parents[1]
 CONFIGS = ROOT / "configs"
 
 
-def fit(folder: Path, *extra: str) -> subprocess.CompletedProcess:
+def fit(folder: Path, *extra: str, subcommand: str = "fit") -> subprocess.CompletedProcess:
     # Each run starts its own W&B service, as a user's separate commands do: a service this test
     # process may have started (WANDB_SERVICE) would still hold the first run's id.
     env = {key: value for key, value in os.environ.items() if not key.startswith("WANDB_")}
     env.update(WANDB_MODE="offline", OMP_NUM_THREADS="1")
-    command = [sys.executable, str(ROOT / "main.py"), "fit", "--config", str(CONFIGS / "tied.yaml"),
+    command = [sys.executable, str(ROOT / "main.py"), subcommand, "--config", str(CONFIGS / "tied.yaml"),
                "--config", str(CONFIGS / "scale" / "tiny.yaml"), "--trainer.enable_progress_bar=false", *extra]
     return subprocess.run(command, cwd=folder, env=env, capture_output=True, text=True, timeout=600)
 
@@ -49,3 +49,9 @@ def test_a_resumed_run_continues_the_same_wandb_run(tmp_path):
     assert fresh.returncode == 0, fresh.stderr[-3000:]
     ids = run_ids(tmp_path)
     assert len(ids) == 3 and ids[2] != written_id
+
+    # Scoring the run's checkpoint (a W&B run and checkpoint folder of its own): Lightning's warning
+    # that the checkpoint callback's state "won't be reloaded" says nothing that matters here.
+    scored = fit(tmp_path, f"--ckpt_path={last}", subcommand="validate")
+    assert scored.returncode == 0, scored.stderr[-3000:]
+    assert "val/loss" in scored.stdout and "dirpath has changed" not in scored.stderr, scored.stderr[-3000:]

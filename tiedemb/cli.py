@@ -39,7 +39,7 @@ from tiedemb.training.preemption import SaveOnPreemption
 from tiedemb.training.random_state import RandomState
 from tiedemb.training.run_checks import (
     check_checkpoint_name,
-    check_predictable,
+    check_has_split,
     check_sequence_length,
     check_trainer_options,
     validation_beyond_the_epoch,
@@ -416,14 +416,18 @@ class TiedembCLI(LightningCLI):
         self._prepare_run()
 
     def before_test(self) -> None:
+        self._check_split("test")
         self._prepare_run()
 
     def before_predict(self) -> None:
-        check_predictable(self.datamodule)
+        self._check_split("predict")
         self._prepare_run()
 
     def before_initloss(self) -> None:
         check_sequence_length(self.model, self.datamodule)
+
+    def _check_split(self, subcommand: str) -> None:
+        check_has_split(subcommand, None if self.datamodule is None else type(self.datamodule))
 
     def _prepare_run(self, fitting: bool = False) -> None:
         check_sequence_length(self.model, self.datamodule)
@@ -458,6 +462,12 @@ class TiedembCLI(LightningCLI):
             if fitting and self.trainer.global_rank == 0:
                 continue_wandb_run(self.trainer.loggers, checkpoint.get(WANDB_ID_KEY))
             self._checkpoint = None  # Lightning reads it again; do not hold two copies
+        if not fitting and path is not None:
+            # validate, test and predict write no checkpoints, so the checkpoint callback's state
+            # (which files it kept, in the run's own folder) is of no use here; Lightning still
+            # warns that it "won't be reloaded" whenever the folder differs, which with a W&B
+            # logger (a folder per run) is every time.
+            warnings.filterwarnings("ignore", message="The dirpath has changed from")
         if fitting and found_last is not None and self.trainer.global_rank == 0:
             continue_wandb_run(self.trainer.loggers, wandb_run_id(found_last))
         if type(self.datamodule).state_dict is not L.LightningDataModule.state_dict:

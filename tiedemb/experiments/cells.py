@@ -117,6 +117,7 @@ def validate_cell(sweep: Sweep, cell: Cell, folder: Path) -> str:
     """
     resolved = resolved_config(sweep, cell, folder)
     _check_model_settings(sweep, cell, resolved)
+    _check_test_stage(sweep, cell, resolved)
     return resolved
 
 
@@ -170,6 +171,25 @@ def _check_model_settings(sweep: Sweep, cell: Cell, resolved: str) -> None:
         TransformerConfig(**fields)
     except (UserError, TypeError) as error:
         raise UserError(f"sweep {sweep.name!r}, cell {cell.id!r}: {error}") from None
+
+
+def _check_test_stage(sweep: Sweep, cell: Cell, resolved: str) -> None:
+    """A study with ``test:`` runs ``main.py test`` after fit: refuse it now when the cell's data
+    has nothing to test on, rather than after every cell's training."""
+    import importlib
+
+    from tiedemb.training.run_checks import check_has_split
+
+    if not cell.test:
+        return
+    class_path = str(((yaml.safe_load(resolved) or {}).get("data") or {}).get("class_path") or "")
+    module, _, name = class_path.rpartition(".")
+    data_class = getattr(importlib.import_module(module), name)  # the CLI has just resolved it
+    try:
+        check_has_split("test", data_class)
+    except UserError as error:
+        raise UserError(f"sweep {sweep.name!r}, cell {cell.id!r}: test: {cell.test} runs `main.py test` after fit, "
+                        f"but {error}; leave test out of the study") from None
 
 
 # --------------------------------------------------------------------------- --set

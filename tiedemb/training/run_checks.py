@@ -70,14 +70,20 @@ def check_checkpoint_name(path: Any, subcommand: str, trainer: L.Trainer) -> Non
         )
 
 
-def check_predictable(datamodule: L.LightningDataModule | None) -> None:
-    """Refuse ``predict`` on data without a prediction split (pretraining text): Lightning would
-    fail at the first batch, after the run and its W&B record had started."""
-    if datamodule is not None and type(datamodule).predict_dataloader is L.LightningDataModule.predict_dataloader:
-        raise UserError(
-            f"predict writes GLUE submission files, and {type(datamodule).__name__} has no unlabelled split "
-            f"to predict; for a pretraining model's loss on held-out text use validate or test"
-        )
+# What each evaluating subcommand needs from the data, and what it is for.
+_SPLITS = {
+    "test": ("test_dataloader", "test scores the GLUE dev sets, and {data} has no test split"),
+    "predict": ("predict_dataloader", "predict writes GLUE submission files, and {data} has no unlabelled split to predict"),
+}
+
+
+def check_has_split(subcommand: str, data_class: type[L.LightningDataModule] | None) -> None:
+    """Refuse ``test`` or ``predict`` on data without that split (pretraining text): Lightning
+    would fail at the start of the loop, after the run and its W&B record had started."""
+    method, purpose = _SPLITS[subcommand]
+    if data_class is not None and getattr(data_class, method) is getattr(L.LightningDataModule, method):
+        raise UserError(f"{purpose.format(data=data_class.__name__)}; for a pretraining model's loss on "
+                        f"held-out text use validate")
 
 
 def check_sequence_length(model: L.LightningModule, datamodule: L.LightningDataModule | None) -> None:
