@@ -13,6 +13,7 @@ looked up when the cell starts, in the output folder as it is then.
 from __future__ import annotations
 
 import contextlib
+import importlib
 import io
 import json
 import shlex
@@ -176,8 +177,6 @@ def _check_model_settings(sweep: Sweep, cell: Cell, resolved: str) -> None:
 def _check_test_stage(sweep: Sweep, cell: Cell, resolved: str) -> None:
     """A study with ``test:`` runs ``main.py test`` after fit: refuse it now when the cell's data
     has nothing to test on, rather than after every cell's training."""
-    import importlib
-
     from tiedemb.training.run_checks import check_has_split
 
     if not cell.test:
