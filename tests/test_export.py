@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import os
 import random
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -173,6 +174,15 @@ def test_fit_starts_from_an_exported_bert_for_masked_lm_folder(mlm_checkpoint, t
     for name, value in cli.model.model.state_dict().items():
         start = trained.model.state_dict()[name]
         assert (value - start).abs().max() < 2e-3, name
+    # Its checkpoint is evaluated from the checkpoint alone: the folder it started from is not read again.
+    checkpoint = next((tmp_path / "runs").rglob("last.ckpt"))
+    shutil.copytree(out, tmp_path / "tokenizer")
+    validate = ["validate", "--config", str(CONFIGS / "continue" / "bert.yaml"), f"--data.tokenizer={tmp_path / 'tokenizer'}",
+                f"--data.train_files=[{text}]", f"--data.cache_dir={tmp_path / 'cache'}", "--data.block_size=32",
+                "--data.batch_size=4", "--trainer.limit_val_batches=2", *QUIET, f"--ckpt_path={checkpoint}"]
+    before = cli_main(validate).trainer.callback_metrics["val/loss"].item()
+    shutil.rmtree(out)
+    assert cli_main(validate).trainer.callback_metrics["val/loss"].item() == before
 
 
 @pytest.mark.end_to_end

@@ -11,6 +11,7 @@ import os
 import re
 import sys
 import warnings
+from contextlib import nullcontext
 from pathlib import Path
 from typing import Any, Literal, NoReturn
 
@@ -55,6 +56,7 @@ from tiedemb.training.wandb_mode import (
     wandb_run_id,
 )
 from tiedemb.training.strategy import check_strategy_config
+from tiedemb.weights.restoring import weights_from_checkpoint
 
 DEFAULT_LOGGERS = [
     {"class_path": "lightning.pytorch.loggers.WandbLogger", "init_args": {"project": "tiedemb", "save_dir": "runs"}},
@@ -347,6 +349,14 @@ class TiedembCLI(LightningCLI):
         apply_log_model(config.get("trainer"))
 
 
+    def instantiate_classes(self) -> None:
+        # Evaluating a checkpoint builds the model its hyperparameters describe (architecture
+        # included) and then loads its weights, so the pretrained source they name is not read:
+        # a fine-tuned run is tested without its pretraining run's files or the hub.
+        from_checkpoint = getattr(self, "_model_from_checkpoint", False)
+        with weights_from_checkpoint() if from_checkpoint else nullcontext():
+            super().instantiate_classes()
+
     # -- reliability: trainer extras and the checkpoint a run starts from --------------------------
     def instantiate_trainer(self, **kwargs: Any) -> L.Trainer:
         trainer = super().instantiate_trainer(**kwargs)
@@ -406,6 +416,7 @@ class TiedembCLI(LightningCLI):
         class_path = hparams.pop("_class_path", None)
         model = {"class_path": class_path, "dict_kwargs": hparams} if class_path else hparams
         self.config = self.parser.parse_object({subcommand: {"model": model}}, self.config)
+        self._model_from_checkpoint = True
 
     def before_fit(self) -> None:
         if isinstance(self.datamodule, PretrainData):

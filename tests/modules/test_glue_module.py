@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import csv
 import json
+import shutil
 from pathlib import Path
 
 import lightning as L
@@ -15,6 +16,7 @@ from tiedemb.cli import main, untrained_weights
 from tiedemb.errors import UserError
 from tiedemb.modules.glue_metrics import epochs_to_converge
 from tiedemb.training.files import write_tsv
+from tiny_vocab import TINY_VOCAB
 
 ROOT = Path(__file__).resolve().parents[2]
 MRPC_CONFIG = ROOT / "configs" / "glue" / "mrpc.yaml"
@@ -172,8 +174,8 @@ PRETRAIN_TINY = dict(hidden_size=32, num_layers=2, num_heads=2, intermediate_siz
                      type_vocab_size=2, norm_position="post")
 
 
-def save_pretrain_checkpoint(path: Path, **overrides) -> PretrainModule:
-    module = PretrainModule(vocab_size=120, **{**PRETRAIN_TINY, **overrides})
+def save_pretrain_checkpoint(path: Path, vocab_size: int = 120, **overrides) -> PretrainModule:
+    module = PretrainModule(vocab_size=vocab_size, **{**PRETRAIN_TINY, **overrides})
     torch.save({"state_dict": module.state_dict(), "hyper_parameters": dict(module.hparams),
                 "pytorch-lightning_version": L.__version__}, path)
     return module
@@ -228,6 +230,35 @@ def test_reload_needs_no_pretrained_source(tmp_path):
     reloaded = GlueModule.load_from_checkpoint(path)
     assert reloaded.hparams.pretrained == str(tmp_path / "pre.ckpt")  # provenance kept
     torch.testing.assert_close(reloaded.model.embedding.token.weight, module.model.embedding.token.weight)
+
+
+@pytest.mark.end_to_end
+def test_a_fine_tuned_checkpoint_is_tested_and_predicts_without_its_pretrained_source(tmp_path, tiny_tokenizer_dir):
+    vocab_size = len(TINY_VOCAB)
+    source = tmp_path / "pretraining" / "last.ckpt"
+    source.parent.mkdir()
+    save_pretrain_checkpoint(source, vocab_size=vocab_size)
+    files = {"train": str(write_mnli_jsonl(tmp_path / "train.jsonl")),
+             "validation_matched": str(write_mnli_jsonl(tmp_path / "dev_matched.jsonl", repeat=1)),
+             "test_matched": str(write_mnli_jsonl(tmp_path / "test_matched.jsonl", labelled=False, repeat=1))}
+    data = ["--config", str(MNLI_CONFIG), f"--data.data_files={json.dumps(files)}", f"--data.tokenizer={tiny_tokenizer_dir}",
+            "--data.batch_size=8", f"--model.pretrained={source}", *quiet(tmp_path / "run")]
+    main(["fit", *data, "--trainer.max_steps=3", "--trainer.val_check_interval=3"])
+    checkpoint = f"--ckpt_path={tmp_path / 'run' / 'checkpoints' / 'last.ckpt'}"
+    before = {name: value.item() for name, value in main(["test", *data, checkpoint]).trainer.callback_metrics.items()}
+    assert "test/accuracy_matched" in before
+
+    # The pretraining run is gone (or on another machine, or a hub name offline): the fine-tuned
+    # checkpoint records the architecture, and its own weights replace the source's anyway.
+    shutil.rmtree(source.parent)
+    after = main(["test", *data, checkpoint])
+    assert {name: value.item() for name, value in after.trainer.callback_metrics.items()} == before
+    assert after.model.hparams.pretrained == str(source)  # provenance kept
+    main(["predict", *data, checkpoint])
+    assert len(read_tsv(tmp_path / "run" / "MNLI-m.tsv")) == len(MNLI_EXAMPLES)
+    # Training still starts from the source, and says so when it is missing.
+    with pytest.raises(UserError, match="does not exist"):
+        GlueModule(task="mnli", vocab_size=vocab_size, pretrained=str(source))
 
 
 # --- settings and small pieces -----------------------------------------------------------------------

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from contextvars import ContextVar
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -24,11 +23,8 @@ from tiedemb.nn.config import ARCHITECTURE, TRAINING, TransformerConfig
 from tiedemb.options import Bounds, NonNegativeFloat, NonNegativeInt, PositiveFloat, Rate, UnitFraction, given, no_effect
 from tiedemb.training.files import write_tsv
 from tiedemb.weights.narrow import TABLES, fit_embedding
+from tiedemb.weights.restoring import reads_pretrained, weights_from_checkpoint
 from tiedemb.weights.source import PretrainedWeights, load_pretrained, resolve_architecture
-
-_RESTORING: ContextVar[bool] = ContextVar("tiedemb_glue_restoring", default=False)
-"""Set while ``load_from_checkpoint`` rebuilds a module: its weights come from the checkpoint, so
-the ``pretrained`` source is neither read again nor needed on the machine that reloads it."""
 
 WARMUP_RATIO = 0.1
 """BERT's fine-tuning warmup, a tenth of the steps; ``warmup_steps``, when given, replaces it."""
@@ -94,7 +90,7 @@ class GlueModule(L.LightningModule):
         if warmup_steps is not None and given(warmup_ratio, WARMUP_RATIO):
             raise no_effect("model.warmup_ratio", warmup_ratio, f"with model.warmup_steps={warmup_steps}, which "
                             "overrides it; give one of them")
-        source = load_pretrained(pretrained) if pretrained is not None and not _RESTORING.get() else None
+        source = load_pretrained(pretrained) if pretrained is not None and reads_pretrained() else None
         architecture = resolve_architecture({name: model[name] for name in TransformerConfig.field_names_of(ARCHITECTURE)},
                                             source)
         # Checkpoints carry concrete values, so a reload rebuilds the same shapes without the source.
@@ -119,11 +115,8 @@ class GlueModule(L.LightningModule):
     @classmethod
     def load_from_checkpoint(cls, checkpoint_path: Any, *args: Any, **kwargs: Any) -> GlueModule:  # type: ignore[override]
         """Rebuild from a checkpoint alone; the ``pretrained`` source it names is not read."""
-        token = _RESTORING.set(True)
-        try:
+        with weights_from_checkpoint():
             return super().load_from_checkpoint(checkpoint_path, *args, **kwargs)
-        finally:
-            _RESTORING.reset(token)
 
     def _resolve_num_labels(self, num_labels: int | None) -> int:
         expected = self.task_spec.num_labels if self.task_spec is not None else None

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import math
 import time
-from contextvars import ContextVar
 from typing import Any
 
 import lightning as L
@@ -32,11 +31,8 @@ from tiedemb.weights.language_model import (
     source_state,
     unexpectedly_missing,
 )
+from tiedemb.weights.restoring import reads_pretrained, weights_from_checkpoint
 from tiedemb.weights.source import PretrainedWeights
-
-_RESTORING: ContextVar[bool] = ContextVar("tiedemb_pretrain_restoring", default=False)
-"""Set while ``load_from_checkpoint`` rebuilds a module: its weights come from the checkpoint, so
-the ``pretrained`` source is neither read again nor needed on the machine that reloads it."""
 
 
 class TrainingDiverged(UserError):
@@ -102,7 +98,7 @@ class PretrainModule(L.LightningModule):
         L.LightningModule.__init__(self)
         save_settings(self)
         check_schedule(lr_decay, min_lr_ratio)
-        source = load_language_model(pretrained) if pretrained is not None and not _RESTORING.get() else None
+        source = load_language_model(pretrained) if pretrained is not None and reads_pretrained() else None
         resolved = resolve_settings(model, source)
         if source is not None:
             refuse_unread_with_source({**model, **resolved}, source)
@@ -127,11 +123,8 @@ class PretrainModule(L.LightningModule):
     @classmethod
     def load_from_checkpoint(cls, checkpoint_path: Any, *args: Any, **kwargs: Any) -> PretrainModule:  # type: ignore[override]
         """Rebuild from a checkpoint alone; the ``pretrained`` source it names is not read."""
-        token = _RESTORING.set(True)
-        try:
+        with weights_from_checkpoint():
             return super().load_from_checkpoint(checkpoint_path, *args, **kwargs)
-        finally:
-            _RESTORING.reset(token)
 
     @torch.no_grad()
     def _load_source(self, source: PretrainedWeights) -> None:
