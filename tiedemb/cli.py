@@ -29,7 +29,7 @@ from tiedemb.modules.throughput import ModelThroughput
 from tiedemb.nn.config import OBJECTIVES
 from tiedemb.options import given, shown
 from tiedemb.training.checkpoint_io import AtomicCheckpointIO
-from tiedemb.training.checkpoints import check_compatible, find_last_checkpoint, fresh_checkpoint_dir, read_checkpoint
+from tiedemb.training.checkpoints import check_compatible, check_model_kind, find_last_checkpoint, fresh_checkpoint_dir, read_checkpoint
 from tiedemb.training.exits import DEBUG_ENV, PREEMPTED_EXIT, USER_ERROR_EXIT, report_user_errors
 from tiedemb.training.files import first_free
 from tiedemb.training.log_level import LEVELS, hide_lightning_advert, set_log_level, set_log_level_from_env
@@ -414,6 +414,11 @@ class TiedembCLI(LightningCLI):
         if subcommand == "fit" or not hparams:
             return
         class_path = hparams.pop("_class_path", None)
+        configured = (settings.get("model") or {}).get("class_path")
+        if class_path and configured:
+            # Lightning would build the checkpoint's class whatever the config names, and then a
+            # pretraining model meets GLUE data (or the reverse) with a puzzling message.
+            check_model_kind(path, class_path, configured)
         model = {"class_path": class_path, "dict_kwargs": hparams} if class_path else hparams
         self.config = self.parser.parse_object({subcommand: {"model": model}}, self.config)
         self._model_from_checkpoint = True

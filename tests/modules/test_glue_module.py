@@ -129,6 +129,39 @@ def test_checkpoint_reloads_on_its_own(mrpc_run):
     assert model.history and model.history == cli.model.history[: len(model.history)]
 
 
+@pytest.mark.end_to_end
+@pytest.mark.parametrize("subcommand", ["test", "predict", "fit"])
+def test_a_pretraining_checkpoint_as_ckpt_path_is_refused_pointing_to_model_pretrained(mrpc_run, tmp_path, capsys,
+                                                                                    subcommand):
+    _, _, data = mrpc_run
+    module = PretrainModule(vocab_size=30522, **PRETRAIN_TINY)
+    path = tmp_path / "pretraining.ckpt"
+    torch.save({"state_dict": module.state_dict(), "pytorch-lightning_version": L.__version__,
+                "hyper_parameters": {**module.hparams, "_class_path": "tiedemb.PretrainModule"}}, path)
+    with pytest.raises(SystemExit) as exited:
+        main([subcommand, *data, f"--ckpt_path={path}"])
+    assert exited.value.code == 2
+    errors = [line for line in capsys.readouterr().err.splitlines() if line.startswith("error:")]
+    assert errors == [f"error: checkpoint {str(path)!r} holds a PretrainModule, but the config's model is a GlueModule; "
+                      f"a pretraining checkpoint is where fine-tuning starts (fit --model.pretrained={path}); "
+                      "--ckpt_path takes a fine-tuning run's checkpoint"]
+
+
+@pytest.mark.end_to_end
+def test_a_fine_tuned_checkpoint_with_a_pretraining_config_is_refused_pointing_to_the_glue_config(mrpc_run, tmp_path,
+                                                                                               capsys):
+    _, root, _ = mrpc_run
+    checkpoint = root / "checkpoints" / "last.ckpt"
+    with pytest.raises(SystemExit) as exited:
+        main(["validate", "--config", str(ROOT / "configs" / "tied_orth.yaml"), "--config",
+              str(ROOT / "configs" / "scale" / "tiny.yaml"), *quiet(tmp_path), f"--ckpt_path={checkpoint}"])
+    assert exited.value.code == 2
+    errors = [line for line in capsys.readouterr().err.splitlines() if line.startswith("error:")]
+    assert errors == [f"error: checkpoint {str(checkpoint)!r} holds a GlueModule, but the config's model is a "
+                      "PretrainModule; a fine-tuned checkpoint is evaluated with its GLUE config "
+                      "(configs/glue/<task>.yaml)"]
+
+
 # --- MNLI from JSON lines with the hub's column names ----------------------------------------------
 
 MNLI_EXAMPLES = [

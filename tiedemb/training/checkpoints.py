@@ -203,6 +203,26 @@ def _describe(differences: Mapping[str, tuple[Any, Any]], prefix: str, limit: in
     return "; ".join(shown) + (f"; and {more} more" if more > 0 else "")
 
 
+def check_model_kind(path: str | os.PathLike, saved_class: str, wanted_class: str) -> None:
+    """Raise a ``UserError`` if a checkpoint of ``saved_class`` is given where ``wanted_class`` runs.
+
+    Pretraining and fine-tuning checkpoints are the common mix-up: a pretraining run is where
+    fine-tuning starts (``model.pretrained``), not a checkpoint GLUE data can test or resume.
+    """
+    saved, wanted = saved_class.rsplit(".", 1)[-1], wanted_class.rsplit(".", 1)[-1]
+    if saved == wanted:
+        return
+    hints = {
+        ("PretrainModule", "GlueModule"): (
+            f"a pretraining checkpoint is where fine-tuning starts (fit --model.pretrained={path}); --ckpt_path "
+            "takes a fine-tuning run's checkpoint"),
+        ("GlueModule", "PretrainModule"): (
+            "a fine-tuned checkpoint is evaluated with its GLUE config (configs/glue/<task>.yaml)"),
+    }
+    hint = hints.get((saved, wanted), "pass a checkpoint of this kind of model")
+    raise UserError(f"checkpoint {str(path)!r} holds a {saved}, but the config's model is a {wanted}; {hint}")
+
+
 def check_compatible(checkpoint: Mapping[str, Any], path: str | os.PathLike, model: L.LightningModule) -> None:
     """Raise a ``UserError`` if ``checkpoint`` was written by another kind or size of model.
 
@@ -212,10 +232,9 @@ def check_compatible(checkpoint: Mapping[str, Any], path: str | os.PathLike, mod
     """
     saved = checkpoint.get("hyper_parameters") or {}
     current = dict(model.hparams)
-    saved_class, current_class = saved.get("_class_path"), f"{type(model).__module__}.{type(model).__qualname__}"
-    if saved_class and saved_class.rsplit(".", 1)[-1] != type(model).__qualname__:
-        raise UserError(f"checkpoint {str(path)!r} holds a {saved_class.rsplit('.', 1)[-1]}, not a "
-                        f"{type(model).__qualname__} ({current_class}); pass a checkpoint of this kind of model")
+    saved_class = saved.get("_class_path")
+    if saved_class:
+        check_model_kind(path, saved_class, f"{type(model).__module__}.{type(model).__qualname__}")
     differences = _differences(saved, current, EXCLUDED_FROM_IDENTITY | TRAINING_SETTINGS,
                                _signature_defaults(type(model))) if saved else {}
     vocab = differences.get("vocab_size")
