@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import math
 import re
 
@@ -17,6 +18,7 @@ from tiedemb.experiments.analysis import (
     main,
     parse_pairs,
     synonym_ids,
+    token_counts,
 )
 
 
@@ -149,3 +151,21 @@ def test_effective_rank_as_the_encoder_sees_the_table():
     normed = encoder_input(table, projection, torch.ones(32), torch.zeros(32))
     assert torch.allclose(normed.mean(dim=-1), torch.zeros(50, dtype=torch.float64), atol=1e-9)
     assert torch.allclose(normed.pow(2).mean(dim=-1), torch.ones(50, dtype=torch.float64), atol=1e-6)
+
+
+def test_token_counts_of_lines_longer_than_the_model_take_them_whole_and_quietly(tmp_path, caplog, tiny_tokenizer_dir):
+    from transformers import AutoTokenizer
+    from transformers.utils import logging as transformers_logging
+
+    tokenizer = AutoTokenizer.from_pretrained(str(tiny_tokenizer_dir))
+    tokenizer.model_max_length = 512
+    word = next(word for word in tokenizer.get_vocab() if word.isalpha() and len(word) > 2)
+    (tmp_path / "text.txt").write_text(f"{' '.join([word] * 600)}\n{word}\n", encoding="utf-8")
+    transformers_logging.enable_propagation()  # transformers' warnings reach caplog
+    try:
+        with caplog.at_level(logging.WARNING):
+            counts = token_counts(tokenizer, [str(tmp_path / "text.txt")], len(tokenizer))
+    finally:
+        transformers_logging.disable_propagation()
+    assert counts[tokenizer.convert_tokens_to_ids(word)] == 601 and counts.sum() == 601
+    assert not [record for record in caplog.records if "indexing errors" in record.getMessage()]

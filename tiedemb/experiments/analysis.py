@@ -229,7 +229,9 @@ def token_counts(tokenizer: Any, files: Sequence[str], vocab_size: int, max_char
                     break
         read_any = True
         for start in range(0, len(lines), 1000):
-            for ids in tokenizer(lines[start:start + 1000], add_special_tokens=False)["input_ids"]:
+            # Whole lines, longer than the model's positions: only counted, never run through a
+            # model, so transformers' "will result in indexing errors" warning does not apply.
+            for ids in tokenizer(lines[start:start + 1000], add_special_tokens=False, verbose=False)["input_ids"]:
                 counts += torch.bincount(torch.tensor(ids, dtype=torch.long), minlength=vocab_size)[:vocab_size]
     return counts if read_any else None
 
