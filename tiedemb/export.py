@@ -82,18 +82,17 @@ def find_tokenizer(checkpoint: Mapping[str, Any], vocab_size: int, objective: st
     read it, relative to the working directory; one that pretraining trained is looked up in the
     run's tokenizer cache (``data.cache_dir``).
     """
+    from tiedemb.data.text import tokenizer_of_run
+
     data = dict(checkpoint.get("datamodule_hyper_parameters") or {})
     if data.get("tokenizer"):
         return load_run_tokenizer(str(data["tokenizer"]), vocab_size, "the run's tokenizer")
     if data.get("dataset") or data.get("train_files"):
-        from tiedemb.data.text import trained_tokenizer_dirs
         from tiedemb.data.tokenizers import load_tokenizer
 
-        # One folder per requested size; the data records the size the tokenizer came out at.
-        for folder in trained_tokenizer_dirs(**{**data, "objective": data.get("objective") or objective}):
-            tokenizer = load_tokenizer(folder)
-            if len(tokenizer) == vocab_size:
-                return tokenizer
+        folder = tokenizer_of_run(data, vocab_size, objective)
+        if folder is not None:
+            return load_tokenizer(folder)
         cache = Path(str(data.get("cache_dir") or "data/cache")) / "tokenizers"
         raise UserError(f"the tokenizer the run trained is not in {str(cache)!r} (run from the folder the run was "
                         "started in, with its text files unchanged); pass --tokenizer PATH_OR_NAME, or --no_tokenizer")

@@ -10,6 +10,7 @@ from pathlib import Path
 import lightning as L
 import pytest
 import torch
+from transformers import AutoTokenizer
 
 from tiedemb import GlueModule, PretrainModule
 from tiedemb.cli import main, untrained_weights
@@ -251,6 +252,38 @@ def test_a_factorised_checkpoint_narrows_further_but_never_widens(tmp_path):
     torch.testing.assert_close(same.model.embedding.projection.weight, source.model.embedding.projection.weight)
     with pytest.raises(UserError, match=r"embedding_dim=24 is wider .*\(d_e 16\)"):
         GlueModule(task="mrpc", vocab_size=120, embedding_dim=24, pretrained=str(tmp_path / "pre.ckpt"))
+
+
+def test_a_tokenizer_of_another_size_is_refused_naming_the_one_the_checkpoint_was_pretrained_with(tmp_path):
+    module = PretrainModule(vocab_size=120, **PRETRAIN_TINY)
+    torch.save({"state_dict": module.state_dict(), "hyper_parameters": dict(module.hparams),
+                "datamodule_hyper_parameters": {"tokenizer": "tokenizers/mine", "train_files": ["text.txt"]},
+                "pytorch-lightning_version": L.__version__}, tmp_path / "pre.ckpt")
+    with pytest.raises(UserError) as info:
+        GlueModule(task="mrpc", vocab_size=30522, pretrained=str(tmp_path / "pre.ckpt"))
+    assert str(info.value) == (f"the data's tokenizer has 30522 tokens, but the pretrained checkpoint "
+                               f"'{tmp_path / 'pre.ckpt'}' has a vocabulary of 120; it was pretrained with the "
+                               "tokenizer 'tokenizers/mine': pass --data.tokenizer=tokenizers/mine")
+
+
+@pytest.mark.end_to_end
+def test_a_tokenizer_the_pretraining_run_trained_is_named_and_fine_tunes(tmp_path):
+    """The trained tokenizer's folder is named by a hash of the text: the message is how a user finds it."""
+    text = tmp_path / "text.txt"
+    words = "the a cat dog man woman sat ran saw big small red on under near house park and with".split()
+    text.write_text("\n".join(" ".join(words[(row * 7 + step) % len(words)] for step in range(12)) for row in range(300)))
+    main(["fit", "--config", str(ROOT / "configs" / "tied_orth.yaml"), "--config", str(ROOT / "configs" / "scale" / "tiny.yaml"),
+          "--model.objective=mlm", "--model.type_vocab_size=2", f"--data.train_files=[{text}]", "--data.vocab_size=100",
+          f"--data.cache_dir={tmp_path / 'cache'}", "--trainer.max_steps=2", "--trainer.val_check_interval=2",
+          "--trainer.limit_val_batches=1", *quiet(tmp_path / "pretraining")])
+    checkpoint = tmp_path / "pretraining" / "checkpoints" / "last.ckpt"
+    with pytest.raises(UserError) as info:
+        GlueModule(task="mrpc", vocab_size=30522, pretrained=str(checkpoint))
+    folder = str(info.value).rsplit("--data.tokenizer=", 1)[-1]
+    assert Path(folder).parent == tmp_path / "cache" / "tokenizers" and (Path(folder) / "tokenizer.json").is_file()
+    vocab_size = len(AutoTokenizer.from_pretrained(folder))
+    assert vocab_size == torch.load(checkpoint, weights_only=True)["hyper_parameters"]["vocab_size"]
+    assert GlueModule(task="mrpc", vocab_size=vocab_size, pretrained=str(checkpoint)).hparams.vocab_size == vocab_size
 
 
 def test_reload_needs_no_pretrained_source(tmp_path):

@@ -22,10 +22,11 @@ import json
 import logging
 import os
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
+from typing import Any
 
 import datasets
 import numpy as np
@@ -48,7 +49,7 @@ from tiedemb.options import given, no_effect, warn_no_effect
 from tiedemb.training.files import atomic_directory, disk_full_is_reported
 from tiedemb.training.hub import hub_access
 
-__all__ = ["PreparedText", "prepare_text", "train_tokenizer", "trained_tokenizer_dirs"]
+__all__ = ["PreparedText", "prepare_text", "tokenizer_of_run", "train_tokenizer", "trained_tokenizer_dirs"]
 
 log = logging.getLogger("tiedemb.data")
 
@@ -272,6 +273,25 @@ def trained_tokenizer_dirs(*, objective: str, dataset: str | None = None, datase
     source = _source_identity(dataset, dataset_config, text_column, train_paths, val_paths, val_fraction, seed, encoding_errors)
     pattern = _trained_tokenizer_dir(cache_dir, TOKENIZER_KIND[objective], "*", source)
     return sorted(path for path in pattern.parent.glob(pattern.name) if (path / "tokenizer.json").is_file())
+
+
+def tokenizer_of_run(data: Mapping[str, Any], vocab_size: int, objective: str) -> str | None:
+    """Where the tokenizer of a pretraining run is, from the data settings its checkpoint recorded.
+
+    The tokenizer the run named (``data.tokenizer``, as it was written, relative to the folder the
+    run started in), or the folder of the one it trained whose vocabulary has ``vocab_size`` tokens
+    (the run's ``data.cache_dir``); ``None`` for the embedded corpus, or when the trained one is not
+    found (another working directory, text files changed since).
+    """
+    if data.get("tokenizer"):
+        return str(data["tokenizer"])
+    if not (data.get("dataset") or data.get("train_files")):
+        return None
+    # One folder per requested size; the data records the size the tokenizer came out at.
+    for folder in trained_tokenizer_dirs(**{**data, "objective": data.get("objective") or objective}):
+        if len(load_tokenizer(folder)) == vocab_size:
+            return str(folder)
+    return None
 
 
 # --------------------------------------------------------------------------- entry point

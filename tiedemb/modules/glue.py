@@ -30,6 +30,24 @@ WARMUP_RATIO = 0.1
 """BERT's fine-tuning warmup, a tenth of the steps; ``warmup_steps``, when given, replaces it."""
 
 
+def _check_vocabulary(vocab_size: int | None, source: PretrainedWeights) -> None:
+    """Refuse data whose tokenizer is not the one a pretraining checkpoint was trained with, naming it.
+
+    A tokenizer the pretraining run trained lives in a folder named by a hash of its text, which
+    nobody could guess; the checkpoint's data settings lead to it.
+    """
+    have = source.fields.get("vocab_size")
+    if vocab_size is None or have is None or vocab_size == have or source.kind != "checkpoint":
+        return  # agreeing, or left to resolve_architecture's message
+    from tiedemb.data.text import tokenizer_of_run  # datasets and pyarrow, needed only here
+
+    used = tokenizer_of_run(source.data, have, str(source.data.get("objective") or "mlm"))
+    if used is not None:
+        raise UserError(f"the data's tokenizer has {vocab_size} tokens, but the pretrained checkpoint "
+                        f"{source.origin!r} has a vocabulary of {have}; it was pretrained with the tokenizer "
+                        f"{used!r}: pass --data.tokenizer={used}")
+
+
 class GlueModule(L.LightningModule):
     """Embedding -> Encoder -> [CLS] (-> pooler) -> dropout -> classifier, fine-tuned on one task.
 
@@ -91,6 +109,8 @@ class GlueModule(L.LightningModule):
             raise no_effect("model.warmup_ratio", warmup_ratio, f"with model.warmup_steps={warmup_steps}, which "
                             "overrides it; give one of them")
         source = load_pretrained(pretrained) if pretrained is not None and reads_pretrained() else None
+        if source is not None:
+            _check_vocabulary(model["vocab_size"], source)
         architecture = resolve_architecture({name: model[name] for name in TransformerConfig.field_names_of(ARCHITECTURE)},
                                             source)
         # Checkpoints carry concrete values, so a reload rebuilds the same shapes without the source.

@@ -34,6 +34,7 @@ class PretrainedWeights:
     kind: str  # "checkpoint" or "BERT model", for messages
     fields: dict[str, Any]  # TransformerConfig field values, embedding_dim included
     state: dict[str, Tensor] = field(repr=False)  # embedding.*, encoder.* and maybe pooler.*
+    data: dict[str, Any] = field(default_factory=dict)  # a checkpoint's data settings (its tokenizer ...)
 
 
 def load_pretrained(source: str, with_head: bool = False) -> PretrainedWeights:
@@ -83,7 +84,7 @@ def _load_checkpoint(path: Path, origin: str) -> PretrainedWeights:
     }
     if not any(key.startswith("encoder.") for key in state):
         raise UserError(f"pretrained {origin!r} holds no encoder weights (expected keys model.encoder.*)")
-    return PretrainedWeights(origin, "checkpoint", fields, state)
+    return PretrainedWeights(origin, "checkpoint", fields, state, dict(checkpoint.get("datamodule_hyper_parameters") or {}))
 
 
 def config_from_hparams(hparams: Mapping[str, Any], described: str) -> TransformerConfig:
