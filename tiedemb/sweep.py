@@ -36,7 +36,7 @@ from tiedemb.training.exits import PREEMPTED_EXIT, CommandParser, report_user_er
 
 def parser() -> CommandParser:
     parser = CommandParser(prog="tiedemb sweep", description=__doc__.split("\n\n")[0])
-    parser.add_argument("sweep_file", type=Path)
+    parser.add_argument("sweep_file", type=Path, help="the sweep file: its studies, grids and overrides (configs/sweeps/*.yaml)")
     parser.add_argument("--out", type=Path, required=True, help="folder for the cells (created if absent)")
     parser.add_argument("--emit", choices=("slurm", "wandb"), help="write cluster files instead of running")
     parser.add_argument("--cell", type=number(NonNegativeInt), help="run only the cell with this index")

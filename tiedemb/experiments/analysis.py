@@ -317,7 +317,7 @@ def _cell_workdir(folder: Path) -> Path | None:
 
 def parser() -> CommandParser:
     parser = CommandParser(prog="tiedemb analyse", description=__doc__.split("\n\n")[0])
-    parser.add_argument("checkpoint", type=Path)
+    parser.add_argument("checkpoint", type=Path, help="a PretrainModule or GlueModule .ckpt file (its token table is analysed)")
     parser.add_argument("--tokenizer", help="tokenizer folder or cached hub name; default: the one the run's config names")
     parser.add_argument("--pairs", help="near-synonym pairs, e.g. good:great,big:large (default: a built-in list of 20)")
     parser.add_argument("--frequency-text", nargs="+", metavar="FILE",
