@@ -1,0 +1,159 @@
+"""The command line's parser: a mistake reported in two lines, and ``--print_shtab``.
+
+jsonargparse reports a bad value as a failed match against every type and class it could have
+been, followed by the whole usage block. ``ArgumentParser.error`` cuts that down to the option and
+what is wrong with it in YAML's words (``--model.hidden_size: expected int or null, got abc``),
+suggests the nearest valid key for a typo, and points to ``--help``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import re
+import sys
+from typing import Any, NoReturn
+
+from lightning.pytorch.cli import LightningArgumentParser
+
+from tiedemb.errors import UserError
+from tiedemb.training.exits import DEBUG_ENV, USER_ERROR_EXIT
+
+
+NO_CLASS = re.compile(r"required: .*\b(model|data)\b|'lightning\.(LightningModule|LightningDataModule)'")
+"""A parse error caused by a command line that names no model or data class."""
+
+
+class PrintShtab(argparse.Action):
+    """``--print_shtab=SHELL``: print the whole program's completion script (every subcommand) and exit.
+
+    jsonargparse writes the script (completing option names, choices and class paths) with the
+    ``shtab`` package; since jsonargparse 4.47 it offers that only as an opt-in ``--print_completion``
+    on the top-level parser, so tiedemb keeps the familiar option, on every subcommand too.
+    """
+
+    def __init__(self, option_strings: list[str], dest: str = argparse.SUPPRESS, **kwargs: Any) -> None:
+        super().__init__(option_strings, dest=dest, default=argparse.SUPPRESS, metavar="SHELL",
+                         help="Print a completion script for SHELL (bash, zsh, tcsh, ...) and exit.", **kwargs)
+
+    def __call__(self, parser: Any, namespace: Any, shell: Any, option_string: str | None = None) -> None:
+        try:
+            import shtab
+        except ImportError:
+            raise UserError("--print_shtab needs the shtab package: pip install shtab") from None
+        if shell not in shtab.SUPPORTED_SHELLS:
+            raise UserError(f"--print_shtab={shell!r} is not a known shell; valid: {', '.join(shtab.SUPPORTED_SHELLS)}")
+        root = parser
+        while getattr(root, "parent_parser", None) is not None:
+            root = root.parent_parser
+        print(root.get_completion_script(f"shtab-{shell}"))
+        parser.exit(0)
+
+
+class ArgumentParser(LightningArgumentParser):
+    """Reports a command-line mistake in two lines instead of the whole usage block; ``--print_shtab``."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        # Taken before jsonargparse would add its own --print_shtab, which only says it is gone.
+        self.add_argument("--print_shtab", action=PrintShtab)
+
+    def error(self, message: str, ex: Exception | None = None) -> NoReturn:
+        if not self.exit_on_error or os.environ.get(DEBUG_ENV):
+            super().error(message, ex)  # raises (embedded use) or prints jsonargparse's full report
+        parser = getattr(ex, "subcommand_parser", None) or self
+        command = parser.prog.replace(" [options]", "")
+        hint = f"run `{command} --help` for the options"
+        if NO_CLASS.search(message):
+            hint = ("a config names the model and data classes (--config configs/tied.yaml); without one, name "
+                    "them: --model=tiedemb.PretrainModule --data=tiedemb.data.PretrainData")
+        nearest = nearest_valid_key(message, parser)
+        suggestion = f"; did you mean {nearest}?" if nearest else ""
+        sys.stderr.write(f"error: {condense_parse_error(message)}{suggestion}\nhint: {hint}\n")
+        self.exit(USER_ERROR_EXIT)
+
+
+def nearest_valid_key(message: str, parser: Any) -> str | None:
+    """For an unknown key (a typo in YAML or on the command line), the valid key nearest to it.
+
+    jsonargparse names the unknown key but suggests nothing: a class's unknown keyword is matched
+    against the class's own keywords, any other key against the options of ``parser`` (the
+    subcommand's), by ``difflib``'s similarity.
+    """
+    import difflib
+    import importlib
+    import inspect
+
+    by_class = re.search(r"class_path '([^']+)':\s*Option '([^']+)' is not accepted", message)
+    if by_class:
+        module_name, _, class_name = by_class.group(1).rpartition(".")
+        try:
+            parameters = inspect.signature(getattr(importlib.import_module(module_name), class_name).__init__).parameters
+        except (ImportError, AttributeError, ValueError):
+            return None
+        unknown = by_class.group(2)
+        valid = [name for name, parameter in parameters.items() if name != "self"
+                 and parameter.kind not in (inspect.Parameter.VAR_POSITIONAL, inspect.Parameter.VAR_KEYWORD)]
+    else:
+        found = (re.search(r"does not accept option '([^']+)'", message)
+                 or re.search(r"unrecognized arguments: --([\w.]+)", message))
+        if not found:
+            return None
+        unknown = found.group(1)
+        valid = [action.dest for action in getattr(parser, "_actions", [])
+                 if action.dest not in ("help", argparse.SUPPRESS) and not action.dest.endswith(".help")]
+    nearest = difflib.get_close_matches(unknown, valid, n=1)
+    return nearest[0] if nearest else None
+
+
+def condense_parse_error(message: str) -> str:
+    """jsonargparse's report on a bad value, cut down to the option and what is wrong with it.
+
+    A bad ``--model.hidden_size`` is reported as a failed match against every accepted model
+    type; the line that matters is the one under "Problem with given class_path".
+    """
+    lines = [line for line in message.splitlines() if line.strip()]
+    key_match = re.match(r'Parser key "([^"]+)":', lines[0].strip()) if lines else None
+    key = key_match.group(1) if key_match else None
+    problem = next((i for i, line in enumerate(lines) if "Problem with given class_path" in line), None)
+    if key is None:
+        return " ".join(line.strip() for line in lines)
+    if problem is None:
+        rest = [lines[0].strip()[key_match.end():].strip(), *(line.strip() for line in lines[1:])]
+        return f"--{key}: " + _what_is_wrong(message, [line for line in rest if line and not line.startswith("Given value")])
+    indent = len(lines[problem]) - len(lines[problem].lstrip())
+    option, detail = key, []
+    for line in lines[problem + 1:]:
+        if len(line) - len(line.lstrip()) <= indent:
+            break
+        nested = re.match(r'Parser key "([^"]+)":', line.strip())
+        if nested:
+            option = f"{option}.{nested.group(1)}"
+        else:
+            detail.append(line.strip())
+    if option == key:  # the class itself is the problem: name it
+        class_path = re.search(r"class_path '([^']+)'", lines[problem])
+        option += f" {class_path.group(1)!r}" if class_path else ""
+    return f"--{option}: " + _what_is_wrong("\n".join(detail), detail)
+
+
+def _what_is_wrong(report: str, lines: list[str]) -> str:
+    """One value's problem in YAML words: a union no type of which takes it, else the lines given."""
+    return _union_mismatch(report) or _plain_types(" ".join(lines))
+
+
+def _union_mismatch(message: str) -> str | None:
+    """``expected list[str] or null, got 5`` for jsonargparse's report on a value no type of a union takes."""
+    subtypes = re.search(r"Subtypes: \[(.*)\]", message)
+    given = re.search(r"Given value: (.*)", message)
+    if "Does not validate against any of the Union subtypes" not in message or not (subtypes and given):
+        return None
+    kinds = [_plain_types(kind.strip()) for kind in re.split(r",\s*(?![^\[]*\])", subtypes.group(1))]
+    return f"expected {' or '.join(kinds)}, got {given.group(1).strip()}"
+
+
+def _plain_types(text: str) -> str:
+    """``<class 'int'>`` as ``int`` and ``NoneType`` as ``null``, the words a YAML user knows."""
+    text = re.sub(r"(?:typing\.)?Annotated\[([^,\[\]]+), [^\]]*\]", r"\1", text)  # bounds: see tiedemb.options
+    text = re.sub(r"Expected a <class '(?:builtins\.)?([\w.]+)'>", r"Expected \1", text)
+    return re.sub(r"<class '(?:builtins\.)?([\w.]+)'>", r"\1", text).replace("NoneType", "null")
