@@ -291,6 +291,16 @@ def test_a_typo_in_a_config_file_gets_the_nearest_valid_key(capsys, tmp_path, ty
     assert len(errors) == 1 and errors[0].endswith(suggestion), err
 
 
+def test_an_option_of_another_class_is_named_without_a_far_fetched_suggestion(capsys):
+    # the pretraining scale overlay on a GLUE config: data.vocab_size is PretrainData's
+    with pytest.raises(SystemExit) as exited:
+        main(["fit", "--config", str(CONFIGS / "glue" / "mrpc.yaml"), "--config", str(CONFIGS / "scale" / "tiny.yaml")])
+    assert exited.value.code == 2
+    err = capsys.readouterr().err
+    errors = [line for line in err.splitlines() if line.startswith("error:")]
+    assert errors == ["error: --data 'tiedemb.data.GlueData': Option 'vocab_size' is not accepted"], err
+
+
 def test_a_typo_on_the_command_line_gets_the_nearest_valid_key(capsys):
     err = run_in_process(capsys, "--trainer.max_stepz=3")
     assert "error: unrecognized arguments: --trainer.max_stepz=3; did you mean trainer.max_steps?" in err

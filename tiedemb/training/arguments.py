@@ -73,12 +73,19 @@ class ArgumentParser(LightningArgumentParser):
         self.exit(USER_ERROR_EXIT)
 
 
+TYPO_SIMILARITY = 0.8
+"""``difflib`` similarity from which an unknown key is taken for a typo of a valid one
+(``hiden_size``/``hidden_size`` 0.95, ``max_step``/``max_steps`` 0.94; ``vocab_size``/``eval_batch_size`` 0.64)."""
+
+
 def nearest_valid_key(message: str, parser: Any) -> str | None:
     """For an unknown key (a typo in YAML or on the command line), the valid key nearest to it.
 
     jsonargparse names the unknown key but suggests nothing: a class's unknown keyword is matched
     against the class's own keywords, any other key against the options of ``parser`` (the
-    subcommand's), by ``difflib``'s similarity.
+    subcommand's), by ``difflib``'s similarity. Only a near miss is suggested (similarity 0.8 and
+    up: a letter or two wrong): an option of another class, such as the pretraining data's
+    ``vocab_size`` under GLUE data, is not a typo of whatever it resembles.
     """
     import difflib
     import importlib
@@ -102,7 +109,7 @@ def nearest_valid_key(message: str, parser: Any) -> str | None:
         unknown = found.group(1)
         valid = [action.dest for action in getattr(parser, "_actions", [])
                  if action.dest not in ("help", argparse.SUPPRESS) and not action.dest.endswith(".help")]
-    nearest = difflib.get_close_matches(unknown, valid, n=1)
+    nearest = difflib.get_close_matches(unknown, valid, n=1, cutoff=TYPO_SIMILARITY)
     return nearest[0] if nearest else None
 
 
