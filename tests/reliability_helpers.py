@@ -22,19 +22,21 @@ class SimulatedCrash(RuntimeError):
 
 class StopAt(Callback):
     """Ends the run just before training step ``step`` + 1: by an exception, by SIGKILL (no cleanup at
-    all), or by SIGTERM (what a cluster sends before it kills a job: Lightning finishes the step)."""
+    all), by SIGTERM (what a cluster sends before it kills a job: Lightning finishes the step), or by
+    SIGINT (Ctrl-C: tiedemb finishes the step too)."""
 
-    def __init__(self, step: int, sigkill: bool = False, sigterm: bool = False) -> None:
+    def __init__(self, step: int, sigkill: bool = False, sigterm: bool = False, sigint: bool = False) -> None:
         self.step = step
         self.sigkill = sigkill
         self.sigterm = sigterm
+        self.sigint = sigint
 
     def on_train_batch_start(self, trainer: L.Trainer, pl_module: L.LightningModule, batch, batch_idx: int) -> None:
         if trainer.global_step == self.step:
             if self.sigkill:
                 os.kill(os.getpid(), signal.SIGKILL)
-            if self.sigterm:
-                os.kill(os.getpid(), signal.SIGTERM)
+            if self.sigterm or self.sigint:
+                os.kill(os.getpid(), signal.SIGTERM if self.sigterm else signal.SIGINT)
                 return
             raise SimulatedCrash(f"stopped before step {self.step + 1}")
 

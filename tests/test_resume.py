@@ -52,9 +52,9 @@ def every_n_steps_checkpoint(n: int) -> str:
     })
 
 
-def stop_at(step: int, sigkill: bool = False, sigterm: bool = False) -> str:
-    return "--trainer.callbacks+=" + json.dumps(
-        {"class_path": "reliability_helpers.StopAt", "init_args": {"step": step, "sigkill": sigkill, "sigterm": sigterm}})
+def stop_at(step: int, sigkill: bool = False, sigterm: bool = False, sigint: bool = False) -> str:
+    return "--trainer.callbacks+=" + json.dumps({"class_path": "reliability_helpers.StopAt", "init_args": {
+        "step": step, "sigkill": sigkill, "sigterm": sigterm, "sigint": sigint}})
 
 
 def first_step(cli) -> int | None:
@@ -113,15 +113,16 @@ def test_stop_at_step_20_and_resume_to_40_equals_a_straight_run(tmp_path, straig
     assert_same_weights(straight(batches_per_epoch, *model_args), resumed.model.state_dict())
 
 
-@pytest.mark.parametrize("signal_name", ["SIGKILL", "SIGTERM"])
+@pytest.mark.parametrize("signal_name", ["SIGKILL", "SIGTERM", "SIGINT"])
 @pytest.mark.end_to_end
 def test_killed_run_resumes_exactly_from_another_run_folder(tmp_path, straight, signal_name):
-    """SIGKILL or SIGTERM as step 28 starts (periodic checkpoint: step 25, mid-epoch, after validation), with a
-    CSV logger.
+    """SIGKILL, SIGTERM or Ctrl-C (SIGINT) as step 28 starts (periodic checkpoint: step 25, mid-epoch,
+    after validation), with a CSV logger.
 
     SIGKILL ends the process at once (status -9): the run resumes from step 25 and repeats three steps.
     On SIGTERM the run completes step 28, saves its state there and exits 143, not 0, so that a sweep or
-    a scheduler does not take it for finished; the resumed run starts at step 28, not at 25.
+    a scheduler does not take it for finished; the resumed run starts at step 28, not at 25. Ctrl-C
+    does the same and exits 130.
     Each run writes to its own csv/version_N/checkpoints, so --ckpt_path=last has to find the
     killed run's file in another run's folder.
     """
@@ -130,21 +131,26 @@ def test_killed_run_resumes_exactly_from_another_run_folder(tmp_path, straight, 
 
     def run(*extra: str) -> subprocess.CompletedProcess:
         args = [a for a in fit_args(tmp_path, 15, *logger, *extra) if a != "--trainer.logger=false"]
+        # Ctrl-C as in a terminal: a process started in the background inherits SIGINT ignored
         return subprocess.run([sys.executable, str(ROOT / "main.py"), *args], capture_output=True, text=True,
-                              env=env, cwd=tmp_path, timeout=300)
+                              env=env, cwd=tmp_path, timeout=300,
+                              preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
 
-    killed = run(stop_at(27, sigkill=signal_name == "SIGKILL", sigterm=signal_name == "SIGTERM"))
-    assert killed.returncode == (-9 if signal_name == "SIGKILL" else 143), killed.stderr[-3000:]
+    killed = run(stop_at(27, sigkill=signal_name == "SIGKILL", sigterm=signal_name == "SIGTERM",
+                         sigint=signal_name == "SIGINT"))
+    expected_status = {"SIGKILL": -9, "SIGTERM": 143, "SIGINT": 130}[signal_name]
+    assert killed.returncode == expected_status, killed.stderr[-3000:]
     killed_last = tmp_path / "lightning_logs" / "version_0" / "checkpoints" / "last.ckpt"
-    if signal_name == "SIGTERM":
-        assert "stopped by SIGTERM" in killed.stderr and "Traceback" not in killed.stderr
-        assert f"SIGTERM: saved the state after step 28 to {killed_last}" in killed.stderr
+    said = {"SIGTERM": "SIGTERM", "SIGINT": "Ctrl-C"}.get(signal_name)
+    if said:
+        assert f"stopped by {said}" in killed.stderr and "Traceback" not in killed.stderr
+        assert f"{said}: saved the state after step 28 to {killed_last}" in killed.stderr
     # where the resumed run starts: the signal's step, or the periodic checkpoint before a SIGKILL
-    assert torch.load(killed_last, weights_only=True)["global_step"] == (28 if signal_name == "SIGTERM" else 25)
-    # the run's own record: SIGTERM is written down; SIGKILL leaves "running" (nothing runs at a SIGKILL)
+    assert torch.load(killed_last, weights_only=True)["global_step"] == (28 if said else 25)
+    # the run's own record: SIGTERM and Ctrl-C are written down; SIGKILL leaves "running" (nothing runs at a SIGKILL)
     killed_status = json.loads((tmp_path / "lightning_logs" / "version_0" / "status.json").read_text())
-    if signal_name == "SIGTERM":
-        assert (killed_status["state"], killed_status["message"]) == ("failed", "stopped by SIGTERM after step 28")
+    if said:
+        assert (killed_status["state"], killed_status["message"]) == ("failed", f"stopped by {said} after step 28")
     else:  # and a report, on this host, sees that its process is gone
         assert killed_status["state"] == "running"
         (killed_run,) = find_runs(tmp_path / "lightning_logs")

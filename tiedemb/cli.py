@@ -29,13 +29,13 @@ from tiedemb.options import given, shown
 from tiedemb.training.arguments import ArgumentParser
 from tiedemb.training.checkpoint_io import AtomicCheckpointIO
 from tiedemb.training.checkpoints import check_compatible, check_model_kind, find_last_checkpoint, fresh_checkpoint_dir, read_checkpoint
-from tiedemb.training.exits import PREEMPTED_EXIT, report_user_errors
+from tiedemb.training.exits import INTERRUPTED_EXIT, PREEMPTED_EXIT, report_user_errors
 from tiedemb.training.files import first_free
 from tiedemb.training.log_level import LEVELS, hide_lightning_advert, set_log_level, set_log_level_from_env
 from tiedemb.training.parameter_counts import ParameterCounts
 from tiedemb.training.precision import PrecisionIfNative, resolve_precision
 from tiedemb.training.progress_bar import use_step_bound_label
-from tiedemb.training.preemption import SaveOnPreemption
+from tiedemb.training.preemption import SaveOnPreemption, stopped_by_ctrl_c
 from tiedemb.training.random_state import RandomState
 from tiedemb.training.run_checks import (
     check_checkpoint_name,
@@ -457,6 +457,9 @@ def main(args: list[str] | None = None, run: bool = True) -> TiedembCLI | None:
     try:
         outcome = report_user_errors(lambda: build_cli(args, run=run))
     except SIGTERMException:
+        if stopped_by_ctrl_c():
+            print("stopped by Ctrl-C; the newest checkpoint resumes it (--ckpt_path=last)", file=sys.stderr)
+            raise SystemExit(INTERRUPTED_EXIT) from None
         print("stopped by SIGTERM; the newest checkpoint resumes it (--ckpt_path=last)", file=sys.stderr)
         raise SystemExit(PREEMPTED_EXIT) from None
     if isinstance(outcome, int):  # the exit status of a user error, already reported

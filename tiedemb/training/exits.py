@@ -28,6 +28,8 @@ Lightning stops a fit on SIGTERM (what SLURM and most clusters send before killi
 exception that exits with status 0, so a preempted run would look finished to whoever started it;
 ``main`` turns it into this status, and the sweep records the cell as preempted, to be resumed.
 """
+INTERRUPTED_EXIT = 130
+"""The exit status of a run stopped by Ctrl-C (128 + 2, what a shell reports for SIGINT)."""
 
 T = TypeVar("T")
 

@@ -1,4 +1,4 @@
-"""A run stopped by SIGTERM saves its state at the signal, so that ``--ckpt_path=last`` resumes that step.
+"""A run stopped by SIGTERM or Ctrl-C saves its state at the signal, so that ``--ckpt_path=last`` resumes that step.
 
 Lightning notes a SIGTERM (``trainer.received_sigterm``), lets the current training step complete,
 and then raises ``SIGTERMException``, which reaches every callback's ``on_exception`` before the
@@ -7,6 +7,12 @@ run ends. ``SaveOnPreemption`` writes the ``last`` checkpoint of every ``ModelCh
 weights; ``checkpoint_io.AtomicCheckpointIO``). It does so for SIGTERM only: after any other
 exception the state may be half-way through a step, and the newest periodic checkpoint is the
 consistent one. ``tiedemb.cli.main`` then exits with ``PREEMPTED_EXIT`` (143).
+
+Ctrl-C (SIGINT) takes the same path during ``fit``: the first one asks the run to stop after the
+current step and save it, as SIGTERM does (Python's default would raise ``KeyboardInterrupt``
+wherever the run is, half-way through a step, and the state since the last periodic checkpoint
+would be lost); a second Ctrl-C stops at once. ``tiedemb.cli.main`` exits with
+``INTERRUPTED_EXIT`` (130). A process that ignores SIGINT, or has its own handler for it, keeps it.
 
 A signal that comes during a validation in ``fit`` is held back until that validation has ended.
 Lightning would stop after the current validation batch, and a run resumed from there skips the
@@ -17,7 +23,10 @@ checkpoints written) and the run stops after it, at the end of the same step.
 
 from __future__ import annotations
 
+import signal
 import sys
+import threading
+from typing import Any
 
 import lightning as L
 from lightning.pytorch.callbacks import Callback, ModelCheckpoint
@@ -26,11 +35,45 @@ from lightning.pytorch.utilities.exceptions import SIGTERMException
 
 
 
+_CTRL_C = threading.Event()
+"""Set when Ctrl-C, not SIGTERM, is what the current stop of a fit comes from."""
+
+
+def stopped_by_ctrl_c() -> bool:
+    """Whether the fit that raised Lightning's ``SIGTERMException`` was stopped by Ctrl-C."""
+    return _CTRL_C.is_set()
+
+
 class SaveOnPreemption(Callback):
-    """On SIGTERM, saves every ``last`` checkpoint at the step the run stopped after (see the module)."""
+    """On SIGTERM or Ctrl-C, saves every ``last`` checkpoint at the step the run stopped after (see the module)."""
 
     def __init__(self) -> None:
         self._held_back = False
+        self._previous_handler: Any = None
+
+    # -- Ctrl-C: the first one stops after the current step, a second one at once --------------------
+    def on_fit_start(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
+        _CTRL_C.clear()
+        if threading.current_thread() is threading.main_thread() and \
+                signal.getsignal(signal.SIGINT) is signal.default_int_handler:
+            self._previous_handler = signal.signal(signal.SIGINT, lambda signum, frame: self._ctrl_c(trainer))
+
+    def _ctrl_c(self, trainer: L.Trainer) -> None:
+        if _CTRL_C.is_set() or trainer.sanity_checking:
+            self._restore_handler()
+            raise KeyboardInterrupt
+        _CTRL_C.set()
+        trainer._signal_connector.received_sigterm = True  # Lightning's own stop after the step (see above)
+        if trainer.is_global_zero:
+            print("\nCtrl-C: stopping after this step to save it (Ctrl-C again stops at once)", file=sys.stderr)
+
+    def _restore_handler(self) -> None:
+        if self._previous_handler is not None:
+            signal.signal(signal.SIGINT, self._previous_handler)
+            self._previous_handler = None
+
+    def teardown(self, trainer: L.Trainer, pl_module: L.LightningModule, stage: str) -> None:
+        self._restore_handler()
 
     def on_validation_batch_end(self, trainer: L.Trainer, pl_module: L.LightningModule, outputs: object, batch: object,
                                 batch_idx: int, dataloader_idx: int = 0) -> None:
@@ -48,20 +91,22 @@ class SaveOnPreemption(Callback):
             self._held_back = False
 
     def on_exception(self, trainer: L.Trainer, pl_module: L.LightningModule, exception: BaseException) -> None:
+        self._restore_handler()
         if not isinstance(exception, SIGTERMException):
             return
+        what = "Ctrl-C" if stopped_by_ctrl_c() else "SIGTERM"
         if trainer.state.fn != TrainerFn.FITTING or trainer.sanity_checking or trainer.fast_dev_run:
             return
         if trainer.validating:  # stopped inside a validation after all (the signal came after the hook above)
             if trainer.is_global_zero:
-                print("SIGTERM during a validation: the state is not saved at the signal; --ckpt_path=last resumes "
+                print(f"{what} during a validation: the state is not saved at the signal; --ckpt_path=last resumes "
                       "from the newest checkpoint before it", file=sys.stderr)
             return
         savers = [callback for callback in trainer.checkpoint_callbacks
                   if isinstance(callback, ModelCheckpoint) and callback.save_last]
         if not savers:
             if trainer.is_global_zero:
-                print("SIGTERM: no checkpoint callback keeps a last checkpoint (save_last), so the state at the signal "
+                print(f"{what}: no checkpoint callback keeps a last checkpoint (save_last), so the state at the signal "
                       "is not saved", file=sys.stderr)
             return
         for callback in savers:
@@ -69,5 +114,5 @@ class SaveOnPreemption(Callback):
             # pyproject's upper bound): the same file name, version counter and callback state.
             callback._save_last_checkpoint(trainer, callback._monitor_candidates(trainer))
             if trainer.is_global_zero:
-                print(f"SIGTERM: saved the state after step {trainer.global_step} to {callback.last_model_path}",
+                print(f"{what}: saved the state after step {trainer.global_step} to {callback.last_model_path}",
                       file=sys.stderr)
