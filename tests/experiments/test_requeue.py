@@ -15,6 +15,7 @@ import time
 from pathlib import Path
 
 import pytest
+import torch
 
 from reliability_helpers import stand_in_scontrol
 from tiedemb.experiments import cells as sweep_module
@@ -137,3 +138,34 @@ def test_a_stop_signal_reaches_the_running_stage_as_sigterm(tmp_path):
         sender.join()
         assert STOP_SIGNALS_RECEIVED.requeue
     assert code == 143 and time.monotonic() - started < 30
+
+
+@pytest.mark.end_to_end
+def test_ctrl_c_saves_the_running_cell_at_its_step_and_records_it_interrupted(tmp_path):
+    """Ctrl-C in a terminal reaches the sweep and its running stage (one process group): the stage
+    saves its state after its current step, and the cell says how to resume."""
+    import subprocess
+
+    path = test_sweep.write_sweep(tmp_path, {
+        "name": "t", "configs": [str(test_sweep.CONFIGS / "tied.yaml"), str(test_sweep.CONFIGS / "scale" / "tiny.yaml")],
+        "overrides": {"trainer.max_steps": 100000, "trainer.val_check_interval": 50, "trainer.enable_progress_bar": False}})
+    sweep = subprocess.Popen([sys.executable, "-m", "tiedemb.sweep", str(path), "--out", str(tmp_path / "out")],
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True,
+                             preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+    deadline = time.monotonic() + 120
+    while not list((tmp_path / "out").rglob("step*.ckpt")) and time.monotonic() < deadline:  # training is under way
+        time.sleep(0.2)
+    os.killpg(sweep.pid, signal.SIGINT)
+    _, err = sweep.communicate(timeout=120)
+    assert sweep.returncode == 130, err[-3000:]
+    assert "interrupted; run the same command again to continue" in err
+    (status_file,) = (tmp_path / "out" / "t").glob(f"*/{layout.STATUS_FILE}")  # the cell's record
+    status = layout.read_json(status_file)
+    assert (status["state"], status["message"]) == (
+        layout.FAILED, "interrupted (Ctrl-C) in fit: run the sweep again to resume from its last checkpoint")
+    log = (status_file.parent / layout.LOG_FILE).read_text(encoding="utf-8", errors="replace")
+    saved = [line for line in log.splitlines() if line.startswith("Ctrl-C: saved the state after step ")]
+    assert len(saved) == 1, log[-3000:]
+    step = int(saved[0].split("after step ")[1].split()[0])
+    (last,) = status_file.parent.rglob("last.ckpt")
+    assert torch.load(last, weights_only=True)["global_step"] == step > 0

@@ -383,7 +383,8 @@ def run_cell(sweep: Sweep, cell: Cell, out: Path, workdir: Path) -> bool:
         try:
             code = _run_logged(commands[stage], folder / layout.LOG_FILE, workdir, f"attempt {attempt}, {stage}")
         except KeyboardInterrupt:
-            status.update(state=layout.FAILED, message="interrupted", finished=now())
+            status.update(state=layout.FAILED, finished=now(),
+                          message=f"interrupted (Ctrl-C) in {stage}: run the sweep again to resume from its last checkpoint")
             layout.write_json(folder / layout.STATUS_FILE, status)
             raise
         status["stages"][stage] = {"returncode": code, "seconds": round(time.monotonic() - started, 1)}
