@@ -31,7 +31,7 @@ LIGHTNING_SUBCOMMANDS = {"fit", "validate", "test", "predict", "initloss"}
 
 def usage() -> str:
     width = max(map(len, COMMANDS))
-    lines = [f"usage: tiedemb SUBCOMMAND [options]   (tiedemb SUBCOMMAND --help for its options)", "",
+    lines = ["usage: tiedemb SUBCOMMAND [options]   (tiedemb SUBCOMMAND --help for its options)", "",
              f"tiedemb {__version__}: tied input/output embeddings and embedding width in Transformer encoders", "",
              "subcommands:"]
     lines += [f"  {name:<{width}}  {summary}" for name, (_, summary) in COMMANDS.items()]

@@ -6,7 +6,6 @@ only vocabulary-sized matrix, and a bias-free d_e -> hidden projection lifts it.
 
 from __future__ import annotations
 
-import torch
 from torch import Tensor, nn
 
 from tiedemb.nn.config import TransformerConfig

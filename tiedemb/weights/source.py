@@ -18,7 +18,7 @@ from typing import Any
 import torch
 from torch import Tensor
 
-from tiedemb.errors import UserError, first_line
+from tiedemb.errors import UserError
 from tiedemb.nn.config import ARCHITECTURE, TransformerConfig
 from tiedemb.training.checkpoints import describe_contents
 from tiedemb.weights.bert import read_bert
