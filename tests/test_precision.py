@@ -66,3 +66,11 @@ def test_the_cpu_width_study_asks_for_it():
     sweep = yaml.safe_load((CONFIGS / "sweeps" / "repro_width_cpu.yaml").read_text())
     fine_tuning = [study for name, study in sweep["studies"].items() if name != "pretrain"]
     assert fine_tuning and all(study["overrides"]["trainer.precision"] == BF16_IF_NATIVE for study in fine_tuning)
+
+
+def test_a_mixed_precision_run_gets_no_model_summary_warning_about_its_size(tmp_path, recwarn):
+    """bf16-mixed keeps float32 parameters: the summary's 32-bit size is right, so its warning is not shown."""
+    main(["fit", "--config", str(CONFIGS / "tied.yaml"), "--config", str(CONFIGS / "scale" / "tiny.yaml"),
+          "--trainer.logger=false", "--trainer.max_steps=1", "--trainer.limit_val_batches=1",
+          f"--trainer.default_root_dir={tmp_path}", "--trainer.precision=bf16-mixed"])
+    assert not [w for w in recwarn if "not supported by the model summary" in str(w.message)]

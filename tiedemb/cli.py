@@ -431,6 +431,9 @@ def _task_name(task_spec: Any) -> str:
 # Lightning 2.6's own pytree helper builds torch's LeafSpec, which torch (2.10 on) deprecates with a
 # FutureWarning in every training run; nothing a user of this command line can act on.
 _LIGHTNING_LEAFSPEC_WARNING = r"`isinstance\(treespec, LeafSpec\)` is deprecated"
+# Lightning's model summary warns that a mixed precision "is not supported" and that it sizes the
+# parameters at 32 bits; mixed precision keeps the parameters in float32, so that size is right.
+_SUMMARY_MIXED_PRECISION_WARNING = r"Precision (bf16-|16-)?mixed is not supported by the model summary"
 
 
 def build_cli(args: list[str] | None = None, run: bool = True) -> TiedembCLI:
@@ -438,6 +441,7 @@ def build_cli(args: list[str] | None = None, run: bool = True) -> TiedembCLI:
     hide_lightning_advert()
     choose_wandb_mode()
     warnings.filterwarnings("ignore", message=_LIGHTNING_LEAFSPEC_WARNING, category=FutureWarning)
+    warnings.filterwarnings("ignore", message=_SUMMARY_MIXED_PRECISION_WARNING, category=UserWarning)
     return TiedembCLI(
         model_class=L.LightningModule,
         datamodule_class=L.LightningDataModule,
