@@ -35,7 +35,7 @@ from tiedemb.training.log_level import LEVELS, hide_lightning_advert, set_log_le
 from tiedemb.training.parameter_counts import ParameterCounts
 from tiedemb.training.precision import PrecisionIfNative, resolve_precision
 from tiedemb.training.progress_bar import use_step_bound_label
-from tiedemb.training.preemption import SaveOnPreemption, stopped_by_ctrl_c
+from tiedemb.training.preemption import SaveOnPreemption, stop_signal
 from tiedemb.training.random_state import RandomState
 from tiedemb.training.run_checks import (
     check_checkpoint_name,
@@ -461,11 +461,9 @@ def main(args: list[str] | None = None, run: bool = True) -> TiedembCLI | None:
     try:
         outcome = report_user_errors(lambda: build_cli(args, run=run))
     except SIGTERMException:
-        if stopped_by_ctrl_c():
-            print("stopped by Ctrl-C; the newest checkpoint resumes it (--ckpt_path=last)", file=sys.stderr)
-            raise SystemExit(INTERRUPTED_EXIT) from None
-        print("stopped by SIGTERM; the newest checkpoint resumes it (--ckpt_path=last)", file=sys.stderr)
-        raise SystemExit(PREEMPTED_EXIT) from None
+        signal = stop_signal()
+        print(f"stopped by {signal}; the newest checkpoint resumes it (--ckpt_path=last)", file=sys.stderr)
+        raise SystemExit(INTERRUPTED_EXIT if signal == "Ctrl-C" else PREEMPTED_EXIT) from None
     if isinstance(outcome, int):  # the exit status of a user error, already reported
         raise SystemExit(outcome)
     return outcome

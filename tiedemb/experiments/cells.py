@@ -117,8 +117,9 @@ def validate_cell(sweep: Sweep, cell: Cell, folder: Path) -> str:
     check them (known head, widths that divide), without building it.
     """
     resolved = resolved_config(sweep, cell, folder)
-    _check_model_settings(sweep, cell, resolved)
-    _check_test_stage(sweep, cell, resolved)
+    config = yaml.safe_load(resolved) or {}
+    _check_model_settings(sweep, cell, config)
+    _check_test_stage(sweep, cell, config)
     return resolved
 
 
@@ -156,10 +157,9 @@ def _blame(cell: Cell, message: str) -> str:
     return ""
 
 
-def _check_model_settings(sweep: Sweep, cell: Cell, resolved: str) -> None:
+def _check_model_settings(sweep: Sweep, cell: Cell, config: dict[str, Any]) -> None:
     from tiedemb.nn.config import TransformerConfig
 
-    config = yaml.safe_load(resolved) or {}
     model = config.get("model") or {}
     init_args = model.get("init_args") or {}
     if not str(model.get("class_path", "")).endswith("PretrainModule") or init_args.get("pretrained"):
@@ -174,14 +174,14 @@ def _check_model_settings(sweep: Sweep, cell: Cell, resolved: str) -> None:
         raise UserError(f"sweep {sweep.name!r}, cell {cell.id!r}: {error}") from None
 
 
-def _check_test_stage(sweep: Sweep, cell: Cell, resolved: str) -> None:
+def _check_test_stage(sweep: Sweep, cell: Cell, config: dict[str, Any]) -> None:
     """A study with ``test:`` runs ``main.py test`` after fit: refuse it now when the cell's data
     has nothing to test on, rather than after every cell's training."""
     from tiedemb.training.run_checks import check_has_split
 
     if not cell.test:
         return
-    class_path = str(((yaml.safe_load(resolved) or {}).get("data") or {}).get("class_path") or "")
+    class_path = str((config.get("data") or {}).get("class_path") or "")
     module, _, name = class_path.rpartition(".")
     data_class = getattr(importlib.import_module(module), name)  # the CLI has just resolved it
     try:

@@ -39,9 +39,9 @@ _CTRL_C = threading.Event()
 """Set when Ctrl-C, not SIGTERM, is what the current stop of a fit comes from."""
 
 
-def stopped_by_ctrl_c() -> bool:
-    """Whether the fit that raised Lightning's ``SIGTERMException`` was stopped by Ctrl-C."""
-    return _CTRL_C.is_set()
+def stop_signal() -> str:
+    """What stopped the fit that raised Lightning's ``SIGTERMException``: ``"Ctrl-C"`` or ``"SIGTERM"``."""
+    return "Ctrl-C" if _CTRL_C.is_set() else "SIGTERM"
 
 
 class SaveOnPreemption(Callback):
@@ -94,7 +94,7 @@ class SaveOnPreemption(Callback):
         self._restore_handler()
         if not isinstance(exception, SIGTERMException):
             return
-        what = "Ctrl-C" if stopped_by_ctrl_c() else "SIGTERM"
+        what = stop_signal()
         if trainer.state.fn != TrainerFn.FITTING or trainer.sanity_checking or trainer.fast_dev_run:
             return
         if trainer.validating:  # stopped inside a validation after all (the signal came after the hook above)

@@ -30,8 +30,7 @@ from lightning.pytorch.callbacks import Callback
 from lightning.pytorch.loggers import CSVLogger
 from lightning.pytorch.utilities.exceptions import SIGTERMException
 
-from tiedemb.training.preemption import stopped_by_ctrl_c
-
+from tiedemb.training.preemption import stop_signal
 from tiedemb.training.status_file import FAILED, FINISHED, RUNNING, STATUS_FILE, now, process_fields, write_status
 
 log = logging.getLogger("tiedemb")
@@ -65,7 +64,7 @@ class RunStatus(Callback):
 
     def on_exception(self, trainer: L.Trainer, pl_module: L.LightningModule, exception: BaseException) -> None:
         if isinstance(exception, (SIGTERMException, KeyboardInterrupt)):
-            signal = "SIGTERM" if isinstance(exception, SIGTERMException) and not stopped_by_ctrl_c() else "Ctrl-C"
+            signal = stop_signal() if isinstance(exception, SIGTERMException) else "Ctrl-C"
             message = f"stopped by {signal} after step {trainer.global_step}"
         else:
             lines = str(exception).strip().splitlines()
