@@ -9,6 +9,7 @@ from __future__ import annotations
 import inspect
 import logging
 import math
+import os
 from typing import Annotated, Any
 
 import lightning as L
@@ -60,6 +61,11 @@ def _check_source_options(source: str, options: dict[str, Any]) -> None:
     if options.get("val_files") and source == "synthetic":
         raise UserError("data.val_files has no effect without data.train_files: the embedded corpus would be used; "
                         "give data.train_files too")
+    if options.get("ood_val_files") and source == "synthetic":
+        raise UserError("data.ood_val_files has no effect without data.train_files or data.dataset: the embedded corpus "
+                        "would be used; give the training text too")
+    if options.get("ood_val_blocks") is not None and not options.get("ood_val_files"):
+        raise no_effect("data.ood_val_blocks", options["ood_val_blocks"], "without data.ood_val_files: it caps that text")
     if source == "dataset" and options.get("train_files"):
         raise UserError("data.dataset and data.train_files are both given; choose one source of text")
     if options.get("encoding_errors", "strict") != "strict" and source != "files":
@@ -115,14 +121,32 @@ class PretrainData(ResumableTraining, L.LightningDataModule):
         num_workers: NonNegativeInt = 0,
         pin_memory: bool = False,
         cache_dir: str = "data/cache",
-        seed: NonNegativeInt = 0,
+        seed: NonNegativeInt | None = None,
+        corpus_seed: NonNegativeInt = 0,
+        ood_val_files: list[str] | None = None,
+        ood_val_blocks: PositiveInt | None = None,
         encoding_errors: str = "strict",
     ) -> None:
+        """
+        Args:
+            seed: the training order and the training masks. Unset: the run's ``seed_everything``,
+                so one seed varies initialisation, data order and masks together.
+            corpus_seed: which data there is: the documents held out for validation (when no
+                ``val_files`` are given), the embedded corpus's chain and samples, and the
+                validation masks. Fixed across a study's seeds, so every run is scored on the same
+                validation tokens.
+            ood_val_files: a second validation text (local files), tokenised with the same
+                tokenizer and logged as ``val_ood/loss``: the out-of-domain column.
+            ood_val_blocks: at most this many blocks of ``ood_val_files`` (its first ones).
+        """
         check_arguments("data", option_types(PretrainData.__init__), locals())
         super().__init__()
         objective = objective or "mlm"  # None: the CLI fills in model.objective
         check_choice("data.objective", objective, ("mlm", "clm"))
         check_encoding_errors(encoding_errors)
+        # PL_GLOBAL_SEED: the run's seed_everything, set by the command line before the data is built
+        seed = int(os.environ.get("PL_GLOBAL_SEED", 0)) if seed is None else seed
+        self.seed = seed
         self.objective = objective
         self.block_size = block_size
         self.batch_size = batch_size
@@ -132,7 +156,7 @@ class PretrainData(ResumableTraining, L.LightningDataModule):
         self.tokenizer = None
         self.stats: dict[str, float] = {}
         if self.source == "synthetic":
-            self.corpus = MarkovCorpus(vocab_size=vocab_size or DEFAULT_SYNTHETIC_VOCAB, seed=seed)
+            self.corpus = MarkovCorpus(vocab_size=vocab_size or DEFAULT_SYNTHETIC_VOCAB, seed=corpus_seed)
             self.vocab_size = self.corpus.vocab_size
             self.pad_token_id = self.corpus.pad_token_id
             self.mask_token_id = self.corpus.mask_token_id
@@ -155,10 +179,17 @@ class PretrainData(ResumableTraining, L.LightningDataModule):
                 val_fraction=val_fraction,
                 num_proc=num_proc,
                 cache_dir=cache_dir,
-                seed=seed,
+                seed=corpus_seed,
                 encoding_errors=encoding_errors,
             )
             self.tokenizer = self.prepared.tokenizer
+            self.ood_val = None
+            if ood_val_files:
+                from tiedemb.data.text import prepare_extra_text
+
+                self.ood_val = prepare_extra_text(ood_val_files, self.prepared, objective=objective, block_size=block_size,
+                                                  cache_dir=cache_dir, encoding_errors=encoding_errors, num_proc=num_proc,
+                                                  max_blocks=ood_val_blocks)
             self.vocab_size = len(self.tokenizer)
             self.pad_token_id = self.tokenizer.pad_token_id if self.tokenizer.pad_token_id is not None else 0
             self.mask_token_id = self.tokenizer.mask_token_id
@@ -167,9 +198,10 @@ class PretrainData(ResumableTraining, L.LightningDataModule):
         # hyperparameters record it too, so the run's logged config holds one vocabulary size
         # whatever decided it (the corpus default, a given tokenizer or a trained one).
         self.save_hyperparameters()
-        self.save_hyperparameters({**self.hparams, "vocab_size": self.vocab_size})
+        self.save_hyperparameters({**self.hparams, "vocab_size": self.vocab_size, "seed": self.seed})
         self.train_set: Dataset | None = None
         self.val_set: Dataset | None = None
+        self.ood_val_set: Dataset | None = None
 
     def check_one_batch(self) -> None:
         """Refuse training data of fewer blocks than one batch: every batch would be dropped as
@@ -223,37 +255,67 @@ class PretrainData(ResumableTraining, L.LightningDataModule):
             val_ids = np.asarray(self.prepared.val["input_ids"][:2048])
             # the theory's CLM correction: how often a token is followed by itself
             self.stats["repeat_rate"] = float((val_ids[:, 1:] == val_ids[:, :-1]).mean()) if val_ids.size else 0.0
+            if self.ood_val is not None:
+                self.ood_val_set = self.ood_val.with_format("torch")
+                self.stats["ood_val_blocks"] = float(len(self.ood_val))
         log.info("pretraining data: %s", ", ".join(f"{k}={v:g}" for k, v in self.stats.items()))
+
+    def baselines(self, limit_val_blocks: int | None = None) -> dict[str, float]:
+        """Add-one unigram and bigram losses of the training blocks on the validation blocks
+        (``data/unigram_loss``, ``data/bigram_loss``; ``data/ood_…`` for the out-of-domain text):
+        the same tokenizer, blocks and, for MLM, masked positions as the model is scored on.
+        ``limit_val_blocks``: only the first blocks, as a run limited by ``limit_val_batches`` sees."""
+        from tiedemb.data.baselines import ngram_baselines
+
+        self.setup()
+        train = _block_array(self.train_set)
+        collator = self._collator(validation=True)
+        results: dict[str, float] = {}
+        for prefix, dataset in (("", self.val_set), ("ood_", self.ood_val_set)):
+            if dataset is None:
+                continue
+            blocks = _block_array(dataset, limit_val_blocks)
+            losses = ngram_baselines(train, blocks, vocab_size=self.vocab_size, objective=self.objective,
+                                     collator=collator)
+            results |= {f"data/{prefix}{name}_loss": value for name, value in losses.items()}
+        return results
 
     def train_dataloader(self) -> DataLoader:
         return self._loader(self.train_set, shuffle=True)
 
-    def val_dataloader(self) -> DataLoader:
-        return self._loader(self.val_set, shuffle=False)
+    def val_dataloader(self) -> DataLoader | list[DataLoader]:
+        if self.ood_val_set is None:
+            return self._loader(self.val_set, shuffle=False)
+        return [self._loader(self.val_set, shuffle=False), self._loader(self.ood_val_set, shuffle=False)]
 
     # -- internals ------------------------------------------------------------------------------------
     def _loader(self, dataset: Dataset, shuffle: bool) -> DataLoader:
         hp = self.hparams
         # The training order is resumable (see tiedemb.data.sampling); evaluation reads in order.
-        sampler = self.resumable_sampler(dataset, batch_size=self.batch_size, seed=hp.seed, drop_last=True) if shuffle else None
+        sampler = self.resumable_sampler(dataset, batch_size=self.batch_size, seed=self.seed, drop_last=True) if shuffle else None
         return DataLoader(
             KeyedDataset(dataset),
             batch_size=self.batch_size,
             sampler=sampler,
             drop_last=shuffle,
-            collate_fn=make_collator(
-                self.objective,
-                vocab_size=self.vocab_size,
-                pad_token_id=self.pad_token_id,
-                mask_token_id=self.mask_token_id,
-                special_token_ids=self.special_token_ids,
-                mlm_probability=hp.mlm_probability,
-                seed=hp.seed,
-            ),
+            collate_fn=self._collator(validation=not shuffle),
             num_workers=hp.num_workers,
             pin_memory=hp.pin_memory,
             persistent_workers=hp.num_workers > 0,
-            generator=loader_generator(hp.seed),
+            generator=loader_generator(self.seed),
+        )
+
+    def _collator(self, validation: bool):
+        # Validation masks follow the corpus, not the run's seed: every run of a study is scored
+        # on the same masked positions, so runs with different seeds are compared on equal terms.
+        return make_collator(
+            self.objective,
+            vocab_size=self.vocab_size,
+            pad_token_id=self.pad_token_id,
+            mask_token_id=self.mask_token_id,
+            special_token_ids=self.special_token_ids,
+            mlm_probability=self.hparams.mlm_probability,
+            seed=self.hparams.corpus_seed if validation else self.seed,
         )
 
     def _synthetic_block_count(self, tokens: int) -> int:
@@ -263,10 +325,20 @@ class PretrainData(ResumableTraining, L.LightningDataModule):
     def _synthetic_blocks(self) -> tuple[torch.Tensor, torch.Tensor]:
         hp = self.hparams
         blocks = self._synthetic_block_count
-        train = self.corpus.sample_documents(blocks(hp.synthetic_tokens) * self.block_size, seed=hp.seed + 1)
-        val = self.corpus.sample_documents(blocks(hp.synthetic_val_tokens) * self.block_size, seed=hp.seed + 2)
+        train = self.corpus.sample_documents(blocks(hp.synthetic_tokens) * self.block_size, seed=hp.corpus_seed + 1)
+        val = self.corpus.sample_documents(blocks(hp.synthetic_val_tokens) * self.block_size, seed=hp.corpus_seed + 2)
         as_blocks = lambda stream: torch.from_numpy(np.ascontiguousarray(stream, dtype=np.int64)).view(-1, self.block_size)  # noqa: E731
         return as_blocks(train), as_blocks(val)
+
+
+def _block_array(dataset: Dataset, limit: int | None = None) -> np.ndarray:
+    """The (blocks, block_size) token ids of a block dataset, the first ``limit`` blocks if given."""
+    if isinstance(dataset, BlockTensor):
+        blocks = dataset.blocks.numpy()
+    else:
+        count = len(dataset) if limit is None else min(limit, len(dataset))
+        blocks = np.asarray(dataset.with_format("numpy")[:count]["input_ids"])
+    return blocks[:limit] if limit is not None else blocks
 
 
 class BlockTensor(Dataset):

@@ -420,3 +420,33 @@ def _build(train_docs, val_docs, tokenizer, separator: int, block_size: int, num
     stats["documents"] = stats["separator_tokens"] = len(train_docs) + len(val_docs)
     stats["block_size"] = block_size
     return PreparedText(splits["train"], splits["val"], tokenizer, stats)
+
+
+def prepare_extra_text(files: list[str], prepared: PreparedText, *, objective: str, block_size: int,
+                       cache_dir: str = "data/cache", encoding_errors: str = "strict", num_proc: int | None = None,
+                       max_blocks: int | None = None) -> datasets.Dataset:
+    """Blocks of another text (``files``) cut with ``prepared``'s tokenizer: a second validation text.
+
+    Cached like ``prepare_text``'s entries, keyed by the files, the tokenizer and the block size;
+    ``max_blocks`` keeps the first blocks only (the whole text is tokenised and cached once).
+    """
+    paths = _expand(files, "ood_val")
+    tokenizer = prepared.tokenizer
+    key = _cache_key({"format": CACHE_FORMAT, "extra": _file_identity(paths), "encoding_errors": encoding_errors,
+                      "tokenizer": tokenizer_fingerprint(tokenizer), "block_size": block_size, "objective": objective})
+    folder = Path(cache_dir).expanduser() / "text" / f"extra-{key}"
+    if not (folder / "stats.json").is_file():
+        separator = configure_for_objective(tokenizer, objective)
+        with _working_folder(folder.parent) as work:
+            documents = _read_documents(paths, TEXT_COLUMN, "ood_val", encoding_errors, work, num_proc)
+            tokenized = _tokenize_documents(documents, tokenizer, separator, num_proc, f"tiedemb-{key}-extra")
+            blocks, total, dropped = _group_into_blocks(tokenized, block_size, work / "extra-blocks.arrow")
+            if not len(blocks):
+                raise UserError(f"data.ood_val_files make no block of data.block_size={block_size} tokens ({total} tokens in all)")
+            with disk_full_is_reported(folder.parent, "the prepared text", DISK_REMEDY), atomic_directory(folder, "stats.json") as staging:
+                blocks.save_to_disk(str(staging / "blocks"))
+                stats = {"tokens": total, "blocks": len(blocks), "discarded_tokens": dropped, "documents": len(documents)}
+                (staging / "stats.json").write_text(json.dumps(stats, indent=2))
+        log.info("saved the out-of-domain validation text to %s", folder)
+    blocks = datasets.load_from_disk(str(folder / "blocks"))
+    return blocks.select(range(min(max_blocks, len(blocks)))) if max_blocks is not None else blocks

@@ -80,9 +80,10 @@ from typing import Any
 import yaml
 
 from tiedemb.errors import UserError
+from tiedemb.experiments.claims import Analysis, parse_analysis
 
 FILE_KEYS = ("name", "description", "wandb", "slurm", "configs", "overrides", "grid", "rules", "requires", "test",
-             "search", "studies")
+             "search", "studies", "analysis")
 STUDY_KEYS = ("description", "configs", "overrides", "grid", "rules", "requires", "test", "pretrained_from", "search")
 LEVEL_KEYS = ("configs", "overrides")
 RULE_KEYS = ("where", "overrides", "skip")
@@ -193,6 +194,7 @@ class Sweep:
     wandb: dict[str, Any] | None  # None: no W&B logger
     slurm: dict[str, Any]
     studies: list[Study] = field(default_factory=list)
+    analysis: Analysis | None = None  # the claims the report decides (experiments/claims.py)
 
     @property
     def cells(self) -> list[Cell]:
@@ -295,6 +297,7 @@ def load_sweep(path: str | Path, workdir: str | Path | None = None) -> Sweep:
     for study in sorted(sweep.studies, key=lambda study: study.depth):
         if study.chain is not None:
             _link(study, study.chain, sweep.study(study.chain.study), f"{where}: study {study.name!r}: pretrained_from")
+    sweep.analysis = parse_analysis(content.get("analysis"), [study.name for study in sweep.studies], where)
     return sweep
 
 

@@ -111,6 +111,7 @@ class PretrainModule(L.LightningModule):
             check_trainable(self.config, source)
             self._load_source(source)
         self.val_loss = MeanMetric()
+        self.ood_val_loss = MeanMetric()  # the data's second validation text, when it has one
         self._described: dict[str, float] = {}
         self.initial_loss: float | None = None
         self._compiled = False
@@ -190,6 +191,11 @@ class PretrainModule(L.LightningModule):
         described["init/loss_pred"] = predict_for_config(self.config, repeat_rate=repeat_rate).loss
         if datamodule is not None and hasattr(datamodule, "describe"):
             described.update(datamodule.describe())
+        if datamodule is not None and hasattr(datamodule, "baselines") and datamodule.source != "synthetic":
+            # Beside every loss, the losses of token frequencies and pairs on the same validation blocks.
+            limit = self.trainer.limit_val_batches
+            blocks = int(limit) * datamodule.batch_size if isinstance(limit, int) else None
+            described.update(datamodule.baselines(limit_val_blocks=blocks))
         for logger in self.loggers:
             logger.log_metrics(described, step=self.global_step)
         self._described = described
@@ -259,12 +265,13 @@ class PretrainModule(L.LightningModule):
         self.initial_loss = metrics["init/loss"]
 
     # -- validation ----------------------------------------------------------------------------------
-    def validation_step(self, batch: dict[str, Tensor], batch_idx: int) -> None:
+    def validation_step(self, batch: dict[str, Tensor], batch_idx: int, dataloader_idx: int = 0) -> None:
         output = self(**batch, return_logits=False)
         self.flops_per_batch = self._matmul_weights.forward_flops(*batch["input_ids"].shape,
                                                                   output_positions=self._output_positions(output))
         # weight by the number of predicted tokens, so the epoch value is a per-token mean
-        self.val_loss.update(output.loss.detach(), weight=max(output.num_targets, 1))
+        metric = self.val_loss if dataloader_idx == 0 else self.ood_val_loss
+        metric.update(output.loss.detach(), weight=max(output.num_targets, 1))
 
     def on_validation_epoch_end(self) -> None:
         self._log_eval("val")
@@ -277,8 +284,12 @@ class PretrainModule(L.LightningModule):
     def _log_eval(self, stage: str) -> None:
         loss = self.val_loss.compute()  # synchronised across processes by torchmetrics
         self.val_loss.reset()
-        self.log(f"{stage}/loss", loss, prog_bar=True)
-        self.log(f"{stage}/ppl", torch.exp(loss.clamp(max=50)))
+        self.log(f"{stage}/loss", loss, prog_bar=True, add_dataloader_idx=False)
+        self.log(f"{stage}/ppl", torch.exp(loss.clamp(max=50)), add_dataloader_idx=False)
+        if self.ood_val_loss.update_count:
+            ood = self.ood_val_loss.compute()
+            self.ood_val_loss.reset()
+            self.log(f"{stage}_ood/loss", ood, add_dataloader_idx=False)
 
     # -- optimisation --------------------------------------------------------------------------------
     def configure_optimizers(self) -> dict:

@@ -1,0 +1,225 @@
+"""A study's claims, written in its sweep file before it runs, and their verdicts from the numbers.
+
+The sweep file's ``analysis`` section names what the runs are compared against and the margins
+that decide each claim, so nothing is chosen after the results are seen::
+
+    analysis:
+      axis: variant              # the label whose levels are compared
+      reference: tied_orth       # the level every other one is compared with, paired by seed
+      targets: [0.25, 0.5, 1.0]  # nats below the in-domain unigram baseline: "steps to target"
+      claims:
+        - text: the scaled initialisation converges slowest
+          study: clm
+          levels: [tied_scaled_init]
+          metric: steps          # steps to a target (``target``), or final_loss
+          target: 1.0
+          expect: higher         # higher, lower or alike
+          margin: 50             # in the metric's unit
+          reference: untied      # optional: another reference for this claim only
+
+For each level the paired differences ``level - reference`` (one per seed both ran) give a mean
+and a 95% interval (Student's t with n - 1 degrees of freedom). The verdict follows from the
+interval alone:
+
+* ``alike``: holds when the interval lies inside (-margin, margin); does not hold when it lies
+  wholly outside [-margin, margin]; otherwise "cannot tell at this n".
+* ``higher`` (``lower``): holds when the interval lies wholly above (below) 0; does not hold when
+  it lies wholly below ``margin`` (above ``-margin``), i.e. any effect in the claimed direction is
+  smaller than the margin; otherwise "cannot tell at this n".
+
+A run that never reached a target has no step count. Its steps are then known only to exceed
+the last step it ran: that bound still decides a ``higher`` claim about the level that did not
+reach (its true difference is at least the bound's), and leaves any other claim undecided.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from tiedemb.errors import UserError
+
+ANALYSIS_KEYS = ("axis", "reference", "targets", "claims")
+CLAIM_KEYS = ("text", "study", "levels", "metric", "target", "expect", "margin", "reference")
+METRICS = ("final_loss", "steps")
+EXPECTATIONS = ("alike", "higher", "lower")
+HOLDS, FAILS, UNDECIDED = "holds", "does not hold", "cannot tell at this n"
+CONFIDENCE = 0.95
+
+
+@dataclass(frozen=True)
+class Claim:
+    text: str
+    study: str
+    levels: tuple[str, ...]
+    metric: str  # "final_loss" or "steps"
+    expect: str  # "alike", "higher" or "lower"
+    margin: float
+    target: float | None = None  # nats below the unigram baseline, for "steps"
+    reference: str | None = None  # the claim's own reference; None: the analysis's
+
+    @property
+    def metric_name(self) -> str:
+        return self.metric if self.metric != "steps" else f"steps to unigram - {self.target:g}"
+
+
+@dataclass(frozen=True)
+class Analysis:
+    axis: str
+    reference: str
+    targets: tuple[float, ...]
+    claims: tuple[Claim, ...] = field(default_factory=tuple)
+
+
+def parse_analysis(raw: Any, studies: Sequence[str], where: str) -> Analysis | None:
+    """The sweep file's ``analysis`` section, checked (``None`` when the file has none)."""
+    if raw is None:
+        return None
+    where = f"{where}: analysis"
+    raw = _mapping(raw, where)
+    _check_keys(raw, ANALYSIS_KEYS, where)
+    for key in ("axis", "reference"):
+        if not isinstance(raw.get(key), (str, int)) or isinstance(raw.get(key), bool):
+            raise UserError(f"{where}: {key} must be a label value (a string), got {raw.get(key)!r}")
+    targets = tuple(_number(value, f"{where}: targets") for value in _list(raw.get("targets", []), f"{where}: targets"))
+    claims = []
+    for index, item in enumerate(_list(raw.get("claims", []), f"{where}: claims")):
+        claim_where = f"{where}: claims[{index}]"
+        item = _mapping(item, claim_where)
+        _check_keys(item, CLAIM_KEYS, claim_where)
+        missing = [key for key in ("text", "study", "levels", "metric", "expect", "margin") if key not in item]
+        if missing:
+            raise UserError(f"{claim_where}: {', '.join(missing)} missing")
+        if str(item["study"]) not in studies:
+            raise UserError(f"{claim_where}: study {item['study']!r} is not in the file (studies: {', '.join(studies)})")
+        metric, expect = str(item["metric"]), str(item["expect"])
+        if metric not in METRICS:
+            raise UserError(f"{claim_where}: metric={metric!r} is not one of {', '.join(METRICS)}")
+        if expect not in EXPECTATIONS:
+            raise UserError(f"{claim_where}: expect={expect!r} is not one of {', '.join(EXPECTATIONS)}")
+        target = item.get("target")
+        if metric == "steps":
+            target = _number(target, f"{claim_where}: target")
+            if target not in targets:
+                raise UserError(f"{claim_where}: target={target:g} is not one of the analysis targets "
+                                f"({', '.join(f'{t:g}' for t in targets) or 'none'})")
+        elif target is not None:
+            raise UserError(f"{claim_where}: target has no effect with metric='final_loss'")
+        margin = _number(item["margin"], f"{claim_where}: margin")
+        if margin < 0 or (expect == "alike" and margin == 0):
+            raise UserError(f"{claim_where}: margin={margin:g} must be positive for 'alike' and not negative otherwise")
+        levels = tuple(str(level) for level in _list(item["levels"], f"{claim_where}: levels"))
+        if not levels:
+            raise UserError(f"{claim_where}: levels is empty")
+        reference = None if item.get("reference") is None else str(item["reference"])
+        claims.append(Claim(str(item["text"]), str(item["study"]), levels, metric, expect, margin, target, reference))
+    return Analysis(str(raw["axis"]), str(raw["reference"]), targets, tuple(claims))
+
+
+# --------------------------------------------------------------------------- numbers
+
+
+def steps_to_target(curve: Sequence[tuple[float, float]], target: float) -> float | None:
+    """The step at which a validation curve first reaches ``target``, interpolated linearly
+    between the last evaluation above it and the first at or below it; ``None`` if never."""
+    previous = None
+    for step, loss in sorted(curve):
+        if loss <= target:
+            if previous is None or previous[1] == loss:
+                return float(step)
+            (step0, loss0) = previous
+            return float(step0 + (loss0 - target) / (loss0 - loss) * (step - step0))
+        previous = (step, loss)
+    return None
+
+
+@dataclass(frozen=True)
+class Difference:
+    """Paired differences ``level - reference`` over the seeds both have: mean and 95% interval."""
+
+    n: int
+    mean: float
+    low: float
+    high: float
+    bound_only: bool = False  # some values were lower bounds (a level that never reached a target)
+
+    def format(self, digits: int = 3) -> str:
+        if self.n == 0:
+            return "no paired seeds"
+        if self.n == 1 or not math.isfinite(self.low):
+            return f"{self.mean:+.{digits}f} (n = {self.n}: no interval)"
+        bound = ", lower bound" if self.bound_only else ""
+        return f"{self.mean:+.{digits}f} [{self.low:+.{digits}f}, {self.high:+.{digits}f}] (n = {self.n}{bound})"
+
+
+def paired_difference(level: Mapping[str, float], reference: Mapping[str, float], bound_only: bool = False) -> Difference:
+    """Mean and 95% t-interval of ``level[s] - reference[s]`` over the seeds ``s`` both have."""
+    from scipy import stats
+
+    seeds = sorted(set(level) & set(reference))
+    diffs = [level[s] - reference[s] for s in seeds]
+    n = len(diffs)
+    if n == 0:
+        return Difference(0, math.nan, math.nan, math.nan)
+    mean = sum(diffs) / n
+    if n == 1:
+        return Difference(1, mean, -math.inf, math.inf, bound_only)
+    sd = math.sqrt(sum((d - mean) ** 2 for d in diffs) / (n - 1))
+    half = stats.t.ppf(0.5 + CONFIDENCE / 2, n - 1) * sd / math.sqrt(n)
+    return Difference(n, mean, mean - half, mean + half, bound_only)
+
+
+def verdict(difference: Difference, expect: str, margin: float) -> str:
+    """``holds``, ``does not hold`` or ``cannot tell at this n`` (rules in the module docstring)."""
+    low, high = difference.low, difference.high
+    if difference.n < 2 or math.isnan(low):
+        return UNDECIDED
+    if difference.bound_only:
+        # Only a lower bound on the differences is known: it can show "higher", nothing else.
+        return HOLDS if expect == "higher" and low > 0 else UNDECIDED
+    if expect == "alike":
+        if -margin < low and high < margin:
+            return HOLDS
+        return FAILS if low > margin or high < -margin else UNDECIDED
+    if expect == "higher":
+        return HOLDS if low > 0 else FAILS if high < margin else UNDECIDED
+    return HOLDS if high < 0 else FAILS if low > -margin else UNDECIDED
+
+
+def describe_rule(claim: Claim) -> str:
+    """The claim's decision rule in words, as the report prints it."""
+    m = f"{claim.margin:g}"
+    if claim.expect == "alike":
+        return f"holds if the interval lies within ±{m}; does not hold if it lies wholly outside"
+    sign, word = ("0", "above") if claim.expect == "higher" else ("0", "below")
+    other = f"below {m}" if claim.expect == "higher" else f"above -{m}"
+    return f"holds if the interval lies wholly {word} {sign}; does not hold if it lies wholly {other}"
+
+
+# --------------------------------------------------------------------------- checks
+
+
+def _mapping(value: Any, where: str) -> dict[str, Any]:
+    if not isinstance(value, dict):
+        raise UserError(f"{where} must be a mapping, got {type(value).__name__}")
+    return value
+
+
+def _list(value: Any, where: str) -> list[Any]:
+    if not isinstance(value, list):
+        raise UserError(f"{where} must be a list, got {type(value).__name__}")
+    return value
+
+
+def _check_keys(mapping: dict[str, Any], allowed: tuple[str, ...], where: str) -> None:
+    unknown = [key for key in mapping if key not in allowed]
+    if unknown:
+        raise UserError(f"{where}: unknown key {unknown[0]!r}; valid: {', '.join(allowed)}")
+
+
+def _number(value: Any, where: str) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise UserError(f"{where} must be a number, got {value!r}")
+    return float(value)
