@@ -412,6 +412,9 @@ GLUE_MODULE: dict[str, Callable[[str], Rule]] = {
     "pretrained": by_context({"random": lambda name, place: [Check({name: place.bert["bert"]}, EFFECT)],
                               "bert": lambda name, place: [Check({name: place.bert["bert_mlm"]}, EFFECT)]}),
     "reinit_embeddings": by_context({"random": refusal(True, "without model.pretrained"), "bert": effect(True)}),
+    "narrowing": by_context({"random": refusal("energy", "without model.pretrained"),
+                             "bert": both(effect("energy", embedding_dim=8),
+                                          lambda name, place: [Check({name: "energy"}, warned("is not narrowed"))])}),
     "pooler": always(False), "classifier_dropout": always(0.5),
     **SCHEDULE,
     "warmup_ratio": by_context({"*": both(effect(0.3), refusal(0.3, "overrides it", warmup_steps=2))}),
@@ -466,6 +469,15 @@ PRETRAIN_DATA: dict[str, Callable[[str], Rule]] = {
                              "*": lambda name, place: [Check({name: str(place.root / "other-cache")}, EFFECT,
                                                              only="cached")]}),
     "seed": always(1),
+    # the held-out documents (files), the corpus (embedded) and, for MLM, the validation masks (all)
+    "corpus_seed": always(1),
+    "ood_val_files": by_context({
+        "embedded": lambda name, place: [Check({name: [str(place.root / "val.txt")]}, refused("without data.train_files"))],
+        "*": lambda name, place: [Check({name: [str(place.root / "val.txt")]}, EFFECT)]}),
+    "ood_val_blocks": by_context({
+        "embedded": refusal(2, "without data.ood_val_files"),
+        "*": both(refusal(2, "without data.ood_val_files"),
+                  lambda name, place: [Check({name: 1}, EFFECT, {"ood_val_files": [str(place.root / "val.txt")]})])}),
     # How bytes that are not UTF-8 are read (tests/data/test_text_files.py shows the decoding); on
     # clean text the visible effect is that the prepared text is cached under its own key.
     "encoding_errors": by_context({"files": lambda name, place: [Check({name: "replace"}, EFFECT, only="cached")],

@@ -56,7 +56,11 @@ def class_identity(path: str) -> str:
 
 
 ADDED = {("data", "init_args", "length_grouping"): 0, ("data", "init_args", "sort_eval_by_length"): False,
-         ("log_level",): None, ("data", "init_args", "encoding_errors"): "strict"}
+         ("log_level",): None, ("data", "init_args", "encoding_errors"): "strict",
+         ("data", "init_args", "corpus_seed"): 0, ("data", "init_args", "ood_val_files"): None,
+         ("data", "init_args", "ood_val_blocks"): None,
+         # balanced narrowing keeps the position table; only runs that narrow a pretrained embedding change
+         ("model", "init_args", "narrowing"): "balanced"}
 """Options added since, with the default that keeps a configuration as it was: (path) -> default.
 A command line that resolves one of them to anything else resolves differently, and fails."""
 
@@ -67,6 +71,10 @@ ADDED_CALLBACKS = {"lightning.pytorch.callbacks.LearningRateMonitor", "tiedemb.m
 def without_added(config: dict[str, Any]) -> dict[str, Any]:
     """``config`` without the options added since, each checked to hold its neutral default."""
     config = json.loads(json.dumps(config))
+    data = (config.get("data") or {}).get("init_args") or {}
+    if "seed" in data and data["seed"] is None:
+        # data.seed now follows seed_everything when unset, which is what the configs' 0 was
+        data["seed"] = config.get("seed_everything")
     for path, default in ADDED.items():
         parent = config
         for key in path[:-1]:

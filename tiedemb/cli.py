@@ -6,6 +6,7 @@ LightningCLI object, so tests drive the real command line with a list of argumen
 
 from __future__ import annotations
 
+import math
 import os
 import sys
 import warnings
@@ -14,6 +15,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 import lightning as L
+import torch
 from lightning.fabric.connector import _PRECISION_INPUT
 from lightning.pytorch.callbacks import LearningRateMonitor, ModelCheckpoint, ThroughputMonitor
 from lightning.pytorch.cli import LightningArgumentParser, LightningCLI, SaveConfigCallback
@@ -83,6 +85,7 @@ DEFAULT_CALLBACKS = [
 
 class Trainer(L.Trainer):
     """Lightning's Trainer plus ``initloss`` (predicted vs measured initial loss, no training),
+    ``baselines`` (the unigram and bigram losses of the configured text),
     the precision ``bf16-mixed-if-native`` (training/precision.py), and the values of its options
     that would break a run refused as tiedemb's own are (training/run_checks.py)."""
 
@@ -124,6 +127,61 @@ class Trainer(L.Trainer):
         print(format_table(rows))
         return rows
 
+    def similarity(self, model: L.LightningModule, datamodule: L.LightningDataModule | None = None,
+                   split: str | None = None, samples: int = 1000) -> dict[str, float]:
+        """Zero-shot paraphrase ranking of a sentence-pair task's dev split, with no training: the
+        ROC-AUC of the cosine similarity of each pair's mean-pooled sentence vectors, with a 95%
+        bootstrap interval (``tiedemb.modules.similarity``); logged as ``zero_shot/auroc`` ...
+
+        Args:
+            split: the labelled split to score (default: the task's first dev split).
+            samples: bootstrap resamples for the interval.
+        """
+        from tiedemb.modules.similarity import bootstrap_auroc, pair_similarity
+
+        task = getattr(datamodule, "task_spec", None)
+        if not isinstance(model, GlueModule) or task is None:
+            raise UserError("similarity scores a GLUE sentence-pair task: give a GLUE config (model: GlueModule, "
+                            "data: GlueData), e.g. configs/glue/mrpc.yaml")
+        if len(task.text_columns) != 2 or task.num_labels != 2:
+            raise UserError(f"similarity needs a sentence-pair task with two labels (mrpc, qqp); {task.name} has "
+                            f"{len(task.text_columns)} text column(s) and {task.num_labels} labels")
+        split = split or task.validation_splits[0]
+        raw = datamodule.raw_split(split)
+        model.eval()
+        first, second = task.text_columns
+        scores = pair_similarity(model.model.encode, datamodule.tokenizer, raw[first], raw[second],
+                                 datamodule.max_length)
+        result = bootstrap_auroc(scores, torch.tensor(raw["label"]), samples=samples)
+        metrics = {**result.metrics(), **{f"narrow/kept_{name}": share for name, share in model.narrowing_kept.items()}}
+        for logger in self.loggers:
+            logger.log_metrics(metrics, step=0)
+            logger.save()
+            logger.finalize("success")
+        print(f"{task.name} {split}: zero-shot ROC-AUC {result.auroc:.4f} [95% bootstrap {result.low:.4f}, "
+              f"{result.high:.4f}] over {result.examples} pairs")
+        return metrics
+
+    def baselines(self, model: L.LightningModule, datamodule: L.LightningDataModule | None = None) -> dict[str, float]:
+        """Print the add-one unigram and bigram losses of the configured text's validation blocks
+        (and of its out-of-domain text), in nats per predicted token: the bars a run's loss is read against.
+
+        They are scored where the model is (the same tokenizer, blocks and, for MLM, masked positions);
+        ``trainer.limit_val_batches`` given as a count limits the blocks as it limits validation.
+        """
+        if not hasattr(datamodule, "baselines") or getattr(datamodule, "source", None) == "synthetic":
+            raise UserError("baselines are for text: give data.train_files or data.dataset (the embedded corpus "
+                            "logs its exact entropies instead: data/entropy_rate, data/unigram_entropy)")
+        limit = self.limit_val_batches
+        blocks = int(limit) * datamodule.batch_size if isinstance(limit, int) else None
+        found = datamodule.baselines(limit_val_blocks=blocks)
+        log_n = math.log(datamodule.vocab_size)
+        print(f"{'baseline':<24}{'nats/token':>12}")
+        print(f"{'uniform (ln n)':<24}{log_n:>12.4f}")
+        for name, value in found.items():
+            print(f"{name.removeprefix('data/').removesuffix('_loss').replace('_', ' '):<24}{value:>12.4f}")
+        return found
+
 
 class ConfigSaver(SaveConfigCallback):
     """Saves the resolved config beside the run and into every logger (W&B's run config).
@@ -151,7 +209,8 @@ class TiedembCLI(LightningCLI):
 
     @staticmethod
     def subcommands() -> dict[str, set[str]]:
-        return {**LightningCLI.subcommands(), "initloss": {"model", "datamodule"}}
+        return {**LightningCLI.subcommands(), "initloss": {"model", "datamodule"}, "baselines": {"model", "datamodule"},
+                "similarity": {"model", "datamodule"}}
 
     def _prepare_subcommand_parser(self, klass: type, subcommand: str, **kwargs: Any) -> LightningArgumentParser:
         # Each subcommand's parser reads the signatures of the Trainer, the model and data classes and
@@ -198,6 +257,8 @@ class TiedembCLI(LightningCLI):
                     f"data.objective={given!r} disagrees with model.objective={wanted!r}; set model.objective only"
                 )
             data.init_args.objective = wanted
+        if model and data:
+            resolve_pretrained_tokenizer(model, data)
         from_checkpoint = self.subcommand != "fit" and getattr(self, "_checkpoint", None) is not None
         if model and not from_checkpoint:  # evaluation takes the checkpoint's settings, these included
             refuse_linked_settings(model)
@@ -422,6 +483,42 @@ def refuse_linked_settings(model: Any) -> None:
         if name in parameters and given(value, parameters[name].default):
             raise UserError(f"model.{name}={shown(value)} is set from the data ({source}); leave it out of the model's "
                             "settings")
+
+
+PRETRAINED_TOKENIZER = "pretrained"
+"""``data.tokenizer: pretrained``: the tokenizer ``model.pretrained`` was trained with."""
+
+
+def resolve_pretrained_tokenizer(model: Any, data: Any) -> None:
+    """Replace ``data.tokenizer: pretrained`` by the tokenizer of ``model.pretrained``.
+
+    A tiedemb checkpoint names the tokenizer its run used, or the one it trained (kept in a cache
+    folder named by a hash of its text, which nobody could type); a transformers folder holds its
+    own. A fine-tuning sweep chained to a pretraining one can then say which tokenizer it means.
+    """
+    settings, data_settings = model.get("init_args") or {}, data.get("init_args") or {}
+    if data_settings.get("tokenizer") != PRETRAINED_TOKENIZER:
+        return
+    pretrained = settings.get("pretrained")
+    if not pretrained:
+        raise UserError(f"data.tokenizer={PRETRAINED_TOKENIZER!r} takes the tokenizer of model.pretrained, which is "
+                        "unset; name a tokenizer, or the model to start from")
+    path = Path(str(pretrained)).expanduser()
+    if path.is_dir() or not path.suffix == ".ckpt":
+        data_settings["tokenizer"] = str(pretrained)  # a transformers folder or hub name holds its tokenizer
+        return
+    from tiedemb.data.text import tokenizer_of_run
+
+    checkpoint = read_checkpoint(path)
+    hparams = checkpoint.get("hyper_parameters") or {}
+    recorded = dict(checkpoint.get("datamodule_hyper_parameters") or {})
+    found = tokenizer_of_run(recorded, int(hparams.get("vocab_size") or 0), str(hparams.get("objective") or "mlm"))
+    if found is None:
+        raise UserError(f"data.tokenizer={PRETRAINED_TOKENIZER!r}: the run of {str(pretrained)!r} names no tokenizer "
+                        "that can be found from here (its trained tokenizer is kept under its data.cache_dir, relative "
+                        "to the folder it ran in); pass --data.tokenizer=<folder>")
+    data_settings["tokenizer"] = found
+    print(f"data.tokenizer: {found} (the tokenizer {str(pretrained)!r} was trained with)", file=sys.stderr)
 
 
 def _task_name(task_spec: Any) -> str:

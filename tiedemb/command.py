@@ -1,6 +1,6 @@
 """``tiedemb SUBCOMMAND ...``: one command for everything a user runs (``python -m tiedemb`` too).
 
-``fit``, ``validate``, ``test``, ``predict`` and ``initloss`` are the LightningCLI of ``main.py``
+``fit``, ``validate``, ``test``, ``predict``, ``initloss``, ``baselines`` and ``similarity`` are the LightningCLI of ``main.py``
 (``tiedemb.cli``); the others hand their arguments to the command module that does the work, the
 same module ``python -m tiedemb.<module>`` runs. Modules are imported only for the subcommand
 chosen, so ``tiedemb --help`` answers without loading torch or Lightning.
@@ -20,13 +20,16 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "test": ("tiedemb.cli", "evaluate on the test data (GLUE: the labelled dev splits)"),
     "predict": ("tiedemb.cli", "write predictions (GLUE: submission files)"),
     "initloss": ("tiedemb.cli", "the measured and predicted initial loss of a fresh model"),
+    "baselines": ("tiedemb.cli", "the unigram and bigram losses of the configured text's validation blocks"),
+    "similarity": ("tiedemb.cli", "zero-shot paraphrase ROC-AUC of a sentence encoder (cosine of mean-pooled vectors)"),
     "sweep": ("tiedemb.sweep", "run, list or emit the cells of a sweep file"),
     "report": ("tiedemb.report", "tables, curves and analyses of a folder of runs"),
     "analyse": ("tiedemb.experiments.analysis", "embedding analyses of a checkpoint (effective rank, synonyms)"),
     "consolidate": ("tiedemb.training.consolidate", "one single-device checkpoint from any strategy's"),
     "export": ("tiedemb.export", "a checkpoint as a transformers model folder (BERT's layout)"),
+    "narrowing": ("tiedemb.narrowing", "the share of each embedding table narrowing to a smaller d_e keeps"),
 }
-LIGHTNING_SUBCOMMANDS = {"fit", "validate", "test", "predict", "initloss"}
+LIGHTNING_SUBCOMMANDS = {"fit", "validate", "test", "predict", "initloss", "baselines", "similarity"}
 
 
 def usage() -> str:

@@ -124,7 +124,7 @@ def test_confidence_interval_uses_students_t():
     from tiedemb.experiments.aggregate import Interval, t_quantile_975
 
     assert t_quantile_975(2) == pytest.approx(4.303, abs=1e-3)  # three seeds
-    assert t_quantile_975(40) == pytest.approx(2.021, abs=1e-3)  # the expansion past the table
+    assert t_quantile_975(40) == pytest.approx(2.021, abs=1e-3)
     assert t_quantile_975(1000) == pytest.approx(1.962, abs=1e-3)
     stat = summarise([70.0, 72.0, 74.0])  # mean 72, sample std 2
     assert stat.ci95 == pytest.approx(4.303 * 2 / math.sqrt(3), rel=1e-4)

@@ -38,6 +38,9 @@ MIN_MAX_LENGTH = 8
 class GlueData(ResumableTraining, LightningDataModule):
     """One GLUE task, tokenised for a sentence(-pair) classifier.
 
+    ``tokenizer`` is a hub name or a local folder; on the command line ``pretrained`` means the
+    tokenizer ``model.pretrained`` was trained with (``tiedemb.cli.resolve_pretrained_tokenizer``).
+
     ``num_labels``, ``vocab_size``, ``pad_token_id`` and the split names are known right after
     construction, so the CLI can link them into the model before any data is read. The test
     loaders score the labelled dev splits again (GLUE hides test labels); the predict loaders
@@ -70,6 +73,9 @@ class GlueData(ResumableTraining, LightningDataModule):
         self.max_train_samples = max_train_samples
         self.length_grouping = length_grouping
         self.sort_eval_by_length = sort_eval_by_length
+        if tokenizer == "pretrained":
+            raise UserError("data.tokenizer='pretrained' is resolved by the command line from model.pretrained; "
+                            "outside it, pass the tokenizer itself")
         self.tokenizer: PreTrainedTokenizerBase = load_tokenizer(tokenizer)
         if self.tokenizer.pad_token_id is None:
             raise UserError(f"tokenizer {tokenizer!r} has no padding token, which batching GLUE pairs needs")
@@ -95,6 +101,10 @@ class GlueData(ResumableTraining, LightningDataModule):
         """Read and tokenise the splits ``stage`` needs, each once."""
         for split in self._splits_for(stage):
             self.split_dataset(split)
+
+    def raw_split(self, split: str) -> datasets.Dataset:
+        """One split as read, untokenised: its text columns, ``label`` and ``idx``."""
+        return self._source.load(split)
 
     def split_dataset(self, split: str) -> datasets.Dataset:
         """The tokenised examples of one split (hub name), prepared on first use."""

@@ -32,6 +32,7 @@ import yaml
 from tiedemb.errors import UserError
 from tiedemb.experiments import layout
 from tiedemb.experiments.preemption import STOP_SIGNALS_RECEIVED as STOP, SweepStopped, requeue_slurm_task, slurm_record
+from tiedemb.experiments.claims import analysis_record
 from tiedemb.experiments.sweep_file import Cell, Sweep, Upstream, replace_cells
 from tiedemb.training.exits import PREEMPTED_EXIT
 from tiedemb.training.status_file import now, process_fields
@@ -133,7 +134,7 @@ def resolved_config(sweep: Sweep, cell: Cell, folder: Path) -> str:
         # The cell's command line is given as a list on purpose; the sweep's own arguments are not its.
         warnings.filterwarnings("ignore", message=".*args parameter is intended to run from within Python")
         try:
-            main([*cell_args(sweep, cell, folder), "--print_config"])
+            main([*cell_args(sweep, cell, folder, cell.command), "--print_config"])
         except SystemExit as exited:
             code = exited.code
         except UserError as error:  # a check that raises instead of exiting
@@ -314,7 +315,24 @@ def write_manifest(sweep: Sweep, out: Path) -> None:
                    **({"pretrained_from": cell.upstream.cell.id} if cell.upstream else {})} for cell in sweep.cells],
         "skipped_studies": {study.name: study.skipped_because for study in sweep.studies if study.skipped_because},
         "wandb": sweep.wandb,
+        # the claims and margins as the file stated them when the sweep ran (experiments/claims.py)
+        **({"analysis": analysis_record(sweep.analysis)} if sweep.analysis else {}),
     })
+
+
+def source_commit() -> str | None:
+    """The git commit of the tiedemb source the cells run (``+`` if it has uncommitted changes), or
+    ``None`` outside a git checkout: what a result can be traced back to."""
+    source = Path(__file__).resolve().parents[2]
+    try:
+        commit = subprocess.run(["git", "rev-parse", "HEAD"], cwd=source, capture_output=True, text=True, timeout=10)
+        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no", "--", "tiedemb"], cwd=source,
+                               capture_output=True, text=True, timeout=10)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    if commit.returncode != 0:
+        return None
+    return commit.stdout.strip() + ("+" if dirty.stdout.strip() else "")
 
 
 def discard_superseded(cell: Cell, folder: Path) -> bool:
@@ -333,7 +351,7 @@ def _cell_record(sweep: Sweep, cell: Cell, workdir: Path, commands: dict[str, li
                  checkpoint: Path | None = None) -> dict[str, Any]:
     """What ``cell.json`` holds: the spec, and where a chained cell's checkpoint was found."""
     record = {**cell.spec(), "id": cell.id, "experiment": sweep.name, "spec_hash": cell.spec_hash, "index": cell.index,
-              "workdir": str(workdir), "commands": commands}
+              "workdir": str(workdir), "commands": commands, "commit": source_commit()}
     if cell.upstream is not None and checkpoint is not None:
         record["pretrained_from"] = {**cell.upstream.spec(), "path": str(checkpoint)}
     return record
@@ -362,15 +380,15 @@ def run_cell(sweep: Sweep, cell: Cell, out: Path, workdir: Path) -> bool:
     completed = {stage: info for stage, info in (previous.get("stages") or {}).items() if info.get("returncode") == 0}
     recorded = (layout.read_json(folder / layout.CELL_FILE) or {}).get("commands") or {}
     commands = {stage: recorded[stage] for stage in completed if stage in recorded}
-    resume = "last" if _last_checkpoint(folder) is not None else None
-    if "fit" not in completed:
-        commands["fit"] = [*TIEDEMB_COMMAND, *cell_args(sweep, cell, folder, "fit", resume, upstream)]
+    resume = "last" if cell.command == "fit" and _last_checkpoint(folder) is not None else None
+    if cell.command not in completed:
+        commands[cell.command] = [*TIEDEMB_COMMAND, *cell_args(sweep, cell, folder, cell.command, resume, upstream)]
     layout.write_json(folder / layout.CELL_FILE, _cell_record(sweep, cell, workdir, commands, checkpoint))
     status: dict[str, Any] = {"state": layout.RUNNING, "attempt": attempt, "started": now(), **process_fields(),
-                              "resumed": resume is not None and "fit" not in completed,
+                              "resumed": resume is not None and cell.command not in completed,
                               "stages": dict(completed), **slurm_record()}
     begin = time.monotonic()
-    stages = [stage for stage in ["fit"] + (["test"] if cell.test else []) if stage not in completed]
+    stages = [stage for stage in [cell.command] + (["test"] if cell.test else []) if stage not in completed]
     for stage in stages:
         status["stage"] = stage
         if STOP.received:  # told to stop before this stage started: it is not started

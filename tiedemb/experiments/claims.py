@@ -118,6 +118,20 @@ def parse_analysis(raw: Any, studies: Sequence[str], where: str) -> Analysis | N
     return Analysis(str(raw["axis"]), str(raw["reference"]), targets, tuple(claims))
 
 
+def analysis_record(analysis: Analysis) -> dict[str, Any]:
+    """The analysis as its YAML section would state it (``parse_analysis`` reads it back)."""
+    claims = []
+    for claim in analysis.claims:
+        item = {"text": claim.text, "study": claim.study, "levels": list(claim.levels), "metric": claim.metric,
+                "expect": claim.expect, "margin": claim.margin}
+        if claim.target is not None:
+            item["target"] = claim.target
+        if claim.reference is not None:
+            item["reference"] = claim.reference
+        claims.append(item)
+    return {"axis": analysis.axis, "reference": analysis.reference, "targets": list(analysis.targets), "claims": claims}
+
+
 # --------------------------------------------------------------------------- numbers
 
 

@@ -40,7 +40,9 @@ from tiedemb.experiments.aggregate import (
     task_of,
     tied_table,
 )
+from tiedemb.experiments import evidence
 from tiedemb.experiments.analysis import EmbeddingAnalysis, analyse_checkpoint
+from tiedemb.experiments.claims import Analysis, parse_analysis
 from tiedemb.experiments.runs import Run, find_runs
 from tiedemb.training.files import atomic_write_text
 from tiedemb.training.wandb_mode import choose_wandb_mode
@@ -101,7 +103,10 @@ def flat_rows(table: Table) -> tuple[list[str], list[list[Any]]]:
 
 
 def write_csv(table: Table, path: Path) -> Path:
-    columns, rows = flat_rows(table)
+    return write_rows(*flat_rows(table), path)
+
+
+def write_rows(columns: list[str], rows: list[list[Any]], path: Path) -> Path:
     buffer = io.StringIO()
     writer = csv.writer(buffer)
     writer.writerow(columns)
@@ -191,6 +196,23 @@ def _rank_points(runs: list[Run], analyses: dict[str, EmbeddingAnalysis]) -> dic
 # --------------------------------------------------------------------------- the report
 
 
+def study_analysis(manifest: dict[str, Any], echo: Callable[[str], None]) -> Analysis | None:
+    """The claims the sweep stated: as recorded when it ran, else as its sweep file states them now."""
+    studies = list(dict.fromkeys(str(cell.get("study")) for cell in manifest.get("cells", [])))
+    try:
+        if manifest.get("analysis"):
+            return parse_analysis(manifest["analysis"], studies, "sweep.json")
+        path = manifest.get("sweep_file")
+        if path and Path(path).is_file():
+            from tiedemb.experiments.sweep_file import load_sweep
+
+            return load_sweep(path).analysis
+    except UserError as error:
+        echo(f"note: the sweep's claims could not be read, so no verdicts are given: {error}")
+    return None
+
+
+
 def build_report(root: str | Path, target_loss: float | None = None, at_steps: list[int] | None = None,
                  wandb: bool = True, analyses: bool = True, echo: Callable[[str], None] = print) -> Path:
     """Write every report file into ``root``; return the path of ``report.md``."""
@@ -202,12 +224,18 @@ def build_report(root: str | Path, target_loss: float | None = None, at_steps: l
         raise UserError(f"{str(root)!r} holds no runs: no sweep cells (cell.json) and no metrics "
                         "(csv/version_*/metrics.csv or W&B run-*.wandb files); run a sweep into it first")
     manifest = layout.read_json(root / layout.MANIFEST_FILE) or {}
+    claims = study_analysis(manifest, echo)
+    numbers = evidence.collect(runs, claims)
     results = analyse_runs(runs, echo) if analyses else {}
     tied = tied_table(runs, target_loss, at_steps)
     dims = embedding_dim_table(runs, extra=_analysis_columns(results) if results else None)
     tables = [tied, dims, analysis_table(runs, results), runs_table(runs)]
-    for table in tables:
+    evidence_tables = [evidence.baselines_table(numbers), evidence.convergence_table(numbers, claims),
+                       evidence.differences_table(numbers, claims), evidence.claims_table(numbers, claims),
+                       evidence.zero_shot_table(runs), evidence.run_metrics_table(runs, claims)]
+    for table in [*tables, *evidence_tables]:
         write_csv(table, root / f"{table.name}.csv")
+    write_rows(*evidence.curve_rows(runs), root / "curves.csv")
     if not plots.available():
         echo(f"note: {plots.MISSING}")
     rank_points = _rank_points(runs, results)
@@ -216,7 +244,7 @@ def build_report(root: str | Path, target_loss: float | None = None, at_steps: l
         "dev_score_vs_de.png": plots.dev_score_vs_dim(dims.rows, dims.score_columns, root / "dev_score_vs_de.png"),
         "effective_rank_vs_de.png": plots.effective_rank_vs_dim(rank_points, root / "effective_rank_vs_de.png"),
     }
-    text = render_markdown(root, manifest, runs, tables, figures)
+    text = render_markdown(root, manifest, runs, tables, figures, evidence_tables, evidence.seed_statement(runs))
     atomic_write_text(root / REPORT_FILE, text)
     if wandb:
         charts = {**loss_charts(plots.loss_panels(runs)), **dev_score_charts(dims.rows, dims.score_columns),
@@ -227,7 +255,8 @@ def build_report(root: str | Path, target_loss: float | None = None, at_steps: l
 
 
 def render_markdown(root: Path, manifest: dict[str, Any], runs: list[Run], tables: list[Table],
-                    figures: dict[str, Path | None]) -> str:
+                    figures: dict[str, Path | None], evidence_tables: list[Table] | None = None,
+                    seeds: str | None = None) -> str:
     tied, dims, analysis, _ = tables
     name = manifest.get("name") or root.name
     states: dict[str, int] = {}
@@ -236,9 +265,9 @@ def render_markdown(root: Path, manifest: dict[str, Any], runs: list[Run], table
     lines = [f"# Report: {name}", ""]
     if manifest.get("description"):
         lines += [manifest["description"], ""]
-    lines += [f"- folder: `{root.resolve()}`"]
     if manifest.get("sweep_file"):
-        lines += [f"- sweep file: `{manifest['sweep_file']}`"]
+        # the file's name only: where it lay on the machine that ran the sweep says nothing to a reader
+        lines += [f"- sweep file: `{Path(manifest['sweep_file']).name}`"]
     lines += [f"- generated: {datetime.now(timezone.utc).isoformat(timespec='seconds')}",
               f"- runs: {len(runs)} ({', '.join(f'{count} {state}' for state, count in sorted(states.items()))}); "
               f"averaged: {sum(run.ok for run in runs)}", ""]
@@ -249,6 +278,14 @@ def render_markdown(root: Path, manifest: dict[str, Any], runs: list[Run], table
     if missing:
         lines += [f"> {len(missing)} cells of the sweep have not started: {', '.join(missing[:10])}"
                   f"{' ...' if len(missing) > 10 else ''}", ""]
+    if seeds:
+        lines += [f"- seeds: {seeds}"]
+    lines += [""]
+    evidence_tables = [table for table in evidence_tables or [] if table.rows and table.name != "run_metrics"]
+    if evidence_tables:
+        lines += ["## Evidence: baselines, convergence, paired differences and verdicts", ""]
+        for table in evidence_tables:
+            lines += [f"### {table.title}", "", markdown_table(table)]
     lines += ["## 1. Tied embeddings", "", markdown_table(tied)]
     if figures.get("loss_curves.png"):
         lines += ["![Validation loss per variant; circles: measured initial loss, crosses: predicted, dashed: ln n]"
@@ -269,7 +306,9 @@ def render_markdown(root: Path, manifest: dict[str, Any], runs: list[Run], table
         lines.append("")
     else:
         lines += ["None: every run finished.", ""]
-    lines += ["Tables as CSV: " + ", ".join(f"`{table.name}.csv`" for table in tables) + ".", ""]
+    names = [table.name for table in tables] + [table.name for table in evidence_tables] + ["run_metrics", "curves"]
+    lines += ["Tables as CSV: " + ", ".join(f"`{name}.csv`" for name in dict.fromkeys(names)) + " (curves: every "
+              "run's validation losses at every evaluation; run_metrics: every run's final metrics).", ""]
     return "\n".join(lines)
 
 

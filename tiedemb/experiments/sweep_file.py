@@ -25,6 +25,7 @@ A sweep file is YAML::
           - where: {task: mnli, d_e: 128}
             skip: true
         test: best                              # after fit, `test` on the best (or last) checkpoint
+        command: fit                            # or similarity: the zero-shot probe, no training
       mrpc:                                     # a chained study: each cell starts from the
         configs: [../glue/mrpc.yaml]            # checkpoint of one cell of another study
         pretrained_from:
@@ -84,7 +85,10 @@ from tiedemb.experiments.claims import Analysis, parse_analysis
 
 FILE_KEYS = ("name", "description", "wandb", "slurm", "configs", "overrides", "grid", "rules", "requires", "test",
              "search", "studies", "analysis")
-STUDY_KEYS = ("description", "configs", "overrides", "grid", "rules", "requires", "test", "pretrained_from", "search")
+STUDY_KEYS = ("description", "configs", "overrides", "grid", "rules", "requires", "test", "pretrained_from", "search",
+              "command")
+COMMAND_CHOICES = ("fit", "similarity")
+"""What a cell runs: training (``fit``), or the zero-shot ``similarity`` probe of a pretrained encoder."""
 LEVEL_KEYS = ("configs", "overrides")
 RULE_KEYS = ("where", "overrides", "skip")
 WANDB_KEYS = ("project", "entity", "tags")
@@ -120,6 +124,7 @@ class Cell:
     index: int = 0  # position in the whole sweep: the SLURM array index
     root: Path = Path(".")  # the sweep file's folder: configs are named relative to it in the spec
     upstream: Upstream | None = None  # a chained cell: whose checkpoint it starts from
+    command: str = "fit"  # the subcommand the cell runs (COMMAND_CHOICES)
 
     @property
     def id(self) -> str:
@@ -134,6 +139,8 @@ class Cell:
                 "overrides": self.overrides, "test": self.test}
         if self.upstream is not None:  # only then: the hashes of unchained cells stay as they were
             spec["pretrained_from"] = self.upstream.spec()
+        if self.command != "fit":  # likewise: fitting cells keep their hashes
+            spec["command"] = self.command
         return spec
 
     @property
@@ -321,6 +328,11 @@ def _expand_study(name: str, shared: dict[str, Any], own: dict[str, Any], base: 
     test = own.get("test", shared.get("test"))
     if test not in (None, False, *TEST_CHOICES):
         raise UserError(f"{where}: test={test!r} is not a known choice; valid: {', '.join(TEST_CHOICES)} (or leave it out)")
+    command = own.get("command", shared.get("command", "fit"))
+    if command not in COMMAND_CHOICES:
+        raise UserError(f"{where}: command={command!r} is not a known choice; valid: {', '.join(COMMAND_CHOICES)}")
+    if command != "fit" and test:
+        raise UserError(f"{where}: test={test!r} has no effect with command={command!r}: it tests what fit trained")
     grid = {**_mapping(shared.get("grid", {}), f"{where}: grid"), **_mapping(own.get("grid", {}), f"{where}: grid")}
     axes = [_axis(key, values, base, f"{where}: grid.{key}") for key, values in grid.items()]
     labels = [axis[0].label for axis in axes]
@@ -350,7 +362,7 @@ def _expand_study(name: str, shared: dict[str, Any], own: dict[str, Any], base: 
                 skip = skip or rule["skip"]
         if not skip:
             study.cells.append(Cell(study=name, labels=cell_labels, configs=cell_configs, overrides=cell_overrides,
-                                    test=test or None, index=start + len(study.cells), root=base))
+                                    test=test or None, index=start + len(study.cells), root=base, command=command))
     return study
 
 

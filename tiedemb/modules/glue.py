@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 import lightning as L
 from lightning.pytorch.utilities import rank_zero_info
@@ -20,7 +20,7 @@ from tiedemb.modules.optim import adamw_with_schedule, check_schedule
 from tiedemb.modules.settings import save_settings, takes_model_settings
 from tiedemb.nn.classifier import SequenceClassifier
 from tiedemb.nn.config import ARCHITECTURE, TRAINING, TransformerConfig
-from tiedemb.options import Bounds, NonNegativeFloat, NonNegativeInt, PositiveFloat, Rate, UnitFraction, given, no_effect
+from tiedemb.options import Bounds, NonNegativeFloat, NonNegativeInt, PositiveFloat, Rate, UnitFraction, given, no_effect, warn_no_effect
 from tiedemb.training.files import write_tsv
 from tiedemb.weights.narrow import TABLES, fit_embedding
 from tiedemb.weights.restoring import reads_pretrained, weights_from_checkpoint
@@ -64,7 +64,10 @@ class GlueModule(L.LightningModule):
         reinit_embeddings: draw the token/position/segment tables and the projection afresh
             instead of taking (or SVD-narrowing) the pretrained ones.
         embedding_dim: d_e. Unset: the pretrained width. Narrower than the pretrained embedding:
-            the tables are factorised by truncated SVD (``tiedemb.weights.narrow``).
+            the tables are fitted into one shared basis (``tiedemb.weights.narrow``).
+        narrowing: how that basis is chosen: ``balanced`` (each table's energy counts equally, so
+            the positions keep theirs) or ``energy`` (a plain truncated SVD of the stacked rows,
+            dominated by the token table). The share each table kept is logged as ``narrow/kept_*``.
         pooler: BERT's dense + tanh on [CLS] before the classifier.
         warmup_ratio: warmup as a fraction of all optimiser steps; ``warmup_steps`` overrides it.
         predictions_dir: where ``predict`` and ``test`` write TSV files; default the run folder
@@ -81,6 +84,7 @@ class GlueModule(L.LightningModule):
         task: str | None = None,
         pretrained: str | None = None,
         reinit_embeddings: bool = False,
+        narrowing: Literal["balanced", "energy"] = "balanced",
         pooler: bool = True,
         classifier_dropout: Rate | None = None,
         learning_rate: NonNegativeFloat = 2e-5,
@@ -118,8 +122,13 @@ class GlueModule(L.LightningModule):
         training = {name: model[name] for name in TransformerConfig.field_names_of(TRAINING)}
         self.config = TransformerConfig(objective="mlm", **training, **architecture)
         self.model = SequenceClassifier(self.config, num_labels, pooler=pooler, classifier_dropout=classifier_dropout)
+        check_choice("model.narrowing", narrowing, ("balanced", "energy"))
+        if narrowing != "balanced" and pretrained is None:
+            raise no_effect("model.narrowing", narrowing, "without model.pretrained: there is no pretrained embedding "
+                            "to narrow")
+        self.narrowing_kept: dict[str, float] = {}  # table -> share of its energy kept by narrowing
         if source is not None:
-            self._load_source(source, reinit_embeddings)
+            self._load_source(source, reinit_embeddings, narrowing)
         # Model FLOPs of the batch just run, for the Trainer's ThroughputMonitor (tiedemb.modules.throughput).
         self._matmul_weights = MatmulWeights.of(self.model)
         self.flops_per_batch: float | None = None
@@ -149,8 +158,15 @@ class GlueModule(L.LightningModule):
         return num_labels
 
     @torch.no_grad()
-    def _load_source(self, source: PretrainedWeights, reinit_embeddings: bool) -> None:
-        state = fit_embedding(source, self.config.embedding_dim, reinit_embeddings)
+    def _load_source(self, source: PretrainedWeights, reinit_embeddings: bool, narrowing: str) -> None:
+        state = fit_embedding(source, self.config.embedding_dim, reinit_embeddings, narrowing, kept=self.narrowing_kept)
+        if narrowing != "balanced" and not self.narrowing_kept:
+            warn_no_effect("model.narrowing", narrowing, "here: the pretrained embedding is not narrowed "
+                           "(model.embedding_dim is its width, or model.reinit_embeddings draws new tables)")
+        if self.narrowing_kept:
+            rank_zero_info("narrowed the pretrained embedding to d_e = %d (%s): energy kept %s" % (
+                self.config.embedding_dim, narrowing,
+                ", ".join(f"{name} {share:.1%}" for name, share in self.narrowing_kept.items())))
         if self.model.pooler is None:
             state = {key: value for key, value in state.items() if not key.startswith("pooler.")}
         result = self.model.load_state_dict(state, strict=False)
@@ -177,6 +193,12 @@ class GlueModule(L.LightningModule):
         batch_size, length = batch["input_ids"].shape
         self.flops_per_batch = count(batch_size, length, output_positions=batch_size)
         return self(batch["input_ids"], batch.get("attention_mask"), batch.get("token_type_ids"))
+
+    def on_train_start(self) -> None:
+        # What narrowing the pretrained embedding kept, beside the scores it led to.
+        if self.narrowing_kept and self.global_step == 0:
+            for logger in self.loggers:
+                logger.log_metrics({f"narrow/kept_{name}": share for name, share in self.narrowing_kept.items()}, step=0)
 
     # -- setup: metric objects for the splits this run evaluates -----------------------------------
     def setup(self, stage: str) -> None:

@@ -1,0 +1,324 @@
+"""The evidence a pretraining study's claims are decided on: baselines, convergence, paired differences.
+
+Read from the runs' own metrics (the CSV every run writes):
+
+* **baselines**: the add-one unigram and bigram losses each run logged for its validation text
+  (``data/unigram_loss``, ``data/bigram_loss``; ``data/ood_…`` for the out-of-domain text), the
+  bar a loss must clear before it says anything about context;
+* **convergence**: per level of the sweep's analysis axis, the final in-domain and out-of-domain
+  losses, and the step at which each run first reached ``unigram - t`` for each target ``t``
+  (interpolated between evaluations, ``tiedemb.experiments.claims.steps_to_target``);
+* **paired differences**: each level minus the reference level, seed by seed (a seed fixes the
+  initialisation, the data order and the masks, so two variants with one seed saw the same batches),
+  with a 95% interval;
+* **claims**: the sweep file's claims with their verdicts (``claims.verdict``);
+* **run metrics** and **curves**: one row per run and one row per run and evaluation, for anyone
+  who wants to check the tables.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Any
+
+from tiedemb.experiments.aggregate import Interval, Table, pretraining_runs, sort_value, summarise
+from tiedemb.experiments.claims import (
+    Analysis,
+    Claim,
+    Difference,
+    describe_rule,
+    paired_difference,
+    steps_to_target,
+    verdict,
+)
+from tiedemb.experiments.runs import Run
+
+SEED_LABEL = "seed"
+VAL, OOD = "val/loss", "val_ood/loss"
+BASELINES = {"unigram": "data/unigram_loss", "bigram": "data/bigram_loss",
+             "ood unigram": "data/ood_unigram_loss", "ood bigram": "data/ood_bigram_loss"}
+DEFAULT_TARGETS = (0.25, 0.5, 1.0)
+
+
+@dataclass(frozen=True)
+class RunNumbers:
+    """What one pretraining run contributes: its final losses, baselines and steps to each target."""
+
+    run: Run
+    level: str
+    seed: str
+    final: float | None
+    final_ood: float | None
+    last_step: int | None
+    baselines: dict[str, float | None]
+    steps: dict[float, float | None]  # target -> interpolated step, None: never reached
+
+    @property
+    def below_unigram(self) -> float | None:
+        unigram = self.baselines.get("unigram")
+        return None if unigram is None or self.final is None else unigram - self.final
+
+
+def run_numbers(run: Run, axis: str, targets: Iterable[float]) -> RunNumbers:
+    baselines = {name: run.first(metric) for name, metric in BASELINES.items()}
+    curve = run.series(VAL)
+    unigram = baselines["unigram"]
+    steps = {target: (steps_to_target(curve, unigram - target) if unigram is not None else None) for target in targets}
+    return RunNumbers(run=run, level=run.labels.get(axis, ""), seed=run.labels.get(SEED_LABEL, ""),
+                      final=run.last(VAL), final_ood=run.last(OOD), last_step=curve[-1][0] if curve else None,
+                      baselines=baselines, steps=steps)
+
+
+def collect(runs: Iterable[Run], analysis: Analysis | None) -> dict[str, dict[str, dict[str, RunNumbers]]]:
+    """study -> level -> seed -> numbers, for the finished pretraining runs."""
+    axis = analysis.axis if analysis else "variant"
+    targets = analysis.targets if analysis and analysis.targets else DEFAULT_TARGETS
+    numbers: dict[str, dict[str, dict[str, RunNumbers]]] = {}
+    for run in pretraining_runs(runs):
+        found = run_numbers(run, axis, targets)
+        numbers.setdefault(run.study, {}).setdefault(found.level, {})[found.seed] = found
+    return numbers
+
+
+def _levels(levels: dict[str, Any]) -> list[str]:
+    return sorted(levels, key=sort_value)
+
+
+def baselines_table(numbers: dict[str, dict[str, dict[str, RunNumbers]]]) -> Table:
+    """Per study: the baselines its runs logged (equal across runs of one study; the range if not)."""
+    rows = []
+    for study, levels in numbers.items():
+        members = [found for seeds in levels.values() for found in seeds.values()]
+        row: dict[str, Any] = {"study": study, "runs": len(members)}
+        for name in BASELINES:
+            values = [found.baselines[name] for found in members if found.baselines[name] is not None]
+            if not values:
+                row[name] = None
+            elif max(values) - min(values) < 1e-9:
+                row[name] = values[0]
+            else:
+                row[name] = f"{min(values):.3f}–{max(values):.3f}"
+        rows.append(row)
+    notes = ["add-one unigram and bigram models of the training blocks, scored on the validation blocks the runs "
+             "are scored on (same tokenizer, blocks and, for masked-token prediction, the same masked positions); "
+             "nats per predicted token; ood: the out-of-domain validation text",
+             "each run computes them when it starts (PretrainData.baselines) and logs them as data/unigram_loss, "
+             "data/bigram_loss, data/ood_unigram_loss, data/ood_bigram_loss; "
+             "`python main.py baselines --config ...` prints them for any configuration"]
+    return Table(name="baselines", title="Baselines", columns=["study", "runs", *BASELINES], rows=rows, notes=notes,
+                 digits={"runs": 0})
+
+
+def convergence_table(numbers: dict[str, dict[str, dict[str, RunNumbers]]], analysis: Analysis | None) -> Table:
+    targets = analysis.targets if analysis and analysis.targets else DEFAULT_TARGETS
+    axis = analysis.axis if analysis else "variant"
+    step_columns = [f"steps to unigram - {target:g}" for target in targets]
+    columns = ["study", axis, "seeds", "final val loss", "95% CI", "below unigram", "final ood loss", *step_columns]
+    rows = []
+    for study, levels in numbers.items():
+        for level in _levels(levels):
+            members = list(levels[level].values())
+            final = summarise(found.final for found in members)
+            row: dict[str, Any] = {"study": study, axis: level, "seeds": len(members), "final val loss": final,
+                                   "95% CI": Interval(final) if final is not None else None,
+                                   "below unigram": summarise(found.below_unigram for found in members),
+                                   "final ood loss": summarise(found.final_ood for found in members)}
+            for target, column in zip(targets, step_columns):
+                reached = [found.steps[target] for found in members if found.steps[target] is not None]
+                stat = summarise(reached)
+                never = len(members) - len(reached)
+                text = "never" if stat is None else stat.format(0)
+                row[column] = text + (f" ({never} of {len(members)} never)" if never and stat is not None else "")
+            rows.append(row)
+    notes = ["mean ± sample standard deviation over seeds; 95% CI: of the mean final loss (Student's t)",
+             "below unigram: the in-domain unigram loss minus the final validation loss (positive: better than "
+             "token frequencies)",
+             "steps to unigram - t: the step at which the validation loss first reached the in-domain unigram loss "
+             "minus t nats, interpolated linearly between the two evaluations around the crossing; averaged over "
+             "the runs that reached it; never: the run ended above it"]
+    return Table(name="convergence", title="Convergence", columns=columns, rows=rows, notes=notes, digits={"seeds": 0})
+
+
+def _paired(levels: dict[str, dict[str, RunNumbers]], level: str, reference: str, metric: str,
+            target: float | None) -> Difference:
+    """``level - reference`` over shared seeds; steps a run never reached are lower bounds (its last step)."""
+    def values(name: str) -> tuple[dict[str, float], bool]:
+        found, bounded = {}, False
+        for seed, numbers in levels.get(name, {}).items():
+            if metric == "final_loss":
+                if numbers.final is not None:
+                    found[seed] = numbers.final
+            elif numbers.steps.get(target) is not None:
+                found[seed] = numbers.steps[target]
+            elif numbers.last_step is not None:
+                found[seed], bounded = float(numbers.last_step), True
+        return found, bounded
+
+    mine, mine_bounded = values(level)
+    theirs, theirs_bounded = values(reference)
+    difference = paired_difference(mine, theirs)
+    if theirs_bounded:  # the reference's true value is unknown: no difference can be stated
+        return Difference(difference.n, math.nan, math.nan, math.nan)
+    if mine_bounded:
+        return Difference(difference.n, difference.mean, difference.low, difference.high, bound_only=True)
+    return difference
+
+
+def differences_table(numbers: dict[str, dict[str, dict[str, RunNumbers]]], analysis: Analysis | None) -> Table:
+    targets = analysis.targets if analysis and analysis.targets else DEFAULT_TARGETS
+    axis = analysis.axis if analysis else "variant"
+    reference = analysis.reference if analysis else None
+    step_columns = [f"Δ steps to unigram - {target:g}" for target in targets]
+    columns = ["study", axis, "reference", "Δ final val loss", *step_columns]
+    rows = []
+    for study, levels in numbers.items():
+        # the analysis's reference, or, in a study without it, the reference its claims name
+        claimed = [claim.reference for claim in (analysis.claims if analysis else ()) if claim.study == study]
+        ref = next((name for name in (reference, *claimed) if name in levels), None)
+        if ref is None:
+            continue
+        for level in _levels(levels):
+            if level == ref:
+                continue
+            row: dict[str, Any] = {"study": study, axis: level, "reference": ref,
+                                   "Δ final val loss": _paired(levels, level, ref, "final_loss", None).format(3)}
+            for target, column in zip(targets, step_columns):
+                row[column] = _paired(levels, level, ref, "steps", target).format(0)
+            rows.append(row)
+    notes = [f"each level minus its study's reference ({reference}, or the reference the study's claims name), seed by seed: mean [95% interval, Student's t on the "
+             "paired differences] (n = seeds both ran)",
+             "lower bound: a run of the level never reached the target, so its step count is taken as its last "
+             "step and the difference is at least this; nan: the reference never reached it"]
+    return Table(name="paired_differences", title="Paired differences from the reference", columns=columns, rows=rows,
+                 notes=notes)
+
+
+def claims_table(numbers: dict[str, dict[str, dict[str, RunNumbers]]], analysis: Analysis | None) -> Table:
+    rows = []
+    for claim in analysis.claims if analysis else ():
+        reference = claim.reference or analysis.reference
+        levels = numbers.get(claim.study, {})
+        for level in claim.levels:
+            difference = _paired(levels, level, reference, claim.metric, claim.target)
+            decided = verdict(difference, claim.expect, claim.margin)
+            if level not in levels or reference not in levels:
+                decided = f"not run ({level if level not in levels else reference} has no finished runs)"
+            rows.append({"claim": claim.text, "study": claim.study, "level": level, "reference": reference,
+                         "measure": claim.metric_name, "expected": claim.expect, "margin": f"{claim.margin:g}",
+                         "difference": difference.format(0 if claim.metric == "steps" else 3), "verdict": decided,
+                         "rule": describe_rule(claim)})
+    notes = ["difference: level minus reference, paired by seed, mean [95% interval]; the claims, margins and "
+             "rules were fixed in the sweep file's analysis section before the runs"]
+    return Table(name="claims", title="Claims and verdicts", columns=["claim", "study", "level", "reference", "measure",
+                                                                     "expected", "margin", "difference", "verdict",
+                                                                     "rule"],
+                 rows=rows, notes=notes)
+
+
+def verdicts(numbers: dict[str, dict[str, dict[str, RunNumbers]]], analysis: Analysis | None) -> list[dict[str, Any]]:
+    """The claims table's rows: what the README's Findings quote."""
+    return claims_table(numbers, analysis).rows
+
+
+def run_metrics_table(runs: Iterable[Run], analysis: Analysis | None) -> Table:
+    """One row per run (every state): labels, what the seed set, final metrics, steps to targets."""
+    axis = analysis.axis if analysis else "variant"
+    targets = analysis.targets if analysis and analysis.targets else DEFAULT_TARGETS
+    rows = []
+    label_names: list[str] = []
+    for run in runs:
+        for label in run.labels:
+            if label not in label_names:
+                label_names.append(label)
+    step_columns = [f"steps to unigram - {target:g}" for target in targets]
+    for run in runs:
+        found = run_numbers(run, axis, targets)
+        data = (run.config.get("data") or {}).get("init_args") or {}
+        row: dict[str, Any] = {"run": run.id, "study": run.study, **run.labels, "state": run.state,
+                               "seed_everything": run.config.get("seed_everything"),
+                               "data seed": run.hparams.get("seed", data.get("seed")),
+                               "corpus seed": run.hparams.get("corpus_seed", data.get("corpus_seed")),
+                               "initial loss": run.first("init/loss"), "predicted": run.first("init/loss_pred"),
+                               "last step": found.last_step, "final val loss": found.final,
+                               "final ood loss": found.final_ood,
+                               **{name: found.baselines[name] for name in BASELINES},
+                               "params": run.first("params/total"), "commit": _commit(run)}
+        for target, column in zip(targets, step_columns):
+            row[column] = found.steps[target]
+        rows.append(row)
+    columns = ["run", "study", *label_names, "state", "seed_everything", "data seed", "corpus seed", "initial loss",
+               "predicted", "last step", "final val loss", "final ood loss", *BASELINES, *step_columns, "params",
+               "commit"]
+    return Table(name="run_metrics", title="Every run's final metrics", columns=columns, rows=rows,
+                 digits={"last step": 0, "params": 0, **{column: 1 for column in step_columns}})
+
+
+def _commit(run: Run) -> str | None:
+    from tiedemb.experiments import layout
+
+    cell = layout.read_json(run.folder / layout.CELL_FILE) or {}
+    return cell.get("commit")
+
+
+def curve_rows(runs: Iterable[Run]) -> tuple[list[str], list[list[Any]]]:
+    """Every run's validation curve: one row per run and evaluation step."""
+    runs = list(runs)
+    label_names: list[str] = []
+    for run in runs:
+        for label in run.labels:
+            if label not in label_names:
+                label_names.append(label)
+    columns = ["run", "study", *label_names, "step", VAL, OOD]
+    rows = []
+    for run in runs:
+        val, ood = run.metrics.get(VAL, {}), run.metrics.get(OOD, {})
+        for step in sorted(set(val) | set(ood)):
+            rows.append([run.id, run.study, *(run.labels.get(name, "") for name in label_names), step,
+                         val.get(step), ood.get(step)])
+    return columns, rows
+
+
+def seed_statement(runs: Iterable[Run]) -> str | None:
+    """What the runs' seeds varied, read from their settings: the initialisation alone, or with the data order."""
+    pairs = []
+    for run in pretraining_runs(runs):
+        data = (run.config.get("data") or {}).get("init_args") or {}
+        data_seed = run.hparams.get("seed", data.get("seed"))
+        pairs.append((run.config.get("seed_everything"), data_seed, run.hparams.get("corpus_seed", data.get("corpus_seed"))))
+    if not pairs:
+        return None
+    if all(seed is not None and seed == data_seed for seed, data_seed, _ in pairs):
+        corpus = {corpus for _, _, corpus in pairs}
+        fixed = (f"; the validation text and its masks are fixed (data.corpus_seed = {corpus.pop()})"
+                 if len(corpus) == 1 and None not in corpus else "")
+        return ("A seed set the initialisation, the training order and the training masks together "
+                f"(data.seed = seed_everything in every run){fixed}.")
+    if len({data_seed for _, data_seed, _ in pairs}) == 1:
+        return ("A seed set the initialisation only: every run read the same training order and masks "
+                f"(data.seed = {pairs[0][1]}).")
+    return "Seeds: seed_everything and data.seed differ between runs in no single pattern; see run_metrics.csv."
+
+
+def zero_shot_table(runs: Iterable[Run]) -> Table:
+    """The zero-shot similarity probes (``tiedemb similarity``): ROC-AUC and its bootstrap interval per
+    run, beside the share of each embedding table that narrowing kept."""
+    rows = []
+    label_names: list[str] = []
+    probes = [run for run in runs if run.ok and "zero_shot/auroc" in run.metrics]
+    for run in probes:
+        for label in run.labels:
+            if label not in label_names:
+                label_names.append(label)
+    for run in sorted(probes, key=lambda run: [run.study, *(sort_value(run.labels.get(n, "")) for n in label_names)]):
+        rows.append({"study": run.study, **run.labels, "ROC-AUC": run.first("zero_shot/auroc"),
+                     "95% bootstrap": f"[{run.first('zero_shot/auroc_low'):.3f}, {run.first('zero_shot/auroc_high'):.3f}]",
+                     "pairs": run.first("zero_shot/examples"),
+                     **{f"kept {name}": run.first(f"narrow/kept_{name}") for name in ("token", "position", "segment")}})
+    notes = ["ROC-AUC of the cosine similarity of each pair's mean-pooled sentence vectors against the gold label, "
+             "no training (0.5: chance); the interval resamples the dev pairs (1000 bootstrap samples)",
+             "kept: the share of each embedding table's energy the narrowing to d_e kept (blank: not narrowed)"]
+    columns = ["study", *label_names, "ROC-AUC", "95% bootstrap", "pairs", "kept token", "kept position", "kept segment"]
+    return Table(name="zero_shot", title="Zero-shot sentence similarity", columns=columns, rows=rows, notes=notes,
+                 digits={"pairs": 0})
