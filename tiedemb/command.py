@@ -24,7 +24,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "report": ("tiedemb.report", "tables, curves and analyses of a folder of runs"),
     "analyse": ("tiedemb.experiments.analysis", "embedding analyses of a checkpoint (effective rank, synonyms)"),
     "consolidate": ("tiedemb.training.consolidate", "one single-device checkpoint from any strategy's"),
-    "export": ("tiedemb.export", "a checkpoint as a transformers model folder (BERT's layout)"),
+    "export": ("tiedemb.export", "a checkpoint as a transformers model folder (BERT, GPT-NeoX, Llama or GPT-2)"),
 }
 LIGHTNING_SUBCOMMANDS = {"fit", "validate", "test", "predict", "initloss"}
 
