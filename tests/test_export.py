@@ -1,4 +1,5 @@
-"""python -m tiedemb.export: tiedemb checkpoints as transformers BERT folders, and what it refuses.
+"""python -m tiedemb.export: tiedemb checkpoints as transformers BERT folders, and what it refuses
+(next-token models: tests/test_export_causal.py).
 
 Trained checkpoints come from the real command line (module fixtures, shared between tests); the
 refusals use small untrained modules saved the way Lightning saves them, since only their
@@ -23,6 +24,8 @@ from tiedemb.cli import main as cli_main
 from tiedemb.export import main as export
 from tiedemb.nn.config import ARCHITECTURE, TransformerConfig
 from tiedemb.weights.language_model import HEAD_SETTINGS
+
+from export_helpers import refused, save_module
 
 ROOT = Path(__file__).resolve().parents[1]
 CONFIGS = ROOT / "configs"
@@ -201,13 +204,6 @@ def test_hub_upload_that_cannot_reach_the_hub_fails_with_one_message_and_keeps_t
 # --------------------------------------------------------------------------- refusals
 
 
-def save_module(path: Path, module: torch.nn.Module, class_path: str, data: dict | None = None) -> Path:
-    """A checkpoint as Lightning writes one: hyperparameters, weights, the data's settings."""
-    torch.save({"hyper_parameters": {**dict(module.hparams), "_class_path": class_path},
-                "state_dict": module.state_dict(), "datamodule_hyper_parameters": data or {}}, path)
-    return path
-
-
 def pretrain_checkpoint(tmp_path: Path, data: dict | None = None, **settings) -> Path:
     module = PretrainModule(**{**SMALL, "objective": "mlm", "position": "learned", "norm_position": "post", **settings})
     return save_module(tmp_path / "pretrain.ckpt", module, "tiedemb.PretrainModule", data)
@@ -218,23 +214,12 @@ def glue_module_checkpoint(tmp_path: Path, **settings) -> Path:
     return save_module(tmp_path / "glue.ckpt", module, "tiedemb.GlueModule")
 
 
-def refused(capsys, argv: list[str], out: Path) -> str:
-    """The one error line of a refused export; nothing is written in OUT."""
-    assert export([*argv[:1], str(out), *argv[1:]]) == 2
-    lines = capsys.readouterr().err.strip().splitlines()
-    assert len(lines) == 1 and lines[0].startswith("error: "), lines
-    assert not out.exists() or not any(out.iterdir())
-    assert not [path for path in out.parent.iterdir() if path.name.startswith(f".{out.name}-")]  # no staging left
-    return lines[0]
-
-
 BERT_HEAD_SETTINGS = dict(head="tied_orth", head_bias=True, head_activation="gelu", head_norm=True, output_bias=True)
 REFUSED_SETTINGS = [
     (dict(position="rope"), "model.position='rope'"),
     (dict(position="none"), "model.position='none'"),
     (dict(norm_position="pre"), "model.norm_position='pre'"),
     (dict(norm="rmsnorm"), "model.norm='rmsnorm'"),
-    (dict(objective="clm"), "model.objective='clm'"),
     (dict(embedding_scale="sqrt_d"), "model.embedding_scale='sqrt_d'"),
     (dict(embedding_norm=False), "model.embedding_norm=false"),
     (dict(residual_init="deepnorm"), "model.residual_init='deepnorm'"),

@@ -1,14 +1,17 @@
-"""``python -m tiedemb.export CHECKPOINT OUT``: a tiedemb checkpoint as a transformers BERT folder.
+"""``python -m tiedemb.export CHECKPOINT OUT``: a tiedemb checkpoint as a transformers model folder.
 
-OUT gets ``config.json``, ``model.safetensors`` and the run's tokenizer, and loads with
-transformers' Auto classes without ``trust_remote_code``: a GLUE classifier as
-``BertForSequenceClassification``, a pretraining model with BERT's masked-LM head as
-``BertForMaskedLM``, any other pretraining model BERT's encoder can hold as ``BertModel``. Which
-settings fit and how the weights map is ``tiedemb.weights.export``; a model BERT's layout cannot
-hold exactly is refused with the setting that stands in the way.
+OUT gets ``config.json``, ``model.safetensors``, the run's tokenizer and a model card
+(``README.md``), and loads with transformers' Auto classes without ``trust_remote_code``: a GLUE
+classifier as ``BertForSequenceClassification``, a pretraining model with BERT's masked-LM head
+as ``BertForMaskedLM``, any other masked-LM model BERT's encoder can hold as ``BertModel``, a
+next-token model as ``GPTNeoXForCausalLM``, ``LlamaForCausalLM`` or ``GPT2LMHeadModel``. Which
+settings fit and how the weights map is ``tiedemb.weights.export`` (BERT) and
+``tiedemb.weights.causal``; a model no class holds exactly is refused with the setting that
+stands in the way.
 
 The folder is filled beside OUT and renamed at the end, so a failure leaves nothing; an OUT that
-exists and is not empty is never touched. ``--push_to_hub REPO`` then uploads it.
+exists and is not empty is never touched. Its folders and files get the modes the umask gives
+new ones (libraries' temporary files are private). ``--push_to_hub REPO`` then uploads it.
 """
 
 from __future__ import annotations
@@ -22,10 +25,14 @@ from typing import Any
 from tiedemb.errors import UserError, first_line
 from tiedemb.options import add_weights_only
 from tiedemb.training.exits import CommandParser, report_user_errors
-from tiedemb.weights.export import BERT_MODEL, MODEL_CLASSES, BertExport, plan_export
+from tiedemb.weights.causal import OUTPUT_WEIGHT
+from tiedemb.weights.export import BERT_MODEL, EXPORT_CLASSES, ExportPlan, plan_export
 
 EXPORT_COMPLETE = "config.json"
 """The file whose presence marks a written export folder."""
+MODEL_CARD = "README.md"
+CAUSAL_INPUTS = ["input_ids", "attention_mask"]
+"""What a causal LM's tokenizer hands the model: no token types, which GPT-2 would add as word vectors."""
 
 
 # --------------------------------------------------------------------------- the checkpoint
@@ -106,26 +113,37 @@ def find_tokenizer(checkpoint: Mapping[str, Any], vocab_size: int, objective: st
 # --------------------------------------------------------------------------- writing and uploading
 
 
-def build_model(plan: BertExport):
+def build_model(plan: ExportPlan):
     """The transformers model of ``plan``, holding its weights."""
     import transformers
-    from transformers import BertConfig
 
-    config = BertConfig(**plan.config)
+    config = getattr(transformers, plan.config_class)(**plan.config)
     if plan.model_class == BERT_MODEL:
         # Without the classifier's pooler there is none to write: a random one must not pass for trained.
         has_pooler = any(key.startswith("pooler.") for key in plan.state)
         model = transformers.BertModel(config, add_pooling_layer=has_pooler)
     else:
         model = getattr(transformers, plan.model_class)(config)
-    result = model.load_state_dict(plan.state, strict=False)
-    tied = {"cls.predictions.decoder.weight", "cls.predictions.decoder.bias"}  # the word table and the bias
-    missing = [key for key in result.missing_keys if key not in tied]
+    result = model.load_state_dict(named_for(model, plan.state), strict=False)
+    # The word table and the bias BERT's decoder ties to; a causal LM's output tied to its input table.
+    tied = {"cls.predictions.decoder.weight", "cls.predictions.decoder.bias", OUTPUT_WEIGHT}
+    parameters = {name for name, _ in model.named_parameters(remove_duplicate=False)}
+    missing = [key for key in result.missing_keys if key not in tied and key in parameters]
     if missing or result.unexpected_keys:
         raise RuntimeError(f"the exported weights do not fill {plan.model_class}: missing {missing[:3]}, "
                            f"unexpected {result.unexpected_keys[:3]}")
     model.tie_weights()
     return model.eval()
+
+
+def named_for(model, state: dict) -> dict:
+    """``state`` with the output matrix under the name ``model`` gives it (GPT-NeoX's was ``embed_out``
+    before transformers 5)."""
+    if OUTPUT_WEIGHT not in state or model.get_output_embeddings() is None:
+        return state
+    weight = model.get_output_embeddings().weight
+    name = next(name for name, parameter in model.named_parameters(remove_duplicate=False) if parameter is weight)
+    return {(name if key == OUTPUT_WEIGHT else key): value for key, value in state.items()}
 
 
 def check_out(out: Path) -> None:
@@ -136,9 +154,9 @@ def check_out(out: Path) -> None:
         raise UserError(f"output {str(out)!r} exists and is not a folder; pass a new or empty folder")
 
 
-def write_folder(plan: BertExport, tokenizer, out: Path) -> None:
-    """Model, config and tokenizer, filled in a sibling folder and renamed to ``out`` at the end."""
-    from tiedemb.training.files import atomic_directory
+def write_folder(plan: ExportPlan, tokenizer, out: Path, card: str) -> None:
+    """Model, config, tokenizer and model card, filled in a sibling folder and renamed to ``out`` at the end."""
+    from tiedemb.training.files import atomic_directory, ordinary_permissions
 
     from transformers.utils import logging as transformers_logging
 
@@ -151,9 +169,22 @@ def write_folder(plan: BertExport, tokenizer, out: Path) -> None:
             model.save_pretrained(str(staging))
             if tokenizer is not None:
                 tokenizer.save_pretrained(str(staging))
+            (staging / MODEL_CARD).write_text(card, encoding="utf-8")
+            ordinary_permissions(staging)
     finally:
         if bar_was_on:
             transformers_logging.enable_progress_bar()
+
+
+def for_causal_lm(plan: ExportPlan, tokenizer) -> None:
+    """A causal export's config gets the tokenizer's bos and eos ids (generation stops at eos), and
+    the tokenizer hands the model no token types."""
+    if tokenizer is None or not plan.causal:
+        return
+    eos = tokenizer.eos_token_id if tokenizer.eos_token_id is not None else tokenizer.sep_token_id
+    plan.config.update(bos_token_id=tokenizer.bos_token_id, eos_token_id=eos)
+    tokenizer.model_input_names = list(CAUSAL_INPUTS)
+    tokenizer.init_kwargs["model_input_names"] = list(CAUSAL_INPUTS)  # what save_pretrained writes
 
 
 def push_to_hub(out: Path, repo: str) -> None:
@@ -180,6 +211,7 @@ def push_to_hub(out: Path, repo: str) -> None:
 def export(args: argparse.Namespace) -> str:
     """Write the export folder (and upload it); returns the exported class's name."""
     from tiedemb.training.checkpoints import read_checkpoint
+    from tiedemb.weights.model_card import model_card
 
     out = Path(args.out).expanduser()
     check_out(out)
@@ -200,7 +232,9 @@ def export(args: argparse.Namespace) -> str:
         tokenizer = load_run_tokenizer(args.tokenizer, vocab_size, "--tokenizer")
     else:
         tokenizer = find_tokenizer(checkpoint, vocab_size, str(hparams.get("objective") or "mlm"), origin)
-    write_folder(plan, tokenizer, out)
+    for_causal_lm(plan, tokenizer)
+    card = model_card(checkpoint, plan, args.push_to_hub or f"./{out.name}", tokenizer is not None)
+    write_folder(plan, tokenizer, out, card)
     print(f"wrote {out} ({plan.model_class}{'' if tokenizer is not None else ', no tokenizer'})")
     if args.push_to_hub:
         push_to_hub(out, args.push_to_hub)
@@ -211,14 +245,17 @@ def export(args: argparse.Namespace) -> str:
 def parser() -> CommandParser:
     parser = CommandParser(
         prog="tiedemb export",
-        description="Write a tiedemb checkpoint as a transformers BERT model folder (config.json, "
-        "model.safetensors, tokenizer) that AutoModel* classes load without trust_remote_code.",
+        description="Write a tiedemb checkpoint as a transformers model folder (config.json, "
+        "model.safetensors, tokenizer, README.md model card) that AutoModel* classes load without "
+        "trust_remote_code (BERT for masked-LM and GLUE models; GPT-NeoX, Llama or GPT-2 for next-token models).",
     )
     parser.add_argument("checkpoint", help="a GlueModule or PretrainModule .ckpt file")
     parser.add_argument("out", help="the folder to write (new or empty)")
-    parser.add_argument("--model_class", choices=MODEL_CLASSES, default=None,
-                        help="default: BertForSequenceClassification for GLUE, BertForMaskedLM for BERT's MLM head, "
-                             "else BertModel (the encoder alone)")
+    parser.add_argument("--model_class", choices=EXPORT_CLASSES, default=None,
+                        help="default: BertForSequenceClassification for GLUE; for next-token models the causal LM "
+                             "that holds them (GPTNeoXForCausalLM: LayerNorm and rotary or no positions, "
+                             "LlamaForCausalLM: RMSNorm and rotary, GPT2LMHeadModel: learned positions); else "
+                             "BertForMaskedLM for BERT's MLM head, BertModel (the encoder alone) for any other")
     parser.add_argument("--tokenizer", default=None,
                         help="tokenizer directory or hub name; default: the one the run used")
     parser.add_argument("--no_tokenizer", action="store_true", help="write the model without a tokenizer")

@@ -106,6 +106,7 @@ def atomic_directory(target: str | os.PathLike, complete_marker: str) -> Iterato
     target = Path(target)
     target.parent.mkdir(parents=True, exist_ok=True)
     staging = Path(tempfile.mkdtemp(prefix=f".{target.name}-", dir=target.parent))
+    os.chmod(staging, 0o777 & ~umask())  # mkdtemp's 0700 would follow the rename; target is an ordinary folder
     try:
         yield staging
         shutil.rmtree(target, ignore_errors=True)  # complete folders are reused by callers, never rewritten
@@ -116,6 +117,32 @@ def atomic_directory(target: str | os.PathLike, complete_marker: str) -> Iterato
                 raise
     finally:
         shutil.rmtree(staging, ignore_errors=True)
+
+
+def umask() -> int:
+    """The process's file mode creation mask, read where Linux shows it rather than set and reset."""
+    with contextlib.suppress(OSError, ValueError):
+        for line in Path("/proc/self/status").read_text().splitlines():
+            if line.startswith("Umask:"):
+                return int(line.split()[1], 8)
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
+
+
+def ordinary_permissions(folder: str | os.PathLike) -> None:
+    """Give ``folder``, and every folder and file in it, the mode ``mkdir`` and ``open`` give under the umask.
+
+    Libraries write atomically through ``mkstemp`` (transformers' ``model.safetensors``), whose
+    files are private (0600) whatever the umask; a folder made to be shared must not keep that.
+    """
+    mask = umask()
+    for root, _, files in os.walk(folder):
+        os.chmod(root, 0o777 & ~mask)
+        for name in files:
+            path = os.path.join(root, name)
+            if not os.path.islink(path):
+                os.chmod(path, 0o666 & ~mask)
 
 
 def out_of_space(error: BaseException) -> bool:

@@ -1,10 +1,12 @@
-"""A tiedemb checkpoint's settings and weights in transformers' BERT layout, or why they do not fit.
+"""A tiedemb checkpoint's settings and weights in a transformers layout, or why they do not fit.
 
-Pure: a checkpoint's hyperparameters and state dict in, a ``BertConfig`` mapping and a BERT-named
-state dict out (``plan_export``), or one ``UserError`` naming the setting BERT cannot hold and the
-class that would work. ``python -m tiedemb.export`` writes the result as a transformers folder.
+Pure: a checkpoint's hyperparameters and state dict in, a transformers config mapping and a
+state dict in its names out (``plan_export``), or one ``UserError`` naming the setting the layout
+cannot hold and the class that would work. Masked-LM and GLUE models go to BERT's classes (here);
+next-token models to a causal-LM class (``tiedemb.weights.causal``). ``python -m tiedemb.export``
+writes the result as a transformers folder.
 
-Exactness rests on three identities:
+BERT's exactness rests on three identities:
 
 * BERT's embedding is LayerNorm(word + position + token_type). tiedemb's is
   norm(P (token + position + segment)) with a bias-free linear P (hidden x d_e), which equals
@@ -28,12 +30,25 @@ from torch import Tensor
 from tiedemb.errors import UserError
 from tiedemb.nn.config import TransformerConfig
 from tiedemb.weights.bert import ACTIVATIONS, tiedemb_head_to_bert, tiedemb_to_bert
+from tiedemb.weights.causal import (
+    CAUSAL_CLASSES,
+    CONFIG_CLASSES,
+    NO_CAUSAL_CLASS,
+    causal_class,
+    causal_config,
+    causal_problem,
+    causal_state,
+    class_mismatch,
+    folded,
+)
 from tiedemb.weights.source import config_from_hparams
 
 BERT_MODEL = "BertModel"
 MASKED_LM = "BertForMaskedLM"
 CLASSIFIER = "BertForSequenceClassification"
 MODEL_CLASSES = (BERT_MODEL, MASKED_LM, CLASSIFIER)
+#: Every class ``--model_class`` may name: BERT's, then the causal LMs.
+EXPORT_CLASSES = (*MODEL_CLASSES, *CAUSAL_CLASSES)
 
 #: tiedemb's activations -> transformers' ``hidden_act`` names for the same function ("gelu": erf).
 HIDDEN_ACTS = {ours: theirs for theirs, ours in ACTIVATIONS.items() if theirs == ours}
@@ -43,12 +58,19 @@ NO_BERT_CLASS = "no transformers BERT class holds it (each has BERT's encoder)"
 
 
 @dataclass
-class BertExport:
-    """What to build and save: a transformers class, its config and its state dict."""
+class ExportPlan:
+    """What to build and save: a transformers class, its config class and keywords, its state dict,
+    and what the mapping computed ahead (for the model card)."""
 
     model_class: str
     config: dict[str, Any]
     state: dict[str, Tensor] = field(repr=False)
+    config_class: str = "BertConfig"
+    folded: tuple[str, ...] = ()
+
+    @property
+    def causal(self) -> bool:
+        return self.model_class in CAUSAL_CLASSES
 
 
 # --------------------------------------------------------------------------- which settings fit
@@ -106,7 +128,9 @@ def choose_class(kind: str, config: TransformerConfig, requested: str | None, po
     """
     problem = encoder_problem(config)
     if problem is not None:
-        raise UserError(f"checkpoint {origin!r} cannot be exported to BERT: {problem}; {NO_BERT_CLASS}")
+        fits_causal = config.causal and causal_problem(config) is None
+        other = "; export it as a causal LM (without --model_class)" if fits_causal else ""
+        raise UserError(f"checkpoint {origin!r} cannot be exported to BERT: {problem}; {NO_BERT_CLASS}{other}")
     if requested is not None and requested not in MODEL_CLASSES:
         raise UserError(f"--model_class={requested!r} is not one of {', '.join(MODEL_CLASSES)}")
     if kind == "glue":
@@ -196,14 +220,41 @@ def bert_config(config: TransformerConfig, hparams: Mapping[str, Any], labels: t
 
 
 def plan_export(hparams: Mapping[str, Any], state: Mapping[str, Tensor], kind: str, requested: str | None,
-                labels: tuple[str, ...] | None, origin: str) -> BertExport:
-    """Everything ``python -m tiedemb.export`` writes but the tokenizer, or a ``UserError``.
+                labels: tuple[str, ...] | None, origin: str) -> ExportPlan:
+    """Everything ``python -m tiedemb.export`` writes but the tokenizer and the model card, or a ``UserError``.
 
-    ``labels``: a classifier's class names in id order (``None``: transformers' LABEL_0 ...).
+    A next-token pretraining model goes to a causal-LM class unless a BERT class is requested (and
+    refused). ``labels``: a classifier's class names in id order (``None``: transformers' LABEL_0 ...).
     """
     config = model_config({**hparams, "objective": hparams.get("objective") or "mlm"}, origin)
+    if requested in CAUSAL_CLASSES or (requested is None and kind == "pretrain" and config.causal):
+        return causal_plan(config, state, kind, requested, origin)
     model_class = choose_class(kind, config, requested, bool(hparams.get("pooler", True)), origin)
     if labels is None and model_class == CLASSIFIER:
         labels = tuple(f"LABEL_{index}" for index in range(int(hparams["num_labels"])))
-    return BertExport(model_class, bert_config(config, hparams, labels if model_class == CLASSIFIER else None),
-                      bert_state(state, config, model_class))
+    folds = ("embedding: each table times the d_e -> hidden projection",) if config.projected else ()
+    return ExportPlan(model_class, bert_config(config, hparams, labels if model_class == CLASSIFIER else None),
+                      bert_state(state, config, model_class), folded=folds)
+
+
+def causal_plan(config: TransformerConfig, state: Mapping[str, Tensor], kind: str, requested: str | None,
+                origin: str) -> ExportPlan:
+    """A next-token model as the causal-LM class that holds it (``requested`` only if it is that one)."""
+    if kind == "glue":
+        raise UserError(f"checkpoint {origin!r} is a GLUE classifier, which attends both ways, so it cannot be a "
+                        f"{requested}; export it as {CLASSIFIER} (the default) or {BERT_MODEL}")
+    problem = causal_problem(config)
+    if problem is not None and not config.causal:
+        raise UserError(f"checkpoint {origin!r} cannot be a {requested}: {problem}; export it as {MASKED_LM} or "
+                        f"{BERT_MODEL}")
+    if problem is not None:
+        raise UserError(f"checkpoint {origin!r} cannot be exported to a causal LM: {problem}; {NO_CAUSAL_CLASS}")
+    model_class = causal_class(config)
+    mismatch = class_mismatch(config, requested) if requested is not None else None
+    if mismatch is not None:
+        raise UserError(f"checkpoint {origin!r} cannot be a {requested}: {mismatch}; export it as {model_class} "
+                        "(the default)")
+    inner = {key.removeprefix("model."): value for key, value in state.items()}
+    weights, tied = causal_state(inner, config, model_class)
+    return ExportPlan(model_class, causal_config(config, model_class, tied), weights, CONFIG_CLASSES[model_class],
+                      folded(config, model_class, tied))
