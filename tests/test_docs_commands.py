@@ -102,11 +102,10 @@ def test_a_scratch_sweep_keeps_one_seed_and_the_ends_of_each_studys_first_axis(t
     # (docs/experiments.md analyses mrpc/d_e=64,seed=0)
     assert cells["smoke"] == ["mrpc/d_e=32,seed=0", "mrpc/d_e=64,seed=0",
                               "tied/variant=tied,d_e=32,seed=0", "tied/variant=untied,d_e=32,seed=0"]
-    # every route keeps the narrowest and the widest d_e: the re-initialised route's upstream is the widest
-    assert cells["repro_width_cpu"] == sorted(f"{study}/d_e={d_e}" + (",seed=0" if study != "pretrain" else "")
-                                              for study, widths in [("pretrain", (32, 256)), ("pretrained", (32, 256)),
-                                                                    ("reinit", (32, 256)), ("svd", (32, 384))]
-                                              for d_e in widths)
+    # every route keeps the narrowest and the widest d_e, so the chained route finds both upstream cells
+    assert cells["repro_width_cpu"] == sorted(
+        [f"pretrain/d_e={d_e},output=tied,seed=0" for d_e in (32, 256)] + [f"mrpc/d_e={d_e},seed=0" for d_e in (32, 256)]
+        + [f"similarity/d_e={d_e},narrowing=balanced" for d_e in (32, 384)] + [f"svd/d_e={d_e},seed=0" for d_e in (64, 384)])
 
 
 @pytest.mark.parametrize("command", params("readme"))

@@ -149,8 +149,13 @@ def steps_to_reach(run: Run, target: float, metric: str = "val/loss") -> int | N
     return next((step for step, value in run.series(metric) if value <= target), None)
 
 
-def tied_table(runs: Iterable[Run], target_loss: float | None = None, at_steps: list[int] | None = None) -> Table:
-    """Variant, initial loss (measured, predicted, ln n), loss at fixed steps, final loss, steps to target."""
+def tied_table(runs: Iterable[Run], target_loss: float | None = None, at_steps: list[int] | None = None,
+               default_target: bool = True) -> Table:
+    """Variant, initial loss (measured, predicted, ln n), loss at fixed steps, final loss, steps to target.
+
+    ``default_target=False``: without ``target_loss``, no steps-to-target columns (a sweep whose
+    analysis sets targets relative to the unigram loss reports those instead, in ``convergence``).
+    """
     chosen = pretraining_runs(runs)
     groups = group_runs(chosen)
     # Each study is its own comparison (a masked-token arm's losses are on another scale than the
@@ -158,15 +163,16 @@ def tied_table(runs: Iterable[Run], target_loss: float | None = None, at_steps: 
     by_study: dict[str, list[Run]] = {}
     for run in chosen:
         by_study.setdefault(run.study, []).append(run)
-    targets = {study: target_loss if target_loss is not None else default_target_loss(members)
-               for study, members in by_study.items()}
+    targets = {study: target_loss if target_loss is not None else default_target_loss(members) if default_target
+               else None for study, members in by_study.items()}
     steps = at_steps if at_steps is not None else default_fixed_steps(chosen)
     studies = {study for study, _ in groups}
     labels = label_columns(groups)
     step_columns = [f"val loss @ step {step}" for step in steps]
+    target_columns = ["steps to target", "reached"] if any(target is not None for target in targets.values()) else []
     columns = (["study"] if len(studies) > 1 else []) + labels + ["seeds", "initial loss", "predicted", "ln n",
                                                                   *step_columns, "final val loss", "final 95% CI",
-                                                                  "steps to target", "reached"]
+                                                                  *target_columns]
     rows = []
     for (study, key), members in groups.items():
         row: dict[str, Any] = {"study": study, **dict(key), "seeds": len(members)}

@@ -10,7 +10,8 @@ that decide each claim, so nothing is chosen after the results are seen::
       claims:
         - text: the scaled initialisation converges slowest
           study: clm
-          levels: [tied_scaled_init]
+          levels: [tied_scaled_init]  # a level: its axis value, then any other label but the seed
+                                      # ("32, head=untied")
           metric: steps          # steps to a target (``target``), or final_loss
           target: 1.0
           expect: higher         # higher, lower or alike

@@ -61,12 +61,19 @@ class RunNumbers:
         return None if unigram is None or self.final is None else unigram - self.final
 
 
+def level_of(labels: dict[str, str], axis: str) -> str:
+    """A run's level: its value on the analysis axis, then any other label but the seed
+    (``32, head=untied``), so runs that differ in more than the axis are never pooled."""
+    others = [f"{label}={value}" for label, value in labels.items() if label not in (axis, SEED_LABEL)]
+    return ", ".join([labels.get(axis, ""), *others]) if others else labels.get(axis, "")
+
+
 def run_numbers(run: Run, axis: str, targets: Iterable[float]) -> RunNumbers:
     baselines = {name: run.first(metric) for name, metric in BASELINES.items()}
     curve = run.series(VAL)
     unigram = baselines["unigram"]
     steps = {target: (steps_to_target(curve, unigram - target) if unigram is not None else None) for target in targets}
-    return RunNumbers(run=run, level=run.labels.get(axis, ""), seed=run.labels.get(SEED_LABEL, ""),
+    return RunNumbers(run=run, level=level_of(run.labels, axis), seed=run.labels.get(SEED_LABEL, ""),
                       final=run.last(VAL), final_ood=run.last(OOD), last_step=curve[-1][0] if curve else None,
                       baselines=baselines, steps=steps)
 

@@ -117,7 +117,8 @@ def loss_curves(runs: Iterable[Run], path: Path) -> Path | None:
 
     Top row: each curve starts at the measured initial loss (step 0, a circle); the predicted
     initial loss is a cross at step 0 and ln n a dashed line: how far above the uniform model each
-    variant starts. Bottom row: the same curves from the first evaluation on, where the variants'
+    variant starts. Where the runs logged them, the add-one unigram (dotted) and bigram (dash-dot)
+    losses of the same validation blocks are drawn in both rows. Bottom row: the same curves from the first evaluation on, where the variants'
     differences in training are visible at their own scale.
     """
     plt = _pyplot()
@@ -148,6 +149,13 @@ def loss_curves(runs: Iterable[Run], path: Path) -> Path | None:
         log_n = [run.first("init/log_n") for run in panel.runs if run.first("init/log_n") is not None]
         if log_n:
             axis.axhline(statistics.fmean(log_n), color="grey", linestyle="--", linewidth=1, label="ln n (uniform)")
+        # the losses of token frequencies and pairs on the same validation blocks (runs on text log them)
+        for metric, style, name in (("data/unigram_loss", ":", "unigram"), ("data/bigram_loss", "-.", "bigram")):
+            values = [run.first(metric) for run in panel.runs if run.first(metric) is not None]
+            if values:
+                for each in (axis, zoomed):
+                    each.axhline(statistics.fmean(values), color="black", linestyle=style, linewidth=1,
+                                 label=f"{name} (add-one)")
         axis.plot([], [], "x", color="black", label="predicted initial loss")
         axis.plot([], [], "o", color="black", label="measured initial loss")
         axis.set_title(panel.title)

@@ -227,7 +227,7 @@ def build_report(root: str | Path, target_loss: float | None = None, at_steps: l
     claims = study_analysis(manifest, echo)
     numbers = evidence.collect(runs, claims)
     results = analyse_runs(runs, echo) if analyses else {}
-    tied = tied_table(runs, target_loss, at_steps)
+    tied = tied_table(runs, target_loss, at_steps, default_target=not (claims and claims.targets))
     dims = embedding_dim_table(runs, extra=_analysis_columns(results) if results else None)
     tables = [tied, dims, analysis_table(runs, results), runs_table(runs)]
     evidence_tables = [evidence.baselines_table(numbers), evidence.convergence_table(numbers, claims),
