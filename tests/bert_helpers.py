@@ -1,4 +1,4 @@
-"""A tiny random BERT in transformers format, and a padded sentence-pair batch for it."""
+"""A tiny random BERT in transformers format, a padded sentence-pair batch for it, and a made-up MRPC folder."""
 
 from __future__ import annotations
 
@@ -7,6 +7,9 @@ from pathlib import Path
 import torch
 from transformers import BertConfig, BertModel
 
+from tiny_vocab import TINY_VOCAB
+
+MRPC_HEADER = "Quality\t#1 ID\t#2 ID\t#1 String\t#2 String"
 TINY_BERT = dict(vocab_size=101, hidden_size=48, num_hidden_layers=3, num_attention_heads=4, intermediate_size=80,
                  max_position_embeddings=40, type_vocab_size=2)
 
@@ -33,3 +36,18 @@ def pair_batch(vocab: int = 101) -> dict[str, torch.Tensor]:
     token_type_ids = torch.zeros_like(input_ids)
     token_type_ids[:, 8:] = 1
     return {"input_ids": input_ids, "attention_mask": attention_mask, "token_type_ids": token_type_ids}
+
+
+def write_mrpc(folder: Path) -> Path:
+    """A made-up MRPC: paraphrase pairs share their words, the others do not."""
+    words = [w for w in TINY_VOCAB if not w.startswith("[")]
+    rows = []
+    for i in range(24):
+        first = " ".join(words[(i + k) % len(words)] for k in range(5))
+        second = first if i % 2 else " ".join(words[(i + 11 + k) % len(words)] for k in range(5))
+        rows.append(f"{i % 2}\t{i}\t{i + 100}\t{first}\t{second}")
+    task = folder / "MRPC"
+    task.mkdir(parents=True)
+    for name in ("train.tsv", "dev.tsv"):
+        (task / name).write_text("\ufeff" + "\n".join([MRPC_HEADER, *rows]) + "\n", encoding="utf-8")
+    return folder

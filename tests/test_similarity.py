@@ -8,14 +8,13 @@ from pathlib import Path
 
 import pytest
 import torch
-from bert_helpers import save_tiny_bert
+from bert_helpers import save_tiny_bert, write_mrpc
 from tiny_vocab import TINY_VOCAB
 
 from tiedemb.cli import main
 from tiedemb.modules.similarity import bootstrap_auroc
 
 ROOT = Path(__file__).resolve().parents[1]
-MRPC_HEADER = "Quality\t#1 ID\t#2 ID\t#1 String\t#2 String"
 
 
 def hand_auroc(scores: list[float], labels: list[int]) -> float:
@@ -34,21 +33,6 @@ def test_roc_auc_is_the_share_of_pairs_ranked_right_and_its_interval_holds_it():
     assert found.low < found.auroc < found.high and found.examples == 10
     perfect = bootstrap_auroc(torch.tensor([0.1, 0.2, 0.8, 0.9]), torch.tensor([0, 0, 1, 1]), samples=50)
     assert (perfect.auroc, perfect.low, perfect.high) == (1.0, 1.0, 1.0)
-
-
-def write_mrpc(folder: Path) -> Path:
-    """A made-up MRPC: paraphrase pairs share their words, the others do not."""
-    words = [w for w in TINY_VOCAB if not w.startswith("[")]
-    rows = []
-    for i in range(24):
-        first = " ".join(words[(i + k) % len(words)] for k in range(5))
-        second = first if i % 2 else " ".join(words[(i + 11 + k) % len(words)] for k in range(5))
-        rows.append(f"{i % 2}\t{i}\t{i + 100}\t{first}\t{second}")
-    task = folder / "MRPC"
-    task.mkdir(parents=True)
-    for name in ("train.tsv", "dev.tsv"):
-        (task / name).write_text("\ufeff" + "\n".join([MRPC_HEADER, *rows]) + "\n", encoding="utf-8")
-    return folder
 
 
 @pytest.fixture

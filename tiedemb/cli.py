@@ -31,6 +31,17 @@ from tiedemb.options import given, shown
 from tiedemb.training.arguments import ArgumentParser
 from tiedemb.training.checkpoint_io import AtomicCheckpointIO
 from tiedemb.training.checkpoints import check_compatible, check_model_kind, find_last_checkpoint, fresh_checkpoint_dir, read_checkpoint
+from tiedemb.training.evaluation import (
+    RunFolder,
+    checkpoint_to_evaluate,
+    given_keys,
+    override_lines,
+    rebuilt_locations,
+    recorded,
+    recorded_defaults,
+    run_folder,
+    weights_only_given,
+)
 from tiedemb.training.exits import INTERRUPTED_EXIT, PREEMPTED_EXIT, report_user_errors
 from tiedemb.training.files import first_free
 from tiedemb.training.log_level import LEVELS, hide_lightning_advert, set_log_level, set_log_level_from_env
@@ -42,6 +53,7 @@ from tiedemb.training.random_state import RandomState
 from tiedemb.training.run_checks import (
     check_checkpoint_name,
     check_has_split,
+    check_no_optimizer_options,
     check_sequence_length,
     check_trainer_options,
     validation_beyond_the_epoch,
@@ -220,6 +232,25 @@ class TiedembCLI(LightningCLI):
             return self.init_parser(**kwargs)
         return super()._prepare_subcommand_parser(klass, subcommand, **kwargs)
 
+    def parse_arguments(self, parser: LightningArgumentParser, args: Any) -> None:
+        """Parse the command line; a checkpoint file it evaluates stands in for the config's classes.
+
+        ``test --ckpt_path FILE`` needs no config: the model and data classes and the data's
+        settings the checkpoint records are the defaults a config or the command line overrides
+        (``training/evaluation.py``). They have to be in place before parsing, which would
+        otherwise stop at the missing model and data classes.
+        """
+        self._argv = [str(arg) for arg in (sys.argv[1:] if args is None else args)] \
+            if args is None or isinstance(args, (list, tuple)) else []
+        path = checkpoint_to_evaluate(self._argv)
+        subcommand_parser = getattr(self, "_subcommand_parsers", {}).get(self._argv[0] if self._argv else None)
+        if path is not None and subcommand_parser is not None:
+            self._checkpoint = read_checkpoint(path, weights_only=weights_only_given(self._argv))
+            self._checkpoint_path = path
+            subcommand_parser.set_defaults(recorded_defaults(self._checkpoint, path))
+            self._data_from_checkpoint = True
+        super().parse_arguments(parser, args)
+
     def add_arguments_to_parser(self, parser: LightningArgumentParser) -> None:
         parser.add_argument("--log_level", type=Literal[LEVELS] | None, default=None,
                             help="Show tiedemb's own log messages of this level and above (default: the "
@@ -246,11 +277,14 @@ class TiedembCLI(LightningCLI):
     def before_instantiate_classes(self) -> None:
         config = self.config[self.subcommand] if self.subcommand else self.config
         set_log_level(config.get("log_level"))
+        check_no_optimizer_options(config)
         model, data = config.get("model"), config.get("data")
         # The pretraining data collates for the model's objective (and trains the matching
         # tokenizer kind); copied here because only that pair of classes shares the setting.
         if model and data and "objective" in (model.get("init_args") or {}) and "objective" in (data.get("init_args") or {}):
-            wanted, given = model.init_args.objective, data.init_args.objective
+            # a checkpoint's own settings (evaluation) are the model's dict_kwargs, over its init_args
+            wanted = (model.get("dict_kwargs") or {}).get("objective", model.init_args.objective)
+            given = data.init_args.objective
             check_choice("model.objective", wanted, OBJECTIVES)
             if given not in (None, wanted):
                 raise UserError(
@@ -259,6 +293,10 @@ class TiedembCLI(LightningCLI):
             data.init_args.objective = wanted
         if model and data:
             resolve_pretrained_tokenizer(model, data)
+        if getattr(self, "_data_from_checkpoint", False):
+            self._overrides = [*getattr(self, "_overrides", []), *self._rebuild_data(config, str(config.ckpt_path))]
+        for line in getattr(self, "_overrides", []):
+            say(line)
         from_checkpoint = self.subcommand != "fit" and getattr(self, "_checkpoint", None) is not None
         if model and not from_checkpoint:  # evaluation takes the checkpoint's settings, these included
             refuse_linked_settings(model)
@@ -290,6 +328,10 @@ class TiedembCLI(LightningCLI):
         # Every run records its size (params/total, params/embedding) for the reports.
         if not any(isinstance(callback, ParameterCounts) for callback in trainer.callbacks):
             trainer.callbacks.append(ParameterCounts())
+        # Every checkpoint records the folder its run started in: the run's relative data
+        # locations are relative to it (training/evaluation.py).
+        if not any(isinstance(callback, RunFolder) for callback in trainer.callbacks):
+            trainer.callbacks.append(RunFolder())
         # Every run says how it ended (status.json beside its CSV metrics), so reports leave out
         # runs that stopped half-way.
         if not any(isinstance(callback, RunStatus) for callback in trainer.callbacks):
@@ -317,10 +359,12 @@ class TiedembCLI(LightningCLI):
     def _parse_ckpt_path(self) -> None:
         """Read a ``--ckpt_path`` file once, up front, reporting a bad one as a user error.
 
-        Evaluation builds the model the checkpoint describes (Lightning's behaviour). ``fit``
-        does not: Lightning would quietly replace the configured model with the checkpoint's,
-        so resuming with another variant or size in the config is reported instead (see
-        ``_prepare_checkpoint``).
+        Evaluation builds the model the checkpoint describes (Lightning's behaviour), with the
+        settings given one by one on the command line (``--model.predictions_dir``) over the
+        recorded ones, each said; a config's model settings do not count, as they describe another
+        run's weights. ``fit`` does not: Lightning would quietly replace the configured model with
+        the checkpoint's, so resuming with another variant or size in the config is reported
+        instead (see ``_prepare_checkpoint``).
         """
         subcommand = self.config.get("subcommand")
         if not subcommand:
@@ -329,20 +373,50 @@ class TiedembCLI(LightningCLI):
         path = settings.get("ckpt_path")
         if not path or path in ("last", "best", "hpc") or "://" in str(path):
             return
-        weights_only = settings.get("weights_only") is not False
-        self._checkpoint = read_checkpoint(path, weights_only=weights_only)
-        hparams = {k: v for k, v in (self._checkpoint.get("hyper_parameters") or {}).items() if k != "_instantiator"}
-        if subcommand == "fit" or not hparams:
+        if getattr(self, "_checkpoint_path", None) != path:
+            self._checkpoint = read_checkpoint(path, weights_only=settings.get("weights_only") is not False)
+        class_path, hparams = recorded(self._checkpoint, "hyper_parameters")
+        if subcommand == "fit" or not (class_path or hparams):
             return
-        class_path = hparams.pop("_class_path", None)
         configured = (settings.get("model") or {}).get("class_path")
         if class_path and configured:
             # Lightning would build the checkpoint's class whatever the config names, and then a
             # pretraining model meets GLUE data (or the reverse) with a puzzling message.
             check_model_kind(path, class_path, configured)
+        typed = given_keys(self._argv, "model")
+        init_args = settings.model.get("init_args")
+        lines = override_lines("model", hparams, {name: init_args[name] for name in typed if name in init_args},
+                               typed) if init_args else []
+        hparams = {name: value for name, value in hparams.items() if name not in typed}
         model = {"class_path": class_path, "dict_kwargs": hparams} if class_path else hparams
         self.config = self.parser.parse_object({subcommand: {"model": model}}, self.config)
         self._model_from_checkpoint = True
+        self._overrides = lines  # said with the data's, once those are resolved (before_instantiate_classes)
+
+    def _rebuild_data(self, settings: Any, path: str) -> list[str]:
+        """Put the checkpoint's data locations as found now into ``settings``; lines saying what changed.
+
+        The data's class and settings were the parser's defaults (``parse_arguments``); what a
+        config or the command line changed (after ``data.tokenizer: pretrained`` is resolved) is
+        said, and a recorded location found nowhere is refused (``training/evaluation.py``).
+        """
+        class_path, recorded_settings = recorded(self._checkpoint, "datamodule_hyper_parameters")
+        data = settings.get("data")
+        if data is None or not class_path:
+            return []
+        typed = given_keys(self._argv, "data")
+        if data.class_path != class_path:
+            source = "command line" if any(arg.startswith("--data=") or arg == "--data" for arg in self._argv) else "config"
+            return [f"data: {class_path} (checkpoint) -> {data.class_path} ({source})"]
+        current = data.init_args.as_dict()
+        folder = run_folder(self._checkpoint, path)
+        found = rebuilt_locations(current, recorded_settings, folder)
+        lines = override_lines("data", recorded_settings, current, typed)
+        for name, value in found.items():
+            data.init_args[name] = value
+            lines.append(f"data.{name}: {shown(current[name])} (checkpoint, relative to the run's folder "
+                         f"{str(folder)!r}) -> {shown(value)}")
+        return lines
 
     def before_fit(self) -> None:
         if isinstance(self.datamodule, PretrainData):
@@ -368,8 +442,8 @@ class TiedembCLI(LightningCLI):
 
     def _prepare_run(self, fitting: bool = False) -> None:
         check_sequence_length(self.model, self.datamodule)
+        self._prepare_checkpoint(fitting)  # before W&B makes its folder: the checkpoint may be refused
         quiet_wandb_start(self.trainer.loggers)
-        self._prepare_checkpoint(fitting)
 
     def _prepare_checkpoint(self, fitting: bool = False) -> None:
         """Resolve ``--ckpt_path``, vet the checkpoint, and keep new checkpoints off older runs' files."""
@@ -385,12 +459,16 @@ class TiedembCLI(LightningCLI):
                   f"trained one", file=sys.stderr)
         if path == "last":
             found = find_last_checkpoint(self._run_roots(), self.model, self.datamodule)
+            looked = f"--ckpt_path=last found no checkpoint of this configuration under {', '.join(self._run_roots())}"
+            if found is None and not fitting:
+                # evaluating the weights the config builds instead would give figures of an untrained model
+                raise UserError(f"{looked}; {self.subcommand} scores a trained model: pass its checkpoint file "
+                                "(--ckpt_path=<run>/checkpoints/<name>.ckpt), or run it where its runs are")
             if self.trainer.global_rank == 0:
                 if found is None:
-                    print(f"note: --ckpt_path=last found no checkpoint of this configuration under "
-                          f"{', '.join(map(str, self._run_roots()))}; starting from scratch", file=sys.stderr)
+                    print(f"warning: {looked}; starting from scratch", file=sys.stderr)
                 else:
-                    print(f"resuming from {found}", file=sys.stderr)
+                    print(f"{'resuming from' if fitting else 'evaluating'} {found}", file=sys.stderr)
             config["ckpt_path"] = path = str(found) if found is not None else None
             found_last = path
         elif path not in (None, "best", "hpc") and "://" not in str(path):
@@ -405,6 +483,8 @@ class TiedembCLI(LightningCLI):
             # warns that it "won't be reloaded" whenever the folder differs, which with a W&B
             # logger (a folder per run) is every time.
             warnings.filterwarnings("ignore", message="The dirpath has changed from")
+            # Nor are the callbacks the run had (its checkpoint callback), which Lightning asks for.
+            warnings.filterwarnings("ignore", message="Be aware that when using `ckpt_path`, callbacks used to create")
         if fitting and found_last is not None and self.trainer.global_rank == 0:
             continue_wandb_run(self.trainer.loggers, wandb_run_id(found_last))
         if type(self.datamodule).state_dict is not L.LightningDataModule.state_dict:
@@ -428,6 +508,14 @@ class TiedembCLI(LightningCLI):
         roots += [callback.dirpath for callback in self.trainer.checkpoint_callbacks
                   if isinstance(callback, ModelCheckpoint) and callback.dirpath]
         return list(dict.fromkeys(str(Path(root).expanduser()) for root in roots))
+
+
+def say(line: str) -> None:
+    """A line to the user on stderr, from the first process only (the command line runs once per process under DDP)."""
+    from lightning.pytorch.utilities import rank_zero_only
+
+    if rank_zero_only.rank == 0:
+        print(line, file=sys.stderr)
 
 
 def untrained_weights(model: L.LightningModule) -> str:

@@ -12,7 +12,7 @@ from transformers import AutoTokenizer, PreTrainedTokenizerBase, PreTrainedToken
 
 from tiedemb.errors import UserError, check_choice, first_line
 from tiedemb.training.files import atomic_directory, disk_full_is_reported
-from tiedemb.training.hub import hub_access
+from tiedemb.training.hub import hub_access, spelled_as_path
 
 log = logging.getLogger("tiedemb.data")
 
@@ -33,7 +33,7 @@ BYTE_ALPHABET_SIZE = 256
 
 def _looks_local(text: str, path: Path) -> bool:
     """A path (existing, or spelled like one) rather than a hub ``name`` or ``org/name``."""
-    return path.exists() or text.startswith((".", "/", "~")) or os.sep in text.rstrip(os.sep) and text.count("/") > 1
+    return path.exists() or spelled_as_path(text)
 
 
 def load_tokenizer(name_or_path: str | os.PathLike) -> PreTrainedTokenizerBase:

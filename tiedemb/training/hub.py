@@ -19,6 +19,12 @@ HUB_PROBE_TIMEOUT_S = 3.0
 _TRUE = {"1", "ON", "YES", "TRUE"}
 
 
+def spelled_as_path(text: str) -> bool:
+    """Whether a name is spelled as a local path (``./x``, ``/x``, ``~/x``, ``a/b/c``), not as a hub
+    ``name`` or ``org/name``: such a name that does not exist is a missing folder, not a hub lookup."""
+    return text.startswith((".", "/", "~")) or os.sep in text.rstrip(os.sep) and text.count("/") > 1
+
+
 def hub_offline_requested() -> bool:
     """Whether the user asked for offline mode: ``HF_HUB_OFFLINE=1`` (or an older alias) or the flag set."""
     names = ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE", "HF_DATASETS_OFFLINE")

@@ -39,6 +39,29 @@ def check_trainer_options(options: dict[str, Any]) -> None:
                         f"epoch in (0, 1], got {interval}")
 
 
+OPTIMISER_SETTINGS = ("model.learning_rate", "model.weight_decay", "model.betas", "model.eps", "model.warmup_steps",
+                      "model.lr_decay")
+"""The modules' own optimiser and schedule settings, which ``--optimizer`` and ``--lr_scheduler`` would bypass."""
+
+
+def check_no_optimizer_options(config: Any) -> None:
+    """Refuse LightningCLI's ``--optimizer`` and ``--lr_scheduler``, on the command line or in a config.
+
+    LightningCLI would replace the modules' ``configure_optimizers`` (AdamW over two parameter
+    groups, biases and norms without weight decay, with warmup and decay) by a plain optimiser over
+    every parameter, and the run would go on without a word while ignoring the model's settings.
+    """
+    for option in ("optimizer", "lr_scheduler"):
+        value = config.get(option)
+        if value is not None:
+            name = value.get("class_path", value) if hasattr(value, "get") else value
+            raise UserError(
+                f"--{option}={str(name).rpartition('.')[2]} would replace the modules' own AdamW, its parameter groups "
+                f"(no weight decay on biases and norms) and its warmup and decay; leave {option} out and set "
+                f"{', '.join(OPTIMISER_SETTINGS[:-1])} or {OPTIMISER_SETTINGS[-1]} instead"
+            )
+
+
 def validation_beyond_the_epoch(trainer: L.Trainer, error: ValueError) -> UserError | None:
     """The user error behind Lightning's ``ValueError`` for a ``val_check_interval`` above the epoch's
     batches (known only once the training data is loaded), or None for any other error."""

@@ -1,0 +1,258 @@
+"""Evaluating a checkpoint alone: ``test --ckpt_path FILE`` with no config, from any folder.
+
+A run's checkpoint records the class and settings of its model (``hyper_parameters``) and of its
+data (``datamodule_hyper_parameters``); LightningCLI records the class path of each as
+``_class_path``. ``validate``, ``test`` and ``predict`` given a checkpoint file on the command line
+rebuild both from it; what a config or the command line gives overrides what is recorded, and each
+override is said in one line, so a figure is never read off other data settings by surprise.
+
+Data locations (``data_dir``, ``data_files``, ``train_files``, ``val_files``, ``ood_val_files``, a
+tokenizer folder, ``cache_dir``) are recorded as the run was given them: a relative one is relative
+to the folder the run started in. That folder is found from where the checkpoint lies now (its
+checkpoint callback records the checkpoint folder relative to the run's folder, so a run folder
+moved whole is still found), else from the folder the run recorded (``RunFolder``). A relative
+location is looked for there first, then in the current folder. A location found nowhere is refused
+in one line naming the option that replaces it (``cache_dir``, a cache, is never refused).
+"""
+
+from __future__ import annotations
+
+import glob
+import importlib
+import inspect
+import logging
+import os
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import lightning as L
+from lightning.pytorch.callbacks import Callback
+
+from tiedemb.errors import UserError
+from tiedemb.options import shown
+from tiedemb.training.hub import spelled_as_path
+
+log = logging.getLogger("tiedemb")
+
+EVALUATING = ("validate", "test", "predict")
+"""The subcommands that rebuild a checkpoint's model and data from the checkpoint alone."""
+NAMED_CHECKPOINTS = ("last", "best", "hpc")
+"""``--ckpt_path`` values that name a checkpoint to be found, not a file."""
+RUN_FOLDER_KEY = "run_folder"
+"""The checkpoint key holding the folder the run started in (``RunFolder``)."""
+
+FOLDERS = ("data_dir",)
+FILE_LISTS = ("train_files", "val_files", "ood_val_files")
+FILE_MAPPINGS = ("data_files",)
+TOKENIZERS = ("tokenizer",)
+CACHES = ("cache_dir",)
+"""The data settings that are locations, by kind: a folder, lists and mappings of files (or globs), a
+tokenizer folder or hub name, and a cache (made afresh where it is missing)."""
+REMEDY = {"data_dir": "<folder>", "tokenizer": "<folder>", "data_files": "'{split: <file>, ...}'",
+          **{name: "'[<file>, ...]'" for name in FILE_LISTS}}
+"""What each data location's replacement looks like on the command line."""
+
+
+class RunFolder(Callback):
+    """Records, in every checkpoint, the folder the run started in.
+
+    The run's relative data locations are relative to it; a checkpoint evaluated from another
+    folder (or whose checkpoint folder was given as an absolute path) finds them through it.
+    """
+
+    def on_save_checkpoint(self, trainer: L.Trainer, pl_module: L.LightningModule, checkpoint: dict[str, Any]) -> None:
+        checkpoint[RUN_FOLDER_KEY] = os.getcwd()
+
+
+# --------------------------------------------------------------------------- the command line
+
+
+def option_value(argv: Sequence[str], option: str) -> str | None:
+    """The last value ``--option=V`` or ``--option V`` gives on a command line (jsonargparse takes the last)."""
+    value = None
+    for index, argument in enumerate(argv):
+        if argument.startswith(f"{option}="):
+            value = argument[len(option) + 1:]
+        elif argument == option and index + 1 < len(argv):
+            value = argv[index + 1]
+    return value
+
+
+def given_keys(argv: Sequence[str], group: str) -> set[str]:
+    """The settings of ``group`` (``model``, ``data``) a command line gives one by one (``--data.batch_size=8``)."""
+    prefix = f"--{group}."
+    keys = set()
+    for argument in argv:
+        if argument.startswith(prefix):
+            name = argument[len(prefix):].split("=", 1)[0].removeprefix("init_args.")
+            keys.add(name.split(".", 1)[0])
+    return keys
+
+
+def checkpoint_to_evaluate(argv: Sequence[str]) -> str | None:
+    """The checkpoint file an evaluating command line names (``test --ckpt_path FILE ...``), else None.
+
+    Read before the command line is parsed, so that a checkpoint alone can stand in for a config
+    that names the model and data classes.
+    """
+    if not argv or argv[0] not in EVALUATING:
+        return None
+    path = option_value(argv, "--ckpt_path")
+    if not path or path in NAMED_CHECKPOINTS or "://" in path:
+        return None
+    return path
+
+
+def weights_only_given(argv: Sequence[str]) -> bool:
+    """``--weights_only`` as the command line gives it (true unless it says false)."""
+    return str(option_value(argv, "--weights_only")).lower() not in ("false", "0", "no", "off")
+
+
+# --------------------------------------------------------------------------- what the checkpoint records
+
+
+def recorded(checkpoint: Mapping[str, Any], key: str) -> tuple[str | None, dict[str, Any]]:
+    """The class path and the settings a checkpoint records under ``key`` (``hyper_parameters``, ...)."""
+    settings = dict(checkpoint.get(key) or {})
+    class_path = settings.pop("_class_path", None)
+    return class_path, {name: value for name, value in settings.items() if not name.startswith("_")}
+
+
+def current_parameters(class_path: str) -> set[str] | None:
+    """The keyword parameters ``class_path`` takes today, or None when it cannot be imported."""
+    module_name, _, class_name = class_path.rpartition(".")
+    try:
+        parameters = inspect.signature(getattr(importlib.import_module(module_name), class_name).__init__).parameters
+    except (ImportError, AttributeError, ValueError):
+        return None  # jsonargparse reports an unknown class
+    return {name for name, parameter in parameters.items() if name != "self" and parameter.kind in
+            (inspect.Parameter.POSITIONAL_OR_KEYWORD, inspect.Parameter.KEYWORD_ONLY)}
+
+
+def recorded_defaults(checkpoint: Mapping[str, Any], path: str) -> dict[str, Any]:
+    """The model and data classes (and the data's settings) a checkpoint records, as parser defaults.
+
+    A config or the command line still overrides each. Only the model's class is a default here:
+    its settings are put over the parsed ones afterwards (``TiedembCLI._parse_ckpt_path``), as they
+    describe the weights. A data setting the class no longer has (a checkpoint older than a
+    change of options) is left out, with a warning.
+    """
+    defaults: dict[str, Any] = {}
+    model_class, _ = recorded(checkpoint, "hyper_parameters")
+    if model_class:
+        defaults["model"] = {"class_path": model_class}
+    data_class, data = recorded(checkpoint, "datamodule_hyper_parameters")
+    if data_class:
+        known = current_parameters(data_class)
+        if known is not None:
+            for name in sorted(set(data) - known):
+                log.warning("checkpoint %r records data.%s, which %s no longer takes; left out", path, name, data_class)
+            data = {name: value for name, value in data.items() if name in known}
+        defaults["data"] = {"class_path": data_class, "init_args": data}
+    return defaults
+
+
+def run_folder(checkpoint: Mapping[str, Any], path: str | os.PathLike) -> Path | None:
+    """The folder the run that wrote ``checkpoint`` started in, as it is now; None when unknown.
+
+    A checkpoint callback's folder recorded relative to the run's folder, which the checkpoint's
+    own folder ends with, gives the run's folder wherever the run folder was moved; else the
+    folder the run recorded, if it is still there.
+    """
+    folder = Path(path).expanduser().resolve().parent
+    for state in (checkpoint.get("callbacks") or {}).values():
+        dirpath = state.get("dirpath") if isinstance(state, Mapping) else None
+        if not dirpath or Path(dirpath).is_absolute():
+            continue
+        parts = Path(os.path.normpath(dirpath)).parts
+        if ".." not in parts and folder.parts[-len(parts):] == parts:
+            return Path(*folder.parts[:-len(parts)])
+    started = checkpoint.get(RUN_FOLDER_KEY)
+    if started and Path(started).is_dir():
+        return Path(started)
+    return None
+
+
+# --------------------------------------------------------------------------- overrides and locations
+
+
+def override_lines(group: str, recorded_settings: Mapping[str, Any], settings: Mapping[str, Any],
+                   given: set[str]) -> list[str]:
+    """One line per setting whose value differs from the recorded one: ``data.batch_size: 32 (checkpoint) -> 8 (command line)``."""
+    lines = []
+    for name, value in settings.items():
+        if name in recorded_settings and _plain(recorded_settings[name]) != _plain(value):
+            source = "command line" if name in given else "config"
+            lines.append(f"{group}.{name}: {shown(recorded_settings[name])} (checkpoint) -> {shown(value)} ({source})")
+    return lines
+
+
+def _plain(value: Any) -> Any:
+    """A setting in a comparable form: tuples and lists alike, mappings as dicts."""
+    if isinstance(value, (list, tuple)):
+        return [_plain(item) for item in value]
+    if isinstance(value, Mapping):
+        return {key: _plain(item) for key, item in value.items()}
+    return value
+
+
+def locate(value: str, folder: Path | None) -> str | None:
+    """Where a recorded location is now, or None where it is not.
+
+    A relative one is looked for in the run's folder (given back as an absolute path, as the
+    current folder may be another), then in the current folder. ``value`` may be a glob
+    (``train_files``), found when it matches anything.
+    """
+    path = Path(value).expanduser()
+    if not path.is_absolute() and folder is not None and folder.resolve() != Path.cwd().resolve():
+        if _exists(folder / path):
+            return str((folder / path).resolve())
+    return value if _exists(path) else None
+
+
+def _exists(path: Path) -> bool:
+    return path.exists() or (glob.has_magic(str(path)) and bool(glob.glob(str(path))))
+
+
+def missing_location(name: str, value: Any, folder: Path | None) -> UserError:
+    """The one line refusing a recorded data location that is not there, naming the option to pass."""
+    relative = "" if Path(str(value)).expanduser().is_absolute() or folder is None else \
+        f" (relative to the run's folder {str(folder)!r})"
+    return UserError(f"the checkpoint's data.{name} {str(value)!r}{relative} does not exist here; pass "
+                     f"--data.{name}={REMEDY[name]}")
+
+
+def rebuilt_locations(settings: Mapping[str, Any], recorded_settings: Mapping[str, Any],
+                      folder: Path | None) -> dict[str, Any]:
+    """The recorded data locations the run's settings still hold, as found now (absolute paths).
+
+    Only a location left as recorded is looked for; one the user gave is the data module's to
+    check. A missing folder, file or tokenizer folder raises a ``UserError`` naming its option.
+    """
+    found: dict[str, Any] = {}
+    for name, value in settings.items():
+        if value is None or name not in recorded_settings or _plain(value) != _plain(recorded_settings[name]):
+            continue
+        if name in FOLDERS or name in CACHES:
+            where = locate(str(value), folder)
+            if where is None and name in FOLDERS:
+                raise missing_location(name, value, folder)
+            found[name] = where or value
+        elif name in TOKENIZERS:
+            where = locate(str(value), folder)
+            if where is None and spelled_as_path(str(value)):
+                raise missing_location(name, value, folder)
+            found[name] = where or value  # a hub name stays one
+        elif name in FILE_LISTS:
+            found[name] = [_located(name, item, folder) for item in value]
+        elif name in FILE_MAPPINGS:
+            found[name] = {split: _located(name, item, folder) for split, item in dict(value).items()}
+    return {name: value for name, value in found.items() if _plain(value) != _plain(settings[name])}
+
+
+def _located(name: str, value: str, folder: Path | None) -> str:
+    where = locate(str(value), folder)
+    if where is None:
+        raise missing_location(name, value, folder)
+    return where
