@@ -165,7 +165,7 @@ def _main(args: argparse.Namespace, selection: dict[str, str]) -> int:
     if args.dry_run:
         for cell in cells:
             validate_cell(sweep, cell, cell_dir(out, cell))
-            print(f"{cell.id}: tiedemb {shlex.join(cell_args(sweep, cell, cell_dir(out, cell)))}")
+            print(f"{cell.id}: tiedemb {shlex.join(cell_args(sweep, cell, cell_dir(out, cell), cell.command))}")
         print(f"{len(cells)} cells are valid")
         return 0
     outcome = run_sweep(sweep, out, cells, workdir)
