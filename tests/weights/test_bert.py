@@ -74,10 +74,10 @@ def test_other_architectures_and_missing_sources_are_user_errors(tmp_path):
         load_pretrained(str(tmp_path / "empty"))
 
 
-def test_narrow_embedding_from_bert_is_the_best_rank_k_stand_in(tmp_path):
-    """d_e below BERT's hidden size: projected tables equal the stacked tables' rank-k SVD."""
+def test_energy_narrowing_from_bert_is_the_best_rank_k_stand_in(tmp_path):
+    """d_e below BERT's hidden size, narrowing: energy: projected tables equal the stacked tables' rank-k SVD."""
     bert = save_tiny_bert(tmp_path)
-    module = GlueModule(num_labels=2, pretrained=str(tmp_path), embedding_dim=12)
+    module = GlueModule(num_labels=2, pretrained=str(tmp_path), embedding_dim=12, narrowing="energy")
     embedding = module.model.embedding
     assert embedding.token.weight.shape == (101, 12) and embedding.projection.weight.shape == (48, 12)
     original = torch.cat([bert.embeddings.word_embeddings.weight, bert.embeddings.position_embeddings.weight,
@@ -90,6 +90,18 @@ def test_narrow_embedding_from_bert_is_the_best_rank_k_stand_in(tmp_path):
     # the encoder is BERT's, untouched
     torch.testing.assert_close(module.model.encoder.blocks[0].ffn.up.weight, bert.encoder.layer[0].intermediate.dense.weight)
 
+
+
+def test_balanced_narrowing_from_bert_keeps_more_of_the_positions_than_the_plain_svd(tmp_path):
+    bert = save_tiny_bert(tmp_path)
+    positions = bert.embeddings.position_embeddings.weight.detach().double()
+
+    def position_error(narrowing: str) -> float:
+        embedding = GlueModule(num_labels=2, pretrained=str(tmp_path), embedding_dim=12, narrowing=narrowing).model.embedding
+        lifted = embedding.projection(embedding.position.weight.detach()).double()
+        return float(((lifted - positions) ** 2).sum())
+
+    assert position_error("balanced") < position_error("energy")
 
 def test_reinit_embeddings_draws_fresh_tables_but_keeps_the_encoder(tmp_path):
     bert = save_tiny_bert(tmp_path)

@@ -155,12 +155,12 @@ def load_checkpoint_file(path: str | os.PathLike, weights_only: bool = True) -> 
     return contents
 
 
-def _plain(value: Any) -> Any:
-    """Hyperparameter values in a comparable form (tuples and lists alike)."""
+def comparable(value: Any) -> Any:
+    """A setting in a comparable form: tuples and lists alike, mappings as dicts."""
     if isinstance(value, (list, tuple)):
-        return [_plain(item) for item in value]
+        return [comparable(item) for item in value]
     if isinstance(value, Mapping):
-        return {key: _plain(item) for key, item in value.items()}
+        return {key: comparable(item) for key, item in value.items()}
     return value
 
 
@@ -189,10 +189,10 @@ def _differences(saved: Mapping[str, Any], current: Mapping[str, Any], ignore: I
             continue
         old = saved.get(key, _MISSING)
         if old is _MISSING:
-            if key in defaults and _plain(current[key]) == _plain(defaults[key]):
+            if key in defaults and comparable(current[key]) == comparable(defaults[key]):
                 continue
             old = None
-        if _plain(old) != _plain(current[key]):
+        if comparable(old) != comparable(current[key]):
             differences[key] = (old, current[key])
     return differences
 

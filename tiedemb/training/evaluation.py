@@ -31,6 +31,7 @@ from lightning.pytorch.callbacks import Callback
 
 from tiedemb.errors import UserError
 from tiedemb.options import shown
+from tiedemb.training.checkpoints import comparable
 from tiedemb.training.hub import spelled_as_path
 
 log = logging.getLogger("tiedemb")
@@ -182,19 +183,10 @@ def override_lines(group: str, recorded_settings: Mapping[str, Any], settings: M
     """One line per setting whose value differs from the recorded one: ``data.batch_size: 32 (checkpoint) -> 8 (command line)``."""
     lines = []
     for name, value in settings.items():
-        if name in recorded_settings and _plain(recorded_settings[name]) != _plain(value):
+        if name in recorded_settings and comparable(recorded_settings[name]) != comparable(value):
             source = "command line" if name in given else "config"
             lines.append(f"{group}.{name}: {shown(recorded_settings[name])} (checkpoint) -> {shown(value)} ({source})")
     return lines
-
-
-def _plain(value: Any) -> Any:
-    """A setting in a comparable form: tuples and lists alike, mappings as dicts."""
-    if isinstance(value, (list, tuple)):
-        return [_plain(item) for item in value]
-    if isinstance(value, Mapping):
-        return {key: _plain(item) for key, item in value.items()}
-    return value
 
 
 def locate(value: str, folder: Path | None) -> str | None:
@@ -232,7 +224,7 @@ def rebuilt_locations(settings: Mapping[str, Any], recorded_settings: Mapping[st
     """
     found: dict[str, Any] = {}
     for name, value in settings.items():
-        if value is None or name not in recorded_settings or _plain(value) != _plain(recorded_settings[name]):
+        if value is None or name not in recorded_settings or comparable(value) != comparable(recorded_settings[name]):
             continue
         if name in FOLDERS or name in CACHES:
             where = locate(str(value), folder)
@@ -248,7 +240,7 @@ def rebuilt_locations(settings: Mapping[str, Any], recorded_settings: Mapping[st
             found[name] = [_located(name, item, folder) for item in value]
         elif name in FILE_MAPPINGS:
             found[name] = {split: _located(name, item, folder) for split, item in dict(value).items()}
-    return {name: value for name, value in found.items() if _plain(value) != _plain(settings[name])}
+    return {name: value for name, value in found.items() if comparable(value) != comparable(settings[name])}
 
 
 def _located(name: str, value: str, folder: Path | None) -> str:
