@@ -163,8 +163,12 @@ def tied_table(runs: Iterable[Run], target_loss: float | None = None, at_steps: 
     by_study: dict[str, list[Run]] = {}
     for run in chosen:
         by_study.setdefault(run.study, []).append(run)
-    targets = {study: target_loss if target_loss is not None else default_target_loss(members) if default_target
-               else None for study, members in by_study.items()}
+    def target_of(members: list[Run]) -> float | None:
+        if target_loss is not None:
+            return target_loss
+        return default_target_loss(members) if default_target else None
+
+    targets = {study: target_of(members) for study, members in by_study.items()}
     steps = at_steps if at_steps is not None else default_fixed_steps(chosen)
     studies = {study for study, _ in groups}
     labels = label_columns(groups)

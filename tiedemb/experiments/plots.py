@@ -118,8 +118,9 @@ def loss_curves(runs: Iterable[Run], path: Path) -> Path | None:
     Top row: each curve starts at the measured initial loss (step 0, a circle); the predicted
     initial loss is a cross at step 0 and ln n a dashed line: how far above the uniform model each
     variant starts. Where the runs logged them, the add-one unigram (dotted) and bigram (dash-dot)
-    losses of the same validation blocks are drawn in both rows. Bottom row: the same curves from the first evaluation on, where the variants'
-    differences in training are visible at their own scale.
+    losses of the same validation blocks are drawn in both rows. Bottom row: the same curves from
+    the first evaluation on, where the variants' differences in training are visible at their own
+    scale.
     """
     plt = _pyplot()
     if plt is None:
@@ -151,7 +152,7 @@ def loss_curves(runs: Iterable[Run], path: Path) -> Path | None:
             axis.axhline(statistics.fmean(log_n), color="grey", linestyle="--", linewidth=1, label="ln n (uniform)")
         # the losses of token frequencies and pairs on the same validation blocks (runs on text log them)
         for metric, style, name in (("data/unigram_loss", ":", "unigram"), ("data/bigram_loss", "-.", "bigram")):
-            values = [run.first(metric) for run in panel.runs if run.first(metric) is not None]
+            values = [value for value in (run.first(metric) for run in panel.runs) if value is not None]
             if values:
                 for each in (axis, zoomed):
                     each.axhline(statistics.fmean(values), color="black", linestyle=style, linewidth=1,
