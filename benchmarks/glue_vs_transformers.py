@@ -50,8 +50,14 @@ ROOT = Path(__file__).resolve().parents[1]
 MRPC_CONFIG = ROOT / "configs" / "glue" / "mrpc.yaml"
 DEFAULT_DATA = ROOT.parent / "shared" / "data" / "glue"
 MAJORITY = 0.684
-RECIPE = {"batch_size": 32, "learning_rate": 2e-5, "weight_decay": 0.01, "warmup_ratio": 0.1, "eps": 1e-8,
-          "betas": (0.9, 0.999)}
+RECIPE = {
+    "batch_size": 32,
+    "learning_rate": 2e-5,
+    "weight_decay": 0.01,
+    "warmup_ratio": 0.1,
+    "eps": 1e-8,
+    "betas": (0.9, 0.999),
+}
 
 
 def main() -> None:
@@ -60,9 +66,12 @@ def main() -> None:
     torch.set_num_threads(args.threads)
     model_dir = Path(args.model_dir) if args.model_dir else packaged_minilm()
     out = Path(args.out)
-    print(f"weights {model_dir}\ndata {args.data_dir}\nepochs {args.epochs}, max_length {args.max_length}, "
-          f"batch {RECIPE['batch_size']}, lr {RECIPE['learning_rate']}, threads {args.threads}, "
-          f"seeds {args.seeds}", flush=True)
+    print(
+        f"weights {model_dir}\ndata {args.data_dir}\nepochs {args.epochs}, max_length {args.max_length}, "
+        f"batch {RECIPE['batch_size']}, lr {RECIPE['learning_rate']}, threads {args.threads}, "
+        f"seeds {args.seeds}",
+        flush=True,
+    )
     results: dict = {"settings": {**vars(args), "model_dir": str(model_dir), **RECIPE}, "runs": {}}
     for seed in args.seeds:
         run: dict[str, dict] = {}
@@ -85,12 +94,21 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--data-dir", default=str(DEFAULT_DATA), help="classic glue_data folder holding MRPC/")
     parser.add_argument("--epochs", type=int, default=3)
     parser.add_argument("--max-length", type=int, default=128)
-    parser.add_argument("--learning-rate", type=float, default=RECIPE["learning_rate"],
-                        help="peak learning rate for both sides (the recipe's is 2e-5)")
+    parser.add_argument(
+        "--learning-rate",
+        type=float,
+        default=RECIPE["learning_rate"],
+        help="peak learning rate for both sides (the recipe's is 2e-5)",
+    )
     parser.add_argument("--max-train-samples", type=int, default=None, help="for smoke runs only")
     parser.add_argument("--threads", type=int, default=torch.get_num_threads())
-    parser.add_argument("--seeds", type=int, nargs="+", default=[0],
-                        help="one run of each model per seed; with several, the means are compared")
+    parser.add_argument(
+        "--seeds",
+        type=int,
+        nargs="+",
+        default=[0],
+        help="one run of each model per seed; with several, the means are compared",
+    )
     parser.add_argument("--accelerator", default="cpu")
     parser.add_argument("--only", choices=("both", "tiedemb", "transformers"), default="both")
     parser.add_argument("--out", default=str(ROOT / "runs" / "glue_vs_transformers"))
@@ -108,14 +126,28 @@ def packaged_minilm() -> Path:
 def run_tiedemb(model_dir: Path, root: Path, seed: int, args: argparse.Namespace) -> dict:
     from tiedemb.cli import main as cli_main
 
-    fit = ["fit", "--config", str(MRPC_CONFIG), f"--model.pretrained={model_dir}", f"--data.tokenizer={model_dir}",
-           f"--data.data_dir={args.data_dir}", f"--data.max_length={args.max_length}",
-           f"--data.batch_size={RECIPE['batch_size']}", f"--model.learning_rate={RECIPE['learning_rate']}",
-           f"--model.weight_decay={RECIPE['weight_decay']}", f"--model.warmup_ratio={RECIPE['warmup_ratio']}",
-           f"--model.eps={RECIPE['eps']}", f"--trainer.max_epochs={args.epochs}", f"--seed_everything={seed}",
-           f"--trainer.accelerator={args.accelerator}", "--trainer.val_check_interval=1.0", "--trainer.logger=false",
-           "--trainer.enable_progress_bar=false", f"--trainer.default_root_dir={root}",
-           f"--model.predictions_dir={root}"]
+    fit = [
+        "fit",
+        "--config",
+        str(MRPC_CONFIG),
+        f"--model.pretrained={model_dir}",
+        f"--data.tokenizer={model_dir}",
+        f"--data.data_dir={args.data_dir}",
+        f"--data.max_length={args.max_length}",
+        f"--data.batch_size={RECIPE['batch_size']}",
+        f"--model.learning_rate={RECIPE['learning_rate']}",
+        f"--model.weight_decay={RECIPE['weight_decay']}",
+        f"--model.warmup_ratio={RECIPE['warmup_ratio']}",
+        f"--model.eps={RECIPE['eps']}",
+        f"--trainer.max_epochs={args.epochs}",
+        f"--seed_everything={seed}",
+        f"--trainer.accelerator={args.accelerator}",
+        "--trainer.val_check_interval=1.0",
+        "--trainer.logger=false",
+        "--trainer.enable_progress_bar=false",
+        f"--trainer.default_root_dir={root}",
+        f"--model.predictions_dir={root}",
+    ]
     if args.max_train_samples:
         fit.append(f"--data.max_train_samples={args.max_train_samples}")
     started = time.perf_counter()
@@ -131,9 +163,14 @@ def run_tiedemb(model_dir: Path, root: Path, seed: int, args: argparse.Namespace
     written = next(path for path in cli.model.written_files if path.name.startswith("MRPC-validation"))
     recount = score_file(written)
     return {
-        "accuracy": logged["test/accuracy"], "f1": logged["test/f1"], "loss": logged["test/loss"],
-        "dev_history": cli.model.history, "epochs_to_converge": cli.model.epochs_to_converge,
-        "predictions_file": str(written), "recount": recount, "train_seconds": train_seconds,
+        "accuracy": logged["test/accuracy"],
+        "f1": logged["test/f1"],
+        "loss": logged["test/loss"],
+        "dev_history": cli.model.history,
+        "epochs_to_converge": cli.model.epochs_to_converge,
+        "predictions_file": str(written),
+        "recount": recount,
+        "train_seconds": train_seconds,
         "recount_matches": abs(recount["accuracy"] - logged["test/accuracy"]) < 1e-6
         and abs(recount["f1"] - logged["test/f1"]) < 1e-6,
     }
@@ -142,8 +179,10 @@ def run_tiedemb(model_dir: Path, root: Path, seed: int, args: argparse.Namespace
 def score_file(path: Path) -> dict:
     """Accuracy and positive-class F1 counted from a ``index, prediction, label`` TSV."""
     with path.open(newline="", encoding="utf-8") as handle:
-        rows = [(int(row["prediction"]), int(row["label"]))
-                for row in csv.DictReader(handle, delimiter="\t", quoting=csv.QUOTE_NONE)]
+        rows = [
+            (int(row["prediction"]), int(row["label"]))
+            for row in csv.DictReader(handle, delimiter="\t", quoting=csv.QUOTE_NONE)
+        ]
     return score(rows)
 
 
@@ -164,16 +203,26 @@ def run_transformers(model_dir: Path, seed: int, args: argparse.Namespace) -> di
     from tiedemb.data import GlueData
 
     seed_everything(seed, verbose=False)  # as tiedemb's run: the same seed decides the batch order
-    data = GlueData("mrpc", str(model_dir), data_dir=args.data_dir, max_length=args.max_length,
-                    batch_size=RECIPE["batch_size"], eval_batch_size=64, max_train_samples=args.max_train_samples)
+    data = GlueData(
+        "mrpc",
+        str(model_dir),
+        data_dir=args.data_dir,
+        max_length=args.max_length,
+        batch_size=RECIPE["batch_size"],
+        eval_batch_size=64,
+        max_train_samples=args.max_train_samples,
+    )
     data.setup("fit")
     device = torch.device("cuda" if args.accelerator in ("gpu", "cuda") else "cpu")
     model = BertForSequenceClassification.from_pretrained(str(model_dir), num_labels=2).to(device)
     no_decay = [p for n, p in model.named_parameters() if n.endswith("bias") or "LayerNorm" in n]
     decay = [p for n, p in model.named_parameters() if not (n.endswith("bias") or "LayerNorm" in n)]
-    optimizer = torch.optim.AdamW([{"params": decay, "weight_decay": RECIPE["weight_decay"]},
-                                   {"params": no_decay, "weight_decay": 0.0}],
-                                  lr=RECIPE["learning_rate"], betas=RECIPE["betas"], eps=RECIPE["eps"])
+    optimizer = torch.optim.AdamW(
+        [{"params": decay, "weight_decay": RECIPE["weight_decay"]}, {"params": no_decay, "weight_decay": 0.0}],
+        lr=RECIPE["learning_rate"],
+        betas=RECIPE["betas"],
+        eps=RECIPE["eps"],
+    )
     loader = data.train_dataloader()
     total = len(loader) * args.epochs
     schedule = get_linear_schedule_with_warmup(optimizer, round(RECIPE["warmup_ratio"] * total), total)
@@ -218,9 +267,13 @@ def report(seed: int, results: dict) -> None:
         r = results["tiedemb"]
         print(f"  {'majority class (this dev set)':<30} {r['recount']['majority']:8.4f}")
         verdict = "equal" if r["recount_matches"] else "DIFFER"
-        print(f"\ntorchmetrics test/accuracy {r['accuracy']:.6f}, test/f1 {r['f1']:.6f}; recount from "
-              f"{r['predictions_file']}: {r['recount']['accuracy']:.6f}, {r['recount']['f1']:.6f} -> {verdict}")
-        print(f"tiedemb dev history (epoch, accuracy): {r['dev_history']}; epochs to converge {r['epochs_to_converge']}")
+        print(
+            f"\ntorchmetrics test/accuracy {r['accuracy']:.6f}, test/f1 {r['f1']:.6f}; recount from "
+            f"{r['predictions_file']}: {r['recount']['accuracy']:.6f}, {r['recount']['f1']:.6f} -> {verdict}"
+        )
+        print(
+            f"tiedemb dev history (epoch, accuracy): {r['dev_history']}; epochs to converge {r['epochs_to_converge']}"
+        )
     if "tiedemb" in results and "transformers" in results:
         gap_acc = 100 * (results["tiedemb"]["accuracy"] - results["transformers"]["accuracy"])
         gap_f1 = 100 * (results["tiedemb"]["f1"] - results["transformers"]["f1"])
@@ -243,10 +296,14 @@ def summarise(runs: dict[int, dict]) -> dict:
         acc, f1 = summary[name]["accuracy"], summary[name]["f1"]
         print(f"  {name:<30} {acc['mean']:.4f} ± {acc['sd']:.4f}      {f1['mean']:.4f} ± {f1['sd']:.4f}")
     if len(summary) == 2:
-        gap = {m: 100 * (summary["tiedemb"][m]["mean"] - summary["transformers"][m]["mean"]) for m in ("accuracy", "f1")}
+        gap = {
+            m: 100 * (summary["tiedemb"][m]["mean"] - summary["transformers"][m]["mean"]) for m in ("accuracy", "f1")
+        }
         summary["gap_points"] = gap
-        print(f"gap of the means, tiedemb - transformers: accuracy {gap['accuracy']:+.2f} points, "
-              f"F1 {gap['f1']:+.2f} points")
+        print(
+            f"gap of the means, tiedemb - transformers: accuracy {gap['accuracy']:+.2f} points, "
+            f"F1 {gap['f1']:+.2f} points"
+        )
     return summary
 
 

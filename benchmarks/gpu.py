@@ -28,8 +28,8 @@ validation inside the timed steps would disturb the timing). Their figures come 
 CSV: the probe callback ``benchmarks/fit_probe.py`` adds sustained tokens/s, FLOP/s, MFU and
 utilisation over the steps after the first 10% (timed between device synchronisations) and
 ``torch.cuda.max_memory_allocated`` (the module logs no memory figure), and the module's own per-step
-``train/device/items_per_sec`` (tokens/s) and ``train/device/mfu`` samples (every ``log_every_n_steps``) are shown beside
-them as a cross-check. MFU divides by the spec-sheet dense bf16 peak (989 TFLOP/s for H100 SXM and
+``train/device/items_per_sec`` (tokens/s) and ``train/device/mfu`` samples (every ``log_every_n_steps``) are
+shown beside them as a cross-check. MFU divides by the spec-sheet dense bf16 peak (989 TFLOP/s for H100 SXM and
 H200), utilisation by the matrix-product peak ``train_step`` measured at the start in the same dtype:
 "how close to what this chip really does".
 
@@ -119,27 +119,36 @@ class Fit:
 
 FITS = (
     Fit("fit_tied", "fit tied_orth+base", ["tied_orth.yaml", "scale/base.yaml"], [], []),
-    Fit("fit_width", "fit width bert_base", ["width/bert_base.yaml"],
+    Fit(
+        "fit_width",
+        "fit width bert_base",
+        ["width/bert_base.yaml"],
         # The config names a hub dataset (its subset, tokenising processes) and tokenizer; none
         # given, PretrainData uses its embedded Markov corpus, on the GPU at BERT's vocabulary size.
         ["--data.dataset=null", "--data.dataset_config=null", "--data.num_proc=null", "--data.tokenizer=null"],
         ["--data.vocab_size=30522"],
         # tiny.yaml narrows the hidden size below the config's d_e = 768: d_e follows it.
-        ["--model.embedding_dim=null"]),
+        ["--model.embedding_dim=null"],
+    ),
 )
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0],
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--dry-run-on-cpu", action="store_true",
-                        help="every step at tiny size on the CPU, with CUDA hidden: checks the script itself")
+    parser = argparse.ArgumentParser(
+        description=__doc__.split("\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument(
+        "--dry-run-on-cpu",
+        action="store_true",
+        help="every step at tiny size on the CPU, with CUDA hidden: checks the script itself",
+    )
     parser.add_argument("--out", help="folder for logs, CSVs and JSON (default: a new temporary folder)")
     parser.add_argument("--json", metavar="FILE", help="write the summary's records here as well")
     parser.add_argument("--steps", type=int, help="training steps of each fit (default 200; dry run 4)")
     parser.add_argument("--skip", action="append", default=[], choices=STEP_NAMES, help="leave a step out")
-    parser.add_argument("--timeout", type=float, help="seconds each step may take (default 240, pytest 420; "
-                        "dry run 900)")
+    parser.add_argument(
+        "--timeout", type=float, help="seconds each step may take (default 240, pytest 420; dry run 900)"
+    )
     return parser.parse_args(argv)
 
 
@@ -167,10 +176,17 @@ def main(argv: list[str] | None = None) -> int:
     total = time.perf_counter() - started
     print()
     print(format_table(rows))
-    print(f"\ntotal wall time {total:.0f} s; load average {os.getloadavg()[0]:.2f} on {os.cpu_count()} CPUs; "
-          f"logs in {out}")
-    records = {"dry_run_on_cpu": dry, "steps": steps, "total_seconds": total, "out": str(out),
-               "rows": [vars(row) for row in rows]}
+    print(
+        f"\ntotal wall time {total:.0f} s; load average {os.getloadavg()[0]:.2f} on {os.cpu_count()} CPUs; "
+        f"logs in {out}"
+    )
+    records = {
+        "dry_run_on_cpu": dry,
+        "steps": steps,
+        "total_seconds": total,
+        "out": str(out),
+        "rows": [vars(row) for row in rows],
+    }
     (out / "summary.json").write_text(json.dumps(records, indent=2))
     if args.json:
         Path(args.json).write_text(json.dumps(records, indent=2))
@@ -218,8 +234,9 @@ def run(name: str, command: list[str], out: Path, env: dict[str, str], limit: fl
     with log.open("w", encoding="utf-8") as handle:
         # A session of its own, so that a step over its limit is stopped with everything it started
         # (pytest's tests start main.py processes of their own).
-        process = subprocess.Popen(command, cwd=ROOT, env=env, stdout=handle, stderr=subprocess.STDOUT,
-                                   start_new_session=True)
+        process = subprocess.Popen(
+            command, cwd=ROOT, env=env, stdout=handle, stderr=subprocess.STDOUT, start_new_session=True
+        )
         try:
             code = process.wait(timeout=limit)
         except subprocess.TimeoutExpired:
@@ -227,8 +244,11 @@ def run(name: str, command: list[str], out: Path, env: dict[str, str], limit: fl
             process.wait()
             code = -1
     seconds, cpu = time.perf_counter() - started, children_cpu() - cpu
-    print(f"[{time.strftime('%H:%M:%S')}] {name}: {'timed out' if code == -1 else f'exit {code}'} "
-          f"after {seconds:.0f} s ({cpu:.0f} s CPU)", flush=True)
+    print(
+        f"[{time.strftime('%H:%M:%S')}] {name}: {'timed out' if code == -1 else f'exit {code}'} "
+        f"after {seconds:.0f} s ({cpu:.0f} s CPU)",
+        flush=True,
+    )
     return Ran(code, seconds, cpu, log.read_text(encoding="utf-8", errors="replace"))
 
 
@@ -245,8 +265,22 @@ def last_line(log: str) -> str:
 def run_train_step(out: Path, env: dict[str, str], dry: bool, limit: float) -> tuple[list[Row], float | None]:
     result = out / "train_step.json"
     if dry:
-        sizes = ["--size", "small", "--device", "cpu", "--steps", "2", "--warmup", "1",
-                 "--batch-size", "4", "--seq-len", "32", "--threads", "1"]
+        sizes = [
+            "--size",
+            "small",
+            "--device",
+            "cpu",
+            "--steps",
+            "2",
+            "--warmup",
+            "1",
+            "--batch-size",
+            "4",
+            "--seq-len",
+            "32",
+            "--threads",
+            "1",
+        ]
     else:
         sizes = ["--size", "base", "--device", "cuda", "--dtype", "bf16", "--batch-size", "256"]
     command = [sys.executable, str(BENCHMARKS / "train_step.py"), *sizes, "--profile", "3", "--json", str(result)]
@@ -260,15 +294,25 @@ def run_train_step(out: Path, env: dict[str, str], dry: bool, limit: float) -> t
         peak = record["peak_bytes"]
         # The process's times belong to all its rows: shown once.
         seconds, cpu = (ran.seconds, ran.cpu_seconds) if index == 0 else (None, None)
-        rows.append(Row(
-            f"train_step {record['objective']} {record['model']}", "ok", seconds, cpu, record["tokens_per_sec"],
-            record["mfu"], record["util"], None if peak is None else peak / 2**20,
-            f"{record['step_ms']:.1f} ms/step, {record['speedup']:.2f}x, "
-            f"matrix products {record['matrix_product_share']:.0%} of the step",
-            extra=record,
-        ))
-    rows[0].note += (f"; {settings['device_name']}, {settings['dtype']}, batch {settings['batch_size']} x "
-                     f"{settings['seq_len']}, matmul peak {settings['matmul_peak_flops'] / 1e12:.3g} TFLOP/s")
+        rows.append(
+            Row(
+                f"train_step {record['objective']} {record['model']}",
+                "ok",
+                seconds,
+                cpu,
+                record["tokens_per_sec"],
+                record["mfu"],
+                record["util"],
+                None if peak is None else peak / 2**20,
+                f"{record['step_ms']:.1f} ms/step, {record['speedup']:.2f}x, "
+                f"matrix products {record['matrix_product_share']:.0%} of the step",
+                extra=record,
+            )
+        )
+    rows[0].note += (
+        f"; {settings['device_name']}, {settings['dtype']}, batch {settings['batch_size']} x "
+        f"{settings['seq_len']}, matmul peak {settings['matmul_peak_flops'] / 1e12:.3g} TFLOP/s"
+    )
     return rows, settings["matmul_peak_flops"]
 
 
@@ -287,14 +331,20 @@ def fit_command(fit: Fit, folder: Path, dry: bool, steps: int, matmul_peak: floa
     data = data_settings(configs)
     # Enough blocks for every step (and the epoch must hold the validation interval).
     tokens = (steps + 2) * int(data.get("batch_size", 32)) * int(data.get("block_size", 128))
-    probe = {"class_path": "fit_probe.FitProbe",
-             "init_args": {"warmup_steps": max(1, steps // 10), "peak_flops": matmul_peak}}
+    probe = {
+        "class_path": "fit_probe.FitProbe",
+        "init_args": {"warmup_steps": max(1, steps // 10), "peak_flops": matmul_peak},
+    }
     # The module's own throughput log (train/device/*), averaged over at most its usual 10 batches:
     # a short dry run must still fill the window once.
-    throughput = {"class_path": "tiedemb.modules.throughput.ModelThroughput",
-                  "init_args": {"window_size": max(2, min(10, steps))}}
-    logger = {"class_path": "lightning.pytorch.loggers.CSVLogger",
-              "init_args": {"save_dir": str(folder), "name": "csv", "version": "run"}}
+    throughput = {
+        "class_path": "tiedemb.modules.throughput.ModelThroughput",
+        "init_args": {"window_size": max(2, min(10, steps))},
+    }
+    logger = {
+        "class_path": "lightning.pytorch.loggers.CSVLogger",
+        "init_args": {"save_dir": str(folder), "name": "csv", "version": "run"},
+    }
     command = [sys.executable, str(ROOT / "main.py"), "fit"]
     for config in configs:
         command += ["--config", str(config)]
@@ -331,8 +381,9 @@ def read_metrics(path: Path) -> dict[str, list[float]]:
     return values
 
 
-def run_fit(fit: Fit, out: Path, env: dict[str, str], dry: bool, steps: int, matmul_peak: float | None,
-            limit: float) -> Row:
+def run_fit(
+    fit: Fit, out: Path, env: dict[str, str], dry: bool, steps: int, matmul_peak: float | None, limit: float
+) -> Row:
     folder = out / fit.name
     ran = run(fit.name, fit_command(fit, folder, dry, steps, matmul_peak), out, env, limit)
     metrics_file = folder / "csv" / "run" / "metrics.csv"
@@ -354,9 +405,18 @@ def run_fit(fit: Fit, out: Path, env: dict[str, str], dry: bool, steps: int, mat
         note += f"; val/loss {last('val/loss'):.3f}"
     if last("bench/tokens_per_sec") is None:
         return Row(fit.label, "FAILED (no timed steps)", ran.seconds, ran.cpu_seconds, note=note)
-    return Row(fit.label, "ok", ran.seconds, ran.cpu_seconds, last("bench/tokens_per_sec"), last("bench/mfu"),
-               last("bench/util"), None if peak is None else peak / 2**20, note,
-               extra={k: v[-1] for k, v in metrics.items()})
+    return Row(
+        fit.label,
+        "ok",
+        ran.seconds,
+        ran.cpu_seconds,
+        last("bench/tokens_per_sec"),
+        last("bench/mfu"),
+        last("bench/util"),
+        None if peak is None else peak / 2**20,
+        note,
+        extra={k: v[-1] for k, v in metrics.items()},
+    )
 
 
 # -- 4. pytest -m gpu ----------------------------------------------------------------------------------
@@ -371,8 +431,12 @@ def run_pytest(out: Path, env: dict[str, str], limit: float) -> Row:
     count = lambda name: sum(int(suite.get(name, 0)) for suite in suites)  # noqa: E731
     total, skipped, failures, errors = count("tests"), count("skipped"), count("failures"), count("errors")
     passed = total - skipped - failures - errors
-    reasons = sorted({(element.get("message") or "").removeprefix("Skipped: ")
-                      for element in ElementTree.parse(report).getroot().iter("skipped")})
+    reasons = sorted(
+        {
+            (element.get("message") or "").removeprefix("Skipped: ")
+            for element in ElementTree.parse(report).getroot().iter("skipped")
+        }
+    )
     counts = f"{passed} passed, {skipped} skipped, {failures + errors} failed"
     if failures or errors or ran.code not in (0, 5):
         result = f"FAILED ({failures + errors} failed)" if failures or errors else failed(ran.code)
@@ -381,8 +445,14 @@ def run_pytest(out: Path, env: dict[str, str], limit: float) -> Row:
     else:
         result = "ok"
     note = counts + (f"; skip reasons: {'; '.join(reasons)}" if reasons else "")
-    return Row("pytest -m gpu", result, ran.seconds, ran.cpu_seconds, note=note,
-               extra={"passed": passed, "skipped": skipped, "failed": failures + errors})
+    return Row(
+        "pytest -m gpu",
+        result,
+        ran.seconds,
+        ran.cpu_seconds,
+        note=note,
+        extra={"passed": passed, "skipped": skipped, "failed": failures + errors},
+    )
 
 
 # -- the table -----------------------------------------------------------------------------------------
@@ -390,8 +460,10 @@ def format_table(rows: list[Row]) -> str:
     def number(value: float | None, spec: str) -> str:
         return "-" if value is None else format(value, spec)
 
-    header = (f"{'step':<32} {'result':<18} {'wall s':>7} {'CPU s':>6} {'tokens/s':>12} {'MFU':>6} {'util':>6} "
-              f"{'peak MiB':>9}  notes")
+    header = (
+        f"{'step':<32} {'result':<18} {'wall s':>7} {'CPU s':>6} {'tokens/s':>12} {'MFU':>6} {'util':>6} "
+        f"{'peak MiB':>9}  notes"
+    )
     lines = [header, "-" * len(header)]
     for row in rows:
         lines.append(
@@ -400,9 +472,11 @@ def format_table(rows: list[Row]) -> str:
             f"{number(row.mfu, '.1%'):>6} {number(row.util, '.1%'):>6} {number(row.peak_mib, ',.0f'):>9}  {row.note}"
         )
     lines.append("")
-    lines.append("tokens/s: batch x length over the step time (fits: sustained over the steps after warm-up). "
-                 "MFU: model FLOPs/s over the device's spec-sheet dense 16-bit peak (known GPUs only). util: over "
-                 "the matrix-product peak train_step measured. CPU s: user + system time of the step's processes.")
+    lines.append(
+        "tokens/s: batch x length over the step time (fits: sustained over the steps after warm-up). "
+        "MFU: model FLOPs/s over the device's spec-sheet dense 16-bit peak (known GPUs only). util: over "
+        "the matrix-product peak train_step measured. CPU s: user + system time of the step's processes."
+    )
     return "\n".join(lines)
 
 

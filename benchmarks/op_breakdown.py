@@ -42,13 +42,17 @@ class Breakdown:
 
     def lines(self, top: int = 8) -> list[str]:
         total = self.total
-        lines = [f"  matrix products {self.matrix_product_share:.1%} of {total * 1e3:.1f} ms a step "
-                 f"(without everything else the step would be {1 / max(self.matrix_product_share, 1e-9):.2f}x "
-                 "faster at most)"]
+        lines = [
+            f"  matrix products {self.matrix_product_share:.1%} of {total * 1e3:.1f} ms a step "
+            f"(without everything else the step would be {1 / max(self.matrix_product_share, 1e-9):.2f}x "
+            "faster at most)"
+        ]
         for op in self.ops[:top]:
             name = op.name if len(op.name) <= 40 else op.name[:39] + "…"
-            lines.append(f"  {name:<40} {op.seconds_per_step * 1e3:>8.1f} ms {op.seconds_per_step / total:>6.1%}"
-                         f" {op.calls_per_step:>7.1f} calls")
+            lines.append(
+                f"  {name:<40} {op.seconds_per_step * 1e3:>8.1f} ms {op.seconds_per_step / total:>6.1%}"
+                f" {op.calls_per_step:>7.1f} calls"
+            )
         return lines
 
 

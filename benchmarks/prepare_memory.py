@@ -65,10 +65,16 @@ def run_child(arguments: dict, work: Path) -> dict:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--size-mb", type=float, default=1000.0, help="size of the generated text file (default 1000 MB)")
+    parser.add_argument(
+        "--size-mb", type=float, default=1000.0, help="size of the generated text file (default 1000 MB)"
+    )
     parser.add_argument("--text", type=Path, default=None, help="a text file to prepare instead of a generated one")
-    parser.add_argument("--source", type=Path, default=SHARED / "text" / "wikitext-2-valid.txt",
-                        help="the lines the generated file repeats")
+    parser.add_argument(
+        "--source",
+        type=Path,
+        default=SHARED / "text" / "wikitext-2-valid.txt",
+        help="the lines the generated file repeats",
+    )
     parser.add_argument("--tokenizer", default=str(SHARED / "tokenizers" / "bert-base-uncased"))
     parser.add_argument("--num-proc", type=int, default=None)
     args = parser.parse_args()
@@ -79,15 +85,29 @@ def main() -> None:
             write_corpus(corpus, args.size_mb, args.source)
         size = corpus.stat().st_size
         baseline = run_child({}, Path(work))
-        report = run_child({"train_files": [str(corpus)], "tokenizer": args.tokenizer, "cache_dir": str(Path(work) / "cache"),
-                            "num_proc": args.num_proc, "block_size": 128}, Path(work))
+        report = run_child(
+            {
+                "train_files": [str(corpus)],
+                "tokenizer": args.tokenizer,
+                "cache_dir": str(Path(work) / "cache"),
+                "num_proc": args.num_proc,
+                "block_size": 128,
+            },
+            Path(work),
+        )
     stats = report["stats"]
-    print(f"text: {size / 1e6:,.0f} MB, {stats['documents']:,.0f} documents, "
-          f"{stats['train_tokens'] + stats['val_tokens']:,.0f} tokens")
-    print(f"preparation: {report['seconds']:,.1f} s in the child ({report['wall']:,.1f} s wall with imports, "
-          f"{report['cpu']:,.1f} CPU seconds)")
-    print(f"peak resident memory of the child: {report['peak_mib']:,.0f} MiB "
-          f"(a child that only imports tiedemb: {baseline['peak_mib']:,.0f} MiB)")
+    print(
+        f"text: {size / 1e6:,.0f} MB, {stats['documents']:,.0f} documents, "
+        f"{stats['train_tokens'] + stats['val_tokens']:,.0f} tokens"
+    )
+    print(
+        f"preparation: {report['seconds']:,.1f} s in the child ({report['wall']:,.1f} s wall with imports, "
+        f"{report['cpu']:,.1f} CPU seconds)"
+    )
+    print(
+        f"peak resident memory of the child: {report['peak_mib']:,.0f} MiB "
+        f"(a child that only imports tiedemb: {baseline['peak_mib']:,.0f} MiB)"
+    )
 
 
 if __name__ == "__main__":

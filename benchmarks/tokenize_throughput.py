@@ -57,8 +57,15 @@ def time_prepare(lines: list[str], tokenizer_dir: str, num_proc: int | None) -> 
         corpus.write_text("\n".join(lines) + "\n", encoding="utf-8")
         start = time.perf_counter()
         prepared = text.prepare_text(
-            objective="mlm", tokenizer=tokenizer_dir, vocab_size=None, dataset=None, dataset_config=None,
-            train_files=[str(corpus)], val_files=None, num_proc=num_proc, cache_dir=str(Path(tmp) / "cache"),
+            objective="mlm",
+            tokenizer=tokenizer_dir,
+            vocab_size=None,
+            dataset=None,
+            dataset_config=None,
+            train_files=[str(corpus)],
+            val_files=None,
+            num_proc=num_proc,
+            cache_dir=str(Path(tmp) / "cache"),
         )
         seconds = time.perf_counter() - start
     return seconds, prepared.stats["train_tokens"] + prepared.stats["val_tokens"]
@@ -91,13 +98,24 @@ def main() -> None:
     prepare_seconds, prepare_tokens = time_prepare(lines, args.tokenizer, args.num_proc)
 
     bare_rate, pipeline_rate = tokens / min(bare), tokens / min(pipeline)
-    print(f"corpus: {len(lines):,} lines, {tokens:,} tokens; map batch size {args.batch_size}, num_proc {args.num_proc}")
+    print(
+        f"corpus: {len(lines):,} lines, {tokens:,} tokens; map batch size {args.batch_size}, num_proc {args.num_proc}"
+    )
     print(f"bare Tokenizer.encode_batch:   {bare_rate:12,.0f} tokens/s  (best of {args.rounds}: {min(bare):.3f} s)")
-    print(f"bare encode_batch_fast:        {tokens / min(bare_fast):12,.0f} tokens/s  (best of {args.rounds}: {min(bare_fast):.3f} s)")
-    print(f"prepare_text map step:         {pipeline_rate:12,.0f} tokens/s  (best of {args.rounds}: {min(pipeline):.3f} s)")
+    print(
+        f"bare encode_batch_fast:        {tokens / min(bare_fast):12,.0f} tokens/s  "
+        f"(best of {args.rounds}: {min(bare_fast):.3f} s)"
+    )
+    print(
+        f"prepare_text map step:         {pipeline_rate:12,.0f} tokens/s  "
+        f"(best of {args.rounds}: {min(pipeline):.3f} s)"
+    )
     print(f"ratio pipeline / bare:         {pipeline_rate / bare_rate:12.2f}  (target >= 0.70)")
     print(f"ratio pipeline / bare fast:    {pipeline_rate * min(bare_fast) / tokens:12.2f}")
-    print(f"whole prepare_text, fresh cache: {prepare_tokens / prepare_seconds:10,.0f} tokens/s  ({prepare_seconds:.3f} s, read + split + tokenise + block + save)")
+    print(
+        f"whole prepare_text, fresh cache: {prepare_tokens / prepare_seconds:10,.0f} tokens/s  "
+        f"({prepare_seconds:.3f} s, read + split + tokenise + block + save)"
+    )
 
 
 if __name__ == "__main__":

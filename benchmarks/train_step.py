@@ -66,11 +66,11 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 import torch
+from allocator import CpuTime, add_option, keep_freed_memory
+from op_breakdown import op_breakdown
 from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_flatten
 
-from allocator import CpuTime, add_option, keep_freed_memory
-from op_breakdown import op_breakdown
 from tiedemb import PretrainModule
 from tiedemb.data.collate import MaskingCollator
 from tiedemb.modules.flops import MatmulWeights, device_peak_flops
@@ -84,20 +84,52 @@ SIZES = {
 VOCAB = 30522
 MAX_POSITIONS = 512
 SPECIAL_IDS = (0, 100, 101, 102, 103)  # BERT uncased: [PAD] [UNK] [CLS] [SEP] [MASK]
-OPTIMISER = dict(learning_rate=1e-4, weight_decay=0.01, betas=(0.9, 0.999), eps=1e-6, total_steps=10_000,
-                 warmup_steps=100, decay="linear", min_lr_ratio=0.0)
+OPTIMISER = dict(
+    learning_rate=1e-4,
+    weight_decay=0.01,
+    betas=(0.9, 0.999),
+    eps=1e-6,
+    total_steps=10_000,
+    warmup_steps=100,
+    decay="linear",
+    min_lr_ratio=0.0,
+)
 
 
 # -- the two models -------------------------------------------------------------------------------
 def tiedemb_model(objective: str, size: dict, dropout: float, compile_model: bool = False) -> PretrainModule:
-    common = dict(vocab_size=VOCAB, max_position_embeddings=MAX_POSITIONS, dropout=dropout, compile=compile_model,
-                  attention_dropout=dropout, activation="gelu", **size)
+    common = dict(
+        vocab_size=VOCAB,
+        max_position_embeddings=MAX_POSITIONS,
+        dropout=dropout,
+        compile=compile_model,
+        attention_dropout=dropout,
+        activation="gelu",
+        **size,
+    )
     if objective == "mlm":
-        return PretrainModule(objective="mlm", norm_position="post", position="learned", type_vocab_size=2,
-                              norm_eps=1e-12, head="tied_orth", head_bias=True, head_activation="gelu",
-                              head_norm=True, output_bias=True, **common)
-    return PretrainModule(objective="clm", norm_position="pre", position="learned", type_vocab_size=0,
-                          norm_eps=1e-5, head="tied", **common)
+        return PretrainModule(
+            objective="mlm",
+            norm_position="post",
+            position="learned",
+            type_vocab_size=2,
+            norm_eps=1e-12,
+            head="tied_orth",
+            head_bias=True,
+            head_activation="gelu",
+            head_norm=True,
+            output_bias=True,
+            **common,
+        )
+    return PretrainModule(
+        objective="clm",
+        norm_position="pre",
+        position="learned",
+        type_vocab_size=0,
+        norm_eps=1e-5,
+        head="tied",
+        **common,
+    )
 
 
 def transformers_model(objective: str, size: dict, dropout: float) -> torch.nn.Module:
@@ -105,16 +137,30 @@ def transformers_model(objective: str, size: dict, dropout: float) -> torch.nn.M
 
     if objective == "mlm":
         config = transformers.BertConfig(
-            vocab_size=VOCAB, hidden_size=size["hidden_size"], num_hidden_layers=size["num_layers"],
-            num_attention_heads=size["num_heads"], intermediate_size=size["intermediate_size"],
-            max_position_embeddings=MAX_POSITIONS, hidden_dropout_prob=dropout,
-            attention_probs_dropout_prob=dropout, hidden_act="gelu",
+            vocab_size=VOCAB,
+            hidden_size=size["hidden_size"],
+            num_hidden_layers=size["num_layers"],
+            num_attention_heads=size["num_heads"],
+            intermediate_size=size["intermediate_size"],
+            max_position_embeddings=MAX_POSITIONS,
+            hidden_dropout_prob=dropout,
+            attention_probs_dropout_prob=dropout,
+            hidden_act="gelu",
         )
         return transformers.BertForMaskedLM(config)
     config = transformers.GPT2Config(
-        vocab_size=VOCAB, n_embd=size["hidden_size"], n_layer=size["num_layers"], n_head=size["num_heads"],
-        n_inner=size["intermediate_size"], n_positions=MAX_POSITIONS, resid_pdrop=dropout, embd_pdrop=dropout,
-        attn_pdrop=dropout, activation_function="gelu", bos_token_id=None, eos_token_id=None,
+        vocab_size=VOCAB,
+        n_embd=size["hidden_size"],
+        n_layer=size["num_layers"],
+        n_head=size["num_heads"],
+        n_inner=size["intermediate_size"],
+        n_positions=MAX_POSITIONS,
+        resid_pdrop=dropout,
+        embd_pdrop=dropout,
+        attn_pdrop=dropout,
+        activation_function="gelu",
+        bos_token_id=None,
+        eos_token_id=None,
     )
     return transformers.GPT2LMHeadModel(config)
 
@@ -124,8 +170,9 @@ def make_batch(objective: str, batch_size: int, seq_len: int, device: torch.devi
     generator = torch.Generator().manual_seed(0)
     ids = torch.randint(1000, VOCAB, (batch_size, seq_len), generator=generator)
     if objective == "mlm":
-        collator = MaskingCollator(vocab_size=VOCAB, mask_token_id=103, pad_token_id=0,
-                                   special_token_ids=SPECIAL_IDS, generator=generator)
+        collator = MaskingCollator(
+            vocab_size=VOCAB, mask_token_id=103, pad_token_id=0, special_token_ids=SPECIAL_IDS, generator=generator
+        )
         ids, labels = collator.mask(ids)
     else:
         labels = ids.clone()
@@ -156,8 +203,15 @@ class Contender:
         return loss.detach()
 
 
-def contenders(objective: str, size: dict, dropout: float, batch: dict, device: torch.device,
-               compile_model: bool, full_logits: bool = False) -> list[Contender]:
+def contenders(
+    objective: str,
+    size: dict,
+    dropout: float,
+    batch: dict,
+    device: torch.device,
+    compile_model: bool,
+    full_logits: bool = False,
+) -> list[Contender]:
     torch.manual_seed(0)
     ours = tiedemb_model(objective, size, dropout, compile_model).to(device)
     ours.configure_model()  # what the Trainer calls at setup: applies model.compile
@@ -173,8 +227,12 @@ def contenders(objective: str, size: dict, dropout: float, batch: dict, device: 
     masked = int((batch["labels"] != -100).sum()) if objective == "mlm" else None
     reference = "BertForMaskedLM" if objective == "mlm" else "GPT2LMHeadModel"
     return [
-        Contender("tiedemb", ours, (lambda b: ours(**b).loss) if full_logits else ours.training_loss,
-                  weights.training_flops(batch_size, seq_len, None if full_logits else masked)),
+        Contender(
+            "tiedemb",
+            ours,
+            (lambda b: ours(**b).loss) if full_logits else ours.training_loss,
+            weights.training_flops(batch_size, seq_len, None if full_logits else masked),
+        ),
         # transformers projects every position onto the vocabulary, so its step does more work.
         Contender(reference, theirs, lambda b: theirs(**b).loss, weights.training_flops(batch_size, seq_len)),
     ]
@@ -186,8 +244,13 @@ def synchronize(device: torch.device) -> None:
         torch.cuda.synchronize(device)
 
 
-def matmul_peak(device: torch.device, dtype: torch.dtype, size: int, clock: Callable[[], float] = time.perf_counter,
-                repeats: int = 10) -> float:
+def matmul_peak(
+    device: torch.device,
+    dtype: torch.dtype,
+    size: int,
+    clock: Callable[[], float] = time.perf_counter,
+    repeats: int = 10,
+) -> float:
     """FLOP/s of a square matrix product, the best of ``repeats``: the ceiling the steps are held to."""
     a = torch.randn(size, size, device=device, dtype=dtype)
     b = torch.randn(size, size, device=device, dtype=dtype)
@@ -248,7 +311,7 @@ def step_memory(contender: Contender, batch: dict, autocast, device: torch.devic
         contender.step(batch, autocast)
         synchronize(device)
         return torch.cuda.max_memory_allocated(device)
-    existing = [p for p in contender.model.parameters()] + [b for b in contender.model.buffers()]
+    existing = list(contender.model.parameters()) + list(contender.model.buffers())
     existing += [t for state in contender.optimizer.state.values() for t in state.values() if torch.is_tensor(t)]
     existing += list(batch.values())
     if isinstance(contender.model, PretrainModule):
@@ -263,8 +326,12 @@ def main() -> None:
     parser.add_argument("--objective", choices=("mlm", "clm", "both"), default="both")
     parser.add_argument("--size", choices=tuple(SIZES), default="small")
     parser.add_argument("--device", default="cpu")
-    parser.add_argument("--dtype", choices=("fp32", "bf16"), default="fp32",
-                        help="bf16: autocast (mixed precision, fp32 weights), as the Trainer's bf16-mixed")
+    parser.add_argument(
+        "--dtype",
+        choices=("fp32", "bf16"),
+        default="fp32",
+        help="bf16: autocast (mixed precision, fp32 weights), as the Trainer's bf16-mixed",
+    )
     parser.add_argument("--batch-size", type=int, default=16)
     parser.add_argument("--seq-len", type=int, default=128)
     parser.add_argument("--steps", type=int, default=10, help="timed steps of each model")
@@ -272,15 +339,27 @@ def main() -> None:
     parser.add_argument("--threads", type=int, default=2, help="CPU threads (torch.set_num_threads)")
     parser.add_argument("--dropout", type=float, default=0.1, help="hidden and attention dropout of both models")
     parser.add_argument("--compile", action="store_true", help="torch.compile tiedemb's model (model.compile)")
-    parser.add_argument("--full-logits", action="store_true",
-                        help="tiedemb computes its loss from the whole (rows, vocab) logits, as transformers does, "
-                        "instead of its sliced loss: shows what the sliced loss saves")
+    parser.add_argument(
+        "--full-logits",
+        action="store_true",
+        help="tiedemb computes its loss from the whole (rows, vocab) logits, as transformers does, "
+        "instead of its sliced loss: shows what the sliced loss saves",
+    )
     parser.add_argument("--no-memory", action="store_true", help="skip the peak-memory step")
-    parser.add_argument("--profile", type=int, default=0, metavar="N",
-                        help="after the timed steps, profile N steps of each model and print where the time goes")
-    parser.add_argument("--clock", choices=("wall", "cpu"), default="wall",
-                        help="cpu: this process's CPU time (user + system) instead of wall time; "
-                        "less disturbed by other processes on a busy machine (CPU only)")
+    parser.add_argument(
+        "--profile",
+        type=int,
+        default=0,
+        metavar="N",
+        help="after the timed steps, profile N steps of each model and print where the time goes",
+    )
+    parser.add_argument(
+        "--clock",
+        choices=("wall", "cpu"),
+        default="wall",
+        help="cpu: this process's CPU time (user + system) instead of wall time; "
+        "less disturbed by other processes on a busy machine (CPU only)",
+    )
     add_option(parser)
     parser.add_argument("--json", metavar="FILE", help="also write the settings and one record per row here")
     args = parser.parse_args()
@@ -301,16 +380,22 @@ def main() -> None:
     peak = matmul_peak(device, dtype, square, clock)
     import transformers
 
-    print(f"torch {torch.__version__}, transformers {transformers.__version__}, device {device}"
-          f"{' (' + torch.cuda.get_device_name(device) + ')' if device.type == 'cuda' else ''}, "
-          f"{torch.get_num_threads()} threads, {args.dtype}, size {args.size}, "
-          f"batch {args.batch_size} x {args.seq_len}, dropout {args.dropout}{', compiled' if args.compile else ''}"
-          f"{', tiedemb with full logits' if args.full_logits else ''}"
-          f"{', freed memory kept in the process' if args.keep_freed_memory else ''}")
-    print(f"matrix-product peak ({args.dtype}, {square}^2): {peak / 1e9:.1f} GFLOP/s; "
-          f"load average {os.getloadavg()[0]:.2f} on {os.cpu_count()} CPUs\n")
-    header = (f"{'objective':<9} {'model':<16} {'step ms':>9} {'speed-up':>9} {'peak MiB':>9} {'GFLOP/step':>11} "
-              f"{'GFLOP/s':>8} {'util':>6} {'sys':>5}")
+    print(
+        f"torch {torch.__version__}, transformers {transformers.__version__}, device {device}"
+        f"{' (' + torch.cuda.get_device_name(device) + ')' if device.type == 'cuda' else ''}, "
+        f"{torch.get_num_threads()} threads, {args.dtype}, size {args.size}, "
+        f"batch {args.batch_size} x {args.seq_len}, dropout {args.dropout}{', compiled' if args.compile else ''}"
+        f"{', tiedemb with full logits' if args.full_logits else ''}"
+        f"{', freed memory kept in the process' if args.keep_freed_memory else ''}"
+    )
+    print(
+        f"matrix-product peak ({args.dtype}, {square}^2): {peak / 1e9:.1f} GFLOP/s; "
+        f"load average {os.getloadavg()[0]:.2f} on {os.cpu_count()} CPUs\n"
+    )
+    header = (
+        f"{'objective':<9} {'model':<16} {'step ms':>9} {'speed-up':>9} {'peak MiB':>9} {'GFLOP/step':>11} "
+        f"{'GFLOP/s':>8} {'util':>6} {'sys':>5}"
+    )
     print(header)
     print("-" * len(header))
     # The spec-sheet peak, for MFU as training logs it (perf/mfu); None off the known GPUs.
@@ -338,8 +423,10 @@ def main() -> None:
                 cpu[contender.name].add(before, os.times())
         memory = {c.name: (None if args.no_memory else step_memory(c, batch, autocast(), device)) for c in pair}
         if args.profile:
-            breakdowns[objective] = {c.name: op_breakdown(lambda c=c: c.step(batch, autocast()), args.profile, device)
-                                     for c in pair}
+            breakdowns[objective] = {
+                c.name: op_breakdown(lambda c=c, batch=batch: c.step(batch, autocast()), args.profile, device)
+                for c in pair
+            }
         ours, theirs = pair
         ratio = statistics.median(t / o for o, t in zip(times[ours.name], times[theirs.name]))
         for contender in pair:
@@ -348,17 +435,28 @@ def main() -> None:
             mib = "-" if memory[contender.name] is None else f"{memory[contender.name] / 2**20:.0f}"
             rate = contender.flops / median
             system_share = cpu[contender.name].system_share
-            print(f"{objective:<9} {contender.name:<16} {median * 1e3:>9.1f} {speedup:>9} {mib:>9} "
-                  f"{contender.flops / 1e9:>11.1f} {rate / 1e9:>8.1f} {rate / peak:>6.1%} {system_share:>5.0%}")
-            records.append({
-                "objective": objective, "model": contender.name, "step_ms": median * 1e3,
-                "speedup": ratio if contender is ours else 1.0, "peak_bytes": memory[contender.name],
-                "tokens_per_sec": args.batch_size * args.seq_len / median, "flops_per_step": contender.flops,
-                "flops_per_sec": rate, "util": rate / peak, "system_cpu_share": system_share,
-                "mfu": rate / spec_peak if spec_peak else None,
-                "matrix_product_share": breakdowns[objective][contender.name].matrix_product_share
-                if args.profile else None,
-            })
+            print(
+                f"{objective:<9} {contender.name:<16} {median * 1e3:>9.1f} {speedup:>9} {mib:>9} "
+                f"{contender.flops / 1e9:>11.1f} {rate / 1e9:>8.1f} {rate / peak:>6.1%} {system_share:>5.0%}"
+            )
+            records.append(
+                {
+                    "objective": objective,
+                    "model": contender.name,
+                    "step_ms": median * 1e3,
+                    "speedup": ratio if contender is ours else 1.0,
+                    "peak_bytes": memory[contender.name],
+                    "tokens_per_sec": args.batch_size * args.seq_len / median,
+                    "flops_per_step": contender.flops,
+                    "flops_per_sec": rate,
+                    "util": rate / peak,
+                    "system_cpu_share": system_share,
+                    "mfu": rate / spec_peak if spec_peak else None,
+                    "matrix_product_share": breakdowns[objective][contender.name].matrix_product_share
+                    if args.profile
+                    else None,
+                }
+            )
         del pair
         gc.collect()
     for objective, by_model in breakdowns.items():
@@ -366,12 +464,20 @@ def main() -> None:
         for name, breakdown in by_model.items():
             print(name)
             print("\n".join(breakdown.lines()))
-    print(f"\nload average at the end: {os.getloadavg()[0]:.2f} (other processes compete for the same cores above "
-          "about the thread count)")
+    print(
+        f"\nload average at the end: {os.getloadavg()[0]:.2f} (other processes compete for the same cores above "
+        "about the thread count)"
+    )
     if args.json:
-        settings = {**vars(args), "device_name": torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu",
-                    "matmul_peak_flops": peak, "spec_peak_flops": spec_peak, "torch": torch.__version__,
-                    "transformers": transformers.__version__, "load_average_end": os.getloadavg()[0]}
+        settings = {
+            **vars(args),
+            "device_name": torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu",
+            "matmul_peak_flops": peak,
+            "spec_peak_flops": spec_peak,
+            "torch": torch.__version__,
+            "transformers": transformers.__version__,
+            "load_average_end": os.getloadavg()[0],
+        }
         with open(args.json, "w", encoding="utf-8") as handle:
             json.dump({"settings": settings, "rows": records}, handle, indent=2)
 

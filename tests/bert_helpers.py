@@ -5,13 +5,19 @@ from __future__ import annotations
 from pathlib import Path
 
 import torch
+from tiny_vocab import TINY_VOCAB
 from transformers import BertConfig, BertModel
 
-from tiny_vocab import TINY_VOCAB
-
 MRPC_HEADER = "Quality\t#1 ID\t#2 ID\t#1 String\t#2 String"
-TINY_BERT = dict(vocab_size=101, hidden_size=48, num_hidden_layers=3, num_attention_heads=4, intermediate_size=80,
-                 max_position_embeddings=40, type_vocab_size=2)
+TINY_BERT = dict(
+    vocab_size=101,
+    hidden_size=48,
+    num_hidden_layers=3,
+    num_attention_heads=4,
+    intermediate_size=80,
+    max_position_embeddings=40,
+    type_vocab_size=2,
+)
 
 
 def save_tiny_bert(folder: Path, model_class: type = BertModel, **overrides):

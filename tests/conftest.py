@@ -22,7 +22,6 @@ SHARED_DATA = (Path(__file__).resolve().parents[1] / ".." / "shared" / "data").r
 """Real public data kept beside the repository (``../shared/data``), never copied into it."""
 
 
-
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """The longer and the GPU checks are end-to-end runs too, so ``-m "not end_to_end"`` is the unit tests alone."""
     for item in items:

@@ -64,10 +64,16 @@ NEEDS: list[tuple[str, str]] = [
     (r"\bdeepspeed\b", "needs the deepspeed package and CUDA GPUs"),
     (r"configs/scale/base\.yaml|--trainer\.precision=bf16", "BERT-base scale in bf16: a GPU job (hours on a CPU)"),
     (r"--trainer\.accelerator=(gpu|cuda)", "needs a CUDA GPU"),
-    (r"configs/data/wikitext103\.yaml", "needs the Hugging Face hub (WikiText-103 and the bert-base-uncased tokenizer)"),
+    (
+        r"configs/data/wikitext103\.yaml",
+        "needs the Hugging Face hub (WikiText-103 and the bert-base-uncased tokenizer)",
+    ),
     (r"--model\.pretrained[ =]bert-base-uncased", "needs the Hugging Face hub (BERT weights bert-base-uncased)"),
     # configs/glue/*.yaml name the hub tokenizer bert-base-uncased; a command that names a local one runs.
-    (r"^(?!.*--data\.tokenizer).*configs/glue/", "needs the Hugging Face hub (configs/glue/*.yaml load the bert-base-uncased tokenizer from it)"),
+    (
+        r"^(?!.*--data\.tokenizer).*configs/glue/",
+        "needs the Hugging Face hub (configs/glue/*.yaml load the bert-base-uncased tokenizer from it)",
+    ),
     (r"\bwandb (sync|sweep|agent)\b", "needs a W&B server"),
 ]
 
@@ -81,11 +87,23 @@ MINUTES: list[tuple[str, str]] = [
 #: Appended to a pretraining command (``fit``/``validate``/``test``/``predict``/``initloss`` with no
 #: GLUE config): the tiny scale overlay, last so it wins, then fewer steps and batches. tiny.yaml
 #: validates every 3 steps, so a 3-step fit still validates once.
-SHRINK_PRETRAIN = ["--config", "configs/scale/tiny.yaml", "--trainer.max_steps=3", "--trainer.limit_val_batches=1",
-                   "--trainer.limit_test_batches=1", "--trainer.limit_predict_batches=1"]
+SHRINK_PRETRAIN = [
+    "--config",
+    "configs/scale/tiny.yaml",
+    "--trainer.max_steps=3",
+    "--trainer.limit_val_batches=1",
+    "--trainer.limit_test_batches=1",
+    "--trainer.limit_predict_batches=1",
+]
 #: Appended to a GLUE command: a small training subset, one epoch, one evaluation batch.
-SHRINK_GLUE = ["--data.max_train_samples=64", "--trainer.max_epochs=1", "--trainer.max_steps=2",
-               "--trainer.limit_val_batches=1", "--trainer.limit_test_batches=1", "--trainer.limit_predict_batches=1"]
+SHRINK_GLUE = [
+    "--data.max_train_samples=64",
+    "--trainer.max_epochs=1",
+    "--trainer.max_steps=2",
+    "--trainer.limit_val_batches=1",
+    "--trainer.limit_test_batches=1",
+    "--trainer.limit_predict_batches=1",
+]
 #: Added to every study's overrides in the scratch copy of a sweep file named by a command.
 SHRINK_SWEEP_STUDY = {"trainer.max_steps": 3, "trainer.limit_val_batches": 1, "trainer.limit_test_batches": 1}
 SHRINK_SWEEP_GLUE_STUDY = {"data.max_train_samples": 64, "trainer.max_epochs": 1}
@@ -122,7 +140,7 @@ class DocCommand:
         argv = list(self.argv)
         for index, arg in enumerate(argv):
             if arg == "main.py" or arg.endswith("/main.py"):
-                return next((a for a in argv[index + 1:] if not a.startswith("-")), "")
+                return next((a for a in argv[index + 1 :] if not a.startswith("-")), "")
             if arg == "-m" and index + 1 < len(argv):
                 return argv[index + 1]
         return argv[0]
@@ -177,8 +195,11 @@ def statements(logical: str) -> list[list[str]]:
 
 def runs_tiedemb(tokens: list[str]) -> bool:
     """Whether a simple command runs main.py or the tiedemb package (possibly under a launcher)."""
-    return (tokens[0] == "tiedemb" or any(t == "main.py" or t.endswith("/main.py") for t in tokens)
-            or any(a == "-m" and b.split(".")[0] == "tiedemb" for a, b in zip(tokens, tokens[1:])))
+    return (
+        tokens[0] == "tiedemb"
+        or any(t == "main.py" or t.endswith("/main.py") for t in tokens)
+        or any(a == "-m" and b.split(".")[0] == "tiedemb" for a, b in zip(tokens, tokens[1:]))
+    )
 
 
 def extract(markdown: str, doc: str) -> list[DocCommand]:
@@ -213,7 +234,9 @@ def substitute(token: str, variables: dict[str, str]) -> str:
 
 
 def documented_commands() -> list[DocCommand]:
-    return [command for path in DOCS for command in extract(path.read_text(encoding="utf-8"), str(path.relative_to(ROOT)))]
+    return [
+        command for path in DOCS for command in extract(path.read_text(encoding="utf-8"), str(path.relative_to(ROOT)))
+    ]
 
 
 def first_match(table: list[tuple[str, str]], command: DocCommand) -> str | None:
@@ -262,14 +285,21 @@ class Workspace:
         if same is not None and command not in self.outcomes:
             self.outcomes[command] = same  # the same command shown twice (README and docs) runs once
         if command not in self.outcomes:
-            for earlier in COMMANDS[:COMMANDS.index(command)]:
+            for earlier in COMMANDS[: COMMANDS.index(command)]:
                 if earlier.doc == command.doc and earlier not in self.outcomes and self.placeholders_unfilled(command):
                     if self.reason_to_skip(earlier) is None:
                         self.run(earlier)
             argv = self.prepare(command)
             started = time.time()
-            result = subprocess.run(argv, cwd=self.repo, env=self.env, capture_output=True, text=True,
-                                    stdin=subprocess.DEVNULL, timeout=TIMEOUT_S)
+            result = subprocess.run(
+                argv,
+                cwd=self.repo,
+                env=self.env,
+                capture_output=True,
+                text=True,
+                stdin=subprocess.DEVNULL,
+                timeout=TIMEOUT_S,
+            )
             self.outcomes[command] = Outcome(result, started, time.time() - started)
         return self.outcomes[command]
 
@@ -333,8 +363,11 @@ class Workspace:
         pattern = self.placeholder_pattern(arg)
         if pattern is None:
             return arg
-        found = [p for p in map(Path, glob.glob(str(self.repo / pattern), recursive=True))
-                 if p.is_file() and not (arg.endswith("best.ckpt") and p.name.startswith("last"))]
+        found = [
+            p
+            for p in map(Path, glob.glob(str(self.repo / pattern), recursive=True))
+            if p.is_file() and not (arg.endswith("best.ckpt") and p.name.startswith("last"))
+        ]
         if not found:
             raise AssertionError(f"placeholder {arg!r} matched no file written by the commands documented before it")
         return str(max(found, key=lambda p: p.stat().st_mtime).relative_to(self.repo))
@@ -346,7 +379,9 @@ class Workspace:
         parts = arg.split("/")
         if "..." not in parts and not any(re.fullmatch(r"<[^<>/]+>", part) for part in parts):
             return None
-        parts = ["**" if part == "..." else "*" if re.fullmatch(r"<[^<>/]+>", part) else glob.escape(part) for part in parts]
+        parts = [
+            "**" if part == "..." else "*" if re.fullmatch(r"<[^<>/]+>", part) else glob.escape(part) for part in parts
+        ]
         if parts[-1] == "best.ckpt":
             parts[-1] = "*.ckpt"
         return "/".join(parts)
@@ -362,21 +397,32 @@ class Workspace:
             if pattern is not None and not glob.glob(str(self.repo / pattern), recursive=True):
                 return True
         reads_runs = command.subcommand.startswith("tiedemb.") and command.subcommand != "tiedemb.sweep"
-        if reads_runs and any(arg.startswith("runs/") and self.placeholder_pattern(arg) is None
-                              and not (self.repo / arg).exists() for arg in command.argv):
+        if reads_runs and any(
+            arg.startswith("runs/") and self.placeholder_pattern(arg) is None and not (self.repo / arg).exists()
+            for arg in command.argv
+        ):
             return True
         # a path an earlier command of the same document names (writes) and nothing has written yet,
         # such as an export folder a later fit starts from
-        earlier_commands = COMMANDS[:COMMANDS.index(command)] if command in COMMANDS else []
-        named_before = {arg for earlier in earlier_commands if earlier.doc == command.doc
-                        for arg in earlier.argv[1:] if "/" in arg and not arg.startswith("-")}
-        return any(arg in named_before and self.placeholder_pattern(arg) is None and not (self.repo / arg).exists()
-                   for arg in command.argv)  # a placeholder was checked above, by what it matches
+        earlier_commands = COMMANDS[: COMMANDS.index(command)] if command in COMMANDS else []
+        named_before = {
+            arg
+            for earlier in earlier_commands
+            if earlier.doc == command.doc
+            for arg in earlier.argv[1:]
+            if "/" in arg and not arg.startswith("-")
+        }
+        return any(
+            arg in named_before and self.placeholder_pattern(arg) is None and not (self.repo / arg).exists()
+            for arg in command.argv
+        )  # a placeholder was checked above, by what it matches
 
 
 def wandb_credentials() -> bool:
     netrc = Path(os.environ.get("NETRC", Path.home() / ".netrc"))
-    return bool(os.environ.get("WANDB_API_KEY")) or (netrc.is_file() and "api.wandb.ai" in netrc.read_text(errors="ignore"))
+    return bool(os.environ.get("WANDB_API_KEY")) or (
+        netrc.is_file() and "api.wandb.ai" in netrc.read_text(errors="ignore")
+    )
 
 
 #: Pages whose commands after their opening section run in test_docs_commands.py, beside README.md's,
@@ -418,14 +464,20 @@ def check_command(command: DocCommand, workspace: Workspace) -> None:
         pytest.skip(f"{command.text}: {reason}")
     outcome = workspace.run(command)
     result = outcome.result
-    shown = f"$ {shlex.join(result.args)}\n(took {outcome.seconds:.0f} s)\n{result.stdout[-3000:]}\n{result.stderr[-5000:]}"
+    shown = (
+        f"$ {shlex.join(result.args)}\n(took {outcome.seconds:.0f} s)\n{result.stdout[-3000:]}\n{result.stderr[-5000:]}"
+    )
     assert result.returncode == 0, shown
     assert "Traceback (most recent call last)" not in result.stderr, shown
-    if command.subcommand == "fit" and not any(arg.startswith(("--print_config", "--print_shtab")) for arg in command.argv):
+    if command.subcommand == "fit" and not any(
+        arg.startswith(("--print_config", "--print_shtab")) for arg in command.argv
+    ):
         written = [p for p in workspace.repo.glob("runs/**/last.ckpt") if p.stat().st_mtime >= outcome.started]
         assert written, f"fit wrote no last.ckpt\n{shown}"
         if "--trainer.logger=false" not in command.argv:  # the default loggers were on: both recorded the run
-            wandb_runs = [p for p in workspace.repo.glob("runs/**/offline-run-*") if p.stat().st_mtime >= outcome.started]
+            wandb_runs = [
+                p for p in workspace.repo.glob("runs/**/offline-run-*") if p.stat().st_mtime >= outcome.started
+            ]
             csv_runs = [p for p in workspace.repo.glob("runs/**/hparams.yaml") if p.stat().st_mtime >= outcome.started]
             assert wandb_runs and csv_runs, f"the default loggers recorded nothing\n{shown}"
     if command.subcommand == "tiedemb.sweep":

@@ -11,8 +11,15 @@ from tiedemb.export import main as export
 
 def save_module(path: Path, module: torch.nn.Module, class_path: str, data: dict | None = None, **extra) -> Path:
     """A checkpoint as Lightning writes one: hyperparameters, weights, the data's settings (and ``extra`` entries)."""
-    torch.save({"hyper_parameters": {**dict(module.hparams), "_class_path": class_path},
-                "state_dict": module.state_dict(), "datamodule_hyper_parameters": data or {}, **extra}, path)
+    torch.save(
+        {
+            "hyper_parameters": {**dict(module.hparams), "_class_path": class_path},
+            "state_dict": module.state_dict(),
+            "datamodule_hyper_parameters": data or {},
+            **extra,
+        },
+        path,
+    )
     return path
 
 

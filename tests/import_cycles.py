@@ -32,16 +32,24 @@ def _initialising(name: str) -> bool:
     return module is not None and bool(getattr(getattr(module, "__spec__", None), "_initializing", False))
 
 
-def _watched_import(name: str, globals: dict[str, Any] | None = None, locals: Any = None,
-                    fromlist: tuple[str, ...] | None = (), level: int = 0) -> Any:
+def _watched_import(
+    name: str,
+    globals: dict[str, Any] | None = None,
+    locals: Any = None,
+    fromlist: tuple[str, ...] | None = (),
+    level: int = 0,
+) -> Any:
     module = _original_import(name, globals, locals, fromlist, level)
     importer = (globals or {}).get("__name__", "")
     if importer.split(".")[0] != PACKAGE:
         return module
     absolute = importlib.util.resolve_name("." * level + name, globals.get("__package__")) if level else name
     # `from package import name`: the target is the submodule when there is one, else the package itself
-    targets = [f"{absolute}.{item}" if f"{absolute}.{item}" in sys.modules else absolute
-               for item in (fromlist or ()) if item != "*"] or [absolute]
+    targets = [
+        f"{absolute}.{item}" if f"{absolute}.{item}" in sys.modules else absolute
+        for item in (fromlist or ())
+        if item != "*"
+    ] or [absolute]
     for target in targets:
         if target.split(".")[0] == PACKAGE and target != importer and _initialising(target):
             runtime_cycles.append((importer, target))
@@ -57,9 +65,14 @@ def source_dependencies(modules: dict[str, Path]) -> dict[str, set[str]]:
             if isinstance(node, ast.Import):
                 targets = [alias.name for alias in node.names]
             elif isinstance(node, ast.ImportFrom):
-                base = importlib.util.resolve_name("." * node.level + (node.module or ""), package) if node.level \
+                base = (
+                    importlib.util.resolve_name("." * node.level + (node.module or ""), package)
+                    if node.level
                     else node.module or ""
-                targets = [f"{base}.{alias.name}" if f"{base}.{alias.name}" in modules else base for alias in node.names]
+                )
+                targets = [
+                    f"{base}.{alias.name}" if f"{base}.{alias.name}" in modules else base for alias in node.names
+                ]
             else:
                 continue
             for target in targets:
@@ -113,10 +126,14 @@ def main(argv: list[str]) -> int:
     names = [PACKAGE] + [info.name for info in pkgutil.walk_packages(package.__path__, f"{PACKAGE}.")]
     modules = {name: Path(importlib.import_module(name).__file__) for name in names}
     builtins.__import__ = _original_import
-    problems = [f"import cycle: {importer} imports {target} while {target} is still being imported"
-                for importer, target in dict.fromkeys(runtime_cycles)]
-    problems += [f"import cycle in the source: {' <-> '.join(group)}"
-                 for group in strongly_connected(source_dependencies(modules))]
+    problems = [
+        f"import cycle: {importer} imports {target} while {target} is still being imported"
+        for importer, target in dict.fromkeys(runtime_cycles)
+    ]
+    problems += [
+        f"import cycle in the source: {' <-> '.join(group)}"
+        for group in strongly_connected(source_dependencies(modules))
+    ]
     print("\n".join(problems) or f"{len(names)} modules, no import cycle")
     return 1 if problems else 0
 

@@ -48,7 +48,9 @@ class SignalAt(Callback):
         self.step = step
         self.signum = signum
 
-    def on_train_batch_end(self, trainer: L.Trainer, pl_module: L.LightningModule, outputs, batch, batch_idx: int) -> None:
+    def on_train_batch_end(
+        self, trainer: L.Trainer, pl_module: L.LightningModule, outputs, batch, batch_idx: int
+    ) -> None:
         if trainer.global_step == self.step:
             os.kill(os.getpid(), self.signum)
 
@@ -70,7 +72,9 @@ class PoisonWeightsAt(Callback):
     def __init__(self, step: int) -> None:
         self.step = step
 
-    def on_train_batch_end(self, trainer: L.Trainer, pl_module: L.LightningModule, outputs, batch, batch_idx: int) -> None:
+    def on_train_batch_end(
+        self, trainer: L.Trainer, pl_module: L.LightningModule, outputs, batch, batch_idx: int
+    ) -> None:
         if trainer.global_step == self.step:
             with torch.no_grad():
                 next(pl_module.parameters()).view(-1)[0] = float("nan")
@@ -87,7 +91,9 @@ class HangInCheckpointWriteAfter(Callback):
         self.step = step
         self.marker = marker
 
-    def on_train_batch_end(self, trainer: L.Trainer, pl_module: L.LightningModule, outputs, batch, batch_idx: int) -> None:
+    def on_train_batch_end(
+        self, trainer: L.Trainer, pl_module: L.LightningModule, outputs, batch, batch_idx: int
+    ) -> None:
         if trainer.global_step != self.step:
             return
         real_save = torch.save
@@ -157,7 +163,7 @@ def run_command_lines(cases_file: str, results_file: str) -> None:
                 code = 0
             except SystemExit as exited:
                 code = exited.code if isinstance(exited.code, int) else (0 if exited.code is None else 1)
-            except BaseException:  # noqa: BLE001 - what the interpreter would do with it
+            except BaseException:
                 traceback.print_exc()
                 code = 1
             finally:
@@ -173,8 +179,9 @@ def run_command_lines(cases_file: str, results_file: str) -> None:
     Path(results_file).write_text(json.dumps(results))
 
 
-def run_command_lines_in_two_processes(cases: dict[str, list[str]], work: Path, scratch: Path,
-                                       timeout: int = 900) -> dict[str, dict]:
+def run_command_lines_in_two_processes(
+    cases: dict[str, list[str]], work: Path, scratch: Path, timeout: int = 900
+) -> dict[str, dict]:
     """``run_command_lines`` over ``cases`` split between two subprocesses started together.
 
     The runs start in ``work``; the case and result files go to ``scratch``. Each result is
@@ -186,17 +193,28 @@ def run_command_lines_in_two_processes(cases: dict[str, list[str]], work: Path, 
     from concurrent.futures import ThreadPoolExecutor
 
     helpers = Path(__file__).parent
-    env = {**os.environ, "OMP_NUM_THREADS": "1", "HF_HUB_OFFLINE": "1", "WANDB_MODE": "offline",
-           "PYTHONPATH": os.pathsep.join([str(helpers.parent), str(helpers), os.environ.get("PYTHONPATH", "")])}
+    env = {
+        **os.environ,
+        "OMP_NUM_THREADS": "1",
+        "HF_HUB_OFFLINE": "1",
+        "WANDB_MODE": "offline",
+        "PYTHONPATH": os.pathsep.join([str(helpers.parent), str(helpers), os.environ.get("PYTHONPATH", "")]),
+    }
     env.pop("TIEDEMB_DEBUG", None)
     names = list(cases)
 
     def run(index: int) -> dict:
         cases_file, results_file = scratch / f"cases{index}.json", scratch / f"results{index}.json"
         cases_file.write_text(json.dumps({name: cases[name] for name in names[index::2]}))
-        finished = subprocess.run([sys.executable, "-m", "reliability_helpers", str(cases_file), str(results_file)],
-                                  capture_output=True, text=True, env=env, cwd=work, timeout=timeout,
-                                  stdin=subprocess.DEVNULL)
+        finished = subprocess.run(
+            [sys.executable, "-m", "reliability_helpers", str(cases_file), str(results_file)],
+            capture_output=True,
+            text=True,
+            env=env,
+            cwd=work,
+            timeout=timeout,
+            stdin=subprocess.DEVNULL,
+        )
         assert finished.returncode == 0, finished.stderr[-3000:]
         return json.loads(results_file.read_text())
 

@@ -36,13 +36,18 @@ PROBE = textwrap.dedent("""
 """)
 
 
-@pytest.mark.skipif(not (sys.platform == "linux" and os.path.exists("/proc/self/statm")),
-                    reason="glibc's malloc and /proc are Linux's")
+@pytest.mark.skipif(
+    not (sys.platform == "linux" and os.path.exists("/proc/self/statm")), reason="glibc's malloc and /proc are Linux's"
+)
 def test_freed_memory_stays_mapped_only_when_asked() -> None:
     returned = {}
     for mode in ("stock", "keep"):
-        result = subprocess.run([sys.executable, "-c", PROBE.format(benchmarks=str(ROOT / "benchmarks")), mode],
-                                capture_output=True, text=True, timeout=60)
+        result = subprocess.run(
+            [sys.executable, "-c", PROBE.format(benchmarks=str(ROOT / "benchmarks")), mode],
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
         assert result.returncode == 0, result.stderr
         returned[mode] = int(result.stdout)
     # The stock allocator unmaps a freed 64 MiB block at once; kept, it stays resident for reuse.

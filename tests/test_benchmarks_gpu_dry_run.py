@@ -27,14 +27,32 @@ def is_number(value: object) -> bool:
 def test_dry_run_prints_a_row_per_step_with_numbers(tmp_path: Path) -> None:
     summary = tmp_path / "summary.json"
     result = subprocess.run(
-        ["bash", str(ROOT / "benchmarks" / "gpu.sh"), "--dry-run-on-cpu", "--steps", "2", "--out", str(tmp_path / "out"),
-         "--json", str(summary)],
-        capture_output=True, text=True, timeout=1800,
+        [
+            "bash",
+            str(ROOT / "benchmarks" / "gpu.sh"),
+            "--dry-run-on-cpu",
+            "--steps",
+            "2",
+            "--out",
+            str(tmp_path / "out"),
+            "--json",
+            str(summary),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=1800,
     )
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
     rows = {row["step"]: row for row in json.loads(summary.read_text())["rows"]}
-    expected = [f"train_step {objective} {model}" for objective, model in
-                (("mlm", "tiedemb"), ("mlm", "BertForMaskedLM"), ("clm", "tiedemb"), ("clm", "GPT2LMHeadModel"))]
+    expected = [
+        f"train_step {objective} {model}"
+        for objective, model in (
+            ("mlm", "tiedemb"),
+            ("mlm", "BertForMaskedLM"),
+            ("clm", "tiedemb"),
+            ("clm", "GPT2LMHeadModel"),
+        )
+    ]
     expected += ["fit tied_orth+base", "fit width bert_base", "pytest -m gpu"]
     assert list(rows) == expected
 
@@ -60,8 +78,8 @@ def test_dry_run_prints_a_row_per_step_with_numbers(tmp_path: Path) -> None:
     assert tests["extra"]["skipped"] > 0 and tests["extra"]["passed"] == tests["extra"]["failed"] == 0
 
     # The printed table: one line per step, each with a number in its timing or throughput columns.
-    table = result.stdout[re.search(r"^step\s+result", result.stdout, re.MULTILINE).start():]
+    table = result.stdout[re.search(r"^step\s+result", result.stdout, re.MULTILINE).start() :]
     for name in expected:
         line = next(line for line in table.splitlines() if line.startswith(name))
-        assert re.search(r"\d", line[len(name):]), line
+        assert re.search(r"\d", line[len(name) :]), line
     assert re.search(r"^pytest -m gpu\s+skipped: no CUDA\s+\d+", table, re.MULTILINE)

@@ -30,8 +30,15 @@ from tiedemb.training.evaluation import (
 
 ROOT = Path(__file__).resolve().parents[1]
 CONFIGS = ROOT / "configs"
-TINY_PRETRAINING = ["--config", str(CONFIGS / "tied.yaml"), "--config", str(CONFIGS / "scale" / "tiny.yaml"),
-                    "--trainer.logger=false", "--trainer.max_steps=1", "--trainer.enable_progress_bar=false"]
+TINY_PRETRAINING = [
+    "--config",
+    str(CONFIGS / "tied.yaml"),
+    "--config",
+    str(CONFIGS / "scale" / "tiny.yaml"),
+    "--trainer.logger=false",
+    "--trainer.max_steps=1",
+    "--trainer.enable_progress_bar=false",
+]
 
 
 def error_line(err: str) -> str:
@@ -48,21 +55,33 @@ def exit_status(args: list[str]) -> int:
 
 # --- the pieces ---------------------------------------------------------------------------------
 
+
 def test_only_an_evaluating_command_line_naming_a_file_is_read_before_parsing():
     assert checkpoint_to_evaluate(["test", "--ckpt_path", "a.ckpt", "--data.batch_size=8"]) == "a.ckpt"
     assert checkpoint_to_evaluate(["predict", "--ckpt_path=a.ckpt", "--ckpt_path=b.ckpt"]) == "b.ckpt"  # the last wins
     assert checkpoint_to_evaluate(["fit", "--ckpt_path=a.ckpt"]) is None
     assert checkpoint_to_evaluate(["validate", "--ckpt_path=last"]) is None
     assert checkpoint_to_evaluate(["--config", "x.yaml", "test", "--ckpt_path=a.ckpt"]) is None
-    assert given_keys(["test", "--data.batch_size=8", "--data.init_args.max_length", "16", "--data.data_files.train=x",
-                       "--model.predictions_dir=out", "--data=tiedemb.data.GlueData"], "data") == \
-        {"batch_size", "max_length", "data_files"}
+    assert given_keys(
+        [
+            "test",
+            "--data.batch_size=8",
+            "--data.init_args.max_length",
+            "16",
+            "--data.data_files.train=x",
+            "--model.predictions_dir=out",
+            "--data=tiedemb.data.GlueData",
+        ],
+        "data",
+    ) == {"batch_size", "max_length", "data_files"}
 
 
 def test_the_runs_folder_is_found_where_the_run_folder_is_now_else_where_it_started(tmp_path):
     folder = tmp_path / "moved" / "runs" / "tiedemb" / "abc" / "checkpoints"
     callbacks = {"ModelCheckpoint{'monitor': 'val/loss'}": {"dirpath": "runs/tiedemb/abc/checkpoints"}}
-    assert run_folder({"callbacks": callbacks, RUN_FOLDER_KEY: "/elsewhere"}, folder / "last.ckpt") == tmp_path / "moved"
+    assert (
+        run_folder({"callbacks": callbacks, RUN_FOLDER_KEY: "/elsewhere"}, folder / "last.ckpt") == tmp_path / "moved"
+    )
     # an absolute checkpoint folder says nothing of the run's folder: the one the run recorded does
     absolute = {"ModelCheckpoint{}": {"dirpath": str(folder)}}
     assert run_folder({"callbacks": absolute, RUN_FOLDER_KEY: str(tmp_path)}, folder / "last.ckpt") == tmp_path
@@ -83,15 +102,22 @@ def test_recorded_locations_are_found_from_the_runs_folder_or_named_when_missing
     assert rebuilt_locations({"tokenizer": "./mine"}, {"tokenizer": "./other"}, run) == {}  # given: the data's to check
     with pytest.raises(UserError) as missing:
         rebuilt_locations({"tokenizer": "./gone"}, {"tokenizer": "./gone"}, run)
-    assert str(missing.value) == (f"the checkpoint's data.tokenizer './gone' (relative to the run's folder '{run}') does "
-                                  "not exist here; pass --data.tokenizer=<folder>")
+    assert str(missing.value) == (
+        f"the checkpoint's data.tokenizer './gone' (relative to the run's folder '{run}') does "
+        "not exist here; pass --data.tokenizer=<folder>"
+    )
     with pytest.raises(UserError) as missing:
-        rebuilt_locations({"data_files": {"train": "/nowhere/train.jsonl"}}, {"data_files": {"train": "/nowhere/train.jsonl"}}, run)
-    assert str(missing.value) == ("the checkpoint's data.data_files '/nowhere/train.jsonl' does not exist here; pass "
-                                  "--data.data_files='{split: <file>, ...}'")
+        rebuilt_locations(
+            {"data_files": {"train": "/nowhere/train.jsonl"}}, {"data_files": {"train": "/nowhere/train.jsonl"}}, run
+        )
+    assert str(missing.value) == (
+        "the checkpoint's data.data_files '/nowhere/train.jsonl' does not exist here; pass "
+        "--data.data_files='{split: <file>, ...}'"
+    )
 
 
 # --- a fine-tuning run evaluated from its checkpoint alone ----------------------------------------
+
 
 @pytest.fixture(scope="module")
 def finetuned(tmp_path_factory, tiny_tokenizer_dir, one_thread) -> Path:
@@ -103,11 +129,24 @@ def finetuned(tmp_path_factory, tiny_tokenizer_dir, one_thread) -> Path:
     with pytest.MonkeyPatch.context() as patch:
         patch.chdir(run)
         patch.setenv("WANDB_MODE", "disabled")
-        main(["fit", "--config", str(CONFIGS / "glue" / "mrpc.yaml"), "--model.pretrained=bert",
-              f"--data.tokenizer={tiny_tokenizer_dir}", "--data.data_dir=glue", "--data.max_length=32",
-              "--data.batch_size=8", "--data.eval_batch_size=16", "--model.learning_rate=1e-3",
-              "--trainer.max_steps=2", "--trainer.val_check_interval=1", "--trainer.enable_progress_bar=false",
-              "--trainer.enable_model_summary=false"])
+        main(
+            [
+                "fit",
+                "--config",
+                str(CONFIGS / "glue" / "mrpc.yaml"),
+                "--model.pretrained=bert",
+                f"--data.tokenizer={tiny_tokenizer_dir}",
+                "--data.data_dir=glue",
+                "--data.max_length=32",
+                "--data.batch_size=8",
+                "--data.eval_batch_size=16",
+                "--model.learning_rate=1e-3",
+                "--trainer.max_steps=2",
+                "--trainer.val_check_interval=1",
+                "--trainer.enable_progress_bar=false",
+                "--trainer.enable_model_summary=false",
+            ]
+        )
     return run
 
 
@@ -120,8 +159,9 @@ def last_dev_figures(run: Path) -> dict[str, float]:
 
 
 @pytest.mark.end_to_end
-def test_a_checkpoint_alone_is_tested_from_another_folder_with_its_own_data_settings(finetuned, tmp_path, monkeypatch,
-                                                                                     capsys):
+def test_a_checkpoint_alone_is_tested_from_another_folder_with_its_own_data_settings(
+    finetuned, tmp_path, monkeypatch, capsys
+):
     checkpoint = next(finetuned.glob("runs/tiedemb/*/checkpoints/last.ckpt"))
     monkeypatch.chdir(tmp_path)
     monkeypatch.setenv("WANDB_MODE", "disabled")  # the default loggers, W&B's not started in the test process
@@ -133,25 +173,36 @@ def test_a_checkpoint_alone_is_tested_from_another_folder_with_its_own_data_sett
     assert float(logged["test/loss"]) == pytest.approx(recorded["loss"], abs=1e-6)
     assert (cli.datamodule.max_length, len(cli.datamodule.tokenizer)) == (32, len(TINY_VOCAB))  # not the config's 128
     said = [line for line in err.splitlines() if "(checkpoint" in line]
-    assert said == [f"data.data_dir: 'glue' (checkpoint, relative to the run's folder '{finetuned}') -> "
-                    f"'{finetuned / 'glue'}'"], err[-3000:]
+    assert said == [
+        f"data.data_dir: 'glue' (checkpoint, relative to the run's folder '{finetuned}') -> '{finetuned / 'glue'}'"
+    ], err[-3000:]
     assert not (tmp_path / "glue").exists() and (tmp_path / "runs").is_dir()  # its own records, here
     assert torch.load(checkpoint, weights_only=True)[RUN_FOLDER_KEY] == str(finetuned)
 
 
 @pytest.mark.end_to_end
-def test_settings_given_on_the_command_line_override_the_recorded_ones_and_are_said(finetuned, tmp_path, monkeypatch,
-                                                                                    capsys):
+def test_settings_given_on_the_command_line_override_the_recorded_ones_and_are_said(
+    finetuned, tmp_path, monkeypatch, capsys
+):
     checkpoint = next(finetuned.glob("runs/tiedemb/*/checkpoints/last.ckpt"))
     monkeypatch.chdir(tmp_path)
     capsys.readouterr()
-    cli = main(["test", f"--ckpt_path={checkpoint}", "--data.eval_batch_size=4", "--model.predictions_dir=preds",
-                "--trainer.logger=false"])
+    cli = main(
+        [
+            "test",
+            f"--ckpt_path={checkpoint}",
+            "--data.eval_batch_size=4",
+            "--model.predictions_dir=preds",
+            "--trainer.logger=false",
+        ]
+    )
     err = capsys.readouterr().err
     assert "data.eval_batch_size: 16 (checkpoint) -> 4 (command line)" in err.splitlines()
     assert "model.predictions_dir: null (checkpoint) -> 'preds' (command line)" in err.splitlines()
     assert cli.datamodule.eval_batch_size == 4 and (tmp_path / "preds" / "MRPC-validation.tsv").is_file()
-    assert float(cli.trainer.callback_metrics["test/accuracy"]) == pytest.approx(last_dev_figures(finetuned)["accuracy"])
+    assert float(cli.trainer.callback_metrics["test/accuracy"]) == pytest.approx(
+        last_dev_figures(finetuned)["accuracy"]
+    )
 
 
 @pytest.mark.end_to_end
@@ -168,53 +219,76 @@ def test_a_moved_run_folder_is_found_and_a_missing_data_folder_is_named(finetune
     shutil.rmtree(moved / "glue")
     assert exit_status(["test", f"--ckpt_path={checkpoint}", "--trainer.logger=false"]) == 2
     err = capsys.readouterr().err
-    assert error_line(err) == (f"error: the checkpoint's data.data_dir 'glue' (relative to the run's folder '{moved}') "
-                               "does not exist here; pass --data.data_dir=<folder>")
+    assert error_line(err) == (
+        f"error: the checkpoint's data.data_dir 'glue' (relative to the run's folder '{moved}') "
+        "does not exist here; pass --data.data_dir=<folder>"
+    )
     assert "(checkpoint)" not in err  # the one line, no overrides before it
 
 
 # --- checkpoint names that find nothing -----------------------------------------------------------
 
+
 @pytest.mark.end_to_end
 @pytest.mark.parametrize("subcommand", ["validate", "test", "predict"])
-def test_evaluating_last_when_there_is_no_checkpoint_is_an_error(subcommand, tmp_path, capsys, finetuned,
-                                                                 tiny_tokenizer_dir):
+def test_evaluating_last_when_there_is_no_checkpoint_is_an_error(
+    subcommand, tmp_path, capsys, finetuned, tiny_tokenizer_dir
+):
     empty = tmp_path / "runs"
     if subcommand == "validate":
         args = [*TINY_PRETRAINING, f"--trainer.default_root_dir={empty}"]
     else:  # test and predict are GLUE's
-        args = ["--config", str(CONFIGS / "glue" / "mrpc.yaml"), "--model.pretrained=null", "--model.hidden_size=16",
-                "--model.num_layers=1", "--model.num_heads=2", "--model.intermediate_size=32",
-                f"--data.tokenizer={tiny_tokenizer_dir}", f"--data.data_dir={finetuned / 'glue'}", "--data.max_length=32",
-                "--trainer.logger=false", f"--trainer.default_root_dir={empty}"]
+        args = [
+            "--config",
+            str(CONFIGS / "glue" / "mrpc.yaml"),
+            "--model.pretrained=null",
+            "--model.hidden_size=16",
+            "--model.num_layers=1",
+            "--model.num_heads=2",
+            "--model.intermediate_size=32",
+            f"--data.tokenizer={tiny_tokenizer_dir}",
+            f"--data.data_dir={finetuned / 'glue'}",
+            "--data.max_length=32",
+            "--trainer.logger=false",
+            f"--trainer.default_root_dir={empty}",
+        ]
     capsys.readouterr()
     assert exit_status([subcommand, *args, "--ckpt_path=last"]) == 2
     assert error_line(capsys.readouterr().err) == (
         f"error: --ckpt_path=last found no checkpoint of this configuration under {empty}; {subcommand} scores a "
-        "trained model: pass its checkpoint file (--ckpt_path=<run>/checkpoints/<name>.ckpt), or run it where its runs are")
+        "trained model: pass its checkpoint file (--ckpt_path=<run>/checkpoints/<name>.ckpt), "
+        "or run it where its runs are"
+    )
     assert not empty.exists()
 
 
 @pytest.mark.end_to_end
 def test_fitting_from_last_when_there_is_none_starts_from_scratch_with_a_warning(tmp_path, capsys, one_thread):
     cli = main(["fit", *TINY_PRETRAINING, f"--trainer.default_root_dir={tmp_path}", "--ckpt_path=last"])
-    assert f"warning: --ckpt_path=last found no checkpoint of this configuration under {tmp_path}; starting from " \
-           "scratch" in capsys.readouterr().err.splitlines()
+    assert (
+        f"warning: --ckpt_path=last found no checkpoint of this configuration under {tmp_path}; starting from "
+        "scratch" in capsys.readouterr().err.splitlines()
+    )
     assert cli.trainer.global_step == 1
 
 
 # --- optimiser options that would bypass the modules' own ------------------------------------------
 
-REFUSAL = ("would replace the modules' own AdamW, its parameter groups (no weight decay on biases and norms) and its "
-           "warmup and decay; leave {option} out and set model.learning_rate, model.weight_decay, model.betas, "
-           "model.eps, model.warmup_steps or model.lr_decay instead")
+REFUSAL = (
+    "would replace the modules' own AdamW, its parameter groups (no weight decay on biases and norms) and its "
+    "warmup and decay; leave {option} out and set model.learning_rate, model.weight_decay, model.betas, "
+    "model.eps, model.warmup_steps or model.lr_decay instead"
+)
 
 
-@pytest.mark.parametrize(("args", "option", "shown"), [
-    (["--optimizer=Adam"], "optimizer", "Adam"),
-    (["--lr_scheduler=torch.optim.lr_scheduler.StepLR", "--lr_scheduler.step_size=3"], "lr_scheduler", "StepLR"),
-    (["--config", "{config}"], "optimizer", "SGD"),
-])
+@pytest.mark.parametrize(
+    ("args", "option", "shown"),
+    [
+        (["--optimizer=Adam"], "optimizer", "Adam"),
+        (["--lr_scheduler=torch.optim.lr_scheduler.StepLR", "--lr_scheduler.step_size=3"], "lr_scheduler", "StepLR"),
+        (["--config", "{config}"], "optimizer", "SGD"),
+    ],
+)
 def test_optimizer_and_lr_scheduler_options_are_refused(args, option, shown, tmp_path, capsys):
     config = tmp_path / "sgd.yaml"
     config.write_text("optimizer:\n  class_path: torch.optim.SGD\n  init_args:\n    lr: 0.1\n")

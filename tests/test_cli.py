@@ -26,8 +26,16 @@ def head_of(config: Path) -> str:
 
 
 def run_quiet(tmp_path: Path, *args: str) -> object:
-    return main(["fit", *args, "--trainer.logger=false", "--trainer.enable_progress_bar=false",
-                 "--trainer.enable_model_summary=false", f"--trainer.default_root_dir={tmp_path}"])
+    return main(
+        [
+            "fit",
+            *args,
+            "--trainer.logger=false",
+            "--trainer.enable_progress_bar=false",
+            "--trainer.enable_model_summary=false",
+            f"--trainer.default_root_dir={tmp_path}",
+        ]
+    )
 
 
 def test_the_five_variants_ship():
@@ -37,8 +45,15 @@ def test_the_five_variants_ship():
 
 @pytest.mark.parametrize("config", VARIANTS, ids=lambda p: p.stem)
 def test_every_variant_config_runs_a_step_at_tiny_scale(tmp_path, config):
-    cli = run_quiet(tmp_path, "--config", str(config), "--config", str(TINY), "--trainer.max_steps=1",
-                    "--trainer.val_check_interval=1")
+    cli = run_quiet(
+        tmp_path,
+        "--config",
+        str(config),
+        "--config",
+        str(TINY),
+        "--trainer.max_steps=1",
+        "--trainer.val_check_interval=1",
+    )
     assert cli.trainer.global_step == 1
     assert cli.model.hparams.head == head_of(config)
     assert cli.model.hparams.vocab_size == cli.datamodule.vocab_size == 512  # linked, not typed twice
@@ -57,21 +72,42 @@ def test_scale_overlays_parse_on_every_variant(overlay, capsys):
 
 def test_base_overlay_is_bert_base(capsys):
     with pytest.raises(SystemExit):
-        main(["fit", "--config", str(CONFIGS / "tied.yaml"), "--config", str(CONFIGS / "scale" / "base.yaml"),
-              "--print_config"])
+        main(
+            [
+                "fit",
+                "--config",
+                str(CONFIGS / "tied.yaml"),
+                "--config",
+                str(CONFIGS / "scale" / "base.yaml"),
+                "--print_config",
+            ]
+        )
     printed = capsys.readouterr().out
     for line in ("hidden_size: 768", "num_layers: 12", "num_heads: 12", "intermediate_size: 3072", "vocab_size: 30522"):
         assert line in printed
 
 
 def run_cli(*args: str, env: dict | None = None, cwd: Path | None = None) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, str(ROOT / "main.py"), *args], capture_output=True, text=True,
-                          env={**os.environ, **(env or {})}, cwd=cwd or ROOT, timeout=300)
+    return subprocess.run(
+        [sys.executable, str(ROOT / "main.py"), *args],
+        capture_output=True,
+        text=True,
+        env={**os.environ, **(env or {})},
+        cwd=cwd or ROOT,
+        timeout=300,
+    )
 
 
 def test_initloss_prints_every_variant_beside_theory(tmp_path):
-    result = run_cli("initloss", "--config", str(CONFIGS / "tied.yaml"), "--config", str(TINY),
-                     "--trainer.logger=false", "--batches=2")
+    result = run_cli(
+        "initloss",
+        "--config",
+        str(CONFIGS / "tied.yaml"),
+        "--config",
+        str(TINY),
+        "--trainer.logger=false",
+        "--batches=2",
+    )
     assert result.returncode == 0, result.stderr
     lines = {line.split()[0]: line.split()[1:] for line in result.stdout.splitlines() if line[:1].isalpha()}
     assert {"tied", "untied", "tied_scaled_init", "tied_orth", "tied_shuffle"} <= set(lines)
@@ -92,10 +128,24 @@ def test_default_logger_records_offline_without_credentials(tmp_path):
     env = {"WANDB_API_KEY": "", "NETRC": str(tmp_path / "no-netrc"), "HOME": str(tmp_path), "WANDB_SILENT": "false"}
     clean = {k: v for k, v in os.environ.items() if not k.startswith("WANDB_")}
     result = subprocess.run(
-        [sys.executable, str(ROOT / "main.py"), "fit", "--config", str(CONFIGS / "tied.yaml"), "--config", str(TINY),
-         "--trainer.max_steps=2", f"--trainer.default_root_dir={tmp_path}",
-         f"--trainer.logger.init_args.save_dir={tmp_path}"],
-        capture_output=True, text=True, env={**clean, **env}, stdin=subprocess.DEVNULL, cwd=tmp_path, timeout=240,
+        [
+            sys.executable,
+            str(ROOT / "main.py"),
+            "fit",
+            "--config",
+            str(CONFIGS / "tied.yaml"),
+            "--config",
+            str(TINY),
+            "--trainer.max_steps=2",
+            f"--trainer.default_root_dir={tmp_path}",
+            f"--trainer.logger.init_args.save_dir={tmp_path}",
+        ],
+        capture_output=True,
+        text=True,
+        env={**clean, **env},
+        stdin=subprocess.DEVNULL,
+        cwd=tmp_path,
+        timeout=240,
     )
     assert result.returncode == 0, result.stderr[-2000:]
     offline_runs = list(Path(tmp_path).rglob("offline-run-*"))
@@ -137,13 +187,32 @@ def test_glue_configs_ship_for_both_tasks_and_every_embedding_width():
 @pytest.mark.parametrize("config", GLUE_CONFIGS, ids=lambda p: p.stem)
 def test_every_glue_config_runs_at_tiny_scale_on_local_data(tmp_path, config, shared_data, bert_tokenizer_dir):
     """Each GLUE config fits a few steps on the classic files in ../shared/data/glue, d_e overlay on."""
-    cli = main(["fit", "--config", str(config), "--config", str(D_E_OVERLAYS[0]), f"--data.data_dir={shared_data / 'glue'}",
-                f"--data.tokenizer={bert_tokenizer_dir}", "--data.max_train_samples=32", "--data.batch_size=8",
-                "--model.pretrained=null", "--model.hidden_size=32", "--model.num_layers=1", "--model.num_heads=2",
-                "--model.intermediate_size=64", "--model.embedding_dim=16", "--trainer.max_steps=2",
-                "--trainer.val_check_interval=2", "--trainer.limit_val_batches=2", "--trainer.logger=false",
-                "--trainer.enable_progress_bar=false", "--trainer.enable_model_summary=false",
-                f"--trainer.default_root_dir={tmp_path}"])
+    cli = main(
+        [
+            "fit",
+            "--config",
+            str(config),
+            "--config",
+            str(D_E_OVERLAYS[0]),
+            f"--data.data_dir={shared_data / 'glue'}",
+            f"--data.tokenizer={bert_tokenizer_dir}",
+            "--data.max_train_samples=32",
+            "--data.batch_size=8",
+            "--model.pretrained=null",
+            "--model.hidden_size=32",
+            "--model.num_layers=1",
+            "--model.num_heads=2",
+            "--model.intermediate_size=64",
+            "--model.embedding_dim=16",
+            "--trainer.max_steps=2",
+            "--trainer.val_check_interval=2",
+            "--trainer.limit_val_batches=2",
+            "--trainer.logger=false",
+            "--trainer.enable_progress_bar=false",
+            "--trainer.enable_model_summary=false",
+            f"--trainer.default_root_dir={tmp_path}",
+        ]
+    )
     task = cli.datamodule.task_spec.name
     assert cli.trainer.global_step == 2 and cli.model.hparams.task == task == config.stem
     assert cli.model.hparams.num_labels == cli.datamodule.num_labels  # linked, not typed twice
@@ -175,8 +244,18 @@ def test_default_loggers_record_the_learning_rate_and_throughput(tmp_path, monke
     """The default callbacks: Lightning's LearningRateMonitor and ThroughputMonitor, in the CSV metrics."""
     monkeypatch.chdir(tmp_path)  # the default loggers write under ./runs
     monkeypatch.setenv("WANDB_MODE", "disabled")
-    cli = main(["fit", "--config", str(CONFIGS / "tied.yaml"), "--config", str(TINY), "--trainer.max_steps=12",
-                "--trainer.enable_progress_bar=false", "--trainer.enable_model_summary=false"])
+    cli = main(
+        [
+            "fit",
+            "--config",
+            str(CONFIGS / "tied.yaml"),
+            "--config",
+            str(TINY),
+            "--trainer.max_steps=12",
+            "--trainer.enable_progress_bar=false",
+            "--trainer.enable_model_summary=false",
+        ]
+    )
     assert {type(logger).__name__ for logger in cli.trainer.loggers} == {"WandbLogger", "CSVLogger"}
     rows = csv_metrics(tmp_path / "runs" / "csv")
     lr = [(int(row["step"]), float(row["lr/pg1"])) for row in rows if row.get("lr/pg1")]
@@ -194,8 +273,14 @@ def test_default_loggers_record_the_learning_rate_and_throughput(tmp_path, monke
 
 def test_print_shtab_prints_a_bash_completion_script(tmp_path):
     """``main.py fit --print_shtab=bash``: a bash script completing the subcommands and their options."""
-    result = subprocess.run([sys.executable, str(ROOT / "main.py"), "fit", "--print_shtab=bash"], capture_output=True,
-                            text=True, cwd=tmp_path, stdin=subprocess.DEVNULL, timeout=240)
+    result = subprocess.run(
+        [sys.executable, str(ROOT / "main.py"), "fit", "--print_shtab=bash"],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        stdin=subprocess.DEVNULL,
+        timeout=240,
+    )
     assert result.returncode == 0, result.stderr[-2000:]
     script = result.stdout
     assert "complete -o bashdefault -F _shtab_main_py main.py" in script  # registers itself for main.py
@@ -207,16 +292,19 @@ def test_print_shtab_prints_a_bash_completion_script(tmp_path):
     assert syntax.returncode == 0, syntax.stderr
 
 
-@pytest.mark.parametrize(("args", "built"), [
-    (["fit", "--config", "x.yaml"], "fit"),
-    (["initloss"], "initloss"),
-    (["validate", "--help"], "validate"),
-    (["--help"], None),  # the top-level help: every subcommand
-    (["--config", "x.yaml", "fit"], None),  # an option before the subcommand
-    (["fit", "--print_shtab=bash"], None),  # the completion script covers every subcommand
-    (["fitt"], None),  # not a subcommand: the error lists them all
-    ({"fit": {}}, None),
-])
+@pytest.mark.parametrize(
+    ("args", "built"),
+    [
+        (["fit", "--config", "x.yaml"], "fit"),
+        (["initloss"], "initloss"),
+        (["validate", "--help"], "validate"),
+        (["--help"], None),  # the top-level help: every subcommand
+        (["--config", "x.yaml", "fit"], None),  # an option before the subcommand
+        (["fit", "--print_shtab=bash"], None),  # the completion script covers every subcommand
+        (["fitt"], None),  # not a subcommand: the error lists them all
+        ({"fit": {}}, None),
+    ],
+)
 def test_only_the_subcommand_named_first_gets_its_arguments(args, built):
     from tiedemb.cli import TiedembCLI, subcommand_named_first
 

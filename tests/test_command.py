@@ -37,8 +37,7 @@ def test_help_lists_every_subcommand_and_a_wrong_one_is_refused_in_one_line():
         assert f"\n  {name} " in shown.stdout
     wrong = run(sys.executable, "-m", "tiedemb", "fitt")
     assert wrong.returncode == 2
-    assert wrong.stderr.strip().splitlines() == [
-        "error: unknown subcommand 'fitt'; one of: " + ", ".join(COMMANDS)]
+    assert wrong.stderr.strip().splitlines() == ["error: unknown subcommand 'fitt'; one of: " + ", ".join(COMMANDS)]
 
 
 @pytest.mark.end_to_end
@@ -52,7 +51,9 @@ def test_a_wheel_install_runs_fit_and_a_sweep_from_a_folder_outside_the_reposito
     for name in ("pyproject.toml", "README.md", "LICENSE"):
         shutil.copy(ROOT / name, source / name)
     dist = tmp_path / "dist"
-    built = run(sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q", "-w", str(dist), str(source))
+    built = run(
+        sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q", "-w", str(dist), str(source)
+    )
     assert built.returncode == 0, built.stderr[-2000:]
     wheel = next(dist.glob("tiedemb-*.whl"))
 
@@ -77,9 +78,19 @@ def test_a_wheel_install_runs_fit_and_a_sweep_from_a_folder_outside_the_reposito
     shown = run(command, "--help", cwd=work, env=env)
     assert shown.returncode == 0 and "sweep" in shown.stdout, shown.stderr
 
-    fit = run(command, "fit", "--config", "configs/tied.yaml", "--config", "configs/scale/tiny.yaml",
-              "--trainer.max_steps=3", "--trainer.logger=false", "--trainer.enable_progress_bar=false",
-              cwd=work, env=env)
+    fit = run(
+        command,
+        "fit",
+        "--config",
+        "configs/tied.yaml",
+        "--config",
+        "configs/scale/tiny.yaml",
+        "--trainer.max_steps=3",
+        "--trainer.logger=false",
+        "--trainer.enable_progress_bar=false",
+        cwd=work,
+        env=env,
+    )
     assert fit.returncode == 0, fit.stderr[-3000:]
 
     # One cell: the sweep's configs resolve against the user's folder, and the cell's process finds
@@ -89,7 +100,8 @@ def test_a_wheel_install_runs_fit_and_a_sweep_from_a_folder_outside_the_reposito
         "configs: [configs/tied.yaml, configs/scale/tiny.yaml]\n"
         "overrides: {trainer.max_steps: 3}\n"
         "grid:\n"
-        "  model.head: [untied]\n")
+        "  model.head: [untied]\n"
+    )
     swept = run(command, "sweep", "one.yaml", "--out", "sweep", cwd=work, env=env)
     assert swept.returncode == 0, swept.stdout[-3000:] + swept.stderr[-3000:]
     (cell,) = (work / "sweep").glob("**/cell.json")

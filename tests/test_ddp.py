@@ -40,16 +40,33 @@ DDP = ["--trainer.devices=2", "--trainer.strategy=ddp", f"--data.batch_size={PER
 def run(root: Path, *args: str) -> subprocess.CompletedProcess:
     """``main.py fit`` on tied.yaml + tiny.yaml (CLM, 9 steps) in a subprocess, in ``root``."""
     command = [
-        sys.executable, str(ROOT / "main.py"), "fit",
-        "--config", str(CONFIGS / "tied.yaml"), "--config", str(CONFIGS / "scale" / "tiny.yaml"),
-        "--trainer.accelerator=cpu", "--model.objective=clm", f"--trainer.max_steps={STEPS}",
-        f"--data.synthetic_tokens={TOKENS}", "--trainer.val_check_interval=3", "--trainer.limit_val_batches=1",
-        "--trainer.num_sanity_val_steps=0", "--trainer.logger=false", "--trainer.enable_progress_bar=false",
-        "--trainer.enable_model_summary=false", f"--trainer.default_root_dir={root}", *args,
+        sys.executable,
+        str(ROOT / "main.py"),
+        "fit",
+        "--config",
+        str(CONFIGS / "tied.yaml"),
+        "--config",
+        str(CONFIGS / "scale" / "tiny.yaml"),
+        "--trainer.accelerator=cpu",
+        "--model.objective=clm",
+        f"--trainer.max_steps={STEPS}",
+        f"--data.synthetic_tokens={TOKENS}",
+        "--trainer.val_check_interval=3",
+        "--trainer.limit_val_batches=1",
+        "--trainer.num_sanity_val_steps=0",
+        "--trainer.logger=false",
+        "--trainer.enable_progress_bar=false",
+        "--trainer.enable_model_summary=false",
+        f"--trainer.default_root_dir={root}",
+        *args,
     ]
     # One thread per process: the two ranks share the machine's cores with everything else.
-    env = {**os.environ, "OMP_NUM_THREADS": "1", "WANDB_MODE": "disabled",
-           "PYTHONPATH": os.pathsep.join([str(Path(__file__).parent), os.environ.get("PYTHONPATH", "")])}
+    env = {
+        **os.environ,
+        "OMP_NUM_THREADS": "1",
+        "WANDB_MODE": "disabled",
+        "PYTHONPATH": os.pathsep.join([str(Path(__file__).parent), os.environ.get("PYTHONPATH", "")]),
+    }
     root.mkdir(parents=True, exist_ok=True)
     return subprocess.run(command, capture_output=True, text=True, cwd=root, env=env, timeout=900)
 
@@ -100,9 +117,18 @@ def test_ddp_on_two_cpu_processes_equals_one_process_with_the_global_batch(tmp_p
 @pytest.mark.slow
 def test_the_documented_ddp_command_runs_and_its_checkpoint_reloads_tied(tmp_path):
     """The command of docs/scale-out.md exactly, default loggers included (W&B offline)."""
-    command = [sys.executable, str(ROOT / "main.py"), "fit", "--config", str(CONFIGS / "tied.yaml"),
-               "--config", str(CONFIGS / "scale" / "tiny.yaml"), "--trainer.accelerator=cpu", "--trainer.devices=2",
-               "--trainer.strategy=ddp"]
+    command = [
+        sys.executable,
+        str(ROOT / "main.py"),
+        "fit",
+        "--config",
+        str(CONFIGS / "tied.yaml"),
+        "--config",
+        str(CONFIGS / "scale" / "tiny.yaml"),
+        "--trainer.accelerator=cpu",
+        "--trainer.devices=2",
+        "--trainer.strategy=ddp",
+    ]
     env = {**os.environ, "WANDB_MODE": "offline"}
     result = subprocess.run(command, capture_output=True, text=True, cwd=tmp_path, env=env, timeout=300)
     assert result.returncode == 0, result.stderr[-3000:]
@@ -116,6 +142,7 @@ def test_ddp_stopped_mid_epoch_resumes_exactly(tmp_path, straight_ddp):
     """One 2-process run saves a checkpoint after step 4 (mid-epoch) and stops there on both ranks;
     resumed with --ckpt_path=last it must end with the uninterrupted DDP run's weights, to 1e-6."""
     from test_resume import every_n_steps_checkpoint, stop_at
+
     from tiedemb.training.checkpoints import last_checkpoints
 
     stopped = run(tmp_path, *DDP, every_n_steps_checkpoint(4), stop_at(4))

@@ -9,9 +9,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import pytest
-
 import documented_commands
+import pytest
 from documented_commands import (
     COMMANDS,
     README_COMMANDS_TODAY,
@@ -29,26 +28,36 @@ def workspace(tmp_path_factory: pytest.TempPathFactory) -> Workspace:
 
 
 def test_the_extractor_reads_continuations_chains_loops_and_comments():
-    markdown = "\n".join([
-        "```bash",
-        "python3 -m venv .venv && . .venv/bin/activate && python main.py fit --config a.yaml  # note",
-        "# a comment line",
-        "for h in one two; do",
-        "  python main.py validate --config configs/$h.yaml \\",
-        "    --trainer.limit_val_batches=4",
-        "done",
-        "python -m pytest -q",
-        "python -m tiedemb.report runs/x   # report",
-        "```",
-        "```python",
-        "import main.py",
-        "```",
-    ])
+    markdown = "\n".join(
+        [
+            "```bash",
+            "python3 -m venv .venv && . .venv/bin/activate && python main.py fit --config a.yaml  # note",
+            "# a comment line",
+            "for h in one two; do",
+            "  python main.py validate --config configs/$h.yaml \\",
+            "    --trainer.limit_val_batches=4",
+            "done",
+            "python -m pytest -q",
+            "python -m tiedemb.report runs/x   # report",
+            "```",
+            "```python",
+            "import main.py",
+            "```",
+        ]
+    )
     found = extract(markdown, "x.md")
     assert [(c.line, list(c.argv), c.binding) for c in found] == [
         (2, ["python", "main.py", "fit", "--config", "a.yaml"], ""),
-        (5, ["python", "main.py", "validate", "--config", "configs/one.yaml", "--trainer.limit_val_batches=4"], "h=one"),
-        (5, ["python", "main.py", "validate", "--config", "configs/two.yaml", "--trainer.limit_val_batches=4"], "h=two"),
+        (
+            5,
+            ["python", "main.py", "validate", "--config", "configs/one.yaml", "--trainer.limit_val_batches=4"],
+            "h=one",
+        ),
+        (
+            5,
+            ["python", "main.py", "validate", "--config", "configs/two.yaml", "--trainer.limit_val_batches=4"],
+            "h=two",
+        ),
         (9, ["python", "-m", "tiedemb.report", "runs/x"], ""),
     ]
 
@@ -61,8 +70,10 @@ def test_readme_commands_are_all_found():
 
 def test_placeholders_become_patterns():
     assert Workspace.placeholder_pattern("runs/.../best.ckpt") == "runs/**/*.ckpt"
-    assert Workspace.placeholder_pattern("runs/smoke/mrpc/d_e=64,seed=0/x/<id>/last.ckpt") == \
-        "runs/smoke/mrpc/d_e=64,seed=0/x/*/last.ckpt"
+    assert (
+        Workspace.placeholder_pattern("runs/smoke/mrpc/d_e=64,seed=0/x/<id>/last.ckpt")
+        == "runs/smoke/mrpc/d_e=64,seed=0/x/*/last.ckpt"
+    )
     assert Workspace.placeholder_pattern("configs/tied.yaml") is None
 
 
@@ -100,12 +111,19 @@ def test_a_scratch_sweep_keeps_one_seed_and_the_ends_of_each_studys_first_axis(t
         cells[name] = sorted(cell.id for study in sweep.studies for cell in study.cells)
     # smoke's pretraining study compares both heads at its first width; MRPC keeps both widths
     # (docs/experiments.md analyses mrpc/d_e=64,seed=0)
-    assert cells["smoke"] == ["mrpc/d_e=32,seed=0", "mrpc/d_e=64,seed=0",
-                              "tied/variant=tied,d_e=32,seed=0", "tied/variant=untied,d_e=32,seed=0"]
+    assert cells["smoke"] == [
+        "mrpc/d_e=32,seed=0",
+        "mrpc/d_e=64,seed=0",
+        "tied/variant=tied,d_e=32,seed=0",
+        "tied/variant=untied,d_e=32,seed=0",
+    ]
     # every route keeps the narrowest and the widest d_e, so the chained route finds both upstream cells
     assert cells["repro_width_cpu"] == sorted(
-        [f"pretrain/d_e={d_e},output=tied,seed=0" for d_e in (32, 128)] + [f"mrpc/d_e={d_e},seed=0" for d_e in (32, 128)]
-        + [f"similarity/d_e={d_e},narrowing=balanced" for d_e in (32, 384)] + [f"svd/d_e={d_e},seed=0" for d_e in (64, 384)])
+        [f"pretrain/d_e={d_e},output=tied,seed=0" for d_e in (32, 128)]
+        + [f"mrpc/d_e={d_e},seed=0" for d_e in (32, 128)]
+        + [f"similarity/d_e={d_e},narrowing=balanced" for d_e in (32, 384)]
+        + [f"svd/d_e={d_e},seed=0" for d_e in (64, 384)]
+    )
 
 
 @pytest.mark.parametrize("command", params("readme"))

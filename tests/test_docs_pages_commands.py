@@ -8,7 +8,6 @@ shrunk and run: ``documented_commands``.
 from __future__ import annotations
 
 import pytest
-
 from documented_commands import DocCommand, Workspace, check_command, params
 
 

@@ -18,6 +18,7 @@ from pathlib import Path
 
 import pytest
 import torch
+from export_helpers import refused, save_module
 
 from tiedemb import GlueModule, PretrainModule
 from tiedemb.cli import main as cli_main
@@ -25,16 +26,27 @@ from tiedemb.export import main as export
 from tiedemb.nn.config import ARCHITECTURE, TransformerConfig
 from tiedemb.weights.language_model import HEAD_SETTINGS
 
-from export_helpers import refused, save_module
-
 ROOT = Path(__file__).resolve().parents[1]
 CONFIGS = ROOT / "configs"
-QUIET = ["--trainer.logger=false", "--trainer.enable_progress_bar=false", "--trainer.enable_model_summary=false",
-         "--trainer.num_sanity_val_steps=0"]
-BERT_HEAD = ["--model.objective=mlm", "--model.position=learned", "--model.type_vocab_size=2",
-             "--model.norm_position=post", "--model.residual_init=standard", "--model.head=tied_orth",
-             "--model.head_bias=true", "--model.head_activation=gelu", "--model.head_norm=true",
-             "--model.output_bias=true", "--model.max_position_embeddings=64"]
+QUIET = [
+    "--trainer.logger=false",
+    "--trainer.enable_progress_bar=false",
+    "--trainer.enable_model_summary=false",
+    "--trainer.num_sanity_val_steps=0",
+]
+BERT_HEAD = [
+    "--model.objective=mlm",
+    "--model.position=learned",
+    "--model.type_vocab_size=2",
+    "--model.norm_position=post",
+    "--model.residual_init=standard",
+    "--model.head=tied_orth",
+    "--model.head_bias=true",
+    "--model.head_activation=gelu",
+    "--model.head_norm=true",
+    "--model.output_bias=true",
+    "--model.max_position_embeddings=64",
+]
 WORDS = "the a cat dog man woman sat ran saw sees big small red on under near house park and with .".split()
 SMALL = dict(vocab_size=50, hidden_size=16, num_layers=1, num_heads=2, intermediate_size=32, max_position_embeddings=32)
 
@@ -50,13 +62,30 @@ def real_rows(hidden: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
 def glue_checkpoint(tmp_path_factory, shared_data: Path, bert_tokenizer_dir: Path) -> Path:
     """MRPC, a few steps, with a factorised embedding (d_e 16 < hidden 32)."""
     root = tmp_path_factory.mktemp("glue_export")
-    cli_main(["fit", "--config", str(CONFIGS / "glue" / "mrpc.yaml"), f"--data.data_dir={shared_data / 'glue'}",
-              f"--data.tokenizer={bert_tokenizer_dir}", "--data.max_train_samples=32", "--data.batch_size=16",
-              "--data.eval_batch_size=64", "--model.pretrained=null", "--model.hidden_size=32",
-              "--model.num_layers=2", "--model.num_heads=2", "--model.intermediate_size=64",
-              "--model.embedding_dim=16", "--model.learning_rate=1e-3", "--trainer.max_steps=2",
-              "--trainer.limit_val_batches=1", "--trainer.val_check_interval=2", *QUIET,
-              f"--trainer.default_root_dir={root}"])
+    cli_main(
+        [
+            "fit",
+            "--config",
+            str(CONFIGS / "glue" / "mrpc.yaml"),
+            f"--data.data_dir={shared_data / 'glue'}",
+            f"--data.tokenizer={bert_tokenizer_dir}",
+            "--data.max_train_samples=32",
+            "--data.batch_size=16",
+            "--data.eval_batch_size=64",
+            "--model.pretrained=null",
+            "--model.hidden_size=32",
+            "--model.num_layers=2",
+            "--model.num_heads=2",
+            "--model.intermediate_size=64",
+            "--model.embedding_dim=16",
+            "--model.learning_rate=1e-3",
+            "--trainer.max_steps=2",
+            "--trainer.limit_val_batches=1",
+            "--trainer.val_check_interval=2",
+            *QUIET,
+            f"--trainer.default_root_dir={root}",
+        ]
+    )
     return root / "checkpoints" / "last.ckpt"
 
 
@@ -67,10 +96,24 @@ def mlm_checkpoint(tmp_path_factory) -> Path:
     rng = random.Random(0)
     text = root / "text.txt"
     text.write_text("\n".join(" ".join(rng.choice(WORDS) for _ in range(rng.randint(6, 14))) for _ in range(400)))
-    cli_main(["fit", "--config", str(CONFIGS / "tied_orth.yaml"), "--config", str(CONFIGS / "scale" / "tiny.yaml"),
-              *BERT_HEAD, f"--data.train_files=[{text}]", "--data.vocab_size=120", f"--data.cache_dir={root / 'cache'}",
-              "--trainer.max_steps=4", "--trainer.val_check_interval=4", "--trainer.limit_val_batches=1", *QUIET,
-              f"--trainer.default_root_dir={root}"])
+    cli_main(
+        [
+            "fit",
+            "--config",
+            str(CONFIGS / "tied_orth.yaml"),
+            "--config",
+            str(CONFIGS / "scale" / "tiny.yaml"),
+            *BERT_HEAD,
+            f"--data.train_files=[{text}]",
+            "--data.vocab_size=120",
+            f"--data.cache_dir={root / 'cache'}",
+            "--trainer.max_steps=4",
+            "--trainer.val_check_interval=4",
+            "--trainer.limit_val_batches=1",
+            *QUIET,
+            f"--trainer.default_root_dir={root}",
+        ]
+    )
     return root / "checkpoints" / "last.ckpt"
 
 
@@ -86,8 +129,12 @@ def test_factorised_glue_model_gives_its_logits_as_bert_for_sequence_classificat
     ours = GlueModule.load_from_checkpoint(glue_checkpoint).eval()
     theirs = AutoModelForSequenceClassification.from_pretrained(str(out)).eval()
     tokenizer = AutoTokenizer.from_pretrained(str(out))
-    batch = tokenizer(["The cat sat on the mat.", "Stocks fell sharply on Monday in heavy trading."],
-                      ["A cat was sitting.", "Shares dropped."], padding=True, return_tensors="pt")
+    batch = tokenizer(
+        ["The cat sat on the mat.", "Stocks fell sharply on Monday in heavy trading."],
+        ["A cat was sitting.", "Shares dropped."],
+        padding=True,
+        return_tensors="pt",
+    )
     with torch.no_grad():
         expected = ours(batch["input_ids"], batch["attention_mask"], batch["token_type_ids"])
         torch.testing.assert_close(theirs(**batch).logits, expected, atol=1e-4, rtol=0)
@@ -126,10 +173,15 @@ def test_bert_head_mlm_model_gives_its_logits_as_bert_for_masked_lm_and_fills_ma
     ours = PretrainModule.load_from_checkpoint(mlm_checkpoint).eval()
     theirs = AutoModelForMaskedLM.from_pretrained(str(out)).eval()
     tokenizer = AutoTokenizer.from_pretrained(str(out))
-    batch = tokenizer(["the cat sat on the [MASK] .", "a big dog ran near the red house and the park"],
-                      padding=True, return_tensors="pt")
+    batch = tokenizer(
+        ["the cat sat on the [MASK] .", "a big dog ran near the red house and the park"],
+        padding=True,
+        return_tensors="pt",
+    )
     with torch.no_grad():
-        expected = ours.model.head(ours.model.encode(batch["input_ids"], batch["attention_mask"], batch.get("token_type_ids")))
+        expected = ours.model.head(
+            ours.model.encode(batch["input_ids"], batch["attention_mask"], batch.get("token_type_ids"))
+        )
         actual = theirs(**batch).logits
     mask = batch["attention_mask"]
     torch.testing.assert_close(real_rows(actual, mask), real_rows(expected, mask), atol=1e-4, rtol=0)
@@ -145,7 +197,9 @@ def test_an_exported_masked_lm_loads_back_into_pretrain_module_with_the_same_log
     vocab = trained.config.vocab_size
     back = PretrainModule(vocab_size=vocab, pretrained=str(out)).eval()  # every other setting from the folder
     fixed = [*TransformerConfig.field_names_of(ARCHITECTURE), *HEAD_SETTINGS]
-    assert {name: getattr(back.config, name) for name in fixed} == {name: getattr(trained.config, name) for name in fixed}
+    assert {name: getattr(back.config, name) for name in fixed} == {
+        name: getattr(trained.config, name) for name in fixed
+    }
     generator = torch.Generator().manual_seed(0)
     input_ids = torch.randint(5, vocab, (3, 20), generator=generator)
     attention_mask = torch.ones_like(input_ids)
@@ -162,14 +216,36 @@ def test_fit_starts_from_an_exported_bert_for_masked_lm_folder(mlm_checkpoint, t
     out = tmp_path / "mlm"
     assert export([str(mlm_checkpoint), str(out)]) == 0
     text = mlm_checkpoint.parents[1] / "text.txt"
-    cli = cli_main(["fit", "--config", str(CONFIGS / "continue" / "bert.yaml"), f"--model.pretrained={out}",
-                    f"--data.tokenizer={out}", f"--data.train_files=[{text}]", f"--data.cache_dir={tmp_path / 'cache'}",
-                    "--data.block_size=32", "--data.batch_size=4", "--model.warmup_steps=1", "--trainer.max_steps=3",
-                    "--trainer.val_check_interval=3", "--trainer.limit_val_batches=1", *QUIET,
-                    f"--trainer.default_root_dir={tmp_path / 'runs'}"])
+    cli = cli_main(
+        [
+            "fit",
+            "--config",
+            str(CONFIGS / "continue" / "bert.yaml"),
+            f"--model.pretrained={out}",
+            f"--data.tokenizer={out}",
+            f"--data.train_files=[{text}]",
+            f"--data.cache_dir={tmp_path / 'cache'}",
+            "--data.block_size=32",
+            "--data.batch_size=4",
+            "--model.warmup_steps=1",
+            "--trainer.max_steps=3",
+            "--trainer.val_check_interval=3",
+            "--trainer.limit_val_batches=1",
+            *QUIET,
+            f"--trainer.default_root_dir={tmp_path / 'runs'}",
+        ]
+    )
     assert cli.trainer.global_step == 3
     trained = PretrainModule.load_from_checkpoint(mlm_checkpoint)
-    for name in ("hidden_size", "num_layers", "max_position_embeddings", "head", "head_bias", "head_norm", "output_bias"):
+    for name in (
+        "hidden_size",
+        "num_layers",
+        "max_position_embeddings",
+        "head",
+        "head_bias",
+        "head_norm",
+        "output_bias",
+    ):
         assert cli.model.hparams[name] == trained.hparams[name], name  # from the folder, not the defaults
     saved = torch.load(next((tmp_path / "runs").rglob("last.ckpt")), map_location="cpu", weights_only=True)
     assert saved["hyper_parameters"]["hidden_size"] == trained.hparams.hidden_size
@@ -180,9 +256,19 @@ def test_fit_starts_from_an_exported_bert_for_masked_lm_folder(mlm_checkpoint, t
     # Its checkpoint is evaluated from the checkpoint alone: the folder it started from is not read again.
     checkpoint = next((tmp_path / "runs").rglob("last.ckpt"))
     shutil.copytree(out, tmp_path / "tokenizer")
-    validate = ["validate", "--config", str(CONFIGS / "continue" / "bert.yaml"), f"--data.tokenizer={tmp_path / 'tokenizer'}",
-                f"--data.train_files=[{text}]", f"--data.cache_dir={tmp_path / 'cache'}", "--data.block_size=32",
-                "--data.batch_size=4", "--trainer.limit_val_batches=2", *QUIET, f"--ckpt_path={checkpoint}"]
+    validate = [
+        "validate",
+        "--config",
+        str(CONFIGS / "continue" / "bert.yaml"),
+        f"--data.tokenizer={tmp_path / 'tokenizer'}",
+        f"--data.train_files=[{text}]",
+        f"--data.cache_dir={tmp_path / 'cache'}",
+        "--data.block_size=32",
+        "--data.batch_size=4",
+        "--trainer.limit_val_batches=2",
+        *QUIET,
+        f"--ckpt_path={checkpoint}",
+    ]
     before = cli_main(validate).trainer.callback_metrics["val/loss"].item()
     shutil.rmtree(out)
     assert cli_main(validate).trainer.callback_metrics["val/loss"].item() == before
@@ -190,14 +276,20 @@ def test_fit_starts_from_an_exported_bert_for_masked_lm_folder(mlm_checkpoint, t
 
 @pytest.mark.end_to_end
 def test_hub_upload_that_cannot_reach_the_hub_fails_with_one_message_and_keeps_the_folder(
-        mlm_checkpoint, tmp_path, monkeypatch, capsys):
+    mlm_checkpoint, tmp_path, monkeypatch, capsys
+):
     from huggingface_hub import constants
 
     monkeypatch.setattr(constants, "ENDPOINT", "http://127.0.0.1:9")  # a closed port: refused at once
     out = tmp_path / "pushed"
     assert export([str(mlm_checkpoint), str(out), "--push_to_hub", "someone/tiny-bert"]) == 2
     error = capsys.readouterr().err.strip().splitlines()
-    assert len(error) == 1 and error[0].startswith("error: ") and "not uploaded" in error[0] and "someone/tiny-bert" in error[0]
+    assert (
+        len(error) == 1
+        and error[0].startswith("error: ")
+        and "not uploaded" in error[0]
+        and "someone/tiny-bert" in error[0]
+    )
     assert (out / "config.json").is_file() and (out / "model.safetensors").is_file()
 
 
@@ -235,12 +327,15 @@ def test_settings_bert_cannot_hold_are_refused_naming_the_setting(settings, name
 
 
 @pytest.mark.end_to_end
-@pytest.mark.parametrize("head, named", [
-    (dict(head="tied"), "model.head='tied'"),
-    ({**BERT_HEAD_SETTINGS, "head_norm": False}, "model.head_norm=false"),
-    ({**BERT_HEAD_SETTINGS, "embedding_dim": 8}, "model.embedding_dim=8"),
-    ({**BERT_HEAD_SETTINGS, "output_scale": "rsqrt_d"}, "model.output_scale='rsqrt_d'"),
-])
+@pytest.mark.parametrize(
+    "head, named",
+    [
+        (dict(head="tied"), "model.head='tied'"),
+        ({**BERT_HEAD_SETTINGS, "head_norm": False}, "model.head_norm=false"),
+        ({**BERT_HEAD_SETTINGS, "embedding_dim": 8}, "model.embedding_dim=8"),
+        ({**BERT_HEAD_SETTINGS, "output_scale": "rsqrt_d"}, "model.output_scale='rsqrt_d'"),
+    ],
+)
 def test_a_head_that_is_not_berts_is_refused_as_masked_lm_and_exports_as_bert_model(head, named, tmp_path, capsys):
     checkpoint = pretrain_checkpoint(tmp_path, **head)
     message = refused(capsys, [str(checkpoint), "--no_tokenizer", "--model_class", "BertForMaskedLM"], tmp_path / "out")
@@ -258,8 +353,9 @@ def test_glue_as_masked_lm_a_classifier_without_pooler_and_pretraining_as_classi
     message = refused(capsys, [str(no_pooler), "--no_tokenizer"], tmp_path / "b")
     assert "model.pooler=false" in message and "--model_class BertModel" in message
     pretrain = pretrain_checkpoint(tmp_path, **BERT_HEAD_SETTINGS)
-    message = refused(capsys, [str(pretrain), "--no_tokenizer", "--model_class", "BertForSequenceClassification"],
-                      tmp_path / "c")
+    message = refused(
+        capsys, [str(pretrain), "--no_tokenizer", "--model_class", "BertForSequenceClassification"], tmp_path / "c"
+    )
     assert "no classifier" in message and "BertForMaskedLM or BertModel" in message
 
 
@@ -294,9 +390,14 @@ def test_an_output_folder_that_is_not_empty_is_left_alone(tmp_path, capsys):
 
 @pytest.mark.end_to_end
 def test_the_command_reports_a_missing_checkpoint_in_one_line_without_traceback(tmp_path):
-    result = subprocess.run([sys.executable, "-m", "tiedemb.export", str(tmp_path / "nope.ckpt"), str(tmp_path / "out")],
-                            capture_output=True, text=True, cwd=ROOT, timeout=300,
-                            env={**os.environ, "TIEDEMB_DEBUG": ""})
+    result = subprocess.run(
+        [sys.executable, "-m", "tiedemb.export", str(tmp_path / "nope.ckpt"), str(tmp_path / "out")],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        timeout=300,
+        env={**os.environ, "TIEDEMB_DEBUG": ""},
+    )
     assert result.returncode == 2
     assert result.stderr.strip().splitlines() == [f"error: checkpoint {str(tmp_path / 'nope.ckpt')!r} does not exist"]
     assert not (tmp_path / "out").exists()

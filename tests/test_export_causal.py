@@ -17,6 +17,7 @@ from pathlib import Path
 
 import pytest
 import torch
+from export_helpers import refused, save_module
 
 from tiedemb import GlueModule, PretrainModule
 from tiedemb.cli import main as cli_main
@@ -24,19 +25,41 @@ from tiedemb.export import build_model
 from tiedemb.export import main as export
 from tiedemb.weights.export import plan_export
 
-from export_helpers import refused, save_module
-
 ROOT = Path(__file__).resolve().parents[1]
 CONFIGS = ROOT / "configs"
 TINY = CONFIGS / "scale" / "tiny.yaml"
-QUIET = ["--trainer.logger=false", "--trainer.enable_progress_bar=false", "--trainer.enable_model_summary=false",
-         "--trainer.num_sanity_val_steps=0"]
+QUIET = [
+    "--trainer.logger=false",
+    "--trainer.enable_progress_bar=false",
+    "--trainer.enable_model_summary=false",
+    "--trainer.num_sanity_val_steps=0",
+]
 WORDS = "the a cat dog man woman sat ran saw sees big small red on under near house park and with .".split()
-SMALL = dict(vocab_size=50, hidden_size=16, num_layers=2, num_heads=2, intermediate_size=32, max_position_embeddings=32,
-             objective="clm", position="rope", norm_position="pre", type_vocab_size=0, dropout=0.0,
-             attention_dropout=0.0)
-BERT_HEAD = dict(objective="mlm", position="learned", norm_position="post", type_vocab_size=2, head="tied_orth",
-                 head_bias=True, head_activation="gelu", head_norm=True, output_bias=True)
+SMALL = dict(
+    vocab_size=50,
+    hidden_size=16,
+    num_layers=2,
+    num_heads=2,
+    intermediate_size=32,
+    max_position_embeddings=32,
+    objective="clm",
+    position="rope",
+    norm_position="pre",
+    type_vocab_size=0,
+    dropout=0.0,
+    attention_dropout=0.0,
+)
+BERT_HEAD = dict(
+    objective="mlm",
+    position="learned",
+    norm_position="post",
+    type_vocab_size=2,
+    head="tied_orth",
+    head_bias=True,
+    head_activation="gelu",
+    head_norm=True,
+    output_bias=True,
+)
 
 
 def shaken(module: PretrainModule, seed: int = 0) -> PretrainModule:
@@ -72,8 +95,18 @@ def exported_config(folder: Path) -> dict:
 
 def variant_checkpoint(tmp_path: Path, config: str, overrides: list[str]) -> tuple[Path, PretrainModule]:
     """A variant config at the tiny size, built (not trained) by the command line, weights shaken, saved."""
-    cli = cli_main(["--config", str(CONFIGS / config), "--config", str(TINY), *overrides, *QUIET,
-                    f"--trainer.default_root_dir={tmp_path / 'run'}"], run=False)
+    cli = cli_main(
+        [
+            "--config",
+            str(CONFIGS / config),
+            "--config",
+            str(TINY),
+            *overrides,
+            *QUIET,
+            f"--trainer.default_root_dir={tmp_path / 'run'}",
+        ],
+        run=False,
+    )
     module = shaken(cli.model)
     return save_module(tmp_path / "clm.ckpt", module, "tiedemb.PretrainModule", dict(cli.datamodule.hparams)), module
 
@@ -93,8 +126,11 @@ VARIANTS = [  # config, overrides, whether input table and output matrix stay on
 
 
 @pytest.mark.end_to_end
-@pytest.mark.parametrize("config, overrides, tied", VARIANTS,
-                         ids=[f"{config.removesuffix('.yaml')}{''.join(overrides)}" for config, overrides, _ in VARIANTS])
+@pytest.mark.parametrize(
+    "config, overrides, tied",
+    VARIANTS,
+    ids=[f"{config.removesuffix('.yaml')}{''.join(overrides)}" for config, overrides, _ in VARIANTS],
+)
 def test_each_study_variant_exports_as_gpt_neox_with_its_logits(config, overrides, tied, tmp_path):
     checkpoint, module = variant_checkpoint(tmp_path, config, overrides)
     out = tmp_path / "out"
@@ -112,7 +148,10 @@ def test_each_study_variant_exports_as_gpt_neox_with_its_logits(config, override
 LAYOUTS = [  # settings over SMALL, the class that holds them
     (dict(norm="rmsnorm", activation="silu", rope_base=500.0, head="tied_orth"), "LlamaForCausalLM"),
     (dict(norm="rmsnorm", head="tied_shuffle", embedding_dim=8, output_scale="rsqrt_d"), "LlamaForCausalLM"),
-    (dict(position="learned", embedding_norm=False, embedding_dim=8, type_vocab_size=2, head="tied"), "GPT2LMHeadModel"),
+    (
+        dict(position="learned", embedding_norm=False, embedding_dim=8, type_vocab_size=2, head="tied"),
+        "GPT2LMHeadModel",
+    ),
     (dict(position="learned", embedding_norm=False, activation="relu", head="untied"), "GPT2LMHeadModel"),
     (dict(position="none", head="tied_shuffle"), "GPTNeoXForCausalLM"),
     (dict(head="tied_orth", embedding_dim=8, type_vocab_size=2, embedding_scale="sqrt_d"), "GPTNeoXForCausalLM"),
@@ -120,8 +159,11 @@ LAYOUTS = [  # settings over SMALL, the class that holds them
 ]
 
 
-@pytest.mark.parametrize("settings, model_class", LAYOUTS,
-                         ids=[f"{cls}-{'-'.join(map(str, settings.values()))}" for settings, cls in LAYOUTS])
+@pytest.mark.parametrize(
+    "settings, model_class",
+    LAYOUTS,
+    ids=[f"{cls}-{'-'.join(map(str, settings.values()))}" for settings, cls in LAYOUTS],
+)
 def test_rmsnorm_learned_positions_and_factorised_embeddings_map_exactly(settings, model_class):
     torch.manual_seed(0)
     module = shaken(PretrainModule(**{**SMALL, **settings}))
@@ -130,7 +172,9 @@ def test_rmsnorm_learned_positions_and_factorised_embeddings_map_exactly(setting
     theirs = build_model(plan)
     input_ids = torch.randint(0, 50, (3, 20), generator=torch.Generator().manual_seed(2))
     with torch.no_grad():
-        torch.testing.assert_close(theirs(input_ids=input_ids).logits, module.model(input_ids).logits, atol=1e-4, rtol=0)
+        torch.testing.assert_close(
+            theirs(input_ids=input_ids).logits, module.model(input_ids).logits, atol=1e-4, rtol=0
+        )
 
 
 # --------------------------------------------------------------------------- a trained run, with its tokenizer
@@ -143,10 +187,23 @@ def clm_checkpoint(tmp_path_factory) -> Path:
     rng = random.Random(0)
     text = root / "text.txt"
     text.write_text("\n".join(" ".join(rng.choice(WORDS) for _ in range(rng.randint(6, 14))) for _ in range(400)))
-    cli_main(["fit", "--config", str(CONFIGS / "tied_orth.yaml"), "--config", str(TINY), f"--data.train_files=[{text}]",
-              "--data.vocab_size=300", f"--data.cache_dir={root / 'cache'}", "--trainer.max_steps=4",
-              "--trainer.val_check_interval=4", "--trainer.limit_val_batches=1", *QUIET,
-              f"--trainer.default_root_dir={root}"])
+    cli_main(
+        [
+            "fit",
+            "--config",
+            str(CONFIGS / "tied_orth.yaml"),
+            "--config",
+            str(TINY),
+            f"--data.train_files=[{text}]",
+            "--data.vocab_size=300",
+            f"--data.cache_dir={root / 'cache'}",
+            "--trainer.max_steps=4",
+            "--trainer.val_check_interval=4",
+            "--trainer.limit_val_batches=1",
+            *QUIET,
+            f"--trainer.default_root_dir={root}",
+        ]
+    )
     return root / "checkpoints" / "last.ckpt"
 
 
@@ -160,8 +217,9 @@ def test_a_trained_run_exports_with_its_tokenizer_and_generates(clm_checkpoint, 
     theirs = AutoModelForCausalLM.from_pretrained(str(out)).eval()
     tokenizer = AutoTokenizer.from_pretrained(str(out))
     assert exported_config(out)["eos_token_id"] == tokenizer.eos_token_id is not None
-    batch = tokenizer(["the cat sat on the red house", "a big dog ran near the park and the man"],
-                      padding=True, return_tensors="pt")
+    batch = tokenizer(
+        ["the cat sat on the red house", "a big dog ran near the park and the man"], padding=True, return_tensors="pt"
+    )
     assert set(batch) == {"input_ids", "attention_mask"}  # no token types for GPT-NeoX's forward
     with torch.no_grad():
         expected = ours.model(batch["input_ids"]).logits
@@ -191,8 +249,9 @@ def test_a_bert_export_gets_a_model_card_with_the_runs_settings_and_metrics(tmp_
     callbacks = {"ResumableCheckpoint{'monitor': 'val/loss'}": scores}
     data = {"train_files": ["/home/someone/corpus/books.txt"], "vocab_size": 50, "block_size": 32, "num_workers": 4}
     module = PretrainModule(**{**SMALL, **BERT_HEAD})
-    checkpoint = save_module(tmp_path / "mlm.ckpt", module, "tiedemb.PretrainModule", data, callbacks=callbacks,
-                             global_step=120)
+    checkpoint = save_module(
+        tmp_path / "mlm.ckpt", module, "tiedemb.PretrainModule", data, callbacks=callbacks, global_step=120
+    )
     out = tmp_path / "mlm"
     assert export([str(checkpoint), str(out), "--no_tokenizer"]) == 0
     card = (out / "README.md").read_text()
@@ -210,10 +269,12 @@ def modes(folder: Path) -> dict[str, int]:
 
 
 @pytest.mark.end_to_end
-@pytest.mark.parametrize("umask, file_mode, folder_mode", [(0o022, 0o644, 0o755), (0o027, 0o640, 0o750)],
-                         ids=["umask-022", "umask-027"])
-def test_exported_folders_and_files_get_the_modes_the_umask_gives(umask, file_mode, folder_mode, tmp_path,
-                                                                  tiny_tokenizer_dir):
+@pytest.mark.parametrize(
+    "umask, file_mode, folder_mode", [(0o022, 0o644, 0o755), (0o027, 0o640, 0o750)], ids=["umask-022", "umask-027"]
+)
+def test_exported_folders_and_files_get_the_modes_the_umask_gives(
+    umask, file_mode, folder_mode, tmp_path, tiny_tokenizer_dir
+):
     from transformers import AutoTokenizer
 
     vocab = len(AutoTokenizer.from_pretrained(str(tiny_tokenizer_dir)))
@@ -226,8 +287,11 @@ def test_exported_folders_and_files_get_the_modes_the_umask_gives(umask, file_mo
             assert export([str(checkpoint), str(out), "--tokenizer", str(tiny_tokenizer_dir)]) == 0
             found = modes(out)
             assert {"model.safetensors", "README.md", "tokenizer.json"} <= set(found)
-            assert {name: mode for name, mode in found.items()
-                    if mode != (folder_mode if (out / name).is_dir() else file_mode)} == {}
+            assert {
+                name: mode
+                for name, mode in found.items()
+                if mode != (folder_mode if (out / name).is_dir() else file_mode)
+            } == {}
     finally:
         os.umask(previous)
 
@@ -242,7 +306,10 @@ CAUSAL_REFUSALS = [
     (dict(head="tied_orth", head_bias=True), "model.head_bias=true"),
     (dict(output_bias=True), "model.output_bias=true"),
     (dict(position="learned"), "model.embedding_norm=true with model.position='learned'"),
-    (dict(position="learned", embedding_norm=False, norm="rmsnorm"), "model.norm='rmsnorm' with model.position='learned'"),
+    (
+        dict(position="learned", embedding_norm=False, norm="rmsnorm"),
+        "model.norm='rmsnorm' with model.position='learned'",
+    ),
     (dict(position="none", norm="rmsnorm"), "model.position='none' with model.norm='rmsnorm'"),
 ]
 
@@ -256,14 +323,23 @@ def test_next_token_models_no_causal_lm_holds_are_refused_naming_the_setting(set
 
 
 @pytest.mark.end_to_end
-@pytest.mark.parametrize("settings, requested, named, fitting", [
-    ({}, "LlamaForCausalLM", "model.norm='layernorm'", "GPTNeoXForCausalLM"),
-    ({}, "GPT2LMHeadModel", "model.position='rope'", "GPTNeoXForCausalLM"),
-    (dict(norm="rmsnorm"), "GPTNeoXForCausalLM", "model.norm='rmsnorm'", "LlamaForCausalLM"),
-    (dict(position="learned", embedding_norm=False), "GPTNeoXForCausalLM", "model.position='learned'", "GPT2LMHeadModel"),
-])
-def test_a_causal_class_that_does_not_fit_is_refused_naming_the_one_that_does(settings, requested, named, fitting,
-                                                                             tmp_path, capsys):
+@pytest.mark.parametrize(
+    "settings, requested, named, fitting",
+    [
+        ({}, "LlamaForCausalLM", "model.norm='layernorm'", "GPTNeoXForCausalLM"),
+        ({}, "GPT2LMHeadModel", "model.position='rope'", "GPTNeoXForCausalLM"),
+        (dict(norm="rmsnorm"), "GPTNeoXForCausalLM", "model.norm='rmsnorm'", "LlamaForCausalLM"),
+        (
+            dict(position="learned", embedding_norm=False),
+            "GPTNeoXForCausalLM",
+            "model.position='learned'",
+            "GPT2LMHeadModel",
+        ),
+    ],
+)
+def test_a_causal_class_that_does_not_fit_is_refused_naming_the_one_that_does(
+    settings, requested, named, fitting, tmp_path, capsys
+):
     checkpoint = small_checkpoint(tmp_path, "clm", **settings)
     message = refused(capsys, [str(checkpoint), "--no_tokenizer", "--model_class", requested], tmp_path / "out")
     assert f"cannot be a {requested}" in message and named in message and f"export it as {fitting}" in message
@@ -277,7 +353,10 @@ def test_bert_for_next_token_and_a_causal_lm_for_masked_or_glue_models_are_refus
     mlm = small_checkpoint(tmp_path, "mlm", **BERT_HEAD)
     message = refused(capsys, [str(mlm), "--no_tokenizer", "--model_class", "GPTNeoXForCausalLM"], tmp_path / "b")
     assert "model.objective='mlm'" in message and "BertForMaskedLM" in message
-    glue = save_module(tmp_path / "glue.ckpt", GlueModule(num_labels=2, task="mrpc", **{
-        key: value for key, value in SMALL.items() if key != "objective"}), "tiedemb.GlueModule")
+    glue = save_module(
+        tmp_path / "glue.ckpt",
+        GlueModule(num_labels=2, task="mrpc", **{key: value for key, value in SMALL.items() if key != "objective"}),
+        "tiedemb.GlueModule",
+    )
     message = refused(capsys, [str(glue), "--no_tokenizer", "--model_class", "LlamaForCausalLM"], tmp_path / "c")
     assert "GLUE classifier" in message and "BertForSequenceClassification" in message

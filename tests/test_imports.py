@@ -51,10 +51,13 @@ def test_every_module_imports_in_a_fresh_interpreter_without_a_cycle():
 
 @pytest.mark.end_to_end
 def test_the_cycle_check_finds_a_cycle_that_imports_without_error(tmp_path):
-    write_package(tmp_path / "cyclic", {
-        "first.py": "import cyclic.second\nVALUE = 1\n",
-        "second.py": "from cyclic import first\n",  # works: nothing is read from first yet
-    })
+    write_package(
+        tmp_path / "cyclic",
+        {
+            "first.py": "import cyclic.second\nVALUE = 1\n",
+            "second.py": "from cyclic import first\n",  # works: nothing is read from first yet
+        },
+    )
     assert run_python("-c", "import cyclic.first", cwd=tmp_path).returncode == 0
     result = run_python(str(CHECKER), "cyclic", str(tmp_path))
     assert result.returncode == 1
@@ -63,10 +66,13 @@ def test_the_cycle_check_finds_a_cycle_that_imports_without_error(tmp_path):
 
 @pytest.mark.end_to_end
 def test_the_cycle_check_finds_a_cycle_hidden_in_a_deferred_import(tmp_path):
-    write_package(tmp_path / "deferred", {
-        "config.py": "def check():\n    from deferred.heads import HEADS\n    return HEADS\n",
-        "heads.py": "from deferred.config import check\nHEADS = {}\n",
-    })
+    write_package(
+        tmp_path / "deferred",
+        {
+            "config.py": "def check():\n    from deferred.heads import HEADS\n    return HEADS\n",
+            "heads.py": "from deferred.config import check\nHEADS = {}\n",
+        },
+    )
     result = run_python(str(CHECKER), "deferred", str(tmp_path))
     assert result.returncode == 1
     assert "import cycle in the source: deferred.config <-> deferred.heads" in result.stdout
@@ -74,8 +80,10 @@ def test_the_cycle_check_finds_a_cycle_hidden_in_a_deferred_import(tmp_path):
 
 @pytest.mark.end_to_end
 def test_model_code_and_theory_import_without_lightning_datasets_or_transformers():
-    script = (f"import sys\nimport tiedemb.nn, tiedemb.theory\n"
-              f"print(sorted(name for name in {HEAVY!r} if name in sys.modules))")
+    script = (
+        f"import sys\nimport tiedemb.nn, tiedemb.theory\n"
+        f"print(sorted(name for name in {HEAVY!r} if name in sys.modules))"
+    )
     result = run_python("-c", script)
     assert result.returncode == 0, result.stderr
     assert result.stdout.split()[-1] == "[]"
@@ -83,12 +91,14 @@ def test_model_code_and_theory_import_without_lightning_datasets_or_transformers
 
 @pytest.mark.end_to_end
 def test_the_package_exports_its_modules_on_first_use():
-    script = ("import sys, tiedemb\nassert 'lightning' not in sys.modules\n"
-              "from tiedemb import PretrainModule, GlueModule\nfrom tiedemb.data import PretrainData\n"
-              "print(PretrainModule.__module__, GlueModule.__module__, PretrainData.__module__)\n"
-              # the embedded corpus needs neither datasets nor pyarrow (half a second of every such run's start)
-              "data = PretrainData(synthetic_tokens=4096, block_size=16, batch_size=4)\ndata.setup('fit')\n"
-              "next(iter(data.train_dataloader()))\nprint(sorted({'datasets', 'pyarrow'} & set(sys.modules)))")
+    script = (
+        "import sys, tiedemb\nassert 'lightning' not in sys.modules\n"
+        "from tiedemb import PretrainModule, GlueModule\nfrom tiedemb.data import PretrainData\n"
+        "print(PretrainModule.__module__, GlueModule.__module__, PretrainData.__module__)\n"
+        # the embedded corpus needs neither datasets nor pyarrow (half a second of every such run's start)
+        "data = PretrainData(synthetic_tokens=4096, block_size=16, batch_size=4)\ndata.setup('fit')\n"
+        "next(iter(data.train_dataloader()))\nprint(sorted({'datasets', 'pyarrow'} & set(sys.modules)))"
+    )
     result = run_python("-c", script)
     assert result.returncode == 0, result.stderr
     lines = result.stdout.splitlines()
@@ -111,7 +121,10 @@ def test_imports_point_only_down_the_layers():
         sys.path.pop(0)
     names = [info.name for info in pkgutil.walk_packages(tiedemb.__path__, "tiedemb.")]
     modules = {name: Path(importlib.util.find_spec(name).origin) for name in names}
-    upward = [f"{module} -> {target}" for module, targets in source_dependencies(modules).items()
-              for target in targets if layer_of(target) >= layer_of(module) and
-              target.split(".")[:2] != module.split(".")[:2]]  # within one package anything goes
+    upward = [
+        f"{module} -> {target}"
+        for module, targets in source_dependencies(modules).items()
+        for target in targets
+        if layer_of(target) >= layer_of(module) and target.split(".")[:2] != module.split(".")[:2]
+    ]  # within one package anything goes
     assert not upward, "imports that do not point down the layers: " + "; ".join(sorted(upward))

@@ -16,11 +16,21 @@ pytestmark = pytest.mark.end_to_end  # runs the real command line
 
 ROOT = Path(__file__).resolve().parents[1]
 SETTINGS = [
-    "--model.objective=clm", "--model.hidden_size=768", "--model.num_heads=12", "--model.num_layers=1",
-    "--model.intermediate_size=768", "--model.init_std=0.02", "--model.embedding_init_std=null",  # sigma 0.02 throughout
-    "--model.position=rope", "--model.type_vocab_size=0",
-    "--model.norm_position=pre", "--model.residual_init=zero", "--trainer.logger=false",
-    "--trainer.enable_progress_bar=false", "--trainer.enable_model_summary=false", "--trainer.limit_val_batches=2",
+    "--model.objective=clm",
+    "--model.hidden_size=768",
+    "--model.num_heads=12",
+    "--model.num_layers=1",
+    "--model.intermediate_size=768",
+    "--model.init_std=0.02",
+    "--model.embedding_init_std=null",  # sigma 0.02 throughout
+    "--model.position=rope",
+    "--model.type_vocab_size=0",
+    "--model.norm_position=pre",
+    "--model.residual_init=zero",
+    "--trainer.logger=false",
+    "--trainer.enable_progress_bar=false",
+    "--trainer.enable_model_summary=false",
+    "--trainer.limit_val_batches=2",
 ]
 
 
@@ -44,9 +54,15 @@ def bounds(n: int, d: int = 768, sigma: float = 0.02) -> dict[str, tuple[float, 
 @pytest.mark.parametrize("head", ["tied", "untied", "tied_scaled_init", "tied_orth", "tied_shuffle"])
 def test_fresh_losses_on_the_embedded_corpus(head, tmp_path):
     n = 4096
-    loss = validate_fresh(head, f"--data.vocab_size={n}", "--data.block_size=64", "--data.batch_size=8",
-                          "--data.synthetic_tokens=4096", "--data.synthetic_val_tokens=1024",
-                          f"--trainer.default_root_dir={tmp_path}")
+    loss = validate_fresh(
+        head,
+        f"--data.vocab_size={n}",
+        "--data.block_size=64",
+        "--data.batch_size=8",
+        "--data.synthetic_tokens=4096",
+        "--data.synthetic_val_tokens=1024",
+        f"--trainer.default_root_dir={tmp_path}",
+    )
     target, tolerance = bounds(n)[head]
     assert abs(loss - target) <= tolerance, f"{head}: measured {loss:.3f}, expected {target:.3f} ± {tolerance:.2f}"
 
@@ -54,9 +70,14 @@ def test_fresh_losses_on_the_embedded_corpus(head, tmp_path):
 @pytest.mark.parametrize("head", ["tied", "untied", "tied_scaled_init", "tied_orth", "tied_shuffle"])
 def test_fresh_losses_on_real_text_with_the_bert_vocabulary(head, tmp_path, shared_data):
     """WikiText-2 with the BERT uncased WordPiece vocabulary (n = 30522): 15.37, 10.33, 11.02."""
-    loss = validate_fresh(head, "--config", str(ROOT / "configs" / "data" / "wikitext2_local.yaml"),
-                          f"--data.train_files=[{shared_data / 'text' / 'wikitext-2-valid.txt'}]",
-                          f"--data.tokenizer={shared_data / 'tokenizers' / 'bert-base-uncased'}",
-                          f"--data.cache_dir={tmp_path / 'cache'}", f"--trainer.default_root_dir={tmp_path}")
+    loss = validate_fresh(
+        head,
+        "--config",
+        str(ROOT / "configs" / "data" / "wikitext2_local.yaml"),
+        f"--data.train_files=[{shared_data / 'text' / 'wikitext-2-valid.txt'}]",
+        f"--data.tokenizer={shared_data / 'tokenizers' / 'bert-base-uncased'}",
+        f"--data.cache_dir={tmp_path / 'cache'}",
+        f"--trainer.default_root_dir={tmp_path}",
+    )
     target, tolerance = bounds(30522)[head]
     assert abs(loss - target) <= tolerance, f"{head}: measured {loss:.3f}, expected {target:.3f} ± {tolerance:.2f}"

@@ -59,7 +59,16 @@ def test_the_cli_option_wins_over_the_variable(monkeypatch, tmp_path):
 @pytest.mark.end_to_end
 def test_a_run_shows_the_data_it_prepared_at_info(monkeypatch, tmp_path, capsys):
     monkeypatch.setenv(LOG_LEVEL_ENV, "info")
-    main(["fit", *TINY, "--trainer.max_steps=1", "--trainer.limit_val_batches=0", "--trainer.logger=false",
-          "--trainer.enable_progress_bar=false", "--trainer.enable_model_summary=false",
-          f"--trainer.default_root_dir={tmp_path}"])
+    main(
+        [
+            "fit",
+            *TINY,
+            "--trainer.max_steps=1",
+            "--trainer.limit_val_batches=0",
+            "--trainer.logger=false",
+            "--trainer.enable_progress_bar=false",
+            "--trainer.enable_model_summary=false",
+            f"--trainer.default_root_dir={tmp_path}",
+        ]
+    )
     assert "INFO tiedemb.data: pretraining data: train_tokens=16384" in capsys.readouterr().err

@@ -35,28 +35,57 @@ def network_off_prefix() -> tuple[list[str], dict[str, str]]:
     if shutil.which("unshare") and subprocess.run(["unshare", "-rn", "true"], capture_output=True).returncode == 0:
         return ["unshare", "-rn"], {}
     closed = "http://127.0.0.1:9"
-    return [], {name: closed for name in ("HTTP_PROXY", "HTTPS_PROXY", "http_proxy", "https_proxy", "ALL_PROXY")}
+    return [], dict.fromkeys(("HTTP_PROXY", "HTTPS_PROXY", "http_proxy", "https_proxy", "ALL_PROXY"), closed)
 
 
 def start_run(folder: Path, extra_env: dict[str, str]) -> tuple[subprocess.Popen, float]:
     prefix, proxy_env = network_off_prefix()
-    clean = {k: v for k, v in os.environ.items()
-             if not k.startswith(("WANDB_", "HF_", "HUGGING_FACE")) and k.lower() not in ("http_proxy", "https_proxy")}
-    env = {**clean, **proxy_env, "HOME": str(folder), "NETRC": str(folder / "no-netrc"), "OMP_NUM_THREADS": "1",
-           **extra_env}
-    command = [*prefix, sys.executable, str(ROOT / "main.py"), "fit", "--config", str(CONFIGS / "tied.yaml"),
-               "--config", str(CONFIGS / "scale" / "tiny.yaml"), "--trainer.max_steps=2",
-               "--trainer.enable_progress_bar=false", f"--trainer.default_root_dir={folder / 'runs'}"]
+    clean = {
+        k: v
+        for k, v in os.environ.items()
+        if not k.startswith(("WANDB_", "HF_", "HUGGING_FACE")) and k.lower() not in ("http_proxy", "https_proxy")
+    }
+    env = {
+        **clean,
+        **proxy_env,
+        "HOME": str(folder),
+        "NETRC": str(folder / "no-netrc"),
+        "OMP_NUM_THREADS": "1",
+        **extra_env,
+    }
+    command = [
+        *prefix,
+        sys.executable,
+        str(ROOT / "main.py"),
+        "fit",
+        "--config",
+        str(CONFIGS / "tied.yaml"),
+        "--config",
+        str(CONFIGS / "scale" / "tiny.yaml"),
+        "--trainer.max_steps=2",
+        "--trainer.enable_progress_bar=false",
+        f"--trainer.default_root_dir={folder / 'runs'}",
+    ]
     folder.mkdir(parents=True, exist_ok=True)
-    process = subprocess.Popen(command, env=env, cwd=folder, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                               stderr=subprocess.PIPE, text=True)
+    process = subprocess.Popen(
+        command,
+        env=env,
+        cwd=folder,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     return process, time.monotonic()
 
 
 @pytest.fixture(scope="module")
 def runs(tmp_path_factory) -> dict[str, tuple[subprocess.CompletedProcess, float, Path]]:
     """Both runs, started together: one with no credentials at all, one with fake ones."""
-    folders = {"no_credentials": tmp_path_factory.mktemp("offline"), "fake_credentials": tmp_path_factory.mktemp("secrets")}
+    folders = {
+        "no_credentials": tmp_path_factory.mktemp("offline"),
+        "fake_credentials": tmp_path_factory.mktemp("secrets"),
+    }
     started = {
         "no_credentials": start_run(folders["no_credentials"], {}),
         # with a key the W&B server is probed once; unreachable, the run must go offline by itself

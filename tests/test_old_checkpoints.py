@@ -45,8 +45,11 @@ def assert_same_outputs(got: torch.Tensor, saved: torch.Tensor) -> None:
 def saved_settings(name: str) -> dict:
     """The hyperparameters a checkpoint holds, without LightningCLI's own keys, lists as tuples."""
     saved = torch.load(OLD / name, map_location="cpu", weights_only=True)["hyper_parameters"]
-    return {key: tuple(value) if isinstance(value, list) else value for key, value in saved.items()
-            if not key.startswith("_")}
+    return {
+        key: tuple(value) if isinstance(value, list) else value
+        for key, value in saved.items()
+        if not key.startswith("_")
+    }
 
 
 def test_a_pretraining_checkpoint_rebuilds_the_same_model(expected):
@@ -72,11 +75,30 @@ def test_a_glue_checkpoint_rebuilds_the_same_classifier(expected):
 @pytest.mark.end_to_end
 def test_the_command_line_accepts_an_old_checkpoint_of_the_same_configuration(tmp_path):
     """``--ckpt_path`` vets the checkpoint against the configured model (tiedemb.training.checkpoints)."""
-    cli = main(["validate", "--config", str(CONFIGS / "tied_orth.yaml"), "--config", str(CONFIGS / "scale" / "tiny.yaml"),
-                "--model.hidden_size=16", "--model.num_heads=2", "--model.num_layers=1", "--model.intermediate_size=32",
-                "--model.head_norm=true", "--model.head_bias=true", "--model.head_activation=gelu",
-                "--data.vocab_size=300", "--data.block_size=16", "--data.batch_size=2", "--data.synthetic_tokens=4096",
-                "--data.synthetic_val_tokens=1024", "--trainer.limit_val_batches=1", "--trainer.logger=false",
-                "--trainer.enable_progress_bar=false", f"--trainer.default_root_dir={tmp_path}",
-                f"--ckpt_path={OLD / 'pretrain_tied_orth.ckpt'}"])
+    cli = main(
+        [
+            "validate",
+            "--config",
+            str(CONFIGS / "tied_orth.yaml"),
+            "--config",
+            str(CONFIGS / "scale" / "tiny.yaml"),
+            "--model.hidden_size=16",
+            "--model.num_heads=2",
+            "--model.num_layers=1",
+            "--model.intermediate_size=32",
+            "--model.head_norm=true",
+            "--model.head_bias=true",
+            "--model.head_activation=gelu",
+            "--data.vocab_size=300",
+            "--data.block_size=16",
+            "--data.batch_size=2",
+            "--data.synthetic_tokens=4096",
+            "--data.synthetic_val_tokens=1024",
+            "--trainer.limit_val_batches=1",
+            "--trainer.logger=false",
+            "--trainer.enable_progress_bar=false",
+            f"--trainer.default_root_dir={tmp_path}",
+            f"--ckpt_path={OLD / 'pretrain_tied_orth.ckpt'}",
+        ]
+    )
     assert "val/loss" in cli.trainer.callback_metrics

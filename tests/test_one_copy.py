@@ -16,8 +16,20 @@ ONE_HOME = {
     "a hub probe": (re.compile(r"\burlopen\(|\bcreate_connection\(|\bsocket\.socket\("), "training/hub.py"),
     "the user-error exit": (re.compile(r"print\(f[\"']error: \{|[\"']TIEDEMB_DEBUG[\"']"), "training/exits.py"),
 }
-HELPERS = ("numbered_names", "first_free", "write_new_file", "url_problem", "hub_problem", "hub_reachable", "hub_access",
-           "hub_offline_requested", "find_user_error", "report_user_errors", "atomic_write", "first_line")
+HELPERS = (
+    "numbered_names",
+    "first_free",
+    "write_new_file",
+    "url_problem",
+    "hub_problem",
+    "hub_reachable",
+    "hub_access",
+    "hub_offline_requested",
+    "find_user_error",
+    "report_user_errors",
+    "atomic_write",
+    "first_line",
+)
 
 
 def package_files() -> dict[str, str]:

@@ -18,13 +18,12 @@ from pathlib import Path
 from typing import Annotated, Any, Union
 
 import pytest
+from reliability_helpers import run_command_lines_in_two_processes
 
 from tiedemb import GlueModule, PretrainModule
-from tiedemb.data import GlueData, PretrainData
 from tiedemb.cli import LINKED_FROM_DATA
+from tiedemb.data import GlueData, PretrainData
 from tiedemb.options import Bounds, accepts, option_types
-
-from reliability_helpers import run_command_lines_in_two_processes
 
 pytestmark = pytest.mark.end_to_end  # runs the real command lines
 
@@ -33,18 +32,41 @@ CONFIGS = ROOT / "configs"
 MRPC_HEADER = "Quality\t#1 ID\t#2 ID\t#1 String\t#2 String\n"
 
 # The command line each class is configured on; {glue} and {tokenizer} are filled in by the fixture.
-PRETRAIN = ["fit", "--config", str(CONFIGS / "tied.yaml"), "--config", str(CONFIGS / "scale" / "tiny.yaml"),
-            "--trainer.max_steps=1"]
-GLUE = ["fit", "--config", str(CONFIGS / "glue" / "mrpc.yaml"), "--model.pretrained=null",
-        "--model.hidden_size=32", "--model.num_layers=1", "--model.num_heads=2", "--model.intermediate_size=64",
-        "--model.max_position_embeddings=64", "--data.tokenizer={tokenizer}", "--data.data_dir={glue}",
-        "--data.max_length=32", "--trainer.max_steps=1"]
-CLASSES = {"model": [(PretrainModule, PRETRAIN), (GlueModule, GLUE)],
-           "data": [(PretrainData, PRETRAIN), (GlueData, GLUE)]}
+PRETRAIN = [
+    "fit",
+    "--config",
+    str(CONFIGS / "tied.yaml"),
+    "--config",
+    str(CONFIGS / "scale" / "tiny.yaml"),
+    "--trainer.max_steps=1",
+]
+GLUE = [
+    "fit",
+    "--config",
+    str(CONFIGS / "glue" / "mrpc.yaml"),
+    "--model.pretrained=null",
+    "--model.hidden_size=32",
+    "--model.num_layers=1",
+    "--model.num_heads=2",
+    "--model.intermediate_size=64",
+    "--model.max_position_embeddings=64",
+    "--data.tokenizer={tokenizer}",
+    "--data.data_dir={glue}",
+    "--data.max_length=32",
+    "--trainer.max_steps=1",
+]
+CLASSES = {
+    "model": [(PretrainModule, PRETRAIN), (GlueModule, GLUE)],
+    "data": [(PretrainData, PRETRAIN), (GlueData, GLUE)],
+}
 # The other commands: module run with ``python -m`` -> the positional arguments it needs to parse.
-COMMANDS = {"tiedemb.sweep": ["sweep.yaml", "--out", "out"], "tiedemb.report": ["runs"],
-            "tiedemb.experiments.analysis": ["last.ckpt"], "tiedemb.scale": ["a.ckpt", "b.ckpt"],
-            "tiedemb.export": ["last.ckpt", "exported"]}
+COMMANDS = {
+    "tiedemb.sweep": ["sweep.yaml", "--out", "out"],
+    "tiedemb.report": ["runs"],
+    "tiedemb.experiments.analysis": ["last.ckpt"],
+    "tiedemb.scale": ["a.ckpt", "b.ckpt"],
+    "tiedemb.export": ["last.ckpt", "exported"],
+}
 
 
 def bad_values(hint: Any) -> list[str]:
@@ -71,8 +93,11 @@ def bad_values(hint: Any) -> list[str]:
         items = typing.get_args(pair)  # (betas: both numbers in [0, 1); 0.5 is a good value of each)
         values.append("[" + ", ".join(["0.5"] * (len(items) - 1)) + "]")  # one value short
         for i, item in enumerate(items):
-            values += ["[" + ", ".join(["0.5"] * i + [bad] + ["0.5"] * (len(items) - i - 1)) + "]"
-                       for bad in bad_values(item) if bad not in ("null", "abc") or i == 0]
+            values += [
+                "[" + ", ".join(["0.5"] * i + [bad] + ["0.5"] * (len(items) - i - 1)) + "]"
+                for bad in bad_values(item)
+                if bad not in ("null", "abc") or i == 0
+            ]
     return list(dict.fromkeys(values))
 
 
@@ -85,7 +110,9 @@ def _base(hint: Any) -> Any:
 
 
 def _bounds(hint: Any) -> list[Bounds]:
-    return [b for b in typing.get_args(hint)[1:] if isinstance(b, Bounds)] if typing.get_origin(hint) is Annotated else []
+    return (
+        [b for b in typing.get_args(hint)[1:] if isinstance(b, Bounds)] if typing.get_origin(hint) is Annotated else []
+    )
 
 
 def _leaf_types(hint: Any) -> set[Any]:
@@ -115,8 +142,8 @@ def command_cases() -> list[tuple[str, list[str], str, str]]:
         parser: argparse.ArgumentParser = importlib.import_module(module_name).parser()
         command = ["-m", module_name, *positional]
         cases.append((f"{module_name} (nothing)", ["-m", module_name], "required", ""))
-        for action in parser._actions:  # noqa: SLF001 - argparse has no public list of its options
-            if not action.option_strings or isinstance(action, argparse._HelpAction):  # noqa: SLF001
+        for action in parser._actions:
+            if not action.option_strings or isinstance(action, argparse._HelpAction):
                 continue
             option = action.option_strings[-1]
             if action.nargs == 0:
@@ -147,7 +174,8 @@ def test_every_option_of_the_four_classes_is_tried():
                 for option in _alternatives(hint):
                     if _base(option) is int or (_base(option) is float and typing.get_origin(hint) is not tuple):
                         assert _bounds(option), (
-                            f"{cls.__name__}.{name}: a number without declared bounds (tiedemb.options)")
+                            f"{cls.__name__}.{name}: a number without declared bounds (tiedemb.options)"
+                        )
     assert len(CASES) > 250
 
 
@@ -167,8 +195,11 @@ def outcomes(tiny_tokenizer_dir, tmp_path_factory) -> tuple[dict[str, dict], Pat
     return results, work
 
 
-@pytest.mark.parametrize(("case_id", "option"), [(case_id, option) for case_id, _, option, _ in CASES],
-                         ids=[case_id for case_id, *_ in CASES])
+@pytest.mark.parametrize(
+    ("case_id", "option"),
+    [(case_id, option) for case_id, _, option, _ in CASES],
+    ids=[case_id for case_id, *_ in CASES],
+)
 def test_bad_value_gets_one_message_naming_the_option(outcomes, case_id, option):
     result = outcomes[0][case_id]
     stderr = result["stderr"]

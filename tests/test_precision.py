@@ -18,9 +18,11 @@ CONFIGS = Path(__file__).resolve().parents[1] / "configs"
 @pytest.fixture
 def cpu_bf16(monkeypatch):
     """Sets whether the CPU has bfloat16 hardware, whatever this machine has."""
+
     def set_native(native: bool) -> None:
         monkeypatch.setattr(torch.cpu, "_is_avx512_bf16_supported", lambda: native)
         monkeypatch.setattr(torch.cpu, "_is_amx_tile_supported", lambda: False)
+
     return set_native
 
 
@@ -53,9 +55,20 @@ def test_the_gpu_decides_off_the_cpu(monkeypatch):
 
 
 def test_the_command_line_takes_it_and_the_saved_config_keeps_it(tmp_path):
-    cli = main(["fit", "--config", str(CONFIGS / "tied.yaml"), "--config", str(CONFIGS / "scale" / "tiny.yaml"),
-                "--trainer.logger=false", "--trainer.max_steps=1", "--trainer.limit_val_batches=1",
-                f"--trainer.default_root_dir={tmp_path}", f"--trainer.precision={BF16_IF_NATIVE}"])
+    cli = main(
+        [
+            "fit",
+            "--config",
+            str(CONFIGS / "tied.yaml"),
+            "--config",
+            str(CONFIGS / "scale" / "tiny.yaml"),
+            "--trainer.logger=false",
+            "--trainer.max_steps=1",
+            "--trainer.limit_val_batches=1",
+            f"--trainer.default_root_dir={tmp_path}",
+            f"--trainer.precision={BF16_IF_NATIVE}",
+        ]
+    )
     expected = "bf16-mixed" if bf16_is_native(on_cpu=True) else "32-true"
     assert cli.trainer.precision == expected
     saved = yaml.safe_load((tmp_path / "config.yaml").read_text())
@@ -64,14 +77,26 @@ def test_the_command_line_takes_it_and_the_saved_config_keeps_it(tmp_path):
 
 def test_the_cpu_width_study_asks_for_it():
     sweep = yaml.safe_load((CONFIGS / "sweeps" / "repro_width_cpu.yaml").read_text())
-    fine_tuning = [study for name, study in sweep["studies"].items()
-                   if name != "pretrain" and study.get("command", "fit") == "fit"]  # the probe trains nothing
+    fine_tuning = [
+        study for name, study in sweep["studies"].items() if name != "pretrain" and study.get("command", "fit") == "fit"
+    ]  # the probe trains nothing
     assert fine_tuning and all(study["overrides"]["trainer.precision"] == BF16_IF_NATIVE for study in fine_tuning)
 
 
 def test_a_mixed_precision_run_gets_no_model_summary_warning_about_its_size(tmp_path, recwarn):
     """bf16-mixed keeps float32 parameters: the summary's 32-bit size is right, so its warning is not shown."""
-    main(["fit", "--config", str(CONFIGS / "tied.yaml"), "--config", str(CONFIGS / "scale" / "tiny.yaml"),
-          "--trainer.logger=false", "--trainer.max_steps=1", "--trainer.limit_val_batches=1",
-          f"--trainer.default_root_dir={tmp_path}", "--trainer.precision=bf16-mixed"])
+    main(
+        [
+            "fit",
+            "--config",
+            str(CONFIGS / "tied.yaml"),
+            "--config",
+            str(CONFIGS / "scale" / "tiny.yaml"),
+            "--trainer.logger=false",
+            "--trainer.max_steps=1",
+            "--trainer.limit_val_batches=1",
+            f"--trainer.default_root_dir={tmp_path}",
+            "--trainer.precision=bf16-mixed",
+        ]
+    )
     assert not [w for w in recwarn if "not supported by the model summary" in str(w.message)]

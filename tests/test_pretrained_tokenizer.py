@@ -18,9 +18,22 @@ def test_the_tokenizer_a_checkpoint_trained_is_found_from_the_checkpoint(tmp_pat
     monkeypatch.chdir(tmp_path)  # the run's data.cache_dir is relative to where it ran, as a sweep's
     text = tmp_path / "train.txt"
     text.write_text("\n".join(" ".join(f"word{(i * 7 + j) % 97} text" for j in range(50)) for i in range(40)) + "\n")
-    main(["fit", "--config", str(ROOT / "configs/tied.yaml"), "--config", str(ROOT / "configs/scale/tiny.yaml"),
-          "--model.objective=mlm", f"--data.train_files=[{text}]", "--data.vocab_size=300", "--data.block_size=16",
-          "--trainer.max_steps=1", "--trainer.logger=false", f"--trainer.default_root_dir={tmp_path / 'runs'}"])
+    main(
+        [
+            "fit",
+            "--config",
+            str(ROOT / "configs/tied.yaml"),
+            "--config",
+            str(ROOT / "configs/scale/tiny.yaml"),
+            "--model.objective=mlm",
+            f"--data.train_files=[{text}]",
+            "--data.vocab_size=300",
+            "--data.block_size=16",
+            "--trainer.max_steps=1",
+            "--trainer.logger=false",
+            f"--trainer.default_root_dir={tmp_path / 'runs'}",
+        ]
+    )
     checkpoint = next((tmp_path / "runs").rglob("last.ckpt"))
     model, data = {"init_args": {"pretrained": str(checkpoint)}}, {"init_args": {"tokenizer": "pretrained"}}
     resolve_pretrained_tokenizer(model, data)

@@ -40,8 +40,17 @@ def test_bad_scale_settings_are_user_errors_naming_the_field():
 
 def test_scales_leave_parameter_names_and_the_tie_alone():
     plain = Transformer(TransformerConfig(vocab_size=50, hidden_size=16, num_heads=2, num_layers=1))
-    scaled = Transformer(TransformerConfig(vocab_size=50, hidden_size=16, num_heads=2, num_layers=1,
-                                           embedding_scale="sqrt_d", output_scale="rsqrt_d", embedding_init_std=1.0))
+    scaled = Transformer(
+        TransformerConfig(
+            vocab_size=50,
+            hidden_size=16,
+            num_heads=2,
+            num_layers=1,
+            embedding_scale="sqrt_d",
+            output_scale="rsqrt_d",
+            embedding_init_std=1.0,
+        )
+    )
     assert list(plain.state_dict()) == list(scaled.state_dict()) and scaled.is_tied
     assert scaled.embedding.token.weight.std().item() == pytest.approx(1.0, rel=0.1)
 
@@ -56,7 +65,9 @@ def test_the_predictions_of_the_field_at_bert_base():
     assert mup.self_logit == pytest.approx(768 * 0.02 / 12) and mup.loss == pytest.approx(math.log(30522), abs=0.1)
     # Gemma behind a norm: no change without additive positions, the full effect back with them
     rope = predict_initial_loss(**base, position="rope")
-    assert predict_initial_loss(**base, position="rope", embedding_scale=math.sqrt(768)).loss == pytest.approx(rope.loss)
+    assert predict_initial_loss(**base, position="rope", embedding_scale=math.sqrt(768)).loss == pytest.approx(
+        rope.loss
+    )
     learned = predict_initial_loss(**base, position="learned", type_vocab_size=2)
     gemma = predict_initial_loss(**base, position="learned", type_vocab_size=2, embedding_scale=math.sqrt(768))
     assert learned.loss < rope.loss - 4 and gemma.loss == pytest.approx(rope.loss, abs=0.05)
@@ -85,8 +96,15 @@ def remedy_settings(name: str) -> dict:
 @pytest.mark.parametrize("name", REMEDIES)
 @pytest.mark.parametrize("position,segments,d_e", [("rope", 0, None), ("learned", 2, None), ("rope", 0, 64)])
 def test_predictor_matches_measured_initial_loss_of_each_remedy_config(name, position, segments, d_e):
-    settings = {**remedy_settings(name), "vocab_size": 4096, "num_layers": 2, "objective": "clm",
-                "position": position, "type_vocab_size": segments, "embedding_dim": d_e}
+    settings = {
+        **remedy_settings(name),
+        "vocab_size": 4096,
+        "num_layers": 2,
+        "objective": "clm",
+        "position": position,
+        "type_vocab_size": segments,
+        "embedding_dim": d_e,
+    }
     config = TransformerConfig(**settings)
     assert measured_initial_loss(config) == pytest.approx(predict_for_config(config).loss, rel=0.03, abs=0.15)
 
@@ -94,9 +112,11 @@ def test_predictor_matches_measured_initial_loss_of_each_remedy_config(name, pos
 def test_remedy_configs_differ_from_tied_only_in_their_settings():
     tied = remedy_settings("tied")
     # T5 and Gemma have no norm after the embedding: their input scales reach the residual stream
-    expected = {"tied_t5": {"embedding_init_std": 1.0, "output_scale": "rsqrt_d", "embedding_norm": False},
-                "tied_gemma": {"embedding_scale": "sqrt_d", "embedding_norm": False},
-                "tied_mup": {"output_scale": "mup:64"}}
+    expected = {
+        "tied_t5": {"embedding_init_std": 1.0, "output_scale": "rsqrt_d", "embedding_norm": False},
+        "tied_gemma": {"embedding_scale": "sqrt_d", "embedding_norm": False},
+        "tied_mup": {"output_scale": "mup:64"},
+    }
     for name, changes in expected.items():
         settings = remedy_settings(name)
         assert {key: value for key, value in settings.items() if tied.get(key) != value} == changes

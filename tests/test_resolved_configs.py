@@ -55,12 +55,17 @@ def class_identity(path: str) -> str:
     return f"{cls.__module__}.{cls.__qualname__}"
 
 
-ADDED = {("data", "init_args", "length_grouping"): 0, ("data", "init_args", "sort_eval_by_length"): False,
-         ("log_level",): None, ("data", "init_args", "encoding_errors"): "strict",
-         ("data", "init_args", "corpus_seed"): 0, ("data", "init_args", "ood_val_files"): None,
-         ("data", "init_args", "ood_val_blocks"): None,
-         # balanced narrowing keeps the position table; only runs that narrow a pretrained embedding change
-         ("model", "init_args", "narrowing"): "balanced"}
+ADDED = {
+    ("data", "init_args", "length_grouping"): 0,
+    ("data", "init_args", "sort_eval_by_length"): False,
+    ("log_level",): None,
+    ("data", "init_args", "encoding_errors"): "strict",
+    ("data", "init_args", "corpus_seed"): 0,
+    ("data", "init_args", "ood_val_files"): None,
+    ("data", "init_args", "ood_val_blocks"): None,
+    # balanced narrowing keeps the position table; only runs that narrow a pretrained embedding change
+    ("model", "init_args", "narrowing"): "balanced",
+}
 """Options added since, with the default that keeps a configuration as it was: (path) -> default.
 A command line that resolves one of them to anything else resolves differently, and fails."""
 
@@ -83,8 +88,11 @@ def without_added(config: dict[str, Any]) -> dict[str, Any]:
             assert parent.pop(path[-1]) == default, f"{'.'.join(path)} is not its default {default!r}"
     trainer = config.get("trainer") or {}
     if isinstance(trainer.get("callbacks"), list):
-        trainer["callbacks"] = [callback for callback in trainer["callbacks"]
-                                if not (isinstance(callback, dict) and callback.get("class_path") in ADDED_CALLBACKS)]
+        trainer["callbacks"] = [
+            callback
+            for callback in trainer["callbacks"]
+            if not (isinstance(callback, dict) and callback.get("class_path") in ADDED_CALLBACKS)
+        ]
     return config
 
 
@@ -98,8 +106,11 @@ def unset_as_default(config: dict[str, Any]) -> dict[str, Any]:
     settings = model.get("init_args") or {}
     if "pretrained" in settings:
         assert settings.pop("pretrained") is None, "model.pretrained is not its default None"
-    defaults = {field.name: field.default for field in dataclasses.fields(TransformerConfig)
-                if field.default is not dataclasses.MISSING}
+    defaults = {
+        field.name: field.default
+        for field in dataclasses.fields(TransformerConfig)
+        if field.default is not dataclasses.MISSING
+    }
     for name in [*TransformerConfig.field_names_of(ARCHITECTURE), *HEAD_SETTINGS]:
         if settings.get(name, "set") is None and name in defaults:
             settings[name] = defaults[name]

@@ -18,8 +18,8 @@ from pathlib import Path
 
 import pytest
 import torch
-
 from reliability_helpers import FirstStep, SimulatedCrash, stand_in_scontrol
+
 from tiedemb.cli import main
 from tiedemb.experiments.runs import find_runs
 
@@ -35,26 +35,42 @@ def tokens_for(batches_per_epoch: int) -> int:
 
 def fit_args(root: Path, batches_per_epoch: int, *extra: str) -> list[str]:
     return [
-        "fit", "--config", str(CONFIGS / "tied.yaml"), "--config", str(CONFIGS / "scale" / "tiny.yaml"),
-        f"--trainer.max_steps={STEPS}", "--trainer.val_check_interval=10", "--trainer.limit_val_batches=1",
-        "--trainer.num_sanity_val_steps=0", "--trainer.enable_progress_bar=false",
-        "--trainer.enable_model_summary=false", "--trainer.logger=false", f"--trainer.default_root_dir={root}",
+        "fit",
+        "--config",
+        str(CONFIGS / "tied.yaml"),
+        "--config",
+        str(CONFIGS / "scale" / "tiny.yaml"),
+        f"--trainer.max_steps={STEPS}",
+        "--trainer.val_check_interval=10",
+        "--trainer.limit_val_batches=1",
+        "--trainer.num_sanity_val_steps=0",
+        "--trainer.enable_progress_bar=false",
+        "--trainer.enable_model_summary=false",
+        "--trainer.logger=false",
+        f"--trainer.default_root_dir={root}",
         f"--data.synthetic_tokens={tokens_for(batches_per_epoch)}",
-        "--trainer.callbacks+=reliability_helpers.FirstStep", *extra,
+        "--trainer.callbacks+=reliability_helpers.FirstStep",
+        *extra,
     ]
 
 
 def every_n_steps_checkpoint(n: int) -> str:
     """A second checkpoint callback that saves last.ckpt right after every n-th step (not at validation)."""
-    return "--trainer.callbacks+=" + json.dumps({
-        "class_path": "lightning.pytorch.callbacks.ModelCheckpoint",
-        "init_args": {"every_n_train_steps": n, "save_top_k": 0, "save_last": True},
-    })
+    return "--trainer.callbacks+=" + json.dumps(
+        {
+            "class_path": "lightning.pytorch.callbacks.ModelCheckpoint",
+            "init_args": {"every_n_train_steps": n, "save_top_k": 0, "save_last": True},
+        }
+    )
 
 
 def stop_at(step: int, sigkill: bool = False, sigterm: bool = False, sigint: bool = False) -> str:
-    return "--trainer.callbacks+=" + json.dumps({"class_path": "reliability_helpers.StopAt", "init_args": {
-        "step": step, "sigkill": sigkill, "sigterm": sigterm, "sigint": sigint}})
+    return "--trainer.callbacks+=" + json.dumps(
+        {
+            "class_path": "reliability_helpers.StopAt",
+            "init_args": {"step": step, "sigkill": sigkill, "sigterm": sigterm, "sigint": sigint},
+        }
+    )
 
 
 def first_step(cli) -> int | None:
@@ -102,8 +118,9 @@ def straight(tmp_path_factory):
     ids=["mid_epoch", "mid_epoch_dropout", "epoch_boundary"],
 )
 @pytest.mark.end_to_end
-def test_stop_at_step_20_and_resume_to_40_equals_a_straight_run(tmp_path, straight, batches_per_epoch, checkpoint_every,
-                                                                model_args):
+def test_stop_at_step_20_and_resume_to_40_equals_a_straight_run(
+    tmp_path, straight, batches_per_epoch, checkpoint_every, model_args
+):
     extra = [*model_args, *([checkpoint_every] if checkpoint_every else [])]
     with pytest.raises(SimulatedCrash):
         main(fit_args(tmp_path, batches_per_epoch, *extra, stop_at(20)))
@@ -126,18 +143,29 @@ def test_killed_run_resumes_exactly_from_another_run_folder(tmp_path, straight, 
     Each run writes to its own csv/version_N/checkpoints, so --ckpt_path=last has to find the
     killed run's file in another run's folder.
     """
-    env = {**os.environ, **ONE_THREAD, "PYTHONPATH": os.pathsep.join([str(Path(__file__).parent), os.environ.get("PYTHONPATH", "")])}
+    env = {
+        **os.environ,
+        **ONE_THREAD,
+        "PYTHONPATH": os.pathsep.join([str(Path(__file__).parent), os.environ.get("PYTHONPATH", "")]),
+    }
     logger = ["--trainer.logger=lightning.pytorch.loggers.CSVLogger", f"--trainer.logger.save_dir={tmp_path}"]
 
     def run(*extra: str) -> subprocess.CompletedProcess:
         args = [a for a in fit_args(tmp_path, 15, *logger, *extra) if a != "--trainer.logger=false"]
         # Ctrl-C as in a terminal: a process started in the background inherits SIGINT ignored
-        return subprocess.run([sys.executable, str(ROOT / "main.py"), *args], capture_output=True, text=True,
-                              env=env, cwd=tmp_path, timeout=300,
-                              preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+        return subprocess.run(
+            [sys.executable, str(ROOT / "main.py"), *args],
+            capture_output=True,
+            text=True,
+            env=env,
+            cwd=tmp_path,
+            timeout=300,
+            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
+        )
 
-    killed = run(stop_at(27, sigkill=signal_name == "SIGKILL", sigterm=signal_name == "SIGTERM",
-                         sigint=signal_name == "SIGINT"))
+    killed = run(
+        stop_at(27, sigkill=signal_name == "SIGKILL", sigterm=signal_name == "SIGTERM", sigint=signal_name == "SIGINT")
+    )
     expected_status = {"SIGKILL": -9, "SIGTERM": 143, "SIGINT": 130}[signal_name]
     assert killed.returncode == expected_status, killed.stderr[-3000:]
     killed_last = tmp_path / "lightning_logs" / "version_0" / "checkpoints" / "last.ckpt"
@@ -193,7 +221,9 @@ def test_last_checkpoint_is_the_newest_state_even_when_validation_did_not_improv
     """With a learning rate of 0 every validation loss ties the first, so no top-k checkpoint is
     written after step 5; last.ckpt must still move on to step 10 (Lightning's own ModelCheckpoint
     would leave it at step 5, and a resumed run would repeat five steps)."""
-    main([*fit_args(tmp_path, 20, "--model.learning_rate=0", "--trainer.val_check_interval=5"), "--trainer.max_steps=10"])
+    main(
+        [*fit_args(tmp_path, 20, "--model.learning_rate=0", "--trainer.val_check_interval=5"), "--trainer.max_steps=10"]
+    )
     folder = tmp_path / "checkpoints"
     assert len(list(folder.glob("step*.ckpt"))) == 1  # the best: step 5
     assert torch.load(folder / "last.ckpt", weights_only=True)["global_step"] == 10
@@ -225,12 +255,20 @@ def test_the_checkpoint_lightnings_slurm_handler_writes_resumes_exactly(tmp_path
     take that checkpoint, newer than the last.ckpt of step 10, and the resumed run end as a straight one."""
     tools, calls = stand_in_scontrol(tmp_path)
     monkeypatch.setenv("PATH", f"{tools}{os.pathsep}{os.environ['PATH']}")
-    for name, value in {"SLURM_NTASKS": "1", "SLURM_JOB_ID": "4321", "SLURM_JOB_NAME": "tiedemb", "SLURM_PROCID": "0",
-                        "SLURM_LOCALID": "0", "SLURM_NODEID": "0", "SLURM_NODELIST": "localhost"}.items():
+    for name, value in {
+        "SLURM_NTASKS": "1",
+        "SLURM_JOB_ID": "4321",
+        "SLURM_JOB_NAME": "tiedemb",
+        "SLURM_PROCID": "0",
+        "SLURM_LOCALID": "0",
+        "SLURM_NODEID": "0",
+        "SLURM_NODELIST": "localhost",
+    }.items():
         monkeypatch.setenv(name, value)
     monkeypatch.delenv("SLURM_ARRAY_JOB_ID", raising=False)
     usr1_at_23 = "--trainer.callbacks+=" + json.dumps(
-        {"class_path": "reliability_helpers.SignalAt", "init_args": {"step": 23, "signum": int(signal.SIGUSR1)}})
+        {"class_path": "reliability_helpers.SignalAt", "init_args": {"step": 23, "signum": int(signal.SIGUSR1)}}
+    )
     with pytest.raises(SimulatedCrash):
         main(fit_args(tmp_path, 15, usr1_at_23, stop_at(24)))
     assert calls.read_text().split() == ["requeue", "4321"]

@@ -19,8 +19,8 @@ from pathlib import Path
 
 import pytest
 import torch
-
 from reliability_helpers import FirstStep
+
 from tiedemb.cli import main
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -47,14 +47,31 @@ def mrpc_folder(tmp_path_factory, shared_data: Path) -> Path:
 
 def fit_args(root: Path, glue: Path, tokenizer: Path, *extra: str) -> list[str]:
     return [
-        "fit", "--config", str(ROOT / "configs" / "glue" / "mrpc.yaml"), f"--data.data_dir={glue}",
-        f"--data.tokenizer={tokenizer}", "--data.batch_size=8", "--data.eval_batch_size=16", "--data.max_length=64",
-        "--model.pretrained=null", "--model.hidden_size=32", "--model.num_layers=2", "--model.num_heads=2",
-        "--model.intermediate_size=64", "--model.learning_rate=1e-3", "--trainer.max_epochs=2",
-        "--trainer.val_check_interval=0.5", "--trainer.log_every_n_steps=1", "--trainer.num_sanity_val_steps=0",
-        "--trainer.enable_progress_bar=false", "--trainer.enable_model_summary=false",
-        "--trainer.logger=lightning.pytorch.loggers.CSVLogger", f"--trainer.logger.save_dir={root}",
-        f"--trainer.default_root_dir={root}", "--trainer.callbacks+=reliability_helpers.FirstStep", *extra,
+        "fit",
+        "--config",
+        str(ROOT / "configs" / "glue" / "mrpc.yaml"),
+        f"--data.data_dir={glue}",
+        f"--data.tokenizer={tokenizer}",
+        "--data.batch_size=8",
+        "--data.eval_batch_size=16",
+        "--data.max_length=64",
+        "--model.pretrained=null",
+        "--model.hidden_size=32",
+        "--model.num_layers=2",
+        "--model.num_heads=2",
+        "--model.intermediate_size=64",
+        "--model.learning_rate=1e-3",
+        "--trainer.max_epochs=2",
+        "--trainer.val_check_interval=0.5",
+        "--trainer.log_every_n_steps=1",
+        "--trainer.num_sanity_val_steps=0",
+        "--trainer.enable_progress_bar=false",
+        "--trainer.enable_model_summary=false",
+        "--trainer.logger=lightning.pytorch.loggers.CSVLogger",
+        f"--trainer.logger.save_dir={root}",
+        f"--trainer.default_root_dir={root}",
+        "--trainer.callbacks+=reliability_helpers.FirstStep",
+        *extra,
     ]
 
 
@@ -76,7 +93,8 @@ def test_glue_fine_tuning_stopped_mid_epoch_resumes_exactly(tmp_path, mrpc_folde
 
     root = tmp_path / "stopped"
     sigterm_in_step_5 = "--trainer.callbacks+=" + json.dumps(
-        {"class_path": "reliability_helpers.StopAt", "init_args": {"step": 4, "sigterm": True}})
+        {"class_path": "reliability_helpers.StopAt", "init_args": {"step": 4, "sigterm": True}}
+    )
     with pytest.raises(SystemExit) as stopped:
         main(fit_args(root, mrpc_folder, bert_tokenizer_dir, sigterm_in_step_5))
     assert stopped.value.code == 143
@@ -98,7 +116,14 @@ def test_glue_fine_tuning_stopped_mid_epoch_resumes_exactly(tmp_path, mrpc_folde
     assert set(keys) == set(reference), sorted(set(keys) ^ set(reference))[:5]
     for name, step, value in parts:
         assert math.isclose(value, reference[name, step], rel_tol=0, abs_tol=1e-6), (name, step, value)
-    assert {name for name, _ in reference} == {"train/loss", "lr/pg1", "lr/pg2", "val/accuracy", "val/f1", "val/loss",
-                                               "val/epochs_to_converge"}
+    assert {name for name, _ in reference} == {
+        "train/loss",
+        "lr/pg1",
+        "lr/pg2",
+        "val/accuracy",
+        "val/f1",
+        "val/loss",
+        "val/epochs_to_converge",
+    }
     assert len({step for name, step in reference if name == "train/loss"}) == 12
     assert len({step for name, step in reference if name == "val/accuracy"}) == 4  # every 3 of 12 steps

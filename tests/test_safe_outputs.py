@@ -15,8 +15,8 @@ from pathlib import Path
 
 import pytest
 import torch
-
 from reliability_helpers import FirstStep
+
 from tiedemb import PretrainModule
 from tiedemb.cli import main
 from tiedemb.training.checkpoint_io import AtomicCheckpointIO
@@ -32,10 +32,19 @@ pytestmark = pytest.mark.usefixtures("one_thread")
 
 def fit_args(root: Path, *extra: str, steps: int = 12, config: str = "tied.yaml") -> list[str]:
     return [
-        "fit", "--config", str(CONFIGS / config), "--config", str(CONFIGS / "scale" / "tiny.yaml"),
-        f"--trainer.max_steps={steps}", "--trainer.val_check_interval=5", "--trainer.limit_val_batches=1",
-        "--trainer.num_sanity_val_steps=0", "--trainer.enable_progress_bar=false",
-        "--trainer.enable_model_summary=false", "--trainer.logger=false", f"--trainer.default_root_dir={root}",
+        "fit",
+        "--config",
+        str(CONFIGS / config),
+        "--config",
+        str(CONFIGS / "scale" / "tiny.yaml"),
+        f"--trainer.max_steps={steps}",
+        "--trainer.val_check_interval=5",
+        "--trainer.limit_val_batches=1",
+        "--trainer.num_sanity_val_steps=0",
+        "--trainer.enable_progress_bar=false",
+        "--trainer.enable_model_summary=false",
+        "--trainer.logger=false",
+        f"--trainer.default_root_dir={root}",
         *extra,
     ]
 
@@ -60,12 +69,22 @@ def test_sigkill_during_a_checkpoint_write_leaves_the_previous_checkpoint_intact
     and clear the partial file away.
     """
     marker = tmp_path / "writing"
-    env = {**os.environ, "OMP_NUM_THREADS": "1",
-           "PYTHONPATH": os.pathsep.join([str(HELPERS), os.environ.get("PYTHONPATH", "")])}
-    args = fit_args(tmp_path, callback("reliability_helpers.HangInCheckpointWriteAfter", step=10, marker=str(marker)),
-                    steps=40)
-    process = subprocess.Popen([sys.executable, str(ROOT / "main.py"), *args], env=env, cwd=tmp_path,
-                               stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    env = {
+        **os.environ,
+        "OMP_NUM_THREADS": "1",
+        "PYTHONPATH": os.pathsep.join([str(HELPERS), os.environ.get("PYTHONPATH", "")]),
+    }
+    args = fit_args(
+        tmp_path, callback("reliability_helpers.HangInCheckpointWriteAfter", step=10, marker=str(marker)), steps=40
+    )
+    process = subprocess.Popen(
+        [sys.executable, str(ROOT / "main.py"), *args],
+        env=env,
+        cwd=tmp_path,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     try:
         deadline = time.monotonic() + 300
         while not marker.exists():
@@ -88,8 +107,9 @@ def test_sigkill_during_a_checkpoint_write_leaves_the_previous_checkpoint_intact
     assert checkpoint["global_step"] == 5
     assert PretrainModule.load_from_checkpoint(last, weights_only=True).hparams.head == "tied"
 
-    resumed = main(fit_args(tmp_path, "--trainer.callbacks+=reliability_helpers.FirstStep", "--ckpt_path=last",
-                            steps=12))
+    resumed = main(
+        fit_args(tmp_path, "--trainer.callbacks+=reliability_helpers.FirstStep", "--ckpt_path=last", steps=12)
+    )
     assert next(cb.first_step for cb in resumed.trainer.callbacks if isinstance(cb, FirstStep)) == 5
     assert not list(last.parent.glob(f".last.ckpt.*{PARTIAL_SUFFIX}")), "the dead writer's partial file was kept"
 
@@ -113,10 +133,14 @@ def test_the_cli_trainer_writes_checkpoints_atomically(tmp_path):
 # --------------------------------------------------------------------------- divergence
 
 
-@pytest.mark.parametrize("poisoned_step,message", [
-    (7, "the training loss became nan at step 7"),       # caught by the next training step
-    (10, "the weights became non-finite"),               # caught when the step-10 checkpoint is written
-], ids=["loss_check", "checkpoint_check"])
+@pytest.mark.parametrize(
+    "poisoned_step,message",
+    [
+        (7, "the training loss became nan at step 7"),  # caught by the next training step
+        (10, "the weights became non-finite"),  # caught when the step-10 checkpoint is written
+    ],
+    ids=["loss_check", "checkpoint_check"],
+)
 @pytest.mark.end_to_end
 def test_divergence_stops_the_run_and_keeps_the_last_good_checkpoint(tmp_path, capsys, poisoned_step, message):
     with pytest.raises(SystemExit) as exited:
@@ -144,15 +168,24 @@ def test_runs_without_a_logger_never_overwrite_each_others_checkpoints(tmp_path,
     assert second.is_file() and digest(first) == first_digest
 
     # --ckpt_path=last continues the newest run of this configuration, in its own folder
-    resumed = main(fit_args(tmp_path, "--trainer.callbacks+=reliability_helpers.FirstStep", "--ckpt_path=last", steps=10))
+    resumed = main(
+        fit_args(tmp_path, "--trainer.callbacks+=reliability_helpers.FirstStep", "--ckpt_path=last", steps=10)
+    )
     assert f"resuming from {second.resolve()}" in capsys.readouterr().err
     assert next(cb.first_step for cb in resumed.trainer.callbacks if isinstance(cb, FirstStep)) == 5
     assert torch.load(second, weights_only=True)["global_step"] == 10
     assert digest(first) == first_digest and not (tmp_path / "checkpoints-2").exists()
 
     # another variant in the same folder does not pick up the tied runs' checkpoints
-    other = main(fit_args(tmp_path, "--trainer.callbacks+=reliability_helpers.FirstStep", "--ckpt_path=last",
-                          steps=1, config="untied.yaml"))
+    other = main(
+        fit_args(
+            tmp_path,
+            "--trainer.callbacks+=reliability_helpers.FirstStep",
+            "--ckpt_path=last",
+            steps=1,
+            config="untied.yaml",
+        )
+    )
     assert "found no checkpoint of this configuration" in capsys.readouterr().err
     assert next(cb.first_step for cb in other.trainer.callbacks if isinstance(cb, FirstStep)) == 0
     assert (tmp_path / "checkpoints-2" / "last.ckpt").is_file()

@@ -37,7 +37,9 @@ from tiedemb.training.ties import TieBroken, check_ties
 
 ROOT = Path(__file__).resolve().parents[1]
 CONFIGS = ROOT / "configs"
-STRATEGIES = {name: CONFIGS / "strategy" / f"{name}.yaml" for name in ("ddp", "fsdp", "deepspeed_zero2", "deepspeed_zero3")}
+STRATEGIES = {
+    name: CONFIGS / "strategy" / f"{name}.yaml" for name in ("ddp", "fsdp", "deepspeed_zero2", "deepspeed_zero3")
+}
 VARIANTS = sorted(CONFIGS.glob("*.yaml"))
 TINY_MODEL = dict(hidden_size=32, num_layers=2, num_heads=2, intermediate_size=64, dropout=0.0, attention_dropout=0.0)
 DEEPSPEED = importlib.util.find_spec("deepspeed") is not None
@@ -46,7 +48,7 @@ DEEPSPEED = importlib.util.find_spec("deepspeed") is not None
 def strategy_from_yaml(name: str) -> Strategy:
     """The object Lightning gets for ``trainer.strategy`` in the config, parsed the CLI's way."""
     parser = ArgumentParser()
-    parser.add_argument("--strategy", type=Union[str, Strategy])  # the Trainer's annotation
+    parser.add_argument("--strategy", type=Union[str, Strategy])  # noqa: UP007 (the Trainer's annotation, verbatim)
     value = yaml.safe_load(STRATEGIES[name].read_text())["trainer"]["strategy"]
     return parser.instantiate_classes(parser.parse_object({"strategy": value})).strategy
 
@@ -116,8 +118,19 @@ def test_ddp_and_single_device_pass_the_strategy_check():
 @pytest.mark.end_to_end
 def test_gpu_strategy_on_this_cpu_machine_exits_with_one_message(strategy, capsys, tmp_path):
     with pytest.raises(SystemExit) as exited:
-        main(["fit", "--config", str(CONFIGS / "tied.yaml"), "--config", str(CONFIGS / "scale" / "tiny.yaml"),
-              "--config", str(STRATEGIES[strategy]), "--trainer.logger=false", f"--trainer.default_root_dir={tmp_path}"])
+        main(
+            [
+                "fit",
+                "--config",
+                str(CONFIGS / "tied.yaml"),
+                "--config",
+                str(CONFIGS / "scale" / "tiny.yaml"),
+                "--config",
+                str(STRATEGIES[strategy]),
+                "--trainer.logger=false",
+                f"--trainer.default_root_dir={tmp_path}",
+            ]
+        )
     assert exited.value.code == 2
     error = capsys.readouterr().err
     assert "error: trainer.strategy is" in error and "Traceback" not in error
@@ -146,13 +159,27 @@ def test_configure_model_builds_an_empty_initialised_model_for_real_and_tied():
 
 
 def tiny_data(objective: str = "clm") -> PretrainData:
-    return PretrainData(vocab_size=200, block_size=16, batch_size=4, objective=objective, synthetic_tokens=2048,
-                        synthetic_val_tokens=256)
+    return PretrainData(
+        vocab_size=200,
+        block_size=16,
+        batch_size=4,
+        objective=objective,
+        synthetic_tokens=2048,
+        synthetic_val_tokens=256,
+    )
 
 
 def tiny_trainer(tmp_path: Path, **overrides) -> L.Trainer:
-    settings = dict(max_steps=1, logger=False, enable_progress_bar=False, enable_model_summary=False,
-                    default_root_dir=tmp_path, limit_val_batches=1, val_check_interval=1, accelerator="cpu")
+    settings = dict(
+        max_steps=1,
+        logger=False,
+        enable_progress_bar=False,
+        enable_model_summary=False,
+        default_root_dir=tmp_path,
+        limit_val_batches=1,
+        val_check_interval=1,
+        accelerator="cpu",
+    )
     return L.Trainer(**{**settings, **overrides})
 
 
@@ -216,9 +243,13 @@ def test_a_checkpoint_naming_the_shared_matrix_once_loads_tied(tmp_path, tied_ch
     assert reloaded.model.is_tied
     torch.testing.assert_close(reloaded.model.embedding.token.weight.detach(), matrix, rtol=0, atol=0)
 
-    consolidated = torch.load(consolidate_checkpoint(tmp_path / "one_name.ckpt", tmp_path / "out.ckpt"), weights_only=False)
-    assert torch.equal(consolidated["state_dict"]["model.embedding.token.weight"],
-                       consolidated["state_dict"]["model.head.decoder.weight"])
+    consolidated = torch.load(
+        consolidate_checkpoint(tmp_path / "one_name.ckpt", tmp_path / "out.ckpt"), weights_only=False
+    )
+    assert torch.equal(
+        consolidated["state_dict"]["model.embedding.token.weight"],
+        consolidated["state_dict"]["model.head.decoder.weight"],
+    )
 
 
 @pytest.mark.end_to_end
@@ -231,8 +262,9 @@ def test_a_checkpoint_with_two_different_matrices_is_refused_for_a_tied_model(tm
 
 
 @pytest.mark.end_to_end
-def test_the_consolidate_command_reads_a_file_as_training_does_and_never_writes_over_one(tmp_path, tied_checkpoint,
-                                                                                        capsys):
+def test_the_consolidate_command_reads_a_file_as_training_does_and_never_writes_over_one(
+    tmp_path, tied_checkpoint, capsys
+):
     def command(*args: str) -> tuple[int, list[str]]:
         code = consolidate_main([*map(str, args)])
         return code, [line for line in capsys.readouterr().err.splitlines() if line.startswith("error:")]
@@ -253,8 +285,10 @@ def test_the_consolidate_command_reads_a_file_as_training_does_and_never_writes_
 
     before = (tmp_path / "b.ckpt").read_bytes()
     code, errors = command(tied_checkpoint, tmp_path / "b.ckpt")
-    assert code == 2 and errors == [f"error: output '{tmp_path / 'b.ckpt'}' already exists; the consolidated "
-                                    "checkpoint is never written over a file: pass a new path"]
+    assert code == 2 and errors == [
+        f"error: output '{tmp_path / 'b.ckpt'}' already exists; the consolidated "
+        "checkpoint is never written over a file: pass a new path"
+    ]
     assert (tmp_path / "b.ckpt").read_bytes() == before
 
 
@@ -268,8 +302,9 @@ def test_consolidating_a_deepspeed_folder_without_deepspeed_says_what_to_install
 
 
 # -- FSDP on two CPU processes --------------------------------------------------------------------
-FSDP_CONFIG = dict(vocab_size=96, objective="clm", position="rope", type_vocab_size=0, norm_position="pre",
-                   **TINY_MODEL)
+FSDP_CONFIG = dict(
+    vocab_size=96, objective="clm", position="rope", type_vocab_size=0, norm_position="pre", **TINY_MODEL
+)
 FSDP_STEPS = 3
 
 
@@ -303,9 +338,12 @@ def _fsdp_worker(rank: int, world_size: int, port: int, wrap_classes: set, out: 
     try:
         # A policy that also wraps nn.Linear makes the head's decoder a unit of its own, away
         # from the token embedding: the check must refuse it before any forward pass.
-        separated = FSDP(Transformer(TransformerConfig(head="tied", **FSDP_CONFIG)),
-                         auto_wrap_policy=ModuleWrapPolicy({*wrap_classes, nn.Linear}), use_orig_params=True,
-                         device_id=torch.device("cpu"))
+        separated = FSDP(
+            Transformer(TransformerConfig(head="tied", **FSDP_CONFIG)),
+            auto_wrap_policy=ModuleWrapPolicy({*wrap_classes, nn.Linear}),
+            use_orig_params=True,
+            device_id=torch.device("cpu"),
+        )
         try:
             check_ties(separated)
             refusal = None
@@ -314,8 +352,9 @@ def _fsdp_worker(rank: int, world_size: int, port: int, wrap_classes: set, out: 
 
         torch.manual_seed(0)
         model = Transformer(TransformerConfig(head="tied", **FSDP_CONFIG))
-        wrapped = FSDP(model, auto_wrap_policy=ModuleWrapPolicy(wrap_classes), use_orig_params=True,
-                       device_id=torch.device("cpu"))
+        wrapped = FSDP(
+            model, auto_wrap_policy=ModuleWrapPolicy(wrap_classes), use_orig_params=True, device_id=torch.device("cpu")
+        )
         check_ties(wrapped)
         rows = _global_batch().chunk(world_size)[rank]  # this rank's half of the global batch
         _train(wrapped, rows)

@@ -36,11 +36,24 @@ def fit(root: Path, variant: str, strategy: str, *args: str) -> Path:
     """``main.py fit`` on ``variant`` + tiny + the strategy overlay; returns ``last.ckpt`` (file or folder)."""
     root.mkdir(parents=True, exist_ok=True)
     command = [
-        sys.executable, str(ROOT / "main.py"), "fit", "--config", str(CONFIGS / f"{variant}.yaml"),
-        "--config", str(CONFIGS / "scale" / "tiny.yaml"), "--config", str(CONFIGS / "strategy" / f"{strategy}.yaml"),
-        "--trainer.accelerator=gpu", f"--trainer.devices={devices()}", "--trainer.max_steps=4",
-        "--trainer.val_check_interval=2", "--trainer.limit_val_batches=1", "--trainer.logger=false",
-        "--trainer.enable_progress_bar=false", f"--trainer.default_root_dir={root}", *args,
+        sys.executable,
+        str(ROOT / "main.py"),
+        "fit",
+        "--config",
+        str(CONFIGS / f"{variant}.yaml"),
+        "--config",
+        str(CONFIGS / "scale" / "tiny.yaml"),
+        "--config",
+        str(CONFIGS / "strategy" / f"{strategy}.yaml"),
+        "--trainer.accelerator=gpu",
+        f"--trainer.devices={devices()}",
+        "--trainer.max_steps=4",
+        "--trainer.val_check_interval=2",
+        "--trainer.limit_val_batches=1",
+        "--trainer.logger=false",
+        "--trainer.enable_progress_bar=false",
+        f"--trainer.default_root_dir={root}",
+        *args,
     ]
     env = {**os.environ, "WANDB_MODE": "disabled"}
     result = subprocess.run(command, capture_output=True, text=True, cwd=root, env=env, timeout=400)
@@ -77,7 +90,12 @@ def test_fsdp_sharded_checkpoint_consolidates_tied(tmp_path):
 
 def test_fsdp_refuses_a_policy_that_wraps_the_head_apart_from_the_embedding(tmp_path):
     with pytest.raises(AssertionError) as failed:
-        fit(tmp_path, "tied", "fsdp", "--trainer.strategy.init_args.auto_wrap_policy=[tiedemb.nn.encoder.Block, torch.nn.Linear]")
+        fit(
+            tmp_path,
+            "tied",
+            "fsdp",
+            "--trainer.strategy.init_args.auto_wrap_policy=[tiedemb.nn.encoder.Block, torch.nn.Linear]",
+        )
     assert "holds only one of the two" in str(failed.value)
     assert "Traceback" not in str(failed.value)
 
@@ -85,10 +103,14 @@ def test_fsdp_refuses_a_policy_that_wraps_the_head_apart_from_the_embedding(tmp_
 @pytest.mark.skipif(torch.cuda.device_count() < 2, reason="sharding needs two GPUs (one GPU runs NO_SHARD)")
 def test_fsdp_on_two_gpus_matches_one_gpu_with_the_global_batch(tmp_path):
     clm = ("--model.objective=clm", "--trainer.val_check_interval=4")
-    sharded = torch.load(fit(tmp_path / "fsdp", "tied", "fsdp", *clm, "--data.batch_size=4"),
-                         map_location="cpu", weights_only=False)["state_dict"]
-    single = torch.load(fit(tmp_path / "one", "tied", "ddp", *clm, "--data.batch_size=8", "--trainer.devices=1"),
-                        map_location="cpu", weights_only=False)["state_dict"]
+    sharded = torch.load(
+        fit(tmp_path / "fsdp", "tied", "fsdp", *clm, "--data.batch_size=4"), map_location="cpu", weights_only=False
+    )["state_dict"]
+    single = torch.load(
+        fit(tmp_path / "one", "tied", "ddp", *clm, "--data.batch_size=8", "--trainer.devices=1"),
+        map_location="cpu",
+        weights_only=False,
+    )["state_dict"]
     for name, value in single.items():
         torch.testing.assert_close(sharded[name], value, rtol=0, atol=1e-4, msg=name)
 

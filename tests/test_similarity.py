@@ -45,9 +45,19 @@ def probe_inputs(tmp_path, tiny_tokenizer_dir):
 @pytest.mark.end_to_end
 def test_the_command_logs_the_probe_with_the_default_loggers(tmp_path, probe_inputs, capsys, monkeypatch):
     monkeypatch.chdir(tmp_path)  # the default loggers write under ./runs
-    main(["similarity", "--config", str(ROOT / "configs/glue/mrpc.yaml"), f"--model.pretrained={probe_inputs['bert']}",
-          f"--data.tokenizer={probe_inputs['tokenizer']}", f"--data.data_dir={probe_inputs['glue']}",
-          "--model.embedding_dim=16", "--samples=100", f"--trainer.default_root_dir={tmp_path / 'runs'}"])
+    main(
+        [
+            "similarity",
+            "--config",
+            str(ROOT / "configs/glue/mrpc.yaml"),
+            f"--model.pretrained={probe_inputs['bert']}",
+            f"--data.tokenizer={probe_inputs['tokenizer']}",
+            f"--data.data_dir={probe_inputs['glue']}",
+            "--model.embedding_dim=16",
+            "--samples=100",
+            f"--trainer.default_root_dir={tmp_path / 'runs'}",
+        ]
+    )
     assert "zero-shot ROC-AUC" in capsys.readouterr().out
     found = sorted((tmp_path / "runs").rglob("metrics.csv"))
     rows = list(csv.DictReader(open(found[-1])))
@@ -60,13 +70,26 @@ def test_the_command_logs_the_probe_with_the_default_loggers(tmp_path, probe_inp
 @pytest.mark.end_to_end
 def test_a_sweep_study_runs_the_probe_and_the_report_tables_it(tmp_path, probe_inputs):
     sweep = tmp_path / "probe.yaml"
-    sweep.write_text(json.dumps({
-        "name": "probe", "wandb": False,
-        "studies": {"zero_shot": {
-            "command": "similarity", "configs": [str(ROOT / "configs/glue/mrpc.yaml")],
-            "overrides": {"model.pretrained": str(probe_inputs["bert"]), "data.tokenizer": str(probe_inputs["tokenizer"]),
-                          "data.data_dir": str(probe_inputs["glue"])},
-            "grid": {"model.embedding_dim": [16, 48]}}}}))
+    sweep.write_text(
+        json.dumps(
+            {
+                "name": "probe",
+                "wandb": False,
+                "studies": {
+                    "zero_shot": {
+                        "command": "similarity",
+                        "configs": [str(ROOT / "configs/glue/mrpc.yaml")],
+                        "overrides": {
+                            "model.pretrained": str(probe_inputs["bert"]),
+                            "data.tokenizer": str(probe_inputs["tokenizer"]),
+                            "data.data_dir": str(probe_inputs["glue"]),
+                        },
+                        "grid": {"model.embedding_dim": [16, 48]},
+                    }
+                },
+            }
+        )
+    )
     from tiedemb.report import main as report
     from tiedemb.sweep import main as run_sweep
 

@@ -36,8 +36,14 @@ def measured_initial_loss(config: TransformerConfig, batch: int = 8, length: int
     model = Transformer(config).eval()
     ids = torch.randint(5, config.vocab_size, (batch, length))
     if config.objective == "mlm":
-        collator = MaskingCollator(config.vocab_size, mask_token_id=4, pad_token_id=0, special_token_ids=range(5),
-                                   probability=0.5, generator=torch.Generator().manual_seed(2))
+        collator = MaskingCollator(
+            config.vocab_size,
+            mask_token_id=4,
+            pad_token_id=0,
+            special_token_ids=range(5),
+            probability=0.5,
+            generator=torch.Generator().manual_seed(2),
+        )
         inputs, labels = collator.mask(ids)
     else:
         inputs, labels = ids, ids
@@ -60,9 +66,21 @@ SETTINGS = [
 @pytest.mark.parametrize("head", ["tied", "untied", "tied_scaled_init", "tied_orth", "tied_shuffle"])
 def test_predictor_matches_measured_initial_loss(vocab, hidden, d_e, sigma, objective, position, segments, head):
     config = TransformerConfig(
-        vocab_size=vocab, hidden_size=hidden, embedding_dim=d_e, num_layers=2, num_heads=4, intermediate_size=2 * hidden,
-        init_std=sigma, objective=objective, position=position, type_vocab_size=segments, head=head,
-        norm_position="pre", residual_init="zero", dropout=0.0, attention_dropout=0.0,
+        vocab_size=vocab,
+        hidden_size=hidden,
+        embedding_dim=d_e,
+        num_layers=2,
+        num_heads=4,
+        intermediate_size=2 * hidden,
+        init_std=sigma,
+        objective=objective,
+        position=position,
+        type_vocab_size=segments,
+        head=head,
+        norm_position="pre",
+        residual_init="zero",
+        dropout=0.0,
+        attention_dropout=0.0,
     )
     predicted = predict_for_config(config).loss
     measured = measured_initial_loss(config)

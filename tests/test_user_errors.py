@@ -12,10 +12,9 @@ from pathlib import Path
 
 import pytest
 import torch
+from reliability_helpers import run_command_lines_in_two_processes
 
 from tiedemb.cli import main
-
-from reliability_helpers import run_command_lines_in_two_processes
 from tiedemb.errors import UserError
 from tiedemb.training.exits import find_user_error
 
@@ -23,65 +22,156 @@ pytestmark = pytest.mark.end_to_end  # runs the real command line
 
 ROOT = Path(__file__).resolve().parents[1]
 CONFIGS = ROOT / "configs"
-BASE = ["fit", "--config", str(CONFIGS / "tied.yaml"), "--config", str(CONFIGS / "scale" / "tiny.yaml"),
-        "--trainer.logger=false", "--trainer.max_steps=1", "--trainer.enable_progress_bar=false"]
+BASE = [
+    "fit",
+    "--config",
+    str(CONFIGS / "tied.yaml"),
+    "--config",
+    str(CONFIGS / "scale" / "tiny.yaml"),
+    "--trainer.logger=false",
+    "--trainer.max_steps=1",
+    "--trainer.enable_progress_bar=false",
+]
 MRPC_HEADER = "Quality\t#1 ID\t#2 ID\t#1 String\t#2 String\n"
 
 # (id, arguments after BASE with {files}/{tokenizer}/{ckpt} filled in, text the message must contain)
 MISTAKES = [
-    ("unknown_objective", ["--model.objective=nonsense"], "model.objective='nonsense' is not a known choice; valid: mlm, clm"),
-    ("missing_train_file", ["--data.train_files=[{files}/missing.txt]", "--data.vocab_size=300"],
-     "train file '{files}/missing.txt' does not exist"),
+    (
+        "unknown_objective",
+        ["--model.objective=nonsense"],
+        "model.objective='nonsense' is not a known choice; valid: mlm, clm",
+    ),
+    (
+        "missing_train_file",
+        ["--data.train_files=[{files}/missing.txt]", "--data.vocab_size=300"],
+        "train file '{files}/missing.txt' does not exist",
+    ),
     # a vocabulary a byte-level BPE (the next-token study's tokenizer) can have, so the text is what is wrong
-    ("empty_train_file", ["--data.train_files=[{files}/empty.txt]", "--data.vocab_size=300"],
-     "the training text is empty (no non-blank documents in '{files}/empty.txt')"),
-    ("validation_text_shorter_than_a_block", ["--data.train_files=[{files}/text.txt]",
-                                              "--data.val_files=[{files}/short.txt]", "--data.vocab_size=300"],
-     "the validation text makes no block of data.block_size=32 tokens"),
-    ("training_data_short_of_a_batch", ["--data.block_size=4096", "--model.max_position_embeddings=4096"],
-     "the training data makes 4 blocks of data.block_size=4096 tokens, fewer than one batch (data.batch_size=8); "
-     "lower data.batch_size or data.block_size, or raise data.synthetic_tokens"),
-    ("missing_tokenizer", ["--data.train_files=[{files}/text.txt]", "--data.tokenizer={files}/no-tokenizer"],
-     "tokenizer directory '{files}/no-tokenizer' does not exist"),
+    (
+        "empty_train_file",
+        ["--data.train_files=[{files}/empty.txt]", "--data.vocab_size=300"],
+        "the training text is empty (no non-blank documents in '{files}/empty.txt')",
+    ),
+    (
+        "validation_text_shorter_than_a_block",
+        ["--data.train_files=[{files}/text.txt]", "--data.val_files=[{files}/short.txt]", "--data.vocab_size=300"],
+        "the validation text makes no block of data.block_size=32 tokens",
+    ),
+    (
+        "training_data_short_of_a_batch",
+        ["--data.block_size=4096", "--model.max_position_embeddings=4096"],
+        "the training data makes 4 blocks of data.block_size=4096 tokens, fewer than one batch (data.batch_size=8); "
+        "lower data.batch_size or data.block_size, or raise data.synthetic_tokens",
+    ),
+    (
+        "missing_tokenizer",
+        ["--data.train_files=[{files}/text.txt]", "--data.tokenizer={files}/no-tokenizer"],
+        "tokenizer directory '{files}/no-tokenizer' does not exist",
+    ),
     # the embedded corpus has its own vocabulary: a tokenizer given with it used to be dropped silently
-    ("tokenizer_with_embedded_corpus", ["--data.tokenizer={files}/no-tokenizer"],
-     "data.tokenizer='{files}/no-tokenizer' has no effect: without data.train_files or data.dataset"),
-    ("val_files_without_train_files", ["--data.val_files=[{files}/text.txt]"],
-     "data.val_files has no effect without data.train_files"),
+    (
+        "tokenizer_with_embedded_corpus",
+        ["--data.tokenizer={files}/no-tokenizer"],
+        "data.tokenizer='{files}/no-tokenizer' has no effect: without data.train_files or data.dataset",
+    ),
+    (
+        "val_files_without_train_files",
+        ["--data.val_files=[{files}/text.txt]"],
+        "data.val_files has no effect without data.train_files",
+    ),
     ("embedding_dim_zero", ["--model.embedding_dim=0"], "model.embedding_dim must be an integer >= 1, or null, got 0"),
-    ("embedding_wider_than_hidden", ["--model.embedding_dim=100"], "model.embedding_dim must be in 1..hidden_size (64)"),
-    ("positions_shorter_than_blocks", ["--model.max_position_embeddings=8"],
-     "data.block_size=32 is longer than model.max_position_embeddings=8, where the model's rope positions end"),
-    ("learned_positions_shorter_than_blocks", ["--model.max_position_embeddings=16", "--model.position=learned"],
-     "data.block_size=32 is longer than model.max_position_embeddings=16, where the model's learned positions end"),
+    (
+        "embedding_wider_than_hidden",
+        ["--model.embedding_dim=100"],
+        "model.embedding_dim must be in 1..hidden_size (64)",
+    ),
+    (
+        "positions_shorter_than_blocks",
+        ["--model.max_position_embeddings=8"],
+        "data.block_size=32 is longer than model.max_position_embeddings=8, where the model's rope positions end",
+    ),
+    (
+        "learned_positions_shorter_than_blocks",
+        ["--model.max_position_embeddings=16", "--model.position=learned"],
+        "data.block_size=32 is longer than model.max_position_embeddings=16, where the model's learned positions end",
+    ),
     # Lightning's options it takes unchecked: each failed later, with a stack trace or (clipping) silently
-    ("accumulate_zero_batches", ["--trainer.accumulate_grad_batches=0"],
-     "trainer.accumulate_grad_batches must be an integer >= 1, got 0"),
-    ("validate_every_zero_epochs", ["--trainer.check_val_every_n_epoch=0"],
-     "trainer.check_val_every_n_epoch must be an integer >= 1, or null, got 0"),
-    ("negative_gradient_clip", ["--trainer.gradient_clip_val=-1"],
-     "trainer.gradient_clip_val must be a finite number >= 0, or null, got -1"),
+    (
+        "accumulate_zero_batches",
+        ["--trainer.accumulate_grad_batches=0"],
+        "trainer.accumulate_grad_batches must be an integer >= 1, got 0",
+    ),
+    (
+        "validate_every_zero_epochs",
+        ["--trainer.check_val_every_n_epoch=0"],
+        "trainer.check_val_every_n_epoch must be an integer >= 1, or null, got 0",
+    ),
+    (
+        "negative_gradient_clip",
+        ["--trainer.gradient_clip_val=-1"],
+        "trainer.gradient_clip_val must be a finite number >= 0, or null, got -1",
+    ),
     ("zero_nodes", ["--trainer.num_nodes=0"], "trainer.num_nodes must be an integer >= 1, got 0"),
-    ("validate_every_zero_batches", ["--trainer.val_check_interval=0"],
-     "trainer.val_check_interval must be a number of batches >= 1 or a fraction of an epoch in (0, 1], got 0"),
-    ("validate_beyond_the_epoch", ["--trainer.val_check_interval=100000"],
-     "trainer.val_check_interval=100000 is more than the 64 training batches of an epoch; lower it, or set "
-     "trainer.check_val_every_n_epoch=null"),
+    (
+        "validate_every_zero_batches",
+        ["--trainer.val_check_interval=0"],
+        "trainer.val_check_interval must be a number of batches >= 1 or a fraction of an epoch in (0, 1], got 0",
+    ),
+    (
+        "validate_beyond_the_epoch",
+        ["--trainer.val_check_interval=100000"],
+        "trainer.val_check_interval=100000 is more than the 64 training batches of an epoch; lower it, or set "
+        "trainer.check_val_every_n_epoch=null",
+    ),
     ("unknown_head", ["--model.head=nonsense"], "valid: untied, tied, tied_scaled_init, tied_orth, tied_shuffle"),
     ("heads_do_not_divide", ["--model.hidden_size=250", "--model.num_heads=4"], "must be divisible by model.num_heads"),
-    ("missing_glue_data_dir", ["--data=tiedemb.data.GlueData", "--data.task=mrpc", "--data.tokenizer={tokenizer}",
-                               "--data.data_dir={files}/no-glue"], "data_dir '{files}/no-glue' does not exist"),
-    ("unknown_glue_task", ["--data=tiedemb.data.GlueData", "--data.task=xnli", "--data.tokenizer={tokenizer}"],
-     "task='xnli' is not a known choice; valid: mnli, mrpc"),
-    ("glue_label_7", ["--data=tiedemb.data.GlueData", "--data.task=mrpc", "--data.tokenizer={tokenizer}",
-                      "--data.data_dir={files}/glue"], "MRPC/train.tsv, line 3: label '7' is not a MRPC label"),
-    ("checkpoint_of_another_variant", ["--config", str(CONFIGS / "untied.yaml"), "--config",
-                                       str(CONFIGS / "scale" / "tiny.yaml"), "--ckpt_path={ckpt}"],
-     "is of another model variant or size: model.head='tied' there, 'untied' here"),
-    ("checkpoint_of_another_size", ["--model.hidden_size=128", "--ckpt_path={ckpt}"],
-     "is of another model variant or size: model.hidden_size=64 there, 128 here"),
-    ("tokenizer_vocabulary_mismatch", ["--data.vocab_size=600", "--ckpt_path={ckpt}"],
-     "has a vocabulary of 512 tokens, but the data's tokenizer gives 600: tokenizer and model vocabulary do not match"),
+    (
+        "missing_glue_data_dir",
+        [
+            "--data=tiedemb.data.GlueData",
+            "--data.task=mrpc",
+            "--data.tokenizer={tokenizer}",
+            "--data.data_dir={files}/no-glue",
+        ],
+        "data_dir '{files}/no-glue' does not exist",
+    ),
+    (
+        "unknown_glue_task",
+        ["--data=tiedemb.data.GlueData", "--data.task=xnli", "--data.tokenizer={tokenizer}"],
+        "task='xnli' is not a known choice; valid: mnli, mrpc",
+    ),
+    (
+        "glue_label_7",
+        [
+            "--data=tiedemb.data.GlueData",
+            "--data.task=mrpc",
+            "--data.tokenizer={tokenizer}",
+            "--data.data_dir={files}/glue",
+        ],
+        "MRPC/train.tsv, line 3: label '7' is not a MRPC label",
+    ),
+    (
+        "checkpoint_of_another_variant",
+        [
+            "--config",
+            str(CONFIGS / "untied.yaml"),
+            "--config",
+            str(CONFIGS / "scale" / "tiny.yaml"),
+            "--ckpt_path={ckpt}",
+        ],
+        "is of another model variant or size: model.head='tied' there, 'untied' here",
+    ),
+    (
+        "checkpoint_of_another_size",
+        ["--model.hidden_size=128", "--ckpt_path={ckpt}"],
+        "is of another model variant or size: model.hidden_size=64 there, 128 here",
+    ),
+    (
+        "tokenizer_vocabulary_mismatch",
+        ["--data.vocab_size=600", "--ckpt_path={ckpt}"],
+        "has a vocabulary of 512 tokens, but the data's tokenizer gives 600: "
+        "tokenizer and model vocabulary do not match",
+    ),
     ("unknown_option", ["--trainer.max_stepz=3"], "unrecognized arguments: --trainer.max_stepz=3"),
 ]
 
@@ -94,7 +184,8 @@ def files(tmp_path_factory) -> Path:
     (folder / "short.txt").write_text("the man .\n")
     (folder / "glue" / "MRPC").mkdir(parents=True)
     (folder / "glue" / "MRPC" / "train.tsv").write_text(
-        MRPC_HEADER + "1\t1\t2\tthe man is sleeping .\tthe man sleeps .\n7\t3\t4\ta dog is running\ta cat sits\n")
+        MRPC_HEADER + "1\t1\t2\tthe man is sleeping .\tthe man sleeps .\n7\t3\t4\ta dog is running\ta cat sits\n"
+    )
     (folder / "glue" / "MRPC" / "dev.tsv").write_text(MRPC_HEADER + "0\t5\t6\tthe cat\ta dog\n")
     return folder
 
@@ -122,8 +213,10 @@ def outcomes(files, tiny_tokenizer_dir, tied_checkpoint, tmp_path_factory) -> di
     """
     values = {"files": str(files), "tokenizer": str(tiny_tokenizer_dir), "ckpt": str(tied_checkpoint)}
     work = tmp_path_factory.mktemp("mistake_runs")
-    cases = {name: [*BASE, f"--trainer.default_root_dir={work / name}", *(arg.format(**values) for arg in args)]
-             for name, args, _ in MISTAKES}
+    cases = {
+        name: [*BASE, f"--trainer.default_root_dir={work / name}", *(arg.format(**values) for arg in args)]
+        for name, args, _ in MISTAKES
+    }
     results = run_command_lines_in_two_processes(cases, work, work, timeout=600)
     return {name: (results[name], needle.format(**values)) for name, _, needle in MISTAKES}
 
@@ -141,7 +234,7 @@ def test_mistake_gets_one_message_and_no_traceback(outcomes, name):
 def test_debug_switch_keeps_the_exception_and_its_traceback(monkeypatch):
     """With TIEDEMB_DEBUG=1 the exception propagates (so Python prints its traceback) instead of exit 2."""
     monkeypatch.setenv("TIEDEMB_DEBUG", "1")
-    with pytest.raises(Exception) as raised:  # noqa: PT011 - whatever wraps the UserError
+    with pytest.raises(Exception) as raised:
         main([*BASE, "--model.embedding_dim=100"])
     cause = find_user_error(raised.value)
     assert isinstance(cause, UserError) and "model.embedding_dim must be in 1..hidden_size" in str(cause)
@@ -162,14 +255,24 @@ def test_bad_value_names_the_option_without_the_usage_block(capsys):
     assert len(lines) == 2
 
 
-@pytest.mark.parametrize(("subcommand", "message"), [
-    ("predict", "error: predict writes GLUE submission files, and PretrainData has no unlabelled split to predict; "
-                "for a pretraining model's loss on held-out text use validate"),
-    ("test", "error: test scores the GLUE dev sets, and PretrainData has no test split; for a pretraining model's "
-             "loss on held-out text use validate"),
-])
-def test_predict_or_test_on_pretraining_data_is_refused_before_the_run_starts(capsys, tmp_path, monkeypatch,
-                                                                              subcommand, message):
+@pytest.mark.parametrize(
+    ("subcommand", "message"),
+    [
+        (
+            "predict",
+            "error: predict writes GLUE submission files, and PretrainData has no unlabelled split to predict; "
+            "for a pretraining model's loss on held-out text use validate",
+        ),
+        (
+            "test",
+            "error: test scores the GLUE dev sets, and PretrainData has no test split; for a pretraining model's "
+            "loss on held-out text use validate",
+        ),
+    ],
+)
+def test_predict_or_test_on_pretraining_data_is_refused_before_the_run_starts(
+    capsys, tmp_path, monkeypatch, subcommand, message
+):
     monkeypatch.chdir(tmp_path)  # the default loggers write under ./runs
     monkeypatch.setenv("WANDB_MODE", "offline")
     with pytest.raises(SystemExit) as exited:
@@ -181,11 +284,22 @@ def test_predict_or_test_on_pretraining_data_is_refused_before_the_run_starts(ca
     assert not list(tmp_path.iterdir())  # no W&B or CSV run was started for it
 
 
-@pytest.mark.parametrize(("subcommand", "value", "message"), [
-    ("validate", "best", "error: --ckpt_path=best names the best checkpoint of a fit run earlier in the same process, "
-                         "which a validate command never has; pass the checkpoint file"),
-    ("fit", "hpc", "error: --ckpt_path=hpc found no SLURM checkpoint (hpc_ckpt_<N>.ckpt) in {root}; pass the checkpoint file"),
-])
+@pytest.mark.parametrize(
+    ("subcommand", "value", "message"),
+    [
+        (
+            "validate",
+            "best",
+            "error: --ckpt_path=best names the best checkpoint of a fit run earlier in the same process, "
+            "which a validate command never has; pass the checkpoint file",
+        ),
+        (
+            "fit",
+            "hpc",
+            "error: --ckpt_path=hpc found no SLURM checkpoint (hpc_ckpt_<N>.ckpt) in {root}; pass the checkpoint file",
+        ),
+    ],
+)
 def test_a_checkpoint_name_lightning_cannot_resolve_here_is_refused(capsys, tmp_path, subcommand, value, message):
     with pytest.raises(SystemExit) as exited:
         main([subcommand, *BASE[1:], f"--trainer.default_root_dir={tmp_path}", f"--ckpt_path={value}"])
@@ -193,10 +307,16 @@ def test_a_checkpoint_name_lightning_cannot_resolve_here_is_refused(capsys, tmp_
     assert one_error_line(capsys.readouterr().err).startswith(message.format(root=tmp_path))
 
 
-@pytest.mark.parametrize(("option", "message"), [
-    ("--heads=[tied,foo]", "error: initloss --heads: unknown foo; valid: untied, tied, tied_scaled_init, tied_orth, tied_shuffle"),
-    ("--batches=0", "error: initloss --batches must be an integer >= 1, got 0"),
-])
+@pytest.mark.parametrize(
+    ("option", "message"),
+    [
+        (
+            "--heads=[tied,foo]",
+            "error: initloss --heads: unknown foo; valid: untied, tied, tied_scaled_init, tied_orth, tied_shuffle",
+        ),
+        ("--batches=0", "error: initloss --batches must be an integer >= 1, got 0"),
+    ],
+)
 def test_initloss_options_are_checked(capsys, option, message):
     with pytest.raises(SystemExit) as exited:
         main(["initloss", *BASE[1:], option])
@@ -234,15 +354,19 @@ def write_bad_data(kind: str, folder: Path, monkeypatch) -> tuple[list[str], str
     """A hostile data file (or a full disk), the arguments that read it, and what the message must say."""
     if kind == "not_utf8":
         (folder / "latin1.txt").write_bytes(b"the man is sleeping .\ncaf\xe9 au lait\n")
-        return [f"--data.train_files=[{folder}/latin1.txt]", "--data.vocab_size=300"], \
-            f"train file '{folder}/latin1.txt' is not UTF-8 text: byte 0xe9 at offset 25 (line 2)"
+        return [
+            f"--data.train_files=[{folder}/latin1.txt]",
+            "--data.vocab_size=300",
+        ], f"train file '{folder}/latin1.txt' is not UTF-8 text: byte 0xe9 at offset 25 (line 2)"
     if kind == "giant_line":
         from tiedemb.data import text_files
 
         monkeypatch.setattr(text_files, "MAX_DOCUMENT_BYTES", 1000)  # the 100 MB case: tests/data/test_text_files.py
         (folder / "one-line.txt").write_text("word " * 400)
-        return [f"--data.train_files=[{folder}/one-line.txt]", "--data.vocab_size=300"], \
-            f"train file '{folder}/one-line.txt', line 1 (from byte offset 0): a document of more than 1000 bytes"
+        return [
+            f"--data.train_files=[{folder}/one-line.txt]",
+            "--data.vocab_size=300",
+        ], f"train file '{folder}/one-line.txt', line 1 (from byte offset 0): a document of more than 1000 bytes"
     if kind == "full_disk":
         import errno
 
@@ -253,20 +377,29 @@ def write_bad_data(kind: str, folder: Path, monkeypatch) -> tuple[list[str], str
 
         monkeypatch.setattr(datasets.Dataset, "save_to_disk", full)
         (folder / "text.txt").write_text("the man is sleeping .\n" * 400)  # a validation block too
-        return [f"--data.train_files=[{folder}/text.txt]", "--data.vocab_size=300", f"--data.cache_dir={folder}/cache"], \
-            f"no space left on the device holding '{folder}/cache/text' while writing the prepared text"
+        return [
+            f"--data.train_files=[{folder}/text.txt]",
+            "--data.vocab_size=300",
+            f"--data.cache_dir={folder}/cache",
+        ], f"no space left on the device holding '{folder}/cache/text' while writing the prepared text"
     glue = ["--data=tiedemb.data.GlueData", "--data.task=mrpc"]
     (folder / "dev.jsonl").write_text('{"sentence1": "a", "sentence2": "a", "label": 1}\n')
     if kind == "glue_no_rows":
         (folder / "train.json").write_text("[ ]\n")
-        return [*glue, f"--data.data_files={{train: {folder}/train.json, validation: {folder}/dev.jsonl}}"], \
-            f"{folder}/train.json: the train split has no examples"
+        return [
+            *glue,
+            f"--data.data_files={{train: {folder}/train.json, validation: {folder}/dev.jsonl}}",
+        ], f"{folder}/train.json: the train split has no examples"
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    pq.write_table(pa.table({"sentence1": ["a", "b"], "sentence2": ["a", "b"], "label": [1, 2]}), folder / "train.parquet")
-    return [*glue, f"--data.data_files={{train: {folder}/train.parquet, validation: {folder}/dev.jsonl}}"], \
-        f"{folder}/train.parquet, row 2: label 2 is not valid (expected an id 0-1"
+    pq.write_table(
+        pa.table({"sentence1": ["a", "b"], "sentence2": ["a", "b"], "label": [1, 2]}), folder / "train.parquet"
+    )
+    return [
+        *glue,
+        f"--data.data_files={{train: {folder}/train.parquet, validation: {folder}/dev.jsonl}}",
+    ], f"{folder}/train.parquet, row 2: label 2 is not valid (expected an id 0-1"
 
 
 @pytest.mark.parametrize("kind", ["not_utf8", "giant_line", "full_disk", "glue_no_rows", "glue_label_out_of_range"])
@@ -278,11 +411,17 @@ def test_hostile_data_files_get_one_message(capsys, tmp_path, monkeypatch, tiny_
     assert message.startswith(f"error: {needle}"), message
 
 
-@pytest.mark.parametrize(("typo", "suggestion"), [
-    ("trainer:\n  max_stepz: 3\n", "does not accept option 'trainer.max_stepz'; did you mean trainer.max_steps?"),
-    ("model:\n  init_args:\n    hiden_size: 64\n", "Option 'hiden_size' is not accepted; did you mean hidden_size?"),
-    ("data:\n  init_args:\n    batch_sise: 4\n", "Option 'batch_sise' is not accepted; did you mean batch_size?"),
-])
+@pytest.mark.parametrize(
+    ("typo", "suggestion"),
+    [
+        ("trainer:\n  max_stepz: 3\n", "does not accept option 'trainer.max_stepz'; did you mean trainer.max_steps?"),
+        (
+            "model:\n  init_args:\n    hiden_size: 64\n",
+            "Option 'hiden_size' is not accepted; did you mean hidden_size?",
+        ),
+        ("data:\n  init_args:\n    batch_sise: 4\n", "Option 'batch_sise' is not accepted; did you mean batch_size?"),
+    ],
+)
 def test_a_typo_in_a_config_file_gets_the_nearest_valid_key(capsys, tmp_path, typo, suggestion):
     config = tmp_path / "typo.yaml"
     config.write_text(typo)
@@ -316,14 +455,18 @@ def test_a_file_that_is_not_a_run_checkpoint_is_named_for_what_it_is(capsys, tmp
     else:
         from transformers import BertConfig, BertForMaskedLM
 
-        model = BertForMaskedLM(BertConfig(vocab_size=30, hidden_size=8, num_hidden_layers=1, num_attention_heads=2,
-                                           intermediate_size=16))
+        model = BertForMaskedLM(
+            BertConfig(vocab_size=30, hidden_size=8, num_hidden_layers=1, num_attention_heads=2, intermediate_size=16)
+        )
         path = tmp_path / "pytorch_model.bin"
         torch.save(model.state_dict(), path)  # what transformers writes without safetensors
         expected = "holds transformers BERT weights ("
     err = run_in_process(capsys, f"--trainer.default_root_dir={tmp_path}", f"--ckpt_path={path}")
     errors = [line for line in err.splitlines() if line.startswith("error:")]
     assert len(errors) == 1 and "Traceback" not in err, err
-    assert errors[0].startswith(f"error: checkpoint '{path}' {expected}") and "not a checkpoint of a tiedemb run" in errors[0]
+    assert (
+        errors[0].startswith(f"error: checkpoint '{path}' {expected}")
+        and "not a checkpoint of a tiedemb run" in errors[0]
+    )
     if kind == "pytorch_model.bin":
         assert "as model.pretrained" in errors[0]

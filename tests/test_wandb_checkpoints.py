@@ -27,9 +27,17 @@ def fit(folder: Path, log_model: str | None) -> subprocess.CompletedProcess:
     env.update(WANDB_MODE="offline", WANDB_DATA_DIR=str(folder / "wandb-data"), OMP_NUM_THREADS="1")
     if log_model is not None:
         env[LOG_MODEL_ENV] = log_model
-    command = [sys.executable, str(ROOT / "main.py"), "fit", "--config", str(CONFIGS / "tied.yaml"),
-               "--config", str(CONFIGS / "scale" / "tiny.yaml"), "--trainer.enable_progress_bar=false",
-               "--trainer.max_steps=3"]
+    command = [
+        sys.executable,
+        str(ROOT / "main.py"),
+        "fit",
+        "--config",
+        str(CONFIGS / "tied.yaml"),
+        "--config",
+        str(CONFIGS / "scale" / "tiny.yaml"),
+        "--trainer.enable_progress_bar=false",
+        "--trainer.max_steps=3",
+    ]
     result = subprocess.run(command, cwd=folder, env=env, capture_output=True, text=True, timeout=600)
     assert result.returncode == 0, result.stderr[-3000:]
     return result
@@ -73,10 +81,14 @@ def test_without_the_switch_no_checkpoint_is_logged(tmp_path, log_model):
 
 
 def wandb_and_csv(**wandb_args) -> Namespace:
-    return Namespace(logger=[
-        Namespace(class_path="lightning.pytorch.loggers.WandbLogger", init_args=Namespace(project="p", **wandb_args)),
-        Namespace(class_path="lightning.pytorch.loggers.CSVLogger", init_args=Namespace(save_dir="runs")),
-    ])
+    return Namespace(
+        logger=[
+            Namespace(
+                class_path="lightning.pytorch.loggers.WandbLogger", init_args=Namespace(project="p", **wandb_args)
+            ),
+            Namespace(class_path="lightning.pytorch.loggers.CSVLogger", init_args=Namespace(save_dir="runs")),
+        ]
+    )
 
 
 def test_the_switch_sets_every_wandb_logger_and_keeps_a_configs_own_value(monkeypatch):

@@ -23,8 +23,17 @@ def fit(folder: Path, *extra: str, subcommand: str = "fit") -> subprocess.Comple
     # process may have started (WANDB_SERVICE) would still hold the first run's id.
     env = {key: value for key, value in os.environ.items() if not key.startswith("WANDB_")}
     env.update(WANDB_MODE="offline", OMP_NUM_THREADS="1")
-    command = [sys.executable, str(ROOT / "main.py"), subcommand, "--config", str(CONFIGS / "tied.yaml"),
-               "--config", str(CONFIGS / "scale" / "tiny.yaml"), "--trainer.enable_progress_bar=false", *extra]
+    command = [
+        sys.executable,
+        str(ROOT / "main.py"),
+        subcommand,
+        "--config",
+        str(CONFIGS / "tied.yaml"),
+        "--config",
+        str(CONFIGS / "scale" / "tiny.yaml"),
+        "--trainer.enable_progress_bar=false",
+        *extra,
+    ]
     return subprocess.run(command, cwd=folder, env=env, capture_output=True, text=True, timeout=600)
 
 

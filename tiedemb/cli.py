@@ -30,7 +30,13 @@ from tiedemb.nn.config import OBJECTIVES
 from tiedemb.options import given, shown
 from tiedemb.training.arguments import ArgumentParser
 from tiedemb.training.checkpoint_io import AtomicCheckpointIO
-from tiedemb.training.checkpoints import check_compatible, check_model_kind, find_last_checkpoint, fresh_checkpoint_dir, read_checkpoint
+from tiedemb.training.checkpoints import (
+    check_compatible,
+    check_model_kind,
+    find_last_checkpoint,
+    fresh_checkpoint_dir,
+    read_checkpoint,
+)
 from tiedemb.training.evaluation import (
     RunFolder,
     checkpoint_to_evaluate,
@@ -47,8 +53,8 @@ from tiedemb.training.files import first_free
 from tiedemb.training.log_level import LEVELS, hide_lightning_advert, set_log_level, set_log_level_from_env
 from tiedemb.training.parameter_counts import ParameterCounts
 from tiedemb.training.precision import PrecisionIfNative, resolve_precision
-from tiedemb.training.progress_bar import use_step_bound_label
 from tiedemb.training.preemption import SaveOnPreemption, stop_signal
+from tiedemb.training.progress_bar import use_step_bound_label
 from tiedemb.training.random_state import RandomState
 from tiedemb.training.run_checks import (
     check_checkpoint_name,
@@ -59,6 +65,7 @@ from tiedemb.training.run_checks import (
     validation_beyond_the_epoch,
 )
 from tiedemb.training.run_status import RunStatus
+from tiedemb.training.strategy import check_strategy_config
 from tiedemb.training.wandb_checkpoints import apply_log_model
 from tiedemb.training.wandb_mode import (
     WANDB_ID_KEY,
@@ -68,7 +75,6 @@ from tiedemb.training.wandb_mode import (
     quiet_wandb_start,
     wandb_run_id,
 )
-from tiedemb.training.strategy import check_strategy_config
 from tiedemb.weights.restoring import weights_from_checkpoint
 
 DEFAULT_LOGGERS = [
@@ -139,8 +145,13 @@ class Trainer(L.Trainer):
         print(format_table(rows))
         return rows
 
-    def similarity(self, model: L.LightningModule, datamodule: L.LightningDataModule | None = None,
-                   split: str | None = None, samples: int = 1000) -> dict[str, float]:
+    def similarity(
+        self,
+        model: L.LightningModule,
+        datamodule: L.LightningDataModule | None = None,
+        split: str | None = None,
+        samples: int = 1000,
+    ) -> dict[str, float]:
         """Zero-shot paraphrase ranking of a sentence-pair task's dev split, with no training: the
         ROC-AUC of the cosine similarity of each pair's mean-pooled sentence vectors, with a 95%
         bootstrap interval (``tiedemb.modules.similarity``); logged as ``zero_shot/auroc`` ...
@@ -153,25 +164,32 @@ class Trainer(L.Trainer):
 
         task = getattr(datamodule, "task_spec", None)
         if not isinstance(model, GlueModule) or task is None:
-            raise UserError("similarity scores a GLUE sentence-pair task: give a GLUE config (model: GlueModule, "
-                            "data: GlueData), e.g. configs/glue/mrpc.yaml")
+            raise UserError(
+                "similarity scores a GLUE sentence-pair task: give a GLUE config (model: GlueModule, "
+                "data: GlueData), e.g. configs/glue/mrpc.yaml"
+            )
         if len(task.text_columns) != 2 or task.num_labels != 2:
-            raise UserError(f"similarity needs a sentence-pair task with two labels (mrpc, qqp); {task.name} has "
-                            f"{len(task.text_columns)} text column(s) and {task.num_labels} labels")
+            raise UserError(
+                f"similarity needs a sentence-pair task with two labels (mrpc, qqp); {task.name} has "
+                f"{len(task.text_columns)} text column(s) and {task.num_labels} labels"
+            )
         split = split or task.validation_splits[0]
         raw = datamodule.raw_split(split)
         model.eval()
         first, second = task.text_columns
-        scores = pair_similarity(model.model.encode, datamodule.tokenizer, raw[first], raw[second],
-                                 datamodule.max_length)
+        scores = pair_similarity(
+            model.model.encode, datamodule.tokenizer, raw[first], raw[second], datamodule.max_length
+        )
         result = bootstrap_auroc(scores, torch.tensor(raw["label"]), samples=samples)
         metrics = {**result.metrics(), **{f"narrow/kept_{name}": share for name, share in model.narrowing_kept.items()}}
         for logger in self.loggers:
             logger.log_metrics(metrics, step=0)
             logger.save()
             logger.finalize("success")
-        print(f"{task.name} {split}: zero-shot ROC-AUC {result.auroc:.4f} [95% bootstrap {result.low:.4f}, "
-              f"{result.high:.4f}] over {result.examples} pairs")
+        print(
+            f"{task.name} {split}: zero-shot ROC-AUC {result.auroc:.4f} [95% bootstrap {result.low:.4f}, "
+            f"{result.high:.4f}] over {result.examples} pairs"
+        )
         return metrics
 
     def baselines(self, model: L.LightningModule, datamodule: L.LightningDataModule | None = None) -> dict[str, float]:
@@ -182,8 +200,10 @@ class Trainer(L.Trainer):
         ``trainer.limit_val_batches`` given as a count limits the blocks as it limits validation.
         """
         if not hasattr(datamodule, "baselines") or getattr(datamodule, "source", None) == "synthetic":
-            raise UserError("baselines are for text: give data.train_files or data.dataset (the embedded corpus "
-                            "logs its exact entropies instead: data/entropy_rate, data/unigram_entropy)")
+            raise UserError(
+                "baselines are for text: give data.train_files or data.dataset (the embedded corpus "
+                "logs its exact entropies instead: data/entropy_rate, data/unigram_entropy)"
+            )
         limit = self.limit_val_batches
         blocks = int(limit) * datamodule.batch_size if isinstance(limit, int) else None
         found = datamodule.baselines(limit_val_blocks=blocks)
@@ -221,8 +241,12 @@ class TiedembCLI(LightningCLI):
 
     @staticmethod
     def subcommands() -> dict[str, set[str]]:
-        return {**LightningCLI.subcommands(), "initloss": {"model", "datamodule"}, "baselines": {"model", "datamodule"},
-                "similarity": {"model", "datamodule"}}
+        return {
+            **LightningCLI.subcommands(),
+            "initloss": {"model", "datamodule"},
+            "baselines": {"model", "datamodule"},
+            "similarity": {"model", "datamodule"},
+        }
 
     def _prepare_subcommand_parser(self, klass: type, subcommand: str, **kwargs: Any) -> LightningArgumentParser:
         # Each subcommand's parser reads the signatures of the Trainer, the model and data classes and
@@ -240,8 +264,11 @@ class TiedembCLI(LightningCLI):
         (``training/evaluation.py``). They have to be in place before parsing, which would
         otherwise stop at the missing model and data classes.
         """
-        self._argv = [str(arg) for arg in (sys.argv[1:] if args is None else args)] \
-            if args is None or isinstance(args, (list, tuple)) else []
+        self._argv = (
+            [str(arg) for arg in (sys.argv[1:] if args is None else args)]
+            if args is None or isinstance(args, (list, tuple))
+            else []
+        )
         path = checkpoint_to_evaluate(self._argv)
         subcommand_parser = getattr(self, "_subcommand_parsers", {}).get(self._argv[0] if self._argv else None)
         if path is not None and subcommand_parser is not None:
@@ -252,9 +279,13 @@ class TiedembCLI(LightningCLI):
         super().parse_arguments(parser, args)
 
     def add_arguments_to_parser(self, parser: LightningArgumentParser) -> None:
-        parser.add_argument("--log_level", type=Literal[LEVELS] | None, default=None,
-                            help="Show tiedemb's own log messages of this level and above (default: the "
-                                 "TIEDEMB_LOG_LEVEL environment variable, else warnings only).")
+        parser.add_argument(
+            "--log_level",
+            type=Literal[LEVELS] | None,
+            default=None,
+            help="Show tiedemb's own log messages of this level and above (default: the "
+            "TIEDEMB_LOG_LEVEL environment variable, else warnings only).",
+        )
         # Sizes the data decides are never typed twice (LINKED_FROM_DATA).
         parser.link_arguments("data.vocab_size", "model.init_args.vocab_size", apply_on="instantiate")
         parser.link_arguments("data.pad_token_id", "model.init_args.pad_token_id", apply_on="instantiate")
@@ -281,7 +312,12 @@ class TiedembCLI(LightningCLI):
         model, data = config.get("model"), config.get("data")
         # The pretraining data collates for the model's objective (and trains the matching
         # tokenizer kind); copied here because only that pair of classes shares the setting.
-        if model and data and "objective" in (model.get("init_args") or {}) and "objective" in (data.get("init_args") or {}):
+        if (
+            model
+            and data
+            and "objective" in (model.get("init_args") or {})
+            and "objective" in (data.get("init_args") or {})
+        ):
             # a checkpoint's own settings (evaluation) are the model's dict_kwargs, over its init_args
             wanted = (model.get("dict_kwargs") or {}).get("objective", model.init_args.objective)
             given = data.init_args.objective
@@ -306,7 +342,6 @@ class TiedembCLI(LightningCLI):
         # Checkpoints as W&B artifacts when TIEDEMB_WANDB_LOG_MODEL asks for them, in whatever
         # logger list the config has (training/wandb_checkpoints.py).
         apply_log_model(config.get("trainer"))
-
 
     def instantiate_classes(self) -> None:
         # Evaluating a checkpoint builds the model its hyperparameters describe (architecture
@@ -343,7 +378,9 @@ class TiedembCLI(LightningCLI):
         # (the GLUE configs checkpoint on a dev metric). Without a logger (--trainer.logger=false)
         # LearningRateMonitor would stop the run, having nowhere to write: it is left out.
         if not trainer.loggers:
-            trainer.callbacks = [callback for callback in trainer.callbacks if not isinstance(callback, LearningRateMonitor)]
+            trainer.callbacks = [
+                callback for callback in trainer.callbacks if not isinstance(callback, LearningRateMonitor)
+            ]
         elif not any(isinstance(callback, LearningRateMonitor) for callback in trainer.callbacks):
             trainer.callbacks.append(LearningRateMonitor())
         if not any(isinstance(callback, ThroughputMonitor) for callback in trainer.callbacks):
@@ -385,8 +422,11 @@ class TiedembCLI(LightningCLI):
             check_model_kind(path, class_path, configured)
         typed = given_keys(self._argv, "model")
         init_args = settings.model.get("init_args")
-        lines = override_lines("model", hparams, {name: init_args[name] for name in typed if name in init_args},
-                               typed) if init_args else []
+        lines = (
+            override_lines("model", hparams, {name: init_args[name] for name in typed if name in init_args}, typed)
+            if init_args
+            else []
+        )
         hparams = {name: value for name, value in hparams.items() if name not in typed}
         model = {"class_path": class_path, "dict_kwargs": hparams} if class_path else hparams
         self.config = self.parser.parse_object({subcommand: {"model": model}}, self.config)
@@ -406,7 +446,9 @@ class TiedembCLI(LightningCLI):
             return []
         typed = given_keys(self._argv, "data")
         if data.class_path != class_path:
-            source = "command line" if any(arg.startswith("--data=") or arg == "--data" for arg in self._argv) else "config"
+            source = (
+                "command line" if any(arg.startswith("--data=") or arg == "--data" for arg in self._argv) else "config"
+            )
             return [f"data: {class_path} (checkpoint) -> {data.class_path} ({source})"]
         current = data.init_args.as_dict()
         folder = run_folder(self._checkpoint, path)
@@ -414,8 +456,10 @@ class TiedembCLI(LightningCLI):
         lines = override_lines("data", recorded_settings, current, typed)
         for name, value in found.items():
             data.init_args[name] = value
-            lines.append(f"data.{name}: {shown(current[name])} (checkpoint, relative to the run's folder "
-                         f"{str(folder)!r}) -> {shown(value)}")
+            lines.append(
+                f"data.{name}: {shown(current[name])} (checkpoint, relative to the run's folder "
+                f"{str(folder)!r}) -> {shown(value)}"
+            )
         return lines
 
     def before_fit(self) -> None:
@@ -454,16 +498,21 @@ class TiedembCLI(LightningCLI):
         found_last = None
         check_checkpoint_name(path, self.subcommand, self.trainer)
         if path is None and self.subcommand in ("test", "predict") and self.trainer.global_rank == 0:
-            print(f"note: no --ckpt_path: {self.subcommand} uses {untrained_weights(self.model)}, not a trained "
-                  f"checkpoint; pass --ckpt_path=<run>/checkpoints/<name>.ckpt (or last) to evaluate a "
-                  f"trained one", file=sys.stderr)
+            print(
+                f"note: no --ckpt_path: {self.subcommand} uses {untrained_weights(self.model)}, not a trained "
+                f"checkpoint; pass --ckpt_path=<run>/checkpoints/<name>.ckpt (or last) to evaluate a "
+                f"trained one",
+                file=sys.stderr,
+            )
         if path == "last":
             found = find_last_checkpoint(self._run_roots(), self.model, self.datamodule)
             looked = f"--ckpt_path=last found no checkpoint of this configuration under {', '.join(self._run_roots())}"
             if found is None and not fitting:
                 # evaluating the weights the config builds instead would give figures of an untrained model
-                raise UserError(f"{looked}; {self.subcommand} scores a trained model: pass its checkpoint file "
-                                "(--ckpt_path=<run>/checkpoints/<name>.ckpt), or run it where its runs are")
+                raise UserError(
+                    f"{looked}; {self.subcommand} scores a trained model: pass its checkpoint file "
+                    "(--ckpt_path=<run>/checkpoints/<name>.ckpt), or run it where its runs are"
+                )
             if self.trainer.global_rank == 0:
                 if found is None:
                     print(f"warning: {looked}; starting from scratch", file=sys.stderr)
@@ -472,7 +521,9 @@ class TiedembCLI(LightningCLI):
             config["ckpt_path"] = path = str(found) if found is not None else None
             found_last = path
         elif path not in (None, "best", "hpc") and "://" not in str(path):
-            checkpoint = getattr(self, "_checkpoint", None) or read_checkpoint(path, weights_only=bool(config["weights_only"]))
+            checkpoint = getattr(self, "_checkpoint", None) or read_checkpoint(
+                path, weights_only=bool(config["weights_only"])
+            )
             check_compatible(checkpoint, path, self.model)
             if fitting and self.trainer.global_rank == 0:
                 continue_wandb_run(self.trainer.loggers, checkpoint.get(WANDB_ID_KEY))
@@ -490,23 +541,32 @@ class TiedembCLI(LightningCLI):
         if type(self.datamodule).state_dict is not L.LightningDataModule.state_dict:
             # The datamodule resumes its own data position (tiedemb.data.sampling), which
             # Lightning cannot see; its warning that mid-epoch resumes are unreliable does not apply.
-            warnings.filterwarnings("ignore", message="You're resuming from a checkpoint that ended before the epoch ended")
+            warnings.filterwarnings(
+                "ignore", message="You're resuming from a checkpoint that ended before the epoch ended"
+            )
         if fitting and not self.trainer.loggers:
             # Without a logger every run would write to <root>/checkpoints and replace the
             # previous run's last.ckpt: each run gets its own folder (a resumed one keeps its own).
             folder = None
             for callback in self.trainer.checkpoint_callbacks:
                 if isinstance(callback, ModelCheckpoint) and callback.dirpath is None:
-                    folder = folder or fresh_checkpoint_dir(self.trainer.default_root_dir, path if path not in ("best", "hpc") else None)
+                    folder = folder or fresh_checkpoint_dir(
+                        self.trainer.default_root_dir, path if path not in ("best", "hpc") else None
+                    )
                     # absolute, as Lightning stores it: a resumed run then restores the callback's state
                     callback.dirpath = os.path.realpath(folder)
 
     def _run_roots(self) -> list[str]:
         """Folders under which runs of this command line keep their checkpoints."""
         roots = [self.trainer.default_root_dir]
-        roots += [logger.save_dir for logger in self.trainer.loggers if isinstance(getattr(logger, "save_dir", None), str)]
-        roots += [callback.dirpath for callback in self.trainer.checkpoint_callbacks
-                  if isinstance(callback, ModelCheckpoint) and callback.dirpath]
+        roots += [
+            logger.save_dir for logger in self.trainer.loggers if isinstance(getattr(logger, "save_dir", None), str)
+        ]
+        roots += [
+            callback.dirpath
+            for callback in self.trainer.checkpoint_callbacks
+            if isinstance(callback, ModelCheckpoint) and callback.dirpath
+        ]
         return list(dict.fromkeys(str(Path(root).expanduser()) for root in roots))
 
 
@@ -531,8 +591,12 @@ def untrained_weights(model: L.LightningModule) -> str:
     return f"the weights of model.pretrained ({pretrained}){classifier}"
 
 
-LINKED_FROM_DATA = {"vocab_size": "data.vocab_size or the tokenizer", "pad_token_id": "the tokenizer",
-                    "num_labels": "data.task", "task": "data.task"}
+LINKED_FROM_DATA = {
+    "vocab_size": "data.vocab_size or the tokenizer",
+    "pad_token_id": "the tokenizer",
+    "num_labels": "data.task",
+    "task": "data.task",
+}
 """Model settings the command line takes from the data (``link_arguments`` above), and from where."""
 
 
@@ -569,8 +633,9 @@ def refuse_linked_settings(model: Any) -> None:
     for name, source in LINKED_FROM_DATA.items():
         value = settings.get(name)
         if name in parameters and given(value, parameters[name].default):
-            raise UserError(f"model.{name}={shown(value)} is set from the data ({source}); leave it out of the model's "
-                            "settings")
+            raise UserError(
+                f"model.{name}={shown(value)} is set from the data ({source}); leave it out of the model's settings"
+            )
 
 
 PRETRAINED_TOKENIZER = "pretrained"
@@ -589,8 +654,10 @@ def resolve_pretrained_tokenizer(model: Any, data: Any) -> None:
         return
     pretrained = settings.get("pretrained")
     if not pretrained:
-        raise UserError(f"data.tokenizer={PRETRAINED_TOKENIZER!r} takes the tokenizer of model.pretrained, which is "
-                        "unset; name a tokenizer, or the model to start from")
+        raise UserError(
+            f"data.tokenizer={PRETRAINED_TOKENIZER!r} takes the tokenizer of model.pretrained, which is "
+            "unset; name a tokenizer, or the model to start from"
+        )
     path = Path(str(pretrained)).expanduser()
     if path.is_dir() or not path.suffix == ".ckpt":
         data_settings["tokenizer"] = str(pretrained)  # a transformers folder or hub name holds its tokenizer
@@ -602,9 +669,11 @@ def resolve_pretrained_tokenizer(model: Any, data: Any) -> None:
     recorded = dict(checkpoint.get("datamodule_hyper_parameters") or {})
     found = tokenizer_of_run(recorded, int(hparams.get("vocab_size") or 0), str(hparams.get("objective") or "mlm"))
     if found is None:
-        raise UserError(f"data.tokenizer={PRETRAINED_TOKENIZER!r}: the run of {str(pretrained)!r} names no tokenizer "
-                        "that can be found from here (its trained tokenizer is kept under its data.cache_dir, relative "
-                        "to the folder it ran in); pass --data.tokenizer=<folder>")
+        raise UserError(
+            f"data.tokenizer={PRETRAINED_TOKENIZER!r}: the run of {str(pretrained)!r} names no tokenizer "
+            "that can be found from here (its trained tokenizer is kept under its data.cache_dir, relative "
+            "to the folder it ran in); pass --data.tokenizer=<folder>"
+        )
     data_settings["tokenizer"] = found
     print(f"data.tokenizer: {found} (the tokenizer {str(pretrained)!r} was trained with)", file=sys.stderr)
 

@@ -1,7 +1,7 @@
 """``tiedemb SUBCOMMAND ...``: one command for everything a user runs (``python -m tiedemb`` too).
 
-``fit``, ``validate``, ``test``, ``predict``, ``initloss``, ``baselines`` and ``similarity`` are the LightningCLI of ``main.py``
-(``tiedemb.cli``); the others hand their arguments to the command module that does the work, the
+``fit``, ``validate``, ``test``, ``predict``, ``initloss``, ``baselines`` and ``similarity`` are the LightningCLI of
+``main.py`` (``tiedemb.cli``); the others hand their arguments to the command module that does the work, the
 same module ``python -m tiedemb.<module>`` runs. Modules are imported only for the subcommand
 chosen, so ``tiedemb --help`` answers without loading torch or Lightning.
 """
@@ -34,9 +34,13 @@ LIGHTNING_SUBCOMMANDS = {"fit", "validate", "test", "predict", "initloss", "base
 
 def usage() -> str:
     width = max(map(len, COMMANDS))
-    lines = ["usage: tiedemb SUBCOMMAND [options]   (tiedemb SUBCOMMAND --help for its options)", "",
-             f"tiedemb {__version__}: tied input/output embeddings and embedding width in Transformer encoders", "",
-             "subcommands:"]
+    lines = [
+        "usage: tiedemb SUBCOMMAND [options]   (tiedemb SUBCOMMAND --help for its options)",
+        "",
+        f"tiedemb {__version__}: tied input/output embeddings and embedding width in Transformer encoders",
+        "",
+        "subcommands:",
+    ]
     lines += [f"  {name:<{width}}  {summary}" for name, (_, summary) in COMMANDS.items()]
     return "\n".join(lines)
 

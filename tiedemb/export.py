@@ -39,7 +39,7 @@ CAUSAL_INPUTS = ["input_ids", "attention_mask"]
 
 
 def checkpoint_kind(checkpoint: Mapping[str, Any], origin: str) -> str:
-    """"glue" for a ``GlueModule`` checkpoint, "pretrain" for a ``PretrainModule`` one."""
+    """ "glue" for a ``GlueModule`` checkpoint, "pretrain" for a ``PretrainModule`` one."""
     class_path = str((checkpoint.get("hyper_parameters") or {}).get("_class_path", ""))
     if class_path.endswith("GlueModule"):
         return "glue"
@@ -50,8 +50,10 @@ def checkpoint_kind(checkpoint: Mapping[str, Any], origin: str) -> str:
         return "glue"
     if "model.head.decoder.weight" in state:
         return "pretrain"
-    raise UserError(f"checkpoint {origin!r} is neither a GlueModule's nor a PretrainModule's (no model.classifier "
-                    "or model.head weights)")
+    raise UserError(
+        f"checkpoint {origin!r} is neither a GlueModule's nor a PretrainModule's (no model.classifier "
+        "or model.head weights)"
+    )
 
 
 def task_labels(hparams: Mapping[str, Any]) -> tuple[str, ...] | None:
@@ -74,11 +76,15 @@ def load_run_tokenizer(name: str, vocab_size: int, described: str):
     try:
         tokenizer = load_tokenizer(name)
     except UserError as error:
-        raise UserError(f"{described} {name!r} could not be loaded ({first_line(error).split('. ')[0].rstrip('.')}); "
-                        "pass --tokenizer PATH_OR_NAME, or --no_tokenizer to export the weights alone") from None
+        raise UserError(
+            f"{described} {name!r} could not be loaded ({first_line(error).split('. ')[0].rstrip('.')}); "
+            "pass --tokenizer PATH_OR_NAME, or --no_tokenizer to export the weights alone"
+        ) from None
     if len(tokenizer) != vocab_size:
-        raise UserError(f"{described} {name!r} has {len(tokenizer)} tokens, but the model's vocabulary has {vocab_size}; "
-                        "pass the tokenizer the model was trained with as --tokenizer")
+        raise UserError(
+            f"{described} {name!r} has {len(tokenizer)} tokens, but the model's vocabulary has {vocab_size}; "
+            "pass the tokenizer the model was trained with as --tokenizer"
+        )
     return tokenizer
 
 
@@ -101,12 +107,16 @@ def find_tokenizer(checkpoint: Mapping[str, Any], vocab_size: int, objective: st
         if folder is not None:
             return load_tokenizer(folder)
         cache = Path(str(data.get("cache_dir") or "data/cache")) / "tokenizers"
-        raise UserError(f"the tokenizer the run trained is not in {str(cache)!r} (run from the folder the run was "
-                        "started in, with its text files unchanged); pass --tokenizer PATH_OR_NAME, or --no_tokenizer")
+        raise UserError(
+            f"the tokenizer the run trained is not in {str(cache)!r} (run from the folder the run was "
+            "started in, with its text files unchanged); pass --tokenizer PATH_OR_NAME, or --no_tokenizer"
+        )
     if "synthetic_tokens" in data:
-        raise UserError(f"checkpoint {origin!r} was trained on the embedded synthetic corpus, which has no tokenizer; "
-                        "pass --no_tokenizer to export the weights alone (token ids are the corpus's word ids), or "
-                        f"--tokenizer with a tokenizer of {vocab_size} tokens")
+        raise UserError(
+            f"checkpoint {origin!r} was trained on the embedded synthetic corpus, which has no tokenizer; "
+            "pass --no_tokenizer to export the weights alone (token ids are the corpus's word ids), or "
+            f"--tokenizer with a tokenizer of {vocab_size} tokens"
+        )
     raise UserError(f"checkpoint {origin!r} records no tokenizer; pass --tokenizer PATH_OR_NAME, or --no_tokenizer")
 
 
@@ -130,8 +140,10 @@ def build_model(plan: ExportPlan):
     parameters = {name for name, _ in model.named_parameters(remove_duplicate=False)}
     missing = [key for key in result.missing_keys if key not in tied and key in parameters]
     if missing or result.unexpected_keys:
-        raise RuntimeError(f"the exported weights do not fill {plan.model_class}: missing {missing[:3]}, "
-                           f"unexpected {result.unexpected_keys[:3]}")
+        raise RuntimeError(
+            f"the exported weights do not fill {plan.model_class}: missing {missing[:3]}, "
+            f"unexpected {result.unexpected_keys[:3]}"
+        )
     model.tie_weights()
     return model.eval()
 
@@ -156,9 +168,9 @@ def check_out(out: Path) -> None:
 
 def write_folder(plan: ExportPlan, tokenizer, out: Path, card: str) -> None:
     """Model, config, tokenizer and model card, filled in a sibling folder and renamed to ``out`` at the end."""
-    from tiedemb.training.files import atomic_directory, ordinary_permissions
-
     from transformers.utils import logging as transformers_logging
+
+    from tiedemb.training.files import atomic_directory, ordinary_permissions
 
     model = build_model(plan)
     check_out(out)  # again: the folder may have been filled while the weights were mapped
@@ -200,7 +212,7 @@ def push_to_hub(out: Path, repo: str) -> None:
             api.create_repo(repo, exist_ok=True)
             api.upload_folder(repo_id=repo, folder_path=str(out), commit_message="Export from tiedemb")
             return
-        except Exception as error:  # noqa: BLE001 - credentials, permissions, network: reported the same way
+        except Exception as error:
             problem = first_line(error)
     raise UserError(f"{str(out)!r} is written, but it was not uploaded to the hub as {repo!r}: {problem}")
 
@@ -223,8 +235,14 @@ def export(args: argparse.Namespace) -> str:
         raise UserError(f"checkpoint {origin!r} holds no model weights (state_dict)")
     hparams = dict(checkpoint.get("hyper_parameters") or {})
     kind = checkpoint_kind(checkpoint, origin)
-    plan = plan_export(hparams, checkpoint["state_dict"], kind, args.model_class,
-                       task_labels(hparams) if kind == "glue" else None, origin)
+    plan = plan_export(
+        hparams,
+        checkpoint["state_dict"],
+        kind,
+        args.model_class,
+        task_labels(hparams) if kind == "glue" else None,
+        origin,
+    )
     vocab_size = int(plan.config["vocab_size"])
     if args.no_tokenizer:
         tokenizer = None
@@ -251,16 +269,25 @@ def parser() -> CommandParser:
     )
     parser.add_argument("checkpoint", help="a GlueModule or PretrainModule .ckpt file")
     parser.add_argument("out", help="the folder to write (new or empty)")
-    parser.add_argument("--model_class", choices=EXPORT_CLASSES, default=None,
-                        help="default: BertForSequenceClassification for GLUE; for next-token models the causal LM "
-                             "that holds them (GPTNeoXForCausalLM: LayerNorm and rotary or no positions, "
-                             "LlamaForCausalLM: RMSNorm and rotary, GPT2LMHeadModel: learned positions); else "
-                             "BertForMaskedLM for BERT's MLM head, BertModel (the encoder alone) for any other")
-    parser.add_argument("--tokenizer", default=None,
-                        help="tokenizer directory or hub name; default: the one the run used")
+    parser.add_argument(
+        "--model_class",
+        choices=EXPORT_CLASSES,
+        default=None,
+        help="default: BertForSequenceClassification for GLUE; for next-token models the causal LM "
+        "that holds them (GPTNeoXForCausalLM: LayerNorm and rotary or no positions, "
+        "LlamaForCausalLM: RMSNorm and rotary, GPT2LMHeadModel: learned positions); else "
+        "BertForMaskedLM for BERT's MLM head, BertModel (the encoder alone) for any other",
+    )
+    parser.add_argument(
+        "--tokenizer", default=None, help="tokenizer directory or hub name; default: the one the run used"
+    )
     parser.add_argument("--no_tokenizer", action="store_true", help="write the model without a tokenizer")
-    parser.add_argument("--push_to_hub", metavar="REPO", default=None,
-                        help="then upload the folder as this hub model (needs network and a hub token)")
+    parser.add_argument(
+        "--push_to_hub",
+        metavar="REPO",
+        default=None,
+        help="then upload the folder as this hub model (needs network and a hub token)",
+    )
     add_weights_only(parser)
     return parser
 

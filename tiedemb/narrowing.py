@@ -8,7 +8,6 @@ energy (squared Frobenius norm) inside the shared basis fine-tuning would use, f
 
 from __future__ import annotations
 
-import argparse
 import csv
 import io
 import sys
@@ -24,8 +23,13 @@ DEFAULT_WIDTHS = [32, 64, 128, 192, 256]
 def parser() -> CommandParser:
     parser = CommandParser(prog="tiedemb narrowing", description=__doc__.split("\n\n")[0])
     parser.add_argument("source", help="a tiedemb .ckpt, a transformers BERT folder or a hub name")
-    parser.add_argument("--widths", type=number(PositiveInt), nargs="+", default=DEFAULT_WIDTHS,
-                        help=f"the d_e values (default: {' '.join(map(str, DEFAULT_WIDTHS))}, those below the source's)")
+    parser.add_argument(
+        "--widths",
+        type=number(PositiveInt),
+        nargs="+",
+        default=DEFAULT_WIDTHS,
+        help=f"the d_e values (default: {' '.join(map(str, DEFAULT_WIDTHS))}, those below the source's)",
+    )
     parser.add_argument("--out", type=Path, help="also write the table as CSV to this file")
     return parser
 
@@ -51,8 +55,11 @@ def markdown(rows: list[dict[str, object]]) -> str:
     columns = list(rows[0])
     lines = ["| " + " | ".join(columns) + " |", "|" + "---|" * len(columns)]
     for row in rows:
-        lines.append("| " + " | ".join(f"{value:.1%}" if isinstance(value, float) else str(value)
-                                        for value in row.values()) + " |")
+        lines.append(
+            "| "
+            + " | ".join(f"{value:.1%}" if isinstance(value, float) else str(value) for value in row.values())
+            + " |"
+        )
     return "\n".join(lines)
 
 

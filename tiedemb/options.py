@@ -84,8 +84,11 @@ def option_types(function: Callable[..., Any] | type) -> dict[str, Any]:
         return typing.get_type_hints(function, include_extras=True)
     signature = inspect.signature(function)
     if all(not isinstance(parameter.annotation, str) for parameter in signature.parameters.values()):
-        return {name: parameter.annotation for name, parameter in signature.parameters.items()
-                if parameter.annotation is not inspect.Parameter.empty}
+        return {
+            name: parameter.annotation
+            for name, parameter in signature.parameters.items()
+            if parameter.annotation is not inspect.Parameter.empty
+        }
     hints = typing.get_type_hints(function, include_extras=True)
     return {name: hints[name] for name in signature.parameters if name in hints}
 
@@ -106,7 +109,8 @@ def accepts(hint: Any, value: Any) -> bool:
     origin, arguments = typing.get_origin(hint), typing.get_args(hint)
     if origin is Annotated:
         return accepts(arguments[0], value) and all(
-            value in bound for bound in arguments[1:] if isinstance(bound, Bounds))
+            value in bound for bound in arguments[1:] if isinstance(bound, Bounds)
+        )
     if origin in (Union, types.UnionType):
         return any(accepts(option, value) for option in arguments)
     if hint is type(None) or hint is None:
@@ -120,13 +124,17 @@ def accepts(hint: Any, value: Any) -> bool:
     if hint is str:
         return isinstance(value, str)
     if origin is tuple:
-        return (isinstance(value, (tuple, list)) and len(value) == len(arguments)
-                and all(accepts(item_hint, item) for item_hint, item in zip(arguments, value)))
+        return (
+            isinstance(value, (tuple, list))
+            and len(value) == len(arguments)
+            and all(accepts(item_hint, item) for item_hint, item in zip(arguments, value))
+        )
     if origin is list:
         return isinstance(value, (list, tuple)) and all(accepts(arguments[0], item) for item in value)
     if origin is dict:
         return isinstance(value, Mapping) and all(
-            accepts(arguments[0], key) and accepts(arguments[1], item) for key, item in value.items())
+            accepts(arguments[0], key) and accepts(arguments[1], item) for key, item in value.items()
+        )
     return True  # a class or Any: what the option does with it decides
 
 
@@ -145,8 +153,11 @@ def describe(hint: Any) -> str:
     if hint in names:
         return names[hint]
     if origin is tuple:
-        return f"a list of {len(arguments)} values, each {describe(arguments[0])}" if len(set(arguments)) == 1 \
+        return (
+            f"a list of {len(arguments)} values, each {describe(arguments[0])}"
+            if len(set(arguments)) == 1
             else "a list of " + ", ".join(describe(item) for item in arguments)
+        )
     if origin is list:
         return f"a list, each item {describe(arguments[0])}"
     if origin is dict:
@@ -225,6 +236,9 @@ flag.refuses = ("maybe", "")  # type: ignore[attr-defined]  # for tests that try
 def add_weights_only(parser: argparse.ArgumentParser) -> None:
     """``--weights_only``, as every command that reads a checkpoint file takes it (the training
     command's ``--weights_only`` is Lightning's, with the same meaning)."""
-    parser.add_argument("--weights_only", type=flag, default=True,
-                        help="read tensors and plain values only (default true); false unpickles anything, "
-                             "for a file you trust")
+    parser.add_argument(
+        "--weights_only",
+        type=flag,
+        default=True,
+        help="read tensors and plain values only (default true); false unpickles anything, for a file you trust",
+    )

@@ -30,10 +30,14 @@ step_list.refuses = ("0", "-5", "1,a", ",")  # type: ignore[attr-defined]  # wha
 def parser() -> CommandParser:
     parser = CommandParser(prog="tiedemb report", description=__doc__.split("\n\n")[0])
     parser.add_argument("folder", type=Path, help="a sweep's --out folder, or any folder of runs")
-    parser.add_argument("--target-loss", type=number(PositiveFloat),
-                        help="loss for 'steps to target' (default: the highest final loss)")
-    parser.add_argument("--steps", type=step_list, help="steps for the fixed-step loss columns, e.g. 1000,5000 "
-                                                        "(default: three evaluation steps all runs share)")
+    parser.add_argument(
+        "--target-loss", type=number(PositiveFloat), help="loss for 'steps to target' (default: the highest final loss)"
+    )
+    parser.add_argument(
+        "--steps",
+        type=step_list,
+        help="steps for the fixed-step loss columns, e.g. 1000,5000 (default: three evaluation steps all runs share)",
+    )
     parser.add_argument("--no-wandb", action="store_true", help="do not log the report to W&B")
     parser.add_argument("--no-analysis", action="store_true", help="skip the checkpoint analyses (effective rank ...)")
     return parser
@@ -43,8 +47,15 @@ def main(argv: list[str] | None = None) -> int:
     args = parser().parse_args(argv)
     from tiedemb.experiments.report import build_report
 
-    path = report_user_errors(lambda: build_report(args.folder, target_loss=args.target_loss, at_steps=args.steps,
-                                                   wandb=not args.no_wandb, analyses=not args.no_analysis))
+    path = report_user_errors(
+        lambda: build_report(
+            args.folder,
+            target_loss=args.target_loss,
+            at_steps=args.steps,
+            wandb=not args.no_wandb,
+            analyses=not args.no_analysis,
+        )
+    )
     if isinstance(path, int):  # the exit status of a user error, already reported
         return path
     print(f"wrote {path}")

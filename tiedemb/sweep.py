@@ -29,26 +29,37 @@ from pathlib import Path
 from typing import Any
 
 from tiedemb.errors import UserError
-from tiedemb.options import NonNegativeInt, number
 from tiedemb.experiments.preemption import SweepStopped
+from tiedemb.options import NonNegativeInt, number
 from tiedemb.training.exits import PREEMPTED_EXIT, CommandParser, report_user_errors
 
 
 def parser() -> CommandParser:
     parser = CommandParser(prog="tiedemb sweep", description=__doc__.split("\n\n")[0])
-    parser.add_argument("sweep_file", type=Path, help="the sweep file: its studies, grids and overrides (configs/sweeps/*.yaml)")
+    parser.add_argument(
+        "sweep_file", type=Path, help="the sweep file: its studies, grids and overrides (configs/sweeps/*.yaml)"
+    )
     parser.add_argument("--out", type=Path, required=True, help="folder for the cells (created if absent)")
     parser.add_argument("--emit", choices=("slurm", "wandb"), help="write cluster files instead of running")
     parser.add_argument("--cell", type=number(NonNegativeInt), help="run only the cell with this index")
     parser.add_argument("--study", help="with --LABEL=VALUE flags: run only that cell of this study")
     parser.add_argument("--list", action="store_true", help="list the cells and their state")
     parser.add_argument("--dry-run", action="store_true", help="validate and print the commands only")
-    parser.add_argument("--method", choices=("grid", "random", "bayes"),
-                        help="with --emit wandb: the W&B search method of every study")
-    parser.add_argument("--metric", metavar="NAME[:GOAL]",
-                        help="with --emit wandb: the metric to optimise, e.g. val/loss or val/accuracy:maximize")
-    parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
-                        help="a setting (VALUE read as YAML) for every cell whose configuration has KEY; repeatable")
+    parser.add_argument(
+        "--method", choices=("grid", "random", "bayes"), help="with --emit wandb: the W&B search method of every study"
+    )
+    parser.add_argument(
+        "--metric",
+        metavar="NAME[:GOAL]",
+        help="with --emit wandb: the metric to optimise, e.g. val/loss or val/accuracy:maximize",
+    )
+    parser.add_argument(
+        "--set",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="a setting (VALUE read as YAML) for every cell whose configuration has KEY; repeatable",
+    )
     return parser
 
 
@@ -76,8 +87,9 @@ def parse_settings(tokens: list[str]) -> dict[str, Any]:
     for token in tokens:
         key, equals, value = token.partition("=")
         if not equals or not key or key.startswith("-") or " " in key:
-            raise UserError(f"--set {token!r}: expected KEY=VALUE with a command-line key, e.g. "
-                            "--set data.train_files='[my.txt]'")
+            raise UserError(
+                f"--set {token!r}: expected KEY=VALUE with a command-line key, e.g. --set data.train_files='[my.txt]'"
+            )
         try:
             settings[key] = yaml.safe_load(value)
         except yaml.YAMLError as error:
@@ -90,7 +102,9 @@ def main(argv: list[str] | None = None) -> int:
     try:
         return report_user_errors(lambda: _main(args, selection))
     except SweepStopped as stopped:
-        print(f"stopped by {stopped}; the cell that ran is recorded as preempted (see its status.json)", file=sys.stderr)
+        print(
+            f"stopped by {stopped}; the cell that ran is recorded as preempted (see its status.json)", file=sys.stderr
+        )
         return PREEMPTED_EXIT
     except KeyboardInterrupt:
         print("interrupted; run the same command again to continue", file=sys.stderr)
@@ -99,8 +113,8 @@ def main(argv: list[str] | None = None) -> int:
 
 def _main(args: argparse.Namespace, selection: dict[str, str]) -> int:
     from tiedemb.experiments import layout
-    from tiedemb.experiments.emit import slurm_script, wandb_sweep_configs
     from tiedemb.experiments.cells import apply_settings, cell_args, cell_dir, cell_state, run_sweep, validate_cell
+    from tiedemb.experiments.emit import slurm_script, wandb_sweep_configs
     from tiedemb.experiments.sweep_file import load_sweep, parse_metric, searched_cell, typical_value
     from tiedemb.training.files import atomic_write_text
 
@@ -126,10 +140,16 @@ def _main(args: argparse.Namespace, selection: dict[str, str]) -> int:
         if args.study not in studies:
             raise UserError(f"--study {args.study!r}: the sweep's studies are {', '.join(studies)}")
         # A random or Bayesian W&B search passes its drawn values by CLI key, beside the grid's labels.
-        drawn = {key: parse_settings([f"{key}={selection.pop(key)}"])[key]
-                 for key in studies[args.study].search.parameters if key in selection}
-        cells = [searched_cell(cell, drawn) for cell in studies[args.study].cells
-                 if all(cell.labels.get(label) == value for label, value in selection.items())]
+        drawn = {
+            key: parse_settings([f"{key}={selection.pop(key)}"])[key]
+            for key in studies[args.study].search.parameters
+            if key in selection
+        }
+        cells = [
+            searched_cell(cell, drawn)
+            for cell in studies[args.study].cells
+            if all(cell.labels.get(label) == value for label, value in selection.items())
+        ]
         if not cells:
             raise UserError(f"no cell of study {args.study!r} has {selection}; the grid may leave it out by a rule")
     if args.list:
@@ -142,7 +162,10 @@ def _main(args: argparse.Namespace, selection: dict[str, str]) -> int:
             validate_cell(sweep, cell, cell_dir(out, cell))
         (out / "slurm").mkdir(parents=True, exist_ok=True)  # SLURM opens the job logs there before any job runs
         atomic_write_text(out / "sweep.slurm", slurm_script(sweep, out, workdir, args.set))
-        print(f"wrote {out / 'sweep.slurm'} ({len(sweep.all_cells)} array tasks); submit with: sbatch {out / 'sweep.slurm'}")
+        print(
+            f"wrote {out / 'sweep.slurm'} ({len(sweep.all_cells)} array tasks); "
+            f"submit with: sbatch {out / 'sweep.slurm'}"
+        )
         if any(study.chain for study in sweep.studies):
             print("chained studies: submit it once more to run after the first array, as the script's comment says")
         return 0
@@ -151,8 +174,10 @@ def _main(args: argparse.Namespace, selection: dict[str, str]) -> int:
             validate_cell(sweep, cell, cell_dir(out, cell))
         for study in sweep.studies:  # a searched key the command line does not know fails here, not in the agent
             if study.search.parameters and study.cells and not study.skipped_because:
-                cell = searched_cell(study.cells[0], {key: typical_value(distribution)
-                                                      for key, distribution in study.search.parameters.items()})
+                cell = searched_cell(
+                    study.cells[0],
+                    {key: typical_value(distribution) for key, distribution in study.search.parameters.items()},
+                )
                 validate_cell(sweep, cell, cell_dir(out, cell))
         metric = parse_metric(args.metric, "--metric") if args.metric else None
         for study, text in wandb_sweep_configs(sweep, out, args.set, args.method, metric).items():
@@ -169,14 +194,19 @@ def _main(args: argparse.Namespace, selection: dict[str, str]) -> int:
         print(f"{len(cells)} cells are valid")
         return 0
     outcome = run_sweep(sweep, out, cells, workdir)
-    print(f"sweep {sweep.name!r}: {len(outcome['finished'])} finished, {len(outcome['failed'])} failed, "
-          f"{len(outcome['waiting'])} waiting, {len(outcome['skipped'])} already done; "
-          f"report with: python -m tiedemb.report {out}")
+    print(
+        f"sweep {sweep.name!r}: {len(outcome['finished'])} finished, {len(outcome['failed'])} failed, "
+        f"{len(outcome['waiting'])} waiting, {len(outcome['skipped'])} already done; "
+        f"report with: python -m tiedemb.report {out}"
+    )
     for cell_id in outcome["failed"]:
         print(f"  failed: {cell_id} (see {out / cell_id / layout.LOG_FILE})")
     if outcome["waiting"]:
         # Not a failure of this run: the same command runs them once their upstream cells finish.
-        print(f"  {len(outcome['waiting'])} waiting for upstream cells; run the same command again once those have finished")
+        print(
+            f"  {len(outcome['waiting'])} waiting for upstream cells; "
+            "run the same command again once those have finished"
+        )
     return 1 if outcome["failed"] else 0
 
 

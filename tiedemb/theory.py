@@ -21,8 +21,18 @@ from dataclasses import dataclass
 # heads and scale settings a config accepts. ``tiedemb.nn.config`` imports nothing heavy.
 from tiedemb.nn.config import HEAD_NAMES, SCALE_KEYWORDS, readout_width, resolve_scale
 
-__all__ = ["HEAD_NAMES", "MLM_KEPT_FRACTION", "SCALE_KEYWORDS", "SELF_ALIGNED_HEADS", "Prediction",
-           "predict_for_config", "predict_initial_loss", "readout_width", "resolve_scale", "token_std"]
+__all__ = [
+    "HEAD_NAMES",
+    "MLM_KEPT_FRACTION",
+    "SCALE_KEYWORDS",
+    "SELF_ALIGNED_HEADS",
+    "Prediction",
+    "predict_for_config",
+    "predict_initial_loss",
+    "readout_width",
+    "resolve_scale",
+    "token_std",
+]
 
 #: Heads whose output matrix is the token embedding seen without a decorrelating map.
 SELF_ALIGNED_HEADS = ("tied", "tied_scaled_init")
@@ -41,8 +51,9 @@ class Prediction:
     loss_same: float  # a target equal to the input token
 
 
-def token_std(head: str, vocab_size: int, embedding_dim: int, init_std: float,
-              embedding_init_std: float | None = None) -> float:
+def token_std(
+    head: str, vocab_size: int, embedding_dim: int, init_std: float, embedding_init_std: float | None = None
+) -> float:
     """The std of the token embedding rows the given head variant draws.
 
     ``embedding_init_std`` (T5 draws its embedding with std 1.0) replaces ``init_std`` for the

@@ -10,12 +10,22 @@ import yaml
 from tiedemb.experiments import layout
 
 
-def make_cell(root: Path, study: str, labels: dict[str, str], metrics: dict[str, dict[int, float]],
-              hparams: dict | None = None, state: str = "finished", message: str = "", version: int = 0) -> Path:
+def make_cell(
+    root: Path,
+    study: str,
+    labels: dict[str, str],
+    metrics: dict[str, dict[int, float]],
+    hparams: dict | None = None,
+    state: str = "finished",
+    message: str = "",
+    version: int = 0,
+) -> Path:
     """A cell folder with cell.json, status.json and one CSV logger version holding ``metrics``."""
     folder = root / study / ",".join(f"{k}={v}" for k, v in labels.items())
-    layout.write_json(folder / layout.CELL_FILE, {"id": f"{study}/{folder.name}", "study": study, "labels": labels,
-                                                  "spec_hash": "test", "workdir": str(root)})
+    layout.write_json(
+        folder / layout.CELL_FILE,
+        {"id": f"{study}/{folder.name}", "study": study, "labels": labels, "spec_hash": "test", "workdir": str(root)},
+    )
     layout.write_json(folder / layout.STATUS_FILE, {"state": state, "attempt": 1, "message": message})
     write_metrics(folder / "csv" / f"version_{version}", metrics, hparams or {})
     return folder
@@ -35,12 +45,24 @@ def write_metrics(version: Path, metrics: dict[str, dict[int, float]], hparams: 
 
 
 def pretrain_metrics(initial: float, predicted: float, val: dict[int, float], params: float = 1000.0) -> dict:
-    return {"init/loss": {0: initial}, "init/loss_pred": {0: predicted}, "init/log_n": {0: 6.0},
-            "val/loss": val, "params/total": {0: params}, "params/embedding": {0: params / 4}}
+    return {
+        "init/loss": {0: initial},
+        "init/loss_pred": {0: predicted},
+        "init/log_n": {0: 6.0},
+        "val/loss": val,
+        "params/total": {0: params},
+        "params/embedding": {0: params / 4},
+    }
 
 
-def glue_metrics(accuracy: dict[int, float], f1: dict[int, float], epochs: float, total: float,
-                 embedding: float) -> dict:
-    return {"val/accuracy": accuracy, "val/f1": f1, "val/loss": {step: 0.5 for step in accuracy},
-            "val/epochs_to_converge": {max(accuracy) + 1: epochs}, "params/total": {0: total},
-            "params/embedding": {0: embedding}}
+def glue_metrics(
+    accuracy: dict[int, float], f1: dict[int, float], epochs: float, total: float, embedding: float
+) -> dict:
+    return {
+        "val/accuracy": accuracy,
+        "val/f1": f1,
+        "val/loss": dict.fromkeys(accuracy, 0.5),
+        "val/epochs_to_converge": {max(accuracy) + 1: epochs},
+        "params/total": {0: total},
+        "params/embedding": {0: embedding},
+    }

@@ -6,8 +6,8 @@ import math
 import statistics
 
 import pytest
-
 from run_folders import glue_metrics, make_cell, pretrain_metrics
+
 from tiedemb.experiments.aggregate import (
     Stat,
     default_fixed_steps,
@@ -41,10 +41,22 @@ def pretraining_folder(tmp_path):
         ("untied", "1"): (6.3, 6.0, {9: 5.2, 19: 4.6, 29: 4.0}),
     }
     for (variant, seed), (initial, predicted, val) in curves.items():
-        make_cell(tmp_path, "tied", {"variant": variant, "seed": seed}, pretrain_metrics(initial, predicted, val),
-                  hparams={"head": variant})
-    make_cell(tmp_path, "tied", {"variant": "untied", "seed": "2"}, pretrain_metrics(99.0, 6.0, {9: 99.0}),
-              hparams={"head": "untied"}, state="failed", message="error: the training loss became nan")
+        make_cell(
+            tmp_path,
+            "tied",
+            {"variant": variant, "seed": seed},
+            pretrain_metrics(initial, predicted, val),
+            hparams={"head": variant},
+        )
+    make_cell(
+        tmp_path,
+        "tied",
+        {"variant": "untied", "seed": "2"},
+        pretrain_metrics(99.0, 6.0, {9: 99.0}),
+        hparams={"head": "untied"},
+        state="failed",
+        message="error: the training loss became nan",
+    )
     return tmp_path
 
 
@@ -94,8 +106,13 @@ def glue_folder(tmp_path):
     }
     for (dim, seed), (accuracy, f1, epochs) in settings.items():
         total = 10e6 if dim == "128" else 12e6
-        make_cell(tmp_path, "mrpc", {"d_e": dim, "seed": seed}, glue_metrics(accuracy, f1, epochs, total, total / 5),
-                  hparams={"task": "mrpc", "num_labels": 2, "embedding_dim": int(dim)})
+        make_cell(
+            tmp_path,
+            "mrpc",
+            {"d_e": dim, "seed": seed},
+            glue_metrics(accuracy, f1, epochs, total, total / 5),
+            hparams={"task": "mrpc", "num_labels": 2, "embedding_dim": int(dim)},
+        )
     return tmp_path
 
 
@@ -139,9 +156,13 @@ def test_routes_stand_side_by_side_with_final_beside_best(tmp_path):
     for route, shift in (("pretrained", 0.0), ("svd", -0.05)):
         for seed, curve in curves.items():
             accuracy = {step: value + shift for step, value in curve.items()}
-            make_cell(tmp_path, route, {"d_e": "64", "seed": seed},
-                      glue_metrics(accuracy, dict(accuracy), 1.0, 1e6, 1e5),
-                      hparams={"task": "mrpc", "num_labels": 2, "embedding_dim": 64})
+            make_cell(
+                tmp_path,
+                route,
+                {"d_e": "64", "seed": seed},
+                glue_metrics(accuracy, dict(accuracy), 1.0, 1e6, 1e5),
+                hparams={"task": "mrpc", "num_labels": 2, "embedding_dim": 64},
+            )
     table = embedding_dim_table(find_runs(tmp_path))
     assert table.columns[0] == "route" and [row["route"] for row in table.rows] == ["pretrained", "svd"]
     pretrained, svd = table.rows
@@ -164,8 +185,13 @@ def test_epochs_to_converge_on_a_hand_made_dev_curve():
 def test_an_attempt_stopped_before_its_first_metrics_is_passed_over(tmp_path):
     """A cell killed before the CSV logger's first flush leaves version_0 with hparams.yaml only;
     the resumed attempt's version_1 holds the metrics."""
-    folder = make_cell(tmp_path, "mrpc", {"d_e": "64", "seed": "1"},
-                       glue_metrics({10: 0.70, 20: 0.72}, {10: 0.80, 20: 0.81}, 1.0, 1e6, 1e5), version=1)
+    folder = make_cell(
+        tmp_path,
+        "mrpc",
+        {"d_e": "64", "seed": "1"},
+        glue_metrics({10: 0.70, 20: 0.72}, {10: 0.80, 20: 0.81}, 1.0, 1e6, 1e5),
+        version=1,
+    )
     (folder / "csv" / "version_0").mkdir()
     (folder / "csv" / "version_0" / "hparams.yaml").write_text("task: mrpc\n", encoding="utf-8")
     (run,) = find_runs(tmp_path)

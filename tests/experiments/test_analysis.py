@@ -96,8 +96,13 @@ def test_analysis_of_a_checkpoint_file_from_the_command_line(tmp_path, capsys):
     assert main([str(tmp_path)]) == 2
     assert f"checkpoint '{tmp_path}' is a directory" in capsys.readouterr().err
     pickled = tmp_path / "pickled.ckpt"
-    torch.save({"state_dict": {"model.embedding.token.weight": with_spectrum([1.0] * 4, rows=30).float()},
-                "extra": re.compile("a pickled object")}, pickled)
+    torch.save(
+        {
+            "state_dict": {"model.embedding.token.weight": with_spectrum([1.0] * 4, rows=30).float()},
+            "extra": re.compile("a pickled object"),
+        },
+        pickled,
+    )
     assert main([str(pickled)]) == 2
     assert "pass --weights_only=false" in capsys.readouterr().err
     assert main([str(pickled), "--weights_only=false"]) == 0

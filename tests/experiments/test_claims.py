@@ -48,18 +48,21 @@ def test_pairing_removes_what_the_seeds_share():
     assert found.low == pytest.approx(0.01) and found.high == pytest.approx(0.01)
 
 
-@pytest.mark.parametrize(("low", "high", "expect", "margin", "decided"), [
-    (-0.02, 0.03, "alike", 0.05, HOLDS),
-    (0.06, 0.20, "alike", 0.05, FAILS),
-    (-0.30, -0.10, "alike", 0.05, FAILS),
-    (-0.02, 0.09, "alike", 0.05, UNDECIDED),  # the interval spans the margin
-    (10.0, 80.0, "higher", 50, HOLDS),
-    (-40.0, 30.0, "higher", 50, FAILS),  # any slowdown is below the margin
-    (-40.0, 90.0, "higher", 50, UNDECIDED),
-    (-0.3, -0.1, "lower", 0.05, HOLDS),
-    (-0.01, 0.2, "lower", 0.05, FAILS),
-    (-0.2, 0.1, "lower", 0.05, UNDECIDED),
-])
+@pytest.mark.parametrize(
+    ("low", "high", "expect", "margin", "decided"),
+    [
+        (-0.02, 0.03, "alike", 0.05, HOLDS),
+        (0.06, 0.20, "alike", 0.05, FAILS),
+        (-0.30, -0.10, "alike", 0.05, FAILS),
+        (-0.02, 0.09, "alike", 0.05, UNDECIDED),  # the interval spans the margin
+        (10.0, 80.0, "higher", 50, HOLDS),
+        (-40.0, 30.0, "higher", 50, FAILS),  # any slowdown is below the margin
+        (-40.0, 90.0, "higher", 50, UNDECIDED),
+        (-0.3, -0.1, "lower", 0.05, HOLDS),
+        (-0.01, 0.2, "lower", 0.05, FAILS),
+        (-0.2, 0.1, "lower", 0.05, UNDECIDED),
+    ],
+)
 def test_verdicts_follow_from_the_interval_and_the_margin(low, high, expect, margin, decided):
     assert verdict(Difference(3, (low + high) / 2, low, high), expect, margin) == decided
 
@@ -71,9 +74,23 @@ def test_one_seed_or_lower_bounds_decide_little():
     assert verdict(Difference(3, 0.0, -10.0, 10.0, bound_only=True), "alike", 50) == UNDECIDED
 
 
-ANALYSIS = {"axis": "variant", "reference": "tied_orth", "targets": [0.5, 1.0],
-            "claims": [{"text": "scaled is slowest", "study": "clm", "levels": ["tied_scaled_init"], "metric": "steps",
-                        "target": 1.0, "expect": "higher", "margin": 50, "reference": "untied"}]}
+ANALYSIS = {
+    "axis": "variant",
+    "reference": "tied_orth",
+    "targets": [0.5, 1.0],
+    "claims": [
+        {
+            "text": "scaled is slowest",
+            "study": "clm",
+            "levels": ["tied_scaled_init"],
+            "metric": "steps",
+            "target": 1.0,
+            "expect": "higher",
+            "margin": 50,
+            "reference": "untied",
+        }
+    ],
+}
 
 
 def test_the_analysis_section_reads_back_from_its_record():
@@ -82,14 +99,17 @@ def test_the_analysis_section_reads_back_from_its_record():
     assert parse_analysis(analysis_record(analysis), ["clm"], "f") == analysis
 
 
-@pytest.mark.parametrize(("change", "message"), [
-    ({"study": "nope"}, "study 'nope' is not in the file"),
-    ({"metric": "accuracy"}, "metric='accuracy' is not one of"),
-    ({"expect": "faster"}, "expect='faster' is not one of"),
-    ({"target": 2.0}, "target=2 is not one of the analysis targets"),
-    ({"expect": "alike", "margin": 0}, "margin=0 must be positive"),
-    ({"colour": "red"}, "unknown key 'colour'"),
-])
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        ({"study": "nope"}, "study 'nope' is not in the file"),
+        ({"metric": "accuracy"}, "metric='accuracy' is not one of"),
+        ({"expect": "faster"}, "expect='faster' is not one of"),
+        ({"target": 2.0}, "target=2 is not one of the analysis targets"),
+        ({"expect": "alike", "margin": 0}, "margin=0 must be positive"),
+        ({"colour": "red"}, "unknown key 'colour'"),
+    ],
+)
 def test_a_mistaken_claim_is_one_message_naming_it(change, message):
     claim = {**ANALYSIS["claims"][0], **change}
     with pytest.raises(UserError, match=message):

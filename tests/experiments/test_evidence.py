@@ -13,14 +13,38 @@ from tiedemb.experiments import layout
 from tiedemb.experiments.report import build_report
 
 UNIGRAM = 7.0
-ANALYSIS = {"axis": "variant", "reference": "ref", "targets": [0.5, 1.0], "claims": [
-    {"text": "slow is slower", "study": "clm", "levels": ["slow"], "metric": "steps", "target": 1.0,
-     "expect": "higher", "margin": 20},
-    {"text": "same ends alike", "study": "clm", "levels": ["same"], "metric": "final_loss", "expect": "alike",
-     "margin": 0.05},
-    {"text": "worse ends alike", "study": "clm", "levels": ["worse"], "metric": "final_loss", "expect": "alike",
-     "margin": 0.05},
-]}
+ANALYSIS = {
+    "axis": "variant",
+    "reference": "ref",
+    "targets": [0.5, 1.0],
+    "claims": [
+        {
+            "text": "slow is slower",
+            "study": "clm",
+            "levels": ["slow"],
+            "metric": "steps",
+            "target": 1.0,
+            "expect": "higher",
+            "margin": 20,
+        },
+        {
+            "text": "same ends alike",
+            "study": "clm",
+            "levels": ["same"],
+            "metric": "final_loss",
+            "expect": "alike",
+            "margin": 0.05,
+        },
+        {
+            "text": "worse ends alike",
+            "study": "clm",
+            "levels": ["worse"],
+            "metric": "final_loss",
+            "expect": "alike",
+            "margin": 0.05,
+        },
+    ],
+}
 
 
 def curve(shift_steps: float, end: float, seed: int) -> dict[int, float]:
@@ -40,14 +64,27 @@ def sweep_folder(tmp_path):
         for seed in range(3):
             metrics = pretrain_metrics(9.0, 9.0, curve(shift + 3 * seed, end + 0.001 * seed * (variant == "same"), 0))
             metrics |= {"data/unigram_loss": {0: UNIGRAM}, "data/bigram_loss": {0: 6.8}}
-            folder = make_cell(root, "clm", {"variant": variant, "seed": str(seed)}, metrics,
-                               hparams={"head": "tied", "seed": seed, "corpus_seed": 0})
-            (folder / "csv" / "version_0" / "hparams.yaml").write_text(yaml.safe_dump(
-                {"head": "tied", "seed": seed, "corpus_seed": 0, "config": {"seed_everything": seed}}))
-            cells.append({"id": f"clm/variant={variant},seed={seed}", "study": "clm",
-                          "labels": {"variant": variant, "seed": str(seed)}})
-    layout.write_json(root / layout.MANIFEST_FILE, {"name": "made", "cells": cells, "analysis": ANALYSIS,
-                                                    "sweep_file": "/somewhere/on/one/machine/made.yaml"})
+            folder = make_cell(
+                root,
+                "clm",
+                {"variant": variant, "seed": str(seed)},
+                metrics,
+                hparams={"head": "tied", "seed": seed, "corpus_seed": 0},
+            )
+            (folder / "csv" / "version_0" / "hparams.yaml").write_text(
+                yaml.safe_dump({"head": "tied", "seed": seed, "corpus_seed": 0, "config": {"seed_everything": seed}})
+            )
+            cells.append(
+                {
+                    "id": f"clm/variant={variant},seed={seed}",
+                    "study": "clm",
+                    "labels": {"variant": variant, "seed": str(seed)},
+                }
+            )
+    layout.write_json(
+        root / layout.MANIFEST_FILE,
+        {"name": "made", "cells": cells, "analysis": ANALYSIS, "sweep_file": "/somewhere/on/one/machine/made.yaml"},
+    )
     return root
 
 

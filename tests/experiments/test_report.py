@@ -10,8 +10,8 @@ import sys
 import time
 
 import pytest
-
 from run_folders import glue_metrics, make_cell, pretrain_metrics, write_metrics
+
 from tiedemb.errors import UserError
 from tiedemb.experiments.report import build_report
 
@@ -22,16 +22,31 @@ PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 def runs_folder(tmp_path):
     for variant, initial in (("tied", 15.0), ("untied", 6.2)):
         for seed, shift in (("0", 0.0), ("1", 0.2)):
-            make_cell(tmp_path, "tied", {"variant": variant, "d_e": "64", "seed": seed},
-                      pretrain_metrics(initial + shift, initial, {9: 5.0 + shift, 19: 4.0 + shift}),
-                      hparams={"head": variant, "embedding_dim": 64})
-    make_cell(tmp_path, "tied", {"variant": "tied", "d_e": "64", "seed": "2"}, pretrain_metrics(15.0, 15.0, {9: 1e9}),
-              hparams={"head": "tied"}, state="failed", message="Traceback ...\nerror: the training loss became nan")
+            make_cell(
+                tmp_path,
+                "tied",
+                {"variant": variant, "d_e": "64", "seed": seed},
+                pretrain_metrics(initial + shift, initial, {9: 5.0 + shift, 19: 4.0 + shift}),
+                hparams={"head": variant, "embedding_dim": 64},
+            )
+    make_cell(
+        tmp_path,
+        "tied",
+        {"variant": "tied", "d_e": "64", "seed": "2"},
+        pretrain_metrics(15.0, 15.0, {9: 1e9}),
+        hparams={"head": "tied"},
+        state="failed",
+        message="Traceback ...\nerror: the training loss became nan",
+    )
     for dim, total in (("32", 2e6), ("64", 3e6)):
         for seed, accuracy in (("0", 0.70), ("1", 0.72)):
-            make_cell(tmp_path, "mrpc", {"d_e": dim, "seed": seed},
-                      glue_metrics({3: accuracy, 7: accuracy + 0.01}, {3: 0.8, 7: 0.81}, 1.0, total, total / 2),
-                      hparams={"task": "mrpc", "num_labels": 2, "embedding_dim": int(dim)})
+            make_cell(
+                tmp_path,
+                "mrpc",
+                {"d_e": dim, "seed": seed},
+                glue_metrics({3: accuracy, 7: accuracy + 0.01}, {3: 0.8, 7: 0.81}, 1.0, total, total / 2),
+                hparams={"task": "mrpc", "num_labels": 2, "embedding_dim": int(dim)},
+            )
     return tmp_path
 
 
@@ -78,8 +93,11 @@ def test_report_without_matplotlib_writes_its_tables_and_says_why_no_figures(run
 def test_plain_run_folders_are_read_with_labels_from_their_settings(tmp_path):
     from tiedemb.experiments.runs import find_runs
 
-    write_metrics(tmp_path / "csv" / "version_0", pretrain_metrics(15.0, 15.0, {9: 5.0}),
-                  {"head": "tied", "output_scale": "rsqrt_d", "embedding_dim": 64, "config": {"seed_everything": 3}})
+    write_metrics(
+        tmp_path / "csv" / "version_0",
+        pretrain_metrics(15.0, 15.0, {9: 5.0}),
+        {"head": "tied", "output_scale": "rsqrt_d", "embedding_dim": 64, "config": {"seed_everything": 3}},
+    )
     (run,) = find_runs(tmp_path)
     assert run.ok and run.kind == "pretrain"
     assert run.labels == {"variant": "tied (output_scale=rsqrt_d)", "d_e": "64", "seed": "3"}
@@ -91,16 +109,20 @@ def test_the_report_averages_finished_plain_runs_and_lists_the_others(tmp_path):
 
     metrics = pretrain_metrics(15.0, 15.0, {9: 5.0})
     settings = {"head": "tied", "embedding_dim": 64}
-    for version, record in enumerate([{"state": "finished"}, {"state": "failed", "message": "RuntimeError: nan"},
-                                      None]):  # the last: a run from before runs wrote their status
+    for version, record in enumerate(
+        [{"state": "finished"}, {"state": "failed", "message": "RuntimeError: nan"}, None]
+    ):  # the last: a run from before runs wrote their status
         write_metrics(tmp_path / "csv" / f"version_{version}", metrics, settings)
         if record:
             write_status(tmp_path / "csv" / f"version_{version}", record)
     write_status(tmp_path / "csv" / "version_3", {"state": "failed", "message": "ValueError: before any metrics"})
     runs = {run.id: run for run in find_runs(tmp_path)}
     assert {name: (run.state, run.ok) for name, run in runs.items()} == {
-        "csv/version_0": ("finished", True), "csv/version_1": ("failed", False), "csv/version_2": ("unknown", True),
-        "csv/version_3": ("failed", False)}
+        "csv/version_0": ("finished", True),
+        "csv/version_1": ("failed", False),
+        "csv/version_2": ("unknown", True),
+        "csv/version_3": ("failed", False),
+    }
     text = build_report(tmp_path, wandb=False, analyses=False, echo=lambda _: None).read_text()
     assert "runs: 4 (2 failed, 1 finished, 1 unknown)" in text
     not_averaged = text.split("Runs not averaged", 1)[1]
@@ -113,9 +135,11 @@ def test_the_versions_of_a_resumed_plain_run_are_one_run(tmp_path):
     from tiedemb.training.status_file import write_status
 
     settings = {"head": "tied", "embedding_dim": 64}
-    attempts = [(pretrain_metrics(15.0, 15.0, {9: 5.0}), {"state": "failed", "run": "a", "message": "stopped by SIGTERM"}),
-                ({"val/loss": {9: 5.0, 19: 4.0}}, {"state": "finished", "run": "a"}),  # resumed at step 9
-                (pretrain_metrics(15.5, 15.0, {9: 5.5, 19: 4.5}), {"state": "finished", "run": "b"})]
+    attempts = [
+        (pretrain_metrics(15.0, 15.0, {9: 5.0}), {"state": "failed", "run": "a", "message": "stopped by SIGTERM"}),
+        ({"val/loss": {9: 5.0, 19: 4.0}}, {"state": "finished", "run": "a"}),  # resumed at step 9
+        (pretrain_metrics(15.5, 15.0, {9: 5.5, 19: 4.5}), {"state": "finished", "run": "b"}),
+    ]
     for version, (metrics, record) in enumerate(attempts):
         write_metrics(tmp_path / "csv" / f"version_{version}", metrics, settings)
         write_status(tmp_path / "csv" / f"version_{version}", record)
@@ -136,20 +160,32 @@ def test_a_run_whose_process_ended_without_a_word_is_lost_not_running(tmp_path):
     ended = subprocess.Popen([sys.executable, "-c", "pass"])
     ended.wait()
     here = socket.gethostname()
-    records = {"version_0": {"state": "running", "host": here, "pid": ended.pid},  # SIGKILLed, say
-               "version_1": {"state": "running", "host": here, "pid": os.getpid()},  # still running
-               "version_2": {"state": "running", "host": "another-host", "pid": ended.pid}}  # can't tell
+    records = {
+        "version_0": {"state": "running", "host": here, "pid": ended.pid},  # SIGKILLed, say
+        "version_1": {"state": "running", "host": here, "pid": os.getpid()},  # still running
+        "version_2": {"state": "running", "host": "another-host", "pid": ended.pid},
+    }  # can't tell
     for version, record in records.items():
         write_status(tmp_path / "csv" / version, {**record, "run": version})
-    make_cell(tmp_path / "sweep", "tied", {"variant": "tied"}, pretrain_metrics(15.0, 15.0, {9: 5.0}),
-              hparams={"head": "tied"}, state="running")
+    make_cell(
+        tmp_path / "sweep",
+        "tied",
+        {"variant": "tied"},
+        pretrain_metrics(15.0, 15.0, {9: 5.0}),
+        hparams={"head": "tied"},
+        state="running",
+    )
     write_status(tmp_path / "sweep" / "tied" / "variant=tied", {"state": "running", "host": here, "pid": ended.pid})
     runs = {run.id: run for run in find_runs(tmp_path)}
     assert {name: run.state for name, run in runs.items()} == {
-        "sweep/tied/variant=tied": "lost", "csv/version_0": "lost", "csv/version_1": "running",
-        "csv/version_2": "running"}
-    assert runs["csv/version_0"].message == (f"process {ended.pid} ended without recording how (killed, out of "
-                                             "memory?); --ckpt_path=last resumes it")
+        "sweep/tied/variant=tied": "lost",
+        "csv/version_0": "lost",
+        "csv/version_1": "running",
+        "csv/version_2": "running",
+    }
+    assert runs["csv/version_0"].message == (
+        f"process {ended.pid} ended without recording how (killed, out of memory?); --ckpt_path=last resumes it"
+    )
     assert runs["sweep/tied/variant=tied"].message.endswith("running the sweep again resumes it")
 
 
@@ -157,8 +193,9 @@ def test_a_run_whose_process_ended_without_a_word_is_lost_not_running(tmp_path):
 def test_report_on_an_empty_folder_says_so(tmp_path):
     with pytest.raises(UserError, match="holds no runs"):
         build_report(tmp_path, wandb=False)
-    result = subprocess.run([sys.executable, "-m", "tiedemb.report", str(tmp_path)], capture_output=True, text=True,
-                            timeout=120)
+    result = subprocess.run(
+        [sys.executable, "-m", "tiedemb.report", str(tmp_path)], capture_output=True, text=True, timeout=120
+    )
     assert result.returncode == 2
     assert "error:" in result.stderr and "holds no runs" in result.stderr and "Traceback" not in result.stderr
 
@@ -185,8 +222,11 @@ def test_report_logs_tables_charts_and_figures_to_an_offline_wandb_run(runs_fold
     history = {key: value for row in run.history for key, value in row.items()}
     assert history["report/tied_embeddings/_type"] == "table-file"  # the table as a wandb.Table
     # the curves as W&B's own line-series charts: a chart panel in the run's config, its points in a table file
-    panels = {key.removeprefix("_wandb/visualize/"): value for key, value in run.config.items()
-              if key.startswith("_wandb/visualize/")}
+    panels = {
+        key.removeprefix("_wandb/visualize/"): value
+        for key, value in run.config.items()
+        if key.startswith("_wandb/visualize/")
+    }
     assert panels["report/charts/loss_curves"]["panel_config"]["panelDefId"] == "wandb/lineseries/v0"
     assert panels["report/charts/dev_score_vs_de/MRPC_acc"]["panel_config"]["panelDefId"] == "wandb/lineseries/v0"
     table = json.loads((logs[0].parent / "files" / history["report/charts/loss_curves_table/path"]).read_text())
@@ -223,8 +263,16 @@ def test_the_report_run_goes_online_when_credentials_exist_and_the_server_answer
     monkeypatch.setattr(wandb_mode, "server_problem", lambda timeout=3.0: None)  # the server answers
     build_report(runs_folder, analyses=False, echo=lambda _: None)
     assert calls[0] == ("init", (None, None))  # nothing forces it offline
-    assert ("log", sorted(["report/charts/dev_score_vs_de/MRPC_acc", "report/charts/dev_score_vs_de/MRPC_F1",
-                           "report/charts/loss_curves"])) in calls
+    assert (
+        "log",
+        sorted(
+            [
+                "report/charts/dev_score_vs_de/MRPC_acc",
+                "report/charts/dev_score_vs_de/MRPC_F1",
+                "report/charts/loss_curves",
+            ]
+        ),
+    ) in calls
     calls.clear()
     monkeypatch.setattr(wandb_mode, "server_problem", lambda timeout=3.0: "the W&B server is unreachable")
     build_report(runs_folder, analyses=False, echo=lambda _: None)

@@ -15,17 +15,16 @@ import time
 from pathlib import Path
 
 import pytest
+import test_sweep
 import torch
-
 from reliability_helpers import stand_in_scontrol
+
 from tiedemb.experiments import cells as sweep_module
 from tiedemb.experiments import layout
 from tiedemb.experiments.emit import slurm_script
 from tiedemb.experiments.preemption import STOP_SIGNALS_RECEIVED
 from tiedemb.experiments.sweep_file import load_sweep
 from tiedemb.sweep import main as sweep_main
-
-import test_sweep
 
 fake_runs = test_sweep.fake_runs  # the fixture, requested by name
 tiny_sweep = test_sweep.tiny_sweep
@@ -46,15 +45,20 @@ def test_the_job_array_asks_for_a_warning_before_the_time_limit_and_can_be_reque
     assert "#SBATCH --open-mode=append" in script  # the requeued task appends to the same log
     assert script[-1].startswith("exec ") and "-m tiedemb.sweep" in script[-1]  # the sweep is the batch shell
     sbatch = [i for i, line in enumerate(script) if line.startswith("#SBATCH")]
-    assert all(line.startswith("#") or not line for line in script[1:sbatch[-1]])  # SLURM reads no #SBATCH after a command
-    overridden = slurm_script(load_sweep(tiny_sweep(tmp_path, slurm={"signal": "B:USR1@600", "requeue": False})),
-                              tmp_path / "out", tmp_path).splitlines()
-    assert "#SBATCH --signal=B:USR1@600" in overridden and not any("requeue" in line for line in overridden
-                                                                  if line.startswith("#SBATCH"))
+    assert all(
+        line.startswith("#") or not line for line in script[1 : sbatch[-1]]
+    )  # SLURM reads no #SBATCH after a command
+    overridden = slurm_script(
+        load_sweep(tiny_sweep(tmp_path, slurm={"signal": "B:USR1@600", "requeue": False})), tmp_path / "out", tmp_path
+    ).splitlines()
+    assert "#SBATCH --signal=B:USR1@600" in overridden and not any(
+        "requeue" in line for line in overridden if line.startswith("#SBATCH")
+    )
 
 
 def test_slurms_warning_stops_the_cell_requeues_its_task_and_the_requeued_task_resumes_it(
-        tmp_path, fake_runs, scontrol, monkeypatch, capsys):
+    tmp_path, fake_runs, scontrol, monkeypatch, capsys
+):
     calls, _ = fake_runs
     sweep_file = tiny_sweep(tmp_path)
     out = tmp_path / "out"
@@ -78,8 +82,10 @@ def test_slurms_warning_stops_the_cell_requeues_its_task_and_the_requeued_task_r
     assert scontrol.read_text().split() == ["requeue", "1000_2"]
     status = layout.read_status(folder)
     assert status["state"] == "failed" and status["requeued"] is True and status["attempt"] == 1
-    assert status["message"] == ("preempted in fit before the time limit (SIGUSR1): SLURM job 1000_2 requeued; "
-                                 "the requeued job resumes it from its checkpoint")
+    assert status["message"] == (
+        "preempted in fit before the time limit (SIGUSR1): SLURM job 1000_2 requeued; "
+        "the requeued job resumes it from its checkpoint"
+    )
     assert status["slurm"] == {"job": "1000_2"} and status["stages"]["fit"]["returncode"] == 143
 
     # the requeued task: same array task, SLURM_RESTART_COUNT=1
@@ -119,10 +125,12 @@ def test_without_slurm_the_warning_stops_the_cell_without_requeueing(tmp_path, f
 def test_a_stop_signal_reaches_the_running_stage_as_sigterm(tmp_path):
     """The real stage runner: SIGUSR1 to the sweep process arrives at the stage's process as SIGTERM."""
     ready = tmp_path / "ready"
-    child = ("import signal, sys, time, pathlib\n"
-             "signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))\n"
-             f"pathlib.Path({str(ready)!r}).touch()\n"
-             "time.sleep(60)\n")
+    child = (
+        "import signal, sys, time, pathlib\n"
+        "signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))\n"
+        f"pathlib.Path({str(ready)!r}).touch()\n"
+        "time.sleep(60)\n"
+    )
 
     def warn_once_ready() -> None:
         deadline = time.monotonic() + 30
@@ -146,12 +154,26 @@ def test_ctrl_c_saves_the_running_cell_at_its_step_and_records_it_interrupted(tm
     saves its state after its current step, and the cell says how to resume."""
     import subprocess
 
-    path = test_sweep.write_sweep(tmp_path, {
-        "name": "t", "configs": [str(test_sweep.CONFIGS / "tied.yaml"), str(test_sweep.CONFIGS / "scale" / "tiny.yaml")],
-        "overrides": {"trainer.max_steps": 100000, "trainer.val_check_interval": 50, "trainer.enable_progress_bar": False}})
-    sweep = subprocess.Popen([sys.executable, "-m", "tiedemb.sweep", str(path), "--out", str(tmp_path / "out")],
-                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True,
-                             preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+    path = test_sweep.write_sweep(
+        tmp_path,
+        {
+            "name": "t",
+            "configs": [str(test_sweep.CONFIGS / "tied.yaml"), str(test_sweep.CONFIGS / "scale" / "tiny.yaml")],
+            "overrides": {
+                "trainer.max_steps": 100000,
+                "trainer.val_check_interval": 50,
+                "trainer.enable_progress_bar": False,
+            },
+        },
+    )
+    sweep = subprocess.Popen(
+        [sys.executable, "-m", "tiedemb.sweep", str(path), "--out", str(tmp_path / "out")],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
+    )
     deadline = time.monotonic() + 120
     while not list((tmp_path / "out").rglob("step*.ckpt")) and time.monotonic() < deadline:  # training is under way
         time.sleep(0.2)
@@ -162,7 +184,9 @@ def test_ctrl_c_saves_the_running_cell_at_its_step_and_records_it_interrupted(tm
     (status_file,) = (tmp_path / "out" / "t").glob(f"*/{layout.STATUS_FILE}")  # the cell's record
     status = layout.read_json(status_file)
     assert (status["state"], status["message"]) == (
-        layout.FAILED, "interrupted (Ctrl-C) in fit: run the sweep again to resume from its last checkpoint")
+        layout.FAILED,
+        "interrupted (Ctrl-C) in fit: run the sweep again to resume from its last checkpoint",
+    )
     log = (status_file.parent / layout.LOG_FILE).read_text(encoding="utf-8", errors="replace")
     saved = [line for line in log.splitlines() if line.startswith("Ctrl-C: saved the state after step ")]
     assert len(saved) == 1, log[-3000:]

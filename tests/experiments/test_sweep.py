@@ -10,10 +10,10 @@ import pytest
 import yaml
 
 from tiedemb.errors import UserError
-from tiedemb.experiments import layout
 from tiedemb.experiments import cells as sweep_module
-from tiedemb.experiments.emit import slurm_script, wandb_sweep_configs
+from tiedemb.experiments import layout
 from tiedemb.experiments.cells import cell_args, pending_cells, run_sweep, validate_cell
+from tiedemb.experiments.emit import slurm_script, wandb_sweep_configs
 from tiedemb.experiments.sweep_file import load_sweep
 from tiedemb.sweep import main as sweep_main
 
@@ -28,13 +28,16 @@ def write_sweep(folder: Path, content: dict) -> Path:
 
 
 def tiny_sweep(folder: Path, **extra) -> Path:
-    return write_sweep(folder, {
-        "name": "t",
-        "configs": [str(CONFIGS / "tied.yaml"), str(CONFIGS / "scale" / "tiny.yaml")],
-        "grid": {"model.head": ["tied", "untied"], "seed_everything": [0, 1]},
-        "overrides": {"trainer.max_steps": 2},
-        **extra,
-    })
+    return write_sweep(
+        folder,
+        {
+            "name": "t",
+            "configs": [str(CONFIGS / "tied.yaml"), str(CONFIGS / "scale" / "tiny.yaml")],
+            "grid": {"model.head": ["tied", "untied"], "seed_everything": [0, 1]},
+            "overrides": {"trainer.max_steps": 2},
+            **extra,
+        },
+    )
 
 
 # --------------------------------------------------------------------------- the file
@@ -43,25 +46,40 @@ def tiny_sweep(folder: Path, **extra) -> Path:
 def test_grid_expands_to_labelled_cells_in_order(tmp_path):
     sweep = load_sweep(tiny_sweep(tmp_path))
     assert [cell.id for cell in sweep.cells] == [
-        "t/variant=tied,seed=0", "t/variant=tied,seed=1", "t/variant=untied,seed=0", "t/variant=untied,seed=1"]
+        "t/variant=tied,seed=0",
+        "t/variant=tied,seed=1",
+        "t/variant=untied,seed=0",
+        "t/variant=untied,seed=1",
+    ]
     cell = sweep.cells[2]
     assert cell.overrides == {"trainer.max_steps": 2, "model.head": "untied", "seed_everything": 0}
     assert [cell.index for cell in sweep.cells] == [0, 1, 2, 3]
 
 
 def test_named_axes_rules_and_studies(tmp_path):
-    path = write_sweep(tmp_path, {
-        "name": "s",
-        "configs": [str(CONFIGS / "tied.yaml")],
-        "studies": {
-            "a": {"grid": {"variant": {"t5": {"configs": [str(CONFIGS / "tied_t5.yaml")]},
-                                       "mup": {"overrides": {"model.output_scale": "mup:64"}}},
-                           "model.embedding_dim": [128, 256]},
-                  "rules": [{"where": {"variant": "mup", "d_e": 128}, "skip": True},
-                            {"where": {"d_e": [256]}, "overrides": {"trainer.max_steps": 7}}]},
-            "b": {"requires": ["no/such/folder"], "grid": {"seed_everything": [0]}},
+    path = write_sweep(
+        tmp_path,
+        {
+            "name": "s",
+            "configs": [str(CONFIGS / "tied.yaml")],
+            "studies": {
+                "a": {
+                    "grid": {
+                        "variant": {
+                            "t5": {"configs": [str(CONFIGS / "tied_t5.yaml")]},
+                            "mup": {"overrides": {"model.output_scale": "mup:64"}},
+                        },
+                        "model.embedding_dim": [128, 256],
+                    },
+                    "rules": [
+                        {"where": {"variant": "mup", "d_e": 128}, "skip": True},
+                        {"where": {"d_e": [256]}, "overrides": {"trainer.max_steps": 7}},
+                    ],
+                },
+                "b": {"requires": ["no/such/folder"], "grid": {"seed_everything": [0]}},
+            },
         },
-    })
+    )
     sweep = load_sweep(path, workdir=tmp_path)
     ids = [cell.id for cell in sweep.cells]
     assert ids == ["a/variant=t5,d_e=128", "a/variant=t5,d_e=256", "a/variant=mup,d_e=256"]
@@ -72,14 +90,17 @@ def test_named_axes_rules_and_studies(tmp_path):
     assert sweep.all_cells[-1].index == 3
 
 
-@pytest.mark.parametrize("content,needle", [
-    ({"name": "x", "gird": {}}, "unknown key 'gird'; valid: name,"),
-    ({"studies": {"a": {"grid": {"model.head": []}}}}, "study 'a': grid.model.head: expected a non-empty list"),
-    ({"studies": {"a": {"overrides": {"--model.head": "tied"}}}}, "'--model.head' is not a command-line key"),
-    ({"studies": {"a": {"configs": ["missing.yaml"]}}}, "config 'missing.yaml' does not exist"),
-    ({"grid": {"seed_everything": [0]}, "rules": [{"where": {"colour": 1}}]}, "unknown axis label 'colour'"),
-    ({"test": "sometimes"}, "test='sometimes' is not a known choice"),
-])
+@pytest.mark.parametrize(
+    "content,needle",
+    [
+        ({"name": "x", "gird": {}}, "unknown key 'gird'; valid: name,"),
+        ({"studies": {"a": {"grid": {"model.head": []}}}}, "study 'a': grid.model.head: expected a non-empty list"),
+        ({"studies": {"a": {"overrides": {"--model.head": "tied"}}}}, "'--model.head' is not a command-line key"),
+        ({"studies": {"a": {"configs": ["missing.yaml"]}}}, "config 'missing.yaml' does not exist"),
+        ({"grid": {"seed_everything": [0]}, "rules": [{"where": {"colour": 1}}]}, "unknown axis label 'colour'"),
+        ({"test": "sometimes"}, "test='sometimes' is not a known choice"),
+    ],
+)
 def test_sweep_file_mistakes_name_the_place_and_key(tmp_path, content, needle):
     with pytest.raises(UserError, match=None) as raised:
         load_sweep(write_sweep(tmp_path, content))
@@ -88,7 +109,9 @@ def test_sweep_file_mistakes_name_the_place_and_key(tmp_path, content, needle):
 
 @pytest.mark.end_to_end
 def test_an_override_the_cli_rejects_fails_naming_cell_and_key(tmp_path):
-    path = tiny_sweep(tmp_path, rules=[{"where": {"variant": "untied", "seed": 1}, "overrides": {"model.colour": "red"}}])
+    path = tiny_sweep(
+        tmp_path, rules=[{"where": {"variant": "untied", "seed": 1}, "overrides": {"model.colour": "red"}}]
+    )
     sweep = load_sweep(path)
     validate_cell(sweep, sweep.cells[0], tmp_path / "out")  # the others are fine
     with pytest.raises(UserError) as raised:
@@ -103,13 +126,19 @@ def test_the_sweep_command_reports_a_rejected_key_in_the_clis_words_alone(tmp_pa
     """As a user runs it: the sweep's own arguments once made Lightning warn inside the check, and that
     warning (with both argument lists) ended up in the message ahead of the reason."""
     path = tiny_sweep(tmp_path, grid={"model.hidden_sizee": [32]})
-    result = subprocess.run([sys.executable, "-m", "tiedemb.sweep", str(path), "--out", str(tmp_path / "out")],
-                            capture_output=True, text=True, timeout=300)
+    result = subprocess.run(
+        [sys.executable, "-m", "tiedemb.sweep", str(path), "--out", str(tmp_path / "out")],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert result.returncode == 2, result.stderr[-3000:]
     errors = [line for line in result.stderr.splitlines() if line.startswith("error:")]
-    assert errors == ["error: sweep 't', cell 't/hidden_sizee=32': the command line is rejected: --model "
-                      "'tiedemb.PretrainModule': Option 'hidden_sizee' is not accepted; did you mean hidden_size? "
-                      "(override model.hidden_sizee=32)"], result.stderr[-3000:]
+    assert errors == [
+        "error: sweep 't', cell 't/hidden_sizee=32': the command line is rejected: --model "
+        "'tiedemb.PretrainModule': Option 'hidden_sizee' is not accepted; did you mean hidden_size? "
+        "(override model.hidden_sizee=32)"
+    ], result.stderr[-3000:]
     assert "Traceback" not in result.stderr and not (tmp_path / "out" / "t").exists()
 
 
@@ -128,7 +157,8 @@ def test_a_test_stage_on_pretraining_data_is_refused_before_any_run(tmp_path):
     assert str(raised.value) == (
         "sweep 't', cell 't/variant=tied,seed=0': test: best runs `main.py test` after fit, but test scores the "
         "GLUE dev sets, and PretrainData has no test split; for a pretraining model's loss on held-out text use "
-        "validate; leave test out of the study")
+        "validate; leave test out of the study"
+    )
     assert not (tmp_path / "out" / "t").exists()  # nothing ran
 
 
@@ -279,8 +309,9 @@ def test_a_failed_test_stage_reruns_alone(tmp_path, fake_runs, monkeypatch):
     sweep = load_sweep(tiny_sweep(tmp_path, test="best", grid={"seed_everything": [0]}))
     out = tmp_path / "out"
     real = sweep_module._run_logged
-    monkeypatch.setattr(sweep_module, "_run_logged",
-                        lambda command, *rest: 1 if stage(command) == "test" else real(command, *rest))
+    monkeypatch.setattr(
+        sweep_module, "_run_logged", lambda command, *rest: 1 if stage(command) == "test" else real(command, *rest)
+    )
     assert run_sweep(sweep, out, echo=lambda _: None)["failed"] == ["t/seed=0"]
     assert [stage(command) for command in calls] == ["fit"]
     monkeypatch.setattr(sweep_module, "_run_logged", real)

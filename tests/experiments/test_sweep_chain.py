@@ -10,10 +10,10 @@ import torch
 import yaml
 
 from tiedemb.errors import UserError
-from tiedemb.experiments import layout
 from tiedemb.experiments import cells as sweep_module
-from tiedemb.experiments.emit import slurm_script, wandb_sweep_configs
+from tiedemb.experiments import layout
 from tiedemb.experiments.cells import apply_settings, cell_args, run_sweep
+from tiedemb.experiments.emit import slurm_script, wandb_sweep_configs
 from tiedemb.experiments.sweep_file import load_sweep
 from tiedemb.sweep import main as sweep_main
 
@@ -29,19 +29,30 @@ def write_sweep(folder: Path, content: dict) -> Path:
     return path
 
 
-def chain_sweep(folder: Path, chain: dict | None = None, pretrain: dict | None = None, mrpc: dict | None = None) -> Path:
+def chain_sweep(
+    folder: Path, chain: dict | None = None, pretrain: dict | None = None, mrpc: dict | None = None
+) -> Path:
     """mrpc (listed first) starts from pretrain: d_e in {16, 32}, pretrained at seed 0 only."""
-    return write_sweep(folder, {
-        "name": "c",
-        "wandb": False,
-        "studies": {
-            "mrpc": {"configs": MRPC_CONFIGS,
-                     "pretrained_from": chain or {"study": "pretrain", "match": ["d_e"], "labels": {"seed": 0}},
-                     "grid": {"model.embedding_dim": [16, 32], "seed_everything": [0, 1]}, **(mrpc or {})},
-            "pretrain": {"configs": PRETRAIN_CONFIGS, "grid": {"model.embedding_dim": [16, 32], "seed_everything": [0]},
-                         **(pretrain or {})},
+    return write_sweep(
+        folder,
+        {
+            "name": "c",
+            "wandb": False,
+            "studies": {
+                "mrpc": {
+                    "configs": MRPC_CONFIGS,
+                    "pretrained_from": chain or {"study": "pretrain", "match": ["d_e"], "labels": {"seed": 0}},
+                    "grid": {"model.embedding_dim": [16, 32], "seed_everything": [0, 1]},
+                    **(mrpc or {}),
+                },
+                "pretrain": {
+                    "configs": PRETRAIN_CONFIGS,
+                    "grid": {"model.embedding_dim": [16, 32], "seed_everything": [0]},
+                    **(pretrain or {}),
+                },
+            },
         },
-    })
+    )
 
 
 @pytest.fixture
@@ -73,29 +84,49 @@ def fake_runs(monkeypatch):
 def test_each_chained_cell_names_its_upstream_cell_and_runs_after_it(tmp_path):
     sweep = load_sweep(chain_sweep(tmp_path))
     upstream = {cell.id: cell.upstream.cell.id for cell in sweep.study("mrpc").cells}
-    assert upstream == {"mrpc/d_e=16,seed=0": "pretrain/d_e=16,seed=0", "mrpc/d_e=16,seed=1": "pretrain/d_e=16,seed=0",
-                        "mrpc/d_e=32,seed=0": "pretrain/d_e=32,seed=0", "mrpc/d_e=32,seed=1": "pretrain/d_e=32,seed=0"}
+    assert upstream == {
+        "mrpc/d_e=16,seed=0": "pretrain/d_e=16,seed=0",
+        "mrpc/d_e=16,seed=1": "pretrain/d_e=16,seed=0",
+        "mrpc/d_e=32,seed=0": "pretrain/d_e=32,seed=0",
+        "mrpc/d_e=32,seed=1": "pretrain/d_e=32,seed=0",
+    }
     assert [cell.study for cell in sweep.run_order(sweep.cells)] == ["pretrain"] * 2 + ["mrpc"] * 4
     cell = sweep.study("mrpc").cells[0]
-    assert cell.spec()["pretrained_from"] == {"cell": "pretrain/d_e=16,seed=0", "checkpoint": "last",
-                                              "key": "model.pretrained", "spec_hash": cell.upstream.cell.spec_hash}
+    assert cell.spec()["pretrained_from"] == {
+        "cell": "pretrain/d_e=16,seed=0",
+        "checkpoint": "last",
+        "key": "model.pretrained",
+        "spec_hash": cell.upstream.cell.spec_hash,
+    }
     assert "pretrained_from" not in sweep.study("pretrain").cells[0].spec()  # unchained specs are as before
     # before the upstream has run, the command line holds a placeholder, last, after the overrides
     args = cell_args(sweep, cell, tmp_path / "out" / cell.id)
     assert "--model.pretrained=<the last checkpoint of pretrain/d_e=16,seed=0>" in args
-    assert args.index("--model.pretrained=<the last checkpoint of pretrain/d_e=16,seed=0>") > args.index("--seed_everything=0")
+    assert args.index("--model.pretrained=<the last checkpoint of pretrain/d_e=16,seed=0>") > args.index(
+        "--seed_everything=0"
+    )
 
 
-@pytest.mark.parametrize("chain,needles", [
-    ({"study": "pretrain", "match": ["d_e"], "labels": {"seed": 5}},
-     ["study 'mrpc': pretrained_from: no cell of study 'pretrain' has d_e=16, seed=5"]),
-    ({"study": "pretrain", "match": ["seed"]},
-     ["study 'mrpc': pretrained_from: 2 cells of study 'pretrain' have seed=0", "add the labels that tell them apart"]),
-    ({"study": "pretrian"}, ["pretrained_from.study 'pretrian' is not a study of this file"]),
-    ({"study": "pretrain", "match": ["task"]}, ["match label 'task' is not an axis of study 'mrpc'"]),
-    ({"study": "pretrain", "checkpoint": "first"}, ["checkpoint='first' is not a known choice"]),
-    ({"study": "mrpc"}, ["studies start from each other's checkpoints: mrpc <- mrpc"]),
-])
+@pytest.mark.parametrize(
+    "chain,needles",
+    [
+        (
+            {"study": "pretrain", "match": ["d_e"], "labels": {"seed": 5}},
+            ["study 'mrpc': pretrained_from: no cell of study 'pretrain' has d_e=16, seed=5"],
+        ),
+        (
+            {"study": "pretrain", "match": ["seed"]},
+            [
+                "study 'mrpc': pretrained_from: 2 cells of study 'pretrain' have seed=0",
+                "add the labels that tell them apart",
+            ],
+        ),
+        ({"study": "pretrian"}, ["pretrained_from.study 'pretrian' is not a study of this file"]),
+        ({"study": "pretrain", "match": ["task"]}, ["match label 'task' is not an axis of study 'mrpc'"]),
+        ({"study": "pretrain", "checkpoint": "first"}, ["checkpoint='first' is not a known choice"]),
+        ({"study": "mrpc"}, ["studies start from each other's checkpoints: mrpc <- mrpc"]),
+    ],
+)
 def test_an_upstream_spec_matching_zero_or_several_cells_is_refused_at_load(tmp_path, chain, needles):
     path = chain_sweep(tmp_path, chain=chain)
     with pytest.raises(UserError) as raised:
@@ -117,7 +148,12 @@ def test_a_cell_whose_upstream_failed_waits_and_runs_on_a_later_run(tmp_path, fa
     printed = capsys.readouterr().out
     assert "mrpc/d_e=16,seed=1 waits for pretrain/d_e=16,seed=0 (failed)" in printed
     assert "3 finished, 1 failed, 2 waiting, 0 already done" in printed
-    assert sorted(calls) == ["mrpc/d_e=32,seed=0", "mrpc/d_e=32,seed=1", "pretrain/d_e=16,seed=0", "pretrain/d_e=32,seed=0"]
+    assert sorted(calls) == [
+        "mrpc/d_e=32,seed=0",
+        "mrpc/d_e=32,seed=1",
+        "pretrain/d_e=16,seed=0",
+        "pretrain/d_e=32,seed=0",
+    ]
     waiting = out / "mrpc" / "d_e=16,seed=1"
     assert layout.read_status(waiting)["state"] == "waiting" and not (waiting / layout.LOG_FILE).exists()
     assert sweep_main([str(path), "--out", str(out), "--list"]) == 0
@@ -151,8 +187,11 @@ def test_a_skipped_upstream_study_leaves_its_chained_cells_waiting(tmp_path, fak
     lines: list[str] = []
     outcome = run_sweep(sweep, tmp_path / "out", echo=lines.append)
     assert not calls and len(outcome["waiting"]) == 4
-    assert any("mrpc/d_e=32,seed=1 waits for pretrain/d_e=32,seed=0 (study 'pretrain' is skipped: required path "
-               "'no/such/data' is absent" in line for line in lines)
+    assert any(
+        "mrpc/d_e=32,seed=1 waits for pretrain/d_e=32,seed=0 (study 'pretrain' is skipped: required path "
+        "'no/such/data' is absent" in line
+        for line in lines
+    )
 
 
 def test_cluster_outputs_tell_how_chained_studies_run(tmp_path):
@@ -173,8 +212,11 @@ def test_cluster_outputs_tell_how_chained_studies_run(tmp_path):
 
 def small_chain_sweep(folder: Path) -> Path:
     """One pretraining cell, one chained cell: --set resolves every cell's configuration."""
-    return chain_sweep(folder, pretrain={"grid": {"model.embedding_dim": [16], "seed_everything": [0]}},
-                       mrpc={"grid": {"model.embedding_dim": [16], "seed_everything": [1]}})
+    return chain_sweep(
+        folder,
+        pretrain={"grid": {"model.embedding_dim": [16], "seed_everything": [0]}},
+        mrpc={"grid": {"model.embedding_dim": [16], "seed_everything": [1]}},
+    )
 
 
 @pytest.mark.end_to_end
@@ -217,7 +259,9 @@ def test_set_values_are_part_of_the_cells_spec(tmp_path, fake_runs, capsys):
 
 def write_mrpc(folder: Path) -> None:
     header = "Quality\t#1 ID\t#2 ID\t#1 String\t#2 String"
-    rows = [f"{n % 2}\t1\t2\tthe man is sleeping .\ta man was {'sleeping' if n % 2 else 'running'} ." for n in range(16)]
+    rows = [
+        f"{n % 2}\t1\t2\tthe man is sleeping .\ta man was {'sleeping' if n % 2 else 'running'} ." for n in range(16)
+    ]
     folder.mkdir(parents=True)
     for name in ("train.tsv", "dev.tsv"):
         (folder / name).write_text("\n".join([header, *rows]) + "\n", encoding="utf-8")
@@ -230,21 +274,43 @@ def test_a_chained_fine_tuning_run_loads_its_upstream_checkpoint(tmp_path, tiny_
     text = tmp_path / "text.txt"
     text.write_text("the man is sleeping . a woman was running . the cat sits . people are not running !\n" * 40)
     write_mrpc(tmp_path / "glue" / "MRPC")
-    path = write_sweep(tmp_path, {
-        "name": "e2e", "wandb": False,
-        "studies": {
-            "mrpc": {"configs": MRPC_CONFIGS, "pretrained_from": {"study": "pretrain", "match": ["seed"]},
-                     "grid": {"seed_everything": [0, 1]},
-                     "overrides": {"data.data_dir": str(tmp_path / "glue"), "data.tokenizer": str(tiny_tokenizer_dir),
-                                   "data.batch_size": 8, "trainer.max_steps": 2, "trainer.max_epochs": 1}},
-            "pretrain": {"configs": PRETRAIN_CONFIGS, "grid": {"seed_everything": [0, 1]},
-                         "overrides": {"data.train_files": [str(text)], "data.val_files": [str(text)],
-                                       "data.tokenizer": str(tiny_tokenizer_dir), "data.cache_dir": str(tmp_path / "cache"),
-                                       "data.block_size": 16, "trainer.max_steps": 2},
-                         # passes validation, fails when the run reads its data
-                         "rules": [{"where": {"seed": 1}, "overrides": {"data.train_files": [str(tmp_path / "absent.txt")]}}]},
+    path = write_sweep(
+        tmp_path,
+        {
+            "name": "e2e",
+            "wandb": False,
+            "studies": {
+                "mrpc": {
+                    "configs": MRPC_CONFIGS,
+                    "pretrained_from": {"study": "pretrain", "match": ["seed"]},
+                    "grid": {"seed_everything": [0, 1]},
+                    "overrides": {
+                        "data.data_dir": str(tmp_path / "glue"),
+                        "data.tokenizer": str(tiny_tokenizer_dir),
+                        "data.batch_size": 8,
+                        "trainer.max_steps": 2,
+                        "trainer.max_epochs": 1,
+                    },
+                },
+                "pretrain": {
+                    "configs": PRETRAIN_CONFIGS,
+                    "grid": {"seed_everything": [0, 1]},
+                    "overrides": {
+                        "data.train_files": [str(text)],
+                        "data.val_files": [str(text)],
+                        "data.tokenizer": str(tiny_tokenizer_dir),
+                        "data.cache_dir": str(tmp_path / "cache"),
+                        "data.block_size": 16,
+                        "trainer.max_steps": 2,
+                    },
+                    # passes validation, fails when the run reads its data
+                    "rules": [
+                        {"where": {"seed": 1}, "overrides": {"data.train_files": [str(tmp_path / "absent.txt")]}}
+                    ],
+                },
+            },
         },
-    })
+    )
     out = tmp_path / "out"
     assert sweep_main([str(path), "--out", str(out)]) == 1
     printed = capsys.readouterr().out

@@ -46,8 +46,13 @@ def test_history_config_and_run_identity_are_read(tmp_path):
     item = config.config.update.add()
     item.key, item.value_json = "head", json.dumps("tied")
     padding = {f"filler/{i}": float(i) for i in range(3000)}  # one record longer than a block
-    records = [run.SerializeToString(), config.SerializeToString(), history(0, **{"init/loss": 15.3}),
-               history(5, **padding), *(history(step, **{"val/loss": 10.0 - step / 10}) for step in range(10, 60, 10))]
+    records = [
+        run.SerializeToString(),
+        config.SerializeToString(),
+        history(0, **{"init/loss": 15.3}),
+        history(5, **padding),
+        *(history(step, **{"val/loss": 10.0 - step / 10}) for step in range(10, 60, 10)),
+    ]
     path = tmp_path / "run-abc.wandb"
     path.write_bytes(frame(records) + b"\x00" * 5)  # a torn tail is ignored
     parsed = read_wandb_run(path)

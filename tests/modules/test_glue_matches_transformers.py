@@ -13,13 +13,12 @@ from __future__ import annotations
 import lightning as L
 import pytest
 import torch
+from bert_helpers import TINY_BERT, pair_batch, save_tiny_bert
 from torch.utils.data import DataLoader
 from transformers import BertConfig, BertForSequenceClassification, get_linear_schedule_with_warmup
 
 from tiedemb import GlueModule
 from tiedemb.weights.bert import bert_to_tiedemb
-
-from bert_helpers import TINY_BERT, pair_batch, save_tiny_bert
 
 STEPS = 6
 LEARNING_RATE = 1e-3  # large, so that a wrong group, decay or schedule moves the weights visibly
@@ -40,8 +39,11 @@ def batches() -> list[dict[str, torch.Tensor]]:
 def train_transformers(model: BertForSequenceClassification, data: list[dict[str, torch.Tensor]]) -> None:
     no_decay = [p for n, p in model.named_parameters() if n.endswith("bias") or "LayerNorm" in n]
     decay = [p for n, p in model.named_parameters() if not (n.endswith("bias") or "LayerNorm" in n)]
-    optimizer = torch.optim.AdamW([{"params": decay, "weight_decay": WEIGHT_DECAY},
-                                   {"params": no_decay, "weight_decay": 0.0}], lr=LEARNING_RATE, eps=1e-8)
+    optimizer = torch.optim.AdamW(
+        [{"params": decay, "weight_decay": WEIGHT_DECAY}, {"params": no_decay, "weight_decay": 0.0}],
+        lr=LEARNING_RATE,
+        eps=1e-8,
+    )
     schedule = get_linear_schedule_with_warmup(optimizer, 0, STEPS)
     model.train()
     for batch in data:
@@ -54,11 +56,20 @@ def train_transformers(model: BertForSequenceClassification, data: list[dict[str
 @pytest.mark.end_to_end
 def test_fine_tuning_steps_reach_the_weights_transformers_reaches(tmp_path):
     save_tiny_bert(tmp_path)
-    config = BertConfig.from_pretrained(str(tmp_path), num_labels=2, hidden_dropout_prob=0.0,
-                                        attention_probs_dropout_prob=0.0)
+    config = BertConfig.from_pretrained(
+        str(tmp_path), num_labels=2, hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0
+    )
     reference = BertForSequenceClassification.from_pretrained(str(tmp_path), config=config)
-    module = GlueModule(num_labels=2, pretrained=str(tmp_path), dropout=0.0, attention_dropout=0.0,
-                        learning_rate=LEARNING_RATE, weight_decay=WEIGHT_DECAY, warmup_steps=0, lr_decay="linear")
+    module = GlueModule(
+        num_labels=2,
+        pretrained=str(tmp_path),
+        dropout=0.0,
+        attention_dropout=0.0,
+        learning_rate=LEARNING_RATE,
+        weight_decay=WEIGHT_DECAY,
+        warmup_steps=0,
+        lr_decay="linear",
+    )
     with torch.no_grad():  # the one part each side draws itself
         reference.classifier.weight.copy_(module.model.classifier.weight)
         reference.classifier.bias.copy_(module.model.classifier.bias)
@@ -69,9 +80,16 @@ def test_fine_tuning_steps_reach_the_weights_transformers_reaches(tmp_path):
         torch.testing.assert_close(before, reference.eval()(**probe).logits, atol=1e-5, rtol=0)
 
     train_transformers(reference, data)
-    trainer = L.Trainer(max_steps=STEPS, accelerator="cpu", logger=False, enable_checkpointing=False,
-                        enable_progress_bar=False, enable_model_summary=False, limit_val_batches=0,
-                        default_root_dir=tmp_path)
+    trainer = L.Trainer(
+        max_steps=STEPS,
+        accelerator="cpu",
+        logger=False,
+        enable_checkpointing=False,
+        enable_progress_bar=False,
+        enable_model_summary=False,
+        limit_val_batches=0,
+        default_root_dir=tmp_path,
+    )
     module.train()
     trainer.fit(module, train_dataloaders=DataLoader(data, batch_size=None, shuffle=False))
     assert trainer.global_step == STEPS

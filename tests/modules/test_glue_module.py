@@ -10,6 +10,7 @@ from pathlib import Path
 import lightning as L
 import pytest
 import torch
+from tiny_vocab import TINY_VOCAB
 from transformers import AutoTokenizer
 
 from tiedemb import GlueModule, PretrainModule
@@ -17,18 +18,26 @@ from tiedemb.cli import main, untrained_weights
 from tiedemb.errors import UserError
 from tiedemb.modules.glue_metrics import epochs_to_converge
 from tiedemb.training.files import write_tsv
-from tiny_vocab import TINY_VOCAB
 
 ROOT = Path(__file__).resolve().parents[2]
 MRPC_CONFIG = ROOT / "configs" / "glue" / "mrpc.yaml"
 MNLI_CONFIG = ROOT / "configs" / "glue" / "mnli.yaml"
-TINY_MODEL = ["--model.pretrained=null", "--model.hidden_size=32", "--model.num_layers=1", "--model.num_heads=2",
-              "--model.intermediate_size=64"]
+TINY_MODEL = [
+    "--model.pretrained=null",
+    "--model.hidden_size=32",
+    "--model.num_layers=1",
+    "--model.num_heads=2",
+    "--model.intermediate_size=64",
+]
 
 
 def quiet(root: Path) -> list[str]:
-    return ["--trainer.logger=false", "--trainer.enable_progress_bar=false", "--trainer.enable_model_summary=false",
-            f"--trainer.default_root_dir={root}"]
+    return [
+        "--trainer.logger=false",
+        "--trainer.enable_progress_bar=false",
+        "--trainer.enable_model_summary=false",
+        f"--trainer.default_root_dir={root}",
+    ]
 
 
 def read_tsv(path: Path) -> list[dict[str, str]]:
@@ -38,15 +47,23 @@ def read_tsv(path: Path) -> list[dict[str, str]]:
 
 # --- MRPC: a real slice, through fit, test and predict -----------------------------------------
 
+
 @pytest.fixture(scope="module")
 def mrpc_run(tmp_path_factory, shared_data: Path, bert_tokenizer_dir: Path):
     """One tiny fit on 64 real MRPC training pairs, evaluated on the full real dev set."""
     root = tmp_path_factory.mktemp("mrpc_run")
-    data = ["--config", str(MRPC_CONFIG), f"--data.data_dir={shared_data / 'glue'}",
-            f"--data.tokenizer={bert_tokenizer_dir}", "--data.max_train_samples=64", "--data.batch_size=16",
-            "--data.eval_batch_size=204", *TINY_MODEL, *quiet(root)]
-    cli = main(["fit", *data, "--trainer.max_steps=8", "--trainer.val_check_interval=2",
-                "--model.learning_rate=1e-3"])
+    data = [
+        "--config",
+        str(MRPC_CONFIG),
+        f"--data.data_dir={shared_data / 'glue'}",
+        f"--data.tokenizer={bert_tokenizer_dir}",
+        "--data.max_train_samples=64",
+        "--data.batch_size=16",
+        "--data.eval_batch_size=204",
+        *TINY_MODEL,
+        *quiet(root),
+    ]
+    cli = main(["fit", *data, "--trainer.max_steps=8", "--trainer.val_check_interval=2", "--model.learning_rate=1e-3"])
     return cli, root, data
 
 
@@ -90,8 +107,10 @@ def test_pairs_longer_than_the_positions_are_refused_before_the_data_is_read(mrp
         main(["fit", *data, "--data.max_length=64", "--model.max_position_embeddings=48"])
     assert exited.value.code == 2
     errors = [line for line in capsys.readouterr().err.splitlines() if line.startswith("error:")]
-    assert errors == ["error: data.max_length=64 is longer than model.max_position_embeddings=48, where the model's "
-                      "learned positions end; lower data.max_length or raise model.max_position_embeddings"]
+    assert errors == [
+        "error: data.max_length=64 is longer than model.max_position_embeddings=48, where the model's "
+        "learned positions end; lower data.max_length or raise model.max_position_embeddings"
+    ]
 
 
 @pytest.mark.end_to_end
@@ -132,35 +151,56 @@ def test_checkpoint_reloads_on_its_own(mrpc_run):
 
 @pytest.mark.end_to_end
 @pytest.mark.parametrize("subcommand", ["test", "predict", "fit"])
-def test_a_pretraining_checkpoint_as_ckpt_path_is_refused_pointing_to_model_pretrained(mrpc_run, tmp_path, capsys,
-                                                                                    subcommand):
+def test_a_pretraining_checkpoint_as_ckpt_path_is_refused_pointing_to_model_pretrained(
+    mrpc_run, tmp_path, capsys, subcommand
+):
     _, _, data = mrpc_run
     module = PretrainModule(vocab_size=30522, **PRETRAIN_TINY)
     path = tmp_path / "pretraining.ckpt"
-    torch.save({"state_dict": module.state_dict(), "pytorch-lightning_version": L.__version__,
-                "hyper_parameters": {**module.hparams, "_class_path": "tiedemb.PretrainModule"}}, path)
+    torch.save(
+        {
+            "state_dict": module.state_dict(),
+            "pytorch-lightning_version": L.__version__,
+            "hyper_parameters": {**module.hparams, "_class_path": "tiedemb.PretrainModule"},
+        },
+        path,
+    )
     with pytest.raises(SystemExit) as exited:
         main([subcommand, *data, f"--ckpt_path={path}"])
     assert exited.value.code == 2
     errors = [line for line in capsys.readouterr().err.splitlines() if line.startswith("error:")]
-    assert errors == [f"error: checkpoint {str(path)!r} holds a PretrainModule, but the config's model is a GlueModule; "
-                      f"a pretraining checkpoint is where fine-tuning starts (fit --model.pretrained={path}); "
-                      "--ckpt_path takes a fine-tuning run's checkpoint"]
+    assert errors == [
+        f"error: checkpoint {str(path)!r} holds a PretrainModule, but the config's model is a GlueModule; "
+        f"a pretraining checkpoint is where fine-tuning starts (fit --model.pretrained={path}); "
+        "--ckpt_path takes a fine-tuning run's checkpoint"
+    ]
 
 
 @pytest.mark.end_to_end
-def test_a_fine_tuned_checkpoint_with_a_pretraining_config_is_refused_pointing_to_the_glue_config(mrpc_run, tmp_path,
-                                                                                               capsys):
+def test_a_fine_tuned_checkpoint_with_a_pretraining_config_is_refused_pointing_to_the_glue_config(
+    mrpc_run, tmp_path, capsys
+):
     _, root, _ = mrpc_run
     checkpoint = root / "checkpoints" / "last.ckpt"
     with pytest.raises(SystemExit) as exited:
-        main(["validate", "--config", str(ROOT / "configs" / "tied_orth.yaml"), "--config",
-              str(ROOT / "configs" / "scale" / "tiny.yaml"), *quiet(tmp_path), f"--ckpt_path={checkpoint}"])
+        main(
+            [
+                "validate",
+                "--config",
+                str(ROOT / "configs" / "tied_orth.yaml"),
+                "--config",
+                str(ROOT / "configs" / "scale" / "tiny.yaml"),
+                *quiet(tmp_path),
+                f"--ckpt_path={checkpoint}",
+            ]
+        )
     assert exited.value.code == 2
     errors = [line for line in capsys.readouterr().err.splitlines() if line.startswith("error:")]
-    assert errors == [f"error: checkpoint {str(checkpoint)!r} holds a GlueModule, but the config's model is a "
-                      "PretrainModule; a fine-tuned checkpoint is evaluated with its GLUE config "
-                      "(configs/glue/<task>.yaml)"]
+    assert errors == [
+        f"error: checkpoint {str(checkpoint)!r} holds a GlueModule, but the config's model is a "
+        "PretrainModule; a fine-tuned checkpoint is evaluated with its GLUE config "
+        "(configs/glue/<task>.yaml)"
+    ]
 
 
 # --- MNLI from JSON lines with the hub's column names ----------------------------------------------
@@ -185,11 +225,20 @@ def write_mnli_jsonl(path: Path, labelled: bool = True, repeat: int = 4) -> Path
 
 @pytest.mark.end_to_end
 def test_mnli_json_lines_train_and_report_accuracy_matched_and_predict_label_names(tmp_path, tiny_tokenizer_dir):
-    files = {"train": str(write_mnli_jsonl(tmp_path / "train.jsonl")),
-             "validation_matched": str(write_mnli_jsonl(tmp_path / "dev_matched.jsonl", repeat=1)),
-             "test_matched": str(write_mnli_jsonl(tmp_path / "test_matched.jsonl", labelled=False, repeat=1))}
-    data = ["--config", str(MNLI_CONFIG), f"--data.data_files={json.dumps(files)}", f"--data.tokenizer={tiny_tokenizer_dir}",
-            "--data.batch_size=8", *TINY_MODEL, *quiet(tmp_path / "run")]
+    files = {
+        "train": str(write_mnli_jsonl(tmp_path / "train.jsonl")),
+        "validation_matched": str(write_mnli_jsonl(tmp_path / "dev_matched.jsonl", repeat=1)),
+        "test_matched": str(write_mnli_jsonl(tmp_path / "test_matched.jsonl", labelled=False, repeat=1)),
+    }
+    data = [
+        "--config",
+        str(MNLI_CONFIG),
+        f"--data.data_files={json.dumps(files)}",
+        f"--data.tokenizer={tiny_tokenizer_dir}",
+        "--data.batch_size=8",
+        *TINY_MODEL,
+        *quiet(tmp_path / "run"),
+    ]
     cli = main(["fit", *data, "--trainer.max_epochs=2", "--trainer.val_check_interval=1.0"])
     metrics = cli.trainer.callback_metrics
     assert "val/accuracy_matched" in metrics and "val/accuracy_mismatched" not in metrics
@@ -204,14 +253,27 @@ def test_mnli_json_lines_train_and_report_accuracy_matched_and_predict_label_nam
 
 # --- pretrained tiedemb checkpoints --------------------------------------------------------------
 
-PRETRAIN_TINY = dict(hidden_size=32, num_layers=2, num_heads=2, intermediate_size=64, position="learned",
-                     type_vocab_size=2, norm_position="post")
+PRETRAIN_TINY = dict(
+    hidden_size=32,
+    num_layers=2,
+    num_heads=2,
+    intermediate_size=64,
+    position="learned",
+    type_vocab_size=2,
+    norm_position="post",
+)
 
 
 def save_pretrain_checkpoint(path: Path, vocab_size: int = 120, **overrides) -> PretrainModule:
     module = PretrainModule(vocab_size=vocab_size, **{**PRETRAIN_TINY, **overrides})
-    torch.save({"state_dict": module.state_dict(), "hyper_parameters": dict(module.hparams),
-                "pytorch-lightning_version": L.__version__}, path)
+    torch.save(
+        {
+            "state_dict": module.state_dict(),
+            "hyper_parameters": dict(module.hparams),
+            "pytorch-lightning_version": L.__version__,
+        },
+        path,
+    )
     return module
 
 
@@ -228,7 +290,10 @@ def test_a_pretraining_checkpoint_supplies_embedding_and_encoder(tmp_path):
 def test_the_untrained_weights_are_named_by_their_source(tmp_path):
     save_pretrain_checkpoint(tmp_path / "pre.ckpt")
     module = GlueModule(task="mrpc", vocab_size=120, pretrained=str(tmp_path / "pre.ckpt"))
-    assert untrained_weights(module) == f"the weights of model.pretrained ({tmp_path / 'pre.ckpt'}) and an untrained classifier"
+    assert (
+        untrained_weights(module)
+        == f"the weights of model.pretrained ({tmp_path / 'pre.ckpt'}) and an untrained classifier"
+    )
     fresh = PretrainModule(vocab_size=120, **PRETRAIN_TINY)
     assert untrained_weights(fresh) == "the freshly initialised weights the config builds"
 
@@ -256,14 +321,22 @@ def test_a_factorised_checkpoint_narrows_further_but_never_widens(tmp_path):
 
 def test_a_tokenizer_of_another_size_is_refused_naming_the_one_the_checkpoint_was_pretrained_with(tmp_path):
     module = PretrainModule(vocab_size=120, **PRETRAIN_TINY)
-    torch.save({"state_dict": module.state_dict(), "hyper_parameters": dict(module.hparams),
-                "datamodule_hyper_parameters": {"tokenizer": "tokenizers/mine", "train_files": ["text.txt"]},
-                "pytorch-lightning_version": L.__version__}, tmp_path / "pre.ckpt")
+    torch.save(
+        {
+            "state_dict": module.state_dict(),
+            "hyper_parameters": dict(module.hparams),
+            "datamodule_hyper_parameters": {"tokenizer": "tokenizers/mine", "train_files": ["text.txt"]},
+            "pytorch-lightning_version": L.__version__,
+        },
+        tmp_path / "pre.ckpt",
+    )
     with pytest.raises(UserError) as info:
         GlueModule(task="mrpc", vocab_size=30522, pretrained=str(tmp_path / "pre.ckpt"))
-    assert str(info.value) == (f"the data's tokenizer has 30522 tokens, but the pretrained checkpoint "
-                               f"'{tmp_path / 'pre.ckpt'}' has a vocabulary of 120; it was pretrained with the "
-                               "tokenizer 'tokenizers/mine': pass --data.tokenizer=tokenizers/mine")
+    assert str(info.value) == (
+        f"the data's tokenizer has 30522 tokens, but the pretrained checkpoint "
+        f"'{tmp_path / 'pre.ckpt'}' has a vocabulary of 120; it was pretrained with the "
+        "tokenizer 'tokenizers/mine': pass --data.tokenizer=tokenizers/mine"
+    )
 
 
 @pytest.mark.end_to_end
@@ -271,11 +344,27 @@ def test_a_tokenizer_the_pretraining_run_trained_is_named_and_fine_tunes(tmp_pat
     """The trained tokenizer's folder is named by a hash of the text: the message is how a user finds it."""
     text = tmp_path / "text.txt"
     words = "the a cat dog man woman sat ran saw big small red on under near house park and with".split()
-    text.write_text("\n".join(" ".join(words[(row * 7 + step) % len(words)] for step in range(12)) for row in range(300)))
-    main(["fit", "--config", str(ROOT / "configs" / "tied_orth.yaml"), "--config", str(ROOT / "configs" / "scale" / "tiny.yaml"),
-          "--model.objective=mlm", "--model.type_vocab_size=2", f"--data.train_files=[{text}]", "--data.vocab_size=100",
-          f"--data.cache_dir={tmp_path / 'cache'}", "--trainer.max_steps=2", "--trainer.val_check_interval=2",
-          "--trainer.limit_val_batches=1", *quiet(tmp_path / "pretraining")])
+    text.write_text(
+        "\n".join(" ".join(words[(row * 7 + step) % len(words)] for step in range(12)) for row in range(300))
+    )
+    main(
+        [
+            "fit",
+            "--config",
+            str(ROOT / "configs" / "tied_orth.yaml"),
+            "--config",
+            str(ROOT / "configs" / "scale" / "tiny.yaml"),
+            "--model.objective=mlm",
+            "--model.type_vocab_size=2",
+            f"--data.train_files=[{text}]",
+            "--data.vocab_size=100",
+            f"--data.cache_dir={tmp_path / 'cache'}",
+            "--trainer.max_steps=2",
+            "--trainer.val_check_interval=2",
+            "--trainer.limit_val_batches=1",
+            *quiet(tmp_path / "pretraining"),
+        ]
+    )
     checkpoint = tmp_path / "pretraining" / "checkpoints" / "last.ckpt"
     with pytest.raises(UserError) as info:
         GlueModule(task="mrpc", vocab_size=30522, pretrained=str(checkpoint))
@@ -290,8 +379,14 @@ def test_reload_needs_no_pretrained_source(tmp_path):
     save_pretrain_checkpoint(tmp_path / "pre.ckpt")
     module = GlueModule(task="mrpc", vocab_size=120, embedding_dim=8, pretrained=str(tmp_path / "pre.ckpt"))
     path = tmp_path / "glue.ckpt"
-    torch.save({"state_dict": module.state_dict(), "hyper_parameters": dict(module.hparams),
-                "pytorch-lightning_version": L.__version__}, path)
+    torch.save(
+        {
+            "state_dict": module.state_dict(),
+            "hyper_parameters": dict(module.hparams),
+            "pytorch-lightning_version": L.__version__,
+        },
+        path,
+    )
     (tmp_path / "pre.ckpt").unlink()
     reloaded = GlueModule.load_from_checkpoint(path)
     assert reloaded.hparams.pretrained == str(tmp_path / "pre.ckpt")  # provenance kept
@@ -304,11 +399,20 @@ def test_a_fine_tuned_checkpoint_is_tested_and_predicts_without_its_pretrained_s
     source = tmp_path / "pretraining" / "last.ckpt"
     source.parent.mkdir()
     save_pretrain_checkpoint(source, vocab_size=vocab_size)
-    files = {"train": str(write_mnli_jsonl(tmp_path / "train.jsonl")),
-             "validation_matched": str(write_mnli_jsonl(tmp_path / "dev_matched.jsonl", repeat=1)),
-             "test_matched": str(write_mnli_jsonl(tmp_path / "test_matched.jsonl", labelled=False, repeat=1))}
-    data = ["--config", str(MNLI_CONFIG), f"--data.data_files={json.dumps(files)}", f"--data.tokenizer={tiny_tokenizer_dir}",
-            "--data.batch_size=8", f"--model.pretrained={source}", *quiet(tmp_path / "run")]
+    files = {
+        "train": str(write_mnli_jsonl(tmp_path / "train.jsonl")),
+        "validation_matched": str(write_mnli_jsonl(tmp_path / "dev_matched.jsonl", repeat=1)),
+        "test_matched": str(write_mnli_jsonl(tmp_path / "test_matched.jsonl", labelled=False, repeat=1)),
+    }
+    data = [
+        "--config",
+        str(MNLI_CONFIG),
+        f"--data.data_files={json.dumps(files)}",
+        f"--data.tokenizer={tiny_tokenizer_dir}",
+        "--data.batch_size=8",
+        f"--model.pretrained={source}",
+        *quiet(tmp_path / "run"),
+    ]
     main(["fit", *data, "--trainer.max_steps=3", "--trainer.val_check_interval=3"])
     checkpoint = f"--ckpt_path={tmp_path / 'run' / 'checkpoints' / 'last.ckpt'}"
     before = {name: value.item() for name, value in main(["test", *data, checkpoint]).trainer.callback_metrics.items()}
@@ -328,6 +432,7 @@ def test_a_fine_tuned_checkpoint_is_tested_and_predicts_without_its_pretrained_s
 
 
 # --- settings and small pieces -----------------------------------------------------------------------
+
 
 def test_task_and_label_mistakes_are_user_errors():
     with pytest.raises(UserError, match="valid: mnli, mrpc"):

@@ -13,19 +13,40 @@ TINY = dict(hidden_size=32, num_layers=2, num_heads=2, intermediate_size=64, dro
 
 
 def tiny_data(objective: str = "mlm") -> PretrainData:
-    return PretrainData(vocab_size=200, block_size=16, batch_size=4, objective=objective, synthetic_tokens=4096,
-                        synthetic_val_tokens=512)
+    return PretrainData(
+        vocab_size=200,
+        block_size=16,
+        batch_size=4,
+        objective=objective,
+        synthetic_tokens=4096,
+        synthetic_val_tokens=512,
+    )
 
 
 def tiny_trainer(tmp_path, **overrides) -> L.Trainer:
-    settings = dict(max_steps=3, logger=False, enable_progress_bar=False, enable_model_summary=False,
-                    default_root_dir=tmp_path, limit_val_batches=2, val_check_interval=3, accelerator="cpu")
+    settings = dict(
+        max_steps=3,
+        logger=False,
+        enable_progress_bar=False,
+        enable_model_summary=False,
+        default_root_dir=tmp_path,
+        limit_val_batches=2,
+        val_check_interval=3,
+        accelerator="cpu",
+    )
     return L.Trainer(**{**settings, **overrides})
 
 
 def test_builds_from_the_documented_keywords():
-    model = PretrainModule(vocab_size=30522, objective="mlm", hidden_size=256, num_layers=4, num_heads=4,
-                           intermediate_size=1024, embedding_dim=256)
+    model = PretrainModule(
+        vocab_size=30522,
+        objective="mlm",
+        hidden_size=256,
+        num_layers=4,
+        num_heads=4,
+        intermediate_size=1024,
+        embedding_dim=256,
+    )
     assert model.model.is_tied
     assert model.model.embedding.token.weight.shape == (30522, 256)
 
@@ -83,8 +104,15 @@ def test_forward_follows_the_hugging_face_convention():
 @pytest.mark.end_to_end
 def test_fit_logs_initial_loss_and_its_prediction(tmp_path):
     data = tiny_data("clm")
-    model = PretrainModule(vocab_size=data.vocab_size, objective="clm", position="rope", type_vocab_size=0,
-                           norm_position="pre", residual_init="zero", **TINY)
+    model = PretrainModule(
+        vocab_size=data.vocab_size,
+        objective="clm",
+        position="rope",
+        type_vocab_size=0,
+        norm_position="pre",
+        residual_init="zero",
+        **TINY,
+    )
     trainer = tiny_trainer(tmp_path)
     trainer.fit(model, datamodule=data)
     assert model.initial_loss == pytest.approx(model._described["init/loss_pred"], rel=0.05)
@@ -96,7 +124,6 @@ def test_fit_logs_initial_loss_and_its_prediction(tmp_path):
 @pytest.mark.end_to_end
 def test_non_finite_loss_stops_with_the_step_named(tmp_path):
     data = tiny_data()
-    model = PretrainModule(vocab_size=data.vocab_size, learning_rate=1e30, warmup_steps=0, lr_decay="constant",
-                           **TINY)
+    model = PretrainModule(vocab_size=data.vocab_size, learning_rate=1e30, warmup_steps=0, lr_decay="constant", **TINY)
     with pytest.raises(TrainingDiverged, match=r"at step \d+"):
         tiny_trainer(tmp_path, max_steps=50, val_check_interval=50).fit(model, datamodule=data)

@@ -18,7 +18,7 @@ ROOT = Path(__file__).resolve().parents[2]
 
 # In a fresh interpreter, TransformerConfig gains one field before anything else is imported; the
 # script then asks both modules' --help, builds each with the field, and reloads it from a checkpoint.
-NEW_FIELD = textwrap.dedent('''
+NEW_FIELD = textwrap.dedent("""
     import contextlib, dataclasses, io, sys
     import tiedemb.nn.config as config
     from tiedemb.nn.config import setting
@@ -53,22 +53,27 @@ NEW_FIELD = textwrap.dedent('''
         loaded = cls.load_from_checkpoint(path)
         assert loaded.hparams.qk_norm is True and loaded.config.qk_norm is True, cls
         print("checkpoint", cls.__name__)
-''')
+""")
 
 
 @pytest.mark.end_to_end
 def test_a_field_added_to_the_config_reaches_both_modules_help_and_checkpoints(tmp_path):
-    result = subprocess.run([sys.executable, "-c", NEW_FIELD, str(tmp_path)], capture_output=True, text=True,
-                            cwd=ROOT, timeout=600)
+    result = subprocess.run(
+        [sys.executable, "-c", NEW_FIELD, str(tmp_path)], capture_output=True, text=True, cwd=ROOT, timeout=600
+    )
     assert result.returncode == 0, result.stderr[-3000:]
-    assert result.stdout.split("\n")[:4] == ["help tiedemb.PretrainModule", "help tiedemb.GlueModule",
-                                            "checkpoint PretrainModule", "checkpoint GlueModule"]
+    assert result.stdout.split("\n")[:4] == [
+        "help tiedemb.PretrainModule",
+        "help tiedemb.GlueModule",
+        "checkpoint PretrainModule",
+        "checkpoint GlueModule",
+    ]
 
 
 def test_signatures_list_the_config_fields_of_their_parts_then_their_own_settings():
     pretrain = list(inspect.signature(PretrainModule).parameters)
     assert pretrain[: len(TransformerConfig.field_names())] == TransformerConfig.field_names()
-    assert pretrain[len(TransformerConfig.field_names()):][:2] == ["learning_rate", "weight_decay"]
+    assert pretrain[len(TransformerConfig.field_names()) :][:2] == ["learning_rate", "weight_decay"]
     glue = inspect.signature(GlueModule).parameters
     fine_tuned = TransformerConfig.field_names_of(ARCHITECTURE, TRAINING)
     assert list(glue)[: len(fine_tuned)] == fine_tuned

@@ -19,8 +19,9 @@ TINY = dict(hidden_size=32, num_layers=2, num_heads=2, intermediate_size=64, dro
 # -- FLOPs -----------------------------------------------------------------------------------------
 def test_training_flops_match_a_hand_count():
     # d = 8, d_e = 4, f = 16, L = 2, n = 50, tied head (so a hidden -> d_e map before the decoder)
-    config = TransformerConfig(vocab_size=50, hidden_size=8, embedding_dim=4, num_layers=2, num_heads=2,
-                               intermediate_size=16, head="tied")
+    config = TransformerConfig(
+        vocab_size=50, hidden_size=8, embedding_dim=4, num_layers=2, num_heads=2, intermediate_size=16, head="tied"
+    )
     weights = MatmulWeights.of(Transformer(config))
     # every position: embedding projection 4*8; first layer q,k,v 3*8*8 + out 8*8 + up/down 2*8*16;
     # last layer q,k,v only
@@ -38,8 +39,13 @@ def test_untied_and_bert_heads_count_their_own_matrices():
     untied = MatmulWeights.of(Transformer(TransformerConfig(vocab_size=50, head="untied", **TINY)))
     last_layer = 32 * 32 + 2 * 32 * 64  # out, up, down
     assert untied.per_output == last_layer + 50 * 32  # no transform: the decoder reads the hidden state
-    bert = MatmulWeights.of(Transformer(TransformerConfig(vocab_size=50, head="tied_orth", head_bias=True,
-                                                          head_activation="gelu", head_norm=True, **TINY)))
+    bert = MatmulWeights.of(
+        Transformer(
+            TransformerConfig(
+                vocab_size=50, head="tied_orth", head_bias=True, head_activation="gelu", head_norm=True, **TINY
+            )
+        )
+    )
     assert bert.per_output == last_layer + 32 * 32 + 50 * 32
 
 
@@ -52,7 +58,9 @@ def test_a_classifier_counts_its_pooler_and_classifier_at_the_cls_row():
     assert with_pooler.per_output == last_layer + 32 * 32 + 3 * 32
     assert MatmulWeights.of(SequenceClassifier(config, num_labels=3, pooler=False)).per_output == last_layer + 3 * 32
     # a batch of 2 sequences projects 2 positions; evaluation is the forward third
-    assert with_pooler.forward_flops(2, 8, output_positions=2) == with_pooler.training_flops(2, 8, output_positions=2) / 3
+    assert (
+        with_pooler.forward_flops(2, 8, output_positions=2) == with_pooler.training_flops(2, 8, output_positions=2) / 3
+    )
 
 
 def test_known_gpus_have_a_peak_and_others_none():
@@ -93,8 +101,14 @@ def test_training_loss_and_gradients_equal_the_full_logits_reference(objective):
         torch.testing.assert_close(grad, parameter.grad, atol=1e-6, rtol=1e-5, msg=name)
 
 
-@pytest.mark.parametrize("layout", [dict(norm_position="post"), dict(norm_position="pre", position="rope"),
-                                    dict(norm_position="post", residual_init="deepnorm")])
+@pytest.mark.parametrize(
+    "layout",
+    [
+        dict(norm_position="post"),
+        dict(norm_position="pre", position="rope"),
+        dict(norm_position="post", residual_init="deepnorm"),
+    ],
+)
 def test_encoding_selected_rows_equals_selecting_from_the_full_output(layout):
     torch.manual_seed(0)
     model = Transformer(TransformerConfig(vocab_size=60, **layout, **TINY))
@@ -124,12 +138,25 @@ def test_fused_adamw_steps_like_the_reference():
     model = Transformer(TransformerConfig(vocab_size=60, **TINY))
     reference = Transformer(TransformerConfig(vocab_size=60, **TINY))
     reference.load_state_dict(model.state_dict())
-    settings = dict(learning_rate=1e-2, weight_decay=0.1, betas=(0.9, 0.98), eps=1e-6, total_steps=10,
-                    warmup_steps=0, decay="constant", min_lr_ratio=0.0)
+    settings = dict(
+        learning_rate=1e-2,
+        weight_decay=0.1,
+        betas=(0.9, 0.98),
+        eps=1e-6,
+        total_steps=10,
+        warmup_steps=0,
+        decay="constant",
+        min_lr_ratio=0.0,
+    )
     fused = adamw_with_schedule(model, **settings)["optimizer"]
     assert fused.defaults["fused"]
-    plain = torch.optim.AdamW([{**g, "params": list(g["params"])} for g in _groups(reference, 0.1)], lr=1e-2,
-                              betas=(0.9, 0.98), eps=1e-6, foreach=False)
+    plain = torch.optim.AdamW(
+        [{**g, "params": list(g["params"])} for g in _groups(reference, 0.1)],
+        lr=1e-2,
+        betas=(0.9, 0.98),
+        eps=1e-6,
+        foreach=False,
+    )
     ids = torch.randint(5, 60, (2, 8))
     labels = ids.masked_fill(torch.rand(ids.shape) > 0.5, -100)
     for _ in range(3):
@@ -201,12 +228,19 @@ def test_fit_logs_throughput_and_mfu_only_with_a_peak(tmp_path, peak_flops):
 
     from tiedemb.modules.throughput import ModelThroughput
 
-    data = PretrainData(vocab_size=200, block_size=16, batch_size=4, synthetic_tokens=4096,
-                        synthetic_val_tokens=512)
+    data = PretrainData(vocab_size=200, block_size=16, batch_size=4, synthetic_tokens=4096, synthetic_val_tokens=512)
     module = PretrainModule(vocab_size=data.vocab_size, peak_flops=peak_flops, **TINY)
-    trainer = L.Trainer(max_steps=5, logger=CSVLogger(tmp_path), enable_progress_bar=False,
-                        enable_model_summary=False, enable_checkpointing=False, limit_val_batches=0,
-                        accelerator="cpu", callbacks=[ModelThroughput(window_size=3)], log_every_n_steps=1)
+    trainer = L.Trainer(
+        max_steps=5,
+        logger=CSVLogger(tmp_path),
+        enable_progress_bar=False,
+        enable_model_summary=False,
+        enable_checkpointing=False,
+        limit_val_batches=0,
+        accelerator="cpu",
+        callbacks=[ModelThroughput(window_size=3)],
+        log_every_n_steps=1,
+    )
     trainer.fit(module, datamodule=data)
     rows = _csv_metrics(tmp_path)
     flops_per_sec, tokens_per_sec = _last(rows, "train/device/flops_per_sec"), _last(rows, "train/device/items_per_sec")

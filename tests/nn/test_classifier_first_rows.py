@@ -22,8 +22,16 @@ def full_state_logits(model: SequenceClassifier, batch: dict[str, torch.Tensor])
 @pytest.mark.parametrize("norm_position,pooler", [("post", True), ("pre", False)])
 def test_logits_and_gradients_equal_the_full_last_hidden_state(norm_position, pooler):
     torch.manual_seed(0)
-    config = TransformerConfig(vocab_size=60, hidden_size=32, num_layers=3, num_heads=4, intermediate_size=64,
-                               norm_position=norm_position, dropout=0.0, attention_dropout=0.0)
+    config = TransformerConfig(
+        vocab_size=60,
+        hidden_size=32,
+        num_layers=3,
+        num_heads=4,
+        intermediate_size=64,
+        norm_position=norm_position,
+        dropout=0.0,
+        attention_dropout=0.0,
+    )
     model = SequenceClassifier(config, num_labels=3, pooler=pooler)
     ids = torch.randint(5, 60, (4, 9))
     mask = torch.ones_like(ids)
@@ -45,14 +53,23 @@ def test_logits_and_gradients_equal_the_full_last_hidden_state(norm_position, po
         torch.testing.assert_close(fast_grads[name], p.grad, rtol=1e-4, atol=1e-6, msg=name)
 
 
-@pytest.mark.parametrize("objective,position,padded", [("mlm", 0, True), ("mlm", 5, True), ("clm", 0, False),
-                                                       ("clm", 4, False)])
+@pytest.mark.parametrize(
+    "objective,position,padded", [("mlm", 0, True), ("mlm", 5, True), ("clm", 0, False), ("clm", 4, False)]
+)
 def test_one_position_of_every_sequence_equals_that_column_of_the_full_output(objective, position, padded):
     torch.manual_seed(1)
-    config = TransformerConfig(vocab_size=60, objective=objective, hidden_size=32, num_layers=2, num_heads=4,
-                               intermediate_size=64, norm_position="pre" if objective == "clm" else "post",
-                               position="rope" if objective == "clm" else "learned", dropout=0.0,
-                               attention_dropout=0.0)
+    config = TransformerConfig(
+        vocab_size=60,
+        objective=objective,
+        hidden_size=32,
+        num_layers=2,
+        num_heads=4,
+        intermediate_size=64,
+        norm_position="pre" if objective == "clm" else "post",
+        position="rope" if objective == "clm" else "learned",
+        dropout=0.0,
+        attention_dropout=0.0,
+    )
     encoder = Encoder(config)
     x = torch.randn(3, 8, 32)
     mask = torch.ones(3, 8, dtype=torch.long)

@@ -64,8 +64,11 @@ def test_attention_with_dropout_is_the_formula_with_the_drawn_mask(case):
     q, k, v = (torch.randn(2, 3, 6, 4, requires_grad=True) for _ in range(3))
     padding = torch.tensor([[True] * 6, [True] * 4 + [False] * 2])[:, None, None, :]
     attn_mask = padding if case == "padded" else None
-    allowed = {"plain": torch.ones(6, 6, dtype=torch.bool), "padded": padding,
-               "causal": torch.ones(6, 6, dtype=torch.bool).tril()}[case]
+    allowed = {
+        "plain": torch.ones(6, 6, dtype=torch.bool),
+        "padded": padding,
+        "causal": torch.ones(6, 6, dtype=torch.bool).tril(),
+    }[case]
     torch.manual_seed(5)
     ours = attention(q, k, v, attn_mask, 0.2, is_causal=case == "causal")
     torch.manual_seed(5)
@@ -81,8 +84,9 @@ def test_attention_with_dropout_is_the_formula_with_the_drawn_mask(case):
 def test_attention_without_dropout_is_torchs():
     torch.manual_seed(0)
     q, k, v = (torch.randn(2, 3, 6, 4) for _ in range(3))
-    assert torch.equal(attention(q, k, v, None, 0.0, is_causal=True),
-                       F.scaled_dot_product_attention(q, k, v, is_causal=True))
+    assert torch.equal(
+        attention(q, k, v, None, 0.0, is_causal=True), F.scaled_dot_product_attention(q, k, v, is_causal=True)
+    )
 
 
 @pytest.mark.parametrize("causal", [False, True])

@@ -15,8 +15,15 @@ from tiedemb.theory import predict_for_config
 
 CONFIGS = Path(__file__).resolve().parents[2] / "configs"
 SMALL = dict(vocab_size=512, hidden_size=64, num_heads=2, num_layers=2, intermediate_size=128)
-PREMISE = dict(objective="clm", position="rope", type_vocab_size=0, norm_position="pre", residual_init="zero",
-               dropout=0.0, attention_dropout=0.0)
+PREMISE = dict(
+    objective="clm",
+    position="rope",
+    type_vocab_size=0,
+    norm_position="pre",
+    residual_init="zero",
+    dropout=0.0,
+    attention_dropout=0.0,
+)
 
 
 def test_projection_at_full_width_only_when_asked():
@@ -51,8 +58,18 @@ def test_width_study_projects_at_every_width_and_auto_removes_it_at_full_width()
 
 @pytest.mark.parametrize("head", ["tied", "tied_orth", "untied"])
 def test_predicted_initial_loss_with_a_full_width_projection(head):
-    config = TransformerConfig(**{**SMALL, **PREMISE, "vocab_size": 4096, "hidden_size": 128, "num_heads": 4,
-                                  "embedding_init_std": 0.12, "head": head, "embedding_projection": "always"})
+    config = TransformerConfig(
+        **{
+            **SMALL,
+            **PREMISE,
+            "vocab_size": 4096,
+            "hidden_size": 128,
+            "num_heads": 4,
+            "embedding_init_std": 0.12,
+            "head": head,
+            "embedding_projection": "always",
+        }
+    )
     assert measured_clm_loss(config) == pytest.approx(predict_for_config(config).loss, rel=0.03, abs=0.15)
 
 
@@ -77,14 +94,24 @@ def test_without_the_embedding_norm_the_input_scale_reaches_the_residual_stream(
     assert normed.pow(2).mean().sqrt().item() == pytest.approx(1.0, rel=0.01)
 
 
-@pytest.mark.parametrize("remedy", [dict(embedding_scale="sqrt_d"), dict(embedding_init_std=1.0, output_scale="rsqrt_d")])
+@pytest.mark.parametrize(
+    "remedy", [dict(embedding_scale="sqrt_d"), dict(embedding_init_std=1.0, output_scale="rsqrt_d")]
+)
 @pytest.mark.parametrize("norm_position", ["pre", "post"])
 def test_embedding_norm_leaves_the_initial_loss_where_the_theory_puts_it(remedy, norm_position):
     """Near-identity branches: the final norm (pre-norm) or the block norms (post-norm) normalise the
     stream whether or not the embedding has its own norm, so the theory predicts the same start
     for both; the measured starts agree with it and with each other."""
-    base = {**SMALL, **PREMISE, "vocab_size": 4096, "hidden_size": 128, "num_heads": 4,
-            "embedding_init_std": 0.12, "norm_position": norm_position, **remedy}
+    base = {
+        **SMALL,
+        **PREMISE,
+        "vocab_size": 4096,
+        "hidden_size": 128,
+        "num_heads": 4,
+        "embedding_init_std": 0.12,
+        "norm_position": norm_position,
+        **remedy,
+    }
     with_norm, without = TransformerConfig(**base), TransformerConfig(**base, embedding_norm=False)
     predicted = predict_for_config(without).loss
     assert predicted == pytest.approx(predict_for_config(with_norm).loss)

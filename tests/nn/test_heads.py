@@ -6,8 +6,15 @@ from tiedemb.nn import HEADS, Transformer, TransformerConfig
 
 
 def small(**overrides) -> TransformerConfig:
-    settings = dict(vocab_size=97, hidden_size=32, num_layers=1, num_heads=4, intermediate_size=64, dropout=0.0,
-                    attention_dropout=0.0)
+    settings = dict(
+        vocab_size=97,
+        hidden_size=32,
+        num_layers=1,
+        num_heads=4,
+        intermediate_size=64,
+        dropout=0.0,
+        attention_dropout=0.0,
+    )
     return TransformerConfig(**{**settings, **overrides})
 
 

@@ -11,14 +11,25 @@ from tiedemb.cli import main
 from tiedemb.training.progress_bar import StepBoundRichProgressBar
 
 ROOT = Path(__file__).resolve().parents[2]
-TINY = ["--config", str(ROOT / "configs" / "tied.yaml"), "--config", str(ROOT / "configs" / "scale" / "tiny.yaml"),
-        "--trainer.logger=false", "--trainer.limit_val_batches=1", "--trainer.num_sanity_val_steps=0"]
+TINY = [
+    "--config",
+    str(ROOT / "configs" / "tied.yaml"),
+    "--config",
+    str(ROOT / "configs" / "scale" / "tiny.yaml"),
+    "--trainer.logger=false",
+    "--trainer.limit_val_batches=1",
+    "--trainer.num_sanity_val_steps=0",
+]
 
 
 @pytest.mark.end_to_end
-@pytest.mark.parametrize(("bounds", "label"), [(["--trainer.max_steps=2"], "Epoch 3"),
-                                               (["--trainer.max_epochs=1", "--trainer.limit_train_batches=2", "--trainer.val_check_interval=2"],
-                                                "Epoch 3/0")])
+@pytest.mark.parametrize(
+    ("bounds", "label"),
+    [
+        (["--trainer.max_steps=2"], "Epoch 3"),
+        (["--trainer.max_epochs=1", "--trainer.limit_train_batches=2", "--trainer.val_check_interval=2"], "Epoch 3/0"),
+    ],
+)
 def test_the_bar_numbers_epochs_only_against_an_epoch_bound(tmp_path, bounds, label):
     cli = main(["fit", *TINY, *bounds, f"--trainer.default_root_dir={tmp_path}"])
     bar = cli.trainer.progress_bar_callback
@@ -30,6 +41,13 @@ def test_the_bar_numbers_epochs_only_against_an_epoch_bound(tmp_path, bounds, la
 
 
 def test_a_progress_bar_the_config_chose_is_left_as_it_is(tmp_path):
-    cli = main([*TINY, "--trainer.max_steps=20", "--trainer.callbacks+=lightning.pytorch.callbacks.TQDMProgressBar",
-                f"--trainer.default_root_dir={tmp_path}"], run=False)
+    cli = main(
+        [
+            *TINY,
+            "--trainer.max_steps=20",
+            "--trainer.callbacks+=lightning.pytorch.callbacks.TQDMProgressBar",
+            f"--trainer.default_root_dir={tmp_path}",
+        ],
+        run=False,
+    )
     assert type(cli.trainer.progress_bar_callback).__name__ == "TQDMProgressBar"

@@ -5,10 +5,9 @@ from __future__ import annotations
 import json
 import warnings
 
-import torch
-
 import lightning as L
 import pytest
+import torch
 from lightning.pytorch.callbacks import ModelCheckpoint
 from lightning.pytorch.demos.boring_classes import BoringModel
 from lightning.pytorch.loggers import CSVLogger
@@ -29,9 +28,16 @@ class BreaksAtStep(BoringModel):
 
 def fit(tmp_path, model: L.LightningModule, steps: int = 5, ckpt_path: str | None = None) -> L.Trainer:
     last = ModelCheckpoint(dirpath=tmp_path / "checkpoints", save_last=True, save_top_k=0, every_n_train_steps=2)
-    trainer = L.Trainer(default_root_dir=tmp_path, max_steps=steps, logger=CSVLogger(tmp_path, name="csv"),
-                        callbacks=[RunStatus(), last], enable_progress_bar=False, enable_model_summary=False,
-                        limit_val_batches=1, num_sanity_val_steps=0)
+    trainer = L.Trainer(
+        default_root_dir=tmp_path,
+        max_steps=steps,
+        logger=CSVLogger(tmp_path, name="csv"),
+        callbacks=[RunStatus(), last],
+        enable_progress_bar=False,
+        enable_model_summary=False,
+        limit_val_batches=1,
+        num_sanity_val_steps=0,
+    )
     trainer.fit(model, ckpt_path=ckpt_path)
     return trainer
 
@@ -72,8 +78,14 @@ def test_a_resumed_run_and_a_test_of_its_checkpoint_go_on_under_the_first_runs_i
     fit(tmp_path, BoringModel(), steps=6, ckpt_path=str(last))
     resumed = status(tmp_path, 1)
     assert (resumed["state"], resumed["run"], resumed["step"]) == ("finished", first["run"], 6)
-    tester = L.Trainer(default_root_dir=tmp_path, logger=CSVLogger(tmp_path, name="csv"), callbacks=[RunStatus()],
-                       enable_progress_bar=False, enable_model_summary=False, limit_test_batches=1)
+    tester = L.Trainer(
+        default_root_dir=tmp_path,
+        logger=CSVLogger(tmp_path, name="csv"),
+        callbacks=[RunStatus()],
+        enable_progress_bar=False,
+        enable_model_summary=False,
+        limit_test_batches=1,
+    )
     tester.test(BoringModel(), ckpt_path=str(last))
     assert (status(tmp_path, 2)["stage"], status(tmp_path, 2)["run"]) == ("test", first["run"])
     # a fresh run gets an id of its own

@@ -8,14 +8,13 @@ from pathlib import Path
 
 import pytest
 import torch
+from bert_helpers import pair_batch, save_tiny_bert
 from transformers import BertModel
 
 from tiedemb import GlueModule
 from tiedemb.errors import UserError
 from tiedemb.weights.bert import bert_to_tiedemb
 from tiedemb.weights.source import load_pretrained
-
-from bert_helpers import TINY_BERT, pair_batch, save_tiny_bert
 
 
 def test_post_norm_encoder_reproduces_bert_last_hidden_state_and_pooler(tmp_path):
@@ -80,16 +79,26 @@ def test_energy_narrowing_from_bert_is_the_best_rank_k_stand_in(tmp_path):
     module = GlueModule(num_labels=2, pretrained=str(tmp_path), embedding_dim=12, narrowing="energy")
     embedding = module.model.embedding
     assert embedding.token.weight.shape == (101, 12) and embedding.projection.weight.shape == (48, 12)
-    original = torch.cat([bert.embeddings.word_embeddings.weight, bert.embeddings.position_embeddings.weight,
-                          bert.embeddings.token_type_embeddings.weight]).detach().double()
+    original = (
+        torch.cat(
+            [
+                bert.embeddings.word_embeddings.weight,
+                bert.embeddings.position_embeddings.weight,
+                bert.embeddings.token_type_embeddings.weight,
+            ]
+        )
+        .detach()
+        .double()
+    )
     narrow = torch.cat([embedding.token.weight, embedding.position.weight, embedding.segment.weight]).detach()
     lifted = embedding.projection(narrow).double()
     error = ((lifted - original) ** 2).sum()
     discarded = (torch.linalg.svdvals(original)[12:] ** 2).sum()
     assert abs(error - discarded) < 1e-4 * discarded
     # the encoder is BERT's, untouched
-    torch.testing.assert_close(module.model.encoder.blocks[0].ffn.up.weight, bert.encoder.layer[0].intermediate.dense.weight)
-
+    torch.testing.assert_close(
+        module.model.encoder.blocks[0].ffn.up.weight, bert.encoder.layer[0].intermediate.dense.weight
+    )
 
 
 def test_balanced_narrowing_from_bert_keeps_more_of_the_positions_than_the_plain_svd(tmp_path):
@@ -97,19 +106,23 @@ def test_balanced_narrowing_from_bert_keeps_more_of_the_positions_than_the_plain
     positions = bert.embeddings.position_embeddings.weight.detach().double()
 
     def position_error(narrowing: str) -> float:
-        embedding = GlueModule(num_labels=2, pretrained=str(tmp_path), embedding_dim=12, narrowing=narrowing).model.embedding
+        embedding = GlueModule(
+            num_labels=2, pretrained=str(tmp_path), embedding_dim=12, narrowing=narrowing
+        ).model.embedding
         lifted = embedding.projection(embedding.position.weight.detach()).double()
         return float(((lifted - positions) ** 2).sum())
 
     assert position_error("balanced") < position_error("energy")
+
 
 def test_reinit_embeddings_draws_fresh_tables_but_keeps_the_encoder(tmp_path):
     bert = save_tiny_bert(tmp_path)
     module = GlueModule(num_labels=2, pretrained=str(tmp_path), embedding_dim=12, reinit_embeddings=True)
     assert module.model.embedding.token.weight.std().item() == pytest.approx(0.02, rel=0.2)
     torch.testing.assert_close(module.model.embedding.norm.weight, bert.embeddings.LayerNorm.weight)
-    torch.testing.assert_close(module.model.encoder.blocks[2].attention.out.weight,
-                               bert.encoder.layer[2].attention.output.dense.weight)
+    torch.testing.assert_close(
+        module.model.encoder.blocks[2].attention.out.weight, bert.encoder.layer[2].attention.output.dense.weight
+    )
 
 
 def _minilm_dir() -> Path:
@@ -125,8 +138,12 @@ def test_real_minilm_weights_reproduce_transformers_on_real_text():
 
     folder = _minilm_dir()
     tokenizer = load_tokenizer(folder)
-    batch = tokenizer(["The cat sat on the mat.", "A short one"], ["It was sleeping there all day long .", "and?"],
-                      padding=True, return_tensors="pt")
+    batch = tokenizer(
+        ["The cat sat on the mat.", "A short one"],
+        ["It was sleeping there all day long .", "and?"],
+        padding=True,
+        return_tensors="pt",
+    )
     bert = BertModel.from_pretrained(str(folder)).eval()
     module = GlueModule(num_labels=2, pretrained=str(folder), vocab_size=len(tokenizer)).eval()
     with torch.no_grad():

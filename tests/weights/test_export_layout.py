@@ -10,8 +10,19 @@ from tiedemb.export import build_model
 from tiedemb.weights.bert import bert_to_tiedemb, tiedemb_to_bert
 from tiedemb.weights.export import plan_export
 
-SMALL = dict(vocab_size=50, hidden_size=16, num_layers=2, num_heads=2, intermediate_size=32, max_position_embeddings=32,
-             objective="mlm", position="learned", norm_position="post", dropout=0.0, attention_dropout=0.0)
+SMALL = dict(
+    vocab_size=50,
+    hidden_size=16,
+    num_layers=2,
+    num_heads=2,
+    intermediate_size=32,
+    max_position_embeddings=32,
+    objective="mlm",
+    position="learned",
+    norm_position="post",
+    dropout=0.0,
+    attention_dropout=0.0,
+)
 
 
 def module(**settings) -> PretrainModule:
@@ -25,19 +36,26 @@ def module(**settings) -> PretrainModule:
 
 
 def test_tiedemb_to_bert_inverts_bert_to_tiedemb():
-    state = {key.removeprefix("model."): value for key, value in module().state_dict().items()
-             if key.startswith(("model.embedding.", "model.encoder."))}
+    state = {
+        key.removeprefix("model."): value
+        for key, value in module().state_dict().items()
+        if key.startswith(("model.embedding.", "model.encoder."))
+    }
     back = bert_to_tiedemb(tiedemb_to_bert(state, num_layers=2), num_layers=2)
     assert back.keys() == state.keys()
     for key, value in state.items():
         torch.testing.assert_close(back[key], value, rtol=0, atol=0)
 
 
-@pytest.mark.parametrize("settings", [
-    dict(embedding_dim=6, type_vocab_size=2),
-    dict(embedding_projection="always", type_vocab_size=0),
-    dict(embedding_dim=6, type_vocab_size=0),
-], ids=["d_e<hidden", "projection-at-full-width-no-segments", "d_e<hidden-no-segments"])
+@pytest.mark.parametrize(
+    "settings",
+    [
+        dict(embedding_dim=6, type_vocab_size=2),
+        dict(embedding_projection="always", type_vocab_size=0),
+        dict(embedding_dim=6, type_vocab_size=0),
+    ],
+    ids=["d_e<hidden", "projection-at-full-width-no-segments", "d_e<hidden-no-segments"],
+)
 def test_a_factorised_embedding_multiplied_out_gives_the_same_hidden_states(settings):
     ours = module(**settings)
     plan = plan_export(dict(ours.hparams), ours.state_dict(), "pretrain", None, None, "test")

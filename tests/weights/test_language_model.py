@@ -6,6 +6,7 @@ from pathlib import Path
 
 import pytest
 import torch
+from bert_helpers import TINY_BERT, pair_batch, save_tiny_bert
 from transformers import BertForMaskedLM
 
 from tiedemb import PretrainModule
@@ -13,8 +14,6 @@ from tiedemb.errors import UserError
 from tiedemb.nn.config import TransformerConfig
 from tiedemb.weights.bert import masked_lm_head_fields
 from tiedemb.weights.export import masked_lm_head_problem
-
-from bert_helpers import TINY_BERT, pair_batch, save_tiny_bert
 
 
 def save_tiny_masked_lm(folder: Path, **overrides) -> BertForMaskedLM:
@@ -32,8 +31,13 @@ def test_bert_for_masked_lm_gives_the_same_logits_in_tiedemb_as_in_transformers(
     ours = PretrainModule(vocab_size=TINY_BERT["vocab_size"], pretrained=str(tmp_path / "mlm"))
     # every architecture and head setting was left unset: all are the pretrained model's
     assert ours.hparams.hidden_size == 48 and ours.hparams.num_layers == 3 and ours.hparams.embedding_dim == 48
-    assert (ours.config.head, ours.config.head_bias, ours.config.head_activation, ours.config.head_norm,
-            ours.config.output_bias) == ("tied_orth", True, "gelu", True, True)
+    assert (
+        ours.config.head,
+        ours.config.head_bias,
+        ours.config.head_activation,
+        ours.config.head_norm,
+        ours.config.output_bias,
+    ) == ("tied_orth", True, "gelu", True, True)
     assert ours.model.head.decoder.weight is ours.model.embedding.token.weight  # still tied
     batch = pair_batch()
     with torch.no_grad():
@@ -53,19 +57,24 @@ def test_bert_model_gives_the_encoder_and_the_configured_head_starts_fresh(tmp_p
     mask = batch["attention_mask"].bool()
     torch.testing.assert_close(hidden[mask], expected[mask], atol=1e-4, rtol=0)
     default_head = PretrainModule(vocab_size=TINY_BERT["vocab_size"], pretrained=str(tmp_path / "bert"))
-    assert default_head.config.head == "tied" and default_head.model.head.decoder.weight is \
-        default_head.model.embedding.token.weight
+    assert (
+        default_head.config.head == "tied"
+        and default_head.model.head.decoder.weight is default_head.model.embedding.token.weight
+    )
 
 
-@pytest.mark.parametrize("settings, named", [
-    ({"hidden_size": 64}, "model.hidden_size=64 does not fit the pretrained BERT model"),
-    ({"head": "tied"}, "model.head='tied' does not fit"),
-    ({"head_norm": False}, "model.head_norm=False does not fit"),
-    ({"embedding_dim": 16}, "model.embedding_dim=16 does not fit"),
-    ({"objective": "clm"}, "cannot be trained with model.objective='clm'"),
-    ({"output_scale": 0.5}, "cannot be trained with model.output_scale=0.5"),
-    ({"embedding_norm": False}, "model.embedding_norm=False does not fit the pretrained BERT model"),
-])
+@pytest.mark.parametrize(
+    "settings, named",
+    [
+        ({"hidden_size": 64}, "model.hidden_size=64 does not fit the pretrained BERT model"),
+        ({"head": "tied"}, "model.head='tied' does not fit"),
+        ({"head_norm": False}, "model.head_norm=False does not fit"),
+        ({"embedding_dim": 16}, "model.embedding_dim=16 does not fit"),
+        ({"objective": "clm"}, "cannot be trained with model.objective='clm'"),
+        ({"output_scale": 0.5}, "cannot be trained with model.output_scale=0.5"),
+        ({"embedding_norm": False}, "model.embedding_norm=False does not fit the pretrained BERT model"),
+    ],
+)
 def test_settings_that_contradict_the_pretrained_model_are_refused_in_one_message(tmp_path, settings, named):
     save_tiny_masked_lm(tmp_path / "mlm")
     with pytest.raises(UserError, match=named.replace("(", r"\(").replace(")", r"\)")) as error:

@@ -51,7 +51,9 @@ def test_full_width_reproduces_the_tables_exactly(weighting):
     torch.manual_seed(0)
     tables = [torch.randn(50, 16), torch.randn(20, 16), torch.randn(2, 16)]
     narrowed = factorise_tables(tables, None, rank=16, weighting=weighting)
-    torch.testing.assert_close(torch.cat(narrowed.tables) @ narrowed.projection.T, torch.cat(tables), atol=1e-5, rtol=1e-5)
+    torch.testing.assert_close(
+        torch.cat(narrowed.tables) @ narrowed.projection.T, torch.cat(tables), atol=1e-5, rtol=1e-5
+    )
     assert narrowed.kept == pytest.approx([1.0, 1.0, 1.0])
 
 
@@ -61,7 +63,10 @@ def made_up_tables(width: int = 96) -> list[torch.Tensor]:
     generator = torch.Generator().manual_seed(0)
     token = torch.randn(4000, width, generator=generator, dtype=torch.float64)
     steps = torch.arange(128, dtype=torch.float64)[:, None]
-    waves = torch.cat([torch.sin(steps / 10 ** (i / 4)) for i in range(8)] + [torch.cos(steps / 10 ** (i / 4)) for i in range(8)], dim=1)
+    waves = torch.cat(
+        [torch.sin(steps / 10 ** (i / 4)) for i in range(8)] + [torch.cos(steps / 10 ** (i / 4)) for i in range(8)],
+        dim=1,
+    )
     position = 0.1 * waves @ torch.randn(16, width, generator=generator, dtype=torch.float64)
     segment = torch.randn(2, width, generator=generator, dtype=torch.float64)
     return [token, position, segment]

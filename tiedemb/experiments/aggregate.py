@@ -149,8 +149,12 @@ def steps_to_reach(run: Run, target: float, metric: str = "val/loss") -> int | N
     return next((step for step, value in run.series(metric) if value <= target), None)
 
 
-def tied_table(runs: Iterable[Run], target_loss: float | None = None, at_steps: list[int] | None = None,
-               default_target: bool = True) -> Table:
+def tied_table(
+    runs: Iterable[Run],
+    target_loss: float | None = None,
+    at_steps: list[int] | None = None,
+    default_target: bool = True,
+) -> Table:
     """Variant, initial loss (measured, predicted, ln n), loss at fixed steps, final loss, steps to target.
 
     ``default_target=False``: without ``target_loss``, no steps-to-target columns (a sweep whose
@@ -163,6 +167,7 @@ def tied_table(runs: Iterable[Run], target_loss: float | None = None, at_steps: 
     by_study: dict[str, list[Run]] = {}
     for run in chosen:
         by_study.setdefault(run.study, []).append(run)
+
     def target_of(members: list[Run]) -> float | None:
         if target_loss is not None:
             return target_loss
@@ -174,9 +179,20 @@ def tied_table(runs: Iterable[Run], target_loss: float | None = None, at_steps: 
     labels = label_columns(groups)
     step_columns = [f"val loss @ step {step}" for step in steps]
     target_columns = ["steps to target", "reached"] if any(target is not None for target in targets.values()) else []
-    columns = (["study"] if len(studies) > 1 else []) + labels + ["seeds", "initial loss", "predicted", "ln n",
-                                                                  *step_columns, "final val loss", "final 95% CI",
-                                                                  *target_columns]
+    columns = (
+        (["study"] if len(studies) > 1 else [])
+        + labels
+        + [
+            "seeds",
+            "initial loss",
+            "predicted",
+            "ln n",
+            *step_columns,
+            "final val loss",
+            "final 95% CI",
+            *target_columns,
+        ]
+    )
     rows = []
     for (study, key), members in groups.items():
         row: dict[str, Any] = {"study": study, **dict(key), "seeds": len(members)}
@@ -193,19 +209,31 @@ def tied_table(runs: Iterable[Run], target_loss: float | None = None, at_steps: 
         row["reached"] = f"{sum(value is not None for value in reached)}/{len(members)}" if reached else None
         rows.append(row)
     rows.sort(key=lambda row: [row["study"], *(sort_value(str(row.get(label, ""))) for label in labels)])
-    notes = ["mean ± sample standard deviation over seeds (n - 1 in the denominator); seeds = finished runs averaged",
-             "initial loss: the untrained model on the first training batch, without dropout; predicted: "
-             "tiedemb.theory for the run's configuration; ln n: the uniform model's loss",
-             "losses are validation cross-entropy in nats per predicted token, at the steps the runs logged"]
+    notes = [
+        "mean ± sample standard deviation over seeds (n - 1 in the denominator); seeds = finished runs averaged",
+        "initial loss: the untrained model on the first training batch, without dropout; predicted: "
+        "tiedemb.theory for the run's configuration; ln n: the uniform model's loss",
+        "losses are validation cross-entropy in nats per predicted token, at the steps the runs logged",
+    ]
     notes.append("final 95% CI: the confidence interval of the mean final loss over seeds (Student's t)")
     shown = {study: target for study, target in targets.items() if target is not None}
     if shown:
-        per_study = ", ".join(f"{target:g}" + (f" ({study})" if len(shown) > 1 else "") for study, target in shown.items())
-        notes.append(f"steps to target: first logged evaluation step with validation loss <= {per_study}"
-                     + (" (per study, the highest final loss among its runs)" if target_loss is None else "")
-                     + ", averaged over the runs that reached it; reached: how many did")
-    return Table(name="tied_embeddings", title="Tied embeddings: initial loss and training", columns=columns,
-                 rows=rows, notes=notes, digits={"steps to target": 0, "seeds": 0})
+        per_study = ", ".join(
+            f"{target:g}" + (f" ({study})" if len(shown) > 1 else "") for study, target in shown.items()
+        )
+        notes.append(
+            f"steps to target: first logged evaluation step with validation loss <= {per_study}"
+            + (" (per study, the highest final loss among its runs)" if target_loss is None else "")
+            + ", averaged over the runs that reached it; reached: how many did"
+        )
+    return Table(
+        name="tied_embeddings",
+        title="Tied embeddings: initial loss and training",
+        columns=columns,
+        rows=rows,
+        notes=notes,
+        digits={"steps to target": 0, "seeds": 0},
+    )
 
 
 # --------------------------------------------------------------------------- the embedding-dimension table
@@ -242,8 +270,11 @@ def dev_scores(run: Run) -> dict[str, float]:
     if main is None:
         return {}
     best_step = max(run.series(main), key=lambda item: item[1])[0]
-    return {name[4:]: values[best_step] for name, values in run.metrics.items()
-            if name.startswith("val/") and best_step in values and not name[4:].startswith(DEV_SKIPPED)}
+    return {
+        name[4:]: values[best_step]
+        for name, values in run.metrics.items()
+        if name.startswith("val/") and best_step in values and not name[4:].startswith(DEV_SKIPPED)
+    }
 
 
 def route_of(run: Run) -> str:
@@ -303,43 +334,71 @@ def embedding_dim_table(runs: Iterable[Run], extra: Callable[[list[Run]], dict[s
             row[column] = Stat(100 * stat.mean, None if stat.std is None else 100 * stat.std, stat.n) if stat else None
         for task, column in converge_columns:
             row[column] = summarise(run.last("val/epochs_to_converge") for run in members if task_of(run) == task)
-        mains = [row[column].mean for task, column, metric in metric_columns
-                 if metric in MAIN_METRICS and isinstance(row.get(column), Stat)]
+        mains = [
+            row[column].mean
+            for task, column, metric in metric_columns
+            if metric in MAIN_METRICS and isinstance(row.get(column), Stat)
+        ]
         row["score"] = statistics.fmean(mains) if mains else None
         if extra is not None:
             row.update(extra(members))
         rows.append(row)
     for route in routes:
         _points_per_million([row for row in rows if row["route"] == route])
-    extra_columns = [column for row in rows for column in row
-                     if column not in ("route", "d_e", "runs", "score", "pts per M params")]
+    extra_columns = [
+        column for row in rows for column in row if column not in ("route", "d_e", "runs", "score", "pts per M params")
+    ]
     base = (["route"] if len(routes) > 1 else []) + [
-        "d_e", "runs", "total params (M)", "embedding params (M)", "embedding share (%)",
-        *(column for _, column, _ in metric_columns), *(interval for _, interval in interval_columns),
-        *(column for _, _, column in final_columns), *(column for _, column in converge_columns)]
+        "d_e",
+        "runs",
+        "total params (M)",
+        "embedding params (M)",
+        "embedding share (%)",
+        *(column for _, column, _ in metric_columns),
+        *(interval for _, interval in interval_columns),
+        *(column for _, _, column in final_columns),
+        *(column for _, column in converge_columns),
+    ]
     columns = base + [c for c in dict.fromkeys(extra_columns) if c not in base] + ["score", "pts per M params"]
     smallest = rows[0]["d_e"] if rows else None
-    notes = ["dev-set scores in percent: mean ± sample standard deviation over seeds; runs = finished runs averaged",
-             "each run's scores come from its best dev evaluation (by accuracy, matched accuracy for MNLI): the "
-             "test stage's figures on the best checkpoint where the sweep ran it",
-             "parameters: total of the fine-tuned model and its embedding (token, position and segment tables, "
-             "the d_e -> hidden projection, the embedding norm)",
-             "95% CI: the confidence interval of the mean over seeds (Student's t); final: the main metric at the "
-             "run's last dev evaluation, beside the best-of-run figure",
-             "epochs to converge: the first dev evaluation (in fractional epochs) at which the main metric is "
-             "within 1% (relative) of the run's best; meaningful when the schedule does not force convergence "
-             "(a constant learning rate after warmup) and the run is long enough to plateau",
-             "score: mean over tasks of the main metric (MNLI-m accuracy, MRPC accuracy, ...)"]
+    notes = [
+        "dev-set scores in percent: mean ± sample standard deviation over seeds; runs = finished runs averaged",
+        "each run's scores come from its best dev evaluation (by accuracy, matched accuracy for MNLI): the "
+        "test stage's figures on the best checkpoint where the sweep ran it",
+        "parameters: total of the fine-tuned model and its embedding (token, position and segment tables, "
+        "the d_e -> hidden projection, the embedding norm)",
+        "95% CI: the confidence interval of the mean over seeds (Student's t); final: the main metric at the "
+        "run's last dev evaluation, beside the best-of-run figure",
+        "epochs to converge: the first dev evaluation (in fractional epochs) at which the main metric is "
+        "within 1% (relative) of the run's best; meaningful when the schedule does not force convergence "
+        "(a constant learning rate after warmup) and the run is long enough to plateau",
+        "score: mean over tasks of the main metric (MNLI-m accuracy, MRPC accuracy, ...)",
+    ]
     if smallest is not None:
-        notes.append(f"pts per M params: (score - score at d_e={smallest}) / (params - params at d_e={smallest}) in millions")
-    return Table(name="embedding_dim", title="Embedding dimension d_e", columns=columns, rows=rows, notes=notes,
-                 digits={"d_e": 0, "runs": 0, "total params (M)": 2, "embedding params (M)": 2,
-                         "embedding share (%)": 1, "score": 2, "pts per M params": 3,
-                         **{column: 2 for _, column, _ in metric_columns},
-                         **{column: 2 for _, column in interval_columns},
-                         **{column: 2 for _, _, column in final_columns},
-                         **{column: 2 for _, column in converge_columns}},
-                 score_columns=[column for _, column, _ in metric_columns])
+        notes.append(
+            f"pts per M params: (score - score at d_e={smallest}) / (params - params at d_e={smallest}) in millions"
+        )
+    return Table(
+        name="embedding_dim",
+        title="Embedding dimension d_e",
+        columns=columns,
+        rows=rows,
+        notes=notes,
+        digits={
+            "d_e": 0,
+            "runs": 0,
+            "total params (M)": 2,
+            "embedding params (M)": 2,
+            "embedding share (%)": 1,
+            "score": 2,
+            "pts per M params": 3,
+            **{column: 2 for _, column, _ in metric_columns},
+            **{column: 2 for _, column in interval_columns},
+            **{column: 2 for _, _, column in final_columns},
+            **{column: 2 for _, column in converge_columns},
+        },
+        score_columns=[column for _, column, _ in metric_columns],
+    )
 
 
 def _points_per_million(rows: list[dict[str, Any]]) -> None:
@@ -359,7 +418,15 @@ def _points_per_million(rows: list[dict[str, Any]]) -> None:
 
 def runs_table(runs: Iterable[Run]) -> Table:
     """Every run with its state; failed and unfinished ones with their last error line."""
-    rows = [{"run": run.id, "study": run.study, "kind": run.kind, "state": run.state,
-             "averaged": "yes" if run.ok else "no", "message": run.message.splitlines()[-1] if run.message else ""}
-            for run in runs]
+    rows = [
+        {
+            "run": run.id,
+            "study": run.study,
+            "kind": run.kind,
+            "state": run.state,
+            "averaged": "yes" if run.ok else "no",
+            "message": run.message.splitlines()[-1] if run.message else "",
+        }
+        for run in runs
+    ]
     return Table(name="runs", title="Runs", columns=["run", "study", "kind", "state", "averaged", "message"], rows=rows)

@@ -39,10 +39,26 @@ from tiedemb.options import add_weights_only
 from tiedemb.training.exits import CommandParser, report_user_errors
 
 DEFAULT_PAIRS: tuple[tuple[str, str], ...] = (
-    ("good", "great"), ("big", "large"), ("begin", "start"), ("small", "little"), ("fast", "quick"),
-    ("happy", "glad"), ("end", "finish"), ("buy", "purchase"), ("answer", "reply"), ("child", "kid"),
-    ("talk", "speak"), ("close", "shut"), ("rich", "wealthy"), ("sick", "ill"), ("smart", "clever"),
-    ("often", "frequently"), ("show", "display"), ("choose", "select"), ("maybe", "perhaps"), ("road", "street"),
+    ("good", "great"),
+    ("big", "large"),
+    ("begin", "start"),
+    ("small", "little"),
+    ("fast", "quick"),
+    ("happy", "glad"),
+    ("end", "finish"),
+    ("buy", "purchase"),
+    ("answer", "reply"),
+    ("child", "kid"),
+    ("talk", "speak"),
+    ("close", "shut"),
+    ("rich", "wealthy"),
+    ("sick", "ill"),
+    ("smart", "clever"),
+    ("often", "frequently"),
+    ("show", "display"),
+    ("choose", "select"),
+    ("maybe", "perhaps"),
+    ("road", "street"),
 )
 RANDOM_PAIRS = 2000
 MATCHED_PER_PAIR = 64  # frequency-matched random pairs drawn per near-synonym pair
@@ -122,8 +138,14 @@ def synonym_ids(tokenizer: Any, pairs: Sequence[tuple[str, str]]) -> Tensor:
     return torch.tensor(found, dtype=torch.long).reshape(-1, 2)
 
 
-def frequency_matched_pairs(pairs: Tensor, counts: Tensor, excluded: Tensor, per_pair: int = MATCHED_PER_PAIR,
-                            window: float = MATCH_WINDOW, seed: int = 0) -> Tensor:
+def frequency_matched_pairs(
+    pairs: Tensor,
+    counts: Tensor,
+    excluded: Tensor,
+    per_pair: int = MATCHED_PER_PAIR,
+    window: float = MATCH_WINDOW,
+    seed: int = 0,
+) -> Tensor:
     """Random pairs whose two tokens have about the frequency ranks of each given pair's two tokens.
 
     ``counts``: occurrences of each token id in the training text; ``excluded``: a mask of ids
@@ -148,23 +170,31 @@ def frequency_matched_pairs(pairs: Tensor, counts: Tensor, excluded: Tensor, per
     return torch.cat(drawn) if drawn else torch.empty(0, 2, dtype=torch.long)
 
 
-def encoder_input(matrix: Tensor, projection: Tensor | None, norm_weight: Tensor | None,
-                  norm_bias: Tensor | None, eps: float = 1e-12) -> Tensor:
+def encoder_input(
+    matrix: Tensor, projection: Tensor | None, norm_weight: Tensor | None, norm_bias: Tensor | None, eps: float = 1e-12
+) -> Tensor:
     """Token rows as the encoder receives them: E P^T, then the embedding's LayerNorm (or RMSNorm)."""
     rows = matrix.double() @ projection.double().T if projection is not None else matrix.double()
     if norm_weight is None:
         return rows
     if norm_bias is not None:  # LayerNorm
         rows = rows - rows.mean(dim=-1, keepdim=True)
-        rows = rows / torch.sqrt(rows.pow(2).mean(dim=-1, keepdim=True) + eps) * norm_weight.double() + norm_bias.double()
+        rows = (
+            rows / torch.sqrt(rows.pow(2).mean(dim=-1, keepdim=True) + eps) * norm_weight.double() + norm_bias.double()
+        )
     else:  # RMSNorm
         rows = rows / torch.sqrt(rows.pow(2).mean(dim=-1, keepdim=True) + eps) * norm_weight.double()
     return rows
 
 
-def analyse(matrix: Tensor, tokenizer: Any | None = None, pairs: Sequence[tuple[str, str]] = DEFAULT_PAIRS,
-            excluded_ids: Sequence[int] = (), counts: Tensor | None = None,
-            encoder_rows: Tensor | None = None) -> EmbeddingAnalysis:
+def analyse(
+    matrix: Tensor,
+    tokenizer: Any | None = None,
+    pairs: Sequence[tuple[str, str]] = DEFAULT_PAIRS,
+    excluded_ids: Sequence[int] = (),
+    counts: Tensor | None = None,
+    encoder_rows: Tensor | None = None,
+) -> EmbeddingAnalysis:
     """Every analysis of one token embedding matrix. ``excluded_ids``: special tokens, kept out of
     random pairs; ``counts``: token frequencies in the training text, for the frequency-matched
     baseline; ``encoder_rows``: the table as the encoder sees it (``encoder_input``)."""
@@ -172,9 +202,13 @@ def analyse(matrix: Tensor, tokenizer: Any | None = None, pairs: Sequence[tuple[
     n, width = matrix.shape
     keep = torch.ones(n, dtype=torch.bool)
     keep[list(excluded_ids)] = False
-    result = EmbeddingAnalysis(vocab_size=n, embedding_dim=width, effective_rank=effective_rank(matrix),
-                               isotropy=isotropy(matrix),
-                               random_pair_cosine=mean_cosine(matrix, random_pairs(keep.nonzero().squeeze(1))))
+    result = EmbeddingAnalysis(
+        vocab_size=n,
+        embedding_dim=width,
+        effective_rank=effective_rank(matrix),
+        isotropy=isotropy(matrix),
+        random_pair_cosine=mean_cosine(matrix, random_pairs(keep.nonzero().squeeze(1))),
+    )
     if tokenizer is not None:
         ids = synonym_ids(tokenizer, pairs)
         ids = ids[(ids < n).all(dim=1)] if len(ids) else ids
@@ -208,11 +242,17 @@ def embedding_weights(checkpoint: str | Path, weights_only: bool = True) -> dict
     token_key = sorted(keys, key=len)[0]
     prefix = token_key[: -len(TOKEN_KEY_SUFFIX)]
     norm_key = prefix + NORM_KEY_SUFFIX
-    return {"token": state[token_key], "projection": state.get(prefix + PROJECTION_KEY_SUFFIX),
-            "norm_weight": state.get(norm_key), "norm_bias": state.get(norm_key.removesuffix("weight") + "bias")}
+    return {
+        "token": state[token_key],
+        "projection": state.get(prefix + PROJECTION_KEY_SUFFIX),
+        "norm_weight": state.get(norm_key),
+        "norm_bias": state.get(norm_key.removesuffix("weight") + "bias"),
+    }
 
 
-def token_counts(tokenizer: Any, files: Sequence[str], vocab_size: int, max_chars: int = FREQUENCY_TEXT_CHARS) -> Tensor | None:
+def token_counts(
+    tokenizer: Any, files: Sequence[str], vocab_size: int, max_chars: int = FREQUENCY_TEXT_CHARS
+) -> Tensor | None:
     """Occurrences of each token id in up to ``max_chars`` of the given text files; ``None`` if none is readable."""
     counts = torch.zeros(vocab_size, dtype=torch.long)
     remaining, read_any = max_chars, False
@@ -231,7 +271,7 @@ def token_counts(tokenizer: Any, files: Sequence[str], vocab_size: int, max_char
         for start in range(0, len(lines), 1000):
             # Whole lines, longer than the model's positions: only counted, never run through a
             # model, so transformers' "will result in indexing errors" warning does not apply.
-            for ids in tokenizer(lines[start:start + 1000], add_special_tokens=False, verbose=False)["input_ids"]:
+            for ids in tokenizer(lines[start : start + 1000], add_special_tokens=False, verbose=False)["input_ids"]:
                 counts += torch.bincount(torch.tensor(ids, dtype=torch.long), minlength=vocab_size)[:vocab_size]
     return counts if read_any else None
 
@@ -245,7 +285,7 @@ def load_tokenizer(name: str | None) -> Any | None:
 
     try:
         return AutoTokenizer.from_pretrained(name, local_files_only=True)
-    except Exception:  # noqa: BLE001 - no tokenizer just means no synonym analysis
+    except Exception:
         return None
 
 
@@ -260,9 +300,13 @@ def parse_pairs(text: str) -> list[tuple[str, str]]:
     return pairs
 
 
-def analyse_checkpoint(checkpoint: str | Path, tokenizer_name: str | None = None,
-                       pairs: Sequence[tuple[str, str]] = DEFAULT_PAIRS,
-                       frequency_files: Sequence[str] | None = None, weights_only: bool = True) -> EmbeddingAnalysis:
+def analyse_checkpoint(
+    checkpoint: str | Path,
+    tokenizer_name: str | None = None,
+    pairs: Sequence[tuple[str, str]] = DEFAULT_PAIRS,
+    frequency_files: Sequence[str] | None = None,
+    weights_only: bool = True,
+) -> EmbeddingAnalysis:
     """``frequency_files``: text whose token counts match random pairs to the synonyms' frequency;
     default the ``train_files`` of the run's saved config. ``weights_only=False`` unpickles a
     checkpoint holding Python objects (only for a file you trust)."""
@@ -317,11 +361,21 @@ def _cell_workdir(folder: Path) -> Path | None:
 
 def parser() -> CommandParser:
     parser = CommandParser(prog="tiedemb analyse", description=__doc__.split("\n\n")[0])
-    parser.add_argument("checkpoint", type=Path, help="a PretrainModule or GlueModule .ckpt file (its token table is analysed)")
-    parser.add_argument("--tokenizer", help="tokenizer folder or cached hub name; default: the one the run's config names")
-    parser.add_argument("--pairs", help="near-synonym pairs, e.g. good:great,big:large (default: a built-in list of 20)")
-    parser.add_argument("--frequency-text", nargs="+", metavar="FILE",
-                        help="text for the frequency-matched baseline; default: the run's train_files")
+    parser.add_argument(
+        "checkpoint", type=Path, help="a PretrainModule or GlueModule .ckpt file (its token table is analysed)"
+    )
+    parser.add_argument(
+        "--tokenizer", help="tokenizer folder or cached hub name; default: the one the run's config names"
+    )
+    parser.add_argument(
+        "--pairs", help="near-synonym pairs, e.g. good:great,big:large (default: a built-in list of 20)"
+    )
+    parser.add_argument(
+        "--frequency-text",
+        nargs="+",
+        metavar="FILE",
+        help="text for the frequency-matched baseline; default: the run's train_files",
+    )
     parser.add_argument("--json", action="store_true", help="print one JSON object")
     add_weights_only(parser)
     return parser
@@ -329,14 +383,27 @@ def parser() -> CommandParser:
 
 def main(argv: list[str] | None = None) -> int:
     args = parser().parse_args(argv)
-    result = report_user_errors(lambda: analyse_checkpoint(
-        args.checkpoint, args.tokenizer, parse_pairs(args.pairs) if args.pairs else DEFAULT_PAIRS, args.frequency_text,
-        args.weights_only))
+    result = report_user_errors(
+        lambda: analyse_checkpoint(
+            args.checkpoint,
+            args.tokenizer,
+            parse_pairs(args.pairs) if args.pairs else DEFAULT_PAIRS,
+            args.frequency_text,
+            args.weights_only,
+        )
+    )
     if isinstance(result, int):  # the exit status of a user error, already reported
         return result
     if args.json:
-        print(json.dumps({**asdict(result), "effective_rank_share": result.effective_rank_share,
-                          "synonym_gap": result.synonym_gap}))
+        print(
+            json.dumps(
+                {
+                    **asdict(result),
+                    "effective_rank_share": result.effective_rank_share,
+                    "synonym_gap": result.synonym_gap,
+                }
+            )
+        )
         return 0
     print(f"token embedding       {result.vocab_size} x {result.embedding_dim}")
     print(f"effective rank        {result.effective_rank:.1f} ({100 * result.effective_rank_share:.1f}% of d_e)")
@@ -345,13 +412,17 @@ def main(argv: list[str] | None = None) -> int:
         print(f"as the encoder sees it {result.encoder_input_effective_rank:.1f} (effective rank of norm(E P^T))")
     print(f"random-pair cosine    {result.random_pair_cosine:+.4f}")
     if result.matched_random_cosine is not None:
-        print(f"frequency-matched     {result.matched_random_cosine:+.4f} (random pairs of the synonyms' frequency ranks)")
+        print(
+            f"frequency-matched     {result.matched_random_cosine:+.4f} (random pairs of the synonyms' frequency ranks)"
+        )
     if result.synonym_cosine is None:
         print("near-synonym cosine   n/a (no tokenizer, or no pair of single-token words)")
     else:
         baseline = "frequency-matched" if result.matched_random_cosine is not None else "random"
-        print(f"near-synonym cosine   {result.synonym_cosine:+.4f} over {result.synonym_pairs} pairs "
-              f"({result.synonym_gap:+.4f} vs {baseline})")
+        print(
+            f"near-synonym cosine   {result.synonym_cosine:+.4f} over {result.synonym_pairs} pairs "
+            f"({result.synonym_gap:+.4f} vs {baseline})"
+        )
     return 0
 
 

@@ -31,8 +31,9 @@ import yaml
 
 from tiedemb.errors import UserError
 from tiedemb.experiments import layout
-from tiedemb.experiments.preemption import STOP_SIGNALS_RECEIVED as STOP, SweepStopped, requeue_slurm_task, slurm_record
 from tiedemb.experiments.claims import analysis_record
+from tiedemb.experiments.preemption import STOP_SIGNALS_RECEIVED as STOP
+from tiedemb.experiments.preemption import SweepStopped, requeue_slurm_task, slurm_record
 from tiedemb.experiments.sweep_file import Cell, Sweep, Upstream, replace_cells
 from tiedemb.training.exits import PREEMPTED_EXIT
 from tiedemb.training.status_file import now, process_fields
@@ -64,12 +65,19 @@ def loggers(sweep: Sweep, cell: Cell, folder: Path, stage: str) -> list[dict[str
     """The cell's loggers: W&B grouped by experiment and tagged by label, and CSV metrics."""
     settings: list[dict[str, Any]] = []
     if sweep.wandb is not None:
-        tags = [f"experiment={sweep.name}", f"study={cell.study}", *(f"{k}={v}" for k, v in cell.labels.items()),
-                *map(str, sweep.wandb.get("tags") or [])]
+        tags = [
+            f"experiment={sweep.name}",
+            f"study={cell.study}",
+            *(f"{k}={v}" for k, v in cell.labels.items()),
+            *map(str, sweep.wandb.get("tags") or []),
+        ]
         init = {
-            "project": sweep.wandb["project"], "save_dir": str(folder),
+            "project": sweep.wandb["project"],
+            "save_dir": str(folder),
             "name": cell.id if stage == "fit" else f"{cell.id} ({stage})",
-            "group": sweep.name, "job_type": cell.study if stage == "fit" else f"{cell.study}-{stage}", "tags": tags,
+            "group": sweep.name,
+            "job_type": cell.study if stage == "fit" else f"{cell.study}-{stage}",
+            "tags": tags,
             # labels as config too: the dashboard can group and filter by them like any setting
             "config": {"sweep": {"experiment": sweep.name, "study": cell.study, "stage": stage, **cell.labels}},
         }
@@ -85,8 +93,14 @@ def upstream_placeholder(upstream: Upstream) -> str:
     return f"<the {upstream.checkpoint} checkpoint of {upstream.cell.id}>"
 
 
-def cell_args(sweep: Sweep, cell: Cell, folder: Path, stage: str = "fit", ckpt_path: str | None = None,
-              upstream_checkpoint: str | None = None) -> list[str]:
+def cell_args(
+    sweep: Sweep,
+    cell: Cell,
+    folder: Path,
+    stage: str = "fit",
+    ckpt_path: str | None = None,
+    upstream_checkpoint: str | None = None,
+) -> list[str]:
     """The command-line arguments (``tiedemb`` / ``main.py``) of one stage of a cell.
 
     A chained cell gets ``upstream_checkpoint``, or a placeholder where only the command line
@@ -101,7 +115,10 @@ def cell_args(sweep: Sweep, cell: Cell, folder: Path, stage: str = "fit", ckpt_p
     if cell.upstream is not None:  # after the overrides: the chain decides where the weights come from
         args.append(f"--{cell.upstream.key}={upstream_checkpoint or upstream_placeholder(cell.upstream)}")
     # The sweep owns where a cell writes: set last, so no config can send two cells to one folder.
-    args += [f"--trainer.default_root_dir={folder}", f"--trainer.logger={json.dumps(loggers(sweep, cell, folder, stage))}"]
+    args += [
+        f"--trainer.default_root_dir={folder}",
+        f"--trainer.logger={json.dumps(loggers(sweep, cell, folder, stage))}",
+    ]
     if ckpt_path is not None:
         args.append(f"--ckpt_path={ckpt_path}")
     return args
@@ -145,8 +162,10 @@ def resolved_config(sweep: Sweep, cell: Cell, folder: Path) -> str:
         # The CLI ends on one ``error:`` line (and a hint); anything printed before it is not the reason.
         errors = [line for line in lines if line.startswith("error:")]
         message = errors[-1] if errors else " ".join(line for line in lines if not line.startswith("hint:"))
-        raise UserError(f"sweep {sweep.name!r}, cell {cell.id!r}: the command line is rejected: "
-                        f"{message.removeprefix('error: ').strip()}{_blame(cell, message)}")
+        raise UserError(
+            f"sweep {sweep.name!r}, cell {cell.id!r}: the command line is rejected: "
+            f"{message.removeprefix('error: ').strip()}{_blame(cell, message)}"
+        )
     return stdout.getvalue()
 
 
@@ -166,8 +185,9 @@ def _check_model_settings(sweep: Sweep, cell: Cell, config: dict[str, Any]) -> N
     if not str(model.get("class_path", "")).endswith("PretrainModule") or init_args.get("pretrained"):
         return  # a model with a pretrained source takes its architecture from it at run time
     # null: unset, the config's default (a PretrainModule without a source)
-    fields = {key: value for key, value in init_args.items()
-              if key in TransformerConfig.field_names() and value is not None}
+    fields = {
+        key: value for key, value in init_args.items() if key in TransformerConfig.field_names() and value is not None
+    }
     fields["vocab_size"] = fields.get("vocab_size") or 1000  # linked from the data when the run starts
     try:
         TransformerConfig(**fields)
@@ -188,8 +208,10 @@ def _check_test_stage(sweep: Sweep, cell: Cell, config: dict[str, Any]) -> None:
     try:
         check_has_split("test", data_class)
     except UserError as error:
-        raise UserError(f"sweep {sweep.name!r}, cell {cell.id!r}: test: {cell.test} runs `main.py test` after fit, "
-                        f"but {error}; leave test out of the study") from None
+        raise UserError(
+            f"sweep {sweep.name!r}, cell {cell.id!r}: test: {cell.test} runs `main.py test` after fit, "
+            f"but {error}; leave test out of the study"
+        ) from None
 
 
 # --------------------------------------------------------------------------- --set
@@ -208,11 +230,15 @@ def apply_settings(sweep: Sweep, settings: dict[str, Any], out: Path) -> None:
         config = yaml.safe_load(resolved_config(sweep, cell, cell_dir(out, cell))) or {}
         keys[cell.id] = [key for key in settings if has_key(config, key)]
         if cell.upstream is not None and cell.upstream.key in keys[cell.id]:
-            raise UserError(f"--set {cell.upstream.key}: cell {cell.id!r} of sweep file {str(sweep.path)!r} takes "
-                            f"it from study {cell.upstream.cell.study!r} (pretrained_from)")
+            raise UserError(
+                f"--set {cell.upstream.key}: cell {cell.id!r} of sweep file {str(sweep.path)!r} takes "
+                f"it from study {cell.upstream.cell.study!r} (pretrained_from)"
+            )
     unused = [key for key in settings if not any(key in found for found in keys.values())]
     if unused:
-        raise UserError(f"--set {unused[0]}: no cell of sweep file {str(sweep.path)!r} has this key in its configuration")
+        raise UserError(
+            f"--set {unused[0]}: no cell of sweep file {str(sweep.path)!r} has this key in its configuration"
+        )
 
     def with_settings(cell: Cell) -> Cell:
         # Removed, then added: last on the command line, so nothing the file sets can override them.
@@ -270,8 +296,9 @@ def record_waiting(sweep: Sweep, cell: Cell, out: Path, workdir: Path, message: 
     if layout.read_json(folder / layout.CELL_FILE) is None:  # the report lists the cell as waiting
         layout.write_json(folder / layout.CELL_FILE, _cell_record(sweep, cell, workdir, {}))
     previous = layout.read_status(folder) or {}
-    layout.write_json(folder / layout.STATUS_FILE, {**previous, "state": layout.WAITING, "message": message,
-                                                    "since": now()})
+    layout.write_json(
+        folder / layout.STATUS_FILE, {**previous, "state": layout.WAITING, "message": message, "since": now()}
+    )
 
 
 def cell_state(sweep: Sweep, cell: Cell, out: Path) -> tuple[str, str]:
@@ -309,15 +336,28 @@ def pending_cells(cells: list[Cell], out: Path) -> list[Cell]:
 
 
 def write_manifest(sweep: Sweep, out: Path) -> None:
-    layout.write_json(out / layout.MANIFEST_FILE, {
-        "name": sweep.name, "description": sweep.description, "sweep_file": str(sweep.path.resolve()),
-        "cells": [{"id": cell.id, "study": cell.study, "labels": cell.labels, "index": cell.index,
-                   **({"pretrained_from": cell.upstream.cell.id} if cell.upstream else {})} for cell in sweep.cells],
-        "skipped_studies": {study.name: study.skipped_because for study in sweep.studies if study.skipped_because},
-        "wandb": sweep.wandb,
-        # the claims and margins as the file stated them when the sweep ran (experiments/claims.py)
-        **({"analysis": analysis_record(sweep.analysis)} if sweep.analysis else {}),
-    })
+    layout.write_json(
+        out / layout.MANIFEST_FILE,
+        {
+            "name": sweep.name,
+            "description": sweep.description,
+            "sweep_file": str(sweep.path.resolve()),
+            "cells": [
+                {
+                    "id": cell.id,
+                    "study": cell.study,
+                    "labels": cell.labels,
+                    "index": cell.index,
+                    **({"pretrained_from": cell.upstream.cell.id} if cell.upstream else {}),
+                }
+                for cell in sweep.cells
+            ],
+            "skipped_studies": {study.name: study.skipped_because for study in sweep.studies if study.skipped_because},
+            "wandb": sweep.wandb,
+            # the claims and margins as the file stated them when the sweep ran (experiments/claims.py)
+            **({"analysis": analysis_record(sweep.analysis)} if sweep.analysis else {}),
+        },
+    )
 
 
 def source_commit() -> str | None:
@@ -326,8 +366,13 @@ def source_commit() -> str | None:
     source = Path(__file__).resolve().parents[2]
     try:
         commit = subprocess.run(["git", "rev-parse", "HEAD"], cwd=source, capture_output=True, text=True, timeout=10)
-        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no", "--", "tiedemb"], cwd=source,
-                               capture_output=True, text=True, timeout=10)
+        dirty = subprocess.run(
+            ["git", "status", "--porcelain", "--untracked-files=no", "--", "tiedemb"],
+            cwd=source,
+            capture_output=True,
+            text=True,
+            timeout=10,
+        )
     except (OSError, subprocess.TimeoutExpired):
         return None
     if commit.returncode != 0:
@@ -347,11 +392,20 @@ def discard_superseded(cell: Cell, folder: Path) -> bool:
     return True
 
 
-def _cell_record(sweep: Sweep, cell: Cell, workdir: Path, commands: dict[str, list[str]],
-                 checkpoint: Path | None = None) -> dict[str, Any]:
+def _cell_record(
+    sweep: Sweep, cell: Cell, workdir: Path, commands: dict[str, list[str]], checkpoint: Path | None = None
+) -> dict[str, Any]:
     """What ``cell.json`` holds: the spec, and where a chained cell's checkpoint was found."""
-    record = {**cell.spec(), "id": cell.id, "experiment": sweep.name, "spec_hash": cell.spec_hash, "index": cell.index,
-              "workdir": str(workdir), "commands": commands, "commit": source_commit()}
+    record = {
+        **cell.spec(),
+        "id": cell.id,
+        "experiment": sweep.name,
+        "spec_hash": cell.spec_hash,
+        "index": cell.index,
+        "workdir": str(workdir),
+        "commands": commands,
+        "commit": source_commit(),
+    }
     if cell.upstream is not None and checkpoint is not None:
         record["pretrained_from"] = {**cell.upstream.spec(), "path": str(checkpoint)}
     return record
@@ -372,8 +426,16 @@ def run_cell(sweep: Sweep, cell: Cell, out: Path, workdir: Path) -> bool:
         try:
             checkpoint = upstream_checkpoint(cell.upstream, out)
         except UserError as error:  # finished without a checkpoint: never start on random weights
-            layout.write_json(folder / layout.STATUS_FILE, {**previous, "state": layout.FAILED, "attempt": attempt,
-                                                           "finished": now(), "message": f"error: {error}"})
+            layout.write_json(
+                folder / layout.STATUS_FILE,
+                {
+                    **previous,
+                    "state": layout.FAILED,
+                    "attempt": attempt,
+                    "finished": now(),
+                    "message": f"error: {error}",
+                },
+            )
             return False
     upstream = str(checkpoint) if checkpoint is not None else None
     # A stage an earlier attempt completed (fit, before a failed test) is not run again.
@@ -384,9 +446,15 @@ def run_cell(sweep: Sweep, cell: Cell, out: Path, workdir: Path) -> bool:
     if cell.command not in completed:
         commands[cell.command] = [*TIEDEMB_COMMAND, *cell_args(sweep, cell, folder, cell.command, resume, upstream)]
     layout.write_json(folder / layout.CELL_FILE, _cell_record(sweep, cell, workdir, commands, checkpoint))
-    status: dict[str, Any] = {"state": layout.RUNNING, "attempt": attempt, "started": now(), **process_fields(),
-                              "resumed": resume is not None and cell.command not in completed,
-                              "stages": dict(completed), **slurm_record()}
+    status: dict[str, Any] = {
+        "state": layout.RUNNING,
+        "attempt": attempt,
+        "started": now(),
+        **process_fields(),
+        "resumed": resume is not None and cell.command not in completed,
+        "stages": dict(completed),
+        **slurm_record(),
+    }
     begin = time.monotonic()
     stages = [stage for stage in [cell.command] + (["test"] if cell.test else []) if stage not in completed]
     for stage in stages:
@@ -395,14 +463,19 @@ def run_cell(sweep: Sweep, cell: Cell, out: Path, workdir: Path) -> bool:
             _record_stop(folder, status, stage, begin)
         layout.write_json(folder / layout.STATUS_FILE, status)
         if stage == "test":
-            commands["test"] = [*TIEDEMB_COMMAND,
-                                *cell_args(sweep, cell, folder, "test", str(_test_checkpoint(folder, cell.test)), upstream)]
+            commands["test"] = [
+                *TIEDEMB_COMMAND,
+                *cell_args(sweep, cell, folder, "test", str(_test_checkpoint(folder, cell.test)), upstream),
+            ]
         started = time.monotonic()
         try:
             code = _run_logged(commands[stage], folder / layout.LOG_FILE, workdir, f"attempt {attempt}, {stage}")
         except KeyboardInterrupt:
-            status.update(state=layout.FAILED, finished=now(),
-                          message=f"interrupted (Ctrl-C) in {stage}: run the sweep again to resume from its last checkpoint")
+            status.update(
+                state=layout.FAILED,
+                finished=now(),
+                message=f"interrupted (Ctrl-C) in {stage}: run the sweep again to resume from its last checkpoint",
+            )
             layout.write_json(folder / layout.STATUS_FILE, status)
             raise
         status["stages"][stage] = {"returncode": code, "seconds": round(time.monotonic() - started, 1)}
@@ -413,11 +486,14 @@ def run_cell(sweep: Sweep, cell: Cell, out: Path, workdir: Path) -> bool:
         if code != 0:
             preempted = code in (PREEMPTED_EXIT, -signal.SIGTERM)
             message = _preempted(stage) if preempted else _tail(folder / layout.LOG_FILE)
-            status.update(state=layout.FAILED, finished=now(), seconds=round(time.monotonic() - begin, 1),
-                          message=message)
+            status.update(
+                state=layout.FAILED, finished=now(), seconds=round(time.monotonic() - begin, 1), message=message
+            )
             layout.write_json(folder / layout.STATUS_FILE, status)
             return False
-    layout.write_json(folder / layout.CELL_FILE, {**(layout.read_json(folder / layout.CELL_FILE) or {}), "commands": commands})
+    layout.write_json(
+        folder / layout.CELL_FILE, {**(layout.read_json(folder / layout.CELL_FILE) or {}), "commands": commands}
+    )
     status.update(state=layout.FINISHED, finished=now(), seconds=round(time.monotonic() - begin, 1))
     status.pop("stage", None)
     layout.write_json(folder / layout.STATUS_FILE, status)
@@ -434,8 +510,9 @@ def _record_stop(folder: Path, status: dict[str, Any], stage: str, begin: float)
 
     The cell stays unfinished; a stage that completed before the signal counts as done.
     """
-    status.update(state=layout.FAILED, finished=now(), seconds=round(time.monotonic() - begin, 1),
-                  message=_preempted(stage))
+    status.update(
+        state=layout.FAILED, finished=now(), seconds=round(time.monotonic() - begin, 1), message=_preempted(stage)
+    )
     if STOP.requeue:
         status["message"] = f"preempted in {stage} before the time limit (SIGUSR1): requeuing the SLURM job"
     # Written before any requeue: SLURM ends the job as soon as it is requeued.
@@ -443,9 +520,12 @@ def _record_stop(folder: Path, status: dict[str, Any], stage: str, begin: float)
     if STOP.requeue:
         job, what = requeue_slurm_task()
         status["requeued"] = job is not None
-        status["message"] = (f"preempted in {stage} before the time limit (SIGUSR1): {what}; the requeued job resumes "
-                             "it from its checkpoint" if job else
-                             f"preempted in {stage} (SIGUSR1), not requeued ({what}): run the sweep again to resume it")
+        status["message"] = (
+            f"preempted in {stage} before the time limit (SIGUSR1): {what}; the requeued job resumes "
+            "it from its checkpoint"
+            if job
+            else f"preempted in {stage} (SIGUSR1), not requeued ({what}): run the sweep again to resume it"
+        )
         layout.write_json(folder / layout.STATUS_FILE, status)
     raise SweepStopped(STOP.received[0])
 
@@ -508,8 +588,9 @@ def _test_checkpoint(folder: Path, which: str) -> Path:
     return last
 
 
-def run_sweep(sweep: Sweep, out: Path, cells: list[Cell] | None = None, workdir: Path | None = None,
-              echo=print) -> dict[str, list[str]]:
+def run_sweep(
+    sweep: Sweep, out: Path, cells: list[Cell] | None = None, workdir: Path | None = None, echo=print
+) -> dict[str, list[str]]:
     """Validate, then run the given cells (all by default); return cell ids by outcome.
 
     Upstream cells run before the cells chained to them; a chained cell whose upstream has not
@@ -522,8 +603,12 @@ def run_sweep(sweep: Sweep, out: Path, cells: list[Cell] | None = None, workdir:
         if study.skipped_because:
             echo(f"study {study.name!r} is skipped: {study.skipped_because}")
     todo = pending_cells(selected, out)
-    outcome: dict[str, list[str]] = {"skipped": [c.id for c in selected if c not in todo], "finished": [], "failed": [],
-                                     "waiting": []}
+    outcome: dict[str, list[str]] = {
+        "skipped": [c.id for c in selected if c not in todo],
+        "finished": [],
+        "failed": [],
+        "waiting": [],
+    }
     if outcome["skipped"]:
         echo(f"{len(outcome['skipped'])} of {len(selected)} cells already finished")
     if todo:

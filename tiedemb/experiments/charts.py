@@ -77,8 +77,12 @@ def log_charts(run: Any, charts: dict[str, Chart]) -> list[str]:
     for key, chart in charts.items():
         names = list(chart.lines)
         logged[f"{CHARTS_PREFIX}/{key}"] = wandb.plot.line_series(
-            xs=[chart.lines[name][0] for name in names], ys=[chart.lines[name][1] for name in names], keys=names,
-            title=chart.title, xname=chart.xname)
+            xs=[chart.lines[name][0] for name in names],
+            ys=[chart.lines[name][1] for name in names],
+            keys=names,
+            title=chart.title,
+            xname=chart.xname,
+        )
     if logged:
         run.log(logged)
     return list(logged)

@@ -94,7 +94,9 @@ def parse_analysis(raw: Any, studies: Sequence[str], where: str) -> Analysis | N
         if missing:
             raise UserError(f"{claim_where}: {', '.join(missing)} missing")
         if str(item["study"]) not in studies:
-            raise UserError(f"{claim_where}: study {item['study']!r} is not in the file (studies: {', '.join(studies)})")
+            raise UserError(
+                f"{claim_where}: study {item['study']!r} is not in the file (studies: {', '.join(studies)})"
+            )
         metric, expect = str(item["metric"]), str(item["expect"])
         if metric not in METRICS:
             raise UserError(f"{claim_where}: metric={metric!r} is not one of {', '.join(METRICS)}")
@@ -104,8 +106,10 @@ def parse_analysis(raw: Any, studies: Sequence[str], where: str) -> Analysis | N
         if metric == "steps":
             target = _number(target, f"{claim_where}: target")
             if target not in targets:
-                raise UserError(f"{claim_where}: target={target:g} is not one of the analysis targets "
-                                f"({', '.join(f'{t:g}' for t in targets) or 'none'})")
+                raise UserError(
+                    f"{claim_where}: target={target:g} is not one of the analysis targets "
+                    f"({', '.join(f'{t:g}' for t in targets) or 'none'})"
+                )
         elif target is not None:
             raise UserError(f"{claim_where}: target has no effect with metric='final_loss'")
         margin = _number(item["margin"], f"{claim_where}: margin")
@@ -123,8 +127,14 @@ def analysis_record(analysis: Analysis) -> dict[str, Any]:
     """The analysis as its YAML section would state it (``parse_analysis`` reads it back)."""
     claims = []
     for claim in analysis.claims:
-        item = {"text": claim.text, "study": claim.study, "levels": list(claim.levels), "metric": claim.metric,
-                "expect": claim.expect, "margin": claim.margin}
+        item = {
+            "text": claim.text,
+            "study": claim.study,
+            "levels": list(claim.levels),
+            "metric": claim.metric,
+            "expect": claim.expect,
+            "margin": claim.margin,
+        }
         if claim.target is not None:
             item["target"] = claim.target
         if claim.reference is not None:
@@ -169,7 +179,9 @@ class Difference:
         return f"{self.mean:+.{digits}f} [{self.low:+.{digits}f}, {self.high:+.{digits}f}] (n = {self.n}{bound})"
 
 
-def paired_difference(level: Mapping[str, float], reference: Mapping[str, float], bound_only: bool = False) -> Difference:
+def paired_difference(
+    level: Mapping[str, float], reference: Mapping[str, float], bound_only: bool = False
+) -> Difference:
     """Mean and 95% t-interval of ``level[s] - reference[s]`` over the seeds ``s`` both have."""
     from scipy import stats
 

@@ -31,7 +31,8 @@ import yaml
 from tiedemb.experiments.sweep_file import Search, Sweep, check_search
 
 SLURM_DEFAULTS: dict[str, object] = {
-    "time": "24:00:00", "cpus-per-task": 8,
+    "time": "24:00:00",
+    "cpus-per-task": 8,
     # Two minutes before the time limit SLURM sends SIGUSR1 to the batch shell, i.e. to the sweep (exec-ed
     # below), which stops the running stage after its current step, saves it and requeues the task
     # (tiedemb.experiments.preemption); the requeued task resumes the cell from that checkpoint.
@@ -40,7 +41,10 @@ SLURM_DEFAULTS: dict[str, object] = {
     # the requeued task writes the same %A_%a.log: appended to, not truncated
     "open-mode": "append",
 }
-"""``#SBATCH`` settings of every job array; a sweep file's ``slurm:`` section overrides them (``false`` drops a flag)."""
+"""``#SBATCH`` settings of every job array.
+
+A sweep file's ``slurm:`` section overrides them (``false`` drops a flag).
+"""
 
 
 def slurm_script(sweep: Sweep, out: Path, workdir: Path, set_flags: Sequence[str] = ()) -> str:
@@ -57,7 +61,10 @@ def slurm_script(sweep: Sweep, out: Path, workdir: Path, set_flags: Sequence[str
         f"# generated from {sweep.path.resolve()}",
         "# Near the time limit a task saves its cell's state, requeues itself and resumes there when it runs again",
         "# (--signal, --requeue below); a task killed without warning resumes from the cell's last checkpoint.",
-        *(f"#   {cell.index:>4}  {cell.id}{f'  <- {cell.upstream.cell.id}' if cell.upstream else ''}" for cell in cells),
+        *(
+            f"#   {cell.index:>4}  {cell.id}{f'  <- {cell.upstream.cell.id}' if cell.upstream else ''}"
+            for cell in cells
+        ),
         *_slurm_chain_note(sweep),
         f"#SBATCH --job-name=tiedemb-{sweep.name}",
         f"#SBATCH --array=0-{len(cells) - 1}",
@@ -69,7 +76,7 @@ def slurm_script(sweep: Sweep, out: Path, workdir: Path, set_flags: Sequence[str
         # W&B runs record offline on nodes without network; `wandb sync OUT/*/*/wandb` uploads them.
         'export WANDB_MODE="${WANDB_MODE:-offline}"',
         f"exec {shlex.quote(sys.executable)} -m tiedemb.sweep {shlex.quote(str(sweep.path.resolve()))} "
-        f"--out {shlex.quote(str(out.resolve()))} --cell \"$SLURM_ARRAY_TASK_ID\""
+        f'--out {shlex.quote(str(out.resolve()))} --cell "$SLURM_ARRAY_TASK_ID"'
         + "".join(f" --set {shlex.quote(flag)}" for flag in set_flags),
         "",
     ]
@@ -96,8 +103,13 @@ def _slurm_chain_note(sweep: Sweep) -> list[str]:
     ]
 
 
-def wandb_sweep_configs(sweep: Sweep, out: Path, set_flags: Sequence[str] = (), method: str | None = None,
-                        metric: tuple[str, str] | None = None) -> dict[str, str]:
+def wandb_sweep_configs(
+    sweep: Sweep,
+    out: Path,
+    set_flags: Sequence[str] = (),
+    method: str | None = None,
+    metric: tuple[str, str] | None = None,
+) -> dict[str, str]:
     """One W&B sweep configuration per study (YAML text by study name).
 
     The agent passes one value per axis label (``--variant=tied --seed=0``) and, for a random or
@@ -108,8 +120,12 @@ def wandb_sweep_configs(sweep: Sweep, out: Path, set_flags: Sequence[str] = (), 
     """
     configs = {}
     for study in sweep.studies:
-        search = Search(method=method or study.search.method, metric=metric or study.search.metric,
-                        parameters=study.search.parameters, run_cap=study.search.run_cap)
+        search = Search(
+            method=method or study.search.method,
+            metric=metric or study.search.metric,
+            parameters=study.search.parameters,
+            run_cap=study.search.run_cap,
+        )
         check_search(search, f"study {study.name!r} of sweep file {str(sweep.path)!r}")
         values: dict[str, list[str]] = {}
         for cell in study.cells:
@@ -119,22 +135,36 @@ def wandb_sweep_configs(sweep: Sweep, out: Path, set_flags: Sequence[str] = (), 
                     values[label].append(value)
         description = sweep.description or f"tiedemb sweep {sweep.name}, study {study.name}"
         if study.chain is not None:
-            description += (f". Start after the sweep of study {study.chain.study!r} has finished: a cell whose "
-                            "upstream cell has not finished exits without running, as waiting")
+            description += (
+                f". Start after the sweep of study {study.chain.study!r} has finished: a cell whose "
+                "upstream cell has not finished exits without running, as waiting"
+            )
         config = {
             "name": f"{sweep.name}/{study.name}",
             "description": description,
             "project": (sweep.wandb or {}).get("project", "tiedemb"),
             "method": search.method,
             "program": "tiedemb/sweep.py",
-            "command": ["${env}", "${interpreter}", "-m", "tiedemb.sweep", str(sweep.path.resolve()),
-                        "--out", str(out.resolve()), "--study", study.name,
-                        *(part for flag in set_flags for part in ("--set", flag)), "${args}"],
+            "command": [
+                "${env}",
+                "${interpreter}",
+                "-m",
+                "tiedemb.sweep",
+                str(sweep.path.resolve()),
+                "--out",
+                str(out.resolve()),
+                "--study",
+                study.name,
+                *(part for flag in set_flags for part in ("--set", flag)),
+                "${args}",
+            ],
         }
         if search.metric is not None:
             config["metric"] = {"name": search.metric[0], "goal": search.metric[1]}
-        config["parameters"] = {**{label: {"values": levels} for label, levels in values.items()},
-                                **{key: dict(distribution) for key, distribution in search.parameters.items()}}
+        config["parameters"] = {
+            **{label: {"values": levels} for label, levels in values.items()},
+            **{key: dict(distribution) for key, distribution in search.parameters.items()},
+        }
         if search.run_cap is not None:
             config["run_cap"] = search.run_cap
         if (sweep.wandb or {}).get("entity"):

@@ -26,7 +26,6 @@ from typing import Any
 from tiedemb.experiments.aggregate import Interval, Table, pretraining_runs, sort_value, summarise
 from tiedemb.experiments.claims import (
     Analysis,
-    Claim,
     Difference,
     describe_rule,
     paired_difference,
@@ -37,8 +36,12 @@ from tiedemb.experiments.runs import Run
 
 SEED_LABEL = "seed"
 VAL, OOD = "val/loss", "val_ood/loss"
-BASELINES = {"unigram": "data/unigram_loss", "bigram": "data/bigram_loss",
-             "ood unigram": "data/ood_unigram_loss", "ood bigram": "data/ood_bigram_loss"}
+BASELINES = {
+    "unigram": "data/unigram_loss",
+    "bigram": "data/bigram_loss",
+    "ood unigram": "data/ood_unigram_loss",
+    "ood bigram": "data/ood_bigram_loss",
+}
 DEFAULT_TARGETS = (0.25, 0.5, 1.0)
 
 
@@ -73,9 +76,16 @@ def run_numbers(run: Run, axis: str, targets: Iterable[float]) -> RunNumbers:
     curve = run.series(VAL)
     unigram = baselines["unigram"]
     steps = {target: (steps_to_target(curve, unigram - target) if unigram is not None else None) for target in targets}
-    return RunNumbers(run=run, level=level_of(run.labels, axis), seed=run.labels.get(SEED_LABEL, ""),
-                      final=run.last(VAL), final_ood=run.last(OOD), last_step=curve[-1][0] if curve else None,
-                      baselines=baselines, steps=steps)
+    return RunNumbers(
+        run=run,
+        level=level_of(run.labels, axis),
+        seed=run.labels.get(SEED_LABEL, ""),
+        final=run.last(VAL),
+        final_ood=run.last(OOD),
+        last_step=curve[-1][0] if curve else None,
+        baselines=baselines,
+        steps=steps,
+    )
 
 
 def collect(runs: Iterable[Run], analysis: Analysis | None) -> dict[str, dict[str, dict[str, RunNumbers]]]:
@@ -108,14 +118,22 @@ def baselines_table(numbers: dict[str, dict[str, dict[str, RunNumbers]]]) -> Tab
             else:
                 row[name] = f"{min(values):.3f}–{max(values):.3f}"
         rows.append(row)
-    notes = ["add-one unigram and bigram models of the training blocks, scored on the validation blocks the runs "
-             "are scored on (same tokenizer, blocks and, for masked-token prediction, the same masked positions); "
-             "nats per predicted token; ood: the out-of-domain validation text",
-             "each run computes them when it starts (PretrainData.baselines) and logs them as data/unigram_loss, "
-             "data/bigram_loss, data/ood_unigram_loss, data/ood_bigram_loss; "
-             "`python main.py baselines --config ...` prints them for any configuration"]
-    return Table(name="baselines", title="Baselines", columns=["study", "runs", *BASELINES], rows=rows, notes=notes,
-                 digits={"runs": 0})
+    notes = [
+        "add-one unigram and bigram models of the training blocks, scored on the validation blocks the runs "
+        "are scored on (same tokenizer, blocks and, for masked-token prediction, the same masked positions); "
+        "nats per predicted token; ood: the out-of-domain validation text",
+        "each run computes them when it starts (PretrainData.baselines) and logs them as data/unigram_loss, "
+        "data/bigram_loss, data/ood_unigram_loss, data/ood_bigram_loss; "
+        "`python main.py baselines --config ...` prints them for any configuration",
+    ]
+    return Table(
+        name="baselines",
+        title="Baselines",
+        columns=["study", "runs", *BASELINES],
+        rows=rows,
+        notes=notes,
+        digits={"runs": 0},
+    )
 
 
 def convergence_table(numbers: dict[str, dict[str, dict[str, RunNumbers]]], analysis: Analysis | None) -> Table:
@@ -128,10 +146,15 @@ def convergence_table(numbers: dict[str, dict[str, dict[str, RunNumbers]]], anal
         for level in _levels(levels):
             members = list(levels[level].values())
             final = summarise(found.final for found in members)
-            row: dict[str, Any] = {"study": study, axis: level, "seeds": len(members), "final val loss": final,
-                                   "95% CI": Interval(final) if final is not None else None,
-                                   "below unigram": summarise(found.below_unigram for found in members),
-                                   "final ood loss": summarise(found.final_ood for found in members)}
+            row: dict[str, Any] = {
+                "study": study,
+                axis: level,
+                "seeds": len(members),
+                "final val loss": final,
+                "95% CI": Interval(final) if final is not None else None,
+                "below unigram": summarise(found.below_unigram for found in members),
+                "final ood loss": summarise(found.final_ood for found in members),
+            }
             for target, column in zip(targets, step_columns):
                 reached = [found.steps[target] for found in members if found.steps[target] is not None]
                 stat = summarise(reached)
@@ -139,18 +162,22 @@ def convergence_table(numbers: dict[str, dict[str, dict[str, RunNumbers]]], anal
                 text = "never" if stat is None else stat.format(0)
                 row[column] = text + (f" ({never} of {len(members)} never)" if never and stat is not None else "")
             rows.append(row)
-    notes = ["mean ± sample standard deviation over seeds; 95% CI: of the mean final loss (Student's t)",
-             "below unigram: the in-domain unigram loss minus the final validation loss (positive: better than "
-             "token frequencies)",
-             "steps to unigram - t: the step at which the validation loss first reached the in-domain unigram loss "
-             "minus t nats, interpolated linearly between the two evaluations around the crossing; averaged over "
-             "the runs that reached it; never: the run ended above it"]
+    notes = [
+        "mean ± sample standard deviation over seeds; 95% CI: of the mean final loss (Student's t)",
+        "below unigram: the in-domain unigram loss minus the final validation loss (positive: better than "
+        "token frequencies)",
+        "steps to unigram - t: the step at which the validation loss first reached the in-domain unigram loss "
+        "minus t nats, interpolated linearly between the two evaluations around the crossing; averaged over "
+        "the runs that reached it; never: the run ended above it",
+    ]
     return Table(name="convergence", title="Convergence", columns=columns, rows=rows, notes=notes, digits={"seeds": 0})
 
 
-def _paired(levels: dict[str, dict[str, RunNumbers]], level: str, reference: str, metric: str,
-            target: float | None) -> Difference:
+def _paired(
+    levels: dict[str, dict[str, RunNumbers]], level: str, reference: str, metric: str, target: float | None
+) -> Difference:
     """``level - reference`` over shared seeds; steps a run never reached are lower bounds (its last step)."""
+
     def values(name: str) -> tuple[dict[str, float], bool]:
         found, bounded = {}, False
         for seed, numbers in levels.get(name, {}).items():
@@ -189,17 +216,29 @@ def differences_table(numbers: dict[str, dict[str, dict[str, RunNumbers]]], anal
         for level in _levels(levels):
             if level == ref:
                 continue
-            row: dict[str, Any] = {"study": study, axis: level, "reference": ref,
-                                   "Δ final val loss": _paired(levels, level, ref, "final_loss", None).format(3)}
+            row: dict[str, Any] = {
+                "study": study,
+                axis: level,
+                "reference": ref,
+                "Δ final val loss": _paired(levels, level, ref, "final_loss", None).format(3),
+            }
             for target, column in zip(targets, step_columns):
                 row[column] = _paired(levels, level, ref, "steps", target).format(0)
             rows.append(row)
-    notes = [f"each level minus its study's reference ({reference}, or the reference the study's claims name), seed by seed: mean [95% interval, Student's t on the "
-             "paired differences] (n = seeds both ran)",
-             "lower bound: a run of the level never reached the target, so its step count is taken as its last "
-             "step and the difference is at least this; nan: the reference never reached it"]
-    return Table(name="paired_differences", title="Paired differences from the reference", columns=columns, rows=rows,
-                 notes=notes)
+    notes = [
+        f"each level minus its study's reference ({reference}, or the reference the study's claims name), "
+        "seed by seed: mean [95% interval, Student's t on the "
+        "paired differences] (n = seeds both ran)",
+        "lower bound: a run of the level never reached the target, so its step count is taken as its last "
+        "step and the difference is at least this; nan: the reference never reached it",
+    ]
+    return Table(
+        name="paired_differences",
+        title="Paired differences from the reference",
+        columns=columns,
+        rows=rows,
+        notes=notes,
+    )
 
 
 def claims_table(numbers: dict[str, dict[str, dict[str, RunNumbers]]], analysis: Analysis | None) -> Table:
@@ -212,16 +251,42 @@ def claims_table(numbers: dict[str, dict[str, dict[str, RunNumbers]]], analysis:
             decided = verdict(difference, claim.expect, claim.margin)
             if level not in levels or reference not in levels:
                 decided = f"not run ({level if level not in levels else reference} has no finished runs)"
-            rows.append({"claim": claim.text, "study": claim.study, "level": level, "reference": reference,
-                         "measure": claim.metric_name, "expected": claim.expect, "margin": f"{claim.margin:g}",
-                         "difference": difference.format(0 if claim.metric == "steps" else 3), "verdict": decided,
-                         "rule": describe_rule(claim)})
-    notes = ["difference: level minus reference, paired by seed, mean [95% interval]; the claims, margins and "
-             "rules were fixed in the sweep file's analysis section before the runs"]
-    return Table(name="claims", title="Claims and verdicts", columns=["claim", "study", "level", "reference", "measure",
-                                                                     "expected", "margin", "difference", "verdict",
-                                                                     "rule"],
-                 rows=rows, notes=notes)
+            rows.append(
+                {
+                    "claim": claim.text,
+                    "study": claim.study,
+                    "level": level,
+                    "reference": reference,
+                    "measure": claim.metric_name,
+                    "expected": claim.expect,
+                    "margin": f"{claim.margin:g}",
+                    "difference": difference.format(0 if claim.metric == "steps" else 3),
+                    "verdict": decided,
+                    "rule": describe_rule(claim),
+                }
+            )
+    notes = [
+        "difference: level minus reference, paired by seed, mean [95% interval]; the claims, margins and "
+        "rules were fixed in the sweep file's analysis section before the runs"
+    ]
+    return Table(
+        name="claims",
+        title="Claims and verdicts",
+        columns=[
+            "claim",
+            "study",
+            "level",
+            "reference",
+            "measure",
+            "expected",
+            "margin",
+            "difference",
+            "verdict",
+            "rule",
+        ],
+        rows=rows,
+        notes=notes,
+    )
 
 
 def verdicts(numbers: dict[str, dict[str, dict[str, RunNumbers]]], analysis: Analysis | None) -> list[dict[str, Any]]:
@@ -243,23 +308,51 @@ def run_metrics_table(runs: Iterable[Run], analysis: Analysis | None) -> Table:
     for run in runs:
         found = run_numbers(run, axis, targets)
         data = (run.config.get("data") or {}).get("init_args") or {}
-        row: dict[str, Any] = {"run": run.id, "study": run.study, **run.labels, "state": run.state,
-                               "seed_everything": run.config.get("seed_everything"),
-                               "data seed": run.hparams.get("seed", data.get("seed")),
-                               "corpus seed": run.hparams.get("corpus_seed", data.get("corpus_seed")),
-                               "initial loss": run.first("init/loss"), "predicted": run.first("init/loss_pred"),
-                               "last step": found.last_step, "final val loss": found.final,
-                               "final ood loss": found.final_ood,
-                               **{name: found.baselines[name] for name in BASELINES},
-                               "params": run.first("params/total"), "commit": _commit(run)}
+        row: dict[str, Any] = {
+            "run": run.id,
+            "study": run.study,
+            **run.labels,
+            "state": run.state,
+            "seed_everything": run.config.get("seed_everything"),
+            "data seed": run.hparams.get("seed", data.get("seed")),
+            "corpus seed": run.hparams.get("corpus_seed", data.get("corpus_seed")),
+            "initial loss": run.first("init/loss"),
+            "predicted": run.first("init/loss_pred"),
+            "last step": found.last_step,
+            "final val loss": found.final,
+            "final ood loss": found.final_ood,
+            **{name: found.baselines[name] for name in BASELINES},
+            "params": run.first("params/total"),
+            "commit": _commit(run),
+        }
         for target, column in zip(targets, step_columns):
             row[column] = found.steps[target]
         rows.append(row)
-    columns = ["run", "study", *label_names, "state", "seed_everything", "data seed", "corpus seed", "initial loss",
-               "predicted", "last step", "final val loss", "final ood loss", *BASELINES, *step_columns, "params",
-               "commit"]
-    return Table(name="run_metrics", title="Every run's final metrics", columns=columns, rows=rows,
-                 digits={"last step": 0, "params": 0, **{column: 1 for column in step_columns}})
+    columns = [
+        "run",
+        "study",
+        *label_names,
+        "state",
+        "seed_everything",
+        "data seed",
+        "corpus seed",
+        "initial loss",
+        "predicted",
+        "last step",
+        "final val loss",
+        "final ood loss",
+        *BASELINES,
+        *step_columns,
+        "params",
+        "commit",
+    ]
+    return Table(
+        name="run_metrics",
+        title="Every run's final metrics",
+        columns=columns,
+        rows=rows,
+        digits={"last step": 0, "params": 0, **dict.fromkeys(step_columns, 1)},
+    )
 
 
 def _commit(run: Run) -> str | None:
@@ -282,8 +375,16 @@ def curve_rows(runs: Iterable[Run]) -> tuple[list[str], list[list[Any]]]:
     for run in runs:
         val, ood = run.metrics.get(VAL, {}), run.metrics.get(OOD, {})
         for step in sorted(set(val) | set(ood)):
-            rows.append([run.id, run.study, *(run.labels.get(name, "") for name in label_names), step,
-                         val.get(step), ood.get(step)])
+            rows.append(
+                [
+                    run.id,
+                    run.study,
+                    *(run.labels.get(name, "") for name in label_names),
+                    step,
+                    val.get(step),
+                    ood.get(step),
+                ]
+            )
     return columns, rows
 
 
@@ -293,18 +394,27 @@ def seed_statement(runs: Iterable[Run]) -> str | None:
     for run in pretraining_runs(runs):
         data = (run.config.get("data") or {}).get("init_args") or {}
         data_seed = run.hparams.get("seed", data.get("seed"))
-        pairs.append((run.config.get("seed_everything"), data_seed, run.hparams.get("corpus_seed", data.get("corpus_seed"))))
+        pairs.append(
+            (run.config.get("seed_everything"), data_seed, run.hparams.get("corpus_seed", data.get("corpus_seed")))
+        )
     if not pairs:
         return None
     if all(seed is not None and seed == data_seed for seed, data_seed, _ in pairs):
         corpus = {corpus for _, _, corpus in pairs}
-        fixed = (f"; the validation text and its masks are fixed (data.corpus_seed = {corpus.pop()})"
-                 if len(corpus) == 1 and None not in corpus else "")
-        return ("A seed set the initialisation, the training order and the training masks together "
-                f"(data.seed = seed_everything in every run){fixed}.")
+        fixed = (
+            f"; the validation text and its masks are fixed (data.corpus_seed = {corpus.pop()})"
+            if len(corpus) == 1 and None not in corpus
+            else ""
+        )
+        return (
+            "A seed set the initialisation, the training order and the training masks together "
+            f"(data.seed = seed_everything in every run){fixed}."
+        )
     if len({data_seed for _, data_seed, _ in pairs}) == 1:
-        return ("A seed set the initialisation only: every run read the same training order and masks "
-                f"(data.seed = {pairs[0][1]}).")
+        return (
+            "A seed set the initialisation only: every run read the same training order and masks "
+            f"(data.seed = {pairs[0][1]})."
+        )
     return "Seeds: seed_everything and data.seed differ between runs in no single pattern; see run_metrics.csv."
 
 
@@ -319,13 +429,36 @@ def zero_shot_table(runs: Iterable[Run]) -> Table:
             if label not in label_names:
                 label_names.append(label)
     for run in sorted(probes, key=lambda run: [run.study, *(sort_value(run.labels.get(n, "")) for n in label_names)]):
-        rows.append({"study": run.study, **run.labels, "ROC-AUC": run.first("zero_shot/auroc"),
-                     "95% bootstrap": f"[{run.first('zero_shot/auroc_low'):.3f}, {run.first('zero_shot/auroc_high'):.3f}]",
-                     "pairs": run.first("zero_shot/examples"),
-                     **{f"kept {name}": run.first(f"narrow/kept_{name}") for name in ("token", "position", "segment")}})
-    notes = ["ROC-AUC of the cosine similarity of each pair's mean-pooled sentence vectors against the gold label, "
-             "no training (0.5: chance); the interval resamples the dev pairs (1000 bootstrap samples)",
-             "kept: the share of each embedding table's energy the narrowing to d_e kept (blank: not narrowed)"]
-    columns = ["study", *label_names, "ROC-AUC", "95% bootstrap", "pairs", "kept token", "kept position", "kept segment"]
-    return Table(name="zero_shot", title="Zero-shot sentence similarity", columns=columns, rows=rows, notes=notes,
-                 digits={"pairs": 0})
+        rows.append(
+            {
+                "study": run.study,
+                **run.labels,
+                "ROC-AUC": run.first("zero_shot/auroc"),
+                "95% bootstrap": f"[{run.first('zero_shot/auroc_low'):.3f}, {run.first('zero_shot/auroc_high'):.3f}]",
+                "pairs": run.first("zero_shot/examples"),
+                **{f"kept {name}": run.first(f"narrow/kept_{name}") for name in ("token", "position", "segment")},
+            }
+        )
+    notes = [
+        "ROC-AUC of the cosine similarity of each pair's mean-pooled sentence vectors against the gold label, "
+        "no training (0.5: chance); the interval resamples the dev pairs (1000 bootstrap samples)",
+        "kept: the share of each embedding table's energy the narrowing to d_e kept (blank: not narrowed)",
+    ]
+    columns = [
+        "study",
+        *label_names,
+        "ROC-AUC",
+        "95% bootstrap",
+        "pairs",
+        "kept token",
+        "kept position",
+        "kept segment",
+    ]
+    return Table(
+        name="zero_shot",
+        title="Zero-shot sentence similarity",
+        columns=columns,
+        rows=rows,
+        notes=notes,
+        digits={"pairs": 0},
+    )

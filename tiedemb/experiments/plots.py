@@ -18,7 +18,7 @@ from tiedemb.experiments.aggregate import SEED_LABEL, Stat, group_runs, pretrain
 from tiedemb.experiments.runs import Run
 from tiedemb.training.files import atomic_write_bytes
 
-MISSING = "no figures: matplotlib is not installed (pip install \"tiedemb[report]\")"
+MISSING = 'no figures: matplotlib is not installed (pip install "tiedemb[report]")'
 
 
 def available() -> bool:
@@ -94,11 +94,19 @@ def loss_panels(runs: Iterable[Run]) -> list[LossPanel]:
     panels = []
     for key in keys:
         study, d_e = key
-        title = ", ".join(part for part in ((study if several_studies else ""), (f"d_e = {d_e}" if d_e else "")) if part)
+        title = ", ".join(
+            part for part in ((study if several_studies else ""), (f"d_e = {d_e}" if d_e else "")) if part
+        )
         panel = LossPanel(title or "validation loss", grouped[key])
         for (group_study, labels), members in group_runs(grouped[key]).items():
-            name = ", ".join(f"{value}" if label == "variant" else f"{label}={value}"
-                             for label, value in labels if label not in ("d_e", SEED_LABEL)) or group_study
+            name = (
+                ", ".join(
+                    f"{value}" if label == "variant" else f"{label}={value}"
+                    for label, value in labels
+                    if label not in ("d_e", SEED_LABEL)
+                )
+                or group_study
+            )
             steps, means, stds = _mean_curve(members, "val/loss")
             initial = [run.first("init/loss") for run in members if run.first("init/loss") is not None]
             if initial:  # the curve starts where the untrained model stood
@@ -106,8 +114,17 @@ def loss_panels(runs: Iterable[Run]) -> list[LossPanel]:
                 means = [statistics.fmean(initial), *means]
                 stds = [statistics.stdev(initial) if len(initial) > 1 else 0.0, *stds]
             predicted = [run.first("init/loss_pred") for run in members if run.first("init/loss_pred") is not None]
-            panel.curves.append(Curve(name, len(members), steps, means, stds, bool(initial),
-                                      statistics.fmean(predicted) if predicted else None))
+            panel.curves.append(
+                Curve(
+                    name,
+                    len(members),
+                    steps,
+                    means,
+                    stds,
+                    bool(initial),
+                    statistics.fmean(predicted) if predicted else None,
+                )
+            )
         panels.append(panel)
     return panels
 
@@ -136,13 +153,24 @@ def loss_curves(runs: Iterable[Run], path: Path) -> Path | None:
             colour = colours[number % len(colours)]
             steps, means, stds = curve.steps, curve.means, curve.stds
             axis.plot(steps, means, color=colour, label=f"{curve.name} (n={curve.runs})")
-            axis.fill_between(steps, [m - s for m, s in zip(means, stds)], [m + s for m, s in zip(means, stds)],
-                              color=colour, alpha=0.2, linewidth=0)
+            axis.fill_between(
+                steps,
+                [m - s for m, s in zip(means, stds)],
+                [m + s for m, s in zip(means, stds)],
+                color=colour,
+                alpha=0.2,
+                linewidth=0,
+            )
             start = 1 if curve.initial else 0
             zoomed.plot(steps[start:], means[start:], color=colour, label=curve.name)
-            zoomed.fill_between(steps[start:], [m - s for m, s in zip(means[start:], stds[start:])],
-                                [m + s for m, s in zip(means[start:], stds[start:])], color=colour, alpha=0.2,
-                                linewidth=0)
+            zoomed.fill_between(
+                steps[start:],
+                [m - s for m, s in zip(means[start:], stds[start:])],
+                [m + s for m, s in zip(means[start:], stds[start:])],
+                color=colour,
+                alpha=0.2,
+                linewidth=0,
+            )
             if curve.initial:
                 axis.plot([0], [means[0]], "o", color=colour)
             if curve.predicted is not None:
@@ -155,8 +183,9 @@ def loss_curves(runs: Iterable[Run], path: Path) -> Path | None:
             values = [value for value in (run.first(metric) for run in panel.runs) if value is not None]
             if values:
                 for each in (axis, zoomed):
-                    each.axhline(statistics.fmean(values), color="black", linestyle=style, linewidth=1,
-                                 label=f"{name} (add-one)")
+                    each.axhline(
+                        statistics.fmean(values), color="black", linestyle=style, linewidth=1, label=f"{name} (add-one)"
+                    )
         axis.plot([], [], "x", color="black", label="predicted initial loss")
         axis.plot([], [], "o", color="black", label="measured initial loss")
         axis.set_title(panel.title)
@@ -210,8 +239,9 @@ def dev_score_vs_dim(rows: list[dict[str, Any]], score_columns: list[str], path:
         twin.set_ylabel("total parameters (millions)", color="grey")
         twin.margins(y=0.15)  # room for the labels above the points
         for x, y in params:
-            twin.annotate(f"{y:.2f}M", (x, y), textcoords="offset points", xytext=(0, 6), ha="center", fontsize=7,
-                          color="grey")
+            twin.annotate(
+                f"{y:.2f}M", (x, y), textcoords="offset points", xytext=(0, 6), ha="center", fontsize=7, color="grey"
+            )
         handles, labels = axis.get_legend_handles_labels()
         more_handles, more_labels = twin.get_legend_handles_labels()
         axis.legend(handles + more_handles, labels + more_labels, fontsize=8, loc="best")

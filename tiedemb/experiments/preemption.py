@@ -118,5 +118,7 @@ def requeue_slurm_task() -> tuple[str | None, str]:
         return None, f"scontrol requeue {task} failed: {error}"
     if finished.returncode != 0:
         detail = (finished.stderr or finished.stdout).strip().splitlines()
-        return None, f"scontrol requeue {task} failed with status {finished.returncode}" + (f": {detail[-1]}" if detail else "")
+        return None, f"scontrol requeue {task} failed with status {finished.returncode}" + (
+            f": {detail[-1]}" if detail else ""
+        )
     return task, f"SLURM job {task} requeued"

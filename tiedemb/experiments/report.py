@@ -24,8 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from tiedemb.errors import UserError
-from tiedemb.experiments import layout, plots
-from tiedemb.experiments.charts import Chart, dev_score_charts, effective_rank_chart, log_charts, loss_charts
+from tiedemb.experiments import evidence, layout, plots
 from tiedemb.experiments.aggregate import (
     Interval,
     Stat,
@@ -40,8 +39,8 @@ from tiedemb.experiments.aggregate import (
     task_of,
     tied_table,
 )
-from tiedemb.experiments import evidence
 from tiedemb.experiments.analysis import EmbeddingAnalysis, analyse_checkpoint
+from tiedemb.experiments.charts import Chart, dev_score_charts, effective_rank_chart, log_charts, loss_charts
 from tiedemb.experiments.claims import Analysis, parse_analysis
 from tiedemb.experiments.runs import Run, find_runs
 from tiedemb.training.files import atomic_write_text
@@ -66,8 +65,14 @@ def markdown_table(table: Table) -> str:
         return "_No runs for this table._\n"
     header = "| " + " | ".join(table.columns) + " |"
     rule = "|" + "|".join("---" for _ in table.columns) + "|"
-    body = ["| " + " | ".join(format_value(row.get(column), table.digits.get(column, 3)).replace("|", "\\|")
-                               for column in table.columns) + " |" for row in table.rows]
+    body = [
+        "| "
+        + " | ".join(
+            format_value(row.get(column), table.digits.get(column, 3)).replace("|", "\\|") for column in table.columns
+        )
+        + " |"
+        for row in table.rows
+    ]
     notes = [f"- {note}" for note in table.notes]
     return "\n".join([header, rule, *body, "", *notes]) + "\n"
 
@@ -76,8 +81,9 @@ def flat_rows(table: Table) -> tuple[list[str], list[list[Any]]]:
     """Columns and rows with every statistic spread over ``mean``, ``std`` and ``n`` columns, and
     every confidence interval over ``low`` and ``high``."""
     stat_columns = {column for column in table.columns if any(isinstance(row.get(column), Stat) for row in table.rows)}
-    interval_columns = {column for column in table.columns
-                        if any(isinstance(row.get(column), Interval) for row in table.rows)}
+    interval_columns = {
+        column for column in table.columns if any(isinstance(row.get(column), Interval) for row in table.rows)
+    }
     columns: list[str] = []
     for column in table.columns:
         if column in stat_columns:
@@ -138,43 +144,71 @@ def analysis_table(runs: list[Run], analyses: dict[str, EmbeddingAnalysis]) -> T
     chosen = [run for run in runs if run.id in analyses]
     groups = group_runs(chosen)
     labels = label_columns(groups)
-    columns = ["study", *labels, "runs", "effective rank", "effective rank / d_e", "encoder-input effective rank",
-               "isotropy", "random-pair cosine", "frequency-matched cosine", "near-synonym cosine", "synonym gap",
-               "synonym pairs"]
+    columns = [
+        "study",
+        *labels,
+        "runs",
+        "effective rank",
+        "effective rank / d_e",
+        "encoder-input effective rank",
+        "isotropy",
+        "random-pair cosine",
+        "frequency-matched cosine",
+        "near-synonym cosine",
+        "synonym gap",
+        "synonym pairs",
+    ]
     rows = []
     for (study, key), members in groups.items():
         results = [analyses[run.id] for run in members]
-        rows.append({"study": study, **dict(key), "runs": len(members),
-                     "effective rank": summarise(r.effective_rank for r in results),
-                     "effective rank / d_e": summarise(r.effective_rank_share for r in results),
-                     "encoder-input effective rank": summarise(r.encoder_input_effective_rank for r in results),
-                     "isotropy": summarise(r.isotropy for r in results),
-                     "random-pair cosine": summarise(r.random_pair_cosine for r in results),
-                     "frequency-matched cosine": summarise(r.matched_random_cosine for r in results),
-                     "near-synonym cosine": summarise(r.synonym_cosine for r in results),
-                     "synonym gap": summarise(r.synonym_gap for r in results),
-                     "synonym pairs": max(r.synonym_pairs for r in results) or None})
+        rows.append(
+            {
+                "study": study,
+                **dict(key),
+                "runs": len(members),
+                "effective rank": summarise(r.effective_rank for r in results),
+                "effective rank / d_e": summarise(r.effective_rank_share for r in results),
+                "encoder-input effective rank": summarise(r.encoder_input_effective_rank for r in results),
+                "isotropy": summarise(r.isotropy for r in results),
+                "random-pair cosine": summarise(r.random_pair_cosine for r in results),
+                "frequency-matched cosine": summarise(r.matched_random_cosine for r in results),
+                "near-synonym cosine": summarise(r.synonym_cosine for r in results),
+                "synonym gap": summarise(r.synonym_gap for r in results),
+                "synonym pairs": max(r.synonym_pairs for r in results) or None,
+            }
+        )
     rows.sort(key=lambda row: [row["study"], *(sort_value(str(row.get(label, ""))) for label in labels)])
-    notes = ["on each run's last checkpoint; mean ± sample std over seeds",
-             "effective rank: exp of the entropy of the normalised singular values of the token embedding; "
-             "encoder-input effective rank: the same of the table as the encoder receives it, norm(E P^T)",
-             "isotropy: min/max over the eigenvectors c of E^T E of Z(c) = sum_i exp(c . w_i) (1 = isotropic)",
-             "near-synonym cosine: mean over word pairs (good/great, big/large, ...) that are single tokens of the "
-             "run's tokenizer; – where the run has no word tokenizer (the embedded corpus)",
-             "frequency-matched cosine: random pairs whose tokens have the frequency ranks (in the run's training "
-             "text) of each synonym pair's words; synonym gap: near-synonym cosine minus it (minus the uniform "
-             "random-pair cosine where no training text is known)"]
-    return Table(name="embedding_analysis", title="Embedding analyses", columns=columns, rows=rows, notes=notes,
-                 digits={"runs": 0, "effective rank": 1, "synonym pairs": 0})
+    notes = [
+        "on each run's last checkpoint; mean ± sample std over seeds",
+        "effective rank: exp of the entropy of the normalised singular values of the token embedding; "
+        "encoder-input effective rank: the same of the table as the encoder receives it, norm(E P^T)",
+        "isotropy: min/max over the eigenvectors c of E^T E of Z(c) = sum_i exp(c . w_i) (1 = isotropic)",
+        "near-synonym cosine: mean over word pairs (good/great, big/large, ...) that are single tokens of the "
+        "run's tokenizer; – where the run has no word tokenizer (the embedded corpus)",
+        "frequency-matched cosine: random pairs whose tokens have the frequency ranks (in the run's training "
+        "text) of each synonym pair's words; synonym gap: near-synonym cosine minus it (minus the uniform "
+        "random-pair cosine where no training text is known)",
+    ]
+    return Table(
+        name="embedding_analysis",
+        title="Embedding analyses",
+        columns=columns,
+        rows=rows,
+        notes=notes,
+        digits={"runs": 0, "effective rank": 1, "synonym pairs": 0},
+    )
 
 
 def _analysis_columns(analyses: dict[str, EmbeddingAnalysis]) -> Callable[[list[Run]], dict[str, Any]]:
     def columns(members: list[Run]) -> dict[str, Any]:
         results = [analyses[run.id] for run in members if run.id in analyses]
-        return {"effective rank": summarise(r.effective_rank for r in results),
-                "near-synonym cosine": summarise(r.synonym_cosine for r in results),
-                "random-pair cosine": summarise(r.random_pair_cosine for r in results),
-                "synonym gap": summarise(r.synonym_gap for r in results)}
+        return {
+            "effective rank": summarise(r.effective_rank for r in results),
+            "near-synonym cosine": summarise(r.synonym_cosine for r in results),
+            "random-pair cosine": summarise(r.random_pair_cosine for r in results),
+            "synonym gap": summarise(r.synonym_gap for r in results),
+        }
+
     return columns
 
 
@@ -212,17 +246,24 @@ def study_analysis(manifest: dict[str, Any], echo: Callable[[str], None]) -> Ana
     return None
 
 
-
-def build_report(root: str | Path, target_loss: float | None = None, at_steps: list[int] | None = None,
-                 wandb: bool = True, analyses: bool = True, echo: Callable[[str], None] = print) -> Path:
+def build_report(
+    root: str | Path,
+    target_loss: float | None = None,
+    at_steps: list[int] | None = None,
+    wandb: bool = True,
+    analyses: bool = True,
+    echo: Callable[[str], None] = print,
+) -> Path:
     """Write every report file into ``root``; return the path of ``report.md``."""
     root = Path(root)
     if not root.is_dir():
         raise UserError(f"{str(root)!r} is not a folder of runs")
     runs = find_runs(root)
     if not runs:
-        raise UserError(f"{str(root)!r} holds no runs: no sweep cells (cell.json) and no metrics "
-                        "(csv/version_*/metrics.csv or W&B run-*.wandb files); run a sweep into it first")
+        raise UserError(
+            f"{str(root)!r} holds no runs: no sweep cells (cell.json) and no metrics "
+            "(csv/version_*/metrics.csv or W&B run-*.wandb files); run a sweep into it first"
+        )
     manifest = layout.read_json(root / layout.MANIFEST_FILE) or {}
     claims = study_analysis(manifest, echo)
     numbers = evidence.collect(runs, claims)
@@ -230,9 +271,14 @@ def build_report(root: str | Path, target_loss: float | None = None, at_steps: l
     tied = tied_table(runs, target_loss, at_steps, default_target=not (claims and claims.targets))
     dims = embedding_dim_table(runs, extra=_analysis_columns(results) if results else None)
     tables = [tied, dims, analysis_table(runs, results), runs_table(runs)]
-    evidence_tables = [evidence.baselines_table(numbers), evidence.convergence_table(numbers, claims),
-                       evidence.differences_table(numbers, claims), evidence.claims_table(numbers, claims),
-                       evidence.zero_shot_table(runs), evidence.run_metrics_table(runs, claims)]
+    evidence_tables = [
+        evidence.baselines_table(numbers),
+        evidence.convergence_table(numbers, claims),
+        evidence.differences_table(numbers, claims),
+        evidence.claims_table(numbers, claims),
+        evidence.zero_shot_table(runs),
+        evidence.run_metrics_table(runs, claims),
+    ]
     for table in [*tables, *evidence_tables]:
         write_csv(table, root / f"{table.name}.csv")
     write_rows(*evidence.curve_rows(runs), root / "curves.csv")
@@ -247,16 +293,26 @@ def build_report(root: str | Path, target_loss: float | None = None, at_steps: l
     text = render_markdown(root, manifest, runs, tables, figures, evidence_tables, evidence.seed_statement(runs))
     atomic_write_text(root / REPORT_FILE, text)
     if wandb:
-        charts = {**loss_charts(plots.loss_panels(runs)), **dev_score_charts(dims.rows, dims.score_columns),
-                  **effective_rank_chart(rank_points)}
-        log_report_to_wandb(root, manifest, tables, [path for path in figures.values() if path is not None], echo,
-                            charts)
+        charts = {
+            **loss_charts(plots.loss_panels(runs)),
+            **dev_score_charts(dims.rows, dims.score_columns),
+            **effective_rank_chart(rank_points),
+        }
+        log_report_to_wandb(
+            root, manifest, tables, [path for path in figures.values() if path is not None], echo, charts
+        )
     return root / REPORT_FILE
 
 
-def render_markdown(root: Path, manifest: dict[str, Any], runs: list[Run], tables: list[Table],
-                    figures: dict[str, Path | None], evidence_tables: list[Table] | None = None,
-                    seeds: str | None = None) -> str:
+def render_markdown(
+    root: Path,
+    manifest: dict[str, Any],
+    runs: list[Run],
+    tables: list[Table],
+    figures: dict[str, Path | None],
+    evidence_tables: list[Table] | None = None,
+    seeds: str | None = None,
+) -> str:
     tied, dims, analysis, _ = tables
     name = manifest.get("name") or root.name
     states: dict[str, int] = {}
@@ -268,16 +324,22 @@ def render_markdown(root: Path, manifest: dict[str, Any], runs: list[Run], table
     if manifest.get("sweep_file"):
         # the file's name only: where it lay on the machine that ran the sweep says nothing to a reader
         lines += [f"- sweep file: `{Path(manifest['sweep_file']).name}`"]
-    lines += [f"- generated: {datetime.now(timezone.utc).isoformat(timespec='seconds')}",
-              f"- runs: {len(runs)} ({', '.join(f'{count} {state}' for state, count in sorted(states.items()))}); "
-              f"averaged: {sum(run.ok for run in runs)}", ""]
+    lines += [
+        f"- generated: {datetime.now(timezone.utc).isoformat(timespec='seconds')}",
+        f"- runs: {len(runs)} ({', '.join(f'{count} {state}' for state, count in sorted(states.items()))}); "
+        f"averaged: {sum(run.ok for run in runs)}",
+        "",
+    ]
     expected = {cell["id"] for cell in manifest.get("cells", [])}
     missing = sorted(expected - {run.id for run in runs})
     for study, reason in (manifest.get("skipped_studies") or {}).items():
         lines += [f"> Study `{study}` was skipped: {reason}.", ""]
     if missing:
-        lines += [f"> {len(missing)} cells of the sweep have not started: {', '.join(missing[:10])}"
-                  f"{' ...' if len(missing) > 10 else ''}", ""]
+        lines += [
+            f"> {len(missing)} cells of the sweep have not started: {', '.join(missing[:10])}"
+            f"{' ...' if len(missing) > 10 else ''}",
+            "",
+        ]
     if seeds:
         lines += [f"- seeds: {seeds}"]
     lines += [""]
@@ -288,32 +350,52 @@ def render_markdown(root: Path, manifest: dict[str, Any], runs: list[Run], table
             lines += [f"### {table.title}", "", markdown_table(table)]
     lines += ["## 1. Tied embeddings", "", markdown_table(tied)]
     if figures.get("loss_curves.png"):
-        lines += ["![Validation loss per variant; circles: measured initial loss, crosses: predicted, dashed: ln n]"
-                  "(loss_curves.png)", ""]
+        lines += [
+            "![Validation loss per variant; circles: measured initial loss, crosses: predicted, dashed: ln n]"
+            "(loss_curves.png)",
+            "",
+        ]
     lines += ["## 2. Embedding dimension", "", markdown_table(dims)]
-    for figure, caption in (("dev_score_vs_de.png", "Dev score and total parameters against d_e"),
-                            ("effective_rank_vs_de.png", "Effective rank of the token embedding against d_e")):
+    for figure, caption in (
+        ("dev_score_vs_de.png", "Dev score and total parameters against d_e"),
+        ("effective_rank_vs_de.png", "Effective rank of the token embedding against d_e"),
+    ):
         if figures.get(figure):
             lines += [f"![{caption}]({figure})", ""]
     lines += ["## 3. Embedding analyses", "", markdown_table(analysis)]
     not_averaged = [run for run in runs if not run.ok]
     lines += ["## 4. Runs not averaged", ""]
     if not_averaged:
-        lines += ["These runs failed or did not finish; no table above includes them.", "",
-                  "| run | state | last message |", "|---|---|---|"]
-        lines += [f"| {run.id} | {run.state} | {(run.message.splitlines() or [''])[-1][:200].replace('|', '/')} |"
-                  for run in not_averaged]
+        lines += [
+            "These runs failed or did not finish; no table above includes them.",
+            "",
+            "| run | state | last message |",
+            "|---|---|---|",
+        ]
+        lines += [
+            f"| {run.id} | {run.state} | {(run.message.splitlines() or [''])[-1][:200].replace('|', '/')} |"
+            for run in not_averaged
+        ]
         lines.append("")
     else:
         lines += ["None: every run finished.", ""]
     names = [table.name for table in tables] + [table.name for table in evidence_tables] + ["run_metrics", "curves"]
-    lines += ["Tables as CSV: " + ", ".join(f"`{name}.csv`" for name in dict.fromkeys(names)) + " (curves: every "
-              "run's validation losses at every evaluation; run_metrics: every run's final metrics).", ""]
+    lines += [
+        "Tables as CSV: " + ", ".join(f"`{name}.csv`" for name in dict.fromkeys(names)) + " (curves: every "
+        "run's validation losses at every evaluation; run_metrics: every run's final metrics).",
+        "",
+    ]
     return "\n".join(lines)
 
 
-def log_report_to_wandb(root: Path, manifest: dict[str, Any], tables: list[Table], images: list[Path],
-                        echo: Callable[[str], None], charts: dict[str, Chart] | None = None) -> None:
+def log_report_to_wandb(
+    root: Path,
+    manifest: dict[str, Any],
+    tables: list[Table],
+    images: list[Path],
+    echo: Callable[[str], None],
+    charts: dict[str, Chart] | None = None,
+) -> None:
     """The tables, charts and figures as one W&B run (job type ``report``).
 
     Online or offline as a training run would be (``choose_wandb_mode``): offline without
@@ -330,15 +412,24 @@ def log_report_to_wandb(root: Path, manifest: dict[str, Any], tables: list[Table
     folder = root / WANDB_DIR
     folder.mkdir(exist_ok=True)
     name = manifest.get("name") or root.name
-    run = wandb.init(project=settings.get("project", "tiedemb"), entity=settings.get("entity"), group=name,
-                     job_type="report", name=f"{name} report", tags=[f"experiment={name}", "report"], dir=str(folder),
-                     reinit="finish_previous",
-                     # a busy machine can take longer than the default 90 s to start W&B's service
-                     settings=wandb.Settings(init_timeout=300))
+    run = wandb.init(
+        project=settings.get("project", "tiedemb"),
+        entity=settings.get("entity"),
+        group=name,
+        job_type="report",
+        name=f"{name} report",
+        tags=[f"experiment={name}", "report"],
+        dir=str(folder),
+        reinit="finish_previous",
+        # a busy machine can take longer than the default 90 s to start W&B's service
+        settings=wandb.Settings(init_timeout=300),
+    )
     try:
         for table in tables:
             columns, rows = flat_rows(table)
-            run.log({f"report/{table.name}": wandb.Table(columns=columns, data=[[_plain(v) for v in row] for row in rows])})
+            run.log(
+                {f"report/{table.name}": wandb.Table(columns=columns, data=[[_plain(v) for v in row] for row in rows])}
+            )
         log_charts(run, charts or {})
         run.log({f"report/{path.stem}": wandb.Image(str(path)) for path in images})
     finally:

@@ -103,9 +103,15 @@ def find_runs(root: str | Path) -> list[Run]:
     cells = [run.folder for run in runs]
     inside_cell = lambda path: any(folder in path.parents for folder in cells)  # noqa: E731
     # A version folder with metrics, or with only a status (a run that failed before its first metrics).
-    csv_versions = sorted({path.parent for name in ("metrics.csv", layout.STATUS_FILE) for path in root.rglob(name)
-                           if VERSION.search(path.parent.name) and not inside_cell(path) and not _hidden(path, root)},
-                          key=lambda path: (path.parent, int(VERSION.search(path.name).group(1))))
+    csv_versions = sorted(
+        {
+            path.parent
+            for name in ("metrics.csv", layout.STATUS_FILE)
+            for path in root.rglob(name)
+            if VERSION.search(path.parent.name) and not inside_cell(path) and not _hidden(path, root)
+        },
+        key=lambda path: (path.parent, int(VERSION.search(path.name).group(1))),
+    )
     same_run: dict[str, Run] = {}
     for version in csv_versions:
         run = _plain_run(version, root, *_read_csv_version(version))
@@ -120,8 +126,15 @@ def find_runs(root: str | Path) -> list[Run]:
         for log in sorted(root.rglob("run-*.wandb")):
             if not inside_cell(log) and not _hidden(log, root):
                 wandb_run = read_wandb_run(log)
-                runs.append(_plain_run(log.parent, root, metric_series(wandb_run), _wandb_hparams(wandb_run.config),
-                                       wandb_run.config.get("config") or {}))
+                runs.append(
+                    _plain_run(
+                        log.parent,
+                        root,
+                        metric_series(wandb_run),
+                        _wandb_hparams(wandb_run.config),
+                        wandb_run.config.get("config") or {},
+                    )
+                )
     return runs
 
 
@@ -132,8 +145,10 @@ def _hidden(path: Path, root: Path) -> bool:
 def read_cell(folder: Path, root: Path) -> Run:
     cell = layout.read_json(folder / layout.CELL_FILE) or {}
     status = layout.read_status(folder) or {}
-    versions = sorted((path for path in (folder / "csv").glob("version_*") if VERSION.search(path.name)),
-                      key=lambda path: int(VERSION.search(path.name).group(1)))
+    versions = sorted(
+        (path for path in (folder / "csv").glob("version_*") if VERSION.search(path.name)),
+        key=lambda path: int(VERSION.search(path.name).group(1)),
+    )
     metrics: dict[str, dict[int, float]] = {}
     hparams: dict[str, Any] = {}
     config: dict[str, Any] = {}
@@ -152,9 +167,18 @@ def read_cell(folder: Path, root: Path) -> Run:
             config = wandb_run.config.get("config") or config
     state, message = _state(status, "running the sweep again resumes it") if status else ("not started", "")
     workdir = cell.get("workdir")
-    return Run(id=str(folder.relative_to(root)), folder=folder, labels=dict(cell.get("labels") or {}), state=state,
-               message=message, study=str(cell.get("study") or ""), hparams=hparams,
-               config=config, metrics=metrics, workdir=Path(workdir) if workdir else None)
+    return Run(
+        id=str(folder.relative_to(root)),
+        folder=folder,
+        labels=dict(cell.get("labels") or {}),
+        state=state,
+        message=message,
+        study=str(cell.get("study") or ""),
+        hparams=hparams,
+        config=config,
+        metrics=metrics,
+        workdir=Path(workdir) if workdir else None,
+    )
 
 
 def _state(status: dict[str, Any], resume: str) -> tuple[str, str]:
@@ -164,14 +188,24 @@ def _state(status: dict[str, Any], resume: str) -> tuple[str, str]:
     return str(status.get("state") or layout.RUNNING), str(status.get("message") or "")
 
 
-def _plain_run(folder: Path, root: Path, metrics: dict[str, dict[int, float]], hparams: dict[str, Any],
-               config: dict[str, Any]) -> Run:
+def _plain_run(
+    folder: Path, root: Path, metrics: dict[str, dict[int, float]], hparams: dict[str, Any], config: dict[str, Any]
+) -> Run:
     # The run's own record (training/run_status.py); runs from before it was written have none.
     status = layout.read_status(folder)
     state, message = _state(status, "--ckpt_path=last resumes it") if status else (UNKNOWN, "")
-    run = Run(id=str(folder.relative_to(root)), folder=folder, labels={}, state=state, message=message,
-              hparams=hparams, config=config, metrics=metrics, workdir=Path.cwd(),
-              run_id=str((status or {}).get("run") or ""))
+    run = Run(
+        id=str(folder.relative_to(root)),
+        folder=folder,
+        labels={},
+        state=state,
+        message=message,
+        hparams=hparams,
+        config=config,
+        metrics=metrics,
+        workdir=Path.cwd(),
+        run_id=str((status or {}).get("run") or ""),
+    )
     _label_plain_run(run)
     return run
 
@@ -186,8 +220,11 @@ def derived_labels(run: Run) -> dict[str, str]:
     hp = run.hparams
     labels: dict[str, str] = {}
     if run.kind == "pretrain" and hp.get("head"):
-        extras = [f"{name}={hp[name]}" for name, default in (("embedding_scale", 1.0), ("output_scale", 1.0),
-                                                             ("embedding_init_std", None)) if hp.get(name, default) != default]
+        extras = [
+            f"{name}={hp[name]}"
+            for name, default in (("embedding_scale", 1.0), ("output_scale", 1.0), ("embedding_init_std", None))
+            if hp.get(name, default) != default
+        ]
         labels["variant"] = hp["head"] + (f" ({', '.join(extras)})" if extras else "")
     if hp.get("task"):
         labels["task"] = str(hp["task"])

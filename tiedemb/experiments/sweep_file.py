@@ -83,10 +83,33 @@ import yaml
 from tiedemb.errors import UserError
 from tiedemb.experiments.claims import Analysis, parse_analysis
 
-FILE_KEYS = ("name", "description", "wandb", "slurm", "configs", "overrides", "grid", "rules", "requires", "test",
-             "search", "studies", "analysis")
-STUDY_KEYS = ("description", "configs", "overrides", "grid", "rules", "requires", "test", "pretrained_from", "search",
-              "command")
+FILE_KEYS = (
+    "name",
+    "description",
+    "wandb",
+    "slurm",
+    "configs",
+    "overrides",
+    "grid",
+    "rules",
+    "requires",
+    "test",
+    "search",
+    "studies",
+    "analysis",
+)
+STUDY_KEYS = (
+    "description",
+    "configs",
+    "overrides",
+    "grid",
+    "rules",
+    "requires",
+    "test",
+    "pretrained_from",
+    "search",
+    "command",
+)
 COMMAND_CHOICES = ("fit", "similarity")
 """What a cell runs: training (``fit``), or the zero-shot ``similarity`` probe of a pretrained encoder."""
 LEVEL_KEYS = ("configs", "overrides")
@@ -101,11 +124,22 @@ SEARCH_METHODS = ("grid", "random", "bayes")
 METRIC_GOALS = ("minimize", "maximize")
 #: W&B's distributions for numeric parameters and the numbers each needs (``q``: optional step).
 DISTRIBUTIONS = {
-    **{name: ("min", "max") for name in ("int_uniform", "uniform", "q_uniform", "log_uniform", "q_log_uniform",
-                                         "log_uniform_values", "q_log_uniform_values", "inv_log_uniform",
-                                         "inv_log_uniform_values")},
-    **{name: ("mu", "sigma") for name in ("normal", "q_normal", "log_normal", "q_log_normal")},
-    **{name: ("a", "b") for name in ("beta", "q_beta")},
+    **dict.fromkeys(
+        (
+            "int_uniform",
+            "uniform",
+            "q_uniform",
+            "log_uniform",
+            "q_log_uniform",
+            "log_uniform_values",
+            "q_log_uniform_values",
+            "inv_log_uniform",
+            "inv_log_uniform_values",
+        ),
+        ("min", "max"),
+    ),
+    **dict.fromkeys(("normal", "q_normal", "log_normal", "q_log_normal"), ("mu", "sigma")),
+    **dict.fromkeys(("beta", "q_beta"), ("a", "b")),
 }
 
 #: Labels of the axes that the reports and dashboards know by name.
@@ -135,8 +169,13 @@ class Cell:
     def spec(self) -> dict[str, Any]:
         """What decides the run's results: a finished cell with another spec is a different cell."""
         configs = [os.path.relpath(path, self.root) for path in self.configs]  # a moved checkout is the same sweep
-        spec = {"study": self.study, "labels": self.labels, "configs": configs,
-                "overrides": self.overrides, "test": self.test}
+        spec = {
+            "study": self.study,
+            "labels": self.labels,
+            "configs": configs,
+            "overrides": self.overrides,
+            "test": self.test,
+        }
         if self.upstream is not None:  # only then: the hashes of unchained cells stay as they were
             spec["pretrained_from"] = self.upstream.spec()
         if self.command != "fit":  # likewise: fitting cells keep their hashes
@@ -280,8 +319,13 @@ def load_sweep(path: str | Path, workdir: str | Path | None = None) -> Sweep:
     name = str(content.get("name") or file.stem)
     base = file.resolve().parent
     workdir = Path(workdir or Path.cwd())
-    sweep = Sweep(path=file, name=name, description=str(content.get("description") or ""),
-                  wandb=_wandb_settings(content.get("wandb", {}), where), slurm=_mapping(content.get("slurm", {}), f"{where}: slurm"))
+    sweep = Sweep(
+        path=file,
+        name=name,
+        description=str(content.get("description") or ""),
+        wandb=_wandb_settings(content.get("wandb", {}), where),
+        slurm=_mapping(content.get("slurm", {}), f"{where}: slurm"),
+    )
     shared = {key: content[key] for key in STUDY_KEYS if key in content and key != "description"}
     studies = content.get("studies")
     if studies is None:
@@ -321,13 +365,18 @@ class _Level:
     overrides: tuple[tuple[str, Any], ...] = ()
 
 
-def _expand_study(name: str, shared: dict[str, Any], own: dict[str, Any], base: Path, workdir: Path, where: str,
-                  start: int) -> Study:
-    configs = _configs(shared.get("configs", []), base, f"{where} (file-level configs)") + _configs(own.get("configs", []), base, where)
+def _expand_study(
+    name: str, shared: dict[str, Any], own: dict[str, Any], base: Path, workdir: Path, where: str, start: int
+) -> Study:
+    configs = _configs(shared.get("configs", []), base, f"{where} (file-level configs)") + _configs(
+        own.get("configs", []), base, where
+    )
     overrides = {**_overrides(shared.get("overrides", {}), where), **_overrides(own.get("overrides", {}), where)}
     test = own.get("test", shared.get("test"))
     if test not in (None, False, *TEST_CHOICES):
-        raise UserError(f"{where}: test={test!r} is not a known choice; valid: {', '.join(TEST_CHOICES)} (or leave it out)")
+        raise UserError(
+            f"{where}: test={test!r} is not a known choice; valid: {', '.join(TEST_CHOICES)} (or leave it out)"
+        )
     command = own.get("command", shared.get("command", "fit"))
     if command not in COMMAND_CHOICES:
         raise UserError(f"{where}: command={command!r} is not a known choice; valid: {', '.join(COMMAND_CHOICES)}")
@@ -339,13 +388,20 @@ def _expand_study(name: str, shared: dict[str, Any], own: dict[str, Any], base: 
     duplicated = sorted({label for label in labels if labels.count(label) > 1})
     if duplicated:
         raise UserError(f"{where}: two grid axes share the label {duplicated[0]!r}; name one of them as a named axis")
-    rules = [_rule(rule, labels, f"{where}: rules[{number}]") for number, rule in
-             enumerate([*(shared.get("rules") or []), *(own.get("rules") or [])])]
+    rules = [
+        _rule(rule, labels, f"{where}: rules[{number}]")
+        for number, rule in enumerate([*(shared.get("rules") or []), *(own.get("rules") or [])])
+    ]
     required = [str(entry) for entry in [*(shared.get("requires") or []), *(own.get("requires") or [])]]
     missing = [entry for entry in required if not (workdir / Path(entry).expanduser()).exists()]
     chain = _chain(own["pretrained_from"], f"{where}: pretrained_from") if "pretrained_from" in own else None
-    search = _search(_mapping(shared.get("search"), f"{where}: search"), _mapping(own.get("search"), f"{where}: search"),
-                     grid, labels, f"{where}: search")
+    search = _search(
+        _mapping(shared.get("search"), f"{where}: search"),
+        _mapping(own.get("search"), f"{where}: search"),
+        grid,
+        labels,
+        f"{where}: search",
+    )
     study = Study(name=name, cells=[], labels=tuple(labels), chain=chain, search=search)
     if missing:
         study.skipped_because = f"required path {missing[0]!r} is absent (relative to {str(workdir)!r})"
@@ -361,8 +417,18 @@ def _expand_study(name: str, shared: dict[str, Any], own: dict[str, Any], base: 
                 cell_overrides.update(rule["overrides"])
                 skip = skip or rule["skip"]
         if not skip:
-            study.cells.append(Cell(study=name, labels=cell_labels, configs=cell_configs, overrides=cell_overrides,
-                                    test=test or None, index=start + len(study.cells), root=base, command=command))
+            study.cells.append(
+                Cell(
+                    study=name,
+                    labels=cell_labels,
+                    configs=cell_configs,
+                    overrides=cell_overrides,
+                    test=test or None,
+                    index=start + len(study.cells),
+                    root=base,
+                    command=command,
+                )
+            )
     return study
 
 
@@ -374,9 +440,14 @@ def _axis(key: str, values: Any, base: Path, where: str) -> list[_Level]:
         for level, bundle in values.items():
             bundle = _mapping(bundle if bundle is not None else {}, f"{where}.{level}")
             _check_keys(bundle, LEVEL_KEYS, f"{where}.{level}")
-            levels.append(_Level(label=key, value=format_value(level),
-                                 configs=_configs(bundle.get("configs", []), base, f"{where}.{level}"),
-                                 overrides=tuple(_overrides(bundle.get("overrides", {}), f"{where}.{level}").items())))
+            levels.append(
+                _Level(
+                    label=key,
+                    value=format_value(level),
+                    configs=_configs(bundle.get("configs", []), base, f"{where}.{level}"),
+                    overrides=tuple(_overrides(bundle.get("overrides", {}), f"{where}.{level}").items()),
+                )
+            )
         return levels
     if not isinstance(values, list) or not values:
         raise UserError(f"{where}: expected a non-empty list of values (or a mapping of named levels), got {values!r}")
@@ -390,9 +461,13 @@ def _rule(rule: Any, labels: list[str], where: str) -> dict[str, Any]:
     condition = _mapping(rule.get("where", {}), f"{where}.where")
     for label in condition:
         if label not in labels:
-            raise UserError(f"{where}.where: unknown axis label {label!r}; the grid's labels are {', '.join(labels) or 'none'}")
-    values = {label: {format_value(v) for v in (wanted if isinstance(wanted, list) else [wanted])}
-              for label, wanted in condition.items()}
+            raise UserError(
+                f"{where}.where: unknown axis label {label!r}; the grid's labels are {', '.join(labels) or 'none'}"
+            )
+    values = {
+        label: {format_value(v) for v in (wanted if isinstance(wanted, list) else [wanted])}
+        for label, wanted in condition.items()
+    }
     skip = rule.get("skip", False)
     if not isinstance(skip, bool):
         raise UserError(f"{where}.skip must be true or false, got {skip!r}")
@@ -406,8 +481,14 @@ def _search(shared: dict[str, Any], own: dict[str, Any], grid: dict[str, Any], l
     """A study's ``search``: the file's, with the study's keys winning and parameters merged."""
     for raw in (shared, own):
         _check_keys(raw, SEARCH_KEYS, where)
-    merged = {**shared, **own, "parameters": {**_mapping(shared.get("parameters"), f"{where}.parameters"),
-                                              **_mapping(own.get("parameters"), f"{where}.parameters")}}
+    merged = {
+        **shared,
+        **own,
+        "parameters": {
+            **_mapping(shared.get("parameters"), f"{where}.parameters"),
+            **_mapping(own.get("parameters"), f"{where}.parameters"),
+        },
+    }
     method = merged.get("method", "grid")
     if method not in SEARCH_METHODS:
         raise UserError(f"{where}.method={method!r} is not a known choice; valid: {', '.join(SEARCH_METHODS)}")
@@ -431,10 +512,14 @@ def _search(shared: dict[str, Any], own: dict[str, Any], grid: dict[str, Any], l
 def check_search(search: Search, where: str) -> None:
     """What W&B would refuse: distributions in a grid search, a Bayesian search without a metric."""
     if search.method == "grid" and search.parameters:
-        raise UserError(f"{where}: parameters drawn from distributions ({', '.join(search.parameters)}) need "
-                        "method random or bayes; a grid search only takes the grid's values")
+        raise UserError(
+            f"{where}: parameters drawn from distributions ({', '.join(search.parameters)}) need "
+            "method random or bayes; a grid search only takes the grid's values"
+        )
     if search.method == "bayes" and search.metric is None:
-        raise UserError(f"{where}: method bayes needs a metric to optimise, e.g. metric: {{name: val/loss, goal: minimize}}")
+        raise UserError(
+            f"{where}: method bayes needs a metric to optimise, e.g. metric: {{name: val/loss, goal: minimize}}"
+        )
 
 
 def parse_metric(value: Any, where: str) -> tuple[str, str]:
@@ -492,10 +577,14 @@ def _chain(raw: Any, where: str) -> Chain:
         raise UserError(f"{where}: match must be a list of axis labels, got {match!r}")
     checkpoint = raw.get("checkpoint", "last")
     if checkpoint not in CHECKPOINT_CHOICES:
-        raise UserError(f"{where}: checkpoint={checkpoint!r} is not a known choice; valid: {', '.join(CHECKPOINT_CHOICES)}")
+        raise UserError(
+            f"{where}: checkpoint={checkpoint!r} is not a known choice; valid: {', '.join(CHECKPOINT_CHOICES)}"
+        )
     key = raw.get("key", DEFAULT_CHAIN_KEY)
     _check_cli_key(key, f"{where}: key")
-    labels = {str(label): format_value(value) for label, value in _mapping(raw.get("labels"), f"{where}: labels").items()}
+    labels = {
+        str(label): format_value(value) for label, value in _mapping(raw.get("labels"), f"{where}: labels").items()
+    }
     return Chain(study=raw["study"], match=tuple(match), labels=labels, checkpoint=checkpoint, key=key)
 
 
@@ -507,10 +596,14 @@ def _order_studies(studies: list[Study], where: str) -> None:
         while current.chain is not None:
             upstream = current.chain.study
             if upstream not in by_name:
-                raise UserError(f"{where}: study {current.name!r}: pretrained_from.study {upstream!r} is not a study of "
-                                f"this file; its studies are {', '.join(by_name)}")
+                raise UserError(
+                    f"{where}: study {current.name!r}: pretrained_from.study {upstream!r} is not a study of "
+                    f"this file; its studies are {', '.join(by_name)}"
+                )
             if upstream in path:
-                raise UserError(f"{where}: studies start from each other's checkpoints: {' <- '.join([*path, upstream])}")
+                raise UserError(
+                    f"{where}: studies start from each other's checkpoints: {' <- '.join([*path, upstream])}"
+                )
             path.append(upstream)
             current = by_name[upstream]
         study.depth = len(path) - 1
@@ -521,27 +614,37 @@ def _link(study: Study, chain: Chain, upstream: Study, where: str) -> None:
     for label in chain.match:
         for side in (study, upstream):
             if label not in side.labels:
-                raise UserError(f"{where}: match label {label!r} is not an axis of study {side.name!r}; "
-                                f"its labels are {', '.join(side.labels) or 'none'}")
+                raise UserError(
+                    f"{where}: match label {label!r} is not an axis of study {side.name!r}; "
+                    f"its labels are {', '.join(side.labels) or 'none'}"
+                )
     for label in chain.labels:
         if label not in upstream.labels:
-            raise UserError(f"{where}: labels: {label!r} is not an axis of study {upstream.name!r}; "
-                            f"its labels are {', '.join(upstream.labels) or 'none'}")
+            raise UserError(
+                f"{where}: labels: {label!r} is not an axis of study {upstream.name!r}; "
+                f"its labels are {', '.join(upstream.labels) or 'none'}"
+            )
     linked = []
     for cell in study.cells:
         if chain.key in cell.overrides:
-            raise UserError(f"{where}: cell {cell.id!r} sets {chain.key} in its overrides, and also takes it from "
-                            f"study {upstream.name!r}; remove the override")
+            raise UserError(
+                f"{where}: cell {cell.id!r} sets {chain.key} in its overrides, and also takes it from "
+                f"study {upstream.name!r}; remove the override"
+            )
         wanted = {**{label: cell.labels[label] for label in chain.match}, **chain.labels}
         found = [other for other in upstream.cells if all(other.labels.get(k) == v for k, v in wanted.items())]
-        described = (", ".join(f"{label}={value}" for label, value in wanted.items())
-                     or "any labels (match and labels are empty)")
+        described = (
+            ", ".join(f"{label}={value}" for label, value in wanted.items())
+            or "any labels (match and labels are empty)"
+        )
         if not found:
             raise UserError(f"{where}: no cell of study {upstream.name!r} has {described} (for cell {cell.id!r})")
         if len(found) > 1:
-            raise UserError(f"{where}: {len(found)} cells of study {upstream.name!r} have {described} (for cell "
-                            f"{cell.id!r}: {', '.join(other.id for other in found[:3])}); add the labels that tell "
-                            "them apart to match or labels")
+            raise UserError(
+                f"{where}: {len(found)} cells of study {upstream.name!r} have {described} (for cell "
+                f"{cell.id!r}: {', '.join(other.id for other in found[:3])}); add the labels that tell "
+                "them apart to match or labels"
+            )
         linked.append(replace(cell, upstream=Upstream(found[0], chain.checkpoint, chain.key)))
     study.cells = linked
 
@@ -565,7 +668,9 @@ def _check_keys(mapping: dict[str, Any], allowed: tuple[str, ...], where: str) -
 
 def _check_cli_key(key: Any, where: str) -> None:
     if not isinstance(key, str) or not key or key.startswith("-") or " " in key:
-        raise UserError(f"{where}: {key!r} is not a command-line key (write model.hidden_size, not --model.hidden_size)")
+        raise UserError(
+            f"{where}: {key!r} is not a command-line key (write model.hidden_size, not --model.hidden_size)"
+        )
 
 
 def _overrides(value: Any, where: str) -> dict[str, Any]:

@@ -60,7 +60,7 @@ def records(path: str | Path) -> Iterator[bytes]:
         if kind == 0 and length == 0:  # preallocated zeros: skip to the next block
             position += room
             continue
-        chunk = data[position + CHUNK_HEADER: position + CHUNK_HEADER + length]
+        chunk = data[position + CHUNK_HEADER : position + CHUNK_HEADER + length]
         position += CHUNK_HEADER + length
         if len(chunk) < length:
             return
@@ -91,20 +91,27 @@ def read_wandb_run(path: str | Path) -> WandbRun:
         record = wandb_internal_pb2.Record()
         try:
             record.ParseFromString(payload)
-        except Exception:  # noqa: BLE001 - a damaged record is skipped, the rest still reads
+        except Exception:
             continue
         kind = record.WhichOneof("record_type")
         if kind == "history":
-            run.history.append({item.key or "/".join(item.nested_key): _value(item.value_json) for item in record.history.item})
+            run.history.append(
+                {item.key or "/".join(item.nested_key): _value(item.value_json) for item in record.history.item}
+            )
         elif kind == "config":
             for item in record.config.update:
                 run.config[item.key or "/".join(item.nested_key)] = _value(item.value_json)
         elif kind == "artifact":
             artifact = record.artifact
-            run.artifacts.append(LoggedArtifact(
-                type=artifact.type, name=artifact.name, aliases=list(artifact.aliases),
-                metadata=_value(artifact.metadata) if artifact.metadata else {},
-                files={entry.path: (entry.digest, entry.size) for entry in artifact.manifest.contents}))
+            run.artifacts.append(
+                LoggedArtifact(
+                    type=artifact.type,
+                    name=artifact.name,
+                    aliases=list(artifact.aliases),
+                    metadata=_value(artifact.metadata) if artifact.metadata else {},
+                    files={entry.path: (entry.digest, entry.size) for entry in artifact.manifest.contents},
+                )
+            )
         elif kind == "run":
             run.run_id, run.name = record.run.run_id, record.run.display_name
             run.group, run.tags = record.run.run_group, list(record.run.tags)

@@ -6,9 +6,9 @@ from pathlib import Path
 from typing import Annotated, Any, Literal
 
 import lightning as L
-from lightning.pytorch.utilities import rank_zero_info
 import torch
 import torch.nn.functional as F
+from lightning.pytorch.utilities import rank_zero_info
 from torch import Tensor, nn
 from torchmetrics import MeanMetric, MetricCollection
 
@@ -20,7 +20,17 @@ from tiedemb.modules.optim import adamw_with_schedule, check_schedule
 from tiedemb.modules.settings import save_settings, takes_model_settings
 from tiedemb.nn.classifier import SequenceClassifier
 from tiedemb.nn.config import ARCHITECTURE, TRAINING, TransformerConfig
-from tiedemb.options import Bounds, NonNegativeFloat, NonNegativeInt, PositiveFloat, Rate, UnitFraction, given, no_effect, warn_no_effect
+from tiedemb.options import (
+    Bounds,
+    NonNegativeFloat,
+    NonNegativeInt,
+    PositiveFloat,
+    Rate,
+    UnitFraction,
+    given,
+    no_effect,
+    warn_no_effect,
+)
 from tiedemb.training.files import write_tsv
 from tiedemb.weights.narrow import TABLES, fit_embedding
 from tiedemb.weights.restoring import reads_pretrained, weights_from_checkpoint
@@ -43,9 +53,11 @@ def _check_vocabulary(vocab_size: int | None, source: PretrainedWeights) -> None
 
     used = tokenizer_of_run(source.data, have, str(source.data.get("objective") or "mlm"))
     if used is not None:
-        raise UserError(f"the data's tokenizer has {vocab_size} tokens, but the pretrained checkpoint "
-                        f"{source.origin!r} has a vocabulary of {have}; it was pretrained with the tokenizer "
-                        f"{used!r}: pass --data.tokenizer={used}")
+        raise UserError(
+            f"the data's tokenizer has {vocab_size} tokens, but the pretrained checkpoint "
+            f"{source.origin!r} has a vocabulary of {have}; it was pretrained with the tokenizer "
+            f"{used!r}: pass --data.tokenizer={used}"
+        )
 
 
 class GlueModule(L.LightningModule):
@@ -107,16 +119,21 @@ class GlueModule(L.LightningModule):
         num_labels = self._resolve_num_labels(num_labels)
         check_schedule(lr_decay, min_lr_ratio)
         if reinit_embeddings and pretrained is None:
-            raise no_effect("model.reinit_embeddings", True, "without model.pretrained: the embeddings are drawn afresh "
-                            "anyway")
+            raise no_effect(
+                "model.reinit_embeddings", True, "without model.pretrained: the embeddings are drawn afresh anyway"
+            )
         if warmup_steps is not None and given(warmup_ratio, WARMUP_RATIO):
-            raise no_effect("model.warmup_ratio", warmup_ratio, f"with model.warmup_steps={warmup_steps}, which "
-                            "overrides it; give one of them")
+            raise no_effect(
+                "model.warmup_ratio",
+                warmup_ratio,
+                f"with model.warmup_steps={warmup_steps}, which overrides it; give one of them",
+            )
         source = load_pretrained(pretrained) if pretrained is not None and reads_pretrained() else None
         if source is not None:
             _check_vocabulary(model["vocab_size"], source)
-        architecture = resolve_architecture({name: model[name] for name in TransformerConfig.field_names_of(ARCHITECTURE)},
-                                            source)
+        architecture = resolve_architecture(
+            {name: model[name] for name in TransformerConfig.field_names_of(ARCHITECTURE)}, source
+        )
         # Checkpoints carry concrete values, so a reload rebuilds the same shapes without the source.
         self.hparams.update(architecture, num_labels=num_labels)
         training = {name: model[name] for name in TransformerConfig.field_names_of(TRAINING)}
@@ -124,8 +141,9 @@ class GlueModule(L.LightningModule):
         self.model = SequenceClassifier(self.config, num_labels, pooler=pooler, classifier_dropout=classifier_dropout)
         check_choice("model.narrowing", narrowing, ("balanced", "energy"))
         if narrowing != "balanced" and pretrained is None:
-            raise no_effect("model.narrowing", narrowing, "without model.pretrained: there is no pretrained embedding "
-                            "to narrow")
+            raise no_effect(
+                "model.narrowing", narrowing, "without model.pretrained: there is no pretrained embedding to narrow"
+            )
         self.narrowing_kept: dict[str, float] = {}  # table -> share of its energy kept by narrowing
         if source is not None:
             self._load_source(source, reinit_embeddings, narrowing)
@@ -151,22 +169,32 @@ class GlueModule(L.LightningModule):
         expected = self.task_spec.num_labels if self.task_spec is not None else None
         if num_labels is None:
             if expected is None:
-                raise UserError("model.num_labels must be set when model.task is not (the CLI links both from data.task)")
+                raise UserError(
+                    "model.num_labels must be set when model.task is not (the CLI links both from data.task)"
+                )
             return expected
         if expected is not None and num_labels != expected:
-            raise UserError(f"model.num_labels={num_labels} disagrees with task {self.task_spec.name!r}, which has {expected}")
+            raise UserError(
+                f"model.num_labels={num_labels} disagrees with task {self.task_spec.name!r}, which has {expected}"
+            )
         return num_labels
 
     @torch.no_grad()
     def _load_source(self, source: PretrainedWeights, reinit_embeddings: bool, narrowing: str) -> None:
         state = fit_embedding(source, self.config.embedding_dim, reinit_embeddings, narrowing, kept=self.narrowing_kept)
         if narrowing != "balanced" and not self.narrowing_kept:
-            warn_no_effect("model.narrowing", narrowing, "here: the pretrained embedding is not narrowed "
-                           "(model.embedding_dim is its width, or model.reinit_embeddings draws new tables)")
+            warn_no_effect(
+                "model.narrowing",
+                narrowing,
+                "here: the pretrained embedding is not narrowed "
+                "(model.embedding_dim is its width, or model.reinit_embeddings draws new tables)",
+            )
         if self.narrowing_kept:
-            rank_zero_info("narrowed the pretrained embedding to d_e = %d (%s): energy kept %s" % (
-                self.config.embedding_dim, narrowing,
-                ", ".join(f"{name} {share:.1%}" for name, share in self.narrowing_kept.items())))
+            kept = ", ".join(f"{name} {share:.1%}" for name, share in self.narrowing_kept.items())
+            rank_zero_info(
+                f"narrowed the pretrained embedding to d_e = {self.config.embedding_dim} ({narrowing}): "
+                f"energy kept {kept}"
+            )
         if self.model.pooler is None:
             state = {key: value for key, value in state.items() if not key.startswith("pooler.")}
         result = self.model.load_state_dict(state, strict=False)
@@ -198,7 +226,9 @@ class GlueModule(L.LightningModule):
         # What narrowing the pretrained embedding kept, beside the scores it led to.
         if self.narrowing_kept and self.global_step == 0:
             for logger in self.loggers:
-                logger.log_metrics({f"narrow/kept_{name}": share for name, share in self.narrowing_kept.items()}, step=0)
+                logger.log_metrics(
+                    {f"narrow/kept_{name}": share for name, share in self.narrowing_kept.items()}, step=0
+                )
 
     # -- setup: metric objects for the splits this run evaluates -----------------------------------
     def setup(self, stage: str) -> None:
@@ -210,8 +240,10 @@ class GlueModule(L.LightningModule):
             elif data_task.name != self.task_spec.name:
                 raise UserError(f"model.task={self.task_spec.name!r} but the data is task {data_task.name!r}")
             if data_task.num_labels != self.hparams.num_labels:
-                raise UserError(f"model.num_labels={self.hparams.num_labels} but task {data_task.name!r} has "
-                                f"{data_task.num_labels} labels")
+                raise UserError(
+                    f"model.num_labels={self.hparams.num_labels} but task {data_task.name!r} has "
+                    f"{data_task.num_labels} labels"
+                )
         if stage == "predict":
             return
         splits = getattr(datamodule, "val_split_names", None)
@@ -282,8 +314,12 @@ class GlueModule(L.LightningModule):
             if split in self._updated:
                 suffix = split_suffix(split)
                 for name, value in metrics.compute().items():
-                    self.log(f"{stage}/{name}{suffix}", value, add_dataloader_idx=False,
-                             prog_bar=f"val/{name}{suffix}" == self.main_metric)
+                    self.log(
+                        f"{stage}/{name}{suffix}",
+                        value,
+                        add_dataloader_idx=False,
+                        prog_bar=f"val/{name}{suffix}" == self.main_metric,
+                    )
                     logged[f"val/{name}{suffix}"] = float(value)
                 mean = loss.compute()
                 total, count = total + float(mean) * float(loss.weight), count + float(loss.weight)
@@ -392,6 +428,13 @@ class GlueModule(L.LightningModule):
         total = int(self.trainer.estimated_stepping_batches)
         warmup = hp.warmup_steps if hp.warmup_steps is not None else round(hp.warmup_ratio * total)
         return adamw_with_schedule(
-            self.model, learning_rate=hp.learning_rate, weight_decay=hp.weight_decay, betas=tuple(hp.betas),
-            eps=hp.eps, total_steps=total, warmup_steps=warmup, decay=hp.lr_decay, min_lr_ratio=hp.min_lr_ratio,
+            self.model,
+            learning_rate=hp.learning_rate,
+            weight_decay=hp.weight_decay,
+            betas=tuple(hp.betas),
+            eps=hp.eps,
+            total_steps=total,
+            warmup_steps=warmup,
+            decay=hp.lr_decay,
+            min_lr_ratio=hp.min_lr_ratio,
         )

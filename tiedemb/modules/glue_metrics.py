@@ -35,7 +35,9 @@ def build_metric(name: str, num_labels: int) -> Metric:
         return MulticlassAccuracy(num_classes=num_labels, average="micro")
     if name == "f1":
         if num_labels != 2:
-            raise UserError(f"the f1 metric is the positive class's F1 of a binary task; this one has {num_labels} labels")
+            raise UserError(
+                f"the f1 metric is the positive class's F1 of a binary task; this one has {num_labels} labels"
+            )
         return BinaryF1Score()
     if name == "matthews":
         return MulticlassMatthewsCorrCoef(num_classes=num_labels)

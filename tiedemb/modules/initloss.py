@@ -61,8 +61,13 @@ def measure_initial_losses(
         predicted = predict_for_config(variant.config, repeat_rate=repeat_rate)
         measured = mean_loss(variant, data)
         rows.append(
-            {"head": head, "measured": measured, "predicted": predicted.loss, "log_n": predicted.log_n,
-             "error": measured - predicted.loss}
+            {
+                "head": head,
+                "measured": measured,
+                "predicted": predicted.loss,
+                "log_n": predicted.log_n,
+                "error": measured - predicted.loss,
+            }
         )
     return rows
 

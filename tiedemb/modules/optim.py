@@ -26,8 +26,11 @@ def check_schedule(decay: str, min_lr_ratio: float) -> None:
     """Refuse a decay the schedule does not know, and a floor it never decays to."""
     check_choice("model.lr_decay", decay, DECAYS)
     if decay == "constant" and given(min_lr_ratio, 0.0):
-        raise no_effect("model.min_lr_ratio", min_lr_ratio,
-                        "with model.lr_decay='constant': the learning rate never decays towards it")
+        raise no_effect(
+            "model.min_lr_ratio",
+            min_lr_ratio,
+            "with model.lr_decay='constant': the learning rate never decays towards it",
+        )
 
 
 def warmup_then_decay(total_steps: int, warmup_steps: int, decay: str, min_ratio: float):
@@ -67,9 +70,7 @@ def adamw_with_schedule(
     groups = parameter_groups(model, weight_decay)
     # The fused kernel reads and writes each parameter, gradient and moment once per step (on CPU
     # about 3x faster than the multi-tensor path); it exists for CPU and CUDA float tensors.
-    fused = all(
-        p.device.type in ("cpu", "cuda") and p.is_floating_point() for group in groups for p in group["params"]
-    )
+    fused = all(p.device.type in ("cpu", "cuda") and p.is_floating_point() for group in groups for p in group["params"])
     optimizer = torch.optim.AdamW(
         groups, lr=learning_rate, betas=betas, eps=eps, fused=fused, foreach=None if fused else True
     )

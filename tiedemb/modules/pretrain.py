@@ -7,8 +7,8 @@ import time
 from typing import Any
 
 import lightning as L
-from lightning.pytorch.utilities import rank_zero_info
 import torch
+from lightning.pytorch.utilities import rank_zero_info
 from torch import Tensor
 from torchmetrics import MeanMetric
 
@@ -19,14 +19,14 @@ from tiedemb.modules.settings import save_settings, takes_model_settings
 from tiedemb.nn import LMOutput, Transformer, TransformerConfig
 from tiedemb.nn.config import ARCHITECTURE, LANGUAGE_MODEL, TRAINING
 from tiedemb.options import NonNegativeFloat, NonNegativeInt, PositiveFloat, Rate, UnitFraction
-from tiedemb.training.ties import TieGuard, restore_tied_entries, tied_prefixes_of
 from tiedemb.theory import predict_for_config
+from tiedemb.training.ties import TieGuard, restore_tied_entries, tied_prefixes_of
 from tiedemb.weights.language_model import (
     HEAD_SETTINGS,
     check_trainable,
     has_head,
-    refuse_unread_with_source,
     load_language_model,
+    refuse_unread_with_source,
     resolve_settings,
     source_state,
     unexpectedly_missing,
@@ -132,8 +132,10 @@ class PretrainModule(L.LightningModule):
         result = self.model.load_state_dict(source_state(source), strict=False)
         missing = unexpectedly_missing(result.missing_keys, source)
         if missing or result.unexpected_keys:
-            raise UserError(f"pretrained {source.origin!r} does not fit the model: missing {missing[:3]}, "
-                            f"unexpected {result.unexpected_keys[:3]}")
+            raise UserError(
+                f"pretrained {source.origin!r} does not fit the model: missing {missing[:3]}, "
+                f"unexpected {result.unexpected_keys[:3]}"
+            )
         self.model.tie_weights()
         head = "its masked-LM head" if has_head(source) else "a fresh head"
         rank_zero_info(f"loaded the embedding, encoder and {head} from {source.kind} {source.origin!r}")
@@ -148,8 +150,13 @@ class PretrainModule(L.LightningModule):
         *,
         return_logits: bool = True,
     ) -> LMOutput:
-        return self.model(input_ids, attention_mask=attention_mask, token_type_ids=token_type_ids, labels=labels,
-                          return_logits=return_logits)
+        return self.model(
+            input_ids,
+            attention_mask=attention_mask,
+            token_type_ids=token_type_ids,
+            labels=labels,
+            return_logits=return_logits,
+        )
 
     def configure_model(self) -> None:
         """Called by the Trainer before the strategy wraps the model and optimisers are built:
@@ -217,8 +224,9 @@ class PretrainModule(L.LightningModule):
             )
         self.log("train/loss", loss, prog_bar=True)
         self.log("train/ppl", torch.exp(loss.detach().clamp(max=50)))
-        self.flops_per_batch = self._matmul_weights.training_flops(*batch["input_ids"].shape,
-                                                                   output_positions=self._output_positions(output))
+        self.flops_per_batch = self._matmul_weights.training_flops(
+            *batch["input_ids"].shape, output_positions=self._output_positions(output)
+        )
         return loss
 
     def _output_positions(self, output: LMOutput) -> int | None:
@@ -267,8 +275,9 @@ class PretrainModule(L.LightningModule):
     # -- validation ----------------------------------------------------------------------------------
     def validation_step(self, batch: dict[str, Tensor], batch_idx: int, dataloader_idx: int = 0) -> None:
         output = self(**batch, return_logits=False)
-        self.flops_per_batch = self._matmul_weights.forward_flops(*batch["input_ids"].shape,
-                                                                  output_positions=self._output_positions(output))
+        self.flops_per_batch = self._matmul_weights.forward_flops(
+            *batch["input_ids"].shape, output_positions=self._output_positions(output)
+        )
         # weight by the number of predicted tokens, so the epoch value is a per-token mean
         metric = self.val_loss if dataloader_idx == 0 else self.ood_val_loss
         metric.update(output.loss.detach(), weight=max(output.num_targets, 1))

@@ -7,8 +7,8 @@ per field of the chosen parts, with the field's type, default and description, f
 module's own keywords. Every argument of a call is checked against its annotation, bounds
 included (``tiedemb.options``), before the body runs. LightningCLI builds its options and
 ``--help`` from that signature (``inspect.signature`` honours ``__signature__``; jsonargparse
-reads the descriptions from the ``Args:`` of ``__init__``'s docstring), and Lightning's ``load_from_checkpoint`` calls the class
-with the saved hyperparameters, checked against the same signature. A field added to
+reads the descriptions from the ``Args:`` of ``__init__``'s docstring), and Lightning's ``load_from_checkpoint``
+calls the class with the saved hyperparameters, checked against the same signature. A field added to
 ``TransformerConfig`` is therefore an option of every module that takes its part.
 
 Lightning records hyperparameters by reading the named arguments of the ``__init__`` frame that
@@ -51,8 +51,14 @@ def model_parameters(parts: Collection[str], unset_from_pretrained: Collection[s
         annotation, default = types[field.name], field.default
         if part in unset_from_pretrained or field.name in unset_from_pretrained:
             annotation, default = annotation | None, None
-        parameters.append(inspect.Parameter(field.name, inspect.Parameter.KEYWORD_ONLY, annotation=annotation,
-                                            default=inspect.Parameter.empty if default is dataclasses.MISSING else default))
+        parameters.append(
+            inspect.Parameter(
+                field.name,
+                inspect.Parameter.KEYWORD_ONLY,
+                annotation=annotation,
+                default=inspect.Parameter.empty if default is dataclasses.MISSING else default,
+            )
+        )
     return parameters
 
 
@@ -66,8 +72,11 @@ def model_settings_doc(parts: Collection[str], unset_from_pretrained: Collection
         doc = field.metadata["doc"]
         if part in unset_from_pretrained or field.name in unset_from_pretrained:
             default = "hidden_size" if field.name == "embedding_dim" else repr(field.default)
-            doc += f" Unset: the pretrained model's value, else {default}." if field.default is not dataclasses.MISSING \
+            doc += (
+                f" Unset: the pretrained model's value, else {default}."
+                if field.default is not dataclasses.MISSING
                 else " Unset: the pretrained model's value."
+            )
         lines.append(f"    {field.name}: {doc}")
     return "\n".join(lines) + "\n"
 
@@ -85,8 +94,9 @@ def takes_model_settings(*parts: str, unset_from_pretrained: Collection[str] = (
         if own[-1].kind is not inspect.Parameter.VAR_KEYWORD:
             raise TypeError(f"{init.__qualname__} must end with **model to take the model settings")
         own_types = typing.get_type_hints(init, include_extras=True)
-        own_keywords = [parameter.replace(annotation=own_types.get(parameter.name, parameter.annotation))
-                        for parameter in own[1:-1]]
+        own_keywords = [
+            parameter.replace(annotation=own_types.get(parameter.name, parameter.annotation)) for parameter in own[1:-1]
+        ]
         model = model_parameters(parts, unset_from_pretrained)
         signature = inspect.Signature([own[0], *model, *own_keywords], return_annotation=None)
         option_types = {parameter.name: parameter.annotation for parameter in [*model, *own_keywords]}

@@ -29,8 +29,12 @@ class SimilarityScore:
     examples: int
 
     def metrics(self, prefix: str = "zero_shot") -> dict[str, float]:
-        return {f"{prefix}/auroc": self.auroc, f"{prefix}/auroc_low": self.low, f"{prefix}/auroc_high": self.high,
-                f"{prefix}/examples": float(self.examples)}
+        return {
+            f"{prefix}/auroc": self.auroc,
+            f"{prefix}/auroc_low": self.low,
+            f"{prefix}/auroc_high": self.high,
+            f"{prefix}/examples": float(self.examples),
+        }
 
 
 @torch.no_grad()
@@ -38,8 +42,14 @@ def mean_pooled(encode, tokenizer, sentences: list[str], max_length: int) -> Ten
     """(N, hidden) averages of ``encode``'s last hidden states over each sentence's tokens."""
     pooled = []
     for start in range(0, len(sentences), BATCH_SIZE):
-        batch = tokenizer(sentences[start:start + BATCH_SIZE], truncation=True, max_length=max_length, padding=True,
-                          return_tensors="pt", return_token_type_ids=True)
+        batch = tokenizer(
+            sentences[start : start + BATCH_SIZE],
+            truncation=True,
+            max_length=max_length,
+            padding=True,
+            return_tensors="pt",
+            return_token_type_ids=True,
+        )
         hidden = encode(batch["input_ids"], batch["attention_mask"], batch["token_type_ids"])
         mask = batch["attention_mask"].unsqueeze(-1).to(hidden.dtype)
         pooled.append((hidden * mask).sum(1) / mask.sum(1).clamp(min=1))
@@ -58,8 +68,11 @@ def bootstrap_auroc(scores: Tensor, labels: Tensor, samples: int = BOOTSTRAP_SAM
             continue
         drawn.append(float(binary_auroc(scores[index], labels[index])))
     values = torch.tensor(drawn, dtype=torch.float64)
-    low, high = (torch.quantile(values, torch.tensor([0.025, 0.975], dtype=torch.float64)).tolist()
-                 if len(drawn) else (float("nan"), float("nan")))
+    low, high = (
+        torch.quantile(values, torch.tensor([0.025, 0.975], dtype=torch.float64)).tolist()
+        if len(drawn)
+        else (float("nan"), float("nan"))
+    )
     return SimilarityScore(auroc, low, high, len(scores))
 
 

@@ -53,8 +53,12 @@ class ModelThroughput(ThroughputMonitor):
 
     def setup(self, trainer: L.Trainer, pl_module: L.LightningModule, stage: str) -> None:
         super().setup(trainer, pl_module, stage)
-        peak = (self.peak_flops or getattr(pl_module, "hparams", {}).get("peak_flops") or self.available_flops
-                or device_peak_flops(trainer.strategy.root_device, str(trainer.precision)))
+        peak = (
+            self.peak_flops
+            or getattr(pl_module, "hparams", {}).get("peak_flops")
+            or self.available_flops
+            or device_peak_flops(trainer.strategy.root_device, str(trainer.precision))
+        )
         self.available_flops = float(peak) if peak else None
         # ThroughputMonitor hands its peak to one Throughput per stage when it sets up; they take the
         # chosen one instead.

@@ -40,8 +40,13 @@ ACTIVATIONS = ("none", "gelu", "relu", "tanh", "silu")
 SHUFFLES = ("half_swap", "channel_shuffle")
 EMBEDDING_PROJECTIONS = ("auto", "always")
 #: Settings one head alone reads, and that head: given with another head they would change nothing.
-HEAD_ONLY_SETTINGS = {"head_bias": "tied_orth", "head_activation": "tied_orth", "head_norm": "tied_orth",
-                      "shuffle": "tied_shuffle", "shuffle_groups": "tied_shuffle"}
+HEAD_ONLY_SETTINGS = {
+    "head_bias": "tied_orth",
+    "head_activation": "tied_orth",
+    "head_norm": "tied_orth",
+    "shuffle": "tied_shuffle",
+    "shuffle_groups": "tied_shuffle",
+}
 #: Keywords a scale setting may name instead of a number; ``d`` is the width of the vector scaled.
 SCALE_KEYWORDS = ("sqrt_d", "rsqrt_d", "mup:<base_width>")
 
@@ -106,15 +111,20 @@ class TransformerConfig:
 
     vocab_size: PositiveInt = setting(doc="Vocabulary size n; the command line takes it from the data's tokenizer.")
     objective: str = setting(
-        "mlm", doc="mlm (masked tokens) or clm (next token, causal attention).", part=LANGUAGE_MODEL)
+        "mlm", doc="mlm (masked tokens) or clm (next token, causal attention).", part=LANGUAGE_MODEL
+    )
     hidden_size: PositiveInt = setting(768, doc="Width of the residual stream.")
     num_layers: PositiveInt = setting(12, doc="Number of Transformer blocks.")
     num_heads: PositiveInt = setting(12, doc="Attention heads per block; must divide hidden_size.")
     intermediate_size: PositiveInt = setting(3072, doc="Width of the feed-forward layer.")
-    embedding_dim: PositiveInt | None = setting(None, doc="d_e, the width of the token table (1..hidden_size); unset: hidden_size.")
+    embedding_dim: PositiveInt | None = setting(
+        None, doc="d_e, the width of the token table (1..hidden_size); unset: hidden_size."
+    )
     embedding_projection: str = setting(
-        "auto", doc="auto: a d_e -> hidden projection only when d_e < hidden (identity at full width); always: "
-                    "also at d_e = hidden, so every width of a width study has the same parts.")
+        "auto",
+        doc="auto: a d_e -> hidden projection only when d_e < hidden (identity at full width); always: "
+        "also at d_e = hidden, so every width of a width study has the same parts.",
+    )
     embedding_norm: bool = setting(True, doc="The norm after the embedding; off for Gemma's and T5's inputs.")
     max_position_embeddings: PositiveInt = setting(512, doc="Longest sequence (rows of the learned position table).")
     position: str = setting("learned", doc="learned (a position table), rope (rotary) or none.")
@@ -125,39 +135,57 @@ class TransformerConfig:
     activation: str = setting("gelu", doc="Feed-forward activation: gelu, relu, tanh or silu.")
     dropout: Rate = setting(0.1, doc="Dropout on embeddings and residual branches, in [0, 1).", part=TRAINING)
     attention_dropout: Rate = setting(0.1, doc="Dropout on attention weights, in [0, 1).", part=TRAINING)
-    init_std: PositiveFloat = setting(0.02, doc="Std of the normal initialisation of weight matrices and tables.", part=TRAINING)
+    init_std: PositiveFloat = setting(
+        0.02, doc="Std of the normal initialisation of weight matrices and tables.", part=TRAINING
+    )
     residual_init: str = setting(
-        "standard", doc="How far from the identity residual branches start: standard, scaled (GPT-2), zero, "
-                        "deepnorm (post-norm only).")
+        "standard",
+        doc="How far from the identity residual branches start: standard, scaled (GPT-2), zero, "
+        "deepnorm (post-norm only).",
+    )
     rope_base: PositiveFloat = setting(10000.0, doc="Base of the rotary frequencies (position=rope).")
     head: str = setting("tied", doc="Output layer: " + ", ".join(HEAD_NAMES) + ".", part=LANGUAGE_MODEL)
-    output_bias: bool = setting(False, doc="A vocabulary-sized output bias (never part of the tie).", part=LANGUAGE_MODEL)
+    output_bias: bool = setting(
+        False, doc="A vocabulary-sized output bias (never part of the tie).", part=LANGUAGE_MODEL
+    )
     head_bias: bool = setting(False, doc="tied_orth: a bias on its projection.", part=LANGUAGE_MODEL)
     head_activation: str = setting(
-        "none", doc="tied_orth: an activation after its projection (none, gelu, relu, tanh, silu).", part=LANGUAGE_MODEL)
+        "none", doc="tied_orth: an activation after its projection (none, gelu, relu, tanh, silu).", part=LANGUAGE_MODEL
+    )
     head_norm: bool = setting(
-        False, doc="tied_orth: a norm after its projection (with head_bias and gelu: BERT's MLM transform).",
-        part=LANGUAGE_MODEL)
+        False,
+        doc="tied_orth: a norm after its projection (with head_bias and gelu: BERT's MLM transform).",
+        part=LANGUAGE_MODEL,
+    )
     shuffle: str = setting(
-        "half_swap", doc="tied_shuffle: half_swap, or channel_shuffle in shuffle_groups groups.", part=LANGUAGE_MODEL)
-    shuffle_groups: Annotated[int, Bounds(2)] = setting(2, doc="tied_shuffle with channel_shuffle: groups; must divide d_e.",
-                                  part=LANGUAGE_MODEL)
+        "half_swap", doc="tied_shuffle: half_swap, or channel_shuffle in shuffle_groups groups.", part=LANGUAGE_MODEL
+    )
+    shuffle_groups: Annotated[int, Bounds(2)] = setting(
+        2, doc="tied_shuffle with channel_shuffle: groups; must divide d_e.", part=LANGUAGE_MODEL
+    )
     # The wider field's remedies: a number or a keyword of the width d it applies to (resolve_scale).
     embedding_scale: PositiveFloat | str = setting(
-        1.0, doc="Token vectors x this: a number, sqrt_d (Gemma), rsqrt_d or mup:<base_width>.", part=LANGUAGE_MODEL)
+        1.0, doc="Token vectors x this: a number, sqrt_d (Gemma), rsqrt_d or mup:<base_width>.", part=LANGUAGE_MODEL
+    )
     output_scale: PositiveFloat | str = setting(
-        1.0, doc="The vector meeting the output matrix x this: a number, rsqrt_d (T5), mup:<base_width> (muP) or "
-                 "sqrt_d.", part=LANGUAGE_MODEL)
+        1.0,
+        doc="The vector meeting the output matrix x this: a number, rsqrt_d (T5), mup:<base_width> (muP) or sqrt_d.",
+        part=LANGUAGE_MODEL,
+    )
     embedding_init_std: PositiveFloat | None = setting(
-        None, doc="Std of the token table (T5: 1.0); unset: init_std.", part=LANGUAGE_MODEL)
-    pad_token_id: NonNegativeInt = setting(0, doc="Id of the padding token; the command line takes it from the data.",
-                                part=TRAINING)
+        None, doc="Std of the token table (T5: 1.0); unset: init_std.", part=LANGUAGE_MODEL
+    )
+    pad_token_id: NonNegativeInt = setting(
+        0, doc="Id of the padding token; the command line takes it from the data.", part=TRAINING
+    )
 
     def __post_init__(self) -> None:
         if self.embedding_dim is None:
             self.embedding_dim = self.hidden_size
         # Types and bounds first (each field's annotation), then what fields require of each other.
-        check_arguments("model", typing.get_type_hints(TransformerConfig, include_extras=True), dataclasses.asdict(self))
+        check_arguments(
+            "model", typing.get_type_hints(TransformerConfig, include_extras=True), dataclasses.asdict(self)
+        )
         if self.embedding_dim > self.hidden_size:
             raise UserError(
                 f"model.embedding_dim must be in 1..hidden_size ({self.hidden_size}), got {self.embedding_dim}"
@@ -195,20 +223,36 @@ class TransformerConfig:
             value = getattr(self, name)
             if self.head != head and given(value, defaults[name]):
                 raise no_effect(f"model.{name}", value, f"with model.head={self.head!r}: only the {head} head reads it")
-        if self.head == "tied_shuffle" and self.shuffle == "half_swap" and given(self.shuffle_groups, defaults["shuffle_groups"]):
-            raise no_effect("model.shuffle_groups", self.shuffle_groups,
-                            "with model.shuffle='half_swap', which always swaps two halves; groups are for channel_shuffle")
+        if (
+            self.head == "tied_shuffle"
+            and self.shuffle == "half_swap"
+            and given(self.shuffle_groups, defaults["shuffle_groups"])
+        ):
+            raise no_effect(
+                "model.shuffle_groups",
+                self.shuffle_groups,
+                "with model.shuffle='half_swap', which always swaps two halves; groups are for channel_shuffle",
+            )
         if self.position != "rope" and given(self.rope_base, defaults["rope_base"]):
-            raise no_effect("model.rope_base", self.rope_base,
-                            f"with model.position={self.position!r}: only rotary positions have a base")
+            raise no_effect(
+                "model.rope_base",
+                self.rope_base,
+                f"with model.position={self.position!r}: only rotary positions have a base",
+            )
         if self.position == "none" and given(self.max_position_embeddings, defaults["max_position_embeddings"]):
             # A warning, not an error: recipes size the position table and `position: none` composes with them.
-            warn_no_effect("model.max_position_embeddings", self.max_position_embeddings,
-                            "with model.position='none': there is no position or rotary table to size")
+            warn_no_effect(
+                "model.max_position_embeddings",
+                self.max_position_embeddings,
+                "with model.position='none': there is no position or rotary table to size",
+            )
         if self.head == "tied_scaled_init" and self.embedding_init_std is not None:
             # A warning, not an error: the study's recipe sets the table's std for every head it composes with.
-            warn_no_effect("model.embedding_init_std", self.embedding_init_std,
-                           "with model.head='tied_scaled_init', which draws the shared table with std ln(n)/d_e")
+            warn_no_effect(
+                "model.embedding_init_std",
+                self.embedding_init_std,
+                "with model.head='tied_scaled_init', which draws the shared table with std ln(n)/d_e",
+            )
 
     def _check_shuffle(self) -> None:
         """The shuffle head permutes the d_e dimensions in groups that must divide them."""
@@ -242,8 +286,9 @@ class TransformerConfig:
     @property
     def readout_scale(self) -> float:
         """``output_scale`` as a number, for the width of the vector the output matrix meets."""
-        return resolve_scale(self.output_scale, readout_width(self.head, self.hidden_size, self.embedding_dim),
-                             "model.output_scale")
+        return resolve_scale(
+            self.output_scale, readout_width(self.head, self.hidden_size, self.embedding_dim), "model.output_scale"
+        )
 
     def to_dict(self) -> dict:
         return dataclasses.asdict(self)

@@ -90,8 +90,9 @@ def attention(q: Tensor, k: Tensor, v: Tensor, attn_mask: Tensor | None, dropout
         start, beta = torch.full((queries, keys), float("-inf"), dtype=q.dtype, device=q.device).triu_(1), 1.0
     else:
         start, beta = q3.new_empty(()), 0.0
-    scores = torch.baddbmm(start.expand(batch * heads, queries, keys), q3, k3.transpose(1, 2),
-                           beta=beta, alpha=width**-0.5).view(batch, heads, queries, keys)
+    scores = torch.baddbmm(
+        start.expand(batch * heads, queries, keys), q3, k3.transpose(1, 2), beta=beta, alpha=width**-0.5
+    ).view(batch, heads, queries, keys)
     if attn_mask is not None:
         # Out of place: filling the view in place would make autograd copy the scores' gradient
         # back and forth through their 3-d base.

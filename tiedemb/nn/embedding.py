@@ -24,7 +24,9 @@ class Embedding(nn.Module):
         self.projection = nn.Linear(d_e, config.hidden_size, bias=False) if config.projected else None
         # Without the norm, input scales (Gemma's sqrt(d), T5's unit-std table) reach the residual
         # stream as they are; with it they only change the token's share of the normalised sum.
-        self.norm = make_norm(config.norm, config.hidden_size, config.norm_eps) if config.embedding_norm else nn.Identity()
+        self.norm = (
+            make_norm(config.norm, config.hidden_size, config.norm_eps) if config.embedding_norm else nn.Identity()
+        )
         self.dropout = Dropout(config.dropout)
         # Gemma's sqrt(d) multiplier, a plain number: no parameter, so checkpoints are unchanged.
         self.token_scale = config.token_scale

@@ -69,7 +69,7 @@ class SelfAttention(nn.Module):
         dropout = self.dropout if self.training else 0.0
         if isinstance(rows, int):
             # One query per sequence (a classifier's [CLS]): the attention of that query alone.
-            q = q[:, :, rows:rows + 1]
+            q = q[:, :, rows : rows + 1]
             if self.causal:  # the query at `rows` sees keys up to itself
                 attention_mask = (torch.arange(length, device=x.device) <= rows).expand(1, 1, 1, length)
             y = attention(q, k, v, attention_mask, dropout, is_causal=False)

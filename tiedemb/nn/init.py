@@ -10,8 +10,8 @@ import torch
 from torch import nn
 
 from tiedemb.nn.config import TransformerConfig
-from tiedemb.nn.encoder import Encoder, deepnorm_beta, scaled_std
 from tiedemb.nn.embedding import Embedding
+from tiedemb.nn.encoder import Encoder, deepnorm_beta, scaled_std
 from tiedemb.nn.heads import OutputHead, TiedHead, TiedOrthHead
 
 
@@ -50,7 +50,9 @@ def init_embedding(embedding: Embedding, config: TransformerConfig, token_std: f
 def init_encoder(encoder: Encoder, config: TransformerConfig) -> None:
     """``residual_init`` decides how far from the identity each residual branch starts."""
     std, layers = config.init_std, config.num_layers
-    branch_std = {"standard": std, "scaled": scaled_std(std, layers), "zero": 0.0, "deepnorm": std}[config.residual_init]
+    branch_std = {"standard": std, "scaled": scaled_std(std, layers), "zero": 0.0, "deepnorm": std}[
+        config.residual_init
+    ]
     beta = deepnorm_beta(layers) if config.residual_init == "deepnorm" else None
     for block in encoder.blocks:
         attention, ffn = block.attention, block.ffn

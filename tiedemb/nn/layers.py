@@ -13,7 +13,10 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 ACTIVATION_FUNCTIONS: dict[str, Callable[[Tensor], Tensor]] = {
-    "gelu": F.gelu, "relu": F.relu, "tanh": torch.tanh, "silu": F.silu,
+    "gelu": F.gelu,
+    "relu": F.relu,
+    "tanh": torch.tanh,
+    "silu": F.silu,
 }
 """``model.activation`` / ``model.head_activation`` -> function; ``"none"`` (heads only) has no entry."""
 

@@ -47,9 +47,7 @@ def linear_cross_entropy(x: Tensor, weight: Tensor, bias: Tensor | None, targets
         return F.cross_entropy(logits.float(), targets, ignore_index=IGNORE_INDEX)
     compute_dtype = torch.get_autocast_dtype(device) if autocast else torch.float32
     rows = max(1, SLICE_ELEMENTS // weight.shape[0])
-    needs_grad = torch.is_grad_enabled() and any(
-        t is not None and t.requires_grad for t in (x, weight, bias)
-    )
+    needs_grad = torch.is_grad_enabled() and any(t is not None and t.requires_grad for t in (x, weight, bias))
     # The function manages its own dtypes: autocast must not recast inside it.
     with torch.autocast(device, enabled=False):
         return _SlicedLinearCrossEntropy.apply(x, weight, bias, targets, rows, needs_grad, compute_dtype)
@@ -57,8 +55,16 @@ def linear_cross_entropy(x: Tensor, weight: Tensor, bias: Tensor | None, targets
 
 class _SlicedLinearCrossEntropy(torch.autograd.Function):
     @staticmethod
-    def forward(ctx, x: Tensor, weight: Tensor, bias: Tensor | None, targets: Tensor, rows: int,
-                needs_grad: bool, compute_dtype: torch.dtype = torch.float32) -> Tensor:
+    def forward(
+        ctx,
+        x: Tensor,
+        weight: Tensor,
+        bias: Tensor | None,
+        targets: Tensor,
+        rows: int,
+        needs_grad: bool,
+        compute_dtype: torch.dtype = torch.float32,
+    ) -> Tensor:
         if compute_dtype != torch.float32:
             return _mixed_forward(ctx, x, weight, bias, targets, rows, needs_grad, compute_dtype)
         total_rows, vocab = x.shape[0], weight.shape[0]
@@ -85,7 +91,9 @@ class _SlicedLinearCrossEntropy(torch.autograd.Function):
                 torch.mm(chunk, weight.t(), out=logits[:, :vocab])
             else:
                 torch.addmm(bias, chunk, weight.t(), out=logits[:, :vocab])
-            picked = _probabilities_in_place(logits, chunk_targets, lambda r: F.linear(chunk[r], weight, bias))
+            picked = _probabilities_in_place(
+                logits, chunk_targets, lambda r, chunk=chunk: F.linear(chunk[r], weight, bias)
+            )
             loss -= picked.dot(chunk_weight)
             if not (needs_x or needs_weight or needs_bias):
                 continue
@@ -98,8 +106,9 @@ class _SlicedLinearCrossEntropy(torch.autograd.Function):
                 torch.mm(grad_logits, weight, out=grad_x[start:stop])
                 grad_x[start:stop] *= chunk_weight[:, None]
             if needs_weight:
-                torch.addmm(grad_weight, grad_logits.t(), chunk * chunk_weight[:, None], beta=0 if first else 1,
-                            out=grad_weight)
+                torch.addmm(
+                    grad_weight, grad_logits.t(), chunk * chunk_weight[:, None], beta=0 if first else 1, out=grad_weight
+                )
             if grad_bias is not None:
                 torch.addmv(grad_bias, grad_logits.t(), chunk_weight, beta=0 if first else 1, out=grad_bias)
         ctx.grads = (grad_x, grad_weight, grad_bias)
@@ -193,8 +202,16 @@ def _rows_and_slices(targets: Tensor, rows: int, dtype: torch.dtype) -> tuple[Te
     return row_weight, safe_targets, -(-total_rows // slices)
 
 
-def _mixed_forward(ctx, x: Tensor, weight: Tensor, bias: Tensor | None, targets: Tensor, rows: int,
-                   needs_grad: bool, compute_dtype: torch.dtype) -> Tensor:
+def _mixed_forward(
+    ctx,
+    x: Tensor,
+    weight: Tensor,
+    bias: Tensor | None,
+    targets: Tensor,
+    rows: int,
+    needs_grad: bool,
+    compute_dtype: torch.dtype,
+) -> Tensor:
     """The sliced loss with products in ``compute_dtype`` and float32 softmax and accumulation.
 
     Each slice's logits come out of a low-precision product and are widened to float32 for the
@@ -219,6 +236,7 @@ def _mixed_forward(ctx, x: Tensor, weight: Tensor, bias: Tensor | None, targets:
         logits.copy_(torch.mm(chunk, low_weight.t()))  # (count, vocab) in float32
         if bias is not None:
             logits += bias.float()
+
         def row_logits(rows: Tensor, chunk: Tensor = chunk) -> Tensor:  # as the slice's logits were made
             again = torch.mm(chunk[rows], low_weight.t()).float()
             return again if bias is None else again + bias.float()
@@ -236,7 +254,9 @@ def _mixed_forward(ctx, x: Tensor, weight: Tensor, bias: Tensor | None, targets:
             grad_x[start:stop] = torch.mm(low_grad, low_weight).float()
         if needs_weight:
             grad_weight += torch.mm(low_grad.t(), chunk).float()
-    ctx.grads = (None if grad_x is None else grad_x.to(x.dtype),
-                 None if grad_weight is None else grad_weight.to(weight.dtype),
-                 None if grad_bias is None else grad_bias.to(bias.dtype))
+    ctx.grads = (
+        None if grad_x is None else grad_x.to(x.dtype),
+        None if grad_weight is None else grad_weight.to(weight.dtype),
+        None if grad_bias is None else grad_bias.to(bias.dtype),
+    )
     return loss

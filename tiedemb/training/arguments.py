@@ -19,7 +19,6 @@ from lightning.pytorch.cli import LightningArgumentParser
 from tiedemb.errors import UserError
 from tiedemb.training.exits import DEBUG_ENV, USER_ERROR_EXIT
 
-
 NO_CLASS = re.compile(r"required: .*\b(model|data)\b|'lightning\.(LightningModule|LightningDataModule)'")
 """A parse error caused by a command line that names no model or data class."""
 
@@ -33,8 +32,14 @@ class PrintShtab(argparse.Action):
     """
 
     def __init__(self, option_strings: list[str], dest: str = argparse.SUPPRESS, **kwargs: Any) -> None:
-        super().__init__(option_strings, dest=dest, default=argparse.SUPPRESS, metavar="SHELL",
-                         help="Print a completion script for SHELL (bash, zsh, tcsh, ...) and exit.", **kwargs)
+        super().__init__(
+            option_strings,
+            dest=dest,
+            default=argparse.SUPPRESS,
+            metavar="SHELL",
+            help="Print a completion script for SHELL (bash, zsh, tcsh, ...) and exit.",
+            **kwargs,
+        )
 
     def __call__(self, parser: Any, namespace: Any, shell: Any, option_string: str | None = None) -> None:
         try:
@@ -65,8 +70,10 @@ class ArgumentParser(LightningArgumentParser):
         command = parser.prog.replace(" [options]", "")
         hint = f"run `{command} --help` for the options"
         if NO_CLASS.search(message):
-            hint = ("a config names the model and data classes (--config configs/tied.yaml); without one, name "
-                    "them: --model=tiedemb.PretrainModule --data=tiedemb.data.PretrainData")
+            hint = (
+                "a config names the model and data classes (--config configs/tied.yaml); without one, name "
+                "them: --model=tiedemb.PretrainModule --data=tiedemb.data.PretrainData"
+            )
         nearest = nearest_valid_key(message, parser)
         suggestion = f"; did you mean {nearest}?" if nearest else ""
         sys.stderr.write(f"error: {condense_parse_error(message)}{suggestion}\nhint: {hint}\n")
@@ -95,20 +102,30 @@ def nearest_valid_key(message: str, parser: Any) -> str | None:
     if by_class:
         module_name, _, class_name = by_class.group(1).rpartition(".")
         try:
-            parameters = inspect.signature(getattr(importlib.import_module(module_name), class_name).__init__).parameters
+            parameters = inspect.signature(
+                getattr(importlib.import_module(module_name), class_name).__init__
+            ).parameters
         except (ImportError, AttributeError, ValueError):
             return None
         unknown = by_class.group(2)
-        valid = [name for name, parameter in parameters.items() if name != "self"
-                 and parameter.kind not in (inspect.Parameter.VAR_POSITIONAL, inspect.Parameter.VAR_KEYWORD)]
+        valid = [
+            name
+            for name, parameter in parameters.items()
+            if name != "self"
+            and parameter.kind not in (inspect.Parameter.VAR_POSITIONAL, inspect.Parameter.VAR_KEYWORD)
+        ]
     else:
-        found = (re.search(r"does not accept option '([^']+)'", message)
-                 or re.search(r"unrecognized arguments: --([\w.]+)", message))
+        found = re.search(r"does not accept option '([^']+)'", message) or re.search(
+            r"unrecognized arguments: --([\w.]+)", message
+        )
         if not found:
             return None
         unknown = found.group(1)
-        valid = [action.dest for action in getattr(parser, "_actions", [])
-                 if action.dest not in ("help", argparse.SUPPRESS) and not action.dest.endswith(".help")]
+        valid = [
+            action.dest
+            for action in getattr(parser, "_actions", [])
+            if action.dest not in ("help", argparse.SUPPRESS) and not action.dest.endswith(".help")
+        ]
     nearest = difflib.get_close_matches(unknown, valid, n=1, cutoff=TYPO_SIMILARITY)
     return nearest[0] if nearest else None
 
@@ -126,11 +143,13 @@ def condense_parse_error(message: str) -> str:
     if key is None:
         return " ".join(line.strip() for line in lines)
     if problem is None:
-        rest = [lines[0].strip()[key_match.end():].strip(), *(line.strip() for line in lines[1:])]
-        return f"--{key}: " + _what_is_wrong(message, [line for line in rest if line and not line.startswith("Given value")])
+        rest = [lines[0].strip()[key_match.end() :].strip(), *(line.strip() for line in lines[1:])]
+        return f"--{key}: " + _what_is_wrong(
+            message, [line for line in rest if line and not line.startswith("Given value")]
+        )
     indent = len(lines[problem]) - len(lines[problem].lstrip())
     option, detail = key, []
-    for line in lines[problem + 1:]:
+    for line in lines[problem + 1 :]:
         if len(line) - len(line.lstrip()) <= indent:
             break
         nested = re.match(r'Parser key "([^"]+)":', line.strip())

@@ -47,7 +47,8 @@ class AtomicCheckpointIO(TorchCheckpointIO):
             step = checkpoint.get("global_step", "?")
             raise NonFiniteCheckpoint(
                 f"the weights became non-finite (NaN or infinite, e.g. {broken[0]}) by step {step}; the run stops "
-                f"and {str(path)!r} keeps its last good contents. Lower model.learning_rate or raise model.warmup_steps."
+                f"and {str(path)!r} keeps its last good contents. "
+                "Lower model.learning_rate or raise model.warmup_steps."
             )
         save_atomically(checkpoint, path)
 

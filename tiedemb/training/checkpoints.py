@@ -38,17 +38,37 @@ HPC_NAME = re.compile(r"^hpc_ckpt_\d+\.ckpt$")
 """File names of the checkpoints Lightning's SLURM handler writes on SIGUSR1 before requeueing a job
 (``SLURMEnvironment(auto_requeue=True)``, in ``trainer.default_root_dir``): a run's newest state too."""
 
-EXCLUDED_FROM_IDENTITY = frozenset({
-    "compile", "peak_flops", "num_workers", "pin_memory", "num_proc", "cache_dir",
-    "predictions_dir", "write_test_predictions", "pretrained",
-})
+EXCLUDED_FROM_IDENTITY = frozenset(
+    {
+        "compile",
+        "peak_flops",
+        "num_workers",
+        "pin_memory",
+        "num_proc",
+        "cache_dir",
+        "predictions_dir",
+        "write_test_predictions",
+        "pretrained",
+    }
+)
 """Settings that change how fast a run goes or where it writes, not what it computes (``pretrained``
 only seeds the weights a checkpoint already holds): a resumed or evaluated run may change them."""
 
-TRAINING_SETTINGS = frozenset({
-    "learning_rate", "weight_decay", "betas", "eps", "warmup_steps", "lr_decay", "min_lr_ratio",
-    "dropout", "attention_dropout", "classifier_dropout", "warmup_ratio",
-})
+TRAINING_SETTINGS = frozenset(
+    {
+        "learning_rate",
+        "weight_decay",
+        "betas",
+        "eps",
+        "warmup_steps",
+        "lr_decay",
+        "min_lr_ratio",
+        "dropout",
+        "attention_dropout",
+        "classifier_dropout",
+        "warmup_ratio",
+    }
+)
 """Optimisation settings: an explicitly given checkpoint may be continued with other values."""
 
 
@@ -91,13 +111,18 @@ RUN_CHECKPOINT = "a checkpoint of a tiedemb run (the .ckpt file Lightning writes
 
 def describe_contents(contents: Any) -> str:
     """What a file that loads but is no checkpoint holds, in words: ``transformers BERT weights (...)``."""
-    if isinstance(contents, Mapping) and contents and all(isinstance(value, torch.Tensor) for value in contents.values()):
+    if (
+        isinstance(contents, Mapping)
+        and contents
+        and all(isinstance(value, torch.Tensor) for value in contents.values())
+    ):
         keys = list(contents)
         example = next((key for key in keys if BERT_KEYS.search(str(key))), None)
         if example is not None:
             return f"transformers BERT weights ({len(keys)} tensors such as {example!r}, as in a pytorch_model.bin)"
-        return (f"a bare state dict ({len(keys)} tensors such as {keys[0]!r}), as torch.save(model.state_dict()) "
-                "writes it")
+        return (
+            f"a bare state dict ({len(keys)} tensors such as {keys[0]!r}), as torch.save(model.state_dict()) writes it"
+        )
     if isinstance(contents, Mapping):
         return f"a mapping with the keys {', '.join(repr(str(key)) for key in list(contents)[:4]) or 'none'}"
     return f"a {type(contents).__name__}"
@@ -108,10 +133,15 @@ def check_run_checkpoint(contents: Any, path: str | os.PathLike) -> dict[str, An
     if isinstance(contents, Mapping) and isinstance(contents.get("state_dict"), Mapping):
         return contents  # type: ignore[return-value]
     described = describe_contents(contents)
-    hint = ("To start from BERT weights, pass the model's folder (with config.json) as model.pretrained; "
-            if described.startswith("transformers BERT") else "")
-    raise UserError(f"checkpoint {str(path)!r} holds {described}, not {RUN_CHECKPOINT}. {hint}"
-                    "--ckpt_path continues or evaluates a run from the file it wrote (e.g. its checkpoints/last.ckpt)")
+    hint = (
+        "To start from BERT weights, pass the model's folder (with config.json) as model.pretrained; "
+        if described.startswith("transformers BERT")
+        else ""
+    )
+    raise UserError(
+        f"checkpoint {str(path)!r} holds {described}, not {RUN_CHECKPOINT}. {hint}"
+        "--ckpt_path continues or evaluates a run from the file it wrote (e.g. its checkpoints/last.ckpt)"
+    )
 
 
 def read_checkpoint(path: str | os.PathLike, weights_only: bool = True) -> dict[str, Any]:
@@ -130,7 +160,9 @@ def load_checkpoint_file(path: str | os.PathLike, weights_only: bool = True) -> 
     if not file.exists():
         raise UserError(f"checkpoint {str(path)!r} does not exist")
     if file.is_dir():
-        raise UserError(f"checkpoint {str(path)!r} is a directory; pass the .ckpt file (e.g. {str(file / 'last.ckpt')!r})")
+        raise UserError(
+            f"checkpoint {str(path)!r} is a directory; pass the .ckpt file (e.g. {str(file / 'last.ckpt')!r})"
+        )
     try:
         try:
             contents = torch.load(file, map_location="cpu", weights_only=weights_only, mmap=True)
@@ -138,7 +170,7 @@ def load_checkpoint_file(path: str | os.PathLike, weights_only: bool = True) -> 
             if "mmap" not in str(error):
                 raise
             contents = torch.load(file, map_location="cpu", weights_only=weights_only)
-    except Exception as error:  # noqa: BLE001 - any failure to read is reported the same way
+    except Exception as error:
         text = str(error)
         # torch's safe unpickler names a class it will not build "Unsupported global"; any other
         # failure of it (a text file, a truncated pickle) means the file is not a checkpoint at all.
@@ -150,8 +182,10 @@ def load_checkpoint_file(path: str | os.PathLike, weights_only: bool = True) -> 
             ) from None
         unpickler = re.search(r"WeightsUnpickler error:\s*(\S[^\n]*)", text)
         reason = unpickler.group(1).strip() if unpickler else first_line(error).split(". ")[0].rstrip(".")
-        raise UserError(f"checkpoint {str(path)!r} could not be read ({reason}); it is truncated, corrupt or not "
-                        "a Lightning checkpoint") from None
+        raise UserError(
+            f"checkpoint {str(path)!r} could not be read ({reason}); it is truncated, corrupt or not "
+            "a Lightning checkpoint"
+        ) from None
     return contents
 
 
@@ -175,8 +209,12 @@ def _signature_defaults(cls: type) -> dict[str, Any]:
     return {p.name: p.default for p in parameters if p.default is not inspect.Parameter.empty}
 
 
-def _differences(saved: Mapping[str, Any], current: Mapping[str, Any], ignore: Iterable[str],
-                 defaults: Mapping[str, Any] | None = None) -> dict[str, tuple[Any, Any]]:
+def _differences(
+    saved: Mapping[str, Any],
+    current: Mapping[str, Any],
+    ignore: Iterable[str],
+    defaults: Mapping[str, Any] | None = None,
+) -> dict[str, tuple[Any, Any]]:
     """Settings that differ between a checkpoint's hyperparameters and the current ones.
 
     A setting the checkpoint lacks (it predates the option) counts as equal when the current
@@ -198,7 +236,10 @@ def _differences(saved: Mapping[str, Any], current: Mapping[str, Any], ignore: I
 
 
 def _describe(differences: Mapping[str, tuple[Any, Any]], prefix: str, limit: int = 4) -> str:
-    shown = [f"{prefix}{key}={saved!r} there, {current!r} here" for key, (saved, current) in list(differences.items())[:limit]]
+    shown = [
+        f"{prefix}{key}={saved!r} there, {current!r} here"
+        for key, (saved, current) in list(differences.items())[:limit]
+    ]
     more = len(differences) - len(shown)
     return "; ".join(shown) + (f"; and {more} more" if more > 0 else "")
 
@@ -215,9 +256,11 @@ def check_model_kind(path: str | os.PathLike, saved_class: str, wanted_class: st
     hints = {
         ("PretrainModule", "GlueModule"): (
             f"a pretraining checkpoint is where fine-tuning starts (fit --model.pretrained={path}); --ckpt_path "
-            "takes a fine-tuning run's checkpoint"),
+            "takes a fine-tuning run's checkpoint"
+        ),
         ("GlueModule", "PretrainModule"): (
-            "a fine-tuned checkpoint is evaluated with its GLUE config (configs/glue/<task>.yaml)"),
+            "a fine-tuned checkpoint is evaluated with its GLUE config (configs/glue/<task>.yaml)"
+        ),
     }
     hint = hints.get((saved, wanted), "pass a checkpoint of this kind of model")
     raise UserError(f"checkpoint {str(path)!r} holds a {saved}, but the config's model is a {wanted}; {hint}")
@@ -235,8 +278,11 @@ def check_compatible(checkpoint: Mapping[str, Any], path: str | os.PathLike, mod
     saved_class = saved.get("_class_path")
     if saved_class:
         check_model_kind(path, saved_class, f"{type(model).__module__}.{type(model).__qualname__}")
-    differences = _differences(saved, current, EXCLUDED_FROM_IDENTITY | TRAINING_SETTINGS,
-                               _signature_defaults(type(model))) if saved else {}
+    differences = (
+        _differences(saved, current, EXCLUDED_FROM_IDENTITY | TRAINING_SETTINGS, _signature_defaults(type(model)))
+        if saved
+        else {}
+    )
     vocab = differences.get("vocab_size")
     if vocab is not None and set(differences) <= {"vocab_size", "pad_token_id"}:
         raise UserError(
@@ -245,19 +291,29 @@ def check_compatible(checkpoint: Mapping[str, Any], path: str | os.PathLike, mod
             "checkpoint was trained with."
         )
     if differences:
-        raise UserError(f"checkpoint {str(path)!r} is of another model variant or size: {_describe(differences, 'model.')}. "
-                        "Pass the config it was trained with, or a checkpoint of this model.")
+        raise UserError(
+            f"checkpoint {str(path)!r} is of another model variant or size: {_describe(differences, 'model.')}. "
+            "Pass the config it was trained with, or a checkpoint of this model."
+        )
     state = checkpoint.get("state_dict") or {}
     expected = {name: tuple(tensor.shape) for name, tensor in model.state_dict().items()}
     found = {name: tuple(getattr(tensor, "shape", ())) for name, tensor in state.items()}
     if state and found != expected:
         missing, unexpected = sorted(set(expected) - set(found)), sorted(set(found) - set(expected))
-        reshaped = [f"{name} {found[name]} there, {expected[name]} here" for name in expected
-                    if name in found and found[name] != expected[name]]
-        details = ([f"missing {', '.join(missing[:3])}"] if missing else []) + \
-                  ([f"unexpected {', '.join(unexpected[:3])}"] if unexpected else []) + reshaped[:3]
-        raise UserError(f"checkpoint {str(path)!r} does not fit this model's parameters ({'; '.join(details)}); "
-                        "it comes from another model variant or size")
+        reshaped = [
+            f"{name} {found[name]} there, {expected[name]} here"
+            for name in expected
+            if name in found and found[name] != expected[name]
+        ]
+        details = (
+            ([f"missing {', '.join(missing[:3])}"] if missing else [])
+            + ([f"unexpected {', '.join(unexpected[:3])}"] if unexpected else [])
+            + reshaped[:3]
+        )
+        raise UserError(
+            f"checkpoint {str(path)!r} does not fit this model's parameters ({'; '.join(details)}); "
+            "it comes from another model variant or size"
+        )
 
 
 # --------------------------------------------------------------------------- finding the last checkpoint
@@ -269,13 +325,17 @@ def last_checkpoints(roots: Iterable[str | os.PathLike]) -> list[Path]:
     for root in roots:
         folder = Path(root).expanduser()
         if folder.is_dir():
-            found.update(path.resolve() for path in folder.rglob("*.ckpt")
-                         if (LAST_NAME.match(path.name) or HPC_NAME.match(path.name)) and path.is_file())
+            found.update(
+                path.resolve()
+                for path in folder.rglob("*.ckpt")
+                if (LAST_NAME.match(path.name) or HPC_NAME.match(path.name)) and path.is_file()
+            )
     return sorted(found, key=lambda path: path.stat().st_mtime_ns, reverse=True)
 
 
-def same_run_configuration(checkpoint: Mapping[str, Any], model: L.LightningModule,
-                           datamodule: L.LightningDataModule | None) -> bool:
+def same_run_configuration(
+    checkpoint: Mapping[str, Any], model: L.LightningModule, datamodule: L.LightningDataModule | None
+) -> bool:
     """Whether ``checkpoint`` was written by a run with this model's and data's settings."""
     saved_model = checkpoint.get("hyper_parameters") or {}
     saved_class = str(saved_model.get("_class_path", ""))
@@ -287,14 +347,19 @@ def same_run_configuration(checkpoint: Mapping[str, Any], model: L.LightningModu
         saved_data = checkpoint.get("datamodule_hyper_parameters") or {}
         # The vocabulary size is compared through the model above; a checkpoint written before the
         # data recorded its resolved size holds null there for the same tokenizer.
-        if _differences(saved_data, dict(datamodule.hparams), EXCLUDED_FROM_IDENTITY | {"vocab_size"},
-                        _signature_defaults(type(datamodule))):
+        if _differences(
+            saved_data,
+            dict(datamodule.hparams),
+            EXCLUDED_FROM_IDENTITY | {"vocab_size"},
+            _signature_defaults(type(datamodule)),
+        ):
             return False
     return True
 
 
-def find_last_checkpoint(roots: Iterable[str | os.PathLike], model: L.LightningModule,
-                         datamodule: L.LightningDataModule | None) -> Path | None:
+def find_last_checkpoint(
+    roots: Iterable[str | os.PathLike], model: L.LightningModule, datamodule: L.LightningDataModule | None
+) -> Path | None:
     """The newest last checkpoint under ``roots`` of a run configured like this one.
 
     Each run (W&B run, CSV version, or checkpoint folder) writes its own ``last.ckpt``, so

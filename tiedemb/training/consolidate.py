@@ -36,8 +36,10 @@ def consolidate_checkpoint(path: str | Path, output: str | Path, weights_only: b
     """
     path, output = Path(path), Path(output)
     if output.exists():
-        raise UserError(f"output {str(output)!r} already exists; the consolidated checkpoint is never written "
-                        "over a file: pass a new path")
+        raise UserError(
+            f"output {str(output)!r} already exists; the consolidated checkpoint is never written "
+            "over a file: pass a new path"
+        )
     if _is_deepspeed_checkpoint(path):
         if importlib.util.find_spec("deepspeed") is None:
             raise UserError(f"{path} is a DeepSpeed checkpoint; consolidating it needs `pip install deepspeed`")

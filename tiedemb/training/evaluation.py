@@ -50,8 +50,12 @@ TOKENIZERS = ("tokenizer",)
 CACHES = ("cache_dir",)
 """The data settings that are locations, by kind: a folder, lists and mappings of files (or globs), a
 tokenizer folder or hub name, and a cache (made afresh where it is missing)."""
-REMEDY = {"data_dir": "<folder>", "tokenizer": "<folder>", "data_files": "'{split: <file>, ...}'",
-          **{name: "'[<file>, ...]'" for name in FILE_LISTS}}
+REMEDY = {
+    "data_dir": "<folder>",
+    "tokenizer": "<folder>",
+    "data_files": "'{split: <file>, ...}'",
+    **dict.fromkeys(FILE_LISTS, "'[<file>, ...]'"),
+}
 """What each data location's replacement looks like on the command line."""
 
 
@@ -74,7 +78,7 @@ def option_value(argv: Sequence[str], option: str) -> str | None:
     value = None
     for index, argument in enumerate(argv):
         if argument.startswith(f"{option}="):
-            value = argument[len(option) + 1:]
+            value = argument[len(option) + 1 :]
         elif argument == option and index + 1 < len(argv):
             value = argv[index + 1]
     return value
@@ -86,7 +90,7 @@ def given_keys(argv: Sequence[str], group: str) -> set[str]:
     keys = set()
     for argument in argv:
         if argument.startswith(prefix):
-            name = argument[len(prefix):].split("=", 1)[0].removeprefix("init_args.")
+            name = argument[len(prefix) :].split("=", 1)[0].removeprefix("init_args.")
             keys.add(name.split(".", 1)[0])
     return keys
 
@@ -127,8 +131,12 @@ def current_parameters(class_path: str) -> set[str] | None:
         parameters = inspect.signature(getattr(importlib.import_module(module_name), class_name).__init__).parameters
     except (ImportError, AttributeError, ValueError):
         return None  # jsonargparse reports an unknown class
-    return {name for name, parameter in parameters.items() if name != "self" and parameter.kind in
-            (inspect.Parameter.POSITIONAL_OR_KEYWORD, inspect.Parameter.KEYWORD_ONLY)}
+    return {
+        name
+        for name, parameter in parameters.items()
+        if name != "self"
+        and parameter.kind in (inspect.Parameter.POSITIONAL_OR_KEYWORD, inspect.Parameter.KEYWORD_ONLY)
+    }
 
 
 def recorded_defaults(checkpoint: Mapping[str, Any], path: str) -> dict[str, Any]:
@@ -167,8 +175,8 @@ def run_folder(checkpoint: Mapping[str, Any], path: str | os.PathLike) -> Path |
         if not dirpath or Path(dirpath).is_absolute():
             continue
         parts = Path(os.path.normpath(dirpath)).parts
-        if ".." not in parts and folder.parts[-len(parts):] == parts:
-            return Path(*folder.parts[:-len(parts)])
+        if ".." not in parts and folder.parts[-len(parts) :] == parts:
+            return Path(*folder.parts[: -len(parts)])
     started = checkpoint.get(RUN_FOLDER_KEY)
     if started and Path(started).is_dir():
         return Path(started)
@@ -178,9 +186,13 @@ def run_folder(checkpoint: Mapping[str, Any], path: str | os.PathLike) -> Path |
 # --------------------------------------------------------------------------- overrides and locations
 
 
-def override_lines(group: str, recorded_settings: Mapping[str, Any], settings: Mapping[str, Any],
-                   given: set[str]) -> list[str]:
-    """One line per setting whose value differs from the recorded one: ``data.batch_size: 32 (checkpoint) -> 8 (command line)``."""
+def override_lines(
+    group: str, recorded_settings: Mapping[str, Any], settings: Mapping[str, Any], given: set[str]
+) -> list[str]:
+    """One line per setting whose value differs from the recorded one.
+
+    For example ``data.batch_size: 32 (checkpoint) -> 8 (command line)``.
+    """
     lines = []
     for name, value in settings.items():
         if name in recorded_settings and comparable(recorded_settings[name]) != comparable(value):
@@ -209,14 +221,19 @@ def _exists(path: Path) -> bool:
 
 def missing_location(name: str, value: Any, folder: Path | None) -> UserError:
     """The one line refusing a recorded data location that is not there, naming the option to pass."""
-    relative = "" if Path(str(value)).expanduser().is_absolute() or folder is None else \
-        f" (relative to the run's folder {str(folder)!r})"
-    return UserError(f"the checkpoint's data.{name} {str(value)!r}{relative} does not exist here; pass "
-                     f"--data.{name}={REMEDY[name]}")
+    relative = (
+        ""
+        if Path(str(value)).expanduser().is_absolute() or folder is None
+        else f" (relative to the run's folder {str(folder)!r})"
+    )
+    return UserError(
+        f"the checkpoint's data.{name} {str(value)!r}{relative} does not exist here; pass --data.{name}={REMEDY[name]}"
+    )
 
 
-def rebuilt_locations(settings: Mapping[str, Any], recorded_settings: Mapping[str, Any],
-                      folder: Path | None) -> dict[str, Any]:
+def rebuilt_locations(
+    settings: Mapping[str, Any], recorded_settings: Mapping[str, Any], folder: Path | None
+) -> dict[str, Any]:
     """The recorded data locations the run's settings still hold, as found now (absolute paths).
 
     Only a location left as recorded is looked for; one the user gave is the data module's to

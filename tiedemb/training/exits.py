@@ -72,6 +72,6 @@ class CommandParser(argparse.ArgumentParser):
     def error(self, message: str) -> NoReturn:
         if os.environ.get(DEBUG_ENV):
             super().error(message)
-        message = message[len("argument "):] if message.startswith("argument ") else message
+        message = message[len("argument ") :] if message.startswith("argument ") else message
         sys.stderr.write(f"error: {message}\nhint: run `{self.prog} --help` for the options\n")
         self.exit(USER_ERROR_EXIT)

@@ -153,7 +153,13 @@ def out_of_space(error: BaseException) -> bool:
         if isinstance(error, OSError) and error.errno in (errno.ENOSPC, errno.EDQUOT):
             return True
         # what Python would print as the cause: an explicit one, else the context unless suppressed
-        error = error.__cause__ if error.__cause__ is not None else None if error.__suppress_context__ else error.__context__
+        error = (
+            error.__cause__
+            if error.__cause__ is not None
+            else None
+            if error.__suppress_context__
+            else error.__context__
+        )
     return False
 
 
@@ -170,8 +176,10 @@ def disk_full_is_reported(folder: str | os.PathLike, what: str, remedy: str) -> 
     except Exception as error:
         if not out_of_space(error):
             raise
-        raise UserError(f"no space left on the device holding {str(folder)!r} while writing {what}; the partial "
-                        f"copy was removed and earlier files there are intact. Free some space, or {remedy}") from None
+        raise UserError(
+            f"no space left on the device holding {str(folder)!r} while writing {what}; the partial "
+            f"copy was removed and earlier files there are intact. Free some space, or {remedy}"
+        ) from None
 
 
 def atomic_write_text(path: str | os.PathLike, text: str) -> None:
@@ -236,7 +244,9 @@ def write_new_file(directory: str | os.PathLike, filename: str, text: str) -> Pa
             os.unlink(temporary)
 
 
-def write_tsv(directory: str | os.PathLike, filename: str, header: Sequence[str], rows: Iterable[Sequence[object]]) -> Path:
+def write_tsv(
+    directory: str | os.PathLike, filename: str, header: Sequence[str], rows: Iterable[Sequence[object]]
+) -> Path:
     """Write a tab-separated file with ``write_new_file``; return the path it got."""
     text = "\t".join(header) + "\n" + "".join("\t".join(str(cell) for cell in row) + "\n" for row in rows)
     return write_new_file(directory, filename, text)

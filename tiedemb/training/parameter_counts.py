@@ -22,8 +22,11 @@ def parameter_counts(model: nn.Module) -> dict[str, float]:
     total = sum(parameter.numel() for parameter in model.parameters())
     embedding = next((module for name, module in model.named_modules() if name.rsplit(".", 1)[-1] == "embedding"), None)
     in_embedding = sum(parameter.numel() for parameter in embedding.parameters()) if embedding is not None else 0
-    return {"params/total": float(total), "params/embedding": float(in_embedding),
-            "params/non_embedding": float(total - in_embedding)}
+    return {
+        "params/total": float(total),
+        "params/embedding": float(in_embedding),
+        "params/non_embedding": float(total - in_embedding),
+    }
 
 
 class ParameterCounts(Callback):

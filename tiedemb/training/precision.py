@@ -43,8 +43,10 @@ def resolve_precision(precision: Any, accelerator: Any) -> Any:
         native = bf16_is_native(on_cpu)
         chosen = "bf16-mixed" if native else "32-true"
         device = "this CPU" if on_cpu else "this GPU"
-        rank_zero_info(f"trainer.precision={BF16_IF_NATIVE}: {chosen} ({device} "
-                       f"{'computes' if native else 'has no hardware for'} bfloat16)")
+        rank_zero_info(
+            f"trainer.precision={BF16_IF_NATIVE}: {chosen} ({device} "
+            f"{'computes' if native else 'has no hardware for'} bfloat16)"
+        )
         return chosen
     if on_cpu and str(precision).startswith("bf16") and not bf16_is_native(on_cpu):
         rank_zero_warn(

@@ -33,8 +33,6 @@ from lightning.pytorch.callbacks import Callback, ModelCheckpoint
 from lightning.pytorch.trainer.states import TrainerFn
 from lightning.pytorch.utilities.exceptions import SIGTERMException
 
-
-
 _CTRL_C = threading.Event()
 """Set when Ctrl-C, not SIGTERM, is what the current stop of a fit comes from."""
 
@@ -54,8 +52,10 @@ class SaveOnPreemption(Callback):
     # -- Ctrl-C: the first one stops after the current step, a second one at once --------------------
     def on_fit_start(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
         _CTRL_C.clear()
-        if threading.current_thread() is threading.main_thread() and \
-                signal.getsignal(signal.SIGINT) is signal.default_int_handler:
+        if (
+            threading.current_thread() is threading.main_thread()
+            and signal.getsignal(signal.SIGINT) is signal.default_int_handler
+        ):
             self._previous_handler = signal.signal(signal.SIGINT, lambda signum, frame: self._ctrl_c(trainer))
 
     def _ctrl_c(self, trainer: L.Trainer) -> None:
@@ -75,8 +75,15 @@ class SaveOnPreemption(Callback):
     def teardown(self, trainer: L.Trainer, pl_module: L.LightningModule, stage: str) -> None:
         self._restore_handler()
 
-    def on_validation_batch_end(self, trainer: L.Trainer, pl_module: L.LightningModule, outputs: object, batch: object,
-                                batch_idx: int, dataloader_idx: int = 0) -> None:
+    def on_validation_batch_end(
+        self,
+        trainer: L.Trainer,
+        pl_module: L.LightningModule,
+        outputs: object,
+        batch: object,
+        batch_idx: int,
+        dataloader_idx: int = 0,
+    ) -> None:
         # Lightning checks the flag right after this hook (its evaluation loop); it is set again at the end.
         # _signal_connector is the Trainer's own record of the signal (private in Lightning 2.x: see pyproject).
         connector = trainer._signal_connector
@@ -99,20 +106,31 @@ class SaveOnPreemption(Callback):
             return
         if trainer.validating:  # stopped inside a validation after all (the signal came after the hook above)
             if trainer.is_global_zero:
-                print(f"{what} during a validation: the state is not saved at the signal; --ckpt_path=last resumes "
-                      "from the newest checkpoint before it", file=sys.stderr)
+                print(
+                    f"{what} during a validation: the state is not saved at the signal; --ckpt_path=last resumes "
+                    "from the newest checkpoint before it",
+                    file=sys.stderr,
+                )
             return
-        savers = [callback for callback in trainer.checkpoint_callbacks
-                  if isinstance(callback, ModelCheckpoint) and callback.save_last]
+        savers = [
+            callback
+            for callback in trainer.checkpoint_callbacks
+            if isinstance(callback, ModelCheckpoint) and callback.save_last
+        ]
         if not savers:
             if trainer.is_global_zero:
-                print(f"{what}: no checkpoint callback keeps a last checkpoint (save_last), so the state at the signal "
-                      "is not saved", file=sys.stderr)
+                print(
+                    f"{what}: no checkpoint callback keeps a last checkpoint (save_last), so the state at the signal "
+                    "is not saved",
+                    file=sys.stderr,
+                )
             return
         for callback in savers:
             # _save_last_checkpoint is what ModelCheckpoint itself calls for last.ckpt (Lightning 2.x; see
             # pyproject's upper bound): the same file name, version counter and callback state.
             callback._save_last_checkpoint(trainer, callback._monitor_candidates(trainer))
             if trainer.is_global_zero:
-                print(f"{what}: saved the state after step {trainer.global_step} to {callback.last_model_path}",
-                      file=sys.stderr)
+                print(
+                    f"{what}: saved the state after step {trainer.global_step} to {callback.last_model_path}",
+                    file=sys.stderr,
+                )

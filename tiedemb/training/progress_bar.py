@@ -23,7 +23,7 @@ class StepBoundRichProgressBar(RichProgressBar):
         if max_epochs is not None and max_epochs < 1:
             unbounded = f"Epoch {current_epoch}/{max_epochs - 1}"
             if label.startswith(unbounded):
-                label = f"Epoch {current_epoch}" + label[len(unbounded):]
+                label = f"Epoch {current_epoch}" + label[len(unbounded) :]
         return label
 
 

@@ -21,7 +21,13 @@ def _local_random_state() -> dict[str, Any]:
     version, python_state, gauss = random.getstate()
     state: dict[str, Any] = {
         "torch": torch.get_rng_state(),
-        "numpy": [str(kind), torch.from_numpy(np.asarray(keys, dtype=np.int64)), int(position), int(has_gauss), float(cached)],
+        "numpy": [
+            str(kind),
+            torch.from_numpy(np.asarray(keys, dtype=np.int64)),
+            int(position),
+            int(has_gauss),
+            float(cached),
+        ],
         "python": [int(version), list(python_state), gauss],
     }
     if torch.cuda.is_available() and torch.cuda.is_initialized():
@@ -55,7 +61,11 @@ class RandomState(Callback):
 
     def state_dict(self) -> dict[str, Any]:
         local = _local_random_state()
-        if torch.distributed.is_available() and torch.distributed.is_initialized() and torch.distributed.get_world_size() > 1:
+        if (
+            torch.distributed.is_available()
+            and torch.distributed.is_initialized()
+            and torch.distributed.get_world_size() > 1
+        ):
             gathered: list[Any] = [None] * torch.distributed.get_world_size()
             torch.distributed.all_gather_object(gathered, local)
             return {"ranks": gathered}
@@ -71,8 +81,10 @@ class RandomState(Callback):
         if rank < len(self._pending):
             _set_local_random_state(self._pending[rank])
         else:
-            log.warning("the checkpoint holds random states of %d processes, this run has %d: process %d re-seeds",
-                        len(self._pending), trainer.world_size, rank)
+            log.warning(
+                "the checkpoint holds random states of %d processes, this run has %d: process %d re-seeds",
+                len(self._pending),
+                trainer.world_size,
+                rank,
+            )
         self._pending = None
-
-

@@ -35,12 +35,20 @@ def check_trainer_options(options: dict[str, Any]) -> None:
     check_arguments("trainer", TRAINER_OPTIONS, options)
     interval = options.get("val_check_interval")
     if isinstance(interval, int) and not isinstance(interval, bool) and interval < 1:
-        raise UserError(f"trainer.val_check_interval must be a number of batches >= 1 or a fraction of an "
-                        f"epoch in (0, 1], got {interval}")
+        raise UserError(
+            f"trainer.val_check_interval must be a number of batches >= 1 or a fraction of an "
+            f"epoch in (0, 1], got {interval}"
+        )
 
 
-OPTIMISER_SETTINGS = ("model.learning_rate", "model.weight_decay", "model.betas", "model.eps", "model.warmup_steps",
-                      "model.lr_decay")
+OPTIMISER_SETTINGS = (
+    "model.learning_rate",
+    "model.weight_decay",
+    "model.betas",
+    "model.eps",
+    "model.warmup_steps",
+    "model.lr_decay",
+)
 """The modules' own optimiser and schedule settings, which ``--optimizer`` and ``--lr_scheduler`` would bypass."""
 
 
@@ -96,7 +104,10 @@ def check_checkpoint_name(path: Any, subcommand: str, trainer: L.Trainer) -> Non
 # What each evaluating subcommand needs from the data, and what it is for.
 _SPLITS = {
     "test": ("test_dataloader", "test scores the GLUE dev sets, and {data} has no test split"),
-    "predict": ("predict_dataloader", "predict writes GLUE submission files, and {data} has no unlabelled split to predict"),
+    "predict": (
+        "predict_dataloader",
+        "predict writes GLUE submission files, and {data} has no unlabelled split to predict",
+    ),
 }
 
 
@@ -105,8 +116,9 @@ def check_has_split(subcommand: str, data_class: type[L.LightningDataModule] | N
     would fail at the start of the loop, after the run and its W&B record had started."""
     method, purpose = _SPLITS[subcommand]
     if data_class is not None and getattr(data_class, method) is getattr(L.LightningDataModule, method):
-        raise UserError(f"{purpose.format(data=data_class.__name__)}; for a pretraining model's loss on "
-                        f"held-out text use validate")
+        raise UserError(
+            f"{purpose.format(data=data_class.__name__)}; for a pretraining model's loss on held-out text use validate"
+        )
 
 
 def check_sequence_length(model: L.LightningModule, datamodule: L.LightningDataModule | None) -> None:
@@ -122,7 +134,8 @@ def check_sequence_length(model: L.LightningModule, datamodule: L.LightningDataM
         length = datamodule.hparams.get(option)
         if length is not None and length > config.max_position_embeddings:
             raise UserError(
-                f"data.{option}={length} is longer than model.max_position_embeddings={config.max_position_embeddings}, "
+                f"data.{option}={length} is longer than "
+                f"model.max_position_embeddings={config.max_position_embeddings}, "
                 f"where the model's {config.position} positions end; lower data.{option} or raise "
                 f"model.max_position_embeddings"
             )

@@ -57,6 +57,11 @@ def lost_process(status: dict[str, Any]) -> bool:
     """Whether a ``running`` record's process, on this host, has ended without writing its end
     (SIGKILL, the out-of-memory killer, a power cut). On another host nothing can be told."""
     pid = status.get("pid")
-    if status.get("state") != RUNNING or status.get("host") != socket.gethostname() or not isinstance(pid, int) or pid <= 0:
+    if (
+        status.get("state") != RUNNING
+        or status.get("host") != socket.gethostname()
+        or not isinstance(pid, int)
+        or pid <= 0
+    ):
         return False
     return process_ended(pid)

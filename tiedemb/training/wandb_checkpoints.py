@@ -20,8 +20,15 @@ from tiedemb.errors import UserError
 
 LOG_MODEL_ENV = "TIEDEMB_WANDB_LOG_MODEL"
 WANDB_LOGGER = "lightning.pytorch.loggers.WandbLogger"
-VALUES: dict[str, bool | str] = {"true": True, "1": True, "yes": True, "all": "all", "false": False, "0": False,
-                                 "no": False}
+VALUES: dict[str, bool | str] = {
+    "true": True,
+    "1": True,
+    "yes": True,
+    "all": "all",
+    "false": False,
+    "0": False,
+    "no": False,
+}
 
 
 def log_model_setting() -> bool | str | None:

@@ -6,7 +6,8 @@ the names differ, and tiedemb fuses the query, key and value projections into on
 ``fields_from_bert_config`` and ``bert_to_tiedemb`` are pure: a config mapping in, field values
 out; a state dict in, a state dict out. ``read_bert`` reads a model with transformers and
 applies both (and, for a masked LM, ``masked_lm_head_to_tiedemb`` to BERT's masked-LM head, which
-is tiedemb's ``tied_orth`` head with a bias, the encoder's activation, a norm and an output bias). ``tiedemb_to_bert`` is the way back for weights already in BERT's shapes
+is tiedemb's ``tied_orth`` head with a bias, the encoder's activation, a norm and an output bias).
+``tiedemb_to_bert`` is the way back for weights already in BERT's shapes
 (``tiedemb.weights.export`` multiplies out a factorised embedding first).
 """
 
@@ -57,8 +58,14 @@ MLM_ARCHITECTURES = ("BertForMaskedLM", "BertForPreTraining")
 def masked_lm_head_fields(activation: str) -> dict[str, Any]:
     """The ``TransformerConfig`` values of BERT's masked-LM head, for an encoder using ``activation``:
     ``tied_orth`` with a bias, the encoder's activation and a norm, and an output bias."""
-    return {"objective": "mlm", "head": "tied_orth", "head_bias": True, "head_activation": activation,
-            "head_norm": True, "output_bias": True}
+    return {
+        "objective": "mlm",
+        "head": "tied_orth",
+        "head_bias": True,
+        "head_activation": activation,
+        "head_norm": True,
+        "output_bias": True,
+    }
 
 
 def module_names(num_layers: int) -> Iterator[tuple[str, str]]:
@@ -74,7 +81,9 @@ def fields_from_bert_config(config: Mapping[str, Any], origin: str) -> dict[str,
     """``TransformerConfig`` field values for a BERT config (``config.json`` as a mapping)."""
     model_type = config.get("model_type", "bert")
     if model_type != "bert":
-        raise UserError(f"pretrained model {origin!r} is a {model_type!r} model; only the BERT architecture is supported")
+        raise UserError(
+            f"pretrained model {origin!r} is a {model_type!r} model; only the BERT architecture is supported"
+        )
     position_type = config.get("position_embedding_type", "absolute")
     if position_type != "absolute":
         raise UserError(
@@ -156,8 +165,11 @@ def masked_lm_head_to_tiedemb(state: Mapping[str, Tensor]) -> dict[str, Tensor]:
 
 def tiedemb_head_to_bert(state: Mapping[str, Tensor]) -> dict[str, Tensor]:
     """The inverse of ``masked_lm_head_to_tiedemb``: tiedemb's ``head.*`` as ``cls.predictions.*``."""
-    out = {f"{source}.{leaf}": state[f"{target}.{leaf}"]
-           for source, target in MLM_HEAD_NAMES.items() for leaf in ("weight", "bias")}
+    out = {
+        f"{source}.{leaf}": state[f"{target}.{leaf}"]
+        for source, target in MLM_HEAD_NAMES.items()
+        for leaf in ("weight", "bias")
+    }
     source, target = MLM_OUTPUT_BIAS
     out[source] = state[target]
     return out

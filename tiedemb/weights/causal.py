@@ -67,14 +67,20 @@ def causal_problem(config: TransformerConfig) -> str | None:
     if config.activation not in HIDDEN_ACTS:
         return f"model.activation={config.activation!r} is none of theirs ({', '.join(HIDDEN_ACTS)})"
     if config.position == "learned" and config.norm != "layernorm":
-        return (f"model.norm={config.norm!r} with model.position='learned': GPT-2, the causal LM with a learned "
-                "position table, normalises with LayerNorm")
+        return (
+            f"model.norm={config.norm!r} with model.position='learned': GPT-2, the causal LM with a learned "
+            "position table, normalises with LayerNorm"
+        )
     if config.position == "learned" and config.embedding_norm:
-        return ("model.embedding_norm=true with model.position='learned': the position vector is added before the "
-                "embedding norm, and GPT-2 has no embedding norm to hold it")
+        return (
+            "model.embedding_norm=true with model.position='learned': the position vector is added before the "
+            "embedding norm, and GPT-2 has no embedding norm to hold it"
+        )
     if config.position == "none" and config.norm != "layernorm":
-        return (f"model.position='none' with model.norm={config.norm!r}: Llama rotates every query and key, and "
-                "GPT-NeoX normalises with LayerNorm")
+        return (
+            f"model.position='none' with model.norm={config.norm!r}: Llama rotates every query and key, and "
+            "GPT-NeoX normalises with LayerNorm"
+        )
     return head_problem(config)
 
 
@@ -86,8 +92,10 @@ def head_problem(config: TransformerConfig) -> str | None:
     if config.head_norm:
         return f"model.head_norm=true: a norm {between}"
     if config.head_bias:
-        return ("model.head_bias=true: the head's bias becomes a vocabulary-sized output bias, and the causal-LM "
-                "classes' output layer has none")
+        return (
+            "model.head_bias=true: the head's bias becomes a vocabulary-sized output bias, and the causal-LM "
+            "classes' output layer has none"
+        )
     if config.output_bias:
         return "model.output_bias=true: the causal-LM classes' output layer has no bias"
     return None
@@ -110,8 +118,11 @@ def class_mismatch(config: TransformerConfig, requested: str) -> str | None:
     if config.position == "learned":
         return f"model.position='learned': {name} has rotary positions, no position table"
     if requested == LLAMA:
-        return ("model.position='none': Llama rotates every query and key" if config.position == "none"
-                else f"model.norm={config.norm!r}: Llama's norms are RMSNorm")
+        return (
+            "model.position='none': Llama rotates every query and key"
+            if config.position == "none"
+            else f"model.norm={config.norm!r}: Llama's norms are RMSNorm"
+        )
     return f"model.norm={config.norm!r}: {name}'s norms are LayerNorm"
 
 
@@ -160,17 +171,35 @@ def output_matrix(inner: Mapping[str, Tensor], config: TransformerConfig) -> Ten
 # --------------------------------------------------------------------------- the encoder's weights
 
 
-def copied(inner: Mapping[str, Tensor], source: str, target: str, names: Mapping[str, str],
-           change: Callable[[Tensor], Tensor] = lambda tensor: tensor) -> dict[str, Tensor]:
+def copied(
+    inner: Mapping[str, Tensor],
+    source: str,
+    target: str,
+    names: Mapping[str, str],
+    change: Callable[[Tensor], Tensor] = lambda tensor: tensor,
+) -> dict[str, Tensor]:
     """The weights and biases of ``names`` (ours -> theirs) under ``source``, renamed under ``target``."""
-    return {f"{target}{theirs}.{leaf}": change(inner[f"{source}{ours}.{leaf}"].float())
-            for ours, theirs in names.items() for leaf in ("weight", "bias") if f"{source}{ours}.{leaf}" in inner}
+    return {
+        f"{target}{theirs}.{leaf}": change(inner[f"{source}{ours}.{leaf}"].float())
+        for ours, theirs in names.items()
+        for leaf in ("weight", "bias")
+        if f"{source}{ours}.{leaf}" in inner
+    }
 
 
 def neox_block(inner: Mapping[str, Tensor], source: str, target: str, config: TransformerConfig) -> dict[str, Tensor]:
-    state = copied(inner, source, target, {"attention_norm": "input_layernorm", "ffn_norm": "post_attention_layernorm",
-                                           "attention.out": "attention.dense", "ffn.up": "mlp.dense_h_to_4h",
-                                           "ffn.down": "mlp.dense_4h_to_h"})
+    state = copied(
+        inner,
+        source,
+        target,
+        {
+            "attention_norm": "input_layernorm",
+            "ffn_norm": "post_attention_layernorm",
+            "attention.out": "attention.dense",
+            "ffn.up": "mlp.dense_h_to_4h",
+            "ffn.down": "mlp.dense_4h_to_h",
+        },
+    )
     for leaf in ("weight", "bias"):  # (3, heads, head_dim, ...) -> (heads, 3, head_dim, ...)
         fused = inner[f"{source}attention.qkv.{leaf}"].float()
         grouped = fused.view(3, config.num_heads, config.head_dim, *fused.shape[1:]).transpose(0, 1)
@@ -179,9 +208,18 @@ def neox_block(inner: Mapping[str, Tensor], source: str, target: str, config: Tr
 
 
 def llama_block(inner: Mapping[str, Tensor], source: str, target: str, config: TransformerConfig) -> dict[str, Tensor]:
-    state = copied(inner, source, target, {"attention_norm": "input_layernorm", "ffn_norm": "post_attention_layernorm",
-                                           "attention.out": "self_attn.o_proj", "ffn.up": "mlp.gate_proj",
-                                           "ffn.down": "mlp.down_proj"})
+    state = copied(
+        inner,
+        source,
+        target,
+        {
+            "attention_norm": "input_layernorm",
+            "ffn_norm": "post_attention_layernorm",
+            "attention.out": "self_attn.o_proj",
+            "ffn.up": "mlp.gate_proj",
+            "ffn.down": "mlp.down_proj",
+        },
+    )
     for leaf in ("weight", "bias"):
         parts = inner[f"{source}attention.qkv.{leaf}"].float().split(config.hidden_size)
         for name, part in zip(("q_proj", "k_proj", "v_proj"), parts):
@@ -193,9 +231,20 @@ def llama_block(inner: Mapping[str, Tensor], source: str, target: str, config: T
 
 def gpt2_block(inner: Mapping[str, Tensor], source: str, target: str, config: TransformerConfig) -> dict[str, Tensor]:
     # GPT-2's Conv1D keeps its matrices as (in, out): each linear layer's, transposed.
-    return copied(inner, source, target, {"attention_norm": "ln_1", "ffn_norm": "ln_2", "attention.qkv": "attn.c_attn",
-                                          "attention.out": "attn.c_proj", "ffn.up": "mlp.c_fc", "ffn.down": "mlp.c_proj"},
-                  lambda tensor: tensor.T.contiguous() if tensor.dim() == 2 else tensor)
+    return copied(
+        inner,
+        source,
+        target,
+        {
+            "attention_norm": "ln_1",
+            "ffn_norm": "ln_2",
+            "attention.qkv": "attn.c_attn",
+            "attention.out": "attn.c_proj",
+            "ffn.up": "mlp.c_fc",
+            "ffn.down": "mlp.c_proj",
+        },
+        lambda tensor: tensor.T.contiguous() if tensor.dim() == 2 else tensor,
+    )
 
 
 #: Per class: the input table, the blocks' prefix, one block's weights, the final norm.
@@ -206,8 +255,9 @@ LAYOUTS = {
 }
 
 
-def causal_state(inner: Mapping[str, Tensor], config: TransformerConfig,
-                 model_class: str) -> tuple[dict[str, Tensor], bool]:
+def causal_state(
+    inner: Mapping[str, Tensor], config: TransformerConfig, model_class: str
+) -> tuple[dict[str, Tensor], bool]:
     """The model's weights named for ``model_class``, and whether its output matrix is its input
     table (then the state leaves it out and the export ties them)."""
     table_key, blocks, block, final_norm = LAYOUTS[model_class]
@@ -226,36 +276,79 @@ def causal_state(inner: Mapping[str, Tensor], config: TransformerConfig,
 def causal_config(config: TransformerConfig, model_class: str, tied: bool) -> dict[str, Any]:
     """Keywords of ``model_class``'s config for the model; no bos and eos ids (the export sets its
     tokenizer's, when there is one)."""
-    shared = dict(vocab_size=config.vocab_size, initializer_range=config.init_std, pad_token_id=config.pad_token_id,
-                  bos_token_id=None, eos_token_id=None, tie_word_embeddings=tied)
+    shared = dict(
+        vocab_size=config.vocab_size,
+        initializer_range=config.init_std,
+        pad_token_id=config.pad_token_id,
+        bos_token_id=None,
+        eos_token_id=None,
+        tie_word_embeddings=tied,
+    )
     if model_class == GPT2:
-        return dict(shared, n_embd=config.hidden_size, n_layer=config.num_layers, n_head=config.num_heads,
-                    n_inner=config.intermediate_size, n_positions=config.max_position_embeddings,
-                    activation_function=HIDDEN_ACTS[config.activation], layer_norm_epsilon=config.norm_eps,
-                    resid_pdrop=config.dropout, embd_pdrop=config.dropout, attn_pdrop=config.attention_dropout)
-    shared.update(hidden_size=config.hidden_size, num_hidden_layers=config.num_layers,
-                  num_attention_heads=config.num_heads, intermediate_size=config.intermediate_size,
-                  hidden_act=HIDDEN_ACTS[config.activation], max_position_embeddings=config.max_position_embeddings,
-                  attention_dropout=config.attention_dropout, attention_bias=True)
+        return dict(
+            shared,
+            n_embd=config.hidden_size,
+            n_layer=config.num_layers,
+            n_head=config.num_heads,
+            n_inner=config.intermediate_size,
+            n_positions=config.max_position_embeddings,
+            activation_function=HIDDEN_ACTS[config.activation],
+            layer_norm_epsilon=config.norm_eps,
+            resid_pdrop=config.dropout,
+            embd_pdrop=config.dropout,
+            attn_pdrop=config.attention_dropout,
+        )
+    shared.update(
+        hidden_size=config.hidden_size,
+        num_hidden_layers=config.num_layers,
+        num_attention_heads=config.num_heads,
+        intermediate_size=config.intermediate_size,
+        hidden_act=HIDDEN_ACTS[config.activation],
+        max_position_embeddings=config.max_position_embeddings,
+        attention_dropout=config.attention_dropout,
+        attention_bias=True,
+    )
     if model_class == LLAMA:
-        return dict(shared, num_key_value_heads=config.num_heads, head_dim=config.head_dim,
-                    rms_norm_eps=config.norm_eps, rope_theta=config.rope_base, mlp_bias=True)
-    return dict(shared, layer_norm_eps=config.norm_eps, use_parallel_residual=False, hidden_dropout=config.dropout,
-                rotary_pct=1.0 if config.position == "rope" else 0.0, rotary_emb_base=config.rope_base)
+        return dict(
+            shared,
+            num_key_value_heads=config.num_heads,
+            head_dim=config.head_dim,
+            rms_norm_eps=config.norm_eps,
+            rope_theta=config.rope_base,
+            mlp_bias=True,
+        )
+    return dict(
+        shared,
+        layer_norm_eps=config.norm_eps,
+        use_parallel_residual=False,
+        hidden_dropout=config.dropout,
+        rotary_pct=1.0 if config.position == "rope" else 0.0,
+        rotary_emb_base=config.rope_base,
+    )
 
 
 def folded(config: TransformerConfig, model_class: str, tied: bool) -> tuple[str, ...]:
     """What the export computed ahead, in words, for the model card."""
-    steps = [step for step, present in (
-        (f"the embedding scale (x {config.token_scale:g})", config.token_scale != 1.0),
-        ("adding segment row 0", config.type_vocab_size > 0),
-        ("the d_e -> hidden projection", config.projected),
-        ("the embedding norm", config.embedding_norm)) if present]
-    notes = [f"input table: each token's vector after {', then '.join(steps)}, computed once per token"] if steps else []
+    steps = [
+        step
+        for step, present in (
+            (f"the embedding scale (x {config.token_scale:g})", config.token_scale != 1.0),
+            ("adding segment row 0", config.type_vocab_size > 0),
+            ("the d_e -> hidden projection", config.projected),
+            ("the embedding norm", config.embedding_norm),
+        )
+        if present
+    ]
+    notes = (
+        [f"input table: each token's vector after {', then '.join(steps)}, computed once per token"] if steps else []
+    )
     if model_class == GPT2 and config.projected:
         notes.append("position table: the learned positions after the d_e -> hidden projection")
     if model_class == LLAMA:
         notes.append("MLP: tiedemb's up matrix as gate_proj, up_proj a constant 1 (weight zero, bias one)")
-    notes.append("output: tied to the input table" if tied else
-                 f"output: lm_head holds the {config.head} head multiplied out (tie_word_embeddings=false)")
+    notes.append(
+        "output: tied to the input table"
+        if tied
+        else f"output: lm_head holds the {config.head} head multiplied out (tie_word_embeddings=false)"
+    )
     return tuple(notes)

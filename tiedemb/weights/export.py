@@ -108,13 +108,18 @@ def masked_lm_head_problem(config: TransformerConfig) -> str | None:
         (config.objective == "mlm", f"model.objective={config.objective!r} (BERT's head predicts masked tokens)"),
         (config.head == "tied_orth", f"model.head={config.head!r} (BERT's head is tied_orth with its transform)"),
         (config.head_bias, "model.head_bias=false (BERT's transform has a bias)"),
-        (config.head_activation == config.activation,
-         f"model.head_activation={config.head_activation!r} (BERT's transform uses the encoder's activation, "
-         f"{config.activation!r})"),
+        (
+            config.head_activation == config.activation,
+            f"model.head_activation={config.head_activation!r} (BERT's transform uses the encoder's activation, "
+            f"{config.activation!r})",
+        ),
         (config.head_norm, "model.head_norm=false (BERT's transform ends in a LayerNorm)"),
         (config.output_bias, "model.output_bias=false (BERT's decoder has a bias)"),
-        (not config.projected, f"model.embedding_dim={config.embedding_dim} with an embedding projection "
-                               f"(BERT's tied decoder is hidden={config.hidden_size} wide)"),
+        (
+            not config.projected,
+            f"model.embedding_dim={config.embedding_dim} with an embedding projection "
+            f"(BERT's tied decoder is hidden={config.hidden_size} wide)",
+        ),
         (config.readout_scale == 1.0, f"model.output_scale={config.output_scale!r} (BERT's logits are unscaled)"),
     )
     return next((problem for fits, problem in checks if not fits), None)
@@ -138,22 +143,30 @@ def choose_class(kind: str, config: TransformerConfig, requested: str | None, po
     head_problem = masked_lm_head_problem(config)
     if requested == CLASSIFIER:
         other = BERT_MODEL if head_problem else f"{MASKED_LM} or {BERT_MODEL}"
-        raise UserError(f"checkpoint {origin!r} is a pretraining model with no classifier, so it cannot be a "
-                        f"{CLASSIFIER}; export it as {other}")
+        raise UserError(
+            f"checkpoint {origin!r} is a pretraining model with no classifier, so it cannot be a "
+            f"{CLASSIFIER}; export it as {other}"
+        )
     if requested == MASKED_LM and head_problem is not None:
-        raise UserError(f"checkpoint {origin!r} has no BERT masked-LM head, so it cannot be a {MASKED_LM}: "
-                        f"{head_problem}; export the encoder alone with --model_class {BERT_MODEL}")
+        raise UserError(
+            f"checkpoint {origin!r} has no BERT masked-LM head, so it cannot be a {MASKED_LM}: "
+            f"{head_problem}; export the encoder alone with --model_class {BERT_MODEL}"
+        )
     return requested or (BERT_MODEL if head_problem else MASKED_LM)
 
 
 def _glue_class(requested: str | None, pooler: bool, origin: str) -> str:
     if requested == MASKED_LM:
-        raise UserError(f"checkpoint {origin!r} is a GLUE classifier with no masked-LM head, so it cannot be a "
-                        f"{MASKED_LM}; export it as {CLASSIFIER} (the default) or {BERT_MODEL}")
+        raise UserError(
+            f"checkpoint {origin!r} is a GLUE classifier with no masked-LM head, so it cannot be a "
+            f"{MASKED_LM}; export it as {CLASSIFIER} (the default) or {BERT_MODEL}"
+        )
     chosen = requested or CLASSIFIER
     if chosen == CLASSIFIER and not pooler:
-        raise UserError(f"checkpoint {origin!r} has model.pooler=false, but BERT's {CLASSIFIER} reads [CLS] through "
-                        f"a pooler (dense + tanh); export the encoder alone with --model_class {BERT_MODEL}")
+        raise UserError(
+            f"checkpoint {origin!r} has model.pooler=false, but BERT's {CLASSIFIER} reads [CLS] through "
+            f"a pooler (dense + tanh); export the encoder alone with --model_class {BERT_MODEL}"
+        )
     return chosen
 
 
@@ -190,7 +203,9 @@ def bert_state(state: Mapping[str, Tensor], config: TransformerConfig, model_cla
     return out
 
 
-def bert_config(config: TransformerConfig, hparams: Mapping[str, Any], labels: tuple[str, ...] | None) -> dict[str, Any]:
+def bert_config(
+    config: TransformerConfig, hparams: Mapping[str, Any], labels: tuple[str, ...] | None
+) -> dict[str, Any]:
     """``BertConfig`` keywords for the model; ``labels`` (class names in id order) for a classifier."""
     values: dict[str, Any] = {
         "vocab_size": config.vocab_size,
@@ -219,8 +234,14 @@ def bert_config(config: TransformerConfig, hparams: Mapping[str, Any], labels: t
     return values
 
 
-def plan_export(hparams: Mapping[str, Any], state: Mapping[str, Tensor], kind: str, requested: str | None,
-                labels: tuple[str, ...] | None, origin: str) -> ExportPlan:
+def plan_export(
+    hparams: Mapping[str, Any],
+    state: Mapping[str, Tensor],
+    kind: str,
+    requested: str | None,
+    labels: tuple[str, ...] | None,
+    origin: str,
+) -> ExportPlan:
     """Everything ``python -m tiedemb.export`` writes but the tokenizer and the model card, or a ``UserError``.
 
     A next-token pretraining model goes to a causal-LM class unless a BERT class is requested (and
@@ -233,28 +254,42 @@ def plan_export(hparams: Mapping[str, Any], state: Mapping[str, Tensor], kind: s
     if labels is None and model_class == CLASSIFIER:
         labels = tuple(f"LABEL_{index}" for index in range(int(hparams["num_labels"])))
     folds = ("embedding: each table times the d_e -> hidden projection",) if config.projected else ()
-    return ExportPlan(model_class, bert_config(config, hparams, labels if model_class == CLASSIFIER else None),
-                      bert_state(state, config, model_class), folded=folds)
+    return ExportPlan(
+        model_class,
+        bert_config(config, hparams, labels if model_class == CLASSIFIER else None),
+        bert_state(state, config, model_class),
+        folded=folds,
+    )
 
 
-def causal_plan(config: TransformerConfig, state: Mapping[str, Tensor], kind: str, requested: str | None,
-                origin: str) -> ExportPlan:
+def causal_plan(
+    config: TransformerConfig, state: Mapping[str, Tensor], kind: str, requested: str | None, origin: str
+) -> ExportPlan:
     """A next-token model as the causal-LM class that holds it (``requested`` only if it is that one)."""
     if kind == "glue":
-        raise UserError(f"checkpoint {origin!r} is a GLUE classifier, which attends both ways, so it cannot be a "
-                        f"{requested}; export it as {CLASSIFIER} (the default) or {BERT_MODEL}")
+        raise UserError(
+            f"checkpoint {origin!r} is a GLUE classifier, which attends both ways, so it cannot be a "
+            f"{requested}; export it as {CLASSIFIER} (the default) or {BERT_MODEL}"
+        )
     problem = causal_problem(config)
     if problem is not None and not config.causal:
-        raise UserError(f"checkpoint {origin!r} cannot be a {requested}: {problem}; export it as {MASKED_LM} or "
-                        f"{BERT_MODEL}")
+        raise UserError(
+            f"checkpoint {origin!r} cannot be a {requested}: {problem}; export it as {MASKED_LM} or {BERT_MODEL}"
+        )
     if problem is not None:
         raise UserError(f"checkpoint {origin!r} cannot be exported to a causal LM: {problem}; {NO_CAUSAL_CLASS}")
     model_class = causal_class(config)
     mismatch = class_mismatch(config, requested) if requested is not None else None
     if mismatch is not None:
-        raise UserError(f"checkpoint {origin!r} cannot be a {requested}: {mismatch}; export it as {model_class} "
-                        "(the default)")
+        raise UserError(
+            f"checkpoint {origin!r} cannot be a {requested}: {mismatch}; export it as {model_class} (the default)"
+        )
     inner = {key.removeprefix("model."): value for key, value in state.items()}
     weights, tied = causal_state(inner, config, model_class)
-    return ExportPlan(model_class, causal_config(config, model_class, tied), weights, CONFIG_CLASSES[model_class],
-                      folded(config, model_class, tied))
+    return ExportPlan(
+        model_class,
+        causal_config(config, model_class, tied),
+        weights,
+        CONFIG_CLASSES[model_class],
+        folded(config, model_class, tied),
+    )

@@ -32,9 +32,11 @@ TIED_DECODER = "head.decoder.weight"
 def load_language_model(source: str) -> PretrainedWeights:
     """The BERT model at ``source`` (a folder or a hub name), with its masked-LM head when it was saved with one."""
     if Path(source).expanduser().is_file():
-        raise UserError(f"model.pretrained {source!r} is a file; pretraining starts from BERT weights in transformers "
-                        "format (a folder with config.json, or a hub name). A tiedemb run is continued with "
-                        "--ckpt_path instead")
+        raise UserError(
+            f"model.pretrained {source!r} is a file; pretraining starts from BERT weights in transformers "
+            "format (a folder with config.json, or a hub name). A tiedemb run is continued with "
+            "--ckpt_path instead"
+        )
     return load_pretrained(source, with_head=True)
 
 
@@ -59,9 +61,11 @@ def resolve_settings(requested: Mapping[str, Any], source: PretrainedWeights | N
         return resolved
     width = source.fields["embedding_dim"]
     if given is not None and given != width:
-        raise UserError(f"model.embedding_dim={given!r} does not fit the pretrained {source.kind} {source.origin!r}, "
-                        f"whose embedding_dim is {width}; pretraining continues at the pretrained width (leave "
-                        "model.embedding_dim unset; GlueModule narrows it for fine-tuning)")
+        raise UserError(
+            f"model.embedding_dim={given!r} does not fit the pretrained {source.kind} {source.origin!r}, "
+            f"whose embedding_dim is {width}; pretraining continues at the pretrained width (leave "
+            "model.embedding_dim unset; GlueModule narrows it for fine-tuning)"
+        )
     resolved["embedding_dim"] = width
     return resolved
 
@@ -75,15 +79,25 @@ def refuse_unread_with_source(settings: Mapping[str, Any], source: PretrainedWei
     """
     origin = f"with model.pretrained={source.origin!r}"
     if settings.get("embedding_init_std") is not None:
-        raise no_effect("model.embedding_init_std", settings["embedding_init_std"],
-                        f"{origin}: the token table is the pretrained one")
+        raise no_effect(
+            "model.embedding_init_std",
+            settings["embedding_init_std"],
+            f"{origin}: the token table is the pretrained one",
+        )
     if settings.get("head") == "tied_scaled_init":
-        raise no_effect("model.head", "tied_scaled_init", f"{origin}: its scaled draw of the shared table is replaced "
-                        "by the pretrained table; use model.head=tied")
+        raise no_effect(
+            "model.head",
+            "tied_scaled_init",
+            f"{origin}: its scaled draw of the shared table is replaced by the pretrained table; use model.head=tied",
+        )
     default_std = TransformerConfig.__dataclass_fields__["init_std"].default
     if given(settings.get("init_std"), default_std) and (has_head(source) or settings.get("head") != "untied"):
-        raise no_effect("model.init_std", settings["init_std"], f"{origin}: every weight it would draw comes from the "
-                        "pretrained model (only a fresh untied head draws from it)")
+        raise no_effect(
+            "model.init_std",
+            settings["init_std"],
+            f"{origin}: every weight it would draw comes from the "
+            "pretrained model (only a fresh untied head draws from it)",
+        )
 
 
 def check_trainable(config: TransformerConfig, source: PretrainedWeights) -> None:

@@ -19,8 +19,11 @@ from tiedemb.weights.export import BERT_MODEL, CLASSIFIER, MASKED_LM, ExportPlan
 LICENSE = "apache-2.0"
 #: The transformers pipeline and Auto class of each exported class; any other is a causal LM.
 PIPELINES = {MASKED_LM: "fill-mask", CLASSIFIER: "text-classification", BERT_MODEL: "feature-extraction"}
-AUTO_CLASSES = {MASKED_LM: "AutoModelForMaskedLM", CLASSIFIER: "AutoModelForSequenceClassification",
-                BERT_MODEL: "AutoModel"}
+AUTO_CLASSES = {
+    MASKED_LM: "AutoModelForMaskedLM",
+    CLASSIFIER: "AutoModelForSequenceClassification",
+    BERT_MODEL: "AutoModel",
+}
 CAUSAL_PIPELINE, CAUSAL_AUTO_CLASS = "text-generation", "AutoModelForCausalLM"
 #: Settings that say how a run was executed, not what it learned from.
 RUNTIME_SETTINGS = {"num_proc", "num_workers", "pin_memory", "cache_dir", "encoding_errors", "compile", "peak_flops"}
@@ -79,15 +82,19 @@ def read_by_model(name: str, hparams: Mapping[str, Any]) -> bool:
 def run_settings(checkpoint: Mapping[str, Any]) -> tuple[dict[str, Any], dict[str, Any], dict[str, Any]]:
     """The model's settings (those it reads, head and objective first), the training's (with the step
     the checkpoint was saved at) and the data's, as the checkpoint recorded them."""
-    hparams = {key: value for key, value in (checkpoint.get("hyper_parameters") or {}).items()
-               if not key.startswith("_")}
+    hparams = {
+        key: value for key, value in (checkpoint.get("hyper_parameters") or {}).items() if not key.startswith("_")
+    }
     fields = set(TransformerConfig.field_names())
     model = {"head": hparams.get("head"), "objective": hparams.get("objective")}
     model.update((key, value) for key, value in hparams.items() if key in fields and read_by_model(key, hparams))
     training = {key: value for key, value in hparams.items() if key not in fields and key not in RUNTIME_SETTINGS}
     training.update(global_step=checkpoint.get("global_step"), epoch=checkpoint.get("epoch"))
-    data = {key: value for key, value in (checkpoint.get("datamodule_hyper_parameters") or {}).items()
-            if not key.startswith("_") and key not in RUNTIME_SETTINGS}
+    data = {
+        key: value
+        for key, value in (checkpoint.get("datamodule_hyper_parameters") or {}).items()
+        if not key.startswith("_") and key not in RUNTIME_SETTINGS
+    }
     if data.get("objective") == "clm":
         data.pop("mlm_probability", None)  # read by masked-LM batches only
     return model, training, data
@@ -102,21 +109,48 @@ def model_card(checkpoint: Mapping[str, Any], plan: ExportPlan, location: str, h
         kind = f"{str(training.get('task') or 'sequence').upper()} classifier"
     auto = AUTO_CLASSES.get(plan.model_class, CAUSAL_AUTO_CLASS)
     sections = [
-        "---", f"license: {LICENSE}", "library_name: transformers",
-        f"pipeline_tag: {PIPELINES.get(plan.model_class, CAUSAL_PIPELINE)}", "tags:", "- tiedemb", "---", "",
-        f"# {Path(location).name or location}", "",
+        "---",
+        f"license: {LICENSE}",
+        "library_name: transformers",
+        f"pipeline_tag: {PIPELINES.get(plan.model_class, CAUSAL_PIPELINE)}",
+        "tags:",
+        "- tiedemb",
+        "---",
+        "",
+        f"# {Path(location).name or location}",
+        "",
         f"A {kind} trained with tiedemb and exported as transformers' `{plan.model_class}`: it loads without "
-        "`trust_remote_code` and computes what the tiedemb model computed (to float rounding).", "",
-        "## Loading", "", load_snippet(auto, location, has_tokenizer), "",
-        "## Model", "", table(model, "setting"), "",
+        "`trust_remote_code` and computes what the tiedemb model computed (to float rounding).",
+        "",
+        "## Loading",
+        "",
+        load_snippet(auto, location, has_tokenizer),
+        "",
+        "## Model",
+        "",
+        table(model, "setting"),
+        "",
     ]
     if plan.folded:
         sections += ["How the weights map:", "", *[f"- {note}" for note in plan.folded], ""]
-    sections += ["## Training", "", table(training, "setting"), "", "## Data", "",
-                 table(data, "setting") if data else "The checkpoint records no data settings.", "",
-                 "## Metrics", "",
-                 table(metrics, "metric") if metrics else "The checkpoint records no metrics.", "",
-                 "## License", "", "Apache-2.0.", ""]
+    sections += [
+        "## Training",
+        "",
+        table(training, "setting"),
+        "",
+        "## Data",
+        "",
+        table(data, "setting") if data else "The checkpoint records no data settings.",
+        "",
+        "## Metrics",
+        "",
+        table(metrics, "metric") if metrics else "The checkpoint records no metrics.",
+        "",
+        "## License",
+        "",
+        "Apache-2.0.",
+        "",
+    ]
     return "\n".join(sections)
 
 

@@ -37,8 +37,11 @@ if TYPE_CHECKING:
 
 TABLES = ("embedding.token.weight", "embedding.position.weight", "embedding.segment.weight")
 """The tables summed before the projection, which therefore share it."""
-TABLE_NAMES = {"embedding.token.weight": "token", "embedding.position.weight": "position",
-               "embedding.segment.weight": "segment"}
+TABLE_NAMES = {
+    "embedding.token.weight": "token",
+    "embedding.position.weight": "position",
+    "embedding.segment.weight": "segment",
+}
 PROJECTION = "embedding.projection.weight"
 WEIGHTINGS = ("balanced", "energy")
 """How the tables are weighted before the SVD that picks the shared basis (module docstring)."""
@@ -81,8 +84,9 @@ def truncated_svd(matrix: Tensor, rank: int) -> TruncatedSVD:
     return TruncatedSVD(left=left, right=vh[:rank].to(matrix.dtype), singular_values=s.to(matrix.dtype))
 
 
-def factorise_tables(tables: list[Tensor], projection: Tensor | None, rank: int,
-                     weighting: str = "balanced") -> Narrowing:
+def factorise_tables(
+    tables: list[Tensor], projection: Tensor | None, rank: int, weighting: str = "balanced"
+) -> Narrowing:
     """Narrow embedding tables to width ``rank`` and the projection that lifts them.
 
     Args:
@@ -112,8 +116,13 @@ def factorise_tables(tables: list[Tensor], projection: Tensor | None, rank: int,
     return Narrowing([t.to(dtype).contiguous() for t in narrow], new_projection.to(dtype).contiguous(), kept)
 
 
-def fit_embedding(source: PretrainedWeights, embedding_dim: int, reinit: bool, weighting: str = "balanced",
-                  kept: dict[str, float] | None = None) -> dict[str, Tensor]:
+def fit_embedding(
+    source: PretrainedWeights,
+    embedding_dim: int,
+    reinit: bool,
+    weighting: str = "balanced",
+    kept: dict[str, float] | None = None,
+) -> dict[str, Tensor]:
     """The source's state with its embedding at width ``embedding_dim`` (or left out when ``reinit``).
 
     With ``embedding_dim`` below the source's d_e the token/position/segment tables are fitted
@@ -145,12 +154,15 @@ def fit_embedding(source: PretrainedWeights, embedding_dim: int, reinit: bool, w
     return state
 
 
-def narrowing_table(source: PretrainedWeights, widths: list[int], weighting: str = "balanced") -> list[dict[str, float]]:
+def narrowing_table(
+    source: PretrainedWeights, widths: list[int], weighting: str = "balanced"
+) -> list[dict[str, float]]:
     """Per width: the share of each table's energy that narrowing ``source`` to it keeps."""
     present = [key for key in TABLES if key in source.state]
     rows = []
     for width in widths:
-        narrowed = factorise_tables([source.state[key] for key in present], source.state.get(PROJECTION), width,
-                                    weighting)
+        narrowed = factorise_tables(
+            [source.state[key] for key in present], source.state.get(PROJECTION), width, weighting
+        )
         rows.append({"d_e": width, **{TABLE_NAMES[key]: share for key, share in zip(present, narrowed.kept)}})
     return rows

@@ -62,17 +62,26 @@ def _load_checkpoint(path: Path, origin: str) -> PretrainedWeights:
     try:
         # Tensors and plain values only: unpickling arbitrary objects could run code.
         checkpoint = torch.load(path, map_location="cpu", weights_only=True)
-    except Exception as error:  # noqa: BLE001 - unreadable, truncated, not torch, or unsafe
+    except Exception as error:
         first = (str(error).strip().splitlines() or [type(error).__name__])[0]
-        raise UserError(f"pretrained {origin!r} could not be read as a checkpoint of tensors and plain values "
-                        f"({first})") from None
+        raise UserError(
+            f"pretrained {origin!r} could not be read as a checkpoint of tensors and plain values ({first})"
+        ) from None
     if not isinstance(checkpoint, dict) or "state_dict" not in checkpoint or "hyper_parameters" not in checkpoint:
-        described = describe_contents(checkpoint) if not isinstance(checkpoint, dict) or "state_dict" not in checkpoint \
+        described = (
+            describe_contents(checkpoint)
+            if not isinstance(checkpoint, dict) or "state_dict" not in checkpoint
             else "a checkpoint without hyper_parameters"
-        hint = (" BERT weights are read from their folder (with config.json), or by their hub name"
-                if described.startswith("transformers BERT") else "")
-        raise UserError(f"pretrained {origin!r} holds {described}, not a tiedemb checkpoint (a run's .ckpt with "
-                        f"state_dict and hyper_parameters) or BERT weights in transformers format.{hint}")
+        )
+        hint = (
+            " BERT weights are read from their folder (with config.json), or by their hub name"
+            if described.startswith("transformers BERT")
+            else ""
+        )
+        raise UserError(
+            f"pretrained {origin!r} holds {described}, not a tiedemb checkpoint (a run's .ckpt with "
+            f"state_dict and hyper_parameters) or BERT weights in transformers format.{hint}"
+        )
     hparams = dict(checkpoint["hyper_parameters"])
     # attention direction is the classifier's choice, not the checkpoint's
     config = config_from_hparams({**hparams, "objective": "mlm"}, f"pretrained {origin!r}")
@@ -84,7 +93,9 @@ def _load_checkpoint(path: Path, origin: str) -> PretrainedWeights:
     }
     if not any(key.startswith("encoder.") for key in state):
         raise UserError(f"pretrained {origin!r} holds no encoder weights (expected keys model.encoder.*)")
-    return PretrainedWeights(origin, "checkpoint", fields, state, dict(checkpoint.get("datamodule_hyper_parameters") or {}))
+    return PretrainedWeights(
+        origin, "checkpoint", fields, state, dict(checkpoint.get("datamodule_hyper_parameters") or {})
+    )
 
 
 def config_from_hparams(hparams: Mapping[str, Any], described: str) -> TransformerConfig:
@@ -101,8 +112,11 @@ def architecture_defaults() -> dict[str, Any]:
     """The architecture fields a pretrained source decides, with the value used when there is no
     source and the field is unset: the config's default (BERT-base's, the model the d_e ablation is
     defined on). ``vocab_size`` has none; ``embedding_dim`` follows the hidden size."""
-    return {field.name: field.default for field in dataclasses.fields(TransformerConfig)
-            if field.name in TransformerConfig.field_names_of(ARCHITECTURE) and field.name != "embedding_dim"}
+    return {
+        field.name: field.default
+        for field in dataclasses.fields(TransformerConfig)
+        if field.name in TransformerConfig.field_names_of(ARCHITECTURE) and field.name != "embedding_dim"
+    }
 
 
 def resolve_architecture(requested: dict[str, Any], source: PretrainedWeights | None) -> dict[str, Any]:
@@ -119,8 +133,9 @@ def resolve_architecture(requested: dict[str, Any], source: PretrainedWeights | 
     return resolved
 
 
-def resolve_fields(requested: Mapping[str, Any], source: PretrainedWeights | None,
-                   defaults: Mapping[str, Any]) -> dict[str, Any]:
+def resolve_fields(
+    requested: Mapping[str, Any], source: PretrainedWeights | None, defaults: Mapping[str, Any]
+) -> dict[str, Any]:
     """Concrete values of the fields in ``defaults``: the user's where set (not ``None``), else the
     source's, else the default (``dataclasses.MISSING``: none, so the user must set it).
 
@@ -154,4 +169,3 @@ def _same(given: Any, have: Any) -> bool:
     if isinstance(given, float) or isinstance(have, float):
         return abs(float(given) - float(have)) <= 1e-9 * max(abs(float(have)), 1e-30)
     return given == have
-
