@@ -15,8 +15,10 @@ from tiedemb.data.glue import TASKS, GlueData
 from tiedemb.errors import UserError
 
 MRPC_HEADER = "Quality\t#1 ID\t#2 ID\t#1 String\t#2 String"
-MNLI_HEADER = ("index\tpromptID\tpairID\tgenre\tsentence1_binary_parse\tsentence2_binary_parse\t"
-               "sentence1_parse\tsentence2_parse\tsentence1\tsentence2\tlabel1\tgold_label")
+MNLI_HEADER = (
+    "index\tpromptID\tpairID\tgenre\tsentence1_binary_parse\tsentence2_binary_parse\t"
+    "sentence1_parse\tsentence2_parse\tsentence1\tsentence2\tlabel1\tgold_label"
+)
 
 
 def write_mrpc(folder: Path, rows: list[str], name: str = "train.tsv", header: str = MRPC_HEADER) -> Path:
@@ -51,6 +53,7 @@ def raises_user_error(*fragments: str) -> Iterator[pytest.ExceptionInfo[UserErro
 
 # --- MRPC from the real classic folder -------------------------------------------------------
 
+
 @pytest.fixture(scope="module")
 def mrpc(shared_data: Path, bert_tokenizer_dir: Path) -> GlueData:
     data = GlueData("mrpc", str(bert_tokenizer_dir), data_dir=str(shared_data / "glue"), batch_size=16)
@@ -76,7 +79,7 @@ def test_mrpc_text_keeps_bare_quotes(mrpc: GlueData) -> None:
     # dev line 2: `" The foodservice pie business ...`; quoting on would swallow the quote or rows
     first = mrpc.split_dataset("validation")[0]
     text = mrpc.tokenizer.decode(first["input_ids"])
-    assert text.startswith('[CLS] he said the foodservice pie business')
+    assert text.startswith("[CLS] he said the foodservice pie business")
     assert '[SEP] " the foodservice pie business' in text
 
 
@@ -107,14 +110,16 @@ def test_data_dir_may_name_the_task_folder_or_its_parent(shared_data: Path, bert
 
 
 def test_max_length_truncates_and_max_train_samples_limits(shared_data: Path, bert_tokenizer_dir: Path) -> None:
-    data = GlueData("mrpc", str(bert_tokenizer_dir), data_dir=str(shared_data / "glue"), max_length=16,
-                    max_train_samples=50)
+    data = GlueData(
+        "mrpc", str(bert_tokenizer_dir), data_dir=str(shared_data / "glue"), max_length=16, max_train_samples=50
+    )
     train = data.split_dataset("train")
     assert len(train) == 50
     assert max(len(ids) for ids in train["input_ids"]) == 16
 
 
 # --- MNLI from the real 12-column sample --------------------------------------------------------
+
 
 def test_mnli_labels_come_from_the_last_column(shared_data: Path, bert_tokenizer_dir: Path) -> None:
     data = GlueData("mnli", str(bert_tokenizer_dir), data_dir=str(shared_data / "glue" / "MNLI"))
@@ -139,18 +144,26 @@ def test_mnli_labels_come_from_the_last_column(shared_data: Path, bert_tokenizer
 
 # --- files with hub column names -------------------------------------------------------------
 
+
 def test_mnli_from_jsonl_data_files(tmp_path: Path, tiny_tokenizer_dir: Path) -> None:
-    train = write_jsonl(tmp_path / "train.jsonl", [
-        {"premise": "a man is sleeping .", "hypothesis": "a person is sleeping .", "label": 0, "idx": 0},
-        {"premise": "the cat sits .", "hypothesis": "the dog sits .", "label": 2, "idx": 1},
-        {"premise": "a woman is running .", "hypothesis": "people are running .", "label": 1, "idx": 2},
-    ])
-    dev = write_jsonl(tmp_path / "dev.jsonl", [  # label names and no idx are accepted too
-        {"premise": "the dog is running .", "hypothesis": "the dog is sleeping .", "label": "contradiction"},
-        {"premise": "an man .", "hypothesis": "a man .", "label": "entailment"},
-    ])
-    data = GlueData("mnli", str(tiny_tokenizer_dir), data_files={"train": str(train), "validation_matched": str(dev)},
-                    batch_size=2)
+    train = write_jsonl(
+        tmp_path / "train.jsonl",
+        [
+            {"premise": "a man is sleeping .", "hypothesis": "a person is sleeping .", "label": 0, "idx": 0},
+            {"premise": "the cat sits .", "hypothesis": "the dog sits .", "label": 2, "idx": 1},
+            {"premise": "a woman is running .", "hypothesis": "people are running .", "label": 1, "idx": 2},
+        ],
+    )
+    dev = write_jsonl(
+        tmp_path / "dev.jsonl",
+        [  # label names and no idx are accepted too
+            {"premise": "the dog is running .", "hypothesis": "the dog is sleeping .", "label": "contradiction"},
+            {"premise": "an man .", "hypothesis": "a man .", "label": "entailment"},
+        ],
+    )
+    data = GlueData(
+        "mnli", str(tiny_tokenizer_dir), data_files={"train": str(train), "validation_matched": str(dev)}, batch_size=2
+    )
     assert data.val_split_names == ["validation_matched"] and data.predict_split_names == []
     data.setup("fit")
     batch = next(iter(data.train_dataloader()))
@@ -173,10 +186,13 @@ def test_tsv_data_files_keep_quotes_and_na_as_text(tmp_path: Path, tiny_tokenize
 
 
 def test_unlabeled_test_file_gets_minus_one(tmp_path: Path, tiny_tokenizer_dir: Path) -> None:
-    test = write_jsonl(tmp_path / "test.jsonl", [
-        {"sentence1": "a man .", "sentence2": "a cat .", "label": -1, "idx": 7},
-        {"sentence1": "a dog .", "sentence2": "a cat .", "idx": 8},
-    ])
+    test = write_jsonl(
+        tmp_path / "test.jsonl",
+        [
+            {"sentence1": "a man .", "sentence2": "a cat .", "label": -1, "idx": 7},
+            {"sentence1": "a dog .", "sentence2": "a cat .", "idx": 8},
+        ],
+    )
     data = GlueData("mrpc", str(tiny_tokenizer_dir), data_files={"test": str(test)})
     assert data.predict_split_names == ["test"] and data.val_split_names == []
     batch = next(iter(data.predict_dataloader()[0]))
@@ -190,8 +206,14 @@ def test_hub_layout_from_a_local_folder(tmp_path: Path, tiny_tokenizer_dir: Path
 
     (tmp_path / "mrpc").mkdir()
     for split, labels in (("train", [1, 0, 1]), ("validation", [0, 1, 1]), ("test", [-1, -1, -1])):
-        table = pa.table({"sentence1": ["a man .", "a cat .", "the dog ."], "sentence2": ["a dog .", "a cat .", "no"],
-                          "label": labels, "idx": [0, 1, 2]})
+        table = pa.table(
+            {
+                "sentence1": ["a man .", "a cat .", "the dog ."],
+                "sentence2": ["a dog .", "a cat .", "no"],
+                "label": labels,
+                "idx": [0, 1, 2],
+            }
+        )
         pq.write_table(table, tmp_path / "mrpc" / f"{split}-00000-of-00001.parquet")
     splits = "".join(f"  - split: {split}\n    path: mrpc/{split}-*\n" for split in ("train", "validation", "test"))
     (tmp_path / "README.md").write_text(f"---\nconfigs:\n- config_name: mrpc\n  data_files:\n{splits}---\n")
@@ -205,6 +227,7 @@ def test_hub_layout_from_a_local_folder(tmp_path: Path, tiny_tokenizer_dir: Path
 
 
 # --- other classic layouts, from hand-written files ----------------------------------------------
+
 
 def test_cola_headerless_train_and_indexed_test(tmp_path: Path, tiny_tokenizer_dir: Path) -> None:
     folder = tmp_path / "glue_data" / "CoLA"
@@ -235,13 +258,18 @@ def test_task_table_is_consistent() -> None:
 
 # --- user mistakes ---------------------------------------------------------------------------------
 
+
 def test_unknown_task_lists_the_valid_ones(tiny_tokenizer_dir: Path) -> None:
     with raises_user_error("'sts'", "mnli", "mrpc"):
         GlueData("sts", str(tiny_tokenizer_dir))
 
 
-@pytest.mark.parametrize("parameter, value, least", [("max_length", 4, 8), ("batch_size", 0, 1), ("max_train_samples", 0, 1)])
-def test_too_small_settings_name_the_parameter(tiny_tokenizer_dir: Path, parameter: str, value: int, least: int) -> None:
+@pytest.mark.parametrize(
+    "parameter, value, least", [("max_length", 4, 8), ("batch_size", 0, 1), ("max_train_samples", 0, 1)]
+)
+def test_too_small_settings_name_the_parameter(
+    tiny_tokenizer_dir: Path, parameter: str, value: int, least: int
+) -> None:
     with raises_user_error(f"data.{parameter} must be an integer >= {least}", f"got {value}"):
         GlueData("mrpc", str(tiny_tokenizer_dir), data_dir="/unused", **{parameter: value})
 
@@ -320,8 +348,9 @@ def test_empty_splits_are_named(tmp_path: Path, tiny_tokenizer_dir: Path) -> Non
         data.setup("predict")
 
 
-def test_hub_format_files_without_rows_or_with_bad_labels_name_file_and_row(tmp_path: Path,
-                                                                           tiny_tokenizer_dir: Path) -> None:
+def test_hub_format_files_without_rows_or_with_bad_labels_name_file_and_row(
+    tmp_path: Path, tiny_tokenizer_dir: Path
+) -> None:
     import pyarrow as pa
     import pyarrow.parquet as pq
 
@@ -329,13 +358,23 @@ def test_hub_format_files_without_rows_or_with_bad_labels_name_file_and_row(tmp_
     spaced.write_text("\ufeff  [ ]\n", encoding="utf-8")  # no rows, written as people write them
     with raises_user_error(f"{spaced}: the train split has no examples"):
         GlueData("mrpc", str(tiny_tokenizer_dir), data_files={"train": str(spaced)}).split_dataset("train")
-    pq.write_table(pa.table({"sentence1": ["a", "b", "c"], "sentence2": ["a", "b", "c"], "label": [1, 0, -1]}),
-                   tmp_path / "train.parquet")
+    pq.write_table(
+        pa.table({"sentence1": ["a", "b", "c"], "sentence2": ["a", "b", "c"], "label": [1, 0, -1]}),
+        tmp_path / "train.parquet",
+    )
     with raises_user_error(f"{tmp_path / 'train.parquet'}, row 3: label -1 is not valid (expected an id 0-1"):
-        GlueData("mrpc", str(tiny_tokenizer_dir), data_files={"train": str(tmp_path / "train.parquet")}).split_dataset("train")
+        GlueData("mrpc", str(tiny_tokenizer_dir), data_files={"train": str(tmp_path / "train.parquet")}).split_dataset(
+            "train"
+        )
     array = tmp_path / "dev.json"
-    array.write_text(json.dumps([{"sentence1": "a", "sentence2": "a", "label": "equivalent"},
-                                 {"sentence1": "a", "sentence2": "a", "label": 7}]))
+    array.write_text(
+        json.dumps(
+            [
+                {"sentence1": "a", "sentence2": "a", "label": "equivalent"},
+                {"sentence1": "a", "sentence2": "a", "label": 7},
+            ]
+        )
+    )
     with raises_user_error(f"{array}, record 2: label 7 is not valid"):
         GlueData("mrpc", str(tiny_tokenizer_dir), data_files={"validation": str(array)}).split_dataset("validation")
 
@@ -350,8 +389,9 @@ def test_bad_data_files_are_named(tmp_path: Path, tiny_tokenizer_dir: Path) -> N
     text.write_text("a\n")
     with raises_user_error("'.txt'", ".jsonl"):
         GlueData("mrpc", str(tiny_tokenizer_dir), data_files={"train": str(text)})
-    bad = write_jsonl(tmp_path / "bad.jsonl",
-                      [{"sentence1": "a", "sentence2": "a", "label": label} for label in (1, 0, 2)])
+    bad = write_jsonl(
+        tmp_path / "bad.jsonl", [{"sentence1": "a", "sentence2": "a", "label": label} for label in (1, 0, 2)]
+    )
     with raises_user_error(str(bad), "line 3", "label 2"):
         GlueData("mrpc", str(tiny_tokenizer_dir), data_files={"train": str(bad)}).split_dataset("train")
     columns = write_jsonl(tmp_path / "columns.jsonl", [{"premise": "a", "hypothesis": "a", "label": 1}])
@@ -374,8 +414,9 @@ def test_unreachable_hub_fails_fast_with_advice(monkeypatch: pytest.MonkeyPatch,
     assert time.perf_counter() - started < 5
 
 
-def test_offline_mode_fails_fast_without_a_cached_copy(monkeypatch: pytest.MonkeyPatch,
-                                                       tiny_tokenizer_dir: Path) -> None:
+def test_offline_mode_fails_fast_without_a_cached_copy(
+    monkeypatch: pytest.MonkeyPatch, tiny_tokenizer_dir: Path
+) -> None:
     import datasets
     import huggingface_hub
 

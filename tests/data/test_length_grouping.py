@@ -20,7 +20,7 @@ def random_lengths(count: int, seed: int = 0) -> list[int]:
 
 
 def batches_of(order: list[int], batch_size: int) -> list[list[int]]:
-    return [order[start:start + batch_size] for start in range(0, len(order), batch_size)]
+    return [order[start : start + batch_size] for start in range(0, len(order), batch_size)]
 
 
 def padded_tokens(order: list[int], lengths: list[int], batch_size: int) -> int:
@@ -49,7 +49,8 @@ def test_batches_hold_similar_lengths_and_pad_far_less_than_uniform_ones():
     grouped = list(sampler(lengths, batch_size, window=10))
     assert padded_tokens(grouped, lengths, batch_size) < 0.75 * padded_tokens(uniform, lengths, batch_size)
     spread = lambda order: statistics.mean(  # noqa: E731
-        max(lengths[i] for i in batch) - min(lengths[i] for i in batch) for batch in batches_of(order, batch_size))
+        max(lengths[i] for i in batch) - min(lengths[i] for i in batch) for batch in batches_of(order, batch_size)
+    )
     assert spread(grouped) < spread(uniform) / 4
 
 
@@ -108,12 +109,14 @@ def test_processes_share_each_global_batch_and_see_similar_lengths():
     assert sorted(shares[0] + shares[1]) == list(range(256))
     alone = list(sampler(lengths, 2 * batch_size, window=4))  # the same order on one process, global batches
     for step, (mine, theirs) in enumerate(zip(batches_of(shares[0], batch_size), batches_of(shares[1], batch_size))):
-        assert sorted(mine + theirs) == sorted(alone[step * 2 * batch_size:(step + 1) * 2 * batch_size])
+        assert sorted(mine + theirs) == sorted(alone[step * 2 * batch_size : (step + 1) * 2 * batch_size])
 
 
 def test_grouped_order_keeps_equal_lengths_in_permutation_order():
     lengths = [3, 1, 3, 1, 3, 1]
-    order = grouped_order([5, 0, 4, 1, 2, 3], lengths, batch_size=3, window=2, generator=torch.Generator().manual_seed(0))
+    order = grouped_order(
+        [5, 0, 4, 1, 2, 3], lengths, batch_size=3, window=2, generator=torch.Generator().manual_seed(0)
+    )
     assert sorted(map(tuple, batches_of(order, 3))) == [(0, 4, 2), (5, 1, 3)]
 
 
@@ -135,15 +138,19 @@ def write_pairs(path: Path, count: int) -> Path:
     with path.open("w", encoding="utf-8") as handle:
         for index in range(count):
             first, second = (torch.randint(1, 12, (1,), generator=generator).item() for _ in range(2))
-            pick = lambda n: " ".join(words[(index + k) % len(words)] for k in range(n))  # noqa: E731
-            handle.write(json.dumps({"sentence1": pick(first), "sentence2": pick(second), "label": index % 2,
-                                     "idx": index}) + "\n")
+            pick = lambda n, index=index: " ".join(words[(index + k) % len(words)] for k in range(n))  # noqa: E731
+            handle.write(
+                json.dumps({"sentence1": pick(first), "sentence2": pick(second), "label": index % 2, "idx": index})
+                + "\n"
+            )
     return path
 
 
 def test_glue_data_groups_training_batches_when_asked(tmp_path, tiny_tokenizer_dir):
-    files = {"train": str(write_pairs(tmp_path / "train.jsonl", 96)),
-             "validation": str(write_pairs(tmp_path / "dev.jsonl", 20))}
+    files = {
+        "train": str(write_pairs(tmp_path / "train.jsonl", 96)),
+        "validation": str(write_pairs(tmp_path / "dev.jsonl", 20)),
+    }
     plain = GlueData("mrpc", str(tiny_tokenizer_dir), data_files=files, batch_size=8)
     grouped = GlueData("mrpc", str(tiny_tokenizer_dir), data_files=files, batch_size=8, length_grouping=12)
     for data in (plain, grouped):
@@ -162,8 +169,10 @@ def test_glue_data_groups_training_batches_when_asked(tmp_path, tiny_tokenizer_d
 
 
 def test_glue_data_reads_evaluation_longest_first_when_asked(tmp_path, tiny_tokenizer_dir):
-    files = {"train": str(write_pairs(tmp_path / "train.jsonl", 8)),
-             "validation": str(write_pairs(tmp_path / "dev.jsonl", 30))}
+    files = {
+        "train": str(write_pairs(tmp_path / "train.jsonl", 8)),
+        "validation": str(write_pairs(tmp_path / "dev.jsonl", 30)),
+    }
     data = GlueData("mrpc", str(tiny_tokenizer_dir), data_files=files, eval_batch_size=8, sort_eval_by_length=True)
     data.setup("fit")
     batches = list(data.val_dataloader()[0])

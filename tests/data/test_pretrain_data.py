@@ -33,7 +33,9 @@ def test_embedded_corpus_blocks_and_mlm_batches():
     assert torch.equal(batch["input_ids"][~picked], originals[~picked])  # untouched where there is no loss
     assert torch.equal(batch["labels"][picked], originals[picked])  # the loss asks for the original token
     assert not torch.isin(originals[picked], torch.tensor(data.special_token_ids)).any()  # [SEP] never masked
-    assert picked.float().mean().item() == pytest.approx(0.15 * (originals != data.corpus.sep_token_id).float().mean().item(), abs=0.01)
+    assert picked.float().mean().item() == pytest.approx(
+        0.15 * (originals != data.corpus.sep_token_id).float().mean().item(), abs=0.01
+    )
     became_mask = (batch["input_ids"] == data.mask_token_id) & picked
     assert became_mask.sum().item() / picked.sum().item() == pytest.approx(0.8, abs=0.03)
     assert data.describe()["data/entropy_rate"] == pytest.approx(data.corpus.entropy_rate)
@@ -42,13 +44,25 @@ def test_embedded_corpus_blocks_and_mlm_batches():
 @pytest.mark.end_to_end
 def test_trained_tokenizer_of_8000_runs_through_fit(tmp_path, shared_data):
     text = shared_data / "text" / "wikitext-2-valid.txt"
-    cli = main([
-        "fit", "--config", str(ROOT / "configs" / "tied.yaml"), "--config", str(ROOT / "configs" / "scale" / "tiny.yaml"),
-        "--data.train_files", f"[{text}]", "--data.tokenizer=null", "--data.vocab_size=8000",
-        f"--data.cache_dir={tmp_path / 'cache'}", "--trainer.max_steps=3", "--trainer.enable_progress_bar=false",
-        "--trainer.logger=lightning.pytorch.loggers.CSVLogger", f"--trainer.logger.save_dir={tmp_path}",
-        f"--trainer.default_root_dir={tmp_path}",
-    ])
+    cli = main(
+        [
+            "fit",
+            "--config",
+            str(ROOT / "configs" / "tied.yaml"),
+            "--config",
+            str(ROOT / "configs" / "scale" / "tiny.yaml"),
+            "--data.train_files",
+            f"[{text}]",
+            "--data.tokenizer=null",
+            "--data.vocab_size=8000",
+            f"--data.cache_dir={tmp_path / 'cache'}",
+            "--trainer.max_steps=3",
+            "--trainer.enable_progress_bar=false",
+            "--trainer.logger=lightning.pytorch.loggers.CSVLogger",
+            f"--trainer.logger.save_dir={tmp_path}",
+            f"--trainer.default_root_dir={tmp_path}",
+        ]
+    )
     assert cli.datamodule.vocab_size == cli.model.hparams.vocab_size == 8000
     rows = list(csv.DictReader(open(next(Path(tmp_path).rglob("metrics.csv")))))
     logged = [float(row["init/log_n"]) for row in rows if row.get("init/log_n")]
@@ -78,8 +92,12 @@ def test_fit_with_default_loggers_logs_one_vocabulary_size(tmp_path, source, req
         shared_data = request.getfixturevalue("shared_data")
         tokenizer = request.getfixturevalue("bert_tokenizer_dir")
         # The README's overlay, with its ../shared/data paths made absolute for this folder.
-        args += ["--config", str(configs / "data" / "wikitext2_local.yaml"),
-                 f"--data.train_files=[{shared_data / 'text' / 'wikitext-2-valid.txt'}]", f"--data.tokenizer={tokenizer}"]
+        args += [
+            "--config",
+            str(configs / "data" / "wikitext2_local.yaml"),
+            f"--data.train_files=[{shared_data / 'text' / 'wikitext-2-valid.txt'}]",
+            f"--data.tokenizer={tokenizer}",
+        ]
     elif source == "embedded_corpus_vocab_null":
         args += ["--data.vocab_size=null"]
         expected = DEFAULT_SYNTHETIC_VOCAB  # the corpus's own default decides
@@ -89,10 +107,22 @@ def test_fit_with_default_loggers_logs_one_vocabulary_size(tmp_path, source, req
     # The loggers write under ./runs: run from tmp_path. WANDB_MODE pins offline even where
     # credentials exist (the CLI picks offline by itself only when there are none).
     result = subprocess.run(
-        [sys.executable, str(ROOT / "main.py"), "fit", *args, "--trainer.max_steps=2", "--trainer.limit_val_batches=1",
-         "--trainer.enable_progress_bar=false", f"--trainer.default_root_dir={tmp_path / 'runs'}"],
-        capture_output=True, text=True, cwd=tmp_path, env={**os.environ, "WANDB_MODE": "offline"},
-        stdin=subprocess.DEVNULL, timeout=300,
+        [
+            sys.executable,
+            str(ROOT / "main.py"),
+            "fit",
+            *args,
+            "--trainer.max_steps=2",
+            "--trainer.limit_val_batches=1",
+            "--trainer.enable_progress_bar=false",
+            f"--trainer.default_root_dir={tmp_path / 'runs'}",
+        ],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        env={**os.environ, "WANDB_MODE": "offline"},
+        stdin=subprocess.DEVNULL,
+        timeout=300,
     )
     assert result.returncode == 0, result.stderr[-3000:]
 
@@ -111,7 +141,10 @@ def test_fit_with_default_loggers_logs_one_vocabulary_size(tmp_path, source, req
     (hparams_file,) = (tmp_path / "runs").rglob("hparams.yaml")  # the CSV logger's record
     assert yaml.safe_load(hparams_file.read_text())["vocab_size"] == model_vocab
     wandb_logs = list((tmp_path / "runs" / "wandb").glob("offline-run-*/run-*.wandb"))  # the W&B run's record
-    assert len(wandb_logs) == 1, (wandb_logs, {k: v for k, v in os.environ.items() if k.startswith("WANDB")},
-                                  result.stderr[-3000:])
+    assert len(wandb_logs) == 1, (
+        wandb_logs,
+        {k: v for k, v in os.environ.items() if k.startswith("WANDB")},
+        result.stderr[-3000:],
+    )
     (wandb_log,) = wandb_logs
     assert read_wandb_run(wandb_log).config["vocab_size"] == model_vocab

@@ -12,8 +12,14 @@ from tiedemb.data import PretrainData
 from tiedemb.errors import UserError
 
 ROOT = Path(__file__).resolve().parents[2]
-TINY = ["--config", str(ROOT / "configs/tied.yaml"), "--config", str(ROOT / "configs/scale/tiny.yaml"),
-        "--model.objective=mlm", "--trainer.logger=false"]
+TINY = [
+    "--config",
+    str(ROOT / "configs/tied.yaml"),
+    "--config",
+    str(ROOT / "configs/scale/tiny.yaml"),
+    "--model.objective=mlm",
+    "--trainer.logger=false",
+]
 
 
 def first_batches(tmp_path: Path, seed: int) -> tuple[dict, dict]:
@@ -45,14 +51,23 @@ def test_a_given_data_seed_wins_over_the_run_seed(monkeypatch):
 
 def write_documents(path: Path, start: int, count: int) -> Path:
     # documents of distinct numbered words, so which ones were held out can be read off the blocks
-    path.write_text("\n".join(" ".join(f"w{start + i} word{j % 17} text" for j in range(60)) for i in range(count)) + "\n")
+    path.write_text(
+        "\n".join(" ".join(f"w{start + i} word{j % 17} text" for j in range(60)) for i in range(count)) + "\n"
+    )
     return path
 
 
 def small_text(tmp_path: Path, **options) -> PretrainData:
-    return PretrainData(train_files=[str(write_documents(tmp_path / "train.txt", 0, 40))], objective="clm",
-                        vocab_size=300, block_size=16, batch_size=4, val_fraction=0.1,
-                        cache_dir=str(tmp_path / "cache"), **options)
+    return PretrainData(
+        train_files=[str(write_documents(tmp_path / "train.txt", 0, 40))],
+        objective="clm",
+        vocab_size=300,
+        block_size=16,
+        batch_size=4,
+        val_fraction=0.1,
+        cache_dir=str(tmp_path / "cache"),
+        **options,
+    )
 
 
 def test_the_held_out_documents_follow_the_corpus_seed_not_the_run_seed(tmp_path):
@@ -73,10 +88,13 @@ def test_an_out_of_domain_text_is_a_second_validation_loader_with_its_baselines(
     assert baselines["data/ood_unigram_loss"] > baselines["data/unigram_loss"]
 
 
-@pytest.mark.parametrize(("options", "message"), [
-    ({"ood_val_files": ["x.txt"]}, "data.ood_val_files has no effect without data.train_files"),
-    ({"ood_val_blocks": 4}, "data.ood_val_blocks=4 has no effect without data.ood_val_files"),
-])
+@pytest.mark.parametrize(
+    ("options", "message"),
+    [
+        ({"ood_val_files": ["x.txt"]}, "data.ood_val_files has no effect without data.train_files"),
+        ({"ood_val_blocks": 4}, "data.ood_val_blocks=4 has no effect without data.ood_val_files"),
+    ],
+)
 def test_out_of_domain_options_without_their_text_are_refused(options, message):
     with pytest.raises(UserError, match=message):
         PretrainData(vocab_size=512, **options)
@@ -85,10 +103,19 @@ def test_out_of_domain_options_without_their_text_are_refused(options, message):
 @pytest.mark.end_to_end
 def test_the_baselines_command_prints_what_runs_log(tmp_path, capsys):
     text = write_documents(tmp_path / "train.txt", 0, 40)
-    args = ["--config", str(ROOT / "configs/tied.yaml"), "--config", str(ROOT / "configs/scale/tiny.yaml"),
-            f"--data.train_files=[{text}]", "--data.vocab_size=300", "--data.block_size=16",
-            f"--data.cache_dir={tmp_path / 'cache'}", "--trainer.logger=false", "--trainer.limit_val_batches=1.0",
-            f"--trainer.default_root_dir={tmp_path}"]
+    args = [
+        "--config",
+        str(ROOT / "configs/tied.yaml"),
+        "--config",
+        str(ROOT / "configs/scale/tiny.yaml"),
+        f"--data.train_files=[{text}]",
+        "--data.vocab_size=300",
+        "--data.block_size=16",
+        f"--data.cache_dir={tmp_path / 'cache'}",
+        "--trainer.logger=false",
+        "--trainer.limit_val_batches=1.0",
+        f"--trainer.default_root_dir={tmp_path}",
+    ]
     main(["baselines", *args])
     printed = capsys.readouterr().out
     cli = main(args, run=False)

@@ -63,22 +63,23 @@ def test_stationary_distribution_is_stationary(corpus: MarkovCorpus) -> None:
     pi = corpus.stationary
     assert pi.shape == (corpus.vocab_size,)
     assert pi.sum() == pytest.approx(1.0, abs=1e-12)
-    assert (pi[: len(SPECIAL_TOKENS)] == 0).all() and (pi[len(SPECIAL_TOKENS):] > 0).all()
+    assert (pi[: len(SPECIAL_TOKENS)] == 0).all() and (pi[len(SPECIAL_TOKENS) :] > 0).all()
     rows = np.repeat(np.arange(len(corpus.next_ids)), corpus.next_ids.shape[1])
-    pushed = np.bincount(corpus.next_ids.ravel(), pi[rows + len(SPECIAL_TOKENS)] * corpus.next_probs.ravel(),
-                         minlength=corpus.vocab_size)
+    pushed = np.bincount(
+        corpus.next_ids.ravel(), pi[rows + len(SPECIAL_TOKENS)] * corpus.next_probs.ravel(), minlength=corpus.vocab_size
+    )
     assert np.abs(pushed - pi).sum() < 1e-10
     assert np.allclose(corpus.next_probs.sum(axis=1), 1.0)
 
 
 def test_unigram_frequencies_follow_zipf(corpus: MarkovCorpus) -> None:
-    ranked = np.sort(corpus.stationary[len(SPECIAL_TOKENS):])[::-1]
+    ranked = np.sort(corpus.stationary[len(SPECIAL_TOKENS) :])[::-1]
     ranks = np.arange(1, len(ranked) + 1)
     chosen = slice(9, len(ranked) // 2)
     slope = np.polyfit(np.log(ranks[chosen]), np.log(ranked[chosen]), 1)[0]
     assert slope == pytest.approx(-corpus.zipf_exponent, abs=0.05)
     flatter = MarkovCorpus(vocab_size=1000, successors=32, zipf_exponent=0.8, seed=3)
-    ranked = np.sort(flatter.stationary[len(SPECIAL_TOKENS):])[::-1]
+    ranked = np.sort(flatter.stationary[len(SPECIAL_TOKENS) :])[::-1]
     ranks = np.arange(1, len(ranked) + 1)
     slope = np.polyfit(np.log(ranks[9:500]), np.log(ranked[9:500]), 1)[0]
     assert slope == pytest.approx(-0.8, abs=0.05)
@@ -95,12 +96,17 @@ def test_entropies_are_ordered(corpus: MarkovCorpus) -> None:
     [(6, 0.05, 1.1), (1, 0.0, 1.1), (34, 0.0, 1.1), (3, 0.2, 1.1), (10, 0.01, 3.0), (5, 0.0, 0.0)],
 )
 def test_brute_force_on_a_small_vocabulary(successors: int, repeat_probability: float, zipf_exponent: float) -> None:
-    corpus = MarkovCorpus(vocab_size=40, successors=successors, zipf_exponent=zipf_exponent,
-                          repeat_probability=repeat_probability, seed=11)
+    corpus = MarkovCorpus(
+        vocab_size=40,
+        successors=successors,
+        zipf_exponent=zipf_exponent,
+        repeat_probability=repeat_probability,
+        seed=11,
+    )
     dense = dense_transitions(corpus)
     assert np.count_nonzero(dense, axis=1).max() <= successors + 1
     pi = dense_stationary(dense)
-    assert np.allclose(pi, corpus.stationary[len(SPECIAL_TOKENS):], atol=1e-10)
+    assert np.allclose(pi, corpus.stationary[len(SPECIAL_TOKENS) :], atol=1e-10)
     assert corpus.entropy_rate == pytest.approx(sum(pi[i] * entropy(dense[i]) for i in range(len(pi))), abs=1e-9)
     assert corpus.unigram_entropy == pytest.approx(entropy(pi), abs=1e-9)
     joint = pi[:, None, None] * dense[:, :, None] * dense[None, :, :]  # (x_{t-1}, x_t, x_{t+1})

@@ -13,18 +13,17 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
+from text_helpers import prepare, sentences
 
 from tiedemb.data import text
 from tiedemb.data import tokenizers as tk
 from tiedemb.errors import UserError
 from tiedemb.training import hub
-from text_helpers import prepare, sentences  # noqa: I001
 
 SHARED = Path(__file__).resolve().parents[2].parent / "shared" / "data"
 WIKITEXT = SHARED / "text" / "wikitext-2-valid.txt"
 BERT = SHARED / "tokenizers" / "bert-base-uncased"
 needs_shared = pytest.mark.skipif(not SHARED.exists(), reason=f"shared real data not present at {SHARED}")
-
 
 
 def count_tokens(tokenizer_dir: str, documents: list[str]) -> int:
@@ -62,8 +61,14 @@ def test_wikitext_blocks_hold_every_token_and_the_cache_skips_tokenising(tmp_pat
     tokenizer = tk.load_tokenizer(BERT)
     per_line = [tokenizer(line, add_special_tokens=False).input_ids for line in lines]
     expected = sum(map(len, per_line)) + len(lines)  # one [SEP] after each document
-    arguments = dict(tokenizer=str(BERT), train_files=[str(WIKITEXT)], val_files=[str(WIKITEXT)],
-                     block_size=128, val_fraction=0.0, cache_dir=str(tmp_path / "cache"))
+    arguments = dict(
+        tokenizer=str(BERT),
+        train_files=[str(WIKITEXT)],
+        val_files=[str(WIKITEXT)],
+        block_size=128,
+        val_fraction=0.0,
+        cache_dir=str(tmp_path / "cache"),
+    )
     counter = MapCounter(monkeypatch)
 
     start = time.perf_counter()
@@ -131,20 +136,32 @@ def test_jsonl_and_json_use_the_text_column(tmp_path, small_tokenizer):
     jsonl.write_text("".join(json.dumps({"id": i, "body": d}) + "\n" for i, d in enumerate(docs[:20])))
     array = tmp_path / "val.json"
     array.write_text(json.dumps([{"body": d} for d in docs[20:]] + [{"body": "   "}, {"body": None}]))
-    prepared = prepare(tokenizer=small_tokenizer, train_files=[str(jsonl)], val_files=[str(array)], text_column="body",
-                       cache_dir=str(tmp_path / "c"))
+    prepared = prepare(
+        tokenizer=small_tokenizer,
+        train_files=[str(jsonl)],
+        val_files=[str(array)],
+        text_column="body",
+        cache_dir=str(tmp_path / "c"),
+    )
     assert prepared.stats["train_documents"] == 20 and prepared.stats["val_documents"] == 10
     assert prepared.stats["train_tokens"] == count_tokens(small_tokenizer, docs[:20])
     assert prepared.stats["val_tokens"] == count_tokens(small_tokenizer, docs[20:])
     with pytest.raises(UserError, match="no record of .*train.jsonl.* has a 'text' field \\(fields: id, body\\)"):
-        prepare(tokenizer=small_tokenizer, train_files=[str(jsonl)], val_files=[str(array)], cache_dir=str(tmp_path / "c"))
+        prepare(
+            tokenizer=small_tokenizer, train_files=[str(jsonl)], val_files=[str(array)], cache_dir=str(tmp_path / "c")
+        )
 
 
 def test_parquet_uses_the_text_column(tmp_path, small_tokenizer):
     docs = sentences(50)
     pq.write_table(pa.table({"content": docs, "n": list(range(50))}), tmp_path / "part.parquet")
-    prepared = prepare(tokenizer=small_tokenizer, train_files=[str(tmp_path / "part.parquet")], text_column="content",
-                       val_fraction=0.2, cache_dir=str(tmp_path / "c"))
+    prepared = prepare(
+        tokenizer=small_tokenizer,
+        train_files=[str(tmp_path / "part.parquet")],
+        text_column="content",
+        val_fraction=0.2,
+        cache_dir=str(tmp_path / "c"),
+    )
     assert prepared.stats["documents"] == 50
     assert prepared.stats["train_tokens"] + prepared.stats["val_tokens"] == count_tokens(small_tokenizer, docs)
     with pytest.raises(UserError, match="no column 'text' \\(columns: content, n\\)"):
@@ -158,19 +175,28 @@ def test_glob_patterns_expand_in_sorted_order(tmp_path, small_tokenizer):
     write_lines(tmp_path / "shards" / "a.txt", docs[:20])
     write_lines(tmp_path / "shards" / "deep" / "c.txt", docs[40:])
     (tmp_path / "shards" / "notes.md").write_text("not text data")
-    flat = prepare(tokenizer=small_tokenizer, train_files=[str(tmp_path / "shards" / "*.txt")],
-                   val_files=[str(tmp_path / "shards" / "deep" / "c.txt")], cache_dir=str(tmp_path / "c"))
+    flat = prepare(
+        tokenizer=small_tokenizer,
+        train_files=[str(tmp_path / "shards" / "*.txt")],
+        val_files=[str(tmp_path / "shards" / "deep" / "c.txt")],
+        cache_dir=str(tmp_path / "c"),
+    )
     assert flat.stats["train_documents"] == 40 and flat.stats["val_documents"] == 20
     assert flat.tokenizer.decode(flat.train[0]["input_ids"]).startswith("doc0 ")  # a.txt before b.txt
-    deep = prepare(tokenizer=small_tokenizer, train_files=[str(tmp_path / "shards" / "**" / "*.txt")],
-                   cache_dir=str(tmp_path / "c"))
+    deep = prepare(
+        tokenizer=small_tokenizer,
+        train_files=[str(tmp_path / "shards" / "**" / "*.txt")],
+        cache_dir=str(tmp_path / "c"),
+    )
     assert deep.stats["documents"] == 60
 
 
 def test_held_out_split_sizes_and_seed(tmp_path, small_tokenizer):
     docs = sentences(200)
     corpus = write_lines(tmp_path / "corpus.txt", docs)
-    arguments = dict(tokenizer=small_tokenizer, train_files=[str(corpus)], val_fraction=0.15, cache_dir=str(tmp_path / "c"))
+    arguments = dict(
+        tokenizer=small_tokenizer, train_files=[str(corpus)], val_fraction=0.15, cache_dir=str(tmp_path / "c")
+    )
     split = prepare(**arguments)
     assert split.stats["val_documents"] == 30 and split.stats["train_documents"] == 170
     assert split.stats["train_tokens"] + split.stats["val_tokens"] == count_tokens(small_tokenizer, docs)
@@ -183,27 +209,43 @@ def test_held_out_split_sizes_and_seed(tmp_path, small_tokenizer):
 
 def test_hub_dataset_splits_and_column(tmp_path, small_tokenizer, monkeypatch):
     docs = sentences(50)
-    splits = datasets.DatasetDict({
-        "train": datasets.Dataset.from_dict({"line": docs[:40] + ["", " "]}),
-        "validation": datasets.Dataset.from_dict({"line": docs[40:]}),
-    })
+    splits = datasets.DatasetDict(
+        {
+            "train": datasets.Dataset.from_dict({"line": docs[:40] + ["", " "]}),
+            "validation": datasets.Dataset.from_dict({"line": docs[40:]}),
+        }
+    )
     requested = []
     monkeypatch.setattr(datasets, "load_dataset", lambda name, config: requested.append((name, config)) or splits)
     monkeypatch.setattr(hub, "hub_reachable", lambda *a, **k: True)
-    prepared = prepare(tokenizer=small_tokenizer, dataset="someone/corpus", dataset_config="small", text_column="line",
-                       val_fraction=text.VAL_FRACTION, cache_dir=str(tmp_path / "c"))
+    prepared = prepare(
+        tokenizer=small_tokenizer,
+        dataset="someone/corpus",
+        dataset_config="small",
+        text_column="line",
+        val_fraction=text.VAL_FRACTION,
+        cache_dir=str(tmp_path / "c"),
+    )
     assert requested == [("someone/corpus", "small")]
     assert prepared.stats["train_documents"] == 40 and prepared.stats["val_documents"] == 10
     assert prepared.stats["val_tokens"] == count_tokens(small_tokenizer, docs[40:])
-    prepare(tokenizer=small_tokenizer, dataset="someone/corpus", dataset_config="small", text_column="line",
-            val_fraction=text.VAL_FRACTION, cache_dir=str(tmp_path / "c"))
+    prepare(
+        tokenizer=small_tokenizer,
+        dataset="someone/corpus",
+        dataset_config="small",
+        text_column="line",
+        val_fraction=text.VAL_FRACTION,
+        cache_dir=str(tmp_path / "c"),
+    )
     assert len(requested) == 1  # the second run came from the cache
 
 
 def test_cache_notices_a_changed_file(tmp_path, small_tokenizer, monkeypatch):
     corpus = write_lines(tmp_path / "corpus.txt", sentences(50))
     val = write_lines(tmp_path / "val.txt", sentences(10, seed=1))
-    arguments = dict(tokenizer=small_tokenizer, train_files=[str(corpus)], val_files=[str(val)], cache_dir=str(tmp_path / "c"))
+    arguments = dict(
+        tokenizer=small_tokenizer, train_files=[str(corpus)], val_files=[str(val)], cache_dir=str(tmp_path / "c")
+    )
     counter = MapCounter(monkeypatch)
     first = prepare(**arguments)
     write_lines(corpus, sentences(80))
@@ -232,9 +274,18 @@ def test_missing_file_and_empty_glob_are_named(tmp_path, small_tokenizer):
         prepare(tokenizer=small_tokenizer, train_files=[str(tmp_path / "missing.txt")], cache_dir=str(tmp_path))
     with pytest.raises(UserError, match="val pattern .*nothing-\\*.txt.* matches no files"):
         corpus = write_lines(tmp_path / "corpus.txt", sentences(5))
-        prepare(tokenizer=small_tokenizer, train_files=[str(corpus)], val_files=[str(tmp_path / "nothing-*.txt")], cache_dir=str(tmp_path))
+        prepare(
+            tokenizer=small_tokenizer,
+            train_files=[str(corpus)],
+            val_files=[str(tmp_path / "nothing-*.txt")],
+            cache_dir=str(tmp_path),
+        )
     with pytest.raises(UserError, match="unsupported type"):
-        prepare(tokenizer=small_tokenizer, train_files=[str(write_lines(tmp_path / "x.csv", ["a"]))], cache_dir=str(tmp_path))
+        prepare(
+            tokenizer=small_tokenizer,
+            train_files=[str(write_lines(tmp_path / "x.csv", ["a"]))],
+            cache_dir=str(tmp_path),
+        )
 
 
 def test_empty_corpus_is_reported_with_its_files(tmp_path, small_tokenizer):
@@ -253,11 +304,14 @@ def test_missing_tokenizer_path_is_named(tmp_path):
         prepare(tokenizer=str(tmp_path / "nowhere" / "tok"), train_files=[str(corpus)], cache_dir=str(tmp_path))
 
 
-@pytest.mark.parametrize(("objective", "vocab_size", "match"), [
-    ("mlm", 4, "too small for a wordpiece tokenizer"),
-    ("clm", 200, "too small for a bpe tokenizer.*256-byte alphabet"),
-    ("mlm", None, "pass either `tokenizer`.*or `vocab_size`"),
-])
+@pytest.mark.parametrize(
+    ("objective", "vocab_size", "match"),
+    [
+        ("mlm", 4, "too small for a wordpiece tokenizer"),
+        ("clm", 200, "too small for a bpe tokenizer.*256-byte alphabet"),
+        ("mlm", None, "pass either `tokenizer`.*or `vocab_size`"),
+    ],
+)
 def test_tokenizer_training_arguments_are_checked_before_reading(tmp_path, objective, vocab_size, match):
     corpus = write_lines(tmp_path / "corpus.txt", sentences(5))
     with pytest.raises(UserError, match=match):
@@ -270,7 +324,12 @@ def test_uncached_hub_dataset_fails_fast_offline(tmp_path, monkeypatch, small_to
     flag_before = datasets.config.HF_HUB_OFFLINE
     start = time.perf_counter()
     with pytest.raises(UserError) as caught:
-        prepare(tokenizer=small_tokenizer, dataset="tiedemb-test/no-such-corpus", dataset_config="x", cache_dir=str(tmp_path))
+        prepare(
+            tokenizer=small_tokenizer,
+            dataset="tiedemb-test/no-such-corpus",
+            dataset_config="x",
+            cache_dir=str(tmp_path),
+        )
     assert time.perf_counter() - start < 30
     message = str(caught.value)
     assert "tiedemb-test/no-such-corpus" in message and "train_files" in message and "local cache" in message
@@ -287,14 +346,17 @@ def test_uncached_hub_tokenizer_fails_fast_offline(tmp_path, monkeypatch):
     assert time.perf_counter() - start < 30
 
 
-@pytest.mark.parametrize(("overrides", "match"), [
-    ({"train_files": None}, "exactly one text source"),
-    ({"dataset": "wikitext"}, "exactly one text source"),
-    ({"val_fraction": 0.0}, "no validation text"),
-    ({"val_fraction": 1.0}, "val_fraction=1.0"),
-    ({"block_size": 1}, "block_size=1"),
-    ({"objective": "seq2seq"}, "objective='seq2seq'"),
-])
+@pytest.mark.parametrize(
+    ("overrides", "match"),
+    [
+        ({"train_files": None}, "exactly one text source"),
+        ({"dataset": "wikitext"}, "exactly one text source"),
+        ({"val_fraction": 0.0}, "no validation text"),
+        ({"val_fraction": 1.0}, "val_fraction=1.0"),
+        ({"block_size": 1}, "block_size=1"),
+        ({"objective": "seq2seq"}, "objective='seq2seq'"),
+    ],
+)
 def test_argument_mistakes(tmp_path, small_tokenizer, overrides, match):
     corpus = write_lines(tmp_path / "corpus.txt", sentences(5))
     arguments = dict(tokenizer=small_tokenizer, train_files=[str(corpus)], cache_dir=str(tmp_path))

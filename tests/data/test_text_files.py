@@ -15,34 +15,35 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
+from text_helpers import prepare, sentences
 
 from tiedemb.data import text, text_files
 from tiedemb.data import tokenizers as tk
 from tiedemb.data.pretrain import PretrainData
 from tiedemb.data.text_files import check_bytes, read_files
 from tiedemb.errors import UserError
-from text_helpers import prepare, sentences  # noqa: I001
-
-
 
 # --------------------------------------------------------------------------- not UTF-8
 
 
 def test_a_file_that_is_not_utf8_is_named_with_the_offset_and_line_of_its_first_bad_byte(tmp_path, small_tokenizer):
     corpus = tmp_path / "latin1.txt"
-    good = "doc one alpha\r\ndoc two beta\r\n".encode()
+    good = b"doc one alpha\r\ndoc two beta\r\n"
     corpus.write_bytes(good + "caf\u00e9 gamma\n".encode("latin-1"))
     with pytest.raises(UserError) as raised:
         prepare(tokenizer=small_tokenizer, train_files=[str(corpus)], cache_dir=str(tmp_path / "c"))
     assert str(raised.value).startswith(
         f"train file {str(corpus)!r} is not UTF-8 text: byte 0xe9 at offset {len(good) + 3} (line 3) is not part of a "
-        "UTF-8 character. Convert the file to UTF-8")
+        "UTF-8 character. Convert the file to UTF-8"
+    )
     assert "data.encoding_errors=replace" in str(raised.value)
     assert not (tmp_path / "c" / "text").exists() or not any((tmp_path / "c" / "text").iterdir())  # nothing left behind
 
 
 @pytest.mark.parametrize("chunk", [1, 2, 3, 5, 1 << 20])
-def test_the_offset_is_exact_whatever_the_chunks_and_characters_split_between_them_are_fine(tmp_path, monkeypatch, chunk):
+def test_the_offset_is_exact_whatever_the_chunks_and_characters_split_between_them_are_fine(
+    tmp_path, monkeypatch, chunk
+):
     monkeypatch.setattr(text_files, "SCAN_CHUNK_BYTES", chunk)
     clean = "\ufeffdoc \u00e9t\u00e9 \u4e2d\u6587\r\n\r\nline three \U0001f600\n".encode()
     path = tmp_path / "mixed.txt"
@@ -62,8 +63,12 @@ def test_replacing_bad_bytes_is_opt_in_said_and_cached_apart(tmp_path, small_tok
     docs = read_files([corpus], "text", "train", "replace", tmp_path / "work", None)
     assert docs["text"][-1] == "caf\ufffd alpha"
     with caplog.at_level(logging.WARNING, logger="tiedemb.data"):
-        replaced = prepare(tokenizer=small_tokenizer, train_files=[str(corpus)], cache_dir=str(tmp_path / "c"),
-                           encoding_errors="replace")
+        replaced = prepare(
+            tokenizer=small_tokenizer,
+            train_files=[str(corpus)],
+            cache_dir=str(tmp_path / "c"),
+            encoding_errors="replace",
+        )
     assert replaced.stats["documents"] == 31
     assert f"{str(corpus)!r} is not all UTF-8 text: from the byte 0xe9 at offset" in caplog.text
     assert "read as U+FFFD (data.encoding_errors=replace)" in caplog.text
@@ -73,7 +78,9 @@ def test_replacing_bad_bytes_is_opt_in_said_and_cached_apart(tmp_path, small_tok
     valid = tmp_path / "valid.txt"
     valid.write_text("\n".join(sentences(30)))
     for errors in ("strict", "replace"):
-        prepare(tokenizer=small_tokenizer, train_files=[str(valid)], cache_dir=str(tmp_path / "d"), encoding_errors=errors)
+        prepare(
+            tokenizer=small_tokenizer, train_files=[str(valid)], cache_dir=str(tmp_path / "d"), encoding_errors=errors
+        )
     assert len([entry for entry in (tmp_path / "d" / "text").iterdir() if (entry / "stats.json").is_file()]) == 2
 
 
@@ -89,8 +96,12 @@ def test_the_option_value_is_checked_like_every_other(tmp_path, small_tokenizer)
     corpus = tmp_path / "corpus.txt"
     corpus.write_text("\n".join(sentences(20)))
     with pytest.raises(UserError, match="data.encoding_errors='ignore' is not a known choice; valid: strict, replace"):
-        PretrainData(train_files=[str(corpus)], tokenizer=small_tokenizer, encoding_errors="ignore",
-                     cache_dir=str(tmp_path / "c"))
+        PretrainData(
+            train_files=[str(corpus)],
+            tokenizer=small_tokenizer,
+            encoding_errors="ignore",
+            cache_dir=str(tmp_path / "c"),
+        )
     with pytest.raises(UserError, match="data.encoding_errors='replace' has no effect without data.train_files"):
         PretrainData(encoding_errors="replace")
     assert not (tmp_path / "c").exists()
@@ -115,7 +126,8 @@ def test_a_100_mb_file_without_a_line_break_is_refused_quickly_in_bounded_memory
     elapsed = time.perf_counter() - started
     assert str(raised.value).startswith(
         f"train file {str(giant)!r}, line 1 (from byte offset 0): a document of more than {8 << 20} bytes, too long to "
-        "tokenise in one piece; each line of a .txt file is one document, so break the text into lines")
+        "tokenise in one piece; each line of a .txt file is one document, so break the text into lines"
+    )
     assert peak < 16 << 20, f"held {peak / 2**20:.0f} MiB"
     assert elapsed < 5, f"{elapsed:.1f} s"
 
@@ -152,7 +164,9 @@ def full_disk(*_, **__):
     raise OSError(errno.ENOSPC, "No space left on device")
 
 
-def test_a_full_disk_while_saving_keeps_earlier_entries_and_leaves_no_partial_one(tmp_path, small_tokenizer, monkeypatch):
+def test_a_full_disk_while_saving_keeps_earlier_entries_and_leaves_no_partial_one(
+    tmp_path, small_tokenizer, monkeypatch
+):
     corpus = tmp_path / "corpus.txt"
     corpus.write_text("\n".join(sentences(60)))
     cache = tmp_path / "cache"
@@ -171,8 +185,10 @@ def test_a_full_disk_while_saving_keeps_earlier_entries_and_leaves_no_partial_on
     monkeypatch.setattr(datasets.Dataset, "save_to_disk", save_then_fill_the_disk)
     with pytest.raises(UserError) as raised:
         prepare(**arguments | {"block_size": 8})
-    assert str(raised.value).startswith(f"no space left on the device holding {str(cache / 'text')!r} while writing "
-                                        "the prepared text; the partial copy was removed and earlier files there are intact")
+    assert str(raised.value).startswith(
+        f"no space left on the device holding {str(cache / 'text')!r} while writing "
+        "the prepared text; the partial copy was removed and earlier files there are intact"
+    )
     assert str(raised.value).endswith("set data.cache_dir to a folder on a larger disk")
     after = {path: path.read_bytes() for path in (cache / "text").rglob("*") if path.is_file()}
     assert after == before  # the earlier entry, byte for byte; no staging folder, no working files
@@ -185,8 +201,11 @@ def test_a_full_disk_while_saving_a_trained_tokenizer_is_one_message(tmp_path, m
     corpus = tmp_path / "corpus.txt"
     corpus.write_text("\n".join(sentences(60)))
     monkeypatch.setattr(tk.PreTrainedTokenizerFast, "save_pretrained", full_disk)
-    with pytest.raises(UserError, match=r"no space left on the device holding '.*tokenizers' while writing the trained "
-                                        r"tokenizer"):
+    with pytest.raises(
+        UserError,
+        match=r"no space left on the device holding '.*tokenizers' while writing the trained "
+        r"tokenizer",
+    ):
         prepare(vocab_size=100, train_files=[str(corpus)], cache_dir=str(tmp_path / "cache"))
     assert [path.name for path in (tmp_path / "cache" / "tokenizers").iterdir()] == []
     assert [path.name for path in (tmp_path / "cache" / "text").iterdir()] == []
@@ -205,8 +224,11 @@ def earlier_documents(path: Path, column: str) -> list[str]:
         values = pq.read_table(path, columns=[column]).column(0).to_pylist()
     else:
         raw = path.read_text(encoding="utf-8-sig")
-        rows = json.loads(raw) if suffix == ".json" and raw.lstrip().startswith("[") else \
-            [json.loads(line) for line in raw.splitlines() if line.strip()]
+        rows = (
+            json.loads(raw)
+            if suffix == ".json" and raw.lstrip().startswith("[")
+            else [json.loads(line) for line in raw.splitlines() if line.strip()]
+        )
         values = [row[column] for row in rows]
     return [t for t in (str(v).strip() for v in values if v is not None) if t]
 
@@ -224,18 +246,29 @@ def test_reading_through_builders_gives_the_blocks_the_earlier_reading_gave(tmp_
     docs = sentences(120, seed=3)
     (tmp_path / "a.txt").write_bytes(("\ufeff" + "\r\n".join(f"  {d}\t" for d in docs[:30]) + "\n\n \n\t\n").encode())
     (tmp_path / "b.txt").write_text("\n\n".join(docs[30:50]) + "\ndoc tail without a line end")
-    (tmp_path / "c.jsonl").write_text("".join(json.dumps({"text": d, "n": i}) + "\n" + ("\n" if i % 5 == 0 else "")
-                                              for i, d in enumerate(docs[50:70])))
-    (tmp_path / "d.json").write_text(json.dumps([{"text": d} for d in docs[70:85]] + [{"text": "  "}, {"text": None}]),
-                                     encoding="utf-8-sig")
+    (tmp_path / "c.jsonl").write_text(
+        "".join(
+            json.dumps({"text": d, "n": i}) + "\n" + ("\n" if i % 5 == 0 else "") for i, d in enumerate(docs[50:70])
+        )
+    )
+    (tmp_path / "d.json").write_text(
+        json.dumps([{"text": d} for d in docs[70:85]] + [{"text": "  "}, {"text": None}]), encoding="utf-8-sig"
+    )
     pq.write_table(pa.table({"text": docs[85:100] + ["", None], "n": list(range(17))}), tmp_path / "e.parquet")
     (tmp_path / "f.jsonl").write_text("".join(json.dumps({"text": d}) + "\n" for d in docs[100:]))
-    train = [tmp_path / name for name in ("b.txt", "a.txt", "c.jsonl", "d.json", "e.parquet")]  # given order, not sorted
+    train = [
+        tmp_path / name for name in ("b.txt", "a.txt", "c.jsonl", "d.json", "e.parquet")
+    ]  # given order, not sorted
     val = [tmp_path / "f.jsonl"]
     tokenizer = tk.load_tokenizer(small_tokenizer)
     separator = tk.configure_for_objective(tokenizer, "mlm")
-    prepared = prepare(tokenizer=small_tokenizer, train_files=[str(p) for p in train], val_files=[str(p) for p in val],
-                       block_size=16, cache_dir=str(tmp_path / "c"))
+    prepared = prepare(
+        tokenizer=small_tokenizer,
+        train_files=[str(p) for p in train],
+        val_files=[str(p) for p in val],
+        block_size=16,
+        cache_dir=str(tmp_path / "c"),
+    )
     for split, files in (("train", train), ("val", val)):
         stream, documents = earlier_stream(files, "text", tokenizer, separator)
         blocks = getattr(prepared, split).with_format("numpy")[:]["input_ids"]

@@ -11,7 +11,6 @@ from pathlib import Path
 
 import pytest
 
-from tiedemb.data import tokenizers as tk
 from tiedemb.data.tokenizers import check_vocab_size, configure_for_objective, load_tokenizer, train_tokenizer
 from tiedemb.errors import UserError
 from tiedemb.training import hub
@@ -46,9 +45,15 @@ def test_wordpiece_trained_to_8000_round_trips_and_is_reused(tmp_path):
     assert tokenizer.unk_token_id not in ids
     assert tokenizer.decode(ids) == sentence
     # The normaliser lowercases, as BERT uncased does.
-    assert tokenizer("The European", add_special_tokens=False).input_ids == tokenizer("the european", add_special_tokens=False).input_ids
+    assert (
+        tokenizer("The European", add_special_tokens=False).input_ids
+        == tokenizer("the european", add_special_tokens=False).input_ids
+    )
     # With special tokens the BERT template applies.
-    assert tokenizer("lobster").input_ids[0] == tokenizer.cls_token_id and tokenizer("lobster").input_ids[-1] == tokenizer.sep_token_id
+    assert (
+        tokenizer("lobster").input_ids[0] == tokenizer.cls_token_id
+        and tokenizer("lobster").input_ids[-1] == tokenizer.sep_token_id
+    )
 
     again = train_tokenizer(never_read(), kind="wordpiece", vocab_size=8000, save_dir=save_dir)
     assert again.get_vocab() == tokenizer.get_vocab()
@@ -118,7 +123,9 @@ def test_uncached_hub_name_fails_fast_offline(monkeypatch):
         load_tokenizer("tiedemb-test/no-such-tokenizer")
     assert time.perf_counter() - start < 30
     message = str(caught.value)
-    assert "tiedemb-test/no-such-tokenizer" in message and "local tokenizer directory" in message and "\n" not in message
+    assert (
+        "tiedemb-test/no-such-tokenizer" in message and "local tokenizer directory" in message and "\n" not in message
+    )
 
 
 @needs_shared

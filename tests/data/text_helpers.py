@@ -17,6 +17,15 @@ def sentences(count: int, seed: int = 0) -> list[str]:
 
 
 def prepare(**overrides) -> text.PreparedText:
-    arguments = dict(objective="mlm", tokenizer=None, vocab_size=None, dataset=None, dataset_config=None,
-                     train_files=None, val_files=None, block_size=16, val_fraction=0.1)
+    arguments = dict(
+        objective="mlm",
+        tokenizer=None,
+        vocab_size=None,
+        dataset=None,
+        dataset_config=None,
+        train_files=None,
+        val_files=None,
+        block_size=16,
+        val_fraction=0.1,
+    )
     return prepare_text(**(arguments | overrides))

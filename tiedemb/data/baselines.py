@@ -47,8 +47,15 @@ class NgramCounts:
         return np.log((counts + 1.0) / (self.context[previous] + self.vocab_size))
 
 
-def ngram_baselines(train: np.ndarray, val: np.ndarray, *, vocab_size: int, objective: str,
-                    collator: Callable | None = None, batch_size: int = 256) -> dict[str, float]:
+def ngram_baselines(
+    train: np.ndarray,
+    val: np.ndarray,
+    *,
+    vocab_size: int,
+    objective: str,
+    collator: Callable | None = None,
+    batch_size: int = 256,
+) -> dict[str, float]:
     """``{"unigram": loss, "bigram": loss}`` on ``val`` of models counted on ``train`` (module docstring).
 
     ``collator``: for ``objective="mlm"``, the validation collator whose masks pick the targets
@@ -58,8 +65,10 @@ def ngram_baselines(train: np.ndarray, val: np.ndarray, *, vocab_size: int, obje
     val = np.asarray(val, dtype=np.int64)
     if objective == "clm":
         previous, targets = val[:, :-1].ravel(), val[:, 1:].ravel()
-        return {"unigram": -float(counts.unigram_log_prob(targets).mean()),
-                "bigram": -float(counts.bigram_log_prob(previous, targets).mean())}
+        return {
+            "unigram": -float(counts.unigram_log_prob(targets).mean()),
+            "bigram": -float(counts.bigram_log_prob(previous, targets).mean()),
+        }
     if collator is None:
         raise ValueError("masked-token baselines need the validation collator, whose masks pick the targets")
     unigram, bigram = [], []

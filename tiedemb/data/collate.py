@@ -78,9 +78,13 @@ class MaskingCollator:
 
     def _draws(self, shape: torch.Size, row_seeds: Sequence[int] | None) -> tuple[Tensor, Tensor, Tensor]:
         """Which tokens to pick, how to corrupt them, and the random replacements."""
+
         def draw(generator: torch.Generator | None, size: tuple[int, ...]) -> tuple[Tensor, Tensor, Tensor]:
-            return (torch.rand(size, generator=generator), torch.rand(size, generator=generator),
-                    torch.randint(len(self._ordinary), size, generator=generator))
+            return (
+                torch.rand(size, generator=generator),
+                torch.rand(size, generator=generator),
+                torch.randint(len(self._ordinary), size, generator=generator),
+            )
 
         if row_seeds is None:
             return draw(self.generator, tuple(shape))

@@ -96,7 +96,7 @@ def read_split(
                 indices.append(_index(path, number, fields[index_at]))
     if not labels:
         raise UserError(f"{path}: the {split} file has a header but no examples")
-    return {name: column for name, column in zip(text_names, texts)} | {"label": labels, "idx": indices}
+    return dict(zip(text_names, texts)) | {"label": labels, "idx": indices}
 
 
 def _header(path: Path, layout: ClassicLayout, fields: list[str], labelled: bool) -> tuple[list[str], bool]:
@@ -125,7 +125,6 @@ def _index(path: Path, number: int, text: str) -> int:
         raise UserError(f"{path}, line {number}: example index {text!r} is not an integer") from None
 
 
-
 RowName = Callable[[int], str]
 """Names row ``i`` (0-based) of a file in error messages, as a line number where there is one."""
 
@@ -134,8 +133,11 @@ _HUB_FORMAT_READERS: dict[str, tuple[str, dict, RowName]] = {
     ".jsonl": ("json", {}, lambda row: f"line {row + 1}"),
     ".json": ("json", {}, lambda row: f"record {row + 1}"),
     ".csv": ("csv", {"keep_default_na": False}, lambda row: f"line {row + 2}"),
-    ".tsv": ("csv", {"delimiter": "\t", "quoting": csv.QUOTE_NONE, "keep_default_na": False},
-             lambda row: f"line {row + 2}"),
+    ".tsv": (
+        "csv",
+        {"delimiter": "\t", "quoting": csv.QUOTE_NONE, "keep_default_na": False},
+        lambda row: f"line {row + 2}",
+    ),
 }
 FILE_TYPES = tuple(_HUB_FORMAT_READERS)
 """File name endings ``data_files`` may use."""
@@ -172,8 +174,15 @@ def _holds_no_rows(path: Path, builder: str) -> bool:
     return holds_empty_json(path)
 
 
-def conform(dataset: datasets.Dataset, text_columns: tuple[str, ...], label_names: tuple[str, ...], split: str,
-            labelled: bool, origin: str, where: RowName) -> datasets.Dataset:
+def conform(
+    dataset: datasets.Dataset,
+    text_columns: tuple[str, ...],
+    label_names: tuple[str, ...],
+    split: str,
+    labelled: bool,
+    origin: str,
+    where: RowName,
+) -> datasets.Dataset:
     """Check a hub-format split and reduce it to the text columns, ``label`` ids and ``idx``.
 
     Labels may be ids or label names; unlabeled splits get ``-1``; a missing ``idx`` becomes the
@@ -184,8 +193,10 @@ def conform(dataset: datasets.Dataset, text_columns: tuple[str, ...], label_name
     required = list(text_columns) + (["label"] if labelled else [])
     missing = [column for column in required if column not in columns]
     if missing:
-        raise UserError(f"{origin}: the {split} split lacks the column(s) {', '.join(missing)} "
-                        f"(found: {', '.join(columns) or 'none'})")
+        raise UserError(
+            f"{origin}: the {split} split lacks the column(s) {', '.join(missing)} "
+            f"(found: {', '.join(columns) or 'none'})"
+        )
     if len(dataset) == 0:
         raise UserError(f"{origin}: the {split} split has no examples")
     dataset = dataset.select_columns([column for column in (*required, "idx") if column in columns])
@@ -204,16 +215,17 @@ def conform(dataset: datasets.Dataset, text_columns: tuple[str, ...], label_name
     return dataset
 
 
-def _label_ids(values: Iterable[object], label_names: tuple[str, ...], origin: str,
-               where: RowName) -> list[int] | None:
+def _label_ids(values: Iterable[object], label_names: tuple[str, ...], origin: str, where: RowName) -> list[int] | None:
     """Check labels (ids or names); return them as ids in hub order, or ``None`` if they are ids already."""
     by_name = {name: number for number, name in enumerate(label_names)}
     ids, renamed = [], False
     for row, value in enumerate(values):
         number = by_name.get(value) if isinstance(value, str) else value
         if not isinstance(number, int) or isinstance(number, bool) or not 0 <= number < len(label_names):
-            raise UserError(f"{origin}, {where(row)}: label {value!r} is not valid (expected an id "
-                            f"0-{len(label_names) - 1} or one of the names {', '.join(label_names)})")
+            raise UserError(
+                f"{origin}, {where(row)}: label {value!r} is not valid (expected an id "
+                f"0-{len(label_names) - 1} or one of the names {', '.join(label_names)})"
+            )
         ids.append(number)
         renamed = renamed or isinstance(value, str)
     return ids if renamed else None

@@ -53,8 +53,15 @@ class GlueTask:
         return ("train", *self.validation_splits, *self.test_splits)
 
 
-def _simple_task(name: str, text_columns: tuple[str, ...], label_names: tuple[str, ...], folder: str,
-                 file_columns: tuple[str, ...], file_labels: tuple[str, ...], **layout: object) -> GlueTask:
+def _simple_task(
+    name: str,
+    text_columns: tuple[str, ...],
+    label_names: tuple[str, ...],
+    folder: str,
+    file_columns: tuple[str, ...],
+    file_labels: tuple[str, ...],
+    **layout: object,
+) -> GlueTask:
     """A task with one validation and one test split, as all GLUE tasks but MNLI have.
 
     ``file_columns`` and ``file_labels`` are the text column names and label spellings of its
@@ -91,19 +98,58 @@ TASKS: dict[str, GlueTask] = {
     task.name: task
     for task in (
         _MNLI,
-        _simple_task("mrpc", ("sentence1", "sentence2"), ("not_equivalent", "equivalent"), folder="MRPC",
-                     file_columns=("#1 String", "#2 String"), file_labels=("0", "1"), label_column="Quality"),
-        _simple_task("rte", ("sentence1", "sentence2"), ("entailment", "not_entailment"), folder="RTE",
-                     file_columns=("sentence1", "sentence2"), file_labels=("entailment", "not_entailment")),
-        _simple_task("qnli", ("question", "sentence"), ("entailment", "not_entailment"), folder="QNLI",
-                     file_columns=("question", "sentence"), file_labels=("entailment", "not_entailment")),
-        _simple_task("qqp", ("question1", "question2"), ("not_duplicate", "duplicate"), folder="QQP",
-                     file_columns=("question1", "question2"), file_labels=("0", "1"), label_column="is_duplicate",
-                     index_column="id", skip_malformed=True),
-        _simple_task("sst2", ("sentence",), ("negative", "positive"), folder="SST-2",
-                     file_columns=("sentence",), file_labels=("0", "1")),
-        _simple_task("cola", ("sentence",), ("unacceptable", "acceptable"), folder="CoLA",
-                     file_columns=("sentence",), file_labels=("0", "1"),
-                     headerless_columns=("source", "label", "original_label", "sentence")),
+        _simple_task(
+            "mrpc",
+            ("sentence1", "sentence2"),
+            ("not_equivalent", "equivalent"),
+            folder="MRPC",
+            file_columns=("#1 String", "#2 String"),
+            file_labels=("0", "1"),
+            label_column="Quality",
+        ),
+        _simple_task(
+            "rte",
+            ("sentence1", "sentence2"),
+            ("entailment", "not_entailment"),
+            folder="RTE",
+            file_columns=("sentence1", "sentence2"),
+            file_labels=("entailment", "not_entailment"),
+        ),
+        _simple_task(
+            "qnli",
+            ("question", "sentence"),
+            ("entailment", "not_entailment"),
+            folder="QNLI",
+            file_columns=("question", "sentence"),
+            file_labels=("entailment", "not_entailment"),
+        ),
+        _simple_task(
+            "qqp",
+            ("question1", "question2"),
+            ("not_duplicate", "duplicate"),
+            folder="QQP",
+            file_columns=("question1", "question2"),
+            file_labels=("0", "1"),
+            label_column="is_duplicate",
+            index_column="id",
+            skip_malformed=True,
+        ),
+        _simple_task(
+            "sst2",
+            ("sentence",),
+            ("negative", "positive"),
+            folder="SST-2",
+            file_columns=("sentence",),
+            file_labels=("0", "1"),
+        ),
+        _simple_task(
+            "cola",
+            ("sentence",),
+            ("unacceptable", "acceptable"),
+            folder="CoLA",
+            file_columns=("sentence",),
+            file_labels=("0", "1"),
+            headerless_columns=("source", "label", "original_label", "sentence"),
+        ),
     )
 }

@@ -37,8 +37,9 @@ from tiedemb.data.sampling import ResumableSampler
 from tiedemb.errors import UserError
 
 
-def grouped_order(permutation: Sequence[int], lengths: Sequence[int], batch_size: int, window: int,
-                  generator: torch.Generator) -> list[int]:
+def grouped_order(
+    permutation: Sequence[int], lengths: Sequence[int], batch_size: int, window: int, generator: torch.Generator
+) -> list[int]:
     """``permutation`` rearranged into batches of similar length (see the module docstring).
 
     ``window``: batches per sorted window; ``generator`` shuffles the batches.
@@ -47,9 +48,9 @@ def grouped_order(permutation: Sequence[int], lengths: Sequence[int], batch_size
     span = window * batch_size
     batches: list[list[int]] = []
     for start in range(0, full, span):
-        chunk = list(permutation[start:min(start + span, full)])
+        chunk = list(permutation[start : min(start + span, full)])
         chunk.sort(key=lambda index: -lengths[index])  # stable: equal lengths keep the random order
-        batches += [chunk[offset:offset + batch_size] for offset in range(0, len(chunk), batch_size)]
+        batches += [chunk[offset : offset + batch_size] for offset in range(0, len(chunk), batch_size)]
     shuffled = torch.randperm(len(batches), generator=generator).tolist()
     return [index for position in shuffled for index in batches[position]] + list(permutation[full:])
 
@@ -76,10 +77,10 @@ class _GroupedPermutation(DistributedSampler):
         # As DistributedSampler: pad (repeating from the start) or cut to a multiple of the process
         # count, then take every num_replicas-th example from this process's rank.
         if self.drop_last:
-            order = order[:self.total_size]
+            order = order[: self.total_size]
         else:
-            order += (order * math.ceil(self.total_size / len(order)))[:self.total_size - len(order)]
-        return iter(order[self.rank:self.total_size:self.num_replicas])
+            order += (order * math.ceil(self.total_size / len(order)))[: self.total_size - len(order)]
+        return iter(order[self.rank : self.total_size : self.num_replicas])
 
 
 class LengthGroupedSampler(ResumableSampler, _GroupedPermutation):

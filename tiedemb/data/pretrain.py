@@ -49,45 +49,74 @@ def _check_source_options(source: str, options: dict[str, Any]) -> None:
     validation stream (``synthetic_val_tokens``). Where a source reads text, the embedded corpus's
     sizes are only warned about: the study's recipe sets them, and a data overlay replaces the corpus.
     """
-    defaults = {name: parameter.default for name, parameter in inspect.signature(PretrainData.__init__).parameters.items()}
+    defaults = {
+        name: parameter.default for name, parameter in inspect.signature(PretrainData.__init__).parameters.items()
+    }
     changed = {name: options[name] for name in defaults if name in options and given(options[name], defaults[name])}
     if source == "synthetic" and "tokenizer" in changed:
-        raise UserError(f"data.tokenizer={changed['tokenizer']!r} has no effect: without data.train_files or data.dataset "
-                        "the run uses the embedded corpus, which has its own vocabulary; give the text to tokenise, "
-                        "or drop data.tokenizer")
+        raise UserError(
+            f"data.tokenizer={changed['tokenizer']!r} has no effect: without data.train_files or data.dataset "
+            "the run uses the embedded corpus, which has its own vocabulary; give the text to tokenise, "
+            "or drop data.tokenizer"
+        )
     if "dataset_config" in changed and source != "dataset":
-        raise UserError(f"data.dataset_config={changed['dataset_config']!r} has no effect without data.dataset (a hub "
-                        "dataset name)")
+        raise UserError(
+            f"data.dataset_config={changed['dataset_config']!r} has no effect without data.dataset (a hub dataset name)"
+        )
     if options.get("val_files") and source == "synthetic":
-        raise UserError("data.val_files has no effect without data.train_files: the embedded corpus would be used; "
-                        "give data.train_files too")
+        raise UserError(
+            "data.val_files has no effect without data.train_files: the embedded corpus would be used; "
+            "give data.train_files too"
+        )
     if options.get("ood_val_files") and source == "synthetic":
-        raise UserError("data.ood_val_files has no effect without data.train_files or data.dataset: the embedded corpus "
-                        "would be used; give the training text too")
+        raise UserError(
+            "data.ood_val_files has no effect without data.train_files or data.dataset: the embedded corpus "
+            "would be used; give the training text too"
+        )
     if options.get("ood_val_blocks") is not None and not options.get("ood_val_files"):
-        raise no_effect("data.ood_val_blocks", options["ood_val_blocks"], "without data.ood_val_files: it caps that text")
+        raise no_effect(
+            "data.ood_val_blocks", options["ood_val_blocks"], "without data.ood_val_files: it caps that text"
+        )
     if source == "dataset" and options.get("train_files"):
         raise UserError("data.dataset and data.train_files are both given; choose one source of text")
     if options.get("encoding_errors", "strict") != "strict" and source != "files":
-        raise UserError(f"data.encoding_errors={options['encoding_errors']!r} has no effect without data.train_files: it says how "
-                        "local text files that are not UTF-8 are read")
+        raise UserError(
+            f"data.encoding_errors={options['encoding_errors']!r} has no effect without data.train_files: it says how "
+            "local text files that are not UTF-8 are read"
+        )
     if source == "synthetic":
-        reasons = {"text_column": "it reads no text", "val_fraction": "its validation text is data.synthetic_val_tokens",
-                   "num_proc": "it is generated, not tokenised", "cache_dir": "it is generated, never cached"}
+        reasons = {
+            "text_column": "it reads no text",
+            "val_fraction": "its validation text is data.synthetic_val_tokens",
+            "num_proc": "it is generated, not tokenised",
+            "cache_dir": "it is generated, never cached",
+        }
         for name, reason in reasons.items():
             if name in changed:
-                raise no_effect(f"data.{name}", changed[name], f"with the embedded corpus (no data.train_files or "
-                                f"data.dataset): {reason}")
+                raise no_effect(
+                    f"data.{name}",
+                    changed[name],
+                    f"with the embedded corpus (no data.train_files or data.dataset): {reason}",
+                )
     else:
         for name in ("synthetic_tokens", "synthetic_val_tokens"):
             if name in changed:
-                warn_no_effect(f"data.{name}", changed[name], f"with data.{'dataset' if source == 'dataset' else 'train_files'}: "
-                               "it sizes the embedded corpus, which this run does not use")
+                warn_no_effect(
+                    f"data.{name}",
+                    changed[name],
+                    f"with data.{'dataset' if source == 'dataset' else 'train_files'}: "
+                    "it sizes the embedded corpus, which this run does not use",
+                )
     if options.get("val_files") and "val_fraction" in changed:
-        raise no_effect("data.val_fraction", changed["val_fraction"], "with data.val_files: the validation text is those files")
+        raise no_effect(
+            "data.val_fraction", changed["val_fraction"], "with data.val_files: the validation text is those files"
+        )
     if options.get("objective") == "clm" and "mlm_probability" in changed:
-        raise no_effect("data.mlm_probability", changed["mlm_probability"],
-                        "with objective 'clm': next-token prediction masks nothing")
+        raise no_effect(
+            "data.mlm_probability",
+            changed["mlm_probability"],
+            "with objective 'clm': next-token prediction masks nothing",
+        )
 
 
 class PretrainData(ResumableTraining, L.LightningDataModule):
@@ -160,7 +189,13 @@ class PretrainData(ResumableTraining, L.LightningDataModule):
             self.vocab_size = self.corpus.vocab_size
             self.pad_token_id = self.corpus.pad_token_id
             self.mask_token_id = self.corpus.mask_token_id
-            self.special_token_ids = [self.corpus.pad_token_id, self.corpus.unk_token_id, self.corpus.cls_token_id, self.corpus.sep_token_id, self.corpus.mask_token_id]
+            self.special_token_ids = [
+                self.corpus.pad_token_id,
+                self.corpus.unk_token_id,
+                self.corpus.cls_token_id,
+                self.corpus.sep_token_id,
+                self.corpus.mask_token_id,
+            ]
         else:
             # Real text is tokenised (or read from its cache) now: the vocabulary the model must
             # match is only known once the tokenizer is loaded or trained.
@@ -187,9 +222,16 @@ class PretrainData(ResumableTraining, L.LightningDataModule):
             if ood_val_files:
                 from tiedemb.data.text import prepare_extra_text
 
-                self.ood_val = prepare_extra_text(ood_val_files, self.prepared, objective=objective, block_size=block_size,
-                                                  cache_dir=cache_dir, encoding_errors=encoding_errors, num_proc=num_proc,
-                                                  max_blocks=ood_val_blocks)
+                self.ood_val = prepare_extra_text(
+                    ood_val_files,
+                    self.prepared,
+                    objective=objective,
+                    block_size=block_size,
+                    cache_dir=cache_dir,
+                    encoding_errors=encoding_errors,
+                    num_proc=num_proc,
+                    max_blocks=ood_val_blocks,
+                )
             self.vocab_size = len(self.tokenizer)
             self.pad_token_id = self.tokenizer.pad_token_id if self.tokenizer.pad_token_id is not None else 0
             self.mask_token_id = self.tokenizer.mask_token_id
@@ -214,9 +256,11 @@ class PretrainData(ResumableTraining, L.LightningDataModule):
             blocks = int(self.prepared.stats["train_blocks"])
             more = "or give more text"
         if blocks < self.batch_size:
-            raise UserError(f"the training data makes {blocks} block{'s' * (blocks != 1)} of data.block_size="
-                            f"{self.block_size} tokens, fewer than one batch (data.batch_size={self.batch_size}); "
-                            f"lower data.batch_size or data.block_size, {more}")
+            raise UserError(
+                f"the training data makes {blocks} block{'s' * (blocks != 1)} of data.block_size="
+                f"{self.block_size} tokens, fewer than one batch (data.batch_size={self.batch_size}); "
+                f"lower data.batch_size or data.block_size, {more}"
+            )
 
     # -- what the model and the logs may want to know -------------------------------------------
     @property
@@ -233,7 +277,10 @@ class PretrainData(ResumableTraining, L.LightningDataModule):
 
     def describe(self) -> dict[str, float]:
         """Numbers worth logging once per run."""
-        described = {"data/vocab_size": float(self.vocab_size), **{f"data/{k}": float(v) for k, v in self.stats.items()}}
+        described = {
+            "data/vocab_size": float(self.vocab_size),
+            **{f"data/{k}": float(v) for k, v in self.stats.items()},
+        }
         if self.corpus is not None:
             described["data/entropy_rate"] = self.corpus.entropy_rate
             described["data/mlm_bound"] = self.corpus.mlm_bound
@@ -275,8 +322,9 @@ class PretrainData(ResumableTraining, L.LightningDataModule):
             if dataset is None:
                 continue
             blocks = _block_array(dataset, limit_val_blocks)
-            losses = ngram_baselines(train, blocks, vocab_size=self.vocab_size, objective=self.objective,
-                                     collator=collator)
+            losses = ngram_baselines(
+                train, blocks, vocab_size=self.vocab_size, objective=self.objective, collator=collator
+            )
             results |= {f"data/{prefix}{name}_loss": value for name, value in losses.items()}
         return results
 
@@ -292,7 +340,11 @@ class PretrainData(ResumableTraining, L.LightningDataModule):
     def _loader(self, dataset: Dataset, shuffle: bool) -> DataLoader:
         hp = self.hparams
         # The training order is resumable (see tiedemb.data.sampling); evaluation reads in order.
-        sampler = self.resumable_sampler(dataset, batch_size=self.batch_size, seed=self.seed, drop_last=True) if shuffle else None
+        sampler = (
+            self.resumable_sampler(dataset, batch_size=self.batch_size, seed=self.seed, drop_last=True)
+            if shuffle
+            else None
+        )
         return DataLoader(
             KeyedDataset(dataset),
             batch_size=self.batch_size,
@@ -327,7 +379,10 @@ class PretrainData(ResumableTraining, L.LightningDataModule):
         blocks = self._synthetic_block_count
         train = self.corpus.sample_documents(blocks(hp.synthetic_tokens) * self.block_size, seed=hp.corpus_seed + 1)
         val = self.corpus.sample_documents(blocks(hp.synthetic_val_tokens) * self.block_size, seed=hp.corpus_seed + 2)
-        as_blocks = lambda stream: torch.from_numpy(np.ascontiguousarray(stream, dtype=np.int64)).view(-1, self.block_size)  # noqa: E731
+
+        def as_blocks(stream: Any) -> torch.Tensor:
+            return torch.from_numpy(np.ascontiguousarray(stream, dtype=np.int64)).view(-1, self.block_size)
+
         return as_blocks(train), as_blocks(val)
 
 

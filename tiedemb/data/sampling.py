@@ -86,10 +86,25 @@ class ResumableSampler(DistributedSampler):
     ``num_replicas`` and ``rank`` are given explicitly, so no process group is needed.
     """
 
-    def __init__(self, dataset: Sized, *, shuffle: bool = True, seed: int = 0, num_replicas: int = 1, rank: int = 0,
-                 drop_last: bool = False, keyed: bool = True) -> None:
-        super().__init__(dataset, num_replicas=num_replicas, rank=rank, shuffle=shuffle, seed=seed,  # type: ignore[arg-type]
-                         drop_last=drop_last)
+    def __init__(
+        self,
+        dataset: Sized,
+        *,
+        shuffle: bool = True,
+        seed: int = 0,
+        num_replicas: int = 1,
+        rank: int = 0,
+        drop_last: bool = False,
+        keyed: bool = True,
+    ) -> None:
+        super().__init__(
+            dataset,
+            num_replicas=num_replicas,
+            rank=rank,
+            shuffle=shuffle,
+            seed=seed,  # type: ignore[arg-type]
+            drop_last=drop_last,
+        )
         self.keyed = keyed  # False: plain indices, for datasets that need no per-example randomness
         self.resume_epoch: int | None = None
         self.resume_offset = 0
@@ -141,7 +156,9 @@ def loader_position(trainer: L.Trainer, sampler: ResumableSampler, batch_size: i
     epoch = sampler.epoch
     if batches and batches >= trainer.num_training_batches:
         epoch, batches = epoch + 1, 0
-    return ResumePosition(epoch=epoch, offset=batches * batch_size, seed=sampler.seed, num_replicas=sampler.num_replicas)
+    return ResumePosition(
+        epoch=epoch, offset=batches * batch_size, seed=sampler.seed, num_replicas=sampler.num_replicas
+    )
 
 
 def apply_position(sampler: ResumableSampler, position: ResumePosition) -> None:
@@ -150,11 +167,17 @@ def apply_position(sampler: ResumableSampler, position: ResumePosition) -> None:
     if position.num_replicas != sampler.num_replicas:
         # The permutation is shared by all processes, so the examples consumed overall carry over.
         offset = position.offset * position.num_replicas // sampler.num_replicas
-        log.warning("resuming on %d processes a run checkpointed on %d: the data order continues approximately",
-                    sampler.num_replicas, position.num_replicas)
+        log.warning(
+            "resuming on %d processes a run checkpointed on %d: the data order continues approximately",
+            sampler.num_replicas,
+            position.num_replicas,
+        )
     if position.seed != sampler.seed:
-        log.warning("resuming with data seed %d, the checkpoint used %d: the epoch continues in a new order",
-                    sampler.seed, position.seed)
+        log.warning(
+            "resuming with data seed %d, the checkpoint used %d: the epoch continues in a new order",
+            sampler.seed,
+            position.seed,
+        )
     sampler.resume_at(position.epoch, offset)
 
 
@@ -179,18 +202,30 @@ class ResumableTraining:
     _train_batch_size: int = 1
     _resume_position: ResumePosition | None = None
 
-    def resumable_sampler(self, dataset: Sized, *, batch_size: int, seed: int, keyed: bool = True,
-                          drop_last: bool = False,
-                          sampler_factory: Callable[..., ResumableSampler] | None = None) -> ResumableSampler:
+    def resumable_sampler(
+        self,
+        dataset: Sized,
+        *,
+        batch_size: int,
+        seed: int,
+        keyed: bool = True,
+        drop_last: bool = False,
+        sampler_factory: Callable[..., ResumableSampler] | None = None,
+    ) -> ResumableSampler:
         """The shuffling sampler of the training loader, sharded over the trainer's processes.
 
         ``sampler_factory`` builds a ``ResumableSampler`` subclass that draws each epoch's order
         differently (``tiedemb.data.length_grouping``); it gets the same arguments.
         """
         trainer = getattr(self, "trainer", None)
-        sampler = (sampler_factory or ResumableSampler)(dataset, seed=seed, keyed=keyed, drop_last=drop_last,
-                                                        num_replicas=trainer.world_size if trainer else 1,
-                                                        rank=trainer.global_rank if trainer else 0)
+        sampler = (sampler_factory or ResumableSampler)(
+            dataset,
+            seed=seed,
+            keyed=keyed,
+            drop_last=drop_last,
+            num_replicas=trainer.world_size if trainer else 1,
+            rank=trainer.global_rank if trainer else 0,
+        )
         if self._resume_position is not None:
             apply_position(sampler, self._resume_position)
         self._train_sampler, self._train_batch_size = sampler, batch_size

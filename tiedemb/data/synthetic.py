@@ -96,8 +96,9 @@ def _draw_successors(rng: np.random.Generator, zipf: np.ndarray, k: int) -> np.n
     return out
 
 
-def _stationary(nxt: np.ndarray, probs: np.ndarray, start: np.ndarray, tol: float,
-                max_steps: int = 100_000) -> tuple[np.ndarray, bool]:
+def _stationary(
+    nxt: np.ndarray, probs: np.ndarray, start: np.ndarray, tol: float, max_steps: int = 100_000
+) -> tuple[np.ndarray, bool]:
     """Power iteration ``pi <- pi P`` on the sparse rows; returns pi and whether the L1 change fell below ``tol``."""
     # Without self-loops the chain might be periodic; a lazy step (same fixed point) prevents that.
     lazy = bool(np.all(probs[:, 0] == 0))
@@ -121,8 +122,9 @@ def _transition_rows(weights: np.ndarray, scale: np.ndarray, others: np.ndarray,
     return np.concatenate([np.full((len(rows), 1), repeat), rows], axis=1)
 
 
-def _fit_to_zipf(nxt: np.ndarray, weights: np.ndarray, zipf: np.ndarray,
-                 repeat: float) -> tuple[np.ndarray, np.ndarray]:
+def _fit_to_zipf(
+    nxt: np.ndarray, weights: np.ndarray, zipf: np.ndarray, repeat: float
+) -> tuple[np.ndarray, np.ndarray]:
     """Rescale each word's weight as a successor until the stationary distribution is ~ ``zipf``.
 
     Sinkhorn-like: a word visited too rarely becomes a likelier successor everywhere. Targets
@@ -154,17 +156,31 @@ class MarkovCorpus:
     sep_token_id = 3
     mask_token_id = 4
 
-    def __init__(self, vocab_size: int = 4096, successors: int = 64, zipf_exponent: float = 1.1,
-                 repeat_probability: float = 0.005, seed: int = 0) -> None:
-        _require(_is_int(vocab_size) and vocab_size >= _MIN_VOCAB,
-                 f"vocab_size={vocab_size!r} must be an integer >= {_MIN_VOCAB} (5 ids are special tokens)")
+    def __init__(
+        self,
+        vocab_size: int = 4096,
+        successors: int = 64,
+        zipf_exponent: float = 1.1,
+        repeat_probability: float = 0.005,
+        seed: int = 0,
+    ) -> None:
+        _require(
+            _is_int(vocab_size) and vocab_size >= _MIN_VOCAB,
+            f"vocab_size={vocab_size!r} must be an integer >= {_MIN_VOCAB} (5 ids are special tokens)",
+        )
         words = vocab_size - _FIRST_WORD
-        _require(_is_int(successors) and 1 <= successors <= words - 1,
-                 f"successors={successors!r} must be an integer in [1, {words - 1}] (the other words)")
-        _require(isinstance(zipf_exponent, (int, float)) and 0.0 <= zipf_exponent <= 3.0,
-                 f"zipf_exponent={zipf_exponent!r} must be a number in [0, 3]")
-        _require(isinstance(repeat_probability, (int, float)) and 0.0 <= repeat_probability < 1.0,
-                 f"repeat_probability={repeat_probability!r} must be in [0, 1)")
+        _require(
+            _is_int(successors) and 1 <= successors <= words - 1,
+            f"successors={successors!r} must be an integer in [1, {words - 1}] (the other words)",
+        )
+        _require(
+            isinstance(zipf_exponent, (int, float)) and 0.0 <= zipf_exponent <= 3.0,
+            f"zipf_exponent={zipf_exponent!r} must be a number in [0, 3]",
+        )
+        _require(
+            isinstance(repeat_probability, (int, float)) and 0.0 <= repeat_probability < 1.0,
+            f"repeat_probability={repeat_probability!r} must be in [0, 1)",
+        )
         _require(_is_int(seed) and seed >= 0, f"seed={seed!r} must be a non-negative integer")
         self.vocab_size = int(vocab_size)
         self.successors = int(successors)

@@ -34,6 +34,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from transformers import PreTrainedTokenizerFast
 
+from tiedemb.data.text_files import SUFFIXES, read_files
+from tiedemb.data.text_settings import TEXT_COLUMN, VAL_FRACTION, check_encoding_errors
 from tiedemb.data.tokenizers import (
     DISK_REMEDY,
     check_vocab_size,
@@ -42,8 +44,6 @@ from tiedemb.data.tokenizers import (
     tokenizer_fingerprint,
     train_tokenizer,
 )
-from tiedemb.data.text_files import SUFFIXES, read_files
-from tiedemb.data.text_settings import TEXT_COLUMN, VAL_FRACTION, check_encoding_errors
 from tiedemb.errors import UserError, check_choice, first_line
 from tiedemb.options import given, no_effect, warn_no_effect
 from tiedemb.training.files import atomic_directory, disk_full_is_reported
@@ -96,7 +96,10 @@ def _expand(patterns: list[str], role: str) -> list[Path]:
         elif Path(text).is_file():
             files.append(Path(text))
         else:
-            raise UserError(f"{role} file {pattern!r} does not exist" + (" (it is a directory; pass a glob such as dir/*.txt)" if Path(text).is_dir() else ""))
+            raise UserError(
+                f"{role} file {pattern!r} does not exist"
+                + (" (it is a directory; pass a glob such as dir/*.txt)" if Path(text).is_dir() else "")
+            )
     for path in files:
         if path.suffix.lower() not in SUFFIXES:
             raise UserError(f"{role} file {str(path)!r} has an unsupported type; use one of {', '.join(SUFFIXES)}")
@@ -108,8 +111,9 @@ def _file_identity(paths: list[Path]) -> list[tuple[str, int, int]]:
     return [(str(path), path.stat().st_size, path.stat().st_mtime_ns) for path in paths]
 
 
-def _read_documents(paths: list[Path], column: str, role: str, encoding_errors: str, work_dir: Path,
-                    num_proc: int | None) -> datasets.Dataset:
+def _read_documents(
+    paths: list[Path], column: str, role: str, encoding_errors: str, work_dir: Path, num_proc: int | None
+) -> datasets.Dataset:
     """Non-empty, stripped documents from all files: one per line of .txt, one per record otherwise."""
     return _clean_documents(read_files(paths, column, role, encoding_errors, work_dir, num_proc), column)
 
@@ -125,7 +129,9 @@ def _clean_batch(batch: dict[str, list], column: str) -> dict[str, list[str]]:
 
 def _clean_documents(split: datasets.Dataset, column: str) -> datasets.Dataset:
     """A text column, cleaned; stays memory-mapped (the map's result is cached beside its input)."""
-    return split.map(partial(_clean_batch, column=column), batched=True, remove_columns=split.column_names, desc="cleaning text")
+    return split.map(
+        partial(_clean_batch, column=column), batched=True, remove_columns=split.column_names, desc="cleaning text"
+    )
 
 
 def _load_hub_splits(name: str, config: str | None, column: str) -> tuple[datasets.Dataset, datasets.Dataset | None]:
@@ -137,7 +143,10 @@ def _load_hub_splits(name: str, config: str | None, column: str) -> tuple[datase
             if online or not isinstance(error, ConnectionError):
                 problem = f"could not load dataset {name!r} (config {config!r}): {first_line(error)}."
             else:
-                problem = f"dataset {name!r} (config {config!r}) is not in the local Hugging Face cache, and the hub cannot be reached (or HF_HUB_OFFLINE is set)."
+                problem = (
+                    f"dataset {name!r} (config {config!r}) is not in the local Hugging Face cache, "
+                    "and the hub cannot be reached (or HF_HUB_OFFLINE is set)."
+                )
             raise UserError(
                 f"{problem} Pass local text instead with train_files (and val_files): paths or globs of .txt, .jsonl, "
                 ".json or .parquet files; or the name of a dataset already in the local cache."
@@ -145,7 +154,10 @@ def _load_hub_splits(name: str, config: str | None, column: str) -> tuple[datase
     if "train" not in splits:
         raise UserError(f"dataset {name!r} has no train split (splits: {', '.join(splits)})")
     if column not in splits["train"].column_names:
-        raise UserError(f"dataset {name!r} has no column {column!r} (columns: {', '.join(splits['train'].column_names)}); set text_column")
+        raise UserError(
+            f"dataset {name!r} has no column {column!r} "
+            f"(columns: {', '.join(splits['train'].column_names)}); set text_column"
+        )
     val_split = next((s for s in ("validation", "valid", "dev") if s in splits), None)
     val = _clean_documents(splits[val_split], column) if val_split else None
     return _clean_documents(splits["train"], column), val
@@ -154,7 +166,9 @@ def _load_hub_splits(name: str, config: str | None, column: str) -> tuple[datase
 def _hold_out(documents: datasets.Dataset, fraction: float, seed: int) -> tuple[datasets.Dataset, datasets.Dataset]:
     """Split off a seeded random ``fraction`` of documents as validation, keeping both in corpus order."""
     if fraction <= 0:
-        raise UserError("no validation text: pass val_files, use a dataset with a validation split, or set val_fraction > 0")
+        raise UserError(
+            "no validation text: pass val_files, use a dataset with a validation split, or set val_fraction > 0"
+        )
     count = max(1, round(len(documents) * fraction))
     if count >= len(documents):
         raise UserError(f"val_fraction={fraction} of {len(documents)} documents leaves no training text")
@@ -179,7 +193,9 @@ def _map_batch_size(documents: datasets.Dataset) -> int:
     return max(1, min(MAP_BATCH_SIZE, int(MAP_BATCH_BYTES // max(1.0, average))))
 
 
-def _tokenize_documents(documents: datasets.Dataset, tokenizer, separator: int, num_proc: int | None, fingerprint: str) -> datasets.Dataset:
+def _tokenize_documents(
+    documents: datasets.Dataset, tokenizer, separator: int, num_proc: int | None, fingerprint: str
+) -> datasets.Dataset:
     """One row of ids per document, via a batched ``datasets.map`` over the fast tokenizer's batch call."""
     return documents.map(
         partial(_encode, backend=tokenizer.backend_tokenizer, separator=separator),
@@ -227,20 +243,33 @@ def _open(folder: Path, tokenizer) -> PreparedText:
     """The saved entry, memory-mapped (cheap to hand to data-loader worker processes)."""
     stats = json.loads((folder / "stats.json").read_text())
     tokenizer = tokenizer if tokenizer is not None else load_tokenizer(folder / "tokenizer")
-    return PreparedText(datasets.load_from_disk(str(folder / "train")), datasets.load_from_disk(str(folder / "val")), tokenizer, stats)
+    return PreparedText(
+        datasets.load_from_disk(str(folder / "train")), datasets.load_from_disk(str(folder / "val")), tokenizer, stats
+    )
 
 
 def _save(folder: Path, prepared: PreparedText) -> None:
     """Write the cache entry atomically, so a crash (or a full disk) never leaves a half-written one."""
-    with disk_full_is_reported(folder.parent, "the prepared text", DISK_REMEDY), atomic_directory(folder, "stats.json") as staging:
+    with (
+        disk_full_is_reported(folder.parent, "the prepared text", DISK_REMEDY),
+        atomic_directory(folder, "stats.json") as staging,
+    ):
         prepared.train.save_to_disk(str(staging / "train"))
         prepared.val.save_to_disk(str(staging / "val"))
         prepared.tokenizer.save_pretrained(staging / "tokenizer")
         (staging / "stats.json").write_text(json.dumps(prepared.stats, indent=2))
 
 
-def _source_identity(dataset: str | None, dataset_config: str | None, text_column: str, train_paths: list[Path],
-                     val_paths: list[Path], val_fraction: float, seed: int, encoding_errors: str = "strict") -> dict:
+def _source_identity(
+    dataset: str | None,
+    dataset_config: str | None,
+    text_column: str,
+    train_paths: list[Path],
+    val_paths: list[Path],
+    val_fraction: float,
+    seed: int,
+    encoding_errors: str = "strict",
+) -> dict:
     """What decides the text a run reads: the cache keys of its prepared text and trained tokenizer."""
     source: dict = {"dataset": dataset, "config": dataset_config, "column": text_column}
     source |= {"train": _file_identity(train_paths), "val": _file_identity(val_paths)}
@@ -255,10 +284,20 @@ def _trained_tokenizer_dir(cache_dir: str, kind: str, size: str, source: dict) -
     return Path(cache_dir).expanduser() / "tokenizers" / f"{kind}-{size}-{_cache_key(source)}"
 
 
-def trained_tokenizer_dirs(*, objective: str, dataset: str | None = None, dataset_config: str | None = None,
-                           train_files: list[str] | None = None, val_files: list[str] | None = None,
-                           text_column: str = TEXT_COLUMN, val_fraction: float = VAL_FRACTION, seed: int = 0,
-                           cache_dir: str = "data/cache", encoding_errors: str = "strict", **_: object) -> list[Path]:
+def trained_tokenizer_dirs(
+    *,
+    objective: str,
+    dataset: str | None = None,
+    dataset_config: str | None = None,
+    train_files: list[str] | None = None,
+    val_files: list[str] | None = None,
+    text_column: str = TEXT_COLUMN,
+    val_fraction: float = VAL_FRACTION,
+    seed: int = 0,
+    cache_dir: str = "data/cache",
+    encoding_errors: str = "strict",
+    **_: object,
+) -> list[Path]:
     """The saved tokenizers ``prepare_text`` trained for this text (one per requested size), if any.
 
     Takes a ``PretrainData``'s hyperparameters. Local files are identified by path, size and
@@ -270,7 +309,9 @@ def trained_tokenizer_dirs(*, objective: str, dataset: str | None = None, datase
         val_paths = _expand(val_files, "val") if val_files else []
     except UserError:
         return []  # the text is gone, and with it the key its tokenizer was saved under
-    source = _source_identity(dataset, dataset_config, text_column, train_paths, val_paths, val_fraction, seed, encoding_errors)
+    source = _source_identity(
+        dataset, dataset_config, text_column, train_paths, val_paths, val_fraction, seed, encoding_errors
+    )
     pattern = _trained_tokenizer_dir(cache_dir, TOKENIZER_KIND[objective], "*", source)
     return sorted(path for path in pattern.parent.glob(pattern.name) if (path / "tokenizer.json").is_file())
 
@@ -297,11 +338,15 @@ def tokenizer_of_run(data: Mapping[str, Any], vocab_size: int, objective: str) -
 # --------------------------------------------------------------------------- entry point
 
 
-def _check_arguments(objective: str, dataset, train_files, block_size: int, val_fraction: float, encoding_errors: str) -> None:
+def _check_arguments(
+    objective: str, dataset, train_files, block_size: int, val_fraction: float, encoding_errors: str
+) -> None:
     check_choice("objective", objective, TOKENIZER_KIND)
     check_encoding_errors(encoding_errors)
     if (dataset is None) == (not train_files):
-        raise UserError("pass exactly one text source: `dataset` (a hub dataset name) or `train_files` (local paths or globs)")
+        raise UserError(
+            "pass exactly one text source: `dataset` (a hub dataset name) or `train_files` (local paths or globs)"
+        )
     if block_size < 2:
         raise UserError(f"block_size={block_size} is too small; it must be at least 2")
     if not 0 <= val_fraction < 1:
@@ -337,25 +382,48 @@ def prepare_text(
     kind = TOKENIZER_KIND[objective]
     train_paths = _expand(train_files, "train") if train_files else []
     val_paths = _expand(val_files, "val") if val_files else []
-    if dataset is None and given(text_column, TEXT_COLUMN) and all(p.suffix.lower() == ".txt" for p in train_paths + val_paths):
+    if (
+        dataset is None
+        and given(text_column, TEXT_COLUMN)
+        and all(p.suffix.lower() == ".txt" for p in train_paths + val_paths)
+    ):
         raise no_effect("data.text_column", text_column, "with .txt files only: each of their lines is a document")
-    source = _source_identity(dataset, dataset_config, text_column, train_paths, val_paths, val_fraction, seed, encoding_errors)
+    source = _source_identity(
+        dataset, dataset_config, text_column, train_paths, val_paths, val_fraction, seed, encoding_errors
+    )
     loaded = load_tokenizer(tokenizer) if tokenizer is not None else None
     if loaded is not None and vocab_size is not None and vocab_size != len(loaded):
         # A warning, not an error: overlays such as configs/scale/tiny.yaml size a trained tokenizer and
         # compose with data configs that name a tokenizer.
-        warn_no_effect("data.vocab_size", vocab_size, f"with data.tokenizer={tokenizer!r}, which has {len(loaded)} tokens: "
-                        "the vocabulary is the tokenizer's; drop data.vocab_size")
+        warn_no_effect(
+            "data.vocab_size",
+            vocab_size,
+            f"with data.tokenizer={tokenizer!r}, which has {len(loaded)} tokens: "
+            "the vocabulary is the tokenizer's; drop data.vocab_size",
+        )
     if loaded is None:
         identity = {"trained": kind, "vocab_size": check_vocab_size(kind, vocab_size)}
     else:
         identity = {"name": tokenizer, "size": len(loaded), "hash": tokenizer_fingerprint(loaded)}
-    key = _cache_key({"format": CACHE_FORMAT, "source": source, "tokenizer": identity, "block_size": block_size, "objective": objective})
+    key = _cache_key(
+        {
+            "format": CACHE_FORMAT,
+            "source": source,
+            "tokenizer": identity,
+            "block_size": block_size,
+            "objective": objective,
+        }
+    )
     folder = Path(cache_dir).expanduser() / "text" / key
     if (folder / "stats.json").is_file():
         prepared = _open(folder, loaded)
         configure_for_objective(prepared.tokenizer, objective)
-        log.info("loaded prepared text from %s: %d train and %d val blocks", folder, prepared.stats["train_blocks"], prepared.stats["val_blocks"])
+        log.info(
+            "loaded prepared text from %s: %d train and %d val blocks",
+            folder,
+            prepared.stats["train_blocks"],
+            prepared.stats["val_blocks"],
+        )
         return prepared
 
     with _working_folder(folder.parent) as work:
@@ -363,8 +431,11 @@ def prepare_text(
             train_docs, val_docs = _load_hub_splits(dataset, dataset_config, text_column)
             described = f"dataset {dataset!r}"
             if val_docs is not None and not val_paths and given(val_fraction, VAL_FRACTION):
-                raise no_effect("data.val_fraction", val_fraction, f"with data.dataset={dataset!r}, whose own validation "
-                                "split is the validation text")
+                raise no_effect(
+                    "data.val_fraction",
+                    val_fraction,
+                    f"with data.dataset={dataset!r}, whose own validation split is the validation text",
+                )
         else:
             train_docs = _read_documents(train_paths, text_column, "train", encoding_errors, work, num_proc)
             val_docs, described = None, ", ".join(repr(str(p)) for p in train_paths)
@@ -373,7 +444,10 @@ def prepare_text(
         if val_paths:
             val_docs = _read_documents(val_paths, text_column, "val", encoding_errors, work, num_proc)
             if not len(val_docs):
-                raise UserError(f"the validation text is empty (no non-blank documents in {', '.join(repr(str(p)) for p in val_paths)})")
+                raise UserError(
+                    "the validation text is empty (no non-blank documents in "
+                    f"{', '.join(repr(str(p)) for p in val_paths)})"
+                )
         if val_docs is None:
             train_docs, val_docs = _hold_out(train_docs, val_fraction, seed)
 
@@ -395,36 +469,64 @@ def _working_folder(parent: Path) -> Iterator[Path]:
     preparation is left behind, and earlier cache entries are not touched.
     """
     parent.mkdir(parents=True, exist_ok=True)
-    with disk_full_is_reported(parent, "the text being prepared", DISK_REMEDY), \
-            tempfile.TemporaryDirectory(prefix=".preparing-", dir=parent) as work:
+    with (
+        disk_full_is_reported(parent, "the text being prepared", DISK_REMEDY),
+        tempfile.TemporaryDirectory(prefix=".preparing-", dir=parent) as work,
+    ):
         yield Path(work)
 
 
-def _build(train_docs, val_docs, tokenizer, separator: int, block_size: int, num_proc: int | None, key: str, work: Path) -> PreparedText:
+def _build(
+    train_docs, val_docs, tokenizer, separator: int, block_size: int, num_proc: int | None, key: str, work: Path
+) -> PreparedText:
     """Tokenise and block both splits, and log what was kept and what was dropped."""
     splits, stats = {}, {}
     for name, documents in (("train", train_docs), ("val", val_docs)):
         tokenized = _tokenize_documents(documents, tokenizer, separator, num_proc, f"tiedemb-{key}-{name}")
         splits[name], total, dropped = _group_into_blocks(tokenized, block_size, work / f"{name}-blocks.arrow")
-        stats |= {f"{name}_tokens": total, f"{name}_blocks": len(splits[name]), f"{name}_discarded_tokens": dropped, f"{name}_documents": len(documents)}
+        stats |= {
+            f"{name}_tokens": total,
+            f"{name}_blocks": len(splits[name]),
+            f"{name}_discarded_tokens": dropped,
+            f"{name}_documents": len(documents),
+        }
         log.info(
             "%s: %d documents, %d tokens (incl. %d separators) -> %d blocks of %d, %d trailing tokens discarded",
-            name, len(documents), total, len(documents), len(splits[name]), block_size, dropped,
+            name,
+            len(documents),
+            total,
+            len(documents),
+            len(splits[name]),
+            block_size,
+            dropped,
         )
         if not len(splits[name]):  # an empty split cannot be saved and read back, nor trained or validated on
-            more = ("give more text" if name == "train" else
-                    "give more validation text (data.val_files, or a larger data.val_fraction)")
-            raise UserError(f"the {'training' if name == 'train' else 'validation'} text makes no block of "
-                            f"data.block_size={block_size} tokens ({total} tokens in all); lower data.block_size or {more}")
+            more = (
+                "give more text"
+                if name == "train"
+                else "give more validation text (data.val_files, or a larger data.val_fraction)"
+            )
+            raise UserError(
+                f"the {'training' if name == 'train' else 'validation'} text makes no block of "
+                f"data.block_size={block_size} tokens ({total} tokens in all); lower data.block_size or {more}"
+            )
     stats["discarded_tokens"] = stats["train_discarded_tokens"] + stats["val_discarded_tokens"]
     stats["documents"] = stats["separator_tokens"] = len(train_docs) + len(val_docs)
     stats["block_size"] = block_size
     return PreparedText(splits["train"], splits["val"], tokenizer, stats)
 
 
-def prepare_extra_text(files: list[str], prepared: PreparedText, *, objective: str, block_size: int,
-                       cache_dir: str = "data/cache", encoding_errors: str = "strict", num_proc: int | None = None,
-                       max_blocks: int | None = None) -> datasets.Dataset:
+def prepare_extra_text(
+    files: list[str],
+    prepared: PreparedText,
+    *,
+    objective: str,
+    block_size: int,
+    cache_dir: str = "data/cache",
+    encoding_errors: str = "strict",
+    num_proc: int | None = None,
+    max_blocks: int | None = None,
+) -> datasets.Dataset:
     """Blocks of another text (``files``) cut with ``prepared``'s tokenizer: a second validation text.
 
     Cached like ``prepare_text``'s entries, keyed by the files, the tokenizer and the block size;
@@ -432,8 +534,16 @@ def prepare_extra_text(files: list[str], prepared: PreparedText, *, objective: s
     """
     paths = _expand(files, "ood_val")
     tokenizer = prepared.tokenizer
-    key = _cache_key({"format": CACHE_FORMAT, "extra": _file_identity(paths), "encoding_errors": encoding_errors,
-                      "tokenizer": tokenizer_fingerprint(tokenizer), "block_size": block_size, "objective": objective})
+    key = _cache_key(
+        {
+            "format": CACHE_FORMAT,
+            "extra": _file_identity(paths),
+            "encoding_errors": encoding_errors,
+            "tokenizer": tokenizer_fingerprint(tokenizer),
+            "block_size": block_size,
+            "objective": objective,
+        }
+    )
     folder = Path(cache_dir).expanduser() / "text" / f"extra-{key}"
     if not (folder / "stats.json").is_file():
         separator = configure_for_objective(tokenizer, objective)
@@ -442,10 +552,20 @@ def prepare_extra_text(files: list[str], prepared: PreparedText, *, objective: s
             tokenized = _tokenize_documents(documents, tokenizer, separator, num_proc, f"tiedemb-{key}-extra")
             blocks, total, dropped = _group_into_blocks(tokenized, block_size, work / "extra-blocks.arrow")
             if not len(blocks):
-                raise UserError(f"data.ood_val_files make no block of data.block_size={block_size} tokens ({total} tokens in all)")
-            with disk_full_is_reported(folder.parent, "the prepared text", DISK_REMEDY), atomic_directory(folder, "stats.json") as staging:
+                raise UserError(
+                    f"data.ood_val_files make no block of data.block_size={block_size} tokens ({total} tokens in all)"
+                )
+            with (
+                disk_full_is_reported(folder.parent, "the prepared text", DISK_REMEDY),
+                atomic_directory(folder, "stats.json") as staging,
+            ):
                 blocks.save_to_disk(str(staging / "blocks"))
-                stats = {"tokens": total, "blocks": len(blocks), "discarded_tokens": dropped, "documents": len(documents)}
+                stats = {
+                    "tokens": total,
+                    "blocks": len(blocks),
+                    "discarded_tokens": dropped,
+                    "documents": len(documents),
+                }
                 (staging / "stats.json").write_text(json.dumps(stats, indent=2))
         log.info("saved the out-of-domain validation text to %s", folder)
     blocks = datasets.load_from_disk(str(folder / "blocks"))

@@ -109,19 +109,28 @@ def check_bytes(path: Path, role: str, encoding_errors: str) -> None:
 def _bad_byte(path: Path, role: str, encoding_errors: str, byte: int, offset: int, line: int) -> None:
     where = f"byte 0x{byte:02x} at offset {offset} (line {line})"
     if encoding_errors == "strict":
-        raise UserError(f"{role} file {str(path)!r} is not UTF-8 text: {where} is not part of a UTF-8 character. "
-                        "Convert the file to UTF-8 (e.g. iconv -f latin1 -t utf-8), or set "
-                        "data.encoding_errors=replace to read such bytes as U+FFFD")
-    log.warning("%s file %r is not all UTF-8 text: from the %s on, bytes that are not UTF-8 are read as U+FFFD "
-                "(data.encoding_errors=replace)", role, str(path), where)
+        raise UserError(
+            f"{role} file {str(path)!r} is not UTF-8 text: {where} is not part of a UTF-8 character. "
+            "Convert the file to UTF-8 (e.g. iconv -f latin1 -t utf-8), or set "
+            "data.encoding_errors=replace to read such bytes as U+FFFD"
+        )
+    log.warning(
+        "%s file %r is not all UTF-8 text: from the %s on, bytes that are not UTF-8 are read as U+FFFD "
+        "(data.encoding_errors=replace)",
+        role,
+        str(path),
+        where,
+    )
 
 
 def _check_line(path: Path, role: str, length: int, start: int, line: int, limit: int) -> None:
     if length > limit:
         kind = "record" if path.suffix.lower() == ".jsonl" else "document"
-        raise UserError(f"{role} file {str(path)!r}, line {line} (from byte offset {start}): a {kind} of more than "
-                        f"{limit} bytes, too long to tokenise in one piece; each line of a {path.suffix} file is one "
-                        "document, so break the text into lines of fewer bytes (one per paragraph, say)")
+        raise UserError(
+            f"{role} file {str(path)!r}, line {line} (from byte offset {start}): a {kind} of more than "
+            f"{limit} bytes, too long to tokenise in one piece; each line of a {path.suffix} file is one "
+            "document, so break the text into lines of fewer bytes (one per paragraph, say)"
+        )
 
 
 def _check_document_sizes(dataset: datasets.Dataset, column: str, files: list[Path], role: str) -> None:
@@ -133,8 +142,10 @@ def _check_document_sizes(dataset: datasets.Dataset, column: str, files: list[Pa
     row = pc.index(too_long, True).as_py()
     if row >= 0:
         path, row = _file_of_row(files, row)
-        raise UserError(f"{role} file {str(path)!r}, row {row + 1}: a document of more than {MAX_DOCUMENT_BYTES} bytes, "
-                        "too long to tokenise in one piece; split it into several records")
+        raise UserError(
+            f"{role} file {str(path)!r}, row {row + 1}: a document of more than {MAX_DOCUMENT_BYTES} bytes, "
+            "too long to tokenise in one piece; split it into several records"
+        )
 
 
 def _file_of_row(files: list[Path], row: int) -> tuple[Path, int]:
@@ -150,8 +161,9 @@ def _file_of_row(files: list[Path], row: int) -> tuple[Path, int]:
 # --------------------------------------------------------------------------- reading
 
 
-def read_files(paths: list[Path], column: str, role: str, encoding_errors: str, work_dir: Path,
-               num_proc: int | None) -> datasets.Dataset:
+def read_files(
+    paths: list[Path], column: str, role: str, encoding_errors: str, work_dir: Path, num_proc: int | None
+) -> datasets.Dataset:
     """All documents of ``paths`` in order, as one memory-mapped dataset with the texts in ``column``.
 
     The Arrow files are written under ``work_dir``, which the caller removes when done. Values
@@ -162,7 +174,9 @@ def read_files(paths: list[Path], column: str, role: str, encoding_errors: str, 
         if path.suffix.lower() == ".parquet":
             names = pq.read_schema(path).names
             if column not in names:
-                raise UserError(f"{str(path)!r} has no column {column!r} (columns: {', '.join(names)}); set text_column")
+                raise UserError(
+                    f"{str(path)!r} has no column {column!r} (columns: {', '.join(names)}); set text_column"
+                )
         else:
             check_bytes(path, role, encoding_errors)
     paths = [path for path in paths if not _holds_no_records(path)]  # the builders refuse those
@@ -170,7 +184,9 @@ def read_files(paths: list[Path], column: str, role: str, encoding_errors: str, 
         return datasets.Dataset.from_dict({column: []}, features=datasets.Features({column: datasets.Value("string")}))
     parts = []
     # a JSON array is read whole anyway, so it is read alone: a mistake in it is then named by file
-    for (builder, _), group in groupby(paths, key=lambda p: (_BUILDERS[p.suffix.lower()], p.suffix.lower() == ".json" and p)):
+    for (builder, _), group in groupby(
+        paths, key=lambda p: (_BUILDERS[p.suffix.lower()], p.suffix.lower() == ".json" and p)
+    ):
         files = list(group)
         dataset = _load(builder, files, column, role, encoding_errors, work_dir, num_proc)
         if builder == "text":
@@ -207,8 +223,9 @@ def holds_empty_json(path: Path) -> bool:
         return False
 
 
-def _load(builder: str, files: list[Path], column: str, role: str, encoding_errors: str, work_dir: Path,
-          num_proc: int | None) -> datasets.Dataset:
+def _load(
+    builder: str, files: list[Path], column: str, role: str, encoding_errors: str, work_dir: Path, num_proc: int | None
+) -> datasets.Dataset:
     options: dict = {}
     if builder == "text":
         # utf-8-sig drops the byte-order mark WikiText (and Windows editors) put first
@@ -220,8 +237,14 @@ def _load(builder: str, files: list[Path], column: str, role: str, encoding_erro
         options = {"columns": [column]}
     processes = min(num_proc, len(files)) if num_proc and len(files) > 1 else None
     try:
-        return datasets.load_dataset(builder, data_files=[str(path) for path in files], split="train",
-                                     cache_dir=str(work_dir), num_proc=processes, **options)
+        return datasets.load_dataset(
+            builder,
+            data_files=[str(path) for path in files],
+            split="train",
+            cache_dir=str(work_dir),
+            num_proc=processes,
+            **options,
+        )
     except Exception as error:  # any parse failure of a user's file is reported as theirs
         if out_of_space(error) or isinstance(error, MemoryError):
             raise  # the machine's problem, not the file's (the caller reports a full disk)
@@ -237,10 +260,16 @@ def _check_fields(dataset: datasets.Dataset, column: str, files: list[Path]) -> 
     described = ", ".join(repr(str(path)) for path in files)
     if column not in dataset.column_names:
         found = ", ".join(dataset.column_names)
-        raise UserError(f"no record of {described} has a {column!r} field (fields: {found}); "
-                        "set text_column to the field holding the text")
+        raise UserError(
+            f"no record of {described} has a {column!r} field (fields: {found}); "
+            "set text_column to the field holding the text"
+        )
     missing = dataset.data.column(column).null_count
     if missing:
-        log.warning("%d of %d records of %s have no %r value (null, or the field is absent); they are skipped",
-                    missing, len(dataset), described, column)
-
+        log.warning(
+            "%d of %d records of %s have no %r value (null, or the field is absent); they are skipped",
+            missing,
+            len(dataset),
+            described,
+            column,
+        )

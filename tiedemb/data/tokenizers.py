@@ -21,8 +21,20 @@ DISK_REMEDY = "set data.cache_dir to a folder on a larger disk"
 
 #: Special tokens of the trained tokenizers, in id order (so ``[PAD]`` / ``<pad>`` is id 0).
 SPECIAL_TOKENS: dict[str, dict[str, str]] = {
-    "wordpiece": {"pad_token": "[PAD]", "unk_token": "[UNK]", "cls_token": "[CLS]", "sep_token": "[SEP]", "mask_token": "[MASK]"},
-    "bpe": {"pad_token": "<pad>", "unk_token": "<unk>", "bos_token": "<s>", "eos_token": "</s>", "mask_token": "<mask>"},
+    "wordpiece": {
+        "pad_token": "[PAD]",
+        "unk_token": "[UNK]",
+        "cls_token": "[CLS]",
+        "sep_token": "[SEP]",
+        "mask_token": "[MASK]",
+    },
+    "bpe": {
+        "pad_token": "<pad>",
+        "unk_token": "<unk>",
+        "bos_token": "<s>",
+        "eos_token": "</s>",
+        "mask_token": "<mask>",
+    },
 }
 #: Byte-level BPE starts from all 256 byte symbols, so they count against the vocabulary.
 BYTE_ALPHABET_SIZE = 256
@@ -58,7 +70,10 @@ def load_tokenizer(name_or_path: str | os.PathLike) -> PreTrainedTokenizerBase:
         if looks_local or online:
             problem = f"could not load tokenizer {text!r}: {first_line(error)}."
         else:
-            problem = f"tokenizer {text!r} is not in the local Hugging Face cache, and the hub cannot be reached (or HF_HUB_OFFLINE is set)."
+            problem = (
+                f"tokenizer {text!r} is not in the local Hugging Face cache, "
+                "and the hub cannot be reached (or HF_HUB_OFFLINE is set)."
+            )
         raise UserError(
             f"{problem} Pass a local tokenizer directory (one holding tokenizer.json or vocab.txt), "
             "a hub name already in the local cache, or leave `tokenizer` unset to train one on the training text."
@@ -74,7 +89,9 @@ def tokenizer_fingerprint(tokenizer: PreTrainedTokenizerBase) -> str:
     """A short hash of everything that decides the ids a tokenizer produces."""
     digest = hashlib.sha256()
     backend = getattr(tokenizer, "backend_tokenizer", None)
-    digest.update(backend.to_str().encode() if backend is not None else repr(sorted(tokenizer.get_vocab().items())).encode())
+    digest.update(
+        backend.to_str().encode() if backend is not None else repr(sorted(tokenizer.get_vocab().items())).encode()
+    )
     digest.update(repr(sorted(tokenizer.special_tokens_map.items())).encode())
     return digest.hexdigest()[:16]
 
@@ -97,7 +114,9 @@ def configure_for_objective(tokenizer: PreTrainedTokenizerBase, objective: str) 
         return int(tokenizer.convert_tokens_to_ids(separator))
     missing = [kind for kind in ("pad", "mask") if getattr(tokenizer, f"{kind}_token_id") is None]
     if missing:
-        raise UserError(f"tokenizer {name!r} has no {' or '.join(missing)} token, which mlm needs; pass a BERT-style tokenizer")
+        raise UserError(
+            f"tokenizer {name!r} has no {' or '.join(missing)} token, which mlm needs; pass a BERT-style tokenizer"
+        )
     separator = tokenizer.sep_token_id if tokenizer.sep_token_id is not None else tokenizer.eos_token_id
     if separator is None:
         raise UserError(f"tokenizer {name!r} has neither a sep nor an eos token to separate documents with")
@@ -117,11 +136,18 @@ def min_vocab_size(kind: str) -> int:
 def check_vocab_size(kind: str, vocab_size: int | None) -> int:
     """Return ``vocab_size`` if a ``kind`` tokenizer can be trained to that size, else raise."""
     if vocab_size is None:
-        raise UserError("pass either `tokenizer` (a hub name or local directory) or `vocab_size` to train one on the training text")
+        raise UserError(
+            "pass either `tokenizer` (a hub name or local directory) or `vocab_size` to train one on the training text"
+        )
     needed = min_vocab_size(kind)
     if vocab_size < needed:
-        detail = f"{len(SPECIAL_TOKENS[kind])} special tokens" + (f" plus the {BYTE_ALPHABET_SIZE}-byte alphabet" if kind == "bpe" else "")
-        raise UserError(f"vocab_size={vocab_size} is too small for a {kind} tokenizer: it needs at least {needed} ({detail} plus one learned token)")
+        detail = f"{len(SPECIAL_TOKENS[kind])} special tokens" + (
+            f" plus the {BYTE_ALPHABET_SIZE}-byte alphabet" if kind == "bpe" else ""
+        )
+        raise UserError(
+            f"vocab_size={vocab_size} is too small for a {kind} tokenizer: "
+            f"it needs at least {needed} ({detail} plus one learned token)"
+        )
     return vocab_size
 
 
@@ -139,7 +165,9 @@ def _wordpiece(vocab_size: int):
     )
     # Capping the alphabet keeps a small vocabulary from overflowing with rare characters.
     alphabet = min(1000, vocab_size - len(specials))
-    trainer = trainers.WordPieceTrainer(vocab_size=vocab_size, special_tokens=specials, limit_alphabet=alphabet, show_progress=False)
+    trainer = trainers.WordPieceTrainer(
+        vocab_size=vocab_size, special_tokens=specials, limit_alphabet=alphabet, show_progress=False
+    )
     return tokenizer, trainer
 
 
@@ -176,7 +204,12 @@ def train_tokenizer(texts: Iterable[str], *, kind: str, vocab_size: int, save_di
     backend.train_from_iterator(texts, trainer=trainer)
     tokenizer = PreTrainedTokenizerFast(tokenizer_object=backend, **SPECIAL_TOKENS[kind])
     if len(tokenizer) != vocab_size:
-        log.warning("the %s tokenizer has %d tokens, not %d: the training text is too small for more", kind, len(tokenizer), vocab_size)
+        log.warning(
+            "the %s tokenizer has %d tokens, not %d: the training text is too small for more",
+            kind,
+            len(tokenizer),
+            vocab_size,
+        )
     _save_atomically(tokenizer, save_dir)
     log.info("trained a %s tokenizer of %d tokens, saved in %s", kind, len(tokenizer), save_dir)
     return tokenizer
@@ -184,6 +217,8 @@ def train_tokenizer(texts: Iterable[str], *, kind: str, vocab_size: int, save_di
 
 def _save_atomically(tokenizer: PreTrainedTokenizerBase, save_dir: Path) -> None:
     """Save so that an interrupted run leaves no half tokenizer."""
-    with disk_full_is_reported(save_dir.parent, "the trained tokenizer", DISK_REMEDY), \
-            atomic_directory(save_dir, "tokenizer.json") as staging:
+    with (
+        disk_full_is_reported(save_dir.parent, "the trained tokenizer", DISK_REMEDY),
+        atomic_directory(save_dir, "tokenizer.json") as staging,
+    ):
         tokenizer.save_pretrained(staging)
