@@ -20,7 +20,10 @@ OLD = ROOT / "tests" / "fixtures" / "before_restructuring"
 CONFIGS = ROOT / "configs"
 
 
-ADDED = {PretrainModule: {"pretrained": None}, GlueModule: {"narrowing": "balanced"}}
+ADDED = {
+    PretrainModule: {"pretrained": None},
+    GlueModule: {"narrowing": "balanced", "readapt_steps": 0, "readapt_learning_rate": 1e-3},
+}
 """Options a module gained after these checkpoints were written, with the default a reload gives them."""
 
 

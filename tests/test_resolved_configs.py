@@ -65,6 +65,8 @@ ADDED = {
     ("data", "init_args", "ood_val_blocks"): None,
     # balanced narrowing keeps the position table; only runs that narrow a pretrained embedding change
     ("model", "init_args", "narrowing"): "balanced",
+    ("model", "init_args", "readapt_steps"): 0,
+    ("model", "init_args", "readapt_learning_rate"): 0.001,
 }
 """Options added since, with the default that keeps a configuration as it was: (path) -> default.
 A command line that resolves one of them to anything else resolves differently, and fails."""

@@ -54,12 +54,22 @@ class GlueData(ResumableTraining, LightningDataModule):
     metrics and prediction files as they are (rows are written by example index).
     """
 
-    def __init__(self, task: str = "mrpc", tokenizer: str = "bert-base-uncased", data_dir: str | None = None,
-                 data_files: dict[str, str] | None = None, max_length: Annotated[int, Bounds(MIN_MAX_LENGTH)] = 128,
-                 batch_size: PositiveInt = 32, eval_batch_size: PositiveInt | None = None,
-                 num_workers: NonNegativeInt = 0, pin_memory: bool = False, hub_dataset: str = HUB_DATASET,
-                 max_train_samples: PositiveInt | None = None, length_grouping: NonNegativeInt = 0,
-                 sort_eval_by_length: bool = False) -> None:
+    def __init__(
+        self,
+        task: str = "mrpc",
+        tokenizer: str = "bert-base-uncased",
+        data_dir: str | None = None,
+        data_files: dict[str, str] | None = None,
+        max_length: Annotated[int, Bounds(MIN_MAX_LENGTH)] = 128,
+        batch_size: PositiveInt = 32,
+        eval_batch_size: PositiveInt | None = None,
+        num_workers: NonNegativeInt = 0,
+        pin_memory: bool = False,
+        hub_dataset: str = HUB_DATASET,
+        max_train_samples: PositiveInt | None = None,
+        length_grouping: NonNegativeInt = 0,
+        sort_eval_by_length: bool = False,
+    ) -> None:
         check_arguments("data", option_types(GlueData.__init__), locals())
         _check_one_source(data_dir, data_files, hub_dataset)
         super().__init__()
@@ -74,8 +84,10 @@ class GlueData(ResumableTraining, LightningDataModule):
         self.length_grouping = length_grouping
         self.sort_eval_by_length = sort_eval_by_length
         if tokenizer == "pretrained":
-            raise UserError("data.tokenizer='pretrained' is resolved by the command line from model.pretrained; "
-                            "outside it, pass the tokenizer itself")
+            raise UserError(
+                "data.tokenizer='pretrained' is resolved by the command line from model.pretrained; "
+                "outside it, pass the tokenizer itself"
+            )
         self.tokenizer: PreTrainedTokenizerBase = load_tokenizer(tokenizer)
         if self.tokenizer.pad_token_id is None:
             raise UserError(f"tokenizer {tokenizer!r} has no padding token, which batching GLUE pairs needs")
@@ -118,6 +130,10 @@ class GlueData(ResumableTraining, LightningDataModule):
     def train_dataloader(self) -> DataLoader:
         return self._loader("train", self.batch_size, shuffle=True)
 
+    def split_loader(self, split: str) -> DataLoader:
+        """One split's examples in a fixed order, for a pass that reads a split but does not train on its order."""
+        return self._loader(split, self.batch_size)
+
     def val_dataloader(self) -> list[DataLoader]:
         return [self._loader(split, self.eval_batch_size) for split in self.val_split_names]
 
@@ -130,21 +146,30 @@ class GlueData(ResumableTraining, LightningDataModule):
     def _splits_for(self, stage: str | None) -> list[str]:
         """Splits a stage reads; a stage with nothing to read is a configuration mistake."""
         if stage in ("fit", "validate", "test") and not self.val_split_names:
-            raise UserError(f"no validation split of {self.task_spec.name} found; "
-                            f"expected {self._source.expected(self.task_spec.validation_splits)}")
+            raise UserError(
+                f"no validation split of {self.task_spec.name} found; "
+                f"expected {self._source.expected(self.task_spec.validation_splits)}"
+            )
         if stage == "predict" and not self.predict_split_names:
-            raise UserError(f"no test split of {self.task_spec.name} found; "
-                            f"expected {self._source.expected(self.task_spec.test_splits)}")
+            raise UserError(
+                f"no test split of {self.task_spec.name} found; "
+                f"expected {self._source.expected(self.task_spec.test_splits)}"
+            )
         train = ["train"] if stage in ("fit", None) else []
         evaluated = self.val_split_names if stage != "predict" else []
         predicted = self.predict_split_names if stage in ("predict", None) else []
         return train + evaluated + predicted
 
     def _tokenise(self, dataset: datasets.Dataset, split: str) -> datasets.Dataset:
-        encode = partial(_encode_batch, tokenizer=self.tokenizer, text_columns=self.task_spec.text_columns,
-                         max_length=self.max_length)
-        return dataset.map(encode, batched=True, remove_columns=dataset.column_names,
-                           desc=f"Tokenising {self.task_spec.name} {split}")
+        encode = partial(
+            _encode_batch,
+            tokenizer=self.tokenizer,
+            text_columns=self.task_spec.text_columns,
+            max_length=self.max_length,
+        )
+        return dataset.map(
+            encode, batched=True, remove_columns=dataset.column_names, desc=f"Tokenising {self.task_spec.name} {split}"
+        )
 
     def _loader(self, split: str, batch_size: int, shuffle: bool = False) -> DataLoader:
         dataset = self.split_dataset(split)
@@ -155,14 +180,24 @@ class GlueData(ResumableTraining, LightningDataModule):
         seed = int(os.environ.get("PL_GLOBAL_SEED", 0))
         sampler = None
         if shuffle:
-            grouped = length_grouped(_lengths(dataset), batch_size, self.length_grouping) if self.length_grouping else None
-            sampler = self.resumable_sampler(dataset, batch_size=batch_size, seed=seed, keyed=False,
-                                             sampler_factory=grouped)
+            grouped = (
+                length_grouped(_lengths(dataset), batch_size, self.length_grouping) if self.length_grouping else None
+            )
+            sampler = self.resumable_sampler(
+                dataset, batch_size=batch_size, seed=seed, keyed=False, sampler_factory=grouped
+            )
         elif self.sort_eval_by_length:
             dataset = dataset.select(longest_first(_lengths(dataset)))
-        return DataLoader(dataset, batch_size=batch_size, sampler=sampler, generator=loader_generator(seed),
-                          collate_fn=self._collate, num_workers=self.num_workers, pin_memory=self.pin_memory,
-                          persistent_workers=self.num_workers > 0)
+        return DataLoader(
+            dataset,
+            batch_size=batch_size,
+            sampler=sampler,
+            generator=loader_generator(seed),
+            collate_fn=self._collate,
+            num_workers=self.num_workers,
+            pin_memory=self.pin_memory,
+            persistent_workers=self.num_workers > 0,
+        )
 
 
 def _check_one_source(data_dir: str | None, data_files: dict[str, str] | None, hub_dataset: str) -> None:
@@ -179,11 +214,17 @@ def _lengths(dataset: datasets.Dataset) -> list[int]:
     return [len(ids) for ids in dataset["input_ids"]] if len(dataset) else []
 
 
-def _encode_batch(batch: dict[str, list], tokenizer: PreTrainedTokenizerBase, text_columns: tuple[str, ...],
-                  max_length: int) -> dict[str, list]:
+def _encode_batch(
+    batch: dict[str, list], tokenizer: PreTrainedTokenizerBase, text_columns: tuple[str, ...], max_length: int
+) -> dict[str, list]:
     """Tokenise a batch of examples without padding; padding happens per batch in the collator."""
-    encoded = tokenizer(*(batch[column] for column in text_columns), truncation="longest_first",
-                        max_length=max_length, return_token_type_ids=True, return_attention_mask=True)
+    encoded = tokenizer(
+        *(batch[column] for column in text_columns),
+        truncation="longest_first",
+        max_length=max_length,
+        return_token_type_ids=True,
+        return_attention_mask=True,
+    )
     return {**encoded, "labels": batch["label"], "idx": batch["idx"]}
 
 
@@ -222,8 +263,13 @@ class _ClassicSource(_Source):
         return " or ".join(repr(str(self._path(split))) for split in splits)
 
     def load(self, split: str) -> datasets.Dataset:
-        columns = read_split(self._path(split), self.task.classic, split, self.task.text_columns,
-                             labelled=split not in self.task.test_splits)
+        columns = read_split(
+            self._path(split),
+            self.task.classic,
+            split,
+            self.task.text_columns,
+            labelled=split not in self.task.test_splits,
+        )
         return datasets.Dataset.from_dict(columns)
 
 
@@ -235,8 +281,10 @@ class _FileSource(_Source):
         self.paths: dict[str, Path] = {}
         for split, path in data_files.items():
             if split not in task.splits:
-                raise UserError(f"data_files has an entry for split {split!r}, which {task.name} does not have; "
-                                f"valid splits: {', '.join(task.splits)}")
+                raise UserError(
+                    f"data_files has an entry for split {split!r}, which {task.name} does not have; "
+                    f"valid splits: {', '.join(task.splits)}"
+                )
             self.paths[split] = Path(path).expanduser()
             if not self.paths[split].is_file():
                 raise UserError(f"data_files[{split!r}]: file {str(path)!r} does not exist")
@@ -252,8 +300,15 @@ class _FileSource(_Source):
         if split not in self.paths:
             raise UserError(f"data_files has no {split!r} entry, which this run needs")
         dataset, where = read_hub_format(self.paths[split], split)
-        return conform(dataset, self.task.text_columns, self.task.label_names, split,
-                       labelled=split not in self.task.test_splits, origin=str(self.paths[split]), where=where)
+        return conform(
+            dataset,
+            self.task.text_columns,
+            self.task.label_names,
+            split,
+            labelled=split not in self.task.test_splits,
+            origin=str(self.paths[split]),
+            where=where,
+        )
 
 
 class _HubSource(_Source):
@@ -276,11 +331,18 @@ class _HubSource(_Source):
     def load(self, split: str) -> datasets.Dataset:
         splits = self._load()
         if split not in splits:
-            raise UserError(f"hub dataset {self.name!r} ({self.task.name}) has no split {split!r}; "
-                            f"it has {', '.join(splits)}")
-        return conform(splits[split], self.task.text_columns, self.task.label_names, split,
-                       labelled=split not in self.task.test_splits, origin=f"{self.name}/{self.task.name}",
-                       where=lambda row: f"row {row + 1}")
+            raise UserError(
+                f"hub dataset {self.name!r} ({self.task.name}) has no split {split!r}; it has {', '.join(splits)}"
+            )
+        return conform(
+            splits[split],
+            self.task.text_columns,
+            self.task.label_names,
+            split,
+            labelled=split not in self.task.test_splits,
+            origin=f"{self.name}/{self.task.name}",
+            where=lambda row: f"row {row + 1}",
+        )
 
     def _load(self) -> datasets.DatasetDict:
         if self._splits is None:
