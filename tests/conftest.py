@@ -29,6 +29,8 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     for item in items:
         if any(item.get_closest_marker(name) for name in ("slow", "gpu", "network")):
             item.add_marker(pytest.mark.end_to_end)
+        if "shared_data" in getattr(item, "fixturenames", ()):
+            item.add_marker(pytest.mark.real_data)  # ``-m real_data``: the checks of the real files alone
 
 
 WANDB_ENVIRONMENT = {name: value for name, value in os.environ.items() if name.startswith("WANDB_")}
