@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 import torch
+from stand_in_data import write_stand_in_data
 from tiny_vocab import TINY_VOCAB
 
 WORKERS = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))
@@ -23,10 +24,13 @@ SHARED_DATA = (Path(__file__).resolve().parents[1] / ".." / "shared" / "data").r
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """The longer and the GPU checks are end-to-end runs too, so ``-m "not end_to_end"`` is the unit tests alone."""
+    """The longer, the GPU and the network checks are end-to-end runs too, so ``-m "not end_to_end"`` is
+    the unit tests alone."""
     for item in items:
-        if item.get_closest_marker("slow") or item.get_closest_marker("gpu"):
+        if any(item.get_closest_marker(name) for name in ("slow", "gpu", "network")):
             item.add_marker(pytest.mark.end_to_end)
+        if "shared_data" in getattr(item, "fixturenames", ()):
+            item.add_marker(pytest.mark.real_data)  # ``-m real_data``: the checks of the real files alone
 
 
 WANDB_ENVIRONMENT = {name: value for name, value in os.environ.items() if name.startswith("WANDB_")}
@@ -68,6 +72,31 @@ def bert_tokenizer_dir(shared_data: Path) -> Path:
     if not path.is_dir():
         pytest.skip(f"tokenizer folder {path} is absent from the shared data")
     return path
+
+
+@pytest.fixture(scope="session")
+def stand_in_data(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """Made-up data in ``../shared/data``'s layout (``tests/stand_in_data.py``), built once a session:
+    the tests that need a GLUE folder, a text or a WordPiece tokenizer run on it in any clone."""
+    return write_stand_in_data(tmp_path_factory.mktemp("stand_in_data"))
+
+
+@pytest.fixture(scope="session")
+def glue_dir(stand_in_data: Path) -> Path:
+    """A made-up ``glue_data`` folder: ``MRPC/{train,dev,test}.tsv`` and ``MNLI/{train,dev_matched}.tsv``."""
+    return stand_in_data / "glue"
+
+
+@pytest.fixture(scope="session")
+def wordpiece_dir(stand_in_data: Path) -> Path:
+    """A saved lower-casing WordPiece tokenizer of 400 pieces with BERT's special tokens."""
+    return stand_in_data / "tokenizers" / "bert-base-uncased"
+
+
+@pytest.fixture(scope="session")
+def made_up_text(stand_in_data: Path) -> Path:
+    """A made-up text in WikiText-2's shape (byte-order mark, headings, blank lines, ``<unk>``)."""
+    return stand_in_data / "text" / "wikitext-2-valid.txt"
 
 
 @pytest.fixture(scope="session")

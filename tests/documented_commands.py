@@ -11,7 +11,9 @@ the docs later is covered without touching this file. A command is one that runs
 Each command runs in a subprocess, with its default loggers (W&B offline, CSV), from a scratch
 copy of the repository's layout (``WORK/repo`` with ``WORK/shared`` beside it), so relative paths
 such as ``configs/...``, ``runs/...`` and ``../shared/data`` mean what the docs say while nothing
-is written into the checkout. What may change, all of it written down below:
+is written into the checkout. ``WORK/shared`` is the real ``../shared`` where it exists, else made-up
+data in its layout (``tests/stand_in_data.py``), so every command runs in any clone. What may
+change, all of it written down below:
 
 * ``SHRINK``: overlays that only make a run smaller are appended (tiny scale, a few steps, one
   validation batch). A sweep file takes no command-line options, so the same shrinking settings
@@ -21,7 +23,9 @@ is written into the checkout. What may change, all of it written down below:
   checkpoint; they are filled with the newest matching file written by the commands documented
   before (which run first when a test is selected alone).
 * ``NEEDS``: commands that need what a CPU machine without network cannot have (a GPU, the
-  Hugging Face hub, DeepSpeed, several nodes, a W&B server) are skipped with the reason.
+  Hugging Face hub, DeepSpeed, several nodes, a W&B server) carry the ``gpu`` or the ``network``
+  marker, so the default run leaves them out; selected anyway (``-m gpu``), they are skipped with
+  the reason where the machine still lacks what they need.
 * ``MINUTES``: commands that take minutes even shrunk carry the ``docs`` marker; they are left out
   of the default ``pytest`` run; ``pytest -m docs`` runs them.
 """
@@ -45,6 +49,7 @@ from typing import Any
 
 import pytest
 import yaml
+from stand_in_data import write_stand_in_data
 
 ROOT = Path(__file__).resolve().parents[1]
 SHARED = (ROOT / ".." / "shared").resolve()
@@ -56,25 +61,36 @@ TIMEOUT_S = 900
 #: GLUE 3, sweeps and reports 3): fewer found means the extractor broke, not that docs shrank.
 README_COMMANDS_TODAY = 20
 
-#: (regular expression searched in the command as written, why this machine cannot run it).
-NEEDS: list[tuple[str, str]] = [
-    (r"^torchrun\b", "a multi-node launch (torchrun on several GPU machines)"),
-    (r"^srun\b", "a SLURM job on GPU nodes"),
-    (r"configs/strategy/(fsdp|deepspeed)", "FSDP and DeepSpeed run on CUDA GPUs only"),
-    (r"\bdeepspeed\b", "needs the deepspeed package and CUDA GPUs"),
-    (r"configs/scale/base\.yaml|--trainer\.precision=bf16", "BERT-base scale in bf16: a GPU job (hours on a CPU)"),
-    (r"--trainer\.accelerator=(gpu|cuda)", "needs a CUDA GPU"),
+#: (regular expression searched in the command as written, why this machine cannot run it, the
+#: marker that keeps it out of the default run: ``gpu`` for GPU machines, ``network`` for a hub or server).
+NEEDS: list[tuple[str, str, str]] = [
+    (r"^torchrun\b", "a multi-node launch (torchrun on several GPU machines)", "gpu"),
+    (r"^srun\b", "a SLURM job on GPU nodes", "gpu"),
+    (r"configs/strategy/(fsdp|deepspeed)", "FSDP and DeepSpeed run on CUDA GPUs only", "gpu"),
+    (r"\bdeepspeed\b", "needs the deepspeed package and CUDA GPUs", "gpu"),
+    (
+        r"configs/scale/base\.yaml|--trainer\.precision=bf16",
+        "BERT-base scale in bf16: a GPU job (hours on a CPU)",
+        "gpu",
+    ),
+    (r"--trainer\.accelerator=(gpu|cuda)", "needs a CUDA GPU", "gpu"),
     (
         r"configs/data/wikitext103\.yaml",
         "needs the Hugging Face hub (WikiText-103 and the bert-base-uncased tokenizer)",
+        "network",
     ),
-    (r"--model\.pretrained[ =]bert-base-uncased", "needs the Hugging Face hub (BERT weights bert-base-uncased)"),
+    (
+        r"--model\.pretrained[ =]bert-base-uncased",
+        "needs the Hugging Face hub (BERT weights bert-base-uncased)",
+        "network",
+    ),
     # configs/glue/*.yaml name the hub tokenizer bert-base-uncased; a command that names a local one runs.
     (
         r"^(?!.*--data\.tokenizer).*configs/glue/",
         "needs the Hugging Face hub (configs/glue/*.yaml load the bert-base-uncased tokenizer from it)",
+        "network",
     ),
-    (r"\bwandb (sync|sweep|agent)\b", "needs a W&B server"),
+    (r"\bwandb (sync|sweep|agent)\b", "needs a W&B server", "network"),
 ]
 
 #: (regular expression, why): commands that take minutes even when shrunk; marked ``docs``.
@@ -239,13 +255,21 @@ def documented_commands() -> list[DocCommand]:
     ]
 
 
-def first_match(table: list[tuple[str, str]], command: DocCommand) -> str | None:
-    return next((reason for pattern, reason in table if re.search(pattern, command.text)), None)
+def first_match(table: list[tuple[str, ...]], command: DocCommand) -> str | None:
+    return next((reason for pattern, reason, *_ in table if re.search(pattern, command.text)), None)
+
+
+def needed_marker(command: DocCommand) -> str | None:
+    """``gpu`` or ``network`` for a command ``NEEDS`` names, else None."""
+    return next((marker for pattern, _, marker in NEEDS if re.search(pattern, command.text)), None)
 
 
 def as_param(command: DocCommand) -> Any:  # a pytest ParameterSet
-    slow = first_match(MINUTES, command)
-    return pytest.param(command, id=command.id, marks=[pytest.mark.docs] if slow else [])
+    marks = [pytest.mark.docs] if first_match(MINUTES, command) else []
+    needed = needed_marker(command)
+    if needed:
+        marks.append(getattr(pytest.mark, needed))
+    return pytest.param(command, id=command.id, marks=marks)
 
 
 COMMANDS = documented_commands()
@@ -260,7 +284,8 @@ class Outcome:
 
 
 class Workspace:
-    """``WORK/repo`` (main.py, tiedemb, a copy of configs) and ``WORK/shared`` -> the real ../shared.
+    """``WORK/repo`` (main.py, tiedemb, a copy of configs) and ``WORK/shared``: the real ../shared, or
+    made-up data in its layout where there is none.
 
     Commands run here in document order; each runs once per session (``run``).
     """
@@ -274,6 +299,8 @@ class Workspace:
         shutil.copytree(ROOT / "configs", self.repo / "configs")
         if SHARED.is_dir():
             (root / "shared").symlink_to(SHARED)
+        else:
+            write_stand_in_data(root / "shared" / "data")
         self.outcomes: dict[DocCommand, Outcome] = {}
         self.env = {**os.environ}
         if "WANDB_MODE" not in self.env and wandb_credentials():
@@ -304,19 +331,7 @@ class Workspace:
         return self.outcomes[command]
 
     def reason_to_skip(self, command: DocCommand) -> str | None:
-        reason = first_match(NEEDS, command)
-        if reason is None and not SHARED.is_dir() and self.reads_shared_data(command):
-            reason = f"real data folder {SHARED / 'data'} is absent (expected beside the repository as ../shared/data)"
-        return reason
-
-    def reads_shared_data(self, command: DocCommand) -> bool:
-        """Whether the command, or a ``--config`` file it names, reads ../shared/data.
-
-        A sweep file is not looked into: its studies that need the data are skipped by the sweep.
-        """
-        argv = list(command.argv)
-        configs = [self.repo / value for flag, value in zip(argv, argv[1:]) if flag == "--config"]
-        return "shared/data" in command.text or any(p.is_file() and "shared/data" in p.read_text() for p in configs)
+        return first_match(NEEDS, command)
 
     # -- what changes between the docs and the run, each rule in one place -----------------------
     def prepare(self, command: DocCommand) -> list[str]:

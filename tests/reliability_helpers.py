@@ -6,6 +6,7 @@ subprocesses get it through ``PYTHONPATH``.
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import time
@@ -226,3 +227,22 @@ if __name__ == "__main__":
     import sys
 
     run_command_lines(sys.argv[1], sys.argv[2])
+
+
+def every_n_steps_checkpoint(n: int) -> str:
+    """A second checkpoint callback that saves last.ckpt right after every n-th step (not at validation)."""
+    return "--trainer.callbacks+=" + json.dumps(
+        {
+            "class_path": "lightning.pytorch.callbacks.ModelCheckpoint",
+            "init_args": {"every_n_train_steps": n, "save_top_k": 0, "save_last": True},
+        }
+    )
+
+
+def stop_at(step: int, sigkill: bool = False, sigterm: bool = False, sigint: bool = False) -> str:
+    return "--trainer.callbacks+=" + json.dumps(
+        {
+            "class_path": "reliability_helpers.StopAt",
+            "init_args": {"step": step, "sigkill": sigkill, "sigterm": sigterm, "sigint": sigint},
+        }
+    )

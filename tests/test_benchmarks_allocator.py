@@ -9,6 +9,7 @@ import textwrap
 from pathlib import Path
 
 import pytest
+from run_if import run_if
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "benchmarks"))
@@ -36,9 +37,7 @@ PROBE = textwrap.dedent("""
 """)
 
 
-@pytest.mark.skipif(
-    not (sys.platform == "linux" and os.path.exists("/proc/self/statm")), reason="glibc's malloc and /proc are Linux's"
-)
+@run_if(linux=True)
 def test_freed_memory_stays_mapped_only_when_asked() -> None:
     returned = {}
     for mode in ("stock", "keep"):

@@ -185,8 +185,8 @@ def test_glue_configs_ship_for_both_tasks_and_every_embedding_width():
 
 
 @pytest.mark.parametrize("config", GLUE_CONFIGS, ids=lambda p: p.stem)
-def test_every_glue_config_runs_at_tiny_scale_on_local_data(tmp_path, config, shared_data, bert_tokenizer_dir):
-    """Each GLUE config fits a few steps on the classic files in ../shared/data/glue, d_e overlay on."""
+def test_every_glue_config_runs_at_tiny_scale_on_local_data(tmp_path, config, glue_dir, wordpiece_dir):
+    """Each GLUE config fits a few steps on a classic glue_data folder, d_e overlay on."""
     cli = main(
         [
             "fit",
@@ -194,8 +194,8 @@ def test_every_glue_config_runs_at_tiny_scale_on_local_data(tmp_path, config, sh
             str(config),
             "--config",
             str(D_E_OVERLAYS[0]),
-            f"--data.data_dir={shared_data / 'glue'}",
-            f"--data.tokenizer={bert_tokenizer_dir}",
+            f"--data.data_dir={glue_dir}",
+            f"--data.tokenizer={wordpiece_dir}",
             "--data.max_train_samples=32",
             "--data.batch_size=8",
             "--model.pretrained=null",

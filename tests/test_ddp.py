@@ -22,6 +22,7 @@ from pathlib import Path
 
 import pytest
 import torch
+from reliability_helpers import every_n_steps_checkpoint, stop_at
 
 from tiedemb import PretrainModule
 
@@ -141,8 +142,6 @@ def test_the_documented_ddp_command_runs_and_its_checkpoint_reloads_tied(tmp_pat
 def test_ddp_stopped_mid_epoch_resumes_exactly(tmp_path, straight_ddp):
     """One 2-process run saves a checkpoint after step 4 (mid-epoch) and stops there on both ranks;
     resumed with --ckpt_path=last it must end with the uninterrupted DDP run's weights, to 1e-6."""
-    from test_resume import every_n_steps_checkpoint, stop_at
-
     from tiedemb.training.checkpoints import last_checkpoints
 
     stopped = run(tmp_path, *DDP, every_n_steps_checkpoint(4), stop_at(4))

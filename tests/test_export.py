@@ -59,7 +59,7 @@ def real_rows(hidden: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
 
 
 @pytest.fixture(scope="module")
-def glue_checkpoint(tmp_path_factory, shared_data: Path, bert_tokenizer_dir: Path) -> Path:
+def glue_checkpoint(tmp_path_factory, glue_dir: Path, wordpiece_dir: Path) -> Path:
     """MRPC, a few steps, with a factorised embedding (d_e 16 < hidden 32)."""
     root = tmp_path_factory.mktemp("glue_export")
     cli_main(
@@ -67,8 +67,8 @@ def glue_checkpoint(tmp_path_factory, shared_data: Path, bert_tokenizer_dir: Pat
             "fit",
             "--config",
             str(CONFIGS / "glue" / "mrpc.yaml"),
-            f"--data.data_dir={shared_data / 'glue'}",
-            f"--data.tokenizer={bert_tokenizer_dir}",
+            f"--data.data_dir={glue_dir}",
+            f"--data.tokenizer={wordpiece_dir}",
             "--data.max_train_samples=32",
             "--data.batch_size=16",
             "--data.eval_batch_size=64",
@@ -150,7 +150,7 @@ def test_factorised_encoder_gives_its_hidden_states_as_bert_model(glue_checkpoin
     ours = GlueModule.load_from_checkpoint(glue_checkpoint).eval()
     theirs = AutoModel.from_pretrained(str(out)).eval()
     generator = torch.Generator().manual_seed(0)
-    input_ids = torch.randint(1000, 30000, (3, 12), generator=generator)
+    input_ids = torch.randint(5, ours.model.config.vocab_size, (3, 12), generator=generator)
     mask = torch.ones_like(input_ids)
     mask[1, 7:] = 0
     types = torch.zeros_like(input_ids)

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 import torch
-from reliability_helpers import FirstStep, SimulatedCrash, stand_in_scontrol
+from reliability_helpers import FirstStep, SimulatedCrash, every_n_steps_checkpoint, stand_in_scontrol, stop_at
 
 from tiedemb.cli import main
 from tiedemb.experiments.runs import find_runs
@@ -52,25 +52,6 @@ def fit_args(root: Path, batches_per_epoch: int, *extra: str) -> list[str]:
         "--trainer.callbacks+=reliability_helpers.FirstStep",
         *extra,
     ]
-
-
-def every_n_steps_checkpoint(n: int) -> str:
-    """A second checkpoint callback that saves last.ckpt right after every n-th step (not at validation)."""
-    return "--trainer.callbacks+=" + json.dumps(
-        {
-            "class_path": "lightning.pytorch.callbacks.ModelCheckpoint",
-            "init_args": {"every_n_train_steps": n, "save_top_k": 0, "save_last": True},
-        }
-    )
-
-
-def stop_at(step: int, sigkill: bool = False, sigterm: bool = False, sigint: bool = False) -> str:
-    return "--trainer.callbacks+=" + json.dumps(
-        {
-            "class_path": "reliability_helpers.StopAt",
-            "init_args": {"step": step, "sigkill": sigkill, "sigterm": sigterm, "sigint": sigint},
-        }
-    )
 
 
 def first_step(cli) -> int | None:

@@ -35,12 +35,12 @@ pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 @pytest.fixture(scope="module")
-def mrpc_folder(tmp_path_factory, shared_data: Path) -> Path:
-    """48 training and 32 dev pairs of MRPC, as a glue_data folder."""
+def mrpc_folder(tmp_path_factory, glue_dir: Path) -> Path:
+    """48 training and 32 dev pairs of a classic MRPC folder, as a glue_data folder."""
     folder = tmp_path_factory.mktemp("glue") / "glue"
     (folder / "MRPC").mkdir(parents=True)
     for split, rows in (("train.tsv", 48), ("dev.tsv", 32)):
-        lines = (shared_data / "glue" / "MRPC" / split).read_text(encoding="utf-8").splitlines(keepends=True)
+        lines = (glue_dir / "MRPC" / split).read_text(encoding="utf-8").splitlines(keepends=True)
         (folder / "MRPC" / split).write_text("".join(lines[: rows + 1]), encoding="utf-8")
     return folder
 
@@ -87,8 +87,8 @@ def metric_rows(root: Path) -> list[tuple[str, int, float]]:
 
 
 @pytest.mark.end_to_end
-def test_glue_fine_tuning_stopped_mid_epoch_resumes_exactly(tmp_path, mrpc_folder, bert_tokenizer_dir):
-    straight = main(fit_args(tmp_path / "straight", mrpc_folder, bert_tokenizer_dir))
+def test_glue_fine_tuning_stopped_mid_epoch_resumes_exactly(tmp_path, mrpc_folder, wordpiece_dir):
+    straight = main(fit_args(tmp_path / "straight", mrpc_folder, wordpiece_dir))
     assert straight.trainer.global_step == 12 and straight.trainer.num_training_batches == 6
 
     root = tmp_path / "stopped"
@@ -96,9 +96,9 @@ def test_glue_fine_tuning_stopped_mid_epoch_resumes_exactly(tmp_path, mrpc_folde
         {"class_path": "reliability_helpers.StopAt", "init_args": {"step": 4, "sigterm": True}}
     )
     with pytest.raises(SystemExit) as stopped:
-        main(fit_args(root, mrpc_folder, bert_tokenizer_dir, sigterm_in_step_5))
+        main(fit_args(root, mrpc_folder, wordpiece_dir, sigterm_in_step_5))
     assert stopped.value.code == 143
-    resumed = main(fit_args(root, mrpc_folder, bert_tokenizer_dir, "--ckpt_path=last"))
+    resumed = main(fit_args(root, mrpc_folder, wordpiece_dir, "--ckpt_path=last"))
     assert next(cb.first_step for cb in resumed.trainer.callbacks if isinstance(cb, FirstStep)) == 5
     assert resumed.trainer.global_step == 12
 

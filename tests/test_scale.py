@@ -22,6 +22,7 @@ import torch.multiprocessing as mp
 import yaml
 from jsonargparse import ArgumentParser
 from lightning.pytorch.strategies import DDPStrategy, FSDPStrategy, Strategy
+from run_if import run_if
 from torch import nn
 
 from tiedemb import PretrainModule
@@ -113,7 +114,7 @@ def test_ddp_and_single_device_pass_the_strategy_check():
         check_strategy_config(trainer)
 
 
-@pytest.mark.skipif(torch.cuda.is_available(), reason="checks the refusal on a machine without CUDA")
+@run_if(without_cuda=True)
 @pytest.mark.parametrize("strategy", ["fsdp", "deepspeed_zero3"])
 @pytest.mark.end_to_end
 def test_gpu_strategy_on_this_cpu_machine_exits_with_one_message(strategy, capsys, tmp_path):
@@ -292,7 +293,7 @@ def test_the_consolidate_command_reads_a_file_as_training_does_and_never_writes_
     assert (tmp_path / "b.ckpt").read_bytes() == before
 
 
-@pytest.mark.skipif(DEEPSPEED, reason="checks the message shown without deepspeed")
+@run_if(without_packages=["deepspeed"])
 def test_consolidating_a_deepspeed_folder_without_deepspeed_says_what_to_install(tmp_path):
     folder = tmp_path / "last.ckpt"
     (folder / "checkpoint").mkdir(parents=True)

@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 import torch
+from run_if import run_if
 
 from tiedemb import PretrainModule
 from tiedemb.training.consolidate import consolidate_checkpoint
@@ -24,7 +25,7 @@ CONFIGS = ROOT / "configs"
 
 pytestmark = [
     pytest.mark.gpu,
-    pytest.mark.skipif(not torch.cuda.is_available(), reason="Lightning's FSDP and DeepSpeed need a CUDA GPU"),
+    run_if(cuda=True),  # Lightning's FSDP and DeepSpeed need one
 ]
 
 
@@ -100,7 +101,7 @@ def test_fsdp_refuses_a_policy_that_wraps_the_head_apart_from_the_embedding(tmp_
     assert "Traceback" not in str(failed.value)
 
 
-@pytest.mark.skipif(torch.cuda.device_count() < 2, reason="sharding needs two GPUs (one GPU runs NO_SHARD)")
+@run_if(min_cuda_devices=2)  # one GPU runs NO_SHARD
 def test_fsdp_on_two_gpus_matches_one_gpu_with_the_global_batch(tmp_path):
     clm = ("--model.objective=clm", "--trainer.val_check_interval=4")
     sharded = torch.load(
@@ -126,8 +127,8 @@ def test_fsdp_on_two_gpus_matches_one_gpu_with_the_global_batch(tmp_path):
     ],
     ids=["zero2", "zero3", "zero3-learned-positions"],
 )
+@run_if(packages=["deepspeed"])
 def test_deepspeed_checkpoint_consolidates_and_loads_on_one_device_tied(tmp_path, stage, args):
-    pytest.importorskip("deepspeed", reason="pip install deepspeed")
     last = fit(tmp_path, "tied", stage, *args)
     assert last.is_dir()  # DeepSpeed writes one folder of partitions
     consolidated = consolidate_checkpoint(last, tmp_path / "model.ckpt")

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -51,36 +50,46 @@ def raises_user_error(*fragments: str) -> Iterator[pytest.ExceptionInfo[UserErro
         assert fragment in str(info.value), f"{fragment!r} not in {str(info.value)!r}"
 
 
-# --- MRPC from the real classic folder -------------------------------------------------------
+# --- MRPC from a classic folder (made up; the real one's sizes where it is present) -----------
 
 
 @pytest.fixture(scope="module")
-def mrpc(shared_data: Path, bert_tokenizer_dir: Path) -> GlueData:
-    data = GlueData("mrpc", str(bert_tokenizer_dir), data_dir=str(shared_data / "glue"), batch_size=16)
-    started = time.perf_counter()
+def mrpc(glue_dir: Path, wordpiece_dir: Path) -> GlueData:
+    data = GlueData("mrpc", str(wordpiece_dir), data_dir=str(glue_dir), batch_size=16)
     data.setup(None)
-    print(f"\nMRPC classic folder, all three splits read and tokenised in {time.perf_counter() - started:.2f} s")
     return data
 
 
-def test_mrpc_sizes_labels_and_majority_accuracy(mrpc: GlueData) -> None:
-    assert (mrpc.num_labels, mrpc.vocab_size, mrpc.pad_token_id) == (2, 30522, 0)
+def labels_in(path: Path) -> list[int]:
+    """The ``Quality`` column of a classic MRPC file, counted by hand."""
+    return [int(line.split("\t")[0]) for line in path.read_text(encoding="utf-8-sig").splitlines()[1:]]
+
+
+def test_mrpc_sizes_labels_and_majority_accuracy(mrpc: GlueData, glue_dir: Path, wordpiece_dir: Path) -> None:
+    pieces = len(json.loads((wordpiece_dir / "tokenizer.json").read_text(encoding="utf-8"))["model"]["vocab"])
+    assert (mrpc.num_labels, mrpc.vocab_size, mrpc.pad_token_id) == (2, pieces, 0)
     assert mrpc.val_split_names == ["validation"] and mrpc.predict_split_names == ["test"]
     train, dev, test = (mrpc.split_dataset(split) for split in ("train", "validation", "test"))
-    assert (len(train), len(dev), len(test)) == (3667, 408, 1725)
-    assert set(train["labels"]) == {0, 1} and set(dev["labels"]) == {0, 1}
-    assert round(sum(dev["labels"]) / len(dev), 3) == 0.684
+    sizes = [
+        len((glue_dir / "MRPC" / name).read_text(encoding="utf-8").splitlines()) - 1
+        for name in ("train.tsv", "dev.tsv", "test.tsv")
+    ]
+    assert [len(train), len(dev), len(test)] == sizes
+    assert list(train["labels"]) == labels_in(glue_dir / "MRPC" / "train.tsv")  # the byte-order mark is no label
+    assert list(dev["labels"]) == labels_in(glue_dir / "MRPC" / "dev.tsv")
     assert set(test["labels"]) == {-1}
-    assert list(test["idx"]) == list(range(1725))  # the file's `index` column
-    assert list(dev["idx"]) == list(range(408))
+    assert list(test["idx"]) == list(range(sizes[2]))  # the file's `index` column
+    assert list(dev["idx"]) == list(range(sizes[1]))
 
 
-def test_mrpc_text_keeps_bare_quotes(mrpc: GlueData) -> None:
-    # dev line 2: `" The foodservice pie business ...`; quoting on would swallow the quote or rows
-    first = mrpc.split_dataset("validation")[0]
-    text = mrpc.tokenizer.decode(first["input_ids"])
-    assert text.startswith("[CLS] he said the foodservice pie business")
-    assert '[SEP] " the foodservice pie business' in text
+def test_mrpc_text_keeps_bare_quotes(mrpc: GlueData, glue_dir: Path) -> None:
+    # a row holding `he said " ... " today`; quoting on would swallow the quote or rows
+    lines = (glue_dir / "MRPC" / "dev.tsv").read_text(encoding="utf-8-sig").splitlines()[1:]
+    row = next(number for number, line in enumerate(lines) if '"' in line)
+    first, second = lines[row].split("\t")[3:5]
+    text = mrpc.tokenizer.decode(mrpc.split_dataset("validation")[row]["input_ids"])
+    assert text == f"[CLS] {first} [SEP] {second} [SEP]"
+    assert text.startswith('[CLS] he said " ')
 
 
 def test_mrpc_batches_are_padded_pairs(mrpc: GlueData) -> None:
@@ -91,53 +100,66 @@ def test_mrpc_batches_are_padded_pairs(mrpc: GlueData) -> None:
     assert batch["labels"].shape == batch["idx"].shape == (16,)
     lengths = batch["attention_mask"].sum(dim=1)
     assert batch["input_ids"].shape[1] == lengths.max() <= 128  # padded to the longest only
+    assert lengths.min() < lengths.max()  # so some rows are padded
     padding = batch["attention_mask"] == 0
     assert (batch["input_ids"][padding] == mrpc.pad_token_id).all()
     assert (batch["token_type_ids"][padding] == 0).all()
     assert (batch["token_type_ids"].amax(dim=1) == 1).all()  # every row has a second sentence
     assert (batch["input_ids"][:, 0] == mrpc.tokenizer.cls_token_id).all()
     loaders = mrpc.val_dataloader()
-    assert len(loaders) == 1 and sum(len(b["labels"]) for b in loaders[0]) == 408
+    assert len(loaders) == 1 and sum(len(b["labels"]) for b in loaders[0]) == len(mrpc.split_dataset("validation"))
     assert len(mrpc.test_dataloader()) == 1
     predict = next(iter(mrpc.predict_dataloader()[0]))
     assert (predict["labels"] == -1).all() and predict["idx"].tolist() == list(range(16))
 
 
-def test_data_dir_may_name_the_task_folder_or_its_parent(shared_data: Path, bert_tokenizer_dir: Path) -> None:
-    for data_dir in (shared_data / "glue", shared_data / "glue" / "MRPC"):
-        data = GlueData("mrpc", str(bert_tokenizer_dir), data_dir=str(data_dir))
+def test_the_real_mrpc_folder_reads_whole(shared_data: Path, bert_tokenizer_dir: Path) -> None:
+    """The real files' sizes, class balance and bare quotes (the made-up folder copies their quirks)."""
+    data = GlueData("mrpc", str(bert_tokenizer_dir), data_dir=str(shared_data / "glue"))
+    assert data.vocab_size == 30522
+    train, dev, test = (data.split_dataset(split) for split in ("train", "validation", "test"))
+    assert (len(train), len(dev), len(test)) == (3667, 408, 1725)
+    assert round(sum(dev["labels"]) / len(dev), 3) == 0.684
+    assert list(test["idx"]) == list(range(1725))
+    # dev line 2: `" The foodservice pie business ...`; quoting on would swallow the quote or rows
+    text = data.tokenizer.decode(dev[0]["input_ids"])
+    assert text.startswith("[CLS] he said the foodservice pie business")
+    assert '[SEP] " the foodservice pie business' in text
+
+
+def test_data_dir_may_name_the_task_folder_or_its_parent(glue_dir: Path, wordpiece_dir: Path) -> None:
+    for data_dir in (glue_dir, glue_dir / "MRPC"):
+        data = GlueData("mrpc", str(wordpiece_dir), data_dir=str(data_dir))
         assert data.val_split_names == ["validation"] and data.predict_split_names == ["test"]
 
 
-def test_max_length_truncates_and_max_train_samples_limits(shared_data: Path, bert_tokenizer_dir: Path) -> None:
-    data = GlueData(
-        "mrpc", str(bert_tokenizer_dir), data_dir=str(shared_data / "glue"), max_length=16, max_train_samples=50
-    )
+def test_max_length_truncates_and_max_train_samples_limits(glue_dir: Path, wordpiece_dir: Path) -> None:
+    data = GlueData("mrpc", str(wordpiece_dir), data_dir=str(glue_dir), max_length=16, max_train_samples=50)
     train = data.split_dataset("train")
     assert len(train) == 50
     assert max(len(ids) for ids in train["input_ids"]) == 16
 
 
-# --- MNLI from the real 12-column sample --------------------------------------------------------
+# --- MNLI from a 12-column folder ----------------------------------------------------------------
 
 
-def test_mnli_labels_come_from_the_last_column(shared_data: Path, bert_tokenizer_dir: Path) -> None:
-    data = GlueData("mnli", str(bert_tokenizer_dir), data_dir=str(shared_data / "glue" / "MNLI"))
-    assert data.val_split_names == ["validation_matched"]  # no dev_mismatched.tsv in the sample
+def test_mnli_labels_come_from_the_last_column(glue_dir: Path, wordpiece_dir: Path) -> None:
+    data = GlueData("mnli", str(wordpiece_dir), data_dir=str(glue_dir / "MNLI"))
+    assert data.val_split_names == ["validation_matched"]  # no dev_mismatched.tsv in the folder
     assert data.predict_split_names == []
     data.setup("fit")
     dev = data.split_dataset("validation_matched")
-    lines = (shared_data / "glue" / "MNLI" / "dev_matched.tsv").read_text(encoding="utf-8").splitlines()[1:]
+    lines = (glue_dir / "MNLI" / "dev_matched.tsv").read_text(encoding="utf-8").splitlines()[1:]
     gold = [line.split("\t")[-1] for line in lines]
     names = TASKS["mnli"].label_names
     assert [names[label] for label in dev["labels"]] == gold
-    # specific rows: first of each block of 16 (entailment, neutral, contradiction)
-    assert [dev[row]["labels"] for row in (0, 16, 32, 47)] == [0, 1, 2, 2]
-    assert gold[0] == "entailment" and gold[16] == "neutral" and gold[32] == "contradiction"
+    assert [dev[row]["labels"] for row in range(3)] == [0, 1, 2]  # entailment, neutral, contradiction
+    assert gold[:3] == ["entailment", "neutral", "contradiction"]
     premise = lines[0].split("\t")[8]
     assert data.tokenizer.decode(dev[0]["input_ids"]).startswith("[CLS] " + premise.lower()[:30])
-    assert len(data.split_dataset("train")) == 48
-    assert [len(loader.dataset) for loader in data.val_dataloader()] == [48]
+    train_lines = (glue_dir / "MNLI" / "train.tsv").read_text(encoding="utf-8").splitlines()
+    assert len(data.split_dataset("train")) == len(train_lines) - 1
+    assert [len(loader.dataset) for loader in data.val_dataloader()] == [len(lines)]
     with raises_user_error("test_matched.tsv", "test_mismatched.tsv"):
         data.setup("predict")
 
@@ -315,8 +337,8 @@ def test_bad_mnli_label_names_file_and_line(tmp_path: Path, tiny_tokenizer_dir: 
         data.setup("validate")
 
 
-def test_wrong_task_file_is_named(tmp_path: Path, shared_data: Path, tiny_tokenizer_dir: Path) -> None:
-    data = GlueData("mrpc", str(tiny_tokenizer_dir), data_dir=str(shared_data / "glue" / "MNLI"))
+def test_wrong_task_file_is_named(tmp_path: Path, glue_dir: Path, tiny_tokenizer_dir: Path) -> None:
+    data = GlueData("mrpc", str(tiny_tokenizer_dir), data_dir=str(glue_dir / "MNLI"))
     with raises_user_error("train.tsv", "#1 String"):
         data.split_dataset("train")
 
@@ -402,28 +424,22 @@ def test_bad_data_files_are_named(tmp_path: Path, tiny_tokenizer_dir: Path) -> N
         data.setup("fit")
 
 
-def test_unreachable_hub_fails_fast_with_advice(monkeypatch: pytest.MonkeyPatch, tiny_tokenizer_dir: Path) -> None:
+def test_unreachable_hub_fails_with_advice(monkeypatch: pytest.MonkeyPatch, tiny_tokenizer_dir: Path) -> None:
     import huggingface_hub
 
     monkeypatch.setattr(huggingface_hub.constants, "ENDPOINT", "http://127.0.0.1:9")  # nothing listens there
     data = GlueData("mrpc", str(tiny_tokenizer_dir))
     assert data.val_split_names == ["validation"] and data.predict_split_names == ["test"]
-    started = time.perf_counter()
     with raises_user_error("nyu-mll/glue", "data_dir", "data_files", "HF_HUB_OFFLINE"):
         data.prepare_data()
-    assert time.perf_counter() - started < 5
 
 
-def test_offline_mode_fails_fast_without_a_cached_copy(
-    monkeypatch: pytest.MonkeyPatch, tiny_tokenizer_dir: Path
-) -> None:
+def test_offline_mode_fails_without_a_cached_copy(monkeypatch: pytest.MonkeyPatch, tiny_tokenizer_dir: Path) -> None:
     import datasets
     import huggingface_hub
 
     monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_OFFLINE", True)
     monkeypatch.setattr(datasets.config, "HF_HUB_OFFLINE", True)
     data = GlueData("mrpc", str(tiny_tokenizer_dir), hub_dataset="tiedemb-tests/no-such-glue")
-    started = time.perf_counter()
     with raises_user_error("tiedemb-tests/no-such-glue", "data_dir", "data_files"):
         data.setup("fit")
-    assert time.perf_counter() - started < 5

@@ -42,8 +42,8 @@ def test_embedded_corpus_blocks_and_mlm_batches():
 
 
 @pytest.mark.end_to_end
-def test_trained_tokenizer_of_8000_runs_through_fit(tmp_path, shared_data):
-    text = shared_data / "text" / "wikitext-2-valid.txt"
+def test_trained_tokenizer_of_300_runs_through_fit(tmp_path, made_up_text):
+    text = made_up_text
     cli = main(
         [
             "fit",
@@ -54,7 +54,7 @@ def test_trained_tokenizer_of_8000_runs_through_fit(tmp_path, shared_data):
             "--data.train_files",
             f"[{text}]",
             "--data.tokenizer=null",
-            "--data.vocab_size=8000",
+            "--data.vocab_size=300",
             f"--data.cache_dir={tmp_path / 'cache'}",
             "--trainer.max_steps=3",
             "--trainer.enable_progress_bar=false",
@@ -63,10 +63,10 @@ def test_trained_tokenizer_of_8000_runs_through_fit(tmp_path, shared_data):
             f"--trainer.default_root_dir={tmp_path}",
         ]
     )
-    assert cli.datamodule.vocab_size == cli.model.hparams.vocab_size == 8000
+    assert cli.datamodule.vocab_size == cli.model.hparams.vocab_size == 300
     rows = list(csv.DictReader(open(next(Path(tmp_path).rglob("metrics.csv")))))
     logged = [float(row["init/log_n"]) for row in rows if row.get("init/log_n")]
-    assert logged and logged[0] == pytest.approx(math.log(8000))
+    assert logged and logged[0] == pytest.approx(math.log(300))
     measured = [float(row["init/loss"]) for row in rows if row.get("init/loss")]
     assert measured, "init/loss was not logged"
 
@@ -89,13 +89,13 @@ def test_fit_with_default_loggers_logs_one_vocabulary_size(tmp_path, source, req
     args = ["--config", str(configs / "tied.yaml"), "--config", str(configs / "scale" / "tiny.yaml")]
     expected = None
     if source == "local_text_bert_tokenizer":
-        shared_data = request.getfixturevalue("shared_data")
-        tokenizer = request.getfixturevalue("bert_tokenizer_dir")
-        # The README's overlay, with its ../shared/data paths made absolute for this folder.
+        text = request.getfixturevalue("made_up_text")
+        tokenizer = request.getfixturevalue("wordpiece_dir")
+        # The README's overlay, with its ../shared/data paths replaced by a text and a tokenizer of the same kinds.
         args += [
             "--config",
             str(configs / "data" / "wikitext2_local.yaml"),
-            f"--data.train_files=[{shared_data / 'text' / 'wikitext-2-valid.txt'}]",
+            f"--data.train_files=[{text}]",
             f"--data.tokenizer={tokenizer}",
         ]
     elif source == "embedded_corpus_vocab_null":

@@ -13,17 +13,13 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
+from stand_in_data import TEXT_TITLE
 from text_helpers import prepare, sentences
 
 from tiedemb.data import text
 from tiedemb.data import tokenizers as tk
 from tiedemb.errors import UserError
 from tiedemb.training import hub
-
-SHARED = Path(__file__).resolve().parents[2].parent / "shared" / "data"
-WIKITEXT = SHARED / "text" / "wikitext-2-valid.txt"
-BERT = SHARED / "tokenizers" / "bert-base-uncased"
-needs_shared = pytest.mark.skipif(not SHARED.exists(), reason=f"shared real data not present at {SHARED}")
 
 
 def count_tokens(tokenizer_dir: str, documents: list[str]) -> int:
@@ -50,33 +46,32 @@ class MapCounter:
         return self._real(*args, **kwargs)
 
 
-# --------------------------------------------------------------------------- real data
+# --------------------------------------------------------------------------- a WikiText-shaped file
 
 
-@needs_shared
 @pytest.mark.end_to_end
-def test_wikitext_blocks_hold_every_token_and_the_cache_skips_tokenising(tmp_path, monkeypatch, caplog):
-    with WIKITEXT.open(encoding="utf-8-sig") as handle:
+def test_wikitext_blocks_hold_every_token_and_the_cache_skips_tokenising(
+    tmp_path, monkeypatch, caplog, made_up_text, wordpiece_dir
+):
+    with made_up_text.open(encoding="utf-8-sig") as handle:
         lines = [line.strip() for line in handle if line.strip()]
-    tokenizer = tk.load_tokenizer(BERT)
+    tokenizer = tk.load_tokenizer(wordpiece_dir)
     per_line = [tokenizer(line, add_special_tokens=False).input_ids for line in lines]
     expected = sum(map(len, per_line)) + len(lines)  # one [SEP] after each document
     arguments = dict(
-        tokenizer=str(BERT),
-        train_files=[str(WIKITEXT)],
-        val_files=[str(WIKITEXT)],
+        tokenizer=str(wordpiece_dir),
+        train_files=[str(made_up_text)],
+        val_files=[str(made_up_text)],
         block_size=128,
         val_fraction=0.0,
         cache_dir=str(tmp_path / "cache"),
     )
     counter = MapCounter(monkeypatch)
 
-    start = time.perf_counter()
     with caplog.at_level(logging.INFO, logger="tiedemb.data"):
         first = prepare(**arguments)
-    cold = time.perf_counter() - start
     stats = first.stats
-    assert lines[0] == "= Homarus gammarus =" and "\ufeff" not in lines[0]
+    assert lines[0] == TEXT_TITLE and "\ufeff" not in lines[0]
     assert stats["train_tokens"] == expected and stats["train_documents"] == len(lines)
     assert 0 <= stats["train_discarded_tokens"] < 128
     assert stats["train_blocks"] * 128 == expected - stats["train_discarded_tokens"] == len(first.train) * 128
@@ -86,36 +81,42 @@ def test_wikitext_blocks_hold_every_token_and_the_cache_skips_tokenising(tmp_pat
 
     blocks = first.train.with_format("numpy")[:]["input_ids"]
     assert blocks.shape == (stats["train_blocks"], 128)
-    stream = np.concatenate([np.append(ids, 102) for ids in per_line])
+    separator = tokenizer.convert_tokens_to_ids("[SEP]")
+    stream = np.concatenate([np.append(ids, separator) for ids in per_line])
     np.testing.assert_array_equal(blocks.reshape(-1), stream[: blocks.size])  # order kept, [SEP] between documents
-    assert first.tokenizer.pad_token_id == 0 and first.tokenizer.mask_token_id == 103
+    assert first.tokenizer.pad_token_id == tokenizer.convert_tokens_to_ids("[PAD]")
+    assert first.tokenizer.mask_token_id == tokenizer.convert_tokens_to_ids("[MASK]")
     assert counter.calls == 2  # train and val
 
-    start = time.perf_counter()
     second = prepare(**arguments)
-    warm = time.perf_counter() - start
     assert counter.calls == 2, "the cached run tokenised again"
     assert second.stats == stats
     assert all(str(tmp_path / "cache") in f["filename"] for f in second.train.cache_files)
     np.testing.assert_array_equal(second.train.with_format("numpy")[:]["input_ids"], blocks)
-    print(f"cold {cold:.3f}s, cached {warm:.3f}s, speed-up {cold / warm:.1f}x")
-    assert cold / warm >= 5
 
 
-@needs_shared
-def test_trained_tokenizer_is_saved_beside_the_data_and_reused(tmp_path, monkeypatch):
+def test_trained_tokenizer_is_saved_beside_the_data_and_reused(tmp_path, monkeypatch, made_up_text):
     cache = tmp_path / "cache"
-    arguments = dict(objective="clm", vocab_size=1000, train_files=[str(WIKITEXT)], block_size=64, cache_dir=str(cache))
+    # every document trains (the first block opens the text); the same file validates
+    arguments = dict(
+        objective="clm",
+        vocab_size=400,
+        train_files=[str(made_up_text)],
+        block_size=64,
+        val_files=[str(made_up_text)],
+        val_fraction=0.0,
+        cache_dir=str(cache),
+    )
     first = prepare(**arguments)
-    assert len(first.tokenizer) == 1000 and first.tokenizer.eos_token == "</s>"
+    assert len(first.tokenizer) == 400 and first.tokenizer.eos_token == "</s>"
     (saved,) = (cache / "tokenizers").iterdir()
-    assert saved.name.startswith("bpe-1000-")
+    assert saved.name.startswith("bpe-400-")
     # A different block size re-blocks the text but trains no new tokenizer.
     monkeypatch.setattr(tk, "_byte_level_bpe", lambda *_: pytest.fail("retrained"))
     second = prepare(**arguments | {"block_size": 32})
     assert second.tokenizer.get_vocab() == first.tokenizer.get_vocab()
     assert second.stats["train_tokens"] == first.stats["train_tokens"]
-    assert second.tokenizer.decode(second.train[0]["input_ids"]).startswith("= Homarus gammarus =</s>")
+    assert second.tokenizer.decode(second.train[0]["input_ids"]).startswith(f"{TEXT_TITLE}</s>")
 
 
 # --------------------------------------------------------------------------- sources
@@ -318,11 +319,10 @@ def test_tokenizer_training_arguments_are_checked_before_reading(tmp_path, objec
         prepare(objective=objective, vocab_size=vocab_size, train_files=[str(corpus)], cache_dir=str(tmp_path))
 
 
-def test_uncached_hub_dataset_fails_fast_offline(tmp_path, monkeypatch, small_tokenizer):
+def test_uncached_hub_dataset_fails_offline(tmp_path, monkeypatch, small_tokenizer):
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     monkeypatch.setattr(hub, "hub_reachable", lambda *a, **k: pytest.fail("probed the hub although HF_HUB_OFFLINE=1"))
     flag_before = datasets.config.HF_HUB_OFFLINE
-    start = time.perf_counter()
     with pytest.raises(UserError) as caught:
         prepare(
             tokenizer=small_tokenizer,
@@ -330,20 +330,17 @@ def test_uncached_hub_dataset_fails_fast_offline(tmp_path, monkeypatch, small_to
             dataset_config="x",
             cache_dir=str(tmp_path),
         )
-    assert time.perf_counter() - start < 30
     message = str(caught.value)
     assert "tiedemb-test/no-such-corpus" in message and "train_files" in message and "local cache" in message
     assert "\n" not in message
     assert datasets.config.HF_HUB_OFFLINE == flag_before  # the temporary offline switch is undone
 
 
-def test_uncached_hub_tokenizer_fails_fast_offline(tmp_path, monkeypatch):
+def test_uncached_hub_tokenizer_fails_offline(tmp_path, monkeypatch):
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     corpus = write_lines(tmp_path / "corpus.txt", sentences(5))
-    start = time.perf_counter()
     with pytest.raises(UserError, match="tiedemb-test/no-such-tokenizer.*local tokenizer directory"):
         prepare(tokenizer="tiedemb-test/no-such-tokenizer", train_files=[str(corpus)], cache_dir=str(tmp_path))
-    assert time.perf_counter() - start < 30
 
 
 @pytest.mark.parametrize(

@@ -6,7 +6,6 @@ from __future__ import annotations
 import errno
 import json
 import logging
-import time
 import tracemalloc
 from pathlib import Path
 
@@ -110,12 +109,11 @@ def test_the_option_value_is_checked_like_every_other(tmp_path, small_tokenizer)
 # --------------------------------------------------------------------------- one giant document
 
 
-def test_a_100_mb_file_without_a_line_break_is_refused_quickly_in_bounded_memory(tmp_path):
+def test_a_100_mb_file_without_a_line_break_is_refused_in_bounded_memory(tmp_path):
     giant = tmp_path / "giant.txt"
     with giant.open("wb") as handle:
         for _ in range(80):
             handle.write(b"word " * (1 << 18))  # 80 x 1.25 MiB = 100 MiB of words and spaces, in about a second
-    started = time.perf_counter()
     tracemalloc.start()
     try:
         with pytest.raises(UserError) as raised:
@@ -123,13 +121,11 @@ def test_a_100_mb_file_without_a_line_break_is_refused_quickly_in_bounded_memory
         peak = tracemalloc.get_traced_memory()[1]
     finally:
         tracemalloc.stop()
-    elapsed = time.perf_counter() - started
     assert str(raised.value).startswith(
         f"train file {str(giant)!r}, line 1 (from byte offset 0): a document of more than {8 << 20} bytes, too long to "
         "tokenise in one piece; each line of a .txt file is one document, so break the text into lines"
     )
     assert peak < 16 << 20, f"held {peak / 2**20:.0f} MiB"
-    assert elapsed < 5, f"{elapsed:.1f} s"
 
 
 def test_a_long_line_further_on_is_named_by_line_and_offset(tmp_path, monkeypatch):

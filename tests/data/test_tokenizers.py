@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -15,15 +15,15 @@ from tiedemb.data.tokenizers import check_vocab_size, configure_for_objective, l
 from tiedemb.errors import UserError
 from tiedemb.training import hub
 
-SHARED = Path(__file__).resolve().parents[2].parent / "shared" / "data"
-WIKITEXT = SHARED / "text" / "wikitext-2-valid.txt"
-BERT = SHARED / "tokenizers" / "bert-base-uncased"
-needs_shared = pytest.mark.skipif(not SHARED.exists(), reason=f"shared real data not present at {SHARED}")
 
-
-def wikitext_lines() -> list[str]:
-    with WIKITEXT.open(encoding="utf-8-sig") as handle:
+def text_lines(path: Path) -> list[str]:
+    with path.open(encoding="utf-8-sig") as handle:
         return [line.strip() for line in handle if line.strip()]
+
+
+def pieces(tokenizer_dir: Path) -> int:
+    """The vocabulary size written in a saved tokenizer's file."""
+    return len(json.loads((tokenizer_dir / "tokenizer.json").read_text(encoding="utf-8"))["model"]["vocab"])
 
 
 def never_read():
@@ -32,38 +32,36 @@ def never_read():
     yield ""  # pragma: no cover
 
 
-@needs_shared
-def test_wordpiece_trained_to_8000_round_trips_and_is_reused(tmp_path):
+def test_wordpiece_trained_to_300_round_trips_and_is_reused(tmp_path, made_up_text):
     save_dir = tmp_path / "wp"
-    tokenizer = train_tokenizer(wikitext_lines(), kind="wordpiece", vocab_size=8000, save_dir=save_dir)
-    assert len(tokenizer) == 8000
+    tokenizer = train_tokenizer(text_lines(made_up_text), kind="wordpiece", vocab_size=300, save_dir=save_dir)
+    assert len(tokenizer) == 300
     specials = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
     assert tokenizer.convert_ids_to_tokens(list(range(5))) == specials
     assert tokenizer.pad_token == "[PAD]" and tokenizer.mask_token == "[MASK]" and tokenizer.sep_token == "[SEP]"
-    sentence = "the european lobster is a species of lobster from the eastern atlantic ocean."
+    sentence = "the ancient city was built by the river on the north coast."
     ids = tokenizer(sentence, add_special_tokens=False).input_ids
     assert tokenizer.unk_token_id not in ids
     assert tokenizer.decode(ids) == sentence
     # The normaliser lowercases, as BERT uncased does.
     assert (
-        tokenizer("The European", add_special_tokens=False).input_ids
-        == tokenizer("the european", add_special_tokens=False).input_ids
+        tokenizer("The River", add_special_tokens=False).input_ids
+        == tokenizer("the river", add_special_tokens=False).input_ids
     )
     # With special tokens the BERT template applies.
     assert (
-        tokenizer("lobster").input_ids[0] == tokenizer.cls_token_id
-        and tokenizer("lobster").input_ids[-1] == tokenizer.sep_token_id
+        tokenizer("river").input_ids[0] == tokenizer.cls_token_id
+        and tokenizer("river").input_ids[-1] == tokenizer.sep_token_id
     )
 
-    again = train_tokenizer(never_read(), kind="wordpiece", vocab_size=8000, save_dir=save_dir)
+    again = train_tokenizer(never_read(), kind="wordpiece", vocab_size=300, save_dir=save_dir)
     assert again.get_vocab() == tokenizer.get_vocab()
     assert again.mask_token_id == tokenizer.mask_token_id
 
 
-@needs_shared
-def test_byte_level_bpe_round_trips_exactly(tmp_path):
-    tokenizer = train_tokenizer(wikitext_lines(), kind="bpe", vocab_size=1000, save_dir=tmp_path / "bpe")
-    assert len(tokenizer) == 1000
+def test_byte_level_bpe_round_trips_exactly(tmp_path, made_up_text):
+    tokenizer = train_tokenizer(text_lines(made_up_text), kind="bpe", vocab_size=400, save_dir=tmp_path / "bpe")
+    assert len(tokenizer) == 400
     assert tokenizer.convert_ids_to_tokens(list(range(5))) == ["<pad>", "<unk>", "<s>", "</s>", "<mask>"]
     assert configure_for_objective(tokenizer, "clm") == tokenizer.convert_tokens_to_ids("</s>")
     # Byte-level BPE has no unknown token: case, accents and symbols all survive.
@@ -107,44 +105,42 @@ def test_missing_tokenizer_directory_is_named(tmp_path):
         load_tokenizer(missing)
 
 
-@needs_shared
-def test_local_tokenizer_loads_without_touching_the_hub(monkeypatch):
+def test_local_tokenizer_loads_without_touching_the_hub(monkeypatch, wordpiece_dir):
     monkeypatch.setattr(hub, "hub_reachable", lambda *a, **k: pytest.fail("probed the hub for a local path"))
-    tokenizer = load_tokenizer(BERT)
-    assert len(tokenizer) == 30522
-    assert configure_for_objective(tokenizer, "mlm") == tokenizer.sep_token_id == 102
+    tokenizer = load_tokenizer(wordpiece_dir)
+    assert len(tokenizer) == pieces(wordpiece_dir)
+    assert (
+        configure_for_objective(tokenizer, "mlm") == tokenizer.sep_token_id == tokenizer.convert_tokens_to_ids("[SEP]")
+    )
 
 
-def test_uncached_hub_name_fails_fast_offline(monkeypatch):
+def test_uncached_hub_name_fails_offline(monkeypatch):
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     monkeypatch.setattr(hub, "hub_reachable", lambda *a, **k: pytest.fail("probed the hub although HF_HUB_OFFLINE=1"))
-    start = time.perf_counter()
     with pytest.raises(UserError) as caught:
         load_tokenizer("tiedemb-test/no-such-tokenizer")
-    assert time.perf_counter() - start < 30
     message = str(caught.value)
     assert (
         "tiedemb-test/no-such-tokenizer" in message and "local tokenizer directory" in message and "\n" not in message
     )
 
 
-@needs_shared
 @pytest.mark.end_to_end
-def test_cached_hub_name_loads_offline(tmp_path):
+def test_cached_hub_name_loads_offline(tmp_path, wordpiece_dir):
     """A hub name already in the local cache works with HF_HUB_OFFLINE=1 (fresh process: the flag is read at import)."""
     repo = tmp_path / "hub" / "models--tiedemb-test--bert"
     snapshot = repo / "snapshots" / ("0" * 40)
     snapshot.mkdir(parents=True)
     (repo / "refs").mkdir()
     (repo / "refs" / "main").write_text("0" * 40)
-    for file in BERT.iterdir():
+    for file in wordpiece_dir.iterdir():
         shutil.copy(file, snapshot / file.name)
     (snapshot / "config.json").write_text('{"model_type": "bert"}')  # the hub copy has one; AutoTokenizer reads it
     script = "from tiedemb.data.tokenizers import load_tokenizer; print(len(load_tokenizer('tiedemb-test/bert')))"
     environment = os.environ | {"HF_HOME": str(tmp_path), "HF_HUB_OFFLINE": "1"}
     result = subprocess.run([sys.executable, "-c", script], env=environment, capture_output=True, text=True, timeout=60)
     assert result.returncode == 0, result.stderr
-    assert result.stdout.split()[-1] == "30522"
+    assert result.stdout.split()[-1] == str(pieces(wordpiece_dir))
 
 
 def test_unreachable_hub_is_treated_as_offline(monkeypatch):
@@ -155,20 +151,16 @@ def test_unreachable_hub_is_treated_as_offline(monkeypatch):
         monkeypatch.delenv(name, raising=False)
     monkeypatch.setattr(constants, "HF_HUB_OFFLINE", False)
     monkeypatch.setattr(hub, "hub_reachable", lambda *a, **k: False)
-    start = time.perf_counter()
     with pytest.raises(UserError, match="cannot be reached"):
         load_tokenizer("tiedemb-test/no-such-tokenizer")
-    assert time.perf_counter() - start < 30
     assert constants.HF_HUB_OFFLINE is False  # the temporary offline switch is undone
 
 
-def test_hub_probe_gives_up_quickly_on_a_dead_endpoint(monkeypatch):
+def test_hub_probe_gives_up_on_a_dead_endpoint(monkeypatch):
     from huggingface_hub import constants
 
     monkeypatch.setattr(constants, "ENDPOINT", "http://127.0.0.1:9")  # discard port: nothing listens
-    start = time.perf_counter()
     assert hub.hub_reachable(timeout=2.0) is False
-    assert time.perf_counter() - start < 5
 
 
 def test_clm_pads_with_eos_when_there_is_no_pad(tmp_path):

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from test_sweep import fake_runs, tiny_sweep  # noqa: F401 - the fixture is used by name
+from sweep_files import tiny_sweep
 
 from tiedemb.errors import UserError
 from tiedemb.experiments import layout
@@ -111,7 +111,7 @@ def test_searches_w_and_b_would_refuse_are_refused_by_name(tmp_path, search, mes
         load_sweep(tiny_sweep(tmp_path, search=search))
 
 
-def test_the_command_writes_the_search_and_the_agents_call_runs_the_drawn_values(tmp_path, fake_runs, capsys):  # noqa: F811
+def test_the_command_writes_the_search_and_the_agents_call_runs_the_drawn_values(tmp_path, fake_runs, capsys):
     calls, _ = fake_runs
     path = tiny_sweep(
         tmp_path,

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 import yaml
+from sweep_files import tiny_sweep, write_sweep
 
 from tiedemb.errors import UserError
 from tiedemb.experiments import cells as sweep_module
@@ -19,25 +20,6 @@ from tiedemb.sweep import main as sweep_main
 
 ROOT = Path(__file__).resolve().parents[2]
 CONFIGS = ROOT / "configs"
-
-
-def write_sweep(folder: Path, content: dict) -> Path:
-    path = folder / "sweep.yaml"
-    path.write_text(yaml.safe_dump(content, sort_keys=False), encoding="utf-8")
-    return path
-
-
-def tiny_sweep(folder: Path, **extra) -> Path:
-    return write_sweep(
-        folder,
-        {
-            "name": "t",
-            "configs": [str(CONFIGS / "tied.yaml"), str(CONFIGS / "scale" / "tiny.yaml")],
-            "grid": {"model.head": ["tied", "untied"], "seed_everything": [0, 1]},
-            "overrides": {"trainer.max_steps": 2},
-            **extra,
-        },
-    )
 
 
 # --------------------------------------------------------------------------- the file
@@ -163,26 +145,6 @@ def test_a_test_stage_on_pretraining_data_is_refused_before_any_run(tmp_path):
 
 
 # --------------------------------------------------------------------------- running and rerunning
-
-
-@pytest.fixture
-def fake_runs(monkeypatch):
-    """Cells 'run' by writing a metrics file; failing ids exit 1. Records every command."""
-    calls: list[list[str]] = []
-    failing: set[str] = set()
-
-    def run_logged(command, log_file, workdir, heading):
-        calls.append(command)
-        folder = Path(log_file).parent
-        metrics = folder / "csv" / "version_0"
-        metrics.mkdir(parents=True, exist_ok=True)
-        (metrics / "metrics.csv").write_text("step,val/loss\n0,1.0\n")
-        log_file.write_text("error: boom\n" if folder.name in failing else "ok\n")
-        return 1 if folder.name in failing else 0
-
-    monkeypatch.setattr(sweep_module, "_run_logged", run_logged)
-    monkeypatch.setattr(sweep_module, "validate_cell", lambda *args: "")
-    return calls, failing
 
 
 def test_a_rerun_of_a_finished_sweep_starts_no_run(tmp_path, fake_runs):

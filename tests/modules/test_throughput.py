@@ -26,15 +26,15 @@ def test_the_monitor_is_configurable_from_yaml_names():
 
 
 @pytest.mark.end_to_end
-def test_glue_fine_tuning_logs_throughput_and_learning_rate(tmp_path, shared_data, bert_tokenizer_dir):
+def test_glue_fine_tuning_logs_throughput_and_learning_rate(tmp_path, glue_dir, wordpiece_dir):
     """The MRPC config lists its own callbacks; the CLI still adds both monitors."""
     cli = main(
         [
             "fit",
             "--config",
             str(ROOT / "configs" / "glue" / "mrpc.yaml"),
-            f"--data.data_dir={shared_data / 'glue'}",
-            f"--data.tokenizer={bert_tokenizer_dir}",
+            f"--data.data_dir={glue_dir}",
+            f"--data.tokenizer={wordpiece_dir}",
             "--data.max_train_samples=32",
             "--data.batch_size=4",
             "--model.pretrained=null",

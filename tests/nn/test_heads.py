@@ -25,10 +25,57 @@ def test_tied_heads_share_one_parameter(head, embedding_dim):
     assert model.head.decoder.weight is model.embedding.token.weight
     vocab_sized = [p for p in model.parameters() if p.shape[0] == 97]
     assert len(vocab_sized) == 1  # parameters() sees the shared matrix once
-    # one gradient accumulates from both uses
+
+
+def gradients_of_both_uses(model: Transformer, ids: torch.Tensor, return_logits: bool):
+    """The tied table's gradient from the model, and the sum of its two uses computed apart.
+
+    Input use: the gradient reaching the looked-up rows, added back onto the rows each token
+    read. Output use: the cross-entropy of ``features @ E.T + bias`` written out here, with its
+    own copy of E, on the hidden states the encoder gave (every position is a target).
+    """
+    seen = {}
+
+    def keep_lookup(module, args, output):
+        output.retain_grad()
+        seen["lookup"] = output
+
+    def keep_hidden(module, args, output):
+        seen["hidden"] = output
+
+    hooks = [
+        model.embedding.token.register_forward_hook(keep_lookup),
+        model.encoder.register_forward_hook(keep_hidden),
+    ]
+    try:
+        loss = model(ids, labels=ids, return_logits=return_logits).loss
+        loss.backward()
+    finally:
+        for hook in hooks:
+            hook.remove()
+    table = model.embedding.token.weight
+    input_use = torch.zeros_like(table).index_add_(0, ids.reshape(-1), seen["lookup"].grad.reshape(-1, table.shape[1]))
+    output_table = table.detach().clone().requires_grad_(True)
+    features = model.head.features(seen["hidden"].detach().reshape(-1, model.config.hidden_size))
+    logits = features @ output_table.T + (model.head.bias if model.head.bias is not None else 0)
+    written_out = torch.nn.functional.cross_entropy(logits, ids.reshape(-1))
+    (output_use,) = torch.autograd.grad(written_out, output_table)
+    torch.testing.assert_close(loss.detach(), written_out.detach())  # the loss the model computes is this one
+    return table.grad, input_use, output_use
+
+
+@pytest.mark.parametrize("return_logits", [True, False], ids=["logits", "sliced_loss"])
+@pytest.mark.parametrize("head", [h for h in HEADS if h != "untied"])
+@pytest.mark.parametrize("embedding_dim", [32, 16])
+def test_the_tied_table_gets_the_gradients_of_both_its_uses(head, embedding_dim, return_logits):
+    torch.manual_seed(0)
+    model = Transformer(small(head=head, embedding_dim=embedding_dim, objective="mlm"))
     ids = torch.randint(5, 97, (2, 8))
-    model(ids, labels=ids).loss.backward()
-    assert model.embedding.token.weight.grad is model.head.decoder.weight.grad
+    gradient, input_use, output_use = gradients_of_both_uses(model, ids, return_logits)
+    # Both uses contribute: a decoder that is a copy of the table, or reads it detached, loses the second.
+    assert input_use.abs().sum() > 0 and output_use.abs().sum() > 0
+    assert gradient is not None
+    torch.testing.assert_close(gradient, input_use + output_use, rtol=1e-4, atol=1e-6)
 
 
 def test_untied_head_has_its_own_matrix():
