@@ -50,10 +50,9 @@ def unstarted_wandb_init(logger: WandbLogger) -> dict[str, Any] | None:
     ``WandbLogger`` takes them at construction and reads them when its run starts (at setup);
     the objects exist before a resumed run's checkpoint, which names the W&B run, is found.
     """
-    init = getattr(logger, "_wandb_init", None)
-    if logger._experiment is not None or not isinstance(init, dict):
+    if logger._experiment is not None:
         return None
-    return init
+    return logger._wandb_init
 
 
 def continue_wandb_run_id(logger: WandbLogger, run_id: str) -> None:
