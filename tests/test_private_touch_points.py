@@ -33,6 +33,36 @@ from tiedemb.training.lightning_internals import (
     use_peak_flops,
 )
 
+PRIVATE_OVERRIDES = {"tiedemb.cli.TiedembCLI": ["_parse_ckpt_path", "_prepare_subcommand_parser"]}
+"""The private methods of a library class that a tiedemb subclass overrides: touch point 1 only."""
+LIBRARIES = ("lightning", "jsonargparse", "argparse")
+
+
+def test_no_other_private_method_of_lightning_or_jsonargparse_is_overridden():
+    """A private name of ours that a library class also defines replaces the library's without a word,
+    also when a later release adds that name; only the listed overrides may do so."""
+    import importlib
+    import pkgutil
+
+    import tiedemb
+
+    modules = ["tiedemb.cli"]
+    for package in ("training", "modules", "data"):
+        found = importlib.import_module(f"tiedemb.{package}").__path__
+        modules += [info.name for info in pkgutil.iter_modules(found, f"tiedemb.{package}.")]
+    overrides = {}
+    for module in map(importlib.import_module, modules):
+        for cls in vars(module).values():
+            if not inspect.isclass(cls) or not cls.__module__.startswith(tiedemb.__name__):
+                continue
+            bases = [base for base in cls.__mro__[1:] if base.__module__.split(".")[0] in LIBRARIES]
+            own = [name for name in vars(cls) if name.startswith("_") and not name.startswith("__")]
+            # _abc_impl: ABCMeta's own record on every abstract class
+            shadowed = sorted(name for name in own if name != "_abc_impl" and any(name in vars(b) for b in bases))
+            if shadowed:
+                overrides[f"{cls.__module__}.{cls.__name__}"] = shadowed
+    assert overrides == PRIVATE_OVERRIDES
+
 
 def parameters(function) -> list[str]:
     return list(inspect.signature(function).parameters)
