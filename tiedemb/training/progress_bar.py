@@ -4,8 +4,8 @@ Every config here bounds training by steps, and Lightning then sets ``max_epochs
 rich progress bar (up to 2.6.6 at least) labels the bar "Epoch 0/-2", the last epoch index
 computed from that -1. ``StepBoundLabel`` drops the "/-2" from the bar's training task, through
 the bar's rich ``Progress`` (``RichProgressBar.progress``, ``train_progress_bar_id``); with
-``max_epochs`` set, the label is Lightning's. The CLI adds it where Lightning's own rich bar is
-the progress bar (``use_step_bound_label``); a bar a config chose is left as it is.
+``max_epochs`` set, the label is Lightning's. The CLI adds it where the progress bar is
+Lightning's own ``RichProgressBar`` (``use_step_bound_label``); a subclass or another bar keeps its label.
 """
 
 from __future__ import annotations
