@@ -20,8 +20,7 @@ def cpu_bf16(monkeypatch):
     """Sets whether the CPU has bfloat16 hardware, whatever this machine has."""
 
     def set_native(native: bool) -> None:
-        monkeypatch.setattr(torch.cpu, "_is_avx512_bf16_supported", lambda: native)
-        monkeypatch.setattr(torch.cpu, "_is_amx_tile_supported", lambda: False)
+        monkeypatch.setattr(torch.cpu, "get_capabilities", lambda: {"avx512_bf16": native, "amx_bf16": False})
 
     return set_native
 

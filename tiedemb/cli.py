@@ -16,7 +16,6 @@ from typing import Any, Literal
 
 import lightning as L
 import torch
-from lightning.fabric.connector import _PRECISION_INPUT
 from lightning.pytorch.callbacks import LearningRateMonitor, ModelCheckpoint, ThroughputMonitor
 from lightning.pytorch.cli import LightningArgumentParser, LightningCLI, SaveConfigCallback
 from lightning.pytorch.plugins.io import TorchCheckpointIO
@@ -52,7 +51,7 @@ from tiedemb.training.exits import INTERRUPTED_EXIT, PREEMPTED_EXIT, report_user
 from tiedemb.training.files import first_free
 from tiedemb.training.log_level import LEVELS, hide_lightning_advert, set_log_level, set_log_level_from_env
 from tiedemb.training.parameter_counts import ParameterCounts
-from tiedemb.training.precision import PrecisionIfNative, resolve_precision
+from tiedemb.training.precision import LightningPrecision, PrecisionIfNative, resolve_precision
 from tiedemb.training.preemption import SaveOnPreemption, stop_signal
 from tiedemb.training.progress_bar import use_step_bound_label
 from tiedemb.training.random_state import RandomState
@@ -107,7 +106,7 @@ class Trainer(L.Trainer):
     the precision ``bf16-mixed-if-native`` (training/precision.py), and the values of its options
     that would break a run refused as tiedemb's own are (training/run_checks.py)."""
 
-    def __init__(self, *, precision: _PRECISION_INPUT | PrecisionIfNative | None = None, **kwargs: Any) -> None:
+    def __init__(self, *, precision: LightningPrecision | PrecisionIfNative | None = None, **kwargs: Any) -> None:
         """
         Args:
             precision: Lightning's values (``32-true``, ``bf16-mixed``, ``16-mixed``, ...), or
@@ -240,6 +239,7 @@ class ConfigSaver(SaveConfigCallback):
 class TiedembCLI(LightningCLI):
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         self._building_only = subcommand_named_first(kwargs.get("args"), self.subcommands())
+        self._parsers_by_subcommand: dict[str, LightningArgumentParser] = {}
         super().__init__(*args, **kwargs)
 
     @staticmethod
@@ -251,13 +251,18 @@ class TiedembCLI(LightningCLI):
             "similarity": {"model", "datamodule"},
         }
 
+    # Private touch point (docs/architecture.md, tests/test_private_touch_points.py): LightningCLI
+    # builds every subcommand's parser through this method, and offers no public hook to build fewer.
     def _prepare_subcommand_parser(self, klass: type, subcommand: str, **kwargs: Any) -> LightningArgumentParser:
         # Each subcommand's parser reads the signatures of the Trainer, the model and data classes and
         # the optimisers: most of a second each. Only the subcommand being run needs its arguments;
         # the others are there for the list of subcommands in errors and --help, which needs names only.
         if self._building_only is not None and subcommand != self._building_only:
-            return self.init_parser(**kwargs)
-        return super()._prepare_subcommand_parser(klass, subcommand, **kwargs)
+            parser = self.init_parser(**kwargs)
+        else:
+            parser = super()._prepare_subcommand_parser(klass, subcommand, **kwargs)
+        self._parsers_by_subcommand[subcommand] = parser  # parse_arguments sets a checkpoint's defaults on it
+        return parser
 
     def parse_arguments(self, parser: LightningArgumentParser, args: Any) -> None:
         """Parse the command line; a checkpoint file it evaluates stands in for the config's classes.
@@ -273,7 +278,7 @@ class TiedembCLI(LightningCLI):
             else []
         )
         path = checkpoint_to_evaluate(self._argv)
-        subcommand_parser = getattr(self, "_subcommand_parsers", {}).get(self._argv[0] if self._argv else None)
+        subcommand_parser = self._parsers_by_subcommand.get(self._argv[0] if self._argv else None)
         if path is not None and subcommand_parser is not None:
             self._checkpoint = read_checkpoint(path, weights_only=weights_only_given(self._argv))
             self._checkpoint_path = path
@@ -396,6 +401,9 @@ class TiedembCLI(LightningCLI):
             trainer.strategy.checkpoint_io = AtomicCheckpointIO()
         return trainer
 
+    # Private touch point (docs/architecture.md, tests/test_private_touch_points.py): LightningCLI
+    # calls this between parse_arguments and before_instantiate_classes to put a checkpoint's
+    # hyperparameters over the parsed model, for fit too; no public setting turns that off.
     def _parse_ckpt_path(self) -> None:
         """Read a ``--ckpt_path`` file once, up front, reporting a bad one as a user error.
 

@@ -25,6 +25,7 @@ import lightning as L
 from lightning.pytorch.callbacks import ThroughputMonitor
 
 from tiedemb.modules.flops import device_peak_flops
+from tiedemb.training.lightning_internals import use_peak_flops
 
 
 def batch_sequences(batch: Any) -> int:
@@ -62,5 +63,4 @@ class ModelThroughput(ThroughputMonitor):
         self.available_flops = float(peak) if peak else None
         # ThroughputMonitor hands its peak to one Throughput per stage when it sets up; they take the
         # chosen one instead.
-        for throughput in self._throughputs.values():
-            throughput.available_flops = self.available_flops
+        use_peak_flops(self, self.available_flops)

@@ -29,6 +29,7 @@ from lightning.pytorch.callbacks import ModelCheckpoint
 
 from tiedemb.errors import UserError, first_line
 from tiedemb.training.files import first_free
+from tiedemb.training.lightning_internals import save_last_checkpoint, saved_this_step, saves_at_train_epoch_end
 
 log = logging.getLogger("tiedemb")
 
@@ -86,19 +87,19 @@ class ResumableCheckpoint(ModelCheckpoint):
 
     def on_validation_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
         super().on_validation_end(trainer, pl_module)
-        if not self._should_save_on_train_epoch_end(trainer):
+        if not saves_at_train_epoch_end(self, trainer):
             self._refresh_last(trainer)
 
     def on_train_epoch_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
         super().on_train_epoch_end(trainer, pl_module)
-        if self._should_save_on_train_epoch_end(trainer):
+        if saves_at_train_epoch_end(self, trainer):
             self._refresh_last(trainer)
 
     def _refresh_last(self, trainer: L.Trainer) -> None:
-        # _should_skip_saving_checkpoint is also true when this step was just saved
-        due = self._every_n_epochs >= 1 and (trainer.current_epoch + 1) % self._every_n_epochs == 0
-        if self.save_last and due and not self._should_skip_saving_checkpoint(trainer):
-            self._save_last_checkpoint(trainer, self._monitor_candidates(trainer))
+        every = self.every_n_epochs or 0
+        due = every >= 1 and (trainer.current_epoch + 1) % every == 0
+        if self.save_last and due and not saved_this_step(self, trainer):
+            save_last_checkpoint(self, trainer)
 
 
 # --------------------------------------------------------------------------- reading checkpoints

@@ -6,6 +6,9 @@
 from __future__ import annotations
 
 import importlib.util
+import subprocess
+import sys
+import tempfile
 from collections.abc import MutableMapping
 from pathlib import Path
 
@@ -24,6 +27,32 @@ def _is_deepspeed_checkpoint(path: Path) -> bool:
 
 def _is_sharded_checkpoint(path: Path) -> bool:
     return path.is_dir() and (path / "meta.pt").is_file()
+
+
+LIGHTNING_CONSOLIDATE = "lightning.pytorch.utilities.consolidate_checkpoint"
+"""Lightning's command that gathers an FSDP sharded checkpoint folder into one Trainer checkpoint file."""
+
+
+def _consolidated_by_lightning(folder: Path, scratch: Path, weights_only: bool) -> dict:
+    """The checkpoint in a sharded ``folder``, as Lightning's documented command writes it.
+
+    Lightning offers the gathering only as a command (``python -m
+    lightning.pytorch.utilities.consolidate_checkpoint FOLDER --output_file FILE``): it runs in a
+    child process, writing into a scratch folder beside the output, read back whole (not mapped)
+    before that folder goes.
+    """
+    scratch.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(dir=scratch, prefix=".consolidating-") as work:
+        gathered = Path(work) / "gathered.ckpt"
+        done = subprocess.run(
+            [sys.executable, "-m", LIGHTNING_CONSOLIDATE, str(folder), "--output_file", str(gathered)],
+            capture_output=True,
+            text=True,
+        )
+        if done.returncode != 0 or not gathered.is_file():
+            reason = (done.stderr.strip().splitlines() or [f"exit status {done.returncode}"])[-1]
+            raise UserError(f"{folder} could not be consolidated by Lightning ({reason})")
+        return torch.load(gathered, map_location="cpu", weights_only=weights_only)
 
 
 def consolidate_checkpoint(path: str | Path, output: str | Path, weights_only: bool = True) -> Path:
@@ -49,10 +78,7 @@ def consolidate_checkpoint(path: str | Path, output: str | Path, weights_only: b
         convert_zero_checkpoint_to_fp32_state_dict(str(path), str(output))
         checkpoint = torch.load(output, map_location="cpu", weights_only=False)
     elif _is_sharded_checkpoint(path):
-        from lightning.fabric.utilities.load import _load_distributed_checkpoint
-        from lightning.pytorch.utilities.consolidate_checkpoint import _format_checkpoint
-
-        checkpoint = _format_checkpoint(_load_distributed_checkpoint(path))
+        checkpoint = _consolidated_by_lightning(path, output.parent, weights_only)
     elif path.is_file():
         checkpoint = read_checkpoint(path, weights_only=weights_only)
     else:

@@ -10,13 +10,16 @@ emulated; an explicit bf16 setting there is kept, with a warning.
 
 from __future__ import annotations
 
-from typing import Any, Literal, get_args
+from typing import Any, Literal, get_args, get_type_hints
 
+import lightning as L
 import torch
 from lightning.pytorch.accelerators import CPUAccelerator
 from lightning.pytorch.utilities import rank_zero_info, rank_zero_warn
 
 PrecisionIfNative = Literal["bf16-mixed-if-native"]
+LightningPrecision = get_type_hints(L.Trainer.__init__)["precision"]
+"""The values Lightning's ``Trainer(precision=...)`` takes, read from its public signature."""
 BF16_IF_NATIVE: str = get_args(PrecisionIfNative)[0]
 
 
@@ -32,7 +35,9 @@ def runs_on_cpu(accelerator: Any) -> bool:
 def bf16_is_native(on_cpu: bool) -> bool:
     """Whether this machine computes bfloat16 products in hardware (not through fallback kernels)."""
     if on_cpu:
-        return torch.cpu._is_avx512_bf16_supported() or torch.cpu._is_amx_tile_supported()
+        # torch's runtime CPU feature report (cpuinfo); torch versions without it are taken as emulating bf16
+        capabilities = getattr(torch.cpu, "get_capabilities", dict)()
+        return bool(capabilities.get("avx512_bf16") or capabilities.get("amx_bf16"))
     return torch.cuda.is_available() and torch.cuda.is_bf16_supported(including_emulation=False)
 
 

@@ -33,6 +33,8 @@ from lightning.pytorch.callbacks import Callback, ModelCheckpoint
 from lightning.pytorch.trainer.states import TrainerFn
 from lightning.pytorch.utilities.exceptions import SIGTERMException
 
+from tiedemb.training.lightning_internals import save_last_checkpoint, stop_after_this_step
+
 _CTRL_C = threading.Event()
 """Set when Ctrl-C, not SIGTERM, is what the current stop of a fit comes from."""
 
@@ -63,7 +65,7 @@ class SaveOnPreemption(Callback):
             self._restore_handler()
             raise KeyboardInterrupt
         _CTRL_C.set()
-        trainer._signal_connector.received_sigterm = True  # Lightning's own stop after the step (see above)
+        stop_after_this_step(trainer)  # Lightning's own stop after the step (see above)
         if trainer.is_global_zero:
             print("\nCtrl-C: stopping after this step to save it (Ctrl-C again stops at once)", file=sys.stderr)
 
@@ -85,16 +87,14 @@ class SaveOnPreemption(Callback):
         dataloader_idx: int = 0,
     ) -> None:
         # Lightning checks the flag right after this hook (its evaluation loop); it is set again at the end.
-        # _signal_connector is the Trainer's own record of the signal (private in Lightning 2.x: see pyproject).
-        connector = trainer._signal_connector
-        if trainer.state.fn == TrainerFn.FITTING and not trainer.sanity_checking and connector.received_sigterm:
-            connector.received_sigterm = False
+        if trainer.state.fn == TrainerFn.FITTING and not trainer.sanity_checking and trainer.received_sigterm:
+            stop_after_this_step(trainer, False)
             self._held_back = True
 
     def on_validation_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
         if self._held_back:
             # the training loop stops at the end of this step, as for a signal during the step itself
-            trainer._signal_connector.received_sigterm = True
+            stop_after_this_step(trainer)
             self._held_back = False
 
     def on_exception(self, trainer: L.Trainer, pl_module: L.LightningModule, exception: BaseException) -> None:
@@ -126,9 +126,7 @@ class SaveOnPreemption(Callback):
                 )
             return
         for callback in savers:
-            # _save_last_checkpoint is what ModelCheckpoint itself calls for last.ckpt (Lightning 2.x; see
-            # pyproject's upper bound): the same file name, version counter and callback state.
-            callback._save_last_checkpoint(trainer, callback._monitor_candidates(trainer))
+            save_last_checkpoint(callback, trainer)
             if trainer.is_global_zero:
                 print(
                     f"{what}: saved the state after step {trainer.global_step} to {callback.last_model_path}",

@@ -83,7 +83,10 @@ def check_ties(root: nn.Module, when: str = "after setup") -> None:
 
 
 def _unwrapped(unit: nn.Module) -> nn.Module:
-    return getattr(unit, "_fsdp_wrapped_module", unit)
+    """The module an FSDP1 wrapper holds (its public ``module``); an FSDP2 unit is the module itself."""
+    from torch.distributed.fsdp import FullyShardedDataParallel
+
+    return unit.module if isinstance(unit, FullyShardedDataParallel) else unit
 
 
 class TieGuard(L.Callback):

@@ -25,6 +25,7 @@ from lightning.pytorch.callbacks import Callback
 from lightning.pytorch.loggers import Logger, WandbLogger
 
 from tiedemb.training.hub import url_problem
+from tiedemb.training.lightning_internals import continue_wandb_run_id, unstarted_wandb_init
 
 log = logging.getLogger("tiedemb")
 
@@ -93,8 +94,8 @@ def quiet_wandb_start(loggers: Sequence[Logger]) -> None:
     for logger in loggers:
         if not isinstance(logger, WandbLogger):
             continue
-        init = getattr(logger, "_wandb_init", None)
-        if isinstance(init, dict) and "anonymous" in init and init["anonymous"] is None:
+        init = unstarted_wandb_init(logger)
+        if init is not None and "anonymous" in init and init["anonymous"] is None:
             del init["anonymous"]
         if logger.save_dir:
             os.makedirs(logger.save_dir, exist_ok=True)
@@ -111,10 +112,9 @@ def continue_wandb_run(loggers: Sequence[Logger], run_id: str | None) -> str | N
         return None
     for logger in wandb_loggers:
         # WandbLogger reads its init arguments when its run starts (at setup), not before.
-        init = getattr(logger, "_wandb_init", None)
-        if getattr(logger, "_experiment", True) is not None or init is None or init.get("id"):
+        init = unstarted_wandb_init(logger)
+        if init is None or init.get("id"):
             log.warning("the W&B logger could not be pointed at the resumed run %s; it records a new run", run_id)
             return None
-        init.update(id=run_id, resume="allow")
-        logger._id = run_id
+        continue_wandb_run_id(logger, run_id)
     return run_id

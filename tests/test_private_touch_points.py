@@ -1,0 +1,193 @@
+"""The private names of Lightning, its W&B logger and jsonargparse that tiedemb relies on, checked
+against the installed versions.
+
+docs/architecture.md ("Private touch points") lists each with the reason no public API serves.
+An upgrade that renames or reshapes one fails here, naming it, instead of changing the behaviour
+built on it without a word. What each is for is tested where that behaviour is (test_resume.py,
+test_checkpoint_alone.py, test_wandb_resume.py, test_user_errors.py).
+"""
+
+from __future__ import annotations
+
+import argparse
+import inspect
+
+import lightning as L
+import pytest
+import torch
+from jsonargparse import ArgumentError
+from jsonargparse import ArgumentParser as JsonArgumentParser
+from lightning.fabric.utilities.throughput import Throughput
+from lightning.pytorch.callbacks import ModelCheckpoint
+from lightning.pytorch.cli import LightningCLI
+from lightning.pytorch.loggers import WandbLogger
+from lightning.pytorch.loops import evaluation_loop, fit_loop, training_epoch_loop
+
+from tiedemb.cli import ArgumentParser, TiedembCLI, Trainer
+from tiedemb.modules.throughput import ModelThroughput
+from tiedemb.training.arguments import NO_CLASS, condense_parse_error, nearest_valid_key
+from tiedemb.training.lightning_internals import (
+    continue_wandb_run_id,
+    stop_after_this_step,
+    unstarted_wandb_init,
+    use_peak_flops,
+)
+
+PRIVATE_OVERRIDES = {"tiedemb.cli.TiedembCLI": ["_parse_ckpt_path", "_prepare_subcommand_parser"]}
+"""The private methods of a library class that a tiedemb subclass overrides: touch point 1 only."""
+LIBRARIES = ("lightning", "jsonargparse", "argparse")
+
+
+def test_no_other_private_method_of_lightning_or_jsonargparse_is_overridden():
+    """A private name of ours that a library class also defines replaces the library's without a word,
+    also when a later release adds that name; only the listed overrides may do so."""
+    import importlib
+    import pkgutil
+
+    import tiedemb
+
+    modules = ["tiedemb.cli"]
+    for package in ("training", "modules", "data"):
+        found = importlib.import_module(f"tiedemb.{package}").__path__
+        modules += [info.name for info in pkgutil.iter_modules(found, f"tiedemb.{package}.")]
+    overrides = {}
+    for module in map(importlib.import_module, modules):
+        for cls in vars(module).values():
+            if not inspect.isclass(cls) or not cls.__module__.startswith(tiedemb.__name__):
+                continue
+            bases = [base for base in cls.__mro__[1:] if base.__module__.split(".")[0] in LIBRARIES]
+            own = [name for name in vars(cls) if name.startswith("_") and not name.startswith("__")]
+            # _abc_impl: ABCMeta's own record on every abstract class
+            shadowed = sorted(name for name in own if name != "_abc_impl" and any(name in vars(b) for b in bases))
+            if shadowed:
+                overrides[f"{cls.__module__}.{cls.__name__}"] = shadowed
+    assert overrides == PRIVATE_OVERRIDES
+
+
+def parameters(function) -> list[str]:
+    return list(inspect.signature(function).parameters)
+
+
+# -- 1. LightningCLI._prepare_subcommand_parser ----------------------------------------------------
+def test_lightningcli_builds_every_subcommand_parser_through_prepare_subcommand_parser():
+    assert parameters(LightningCLI._prepare_subcommand_parser) == ["self", "klass", "subcommand", "kwargs"], (
+        "LightningCLI._prepare_subcommand_parser changed: TiedembCLI's override (one subcommand's parser built whole)"
+    )
+    built: dict[str, object] = {}
+
+    class Recording(TiedembCLI):
+        def _prepare_subcommand_parser(self, klass, subcommand, **kwargs):
+            built[subcommand] = parser = super()._prepare_subcommand_parser(klass, subcommand, **kwargs)
+            return parser
+
+    with pytest.raises(SystemExit):
+        Recording(
+            model_class=L.LightningModule,
+            datamodule_class=L.LightningDataModule,
+            subclass_mode_model=True,
+            subclass_mode_data=True,
+            trainer_class=Trainer,
+            parser_class=ArgumentParser,
+            args=["validate", "--help"],
+        )
+    assert set(built) == set(TiedembCLI.subcommands()), "LightningCLI no longer builds its subcommands' parsers here"
+    assert "trainer.max_steps" in built["validate"].get_defaults()
+    assert "trainer.max_steps" not in built["fit"].get_defaults()  # only the subcommand run is built whole
+
+
+# -- 2. LightningCLI._parse_ckpt_path ---------------------------------------------------------------
+def test_lightningcli_puts_a_checkpoints_hyperparameters_over_the_config_in_parse_ckpt_path():
+    assert parameters(LightningCLI._parse_ckpt_path) == ["self"], "LightningCLI._parse_ckpt_path changed"
+    source = inspect.getsource(LightningCLI.__init__)
+    steps = ["self.parse_arguments(", "self._parse_ckpt_path()", "self.before_instantiate_classes()"]
+    assert all(step in source for step in steps), "LightningCLI.__init__ no longer calls _parse_ckpt_path"
+    assert [source.index(step) for step in steps] == sorted(source.index(step) for step in steps), (
+        "LightningCLI reads --ckpt_path's hyperparameters elsewhere than between parsing and instantiation"
+    )
+
+
+# -- 3. the Trainer's SIGTERM flag ------------------------------------------------------------------
+def test_the_flag_lightnings_sigterm_handler_sets_stops_the_fit_after_the_step():
+    trainer = L.Trainer(logger=False, enable_checkpointing=False, enable_progress_bar=False)
+    assert trainer.received_sigterm is False
+    stop_after_this_step(trainer)
+    assert trainer.received_sigterm is True, "Trainer.received_sigterm no longer reads _signal_connector"
+    stop_after_this_step(trainer, False)
+    assert trainer.received_sigterm is False
+    for loop in (training_epoch_loop, fit_loop, evaluation_loop):
+        assert "received_sigterm" in inspect.getsource(loop), f"{loop.__name__} no longer stops on the flag"
+
+
+# -- 4. ModelCheckpoint's last-checkpoint step ------------------------------------------------------
+@pytest.mark.parametrize(
+    ("name", "expected"),
+    [
+        ("_save_last_checkpoint", ["self", "trainer", "monitor_candidates"]),
+        ("_monitor_candidates", ["self", "trainer"]),
+        ("_should_skip_saving_checkpoint", ["self", "trainer"]),
+        ("_should_save_on_train_epoch_end", ["self", "trainer"]),
+    ],
+)
+def test_model_checkpoint_keeps_its_last_checkpoint_step(name, expected):
+    assert hasattr(ModelCheckpoint, name), f"ModelCheckpoint.{name} is gone (ResumableCheckpoint, SaveOnPreemption)"
+    assert parameters(getattr(ModelCheckpoint, name)) == expected, f"ModelCheckpoint.{name} changed"
+
+
+# -- 5. WandbLogger's arguments for wandb.init before its run starts --------------------------------
+def test_an_unstarted_wandb_logger_takes_the_run_id_of_the_run_it_resumes(tmp_path):
+    logger = WandbLogger(save_dir=str(tmp_path))
+    init = unstarted_wandb_init(logger)
+    assert isinstance(init, dict) and "anonymous" in init and init["id"] is None, "WandbLogger._wandb_init changed"
+    continue_wandb_run_id(logger, "abc123")
+    assert init["id"] == "abc123" and init["resume"] == "allow"
+    assert logger.version == "abc123", "WandbLogger.version no longer follows _id before the run starts"
+    assert logger._experiment is None  # still not started: nothing was sent anywhere
+
+
+# -- 6. ThroughputMonitor's per-stage counters ------------------------------------------------------
+def test_throughput_monitor_keeps_its_per_stage_counters_where_a_peak_can_be_given_them():
+    trainer = L.Trainer(logger=False, enable_checkpointing=False, enable_progress_bar=False, accelerator="cpu")
+    trainer.state.fn, trainer.state.stage = "fit", "train"
+    monitor = ModelThroughput(peak_flops=1e12)
+    monitor.setup(trainer, L.LightningModule(), "fit")
+    counters = list(monitor._throughputs.values())
+    assert counters and all(isinstance(counter, Throughput) for counter in counters), (
+        "ThroughputMonitor._throughputs changed: the peak tiedemb gives is not used"
+    )
+    assert all(counter.available_flops == 1e12 for counter in counters)
+    use_peak_flops(monitor, None)
+    assert all(counter.available_flops is None for counter in counters)
+
+
+# -- 7. jsonargparse's error report ------------------------------------------------------------------
+def parse_error(parser: JsonArgumentParser, args: list[str]) -> str:
+    with pytest.raises(ArgumentError) as raised:
+        parser.parse_args(args)
+    return str(raised.value)
+
+
+def test_jsonargparses_error_text_is_what_the_short_report_is_read_from(tmp_path):
+    plain = JsonArgumentParser(exit_on_error=False)
+    plain.add_argument("--config", action="config")
+    plain.add_argument("--size", type=int | None)
+    plain.add_argument("--max_steps", type=int, default=1)
+    assert condense_parse_error(parse_error(plain, ["--size=abc"])) == "--size: expected int or null, got abc"
+    assert nearest_valid_key(parse_error(plain, ["--max_stepz=3"]), plain) == "max_steps"
+    config = tmp_path / "typo.yaml"
+    config.write_text("max_stepz: 3\n")
+    assert parse_error(plain, ["--config", str(config)]) == "Option 'max_stepz' is not accepted"
+
+    classes = JsonArgumentParser(exit_on_error=False)
+    classes.add_subclass_arguments(torch.optim.Optimizer, "optimizer", required=True)
+    typo = parse_error(classes, ["--optimizer=torch.optim.SGD", "--optimizer.init_args.lrr=0.1"])
+    assert nearest_valid_key(typo, classes) == "lr", typo
+    bad = parse_error(classes, ["--optimizer=torch.optim.SGD", "--optimizer.init_args.momentum=abc"])
+    assert condense_parse_error(bad) == "--optimizer.momentum: Expected float. Got value: abc", bad
+    assert NO_CLASS.search(parse_error(classes, [])) is None
+    modules = JsonArgumentParser(exit_on_error=False)
+    modules.add_subclass_arguments(L.LightningModule, "model", required=True)
+    assert NO_CLASS.search(parse_error(modules, [])), "jsonargparse words a missing model class otherwise"
+
+    # The parser an error in a subcommand is reported against, and the option names a typo is matched to.
+    assert "subcommand_parser" in inspect.getsource(JsonArgumentParser.error)
+    assert all(isinstance(action, argparse.Action) for action in plain._actions)

@@ -1,0 +1,65 @@
+"""A SIGTERM that comes during a validation in ``fit`` is held back until that validation has ended.
+
+Lightning would stop after the current validation batch; tiedemb lets the validation complete and
+stops after it, at the end of the same step, saving that state (``training/preemption.py``).
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+from pathlib import Path
+
+import pytest
+import torch
+from lightning.pytorch.callbacks import Callback
+from lightning.pytorch.utilities.exceptions import SIGTERMException
+
+from tiedemb.cli import main
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+class SigtermInFirstValidation(Callback):
+    """Sends SIGTERM at the first batch of the first validation of the fit; counts that validation's batches."""
+
+    def __init__(self) -> None:
+        self.sent = False
+        self.batches_after_signal = 0
+
+    def on_validation_batch_start(self, trainer, pl_module, batch, batch_idx, dataloader_idx=0) -> None:
+        if trainer.sanity_checking:
+            return
+        if not self.sent:
+            self.sent = True
+            os.kill(os.getpid(), signal.SIGTERM)
+        self.batches_after_signal += 1
+
+
+@pytest.mark.end_to_end
+def test_a_sigterm_during_validation_lets_it_finish_then_saves_the_step(tmp_path, capsys):
+    cli = main(
+        [
+            "--config",
+            str(ROOT / "configs" / "tied.yaml"),
+            "--config",
+            str(ROOT / "configs" / "scale" / "tiny.yaml"),
+            "--trainer.logger=false",
+            "--trainer.num_sanity_val_steps=0",
+            "--trainer.limit_val_batches=3",
+            "--trainer.enable_progress_bar=false",
+            f"--trainer.default_root_dir={tmp_path}",
+        ],
+        run=False,
+    )
+    probe = SigtermInFirstValidation()
+    cli.trainer.callbacks.append(probe)
+    with pytest.raises(SIGTERMException):
+        cli.trainer.fit(cli.model, datamodule=cli.datamodule)
+    assert probe.batches_after_signal == 3  # the whole validation ran, not one batch of it
+    assert cli.trainer.global_step == 3  # and the run stopped at the end of its step (val_check_interval 3)
+    err = capsys.readouterr().err
+    assert "during a validation" not in err
+    last = tmp_path / "checkpoints" / "last.ckpt"
+    assert f"SIGTERM: saved the state after step 3 to {last}" in err
+    assert torch.load(last, weights_only=True)["global_step"] == 3

@@ -1,0 +1,77 @@
+"""The places tiedemb reaches into Lightning's private state, each for want of a public API.
+
+Every one is listed in docs/architecture.md ("Private touch points") with the reason no public API
+serves; tests/test_private_touch_points.py fails, naming it, when a Lightning upgrade renames or
+reshapes one, instead of letting the behaviour change silently. The two ``LightningCLI`` methods
+``tiedemb.cli.TiedembCLI`` overrides (they have to be methods of the CLI class) and the text of
+jsonargparse's errors (``tiedemb.training.arguments``) are the others.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import lightning as L
+from lightning.pytorch.callbacks import ModelCheckpoint, ThroughputMonitor
+from lightning.pytorch.loggers import WandbLogger
+
+
+def stop_after_this_step(trainer: L.Trainer, stop: bool = True) -> None:
+    """Have the fit stop after the current step as on SIGTERM (``SIGTERMException``), or take that back.
+
+    Lightning reads this flag (``trainer.received_sigterm``, public to read only) after every
+    training and validation batch; its own SIGTERM handler is the only public way to set it.
+    """
+    trainer._signal_connector.received_sigterm = stop
+
+
+def save_last_checkpoint(callback: ModelCheckpoint, trainer: L.Trainer) -> None:
+    """Write ``callback``'s ``last`` checkpoint now, as ``ModelCheckpoint`` itself does.
+
+    The same file name and version counter (``last.ckpt``, ``last-v1.ckpt``), ``last_model_path``
+    set before the save so that the checkpoint's callback state names it, the previous one removed.
+    """
+    callback._save_last_checkpoint(trainer, callback._monitor_candidates(trainer))
+
+
+def saved_this_step(callback: ModelCheckpoint, trainer: L.Trainer) -> bool:
+    """Whether ``callback`` writes nothing now: saved at this step already, or not fitting."""
+    return callback._should_skip_saving_checkpoint(trainer)
+
+
+def saves_at_train_epoch_end(callback: ModelCheckpoint, trainer: L.Trainer) -> bool:
+    """Whether ``callback`` saves at the end of a training epoch rather than after a validation."""
+    return callback._should_save_on_train_epoch_end(trainer)
+
+
+def unstarted_wandb_init(logger: WandbLogger) -> dict[str, Any] | None:
+    """The arguments ``logger`` will pass to ``wandb.init``, to change before its run starts; None once started.
+
+    ``WandbLogger`` takes them at construction and reads them when its run starts (at setup);
+    the objects exist before a resumed run's checkpoint, which names the W&B run, is found.
+    """
+    if logger._experiment is not None:
+        return None
+    return logger._wandb_init
+
+
+def continue_wandb_run_id(logger: WandbLogger, run_id: str) -> None:
+    """Point a not yet started ``logger`` at the W&B run ``run_id``, as ``WandbLogger(id=run_id)`` would.
+
+    ``version`` (and with it the folder of the run's checkpoints) follows the id before the run starts.
+    """
+    init = unstarted_wandb_init(logger)
+    if init is None:
+        raise RuntimeError("the W&B logger has started its run already")
+    init.update(id=run_id, resume="allow")
+    logger._id = run_id
+
+
+def use_peak_flops(monitor: ThroughputMonitor, peak: float | None) -> None:
+    """Have the per-stage ``Throughput`` counters ``monitor`` made in its ``setup`` compute MFU against ``peak``.
+
+    ``ThroughputMonitor.setup`` looks the peak up in Lightning's table and hands it to the counters
+    it creates there, in one step; a peak of tiedemb's own can only be given to them afterwards.
+    """
+    for throughput in monitor._throughputs.values():
+        throughput.available_flops = peak
