@@ -36,6 +36,7 @@ from tiedemb.experiments.runs import Run
 
 SEED_LABEL = "seed"
 VAL, OOD = "val/loss", "val_ood/loss"
+TRAIN_FLOPS_PER_SEC, TRAIN_BATCHES_PER_SEC = "train/device/flops_per_sec", "train/device/batches_per_sec"
 BASELINES = {
     "unigram": "data/unigram_loss",
     "bigram": "data/bigram_loss",
@@ -57,6 +58,8 @@ class RunNumbers:
     last_step: int | None
     baselines: dict[str, float | None]
     steps: dict[float, float | None]  # target -> interpolated step, None: never reached
+    params: float | None = None  # parameters in all (params/total)
+    training_flops: float | None = None  # model FLOPs of every training step taken (training_flops)
 
     @property
     def below_unigram(self) -> float | None:
@@ -69,6 +72,19 @@ def level_of(labels: dict[str, str], axis: str) -> str:
     (``32, head=untied``), so runs that differ in more than the axis are never pooled."""
     others = [f"{label}={value}" for label, value in labels.items() if label not in (axis, SEED_LABEL)]
     return ", ".join([labels.get(axis, ""), *others]) if others else labels.get(axis, "")
+
+
+def training_flops(run: Run, steps: int | None) -> float | None:
+    """Model FLOPs of a run's ``steps`` training steps: FLOPs per batch times the steps.
+
+    The throughput monitor logs FLOPs per second and batches per second over the same window, so
+    their ratio is the FLOPs of one batch (PaLM's count, ``tiedemb.modules.flops``), constant for
+    fixed shapes; a masked LM's batches differ only in how many positions are masked.
+    """
+    flops, batches = run.last(TRAIN_FLOPS_PER_SEC), run.last(TRAIN_BATCHES_PER_SEC)
+    if not flops or not batches or not steps:
+        return None
+    return flops / batches * steps
 
 
 def run_numbers(run: Run, axis: str, targets: Iterable[float]) -> RunNumbers:
@@ -85,6 +101,8 @@ def run_numbers(run: Run, axis: str, targets: Iterable[float]) -> RunNumbers:
         last_step=curve[-1][0] if curve else None,
         baselines=baselines,
         steps=steps,
+        params=run.first("params/total"),
+        training_flops=training_flops(run, curve[-1][0] if curve else None),
     )
 
 
@@ -140,12 +158,25 @@ def convergence_table(numbers: dict[str, dict[str, dict[str, RunNumbers]]], anal
     targets = analysis.targets if analysis and analysis.targets else DEFAULT_TARGETS
     axis = analysis.axis if analysis else "variant"
     step_columns = [f"steps to unigram - {target:g}" for target in targets]
-    columns = ["study", axis, "seeds", "final val loss", "95% CI", "below unigram", "final ood loss", *step_columns]
+    columns = [
+        "study",
+        axis,
+        "seeds",
+        "final val loss",
+        "95% CI",
+        "below unigram",
+        "final ood loss",
+        *step_columns,
+        "params (M)",
+        "training PFLOP",
+    ]
     rows = []
     for study, levels in numbers.items():
         for level in _levels(levels):
             members = list(levels[level].values())
             final = summarise(found.final for found in members)
+            params = [found.params for found in members if found.params is not None]
+            flops = [found.training_flops for found in members if found.training_flops is not None]
             row: dict[str, Any] = {
                 "study": study,
                 axis: level,
@@ -154,6 +185,8 @@ def convergence_table(numbers: dict[str, dict[str, dict[str, RunNumbers]]], anal
                 "95% CI": Interval(final) if final is not None else None,
                 "below unigram": summarise(found.below_unigram for found in members),
                 "final ood loss": summarise(found.final_ood for found in members),
+                "params (M)": sum(params) / len(params) / 1e6 if params else None,
+                "training PFLOP": sum(flops) / len(flops) / 1e15 if flops else None,
             }
             for target, column in zip(targets, step_columns):
                 reached = [found.steps[target] for found in members if found.steps[target] is not None]
@@ -169,8 +202,18 @@ def convergence_table(numbers: dict[str, dict[str, dict[str, RunNumbers]]], anal
         "steps to unigram - t: the step at which the validation loss first reached the in-domain unigram loss "
         "minus t nats, interpolated linearly between the two evaluations around the crossing; averaged over "
         "the runs that reached it; never: the run ended above it",
+        "params (M): parameters in all; training PFLOP: model FLOPs of all training steps (PaLM's count: 6 per "
+        "weight and projected position, plus attention), from the FLOPs per batch the run logged times its "
+        "steps; means over seeds",
     ]
-    return Table(name="convergence", title="Convergence", columns=columns, rows=rows, notes=notes, digits={"seeds": 0})
+    return Table(
+        name="convergence",
+        title="Convergence",
+        columns=columns,
+        rows=rows,
+        notes=notes,
+        digits={"seeds": 0, "params (M)": 3, "training PFLOP": 3},
+    )
 
 
 def _paired(
@@ -200,12 +243,23 @@ def _paired(
     return difference
 
 
+def _params_difference(levels: dict[str, dict[str, RunNumbers]], level: str, reference: str) -> float | None:
+    """Parameters of ``level`` minus the reference's, in millions (equal across seeds: one shape per level)."""
+
+    def params(name: str) -> float | None:
+        found = [numbers.params for numbers in levels.get(name, {}).values() if numbers.params is not None]
+        return found[0] if found else None
+
+    mine, theirs = params(level), params(reference)
+    return None if mine is None or theirs is None else (mine - theirs) / 1e6
+
+
 def differences_table(numbers: dict[str, dict[str, dict[str, RunNumbers]]], analysis: Analysis | None) -> Table:
     targets = analysis.targets if analysis and analysis.targets else DEFAULT_TARGETS
     axis = analysis.axis if analysis else "variant"
     reference = analysis.reference if analysis else None
     step_columns = [f"Δ steps to unigram - {target:g}" for target in targets]
-    columns = ["study", axis, "reference", "Δ final val loss", *step_columns]
+    columns = ["study", axis, "reference", "Δ final val loss", "Δ params (M)", *step_columns]
     rows = []
     for study, levels in numbers.items():
         # the analysis's reference, or, in a study without it, the reference its claims name
@@ -221,6 +275,7 @@ def differences_table(numbers: dict[str, dict[str, dict[str, RunNumbers]]], anal
                 axis: level,
                 "reference": ref,
                 "Δ final val loss": _paired(levels, level, ref, "final_loss", None).format(3),
+                "Δ params (M)": _params_difference(levels, level, ref),
             }
             for target, column in zip(targets, step_columns):
                 row[column] = _paired(levels, level, ref, "steps", target).format(0)
@@ -231,6 +286,7 @@ def differences_table(numbers: dict[str, dict[str, dict[str, RunNumbers]]], anal
         "paired differences] (n = seeds both ran)",
         "lower bound: a run of the level never reached the target, so its step count is taken as its last "
         "step and the difference is at least this; nan: the reference never reached it",
+        "Δ params (M): the level's parameters minus the reference's, in millions (negative: parameters saved)",
     ]
     return Table(
         name="paired_differences",
@@ -238,6 +294,7 @@ def differences_table(numbers: dict[str, dict[str, dict[str, RunNumbers]]], anal
         columns=columns,
         rows=rows,
         notes=notes,
+        digits={"Δ params (M)": 3},
     )
 
 
