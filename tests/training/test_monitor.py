@@ -117,3 +117,39 @@ def test_a_pretraining_run_logs_them_on_its_interval_into_its_csv(tmp_path, monk
     assert logged_at(names.EFFECTIVE_RANK) == [3, 6]
     rank = next(float(row[names.EFFECTIVE_RANK]) for row in rows if row.get(names.EFFECTIVE_RANK))
     assert 1.0 < rank <= 64.0  # at most the table's width (hidden_size 64 in the tiny scale)
+
+
+class Recorder:
+    def __init__(self) -> None:
+        self.records: list[tuple[int, dict[str, float]]] = []
+
+    def log_metrics(self, metrics: dict[str, float], step: int) -> None:
+        self.records.append((step, dict(metrics)))
+
+
+def test_each_target_below_the_unigram_loss_is_logged_once_at_the_first_validation_that_reaches_it():
+    from types import SimpleNamespace
+
+    monitor = TrainingMonitor()
+    logger = Recorder()
+    module = SimpleNamespace(model=tiny_model("tied"), described={names.UNIGRAM_LOSS: 6.0})
+    trainer = SimpleNamespace(
+        sanity_checking=False, loggers=[logger], is_global_zero=True, state=SimpleNamespace(fn="fit")
+    )
+    for step, loss in ((100, 5.9), (200, 5.4), (300, 5.6), (400, 4.9)):
+        trainer.global_step, trainer.callback_metrics = step, {names.VAL_LOSS: torch.tensor(loss)}
+        monitor.on_validation_end(trainer, module)
+    steps = {name: step for step, metrics in logger.records for name in metrics if "steps_to_target" in name}
+    assert steps == {
+        names.steps_to_target_name(0.25): 200,  # 5.4 <= 5.75; not again at 300 or 400
+        names.steps_to_target_name(0.5): 200,
+        names.steps_to_target_name(1.0): 400,
+    }
+    assert all(names.EFFECTIVE_RANK in metrics for _, metrics in logger.records)
+    # a resumed run knows what it already reached
+    resumed = TrainingMonitor()
+    resumed.load_state_dict(monitor.state_dict())
+    logger.records.clear()
+    trainer.global_step = 500
+    resumed.on_validation_end(trainer, module)
+    assert not any("steps_to_target" in name for _, metrics in logger.records for name in metrics)

@@ -9,9 +9,14 @@ from __future__ import annotations
 
 
 # -- the language-model modules (modules/pretrain.py) ----------------------------------------------
+def eval_name(stage: str, metric: str, split_suffix: str = "") -> str:
+    """``<stage>/<metric><suffix>``: a metric of a stage (``val/accuracy``, ``test/f1_matched``)."""
+    return f"{stage}/{metric}{split_suffix}"
+
+
 def loss_name(stage: str) -> str:
-    """``<stage>/loss``: the per-token loss of a stage (``train``, ``val``, ``test``)."""
-    return f"{stage}/loss"
+    """``<stage>/loss``: the loss of a stage (``train``, ``val``, ``test``); per token for language models."""
+    return eval_name(stage, "loss")
 
 
 TRAIN_LOSS = loss_name("train")
