@@ -75,6 +75,7 @@ NEEDS: list[tuple[str, str]] = [
         "needs the Hugging Face hub (configs/glue/*.yaml load the bert-base-uncased tokenizer from it)",
     ),
     (r"\bwandb (sync|sweep|agent)\b", "needs a W&B server"),
+    (r"\btiedemb(\.dashboard)? .*--entity\b", "saving W&B views needs a W&B server"),
 ]
 
 #: (regular expression, why): commands that take minutes even when shrunk; marked ``docs``.
