@@ -6,6 +6,7 @@
 - ``layout``: what a sweep's output folder holds
 - ``runs``: reading run folders (the CSV metrics, settings and config Lightning's CSVLogger writes)
 - ``aggregate``: the tables; ``plots``: the figures; ``report``: report.md and the W&B report run
+- ``dashboard``: the studies' W&B views (``tiedemb dashboard``)
 - ``analysis``: effective rank, isotropy and near-synonym cosines of a checkpoint's token embedding
 
 Nothing here trains: a report can be rebuilt anywhere from the run folders alone.

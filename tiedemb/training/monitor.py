@@ -43,15 +43,17 @@ def effective_rank(matrix: Tensor) -> float:
 
 def gradient_norms(network: nn.Module) -> dict[str, float]:
     """The total gradient norm and one per part (``embedding``, ``encoder``, anything else: ``head``)."""
-    squares = dict.fromkeys(names.GRAD_NORM_PARTS, 0.0)
+    squares: dict[str, list[Tensor]] = {part: [] for part in names.GRAD_NORM_PARTS}
     for name, parameter in network.named_parameters():  # a shared parameter is yielded once
         if parameter.grad is None:
             continue
         part = name.split(".", 1)[0]
         part = part if part in ("embedding", "encoder") else "head"
-        squares[part] += float(parameter.grad.detach().float().pow(2).sum())
-    found = {names.grad_norm_name(part): value**0.5 for part, value in squares.items()}
-    return {names.GRAD_NORM_TOTAL: sum(squares.values()) ** 0.5, **found}
+        squares[part].append(parameter.grad.detach().float().pow(2).sum())
+    # summed on the device, read once per part: one synchronisation each, not one per parameter
+    sums = {part: float(torch.stack(found).sum()) if found else 0.0 for part, found in squares.items()}
+    parts = {names.grad_norm_name(part): value**0.5 for part, value in sums.items()}
+    return {names.GRAD_NORM_TOTAL: sum(sums.values()) ** 0.5, **parts}
 
 
 def row_norms(table: Tensor) -> dict[str, float]:
