@@ -91,6 +91,7 @@ NEEDS: list[tuple[str, str, str]] = [
         "network",
     ),
     (r"\bwandb (sync|sweep|agent)\b", "needs a W&B server", "network"),
+    (r"\btiedemb(\.dashboard)? .*--entity\b", "saving W&B views needs a W&B server", "network"),
 ]
 
 #: (regular expression, why): commands that take minutes even when shrunk; marked ``docs``.

@@ -24,7 +24,15 @@ LAYERS = [
     ["tiedemb.modules"],
     ["tiedemb.cli"],
     ["tiedemb.experiments"],
-    ["tiedemb.sweep", "tiedemb.report", "tiedemb.scale", "tiedemb.export", "tiedemb.narrowing", "tiedemb.command"],
+    [
+        "tiedemb.sweep",
+        "tiedemb.report",
+        "tiedemb.dashboard",
+        "tiedemb.scale",
+        "tiedemb.export",
+        "tiedemb.narrowing",
+        "tiedemb.command",
+    ],
     ["tiedemb.__main__"],
 ]
 """docs/architecture.md's layers, bottom first: a module may import only from layers below its own."""

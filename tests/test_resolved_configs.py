@@ -22,6 +22,7 @@ import yaml
 import tiedemb.cli as cli_module
 from tiedemb.cli import main
 from tiedemb.nn.config import ARCHITECTURE, TransformerConfig
+from tiedemb.training.wandb_names import WANDB_LOGGER, name_wandb_runs
 from tiedemb.weights.language_model import HEAD_SETTINGS
 
 pytestmark = pytest.mark.end_to_end  # runs the real command line
@@ -71,6 +72,10 @@ ADDED = {
 """Options added since, with the default that keeps a configuration as it was: (path) -> default.
 A command line that resolves one of them to anything else resolves differently, and fails."""
 
+NAMED_WANDB_ARGS = ("name", "group", "tags", "config")
+"""The W&B logger's arguments a run now fills from its own settings when unset (training/wandb_names.py):
+they name the run on the W&B page and change no result."""
+
 ADDED_CALLBACKS = {"lightning.pytorch.callbacks.LearningRateMonitor", "tiedemb.modules.throughput.ModelThroughput"}
 """Default callbacks added since that only observe a run (what they log changes no result)."""
 
@@ -89,6 +94,16 @@ def without_added(config: dict[str, Any]) -> dict[str, Any]:
         if path[-1] in parent:
             assert parent.pop(path[-1]) == default, f"{'.'.join(path)} is not its default {default!r}"
     trainer = config.get("trainer") or {}
+    for logger in trainer.get("logger") or []:
+        if isinstance(logger, dict) and logger.get("class_path") == WANDB_LOGGER:
+            init = logger.get("init_args") or {}
+            # what the run's settings give an unnamed logger, and nothing else
+            unnamed = {**config, "trainer": {"logger": [{"class_path": WANDB_LOGGER, "init_args": {**init}}]}}
+            unnamed["trainer"]["logger"][0]["init_args"].update(dict.fromkeys(NAMED_WANDB_ARGS))
+            name_wandb_runs(unnamed)
+            derived = unnamed["trainer"]["logger"][0]["init_args"]
+            assert {key: init.get(key) for key in NAMED_WANDB_ARGS} == {key: derived[key] for key in NAMED_WANDB_ARGS}
+            init.update(dict.fromkeys(NAMED_WANDB_ARGS))
     if isinstance(trainer.get("callbacks"), list):
         trainer["callbacks"] = [
             callback

@@ -12,9 +12,9 @@ from pathlib import Path
 import pytest
 import yaml
 from jsonargparse import Namespace
+from wandb_records import read_wandb_run
 
 from tiedemb.errors import UserError
-from tiedemb.experiments.wandb_offline import read_wandb_run
 from tiedemb.training.wandb_checkpoints import LOG_MODEL_ENV, apply_log_model, log_model_setting
 
 ROOT = Path(__file__).resolve().parents[1]

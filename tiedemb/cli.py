@@ -24,6 +24,7 @@ from lightning.pytorch.utilities.exceptions import SIGTERMException
 from tiedemb.data.pretrain import PretrainData
 from tiedemb.errors import UserError, check_choice
 from tiedemb.modules.glue import GlueModule
+from tiedemb.modules.pretrain import PretrainModule
 from tiedemb.modules.throughput import ModelThroughput
 from tiedemb.nn.config import OBJECTIVES
 from tiedemb.options import given, shown
@@ -50,6 +51,7 @@ from tiedemb.training.evaluation import (
 from tiedemb.training.exits import INTERRUPTED_EXIT, PREEMPTED_EXIT, report_user_errors
 from tiedemb.training.files import first_free
 from tiedemb.training.log_level import LEVELS, hide_lightning_advert, set_log_level, set_log_level_from_env
+from tiedemb.training.monitor import TrainingMonitor
 from tiedemb.training.parameter_counts import ParameterCounts
 from tiedemb.training.precision import LightningPrecision, PrecisionIfNative, resolve_precision
 from tiedemb.training.preemption import SaveOnPreemption, stop_signal
@@ -74,6 +76,7 @@ from tiedemb.training.wandb_mode import (
     quiet_wandb_start,
     wandb_run_id,
 )
+from tiedemb.training.wandb_names import name_wandb_runs
 from tiedemb.weights.restoring import weights_from_checkpoint
 
 DEFAULT_LOGGERS = [
@@ -350,6 +353,8 @@ class TiedembCLI(LightningCLI):
         # Checkpoints as W&B artifacts when TIEDEMB_WANDB_LOG_MODEL asks for them, in whatever
         # logger list the config has (training/wandb_checkpoints.py).
         apply_log_model(config.get("trainer"))
+        # A W&B run named, grouped and tagged by its head, objective, d_e and seed, unless given its own.
+        name_wandb_runs(config)
 
     def instantiate_classes(self) -> None:
         # Evaluating a checkpoint builds the model its hyperparameters describe (architecture
@@ -393,6 +398,14 @@ class TiedembCLI(LightningCLI):
             trainer.callbacks.append(LearningRateMonitor())
         if not any(isinstance(callback, ThroughputMonitor) for callback in trainer.callbacks):
             trainer.callbacks.append(ModelThroughput())
+        # Pretraining records gradient norms and token-table statistics every log_every_n_steps
+        # (training/monitor.py); a config that lists TrainingMonitor chooses its own interval.
+        if (
+            trainer.loggers
+            and isinstance(self.model, PretrainModule)
+            and not any(isinstance(callback, TrainingMonitor) for callback in trainer.callbacks)
+        ):
+            trainer.callbacks.append(TrainingMonitor())
         # "Epoch 0", not Lightning's "Epoch 0/-2", on the bar of a run bounded by max_steps.
         use_step_bound_label(trainer)
         # Crash-safe checkpoint files, where the strategy uses Lightning's plain writer (single

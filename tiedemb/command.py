@@ -24,6 +24,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "similarity": ("tiedemb.cli", "zero-shot paraphrase ROC-AUC of a sentence encoder (cosine of mean-pooled vectors)"),
     "sweep": ("tiedemb.sweep", "run, list or emit the cells of a sweep file"),
     "report": ("tiedemb.report", "tables, curves and analyses of a folder of runs"),
+    "dashboard": ("tiedemb.dashboard", "the studies' comparison views as W&B workspaces (--dry-run: as JSON)"),
     "analyse": ("tiedemb.experiments.analysis", "embedding analyses of a checkpoint (effective rank, synonyms)"),
     "consolidate": ("tiedemb.training.consolidate", "one single-device checkpoint from any strategy's"),
     "export": ("tiedemb.export", "a checkpoint as a transformers model folder (BERT, GPT-NeoX, Llama or GPT-2)"),

@@ -13,11 +13,11 @@ from pathlib import Path
 import pytest
 import torch
 import yaml
+from wandb_records import read_wandb_run
 
 from tiedemb.cli import main
 from tiedemb.data import PretrainData
 from tiedemb.data.pretrain import DEFAULT_SYNTHETIC_VOCAB
-from tiedemb.experiments.wandb_offline import read_wandb_run
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -206,7 +206,7 @@ def test_report_logs_tables_charts_and_figures_to_an_offline_wandb_run(runs_fold
     build_report(runs_folder, echo=lambda _: None)
     logs = list((runs_folder / ".report").rglob("run-*.wandb"))
     assert len(logs) == 1
-    from tiedemb.experiments.wandb_offline import read_wandb_run
+    from wandb_records import read_wandb_run
 
     expected = {"tied_embeddings", "embedding_dim", "runs", "loss_curves", "dev_score_vs_de", "charts"}
     # W&B's service writes the offline log behind the process: on a busy machine the history

@@ -4,8 +4,9 @@
 - ``cells``: validating and running a sweep's cells, one ``main.py`` process each; ``emit``: SLURM and W&B sweeps
 - ``preemption``: a sweep stopped by SIGTERM or SLURM's time-limit warning; requeueing its SLURM task
 - ``layout``: what a sweep's output folder holds
-- ``runs``: reading run folders (CSV metrics, W&B transaction logs via ``wandb_offline``)
+- ``runs``: reading run folders (the CSV metrics, settings and config Lightning's CSVLogger writes)
 - ``aggregate``: the tables; ``plots``: the figures; ``report``: report.md and the W&B report run
+- ``dashboard``: the studies' W&B views (``tiedemb dashboard``)
 - ``analysis``: effective rank, isotropy and near-synonym cosines of a checkpoint's token embedding
 
 Nothing here trains: a report can be rebuilt anywhere from the run folders alone.

@@ -37,6 +37,7 @@ from torch import Tensor
 from tiedemb.errors import UserError
 from tiedemb.options import add_weights_only
 from tiedemb.training.exits import CommandParser, report_user_errors
+from tiedemb.training.monitor import effective_rank
 
 DEFAULT_PAIRS: tuple[tuple[str, str], ...] = (
     ("good", "great"),
@@ -92,17 +93,6 @@ class EmbeddingAnalysis:
     @property
     def effective_rank_share(self) -> float:
         return self.effective_rank / self.embedding_dim
-
-
-def effective_rank(matrix: Tensor) -> float:
-    """exp of the entropy of the normalised singular values; 0 for an all-zero matrix."""
-    singular = torch.linalg.svdvals(matrix.double())
-    total = singular.sum()
-    if total <= 0:
-        return 0.0
-    p = singular / total
-    p = p[p > 0]
-    return float(torch.exp(-(p * p.log()).sum()))
 
 
 def isotropy(matrix: Tensor) -> float:

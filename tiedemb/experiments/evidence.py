@@ -33,17 +33,18 @@ from tiedemb.experiments.claims import (
     verdict,
 )
 from tiedemb.experiments.runs import Run
+from tiedemb.training.metric_names import STEP_TARGETS, UNIGRAM_LOSS, VAL_LOSS
 
 SEED_LABEL = "seed"
-VAL, OOD = "val/loss", "val_ood/loss"
+VAL, OOD = VAL_LOSS, "val_ood/loss"
 TRAIN_FLOPS_PER_SEC, TRAIN_BATCHES_PER_SEC = "train/device/flops_per_sec", "train/device/batches_per_sec"
 BASELINES = {
-    "unigram": "data/unigram_loss",
+    "unigram": UNIGRAM_LOSS,
     "bigram": "data/bigram_loss",
     "ood unigram": "data/ood_unigram_loss",
     "ood bigram": "data/ood_bigram_loss",
 }
-DEFAULT_TARGETS = (0.25, 0.5, 1.0)
+DEFAULT_TARGETS = STEP_TARGETS  # the targets runs log their steps to (training/monitor.py)
 
 
 @dataclass(frozen=True)

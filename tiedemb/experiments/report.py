@@ -262,7 +262,7 @@ def build_report(
     if not runs:
         raise UserError(
             f"{str(root)!r} holds no runs: no sweep cells (cell.json) and no metrics "
-            "(csv/version_*/metrics.csv or W&B run-*.wandb files); run a sweep into it first"
+            "(the metrics.csv files Lightning's CSVLogger writes); run a sweep into it first"
         )
     manifest = layout.read_json(root / layout.MANIFEST_FILE) or {}
     claims = study_analysis(manifest, echo)

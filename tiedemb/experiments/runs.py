@@ -1,9 +1,10 @@
 """Runs as the report sees them: labels, state, settings and metric series, read from folders.
 
 A run is a sweep cell (a folder with ``cell.json``), or, in a folder of plain ``main.py`` runs, a
-CSV logger version (``csv/version_N``, whose ``status.json`` says how it ended) or, where no CSV
-metrics exist, a W&B run folder. Metrics
-come from the CSV files first and from W&B transaction logs where a run has no CSV metrics.
+CSV logger's folder (``metrics.csv``, ``hparams.yaml`` and the ``status.json`` that says how the
+run ended). Metrics, settings and config come from what Lightning's ``CSVLogger`` writes, found
+wherever it wrote them under a cell or run folder; W&B's own files are never read, so a report
+needs neither a W&B server nor W&B's internal record format.
 Within a cell, later CSV versions (a resumed attempt, the test stage) win for the same step.
 """
 
@@ -18,10 +19,10 @@ from typing import Any
 import yaml
 
 from tiedemb.experiments import layout
-from tiedemb.experiments.wandb_offline import metric_series, read_wandb_run
 from tiedemb.training.status_file import LOST, lost_process
 
 VERSION = re.compile(r"version_(\d+)$")
+METRICS_FILE = "metrics.csv"  # what Lightning's CSVLogger writes, beside its hparams.yaml
 NOT_METRICS = {"step", "epoch"}
 UNKNOWN = "unknown"  # a plain run's state when it left no status.json (written since 0.2.0)
 
@@ -102,15 +103,17 @@ def find_runs(root: str | Path) -> list[Run]:
     runs = [read_cell(folder, root) for folder in layout.cell_dirs(root) if not _hidden(folder, root)]
     cells = [run.folder for run in runs]
     inside_cell = lambda path: any(folder in path.parents for folder in cells)  # noqa: E731
-    # A version folder with metrics, or with only a status (a run that failed before its first metrics).
-    csv_versions = sorted(
+    # A CSV logger's folder with metrics, or a version folder with only a status (a run that failed
+    # before its first metrics).
+    csv_versions = _csv_folders(
         {
             path.parent
-            for name in ("metrics.csv", layout.STATUS_FILE)
+            for name in (METRICS_FILE, layout.STATUS_FILE)
             for path in root.rglob(name)
-            if VERSION.search(path.parent.name) and not inside_cell(path) and not _hidden(path, root)
-        },
-        key=lambda path: (path.parent, int(VERSION.search(path.name).group(1))),
+            if (name == METRICS_FILE or VERSION.search(path.parent.name))
+            and not inside_cell(path)
+            and not _hidden(path, root)
+        }
     )
     same_run: dict[str, Run] = {}
     for version in csv_versions:
@@ -122,20 +125,37 @@ def find_runs(root: str | Path) -> list[Run]:
                 same_run[run.run_id] = run
         else:
             earlier.continue_with(run)
-    if not csv_versions:
-        for log in sorted(root.rglob("run-*.wandb")):
-            if not inside_cell(log) and not _hidden(log, root):
-                wandb_run = read_wandb_run(log)
-                runs.append(
-                    _plain_run(
-                        log.parent,
-                        root,
-                        metric_series(wandb_run),
-                        _wandb_hparams(wandb_run.config),
-                        wandb_run.config.get("config") or {},
-                    )
-                )
     return runs
+
+
+def _csv_folders(folders: set[Path]) -> list[Path]:
+    """Plain runs' CSV logger folders: ``version_N`` by N within their folder, the rest by path."""
+
+    def key(folder: Path) -> tuple[Path, int]:
+        number = VERSION.search(folder.name)
+        return (folder.parent, int(number.group(1))) if number else (folder, -1)
+
+    return sorted(folders, key=key)
+
+
+def _cell_csv_folders(folder: Path) -> list[Path]:
+    """Every CSV logger folder under a cell, oldest first: its attempts by version, then by when written.
+
+    The CSV logger numbers the attempts that share a folder ``version_0``, ``version_1`` ...; attempts
+    or stages in folders of their own (a run folder each) follow the time their files were last written.
+    """
+    found = {path.parent for name in (METRICS_FILE, "hparams.yaml") for path in folder.rglob(name)}
+    found = {path for path in found if (path / METRICS_FILE).is_file() or VERSION.search(path.name)}
+
+    def written(version: Path) -> float:
+        files = [version / METRICS_FILE, version / "hparams.yaml"]
+        return max((path.stat().st_mtime for path in files if path.is_file()), default=0.0)
+
+    def key(version: Path) -> tuple[int, float, str]:
+        number = VERSION.search(version.name)
+        return (int(number.group(1)) if number else 0, written(version), str(version))
+
+    return sorted(found, key=key)
 
 
 def _hidden(path: Path, root: Path) -> bool:
@@ -145,10 +165,7 @@ def _hidden(path: Path, root: Path) -> bool:
 def read_cell(folder: Path, root: Path) -> Run:
     cell = layout.read_json(folder / layout.CELL_FILE) or {}
     status = layout.read_status(folder) or {}
-    versions = sorted(
-        (path for path in (folder / "csv").glob("version_*") if VERSION.search(path.name)),
-        key=lambda path: int(VERSION.search(path.name).group(1)),
-    )
+    versions = _cell_csv_folders(folder)
     metrics: dict[str, dict[int, float]] = {}
     hparams: dict[str, Any] = {}
     config: dict[str, Any] = {}
@@ -158,13 +175,6 @@ def read_cell(folder: Path, root: Path) -> Run:
             metrics.setdefault(name, {}).update(values)
         hparams = found_hparams or hparams
         config = found_config or config
-    if not metrics:
-        for log in sorted(folder.rglob("run-*.wandb"), key=lambda path: path.stat().st_mtime_ns):
-            wandb_run = read_wandb_run(log)
-            for name, values in metric_series(wandb_run).items():
-                metrics.setdefault(name, {}).update(values)
-            hparams = _wandb_hparams(wandb_run.config) or hparams
-            config = wandb_run.config.get("config") or config
     state, message = _state(status, "running the sweep again resumes it") if status else ("not started", "")
     workdir = cell.get("workdir")
     return Run(
@@ -241,8 +251,8 @@ def _read_csv_version(version: Path) -> tuple[dict[str, dict[int, float]], dict[
     metrics: dict[str, dict[int, float]] = {}
     # An attempt stopped before its first metrics flush leaves a version with hparams.yaml only.
     rows = []
-    if (version / "metrics.csv").is_file():
-        with open(version / "metrics.csv", newline="", encoding="utf-8") as handle:
+    if (version / METRICS_FILE).is_file():
+        with open(version / METRICS_FILE, newline="", encoding="utf-8") as handle:
             rows = list(csv.DictReader(handle))
     for row in rows:
         try:
@@ -267,7 +277,3 @@ def _read_yaml(path: Path) -> dict[str, Any]:
     except (OSError, yaml.YAMLError):
         return {}
     return content if isinstance(content, dict) else {}
-
-
-def _wandb_hparams(config: dict[str, Any]) -> dict[str, Any]:
-    return {key: value for key, value in config.items() if not key.startswith("_") and key not in ("config", "sweep")}

@@ -34,6 +34,7 @@ from tiedemb.options import (
     warn_no_effect,
 )
 from tiedemb.training.files import write_tsv
+from tiedemb.training.metric_names import eval_name
 from tiedemb.weights.narrow import TABLES, fit_embedding
 from tiedemb.weights.readapt import Readaptation, readapt_embedding
 from tiedemb.weights.restoring import reads_pretrained, weights_from_checkpoint
@@ -346,7 +347,7 @@ class GlueModule(L.LightningModule):
         """The dev metric that decides convergence (and that GLUE configs checkpoint on)."""
         names = metric_names(self.task_spec.name if self.task_spec else None)
         first = self._eval_splits[0] if self._eval_splits else "validation"
-        return f"val/{names[0]}{split_suffix(first)}"
+        return eval_name("val", names[0], split_suffix(first))
 
     # -- training ------------------------------------------------------------------------------------
     def training_step(self, batch: dict[str, Tensor], batch_idx: int) -> Tensor:
@@ -399,12 +400,12 @@ class GlueModule(L.LightningModule):
                 suffix = split_suffix(split)
                 for name, value in metrics.compute().items():
                     self.log(
-                        f"{stage}/{name}{suffix}",
+                        eval_name(stage, name, suffix),
                         value,
                         add_dataloader_idx=False,
-                        prog_bar=f"val/{name}{suffix}" == self.main_metric,
+                        prog_bar=eval_name("val", name, suffix) == self.main_metric,
                     )
-                    logged[f"val/{name}{suffix}"] = float(value)
+                    logged[eval_name("val", name, suffix)] = float(value)
                 mean = loss.compute()
                 total, count = total + float(mean) * float(loss.weight), count + float(loss.weight)
                 if suffix:

@@ -20,6 +20,7 @@ from tiedemb.nn import LMOutput, Transformer, TransformerConfig
 from tiedemb.nn.config import ARCHITECTURE, LANGUAGE_MODEL, TRAINING
 from tiedemb.options import NonNegativeFloat, NonNegativeInt, PositiveFloat, Rate, UnitFraction
 from tiedemb.theory import predict_for_config
+from tiedemb.training import metric_names
 from tiedemb.training.ties import TieGuard, restore_tied_entries, tied_prefixes_of
 from tiedemb.weights.language_model import (
     HEAD_SETTINGS,
@@ -195,7 +196,7 @@ class PretrainModule(L.LightningModule):
         described = {"init/log_n": math.log(self.config.vocab_size)}
         datamodule = getattr(self.trainer, "datamodule", None)
         repeat_rate = getattr(datamodule, "repeat_rate", 0.0) or 0.0
-        described["init/loss_pred"] = predict_for_config(self.config, repeat_rate=repeat_rate).loss
+        described[metric_names.INIT_LOSS_PREDICTED] = predict_for_config(self.config, repeat_rate=repeat_rate).loss
         if datamodule is not None and hasattr(datamodule, "describe"):
             described.update(datamodule.describe())
         if datamodule is not None and hasattr(datamodule, "baselines") and datamodule.source != "synthetic":
@@ -206,6 +207,11 @@ class PretrainModule(L.LightningModule):
         for logger in self.loggers:
             logger.log_metrics(described, step=self.global_step)
         self._described = described
+
+    @property
+    def described(self) -> dict[str, float]:
+        """What the run logged about itself at its start: the predicted initial loss, the data's baselines."""
+        return self._described
 
     def training_loss(self, batch: dict[str, Tensor]) -> Tensor:
         """The loss a training step backpropagates."""
@@ -222,7 +228,7 @@ class PretrainModule(L.LightningModule):
                 "(the last checkpoint written before this step is intact). Lower model.learning_rate or "
                 "raise model.warmup_steps."
             )
-        self.log("train/loss", loss, prog_bar=True)
+        self.log(metric_names.TRAIN_LOSS, loss, prog_bar=True)
         self.log("train/ppl", torch.exp(loss.detach().clamp(max=50)))
         self.flops_per_batch = self._matmul_weights.training_flops(
             *batch["input_ids"].shape, output_positions=self._output_positions(output)
@@ -266,11 +272,14 @@ class PretrainModule(L.LightningModule):
         self.eval()
         measured = self(**batch, return_logits=False).loss
         self.train(was_training)
-        metrics = {"init/loss": measured.item(), **{k: v for k, v in self._described.items() if k.startswith("init/")}}
+        metrics = {
+            metric_names.INIT_LOSS: measured.item(),
+            **{k: v for k, v in self._described.items() if k.startswith("init/")},
+        }
         # Straight to the loggers at step 0: Lightning's own cadence would drop or delay it.
         for logger in self.loggers:
             logger.log_metrics(metrics, step=0)
-        self.initial_loss = metrics["init/loss"]
+        self.initial_loss = metrics[metric_names.INIT_LOSS]
 
     # -- validation ----------------------------------------------------------------------------------
     def validation_step(self, batch: dict[str, Tensor], batch_idx: int, dataloader_idx: int = 0) -> None:
@@ -293,7 +302,7 @@ class PretrainModule(L.LightningModule):
     def _log_eval(self, stage: str) -> None:
         loss = self.val_loss.compute()  # synchronised across processes by torchmetrics
         self.val_loss.reset()
-        self.log(f"{stage}/loss", loss, prog_bar=True, add_dataloader_idx=False)
+        self.log(metric_names.loss_name(stage), loss, prog_bar=True, add_dataloader_idx=False)
         self.log(f"{stage}/ppl", torch.exp(loss.clamp(max=50)), add_dataloader_idx=False)
         if self.ood_val_loss.update_count:
             ood = self.ood_val_loss.compute()

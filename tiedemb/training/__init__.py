@@ -5,6 +5,9 @@
 - ``random_state``: every process's random state saved in checkpoints and restored on resume
 - ``preemption``: a run stopped by SIGTERM saves its state at that step
 - ``parameter_counts``: parameter counts logged by every run
+- ``monitor``: gradient norms and token-table statistics logged during pretraining
+- ``metric_names``: the names of the metrics the modules and the monitor log
+- ``wandb_names``: a run's W&B name, group, tags and config from its settings
 - ``strategy``: refusing a strategy this machine cannot run, before anything is built
 - ``ties``: tied weights kept tied under DDP, FSDP and DeepSpeed, and in checkpoints
 - ``consolidate``: any strategy's checkpoint as one single-device file (``python -m tiedemb.scale``)

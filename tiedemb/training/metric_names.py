@@ -1,0 +1,73 @@
+"""The names of the metrics that the modules and the training monitor log, in one place.
+
+Everything that reads metrics back by name (the report's tables, the W&B dashboard's panels)
+takes them from here, so that renaming a metric is one change, and a panel that names a metric
+nobody logs fails its test (tests/test_dashboard.py).
+"""
+
+from __future__ import annotations
+
+
+# -- the language-model modules (modules/pretrain.py) ----------------------------------------------
+def eval_name(stage: str, metric: str, split_suffix: str = "") -> str:
+    """``<stage>/<metric><suffix>``: a metric of a stage (``val/accuracy``, ``test/f1_matched``)."""
+    return f"{stage}/{metric}{split_suffix}"
+
+
+def loss_name(stage: str) -> str:
+    """``<stage>/loss``: the loss of a stage (``train``, ``val``, ``test``); per token for language models."""
+    return eval_name(stage, "loss")
+
+
+TRAIN_LOSS = loss_name("train")
+VAL_LOSS = loss_name("val")
+"""The per-token validation loss, at every validation."""
+INIT_LOSS = "init/loss"
+"""The loss of the untouched model on the first training batch (dropout off), at step 0."""
+INIT_LOSS_PREDICTED = "init/loss_pred"
+"""The initial loss ``tiedemb.theory`` predicts for the run's settings, at step 0."""
+UNIGRAM_LOSS = "data/unigram_loss"
+"""The add-one unigram loss of the validation text, the bar the step targets are read against."""
+
+# -- the training monitor (training/monitor.py) ---------------------------------------------------
+GRAD_NORM_TOTAL = "train/grad_norm/total"
+"""The L2 norm of every gradient together, before the optimiser step (after unscaling, before clipping)."""
+GRAD_NORM_PARTS = ("embedding", "encoder", "head")
+"""The parts of the network whose gradient norms are logged apart (a tied matrix counts in ``embedding``)."""
+
+
+def grad_norm_name(part: str) -> str:
+    """``train/grad_norm/<part>``: the L2 norm of the gradients of one part of the network."""
+    return f"train/grad_norm/{part}"
+
+
+ROW_NORM_MEAN = "embedding/row_norm_mean"
+"""The mean L2 norm of the token table's rows."""
+ROW_NORM_STD = "embedding/row_norm_std"
+"""Their standard deviation."""
+SELF_LOGIT_MARGIN = "embedding/self_logit_margin"
+"""On a fixed probe batch, the mean over positions of the logit of the input token itself minus the
+log-sum-exp of every other logit: above 0, the model would predict the token it was given (the
+pull a tied output matrix exerts, h_i . w_i with w_i the token's own row)."""
+EFFECTIVE_RANK = "val/embedding_effective_rank"
+"""The effective rank of the token table (exp of the entropy of its normalised singular values), at every validation."""
+
+STEP_TARGETS = (0.25, 0.5, 1.0)
+"""Targets ``t`` in nats below the unigram loss: the step at which the validation loss first reaches ``unigram - t``."""
+
+
+def steps_to_target_name(target: float) -> str:
+    """``val/steps_to_target/unigram-<t>``: the first validation step at which val/loss <= unigram - t."""
+    return f"val/steps_to_target/unigram-{target:g}"
+
+
+MONITOR_METRICS = (
+    GRAD_NORM_TOTAL,
+    *map(grad_norm_name, GRAD_NORM_PARTS),
+    ROW_NORM_MEAN,
+    ROW_NORM_STD,
+    SELF_LOGIT_MARGIN,
+    EFFECTIVE_RANK,
+    *map(steps_to_target_name, STEP_TARGETS),
+)
+"""Every name the training monitor logs."""
