@@ -79,3 +79,15 @@ def test_a_head_registered_in_a_test_builds_predicts_and_trains(negated_head):
         losses.append(loss.item())
     assert losses[-1] < losses[0]
     assert model.head.decoder.weight is model.embedding.token.weight  # still one matrix after training
+
+
+def test_the_pretraining_module_takes_a_head_registered_after_it(negated_head):
+    from tiedemb import PretrainModule
+
+    settings = {k: v for k, v in config("tied_negated").to_dict().items() if k != "embedding_dim"}
+    module = PretrainModule(**settings)
+    assert type(module.model.head) is negated_head
+    assert predict_for_config(module.config).loss == predict_for_config(config("tied_negated")).loss
+    ids = torch.randint(5, 4096, (2, 16))
+    module(ids, labels=ids, return_logits=False).loss.backward()
+    assert module.model.embedding.token.weight.grad is not None

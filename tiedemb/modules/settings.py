@@ -12,7 +12,8 @@ calls the class with the saved hyperparameters, checked against the same signatu
 ``TransformerConfig`` is therefore an option of every module that takes its part. A field with a
 fixed set of names is a ``Literal`` there, so ``--help`` and shell completion list its choices;
 ``model.head`` is open to any registered head, so its ``Literal`` is made here, from
-``tiedemb.nn.heads.HEADS`` as it stands when the module class is defined.
+``tiedemb.nn.heads.HEADS`` as it stands when the module class is defined (what the command line
+offers); a call from Python may name a head registered later, which the registry checks.
 
 Why not jsonargparse's public ways of declaring settings once:
 
@@ -116,7 +117,11 @@ def takes_model_settings(*parts: str, unset_from_pretrained: Collection[str] = (
         ]
         model = model_parameters(parts, unset_from_pretrained)
         signature = inspect.Signature([own[0], *model, *own_keywords], return_annotation=None)
-        option_types = {parameter.name: parameter.annotation for parameter in [*model, *own_keywords]}
+        # model.head is checked against the registry when the head is built: a head registered after
+        # this class was defined (in a user's code, a test) is not in the signature's Literal but is a head.
+        option_types = {
+            parameter.name: parameter.annotation for parameter in [*model, *own_keywords] if parameter.name != "head"
+        }
 
         def __init__(self: Any, *args: Any, **kwargs: Any) -> None:
             bound = signature.bind(self, *args, **kwargs)
