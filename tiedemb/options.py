@@ -32,9 +32,9 @@ import typing
 import warnings
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Annotated, Any, Union
+from typing import Annotated, Any, Literal, Union
 
-from tiedemb.errors import UserError
+from tiedemb.errors import UserError, check_choice
 
 
 @dataclass(frozen=True)
@@ -101,12 +101,27 @@ def check_arguments(prefix: str, types_: Mapping[str, Any], arguments: Mapping[s
     """
     for name, value in arguments.items():
         if name in types_ and not accepts(types_[name], value):
+            choices = literal_choices(types_[name])
+            if choices and value is not None:  # a name: said the way every choice is (tiedemb.errors)
+                check_choice(f"{prefix}.{name}", value, choices)
             raise UserError(f"{prefix}.{name} must be {describe(types_[name])}, got {shown(value)}")
+
+
+def literal_choices(hint: Any) -> tuple[Any, ...]:
+    """The values a ``Literal`` annotation (alone, or in a union with ``None``) allows; () for other types."""
+    origin, arguments = typing.get_origin(hint), typing.get_args(hint)
+    if origin is Literal:
+        return arguments
+    if origin in (Union, types.UnionType):
+        return tuple(choice for option in arguments for choice in literal_choices(option))
+    return ()
 
 
 def accepts(hint: Any, value: Any) -> bool:
     """Whether ``value`` is of the annotated type and within its bounds."""
     origin, arguments = typing.get_origin(hint), typing.get_args(hint)
+    if origin is Literal:
+        return any(value == choice and type(value) is type(choice) for choice in arguments)
     if origin is Annotated:
         return accepts(arguments[0], value) and all(
             value in bound for bound in arguments[1:] if isinstance(bound, Bounds)
@@ -149,6 +164,8 @@ def describe(hint: Any) -> str:
         return ", or ".join(describe(option) for option in kinds)
     if hint is type(None) or hint is None:
         return "null"
+    if origin is Literal:
+        return "one of " + ", ".join(shown(choice) for choice in arguments)
     names = {bool: "true or false", int: "an integer", float: "a finite number", str: "a string"}
     if hint in names:
         return names[hint]

@@ -10,6 +10,11 @@ Two numbers describe the logits (see docs/science.md §1):
 
 A target that is not the input token then costs log(e^a + (n-1) e^{v/2}) (lognormal mean),
 and a target that is the input token (a repeat; MLM's 10% kept positions) costs that minus a.
+
+What is common to every head (the input's scale through the norm, the projection's gains) is
+worked out here into a ``FreshReadout``; each head class turns it into its (a, v) itself
+(``OutputHead.initial_logits``) and decides the token table's std (``OutputHead.token_std``), so a
+head registered in ``tiedemb.nn.heads.HEADS`` has its prediction with no change here.
 """
 
 from __future__ import annotations
@@ -17,15 +22,14 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-# The model's own list of head names and its scale arithmetic: the prediction speaks of exactly the
-# heads and scale settings a config accepts. ``tiedemb.nn.config`` imports nothing heavy.
-from tiedemb.nn.config import HEAD_NAMES, SCALE_KEYWORDS, readout_width, resolve_scale
+# The model's own head classes and scale arithmetic: the prediction speaks of exactly the heads and
+# scale settings a config accepts.
+from tiedemb.nn.config import SCALE_KEYWORDS, readout_width, resolve_scale
+from tiedemb.nn.heads import HEADS, FreshReadout, OutputHead
 
 __all__ = [
-    "HEAD_NAMES",
     "MLM_KEPT_FRACTION",
     "SCALE_KEYWORDS",
-    "SELF_ALIGNED_HEADS",
     "Prediction",
     "predict_for_config",
     "predict_initial_loss",
@@ -33,9 +37,6 @@ __all__ = [
     "resolve_scale",
     "token_std",
 ]
-
-#: Heads whose output matrix is the token embedding seen without a decorrelating map.
-SELF_ALIGNED_HEADS = ("tied", "tied_scaled_init")
 
 #: BERT's masking: of the selected 15%, 80% -> [MASK], 10% -> random token, 10% kept.
 MLM_KEPT_FRACTION = 0.1
@@ -51,17 +52,23 @@ class Prediction:
     loss_same: float  # a target equal to the input token
 
 
+def _head(name: str) -> type[OutputHead]:
+    if name not in HEADS:
+        raise ValueError(f"unknown head {name!r}; valid: {', '.join(HEADS)}")
+    return HEADS[name]
+
+
 def token_std(
     head: str, vocab_size: int, embedding_dim: int, init_std: float, embedding_init_std: float | None = None
 ) -> float:
-    """The std of the token embedding rows the given head variant draws.
+    """The std of the token embedding rows the given head draws (``OutputHead.token_std``).
 
     ``embedding_init_std`` (T5 draws its embedding with std 1.0) replaces ``init_std`` for the
     token table only; the scaled-init head's own rule wins over both.
     """
-    if head == "tied_scaled_init":
-        return math.log(vocab_size) / embedding_dim
-    return embedding_init_std if embedding_init_std is not None else init_std
+    return _head(head).token_std(
+        vocab_size=vocab_size, embedding_dim=embedding_dim, init_std=init_std, embedding_init_std=embedding_init_std
+    )
 
 
 def _log_add_exp(a: float, b: float) -> float:
@@ -97,8 +104,7 @@ def predict_initial_loss(
     in place at d_e = hidden too. Whether the embedding's own norm is there changes nothing here:
     the final norm (pre-norm) or the block norms (post-norm) normalise the near-identity stream.
     """
-    if head not in HEAD_NAMES:
-        raise ValueError(f"unknown head {head!r}; valid: {', '.join(HEAD_NAMES)}")
+    head_type = _head(head)
     n, hidden = vocab_size, hidden_size
     d_e = embedding_dim or hidden
     sigma_t = token_std(head, n, d_e, init_std, embedding_init_std)
@@ -114,16 +120,16 @@ def predict_initial_loss(
         # down-map P^T: P^T P ~= hidden*q*I, so the self score keeps hidden*sqrt(q*d_e) of its size.
         q = 2.0 / (hidden + d_e)
         aligned_gain, var_width = hidden * math.sqrt(q * d_e), 2.0 * hidden
-    if head in SELF_ALIGNED_HEADS:
-        self_logit = aligned_gain * embedding_scale * sigma_t**2 / rms
-        logit_var = var_width * sigma_t**2
-    else:
-        self_logit = 0.0
-        # |x| = sqrt(hidden) meets untied rows directly; the orthogonal map keeps a d_e/hidden share
-        # of |x|^2; the shuffle permutes what the tied down-map produces.
-        width = {"untied": hidden, "tied_orth": d_e}.get(head, var_width)
-        sigma_out = init_std if head == "untied" else sigma_t  # an untied matrix never takes the token std
-        logit_var = width * sigma_out**2
+    readout = FreshReadout(
+        hidden_size=hidden,
+        embedding_dim=d_e,
+        token_std=sigma_t,
+        init_std=init_std,
+        token_share=embedding_scale * sigma_t / rms,
+        aligned_gain=aligned_gain,
+        mixed_width=var_width,
+    )
+    self_logit, logit_var = head_type.initial_logits(readout)
     self_logit *= output_scale
     logit_var *= output_scale**2
 

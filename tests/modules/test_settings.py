@@ -96,3 +96,22 @@ def test_settings_are_recorded_in_signature_order_with_defaults():
     module = PretrainModule(vocab_size=40, hidden_size=16, num_heads=2, num_layers=1, intermediate_size=32)
     assert list(module.hparams) == list(inspect.signature(PretrainModule).parameters)
     assert module.hparams.head == "tied" and module.hparams.learning_rate == 5e-4
+
+
+def test_choices_are_literal_types_the_help_lists():
+    """``--help`` and shell completion read the choices from the signature, so they must be there."""
+    import typing
+
+    from tiedemb.nn import HEADS
+
+    parameters = inspect.signature(PretrainModule.__init__).parameters
+    assert typing.get_args(parameters["objective"].annotation) == ("mlm", "clm")
+    assert typing.get_args(parameters["lr_decay"].annotation) == ("linear", "cosine", "constant")
+    head_choices = [typing.get_args(option) for option in typing.get_args(parameters["head"].annotation)]
+    assert tuple(HEADS) in head_choices  # Literal[registered heads] | None: unset takes the pretrained head
+    glue = inspect.signature(GlueModule.__init__).parameters
+    assert typing.get_args(glue["norm"].annotation)[0] == typing.Literal["layernorm", "rmsnorm"]
+    with pytest.raises(
+        UserError, match=r"model\.lr_decay='step' is not a known choice; valid: linear, cosine, constant"
+    ):
+        PretrainModule(vocab_size=50, hidden_size=16, num_heads=2, num_layers=1, lr_decay="step")

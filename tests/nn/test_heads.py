@@ -130,4 +130,4 @@ def test_tied_down_map_starts_as_the_projection_transpose():
 )
 def test_bad_head_settings_are_refused_with_the_parameter_named(overrides, needle):
     with pytest.raises(UserError, match=needle.replace(".", r"\.")):
-        small(**overrides)
+        Transformer(small(**overrides))  # the head's name is checked by the registry, when it is built

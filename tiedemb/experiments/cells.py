@@ -179,6 +179,7 @@ def _blame(cell: Cell, message: str) -> str:
 
 def _check_model_settings(sweep: Sweep, cell: Cell, config: dict[str, Any]) -> None:
     from tiedemb.nn.config import TransformerConfig
+    from tiedemb.nn.heads import head_class
 
     model = config.get("model") or {}
     init_args = model.get("init_args") or {}
@@ -190,7 +191,7 @@ def _check_model_settings(sweep: Sweep, cell: Cell, config: dict[str, Any]) -> N
     }
     fields["vocab_size"] = fields.get("vocab_size") or 1000  # linked from the data when the run starts
     try:
-        TransformerConfig(**fields)
+        head_class(TransformerConfig(**fields).head)  # the registry knows the heads, not the config
     except (UserError, TypeError) as error:
         raise UserError(f"sweep {sweep.name!r}, cell {cell.id!r}: {error}") from None
 

@@ -18,7 +18,7 @@ from tiedemb.data.glue_tasks import TASKS, GlueTask
 from tiedemb.errors import UserError, check_choice
 from tiedemb.modules.flops import MatmulWeights
 from tiedemb.modules.glue_metrics import build_metric, epochs_to_converge, metric_names, split_suffix
-from tiedemb.modules.optim import adamw_with_schedule, check_schedule
+from tiedemb.modules.optim import LrDecay, adamw_with_schedule, check_schedule
 from tiedemb.modules.settings import save_settings, takes_model_settings
 from tiedemb.nn.classifier import SequenceClassifier
 from tiedemb.nn.config import ARCHITECTURE, TRAINING, TransformerConfig
@@ -119,7 +119,7 @@ class GlueModule(L.LightningModule):
         eps: PositiveFloat = 1e-8,
         warmup_ratio: Rate = WARMUP_RATIO,
         warmup_steps: NonNegativeInt | None = None,
-        lr_decay: str = "linear",
+        lr_decay: LrDecay = "linear",
         min_lr_ratio: UnitFraction = 0.0,
         predictions_dir: str | None = None,
         write_test_predictions: bool = True,
@@ -153,7 +153,6 @@ class GlueModule(L.LightningModule):
         training = {name: model[name] for name in TransformerConfig.field_names_of(TRAINING)}
         self.config = TransformerConfig(objective="mlm", **training, **architecture)
         self.model = SequenceClassifier(self.config, num_labels, pooler=pooler, classifier_dropout=classifier_dropout)
-        check_choice("model.narrowing", narrowing, ("balanced", "energy"))
         if narrowing != "balanced" and pretrained is None:
             raise no_effect(
                 "model.narrowing", narrowing, "without model.pretrained: there is no pretrained embedding to narrow"

@@ -14,7 +14,7 @@ from torchmetrics import MeanMetric
 
 from tiedemb.errors import UserError
 from tiedemb.modules.flops import MatmulWeights
-from tiedemb.modules.optim import adamw_with_schedule, check_schedule
+from tiedemb.modules.optim import LrDecay, adamw_with_schedule, check_schedule
 from tiedemb.modules.settings import save_settings, takes_model_settings
 from tiedemb.nn import LMOutput, Transformer, TransformerConfig
 from tiedemb.nn.config import ARCHITECTURE, LANGUAGE_MODEL, TRAINING
@@ -87,7 +87,7 @@ class PretrainModule(L.LightningModule):
         betas: tuple[Rate, Rate] = (0.9, 0.98),
         eps: PositiveFloat = 1e-6,
         warmup_steps: NonNegativeInt = 100,
-        lr_decay: str = "linear",
+        lr_decay: LrDecay = "linear",
         min_lr_ratio: UnitFraction = 0.0,
         compile: bool = False,
         peak_flops: PositiveFloat | None = None,

@@ -9,13 +9,28 @@ included (``tiedemb.options``), before the body runs. LightningCLI builds its op
 ``--help`` from that signature (``inspect.signature`` honours ``__signature__``; jsonargparse
 reads the descriptions from the ``Args:`` of ``__init__``'s docstring), and Lightning's ``load_from_checkpoint``
 calls the class with the saved hyperparameters, checked against the same signature. A field added to
-``TransformerConfig`` is therefore an option of every module that takes its part.
+``TransformerConfig`` is therefore an option of every module that takes its part. A field with a
+fixed set of names is a ``Literal`` there, so ``--help`` and shell completion list its choices;
+``model.head`` is open to any registered head, so its ``Literal`` is made here, from
+``tiedemb.nn.heads.HEADS`` as it stands when the module class is defined (what the command line
+offers); a call from Python may name a head registered later, which the registry checks.
+
+Why not jsonargparse's public ways of declaring settings once:
+
+- A ``TransformerConfig`` argument (jsonargparse's dataclass support) nests its fields under the
+  argument's name: ``model.init_args.config.hidden_size``. Every shipped config, sweep file and
+  checkpoint's hyperparameters name them flat, so that would change what every one of them means.
+- Explicit keyword arguments would write the 33 fields, their types, defaults and descriptions out
+  again in each module (with the pretrained-source variants' ``None`` defaults), a second and third
+  copy of ``nn/config.py`` to keep in step by hand.
 
 Lightning records hyperparameters by reading the named arguments of the ``__init__`` frame that
 calls ``save_hyperparameters``, which a generated signature does not have as local variables.
-``save_settings`` records them from the call instead; an ``__init__`` using it must initialise
-with ``L.LightningModule.__init__(self)``, not ``super().__init__()``: ``super()`` is what makes
-Lightning inspect the frame.
+``save_settings`` records them from the call instead, handed over by the decorator in a context
+variable (the call's arguments, visible to that call alone, nested constructions included); an
+``__init__`` using it must initialise with ``L.LightningModule.__init__(self)``, not
+``super().__init__()``: ``super()`` is what makes Lightning inspect the frame, whose locals lack
+the generated signature's names.
 """
 
 from __future__ import annotations
@@ -25,11 +40,12 @@ import inspect
 import typing
 from collections.abc import Callable, Collection
 from contextvars import ContextVar
-from typing import Any
+from typing import Any, Literal
 
 import lightning as L
 
 from tiedemb.nn.config import TransformerConfig
+from tiedemb.nn.heads import HEADS
 from tiedemb.options import check_arguments
 
 _ARGUMENTS: ContextVar[dict[str, Any] | None] = ContextVar("tiedemb_module_arguments", default=None)
@@ -49,6 +65,8 @@ def model_parameters(parts: Collection[str], unset_from_pretrained: Collection[s
         if part not in parts:
             continue
         annotation, default = types[field.name], field.default
+        if field.name == "head":  # the config takes any registered head; the parser lists those there are
+            annotation = Literal[tuple(HEADS)]
         if part in unset_from_pretrained or field.name in unset_from_pretrained:
             annotation, default = annotation | None, None
         parameters.append(
@@ -99,7 +117,11 @@ def takes_model_settings(*parts: str, unset_from_pretrained: Collection[str] = (
         ]
         model = model_parameters(parts, unset_from_pretrained)
         signature = inspect.Signature([own[0], *model, *own_keywords], return_annotation=None)
-        option_types = {parameter.name: parameter.annotation for parameter in [*model, *own_keywords]}
+        # model.head is checked against the registry when the head is built: a head registered after
+        # this class was defined (in a user's code, a test) is not in the signature's Literal but is a head.
+        option_types = {
+            parameter.name: parameter.annotation for parameter in [*model, *own_keywords] if parameter.name != "head"
+        }
 
         def __init__(self: Any, *args: Any, **kwargs: Any) -> None:
             bound = signature.bind(self, *args, **kwargs)

@@ -1,7 +1,6 @@
 """Plain PyTorch building blocks: no Lightning, no data, no files.
 
-Names are exported lazily, so ``tiedemb.nn.config`` (and ``tiedemb.theory``, which reads its
-names) can be imported without loading torch.
+Names are exported lazily, so ``tiedemb.nn.config`` can be imported without loading torch.
 """
 
 from __future__ import annotations

@@ -4,8 +4,10 @@ Every field has the name a YAML file uses (``model.hidden_size`` ...), so a chec
 hyperparameters rebuild the model and a sweep can vary any field by name.
 
 This module is a leaf: it imports no other part of the model. It knows every name a field may
-take (heads, norms, activations, shuffles ...) and refuses the rest, so the modules that build
-the parts look names up in their own tables without validating them again.
+take (norms, activations, shuffles ...) and refuses the rest, so the modules that build the parts
+look names up in their own tables without validating them again. Heads are the exception: each
+head class registers its own name (``tiedemb.nn.heads.HEADS``), which checks ``model.head`` when
+the head is built, so a new head is one class.
 """
 
 from __future__ import annotations
@@ -14,9 +16,9 @@ import dataclasses
 import math
 import typing
 from dataclasses import dataclass
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
-from tiedemb.errors import UserError, check_choice
+from tiedemb.errors import UserError
 from tiedemb.options import (
     Bounds,
     NonNegativeInt,
@@ -29,16 +31,25 @@ from tiedemb.options import (
     warn_no_effect,
 )
 
-#: The output heads, in the order messages list them; ``tiedemb.nn.heads.HEADS`` builds each.
-HEAD_NAMES = ("untied", "tied", "tied_scaled_init", "tied_orth", "tied_shuffle")
-OBJECTIVES = ("mlm", "clm")
-POSITIONS = ("learned", "rope", "none")
-NORMS = ("layernorm", "rmsnorm")
-NORM_POSITIONS = ("pre", "post")
-RESIDUAL_INITS = ("standard", "scaled", "zero", "deepnorm")
-ACTIVATIONS = ("none", "gelu", "relu", "tanh", "silu")
-SHUFFLES = ("half_swap", "channel_shuffle")
-EMBEDDING_PROJECTIONS = ("auto", "always")
+# The names a setting may take, as ``Literal`` types: ``--help`` and shell completion list them, the
+# parser refuses any other, and ``tiedemb.options.check_arguments`` refuses them in Python too.
+Objective = Literal["mlm", "clm"]
+Position = Literal["learned", "rope", "none"]
+Norm = Literal["layernorm", "rmsnorm"]
+NormPosition = Literal["pre", "post"]
+ResidualInit = Literal["standard", "scaled", "zero", "deepnorm"]
+Activation = Literal["gelu", "relu", "tanh", "silu"]
+HeadActivation = Literal["none", "gelu", "relu", "tanh", "silu"]
+Shuffle = Literal["half_swap", "channel_shuffle"]
+EmbeddingProjection = Literal["auto", "always"]
+OBJECTIVES = typing.get_args(Objective)
+POSITIONS = typing.get_args(Position)
+NORMS = typing.get_args(Norm)
+NORM_POSITIONS = typing.get_args(NormPosition)
+RESIDUAL_INITS = typing.get_args(ResidualInit)
+ACTIVATIONS = typing.get_args(HeadActivation)
+SHUFFLES = typing.get_args(Shuffle)
+EMBEDDING_PROJECTIONS = typing.get_args(EmbeddingProjection)
 #: Settings one head alone reads, and that head: given with another head they would change nothing.
 HEAD_ONLY_SETTINGS = {
     "head_bias": "tied_orth",
@@ -110,7 +121,7 @@ class TransformerConfig:
     """
 
     vocab_size: PositiveInt = setting(doc="Vocabulary size n; the command line takes it from the data's tokenizer.")
-    objective: str = setting(
+    objective: Objective = setting(
         "mlm", doc="mlm (masked tokens) or clm (next token, causal attention).", part=LANGUAGE_MODEL
     )
     hidden_size: PositiveInt = setting(768, doc="Width of the residual stream.")
@@ -120,36 +131,43 @@ class TransformerConfig:
     embedding_dim: PositiveInt | None = setting(
         None, doc="d_e, the width of the token table (1..hidden_size); unset: hidden_size."
     )
-    embedding_projection: str = setting(
+    embedding_projection: EmbeddingProjection = setting(
         "auto",
         doc="auto: a d_e -> hidden projection only when d_e < hidden (identity at full width); always: "
         "also at d_e = hidden, so every width of a width study has the same parts.",
     )
     embedding_norm: bool = setting(True, doc="The norm after the embedding; off for Gemma's and T5's inputs.")
     max_position_embeddings: PositiveInt = setting(512, doc="Longest sequence (rows of the learned position table).")
-    position: str = setting("learned", doc="learned (a position table), rope (rotary) or none.")
+    position: Position = setting("learned", doc="learned (a position table), rope (rotary) or none.")
     type_vocab_size: NonNegativeInt = setting(2, doc="Segment (token type) vectors; 0 for none.")
-    norm: str = setting("layernorm", doc="layernorm or rmsnorm.")
-    norm_position: str = setting("post", doc="post: norm(x + f(x)) as in BERT; pre: x + f(norm(x)) with a final norm.")
+    norm: Norm = setting("layernorm", doc="layernorm or rmsnorm.")
+    norm_position: NormPosition = setting(
+        "post", doc="post: norm(x + f(x)) as in BERT; pre: x + f(norm(x)) with a final norm."
+    )
     norm_eps: PositiveFloat = setting(1e-12, doc="Epsilon of every norm.")
-    activation: str = setting("gelu", doc="Feed-forward activation: gelu, relu, tanh or silu.")
+    activation: Activation = setting("gelu", doc="Feed-forward activation: gelu, relu, tanh or silu.")
     dropout: Rate = setting(0.1, doc="Dropout on embeddings and residual branches, in [0, 1).", part=TRAINING)
     attention_dropout: Rate = setting(0.1, doc="Dropout on attention weights, in [0, 1).", part=TRAINING)
     init_std: PositiveFloat = setting(
         0.02, doc="Std of the normal initialisation of weight matrices and tables.", part=TRAINING
     )
-    residual_init: str = setting(
+    residual_init: ResidualInit = setting(
         "standard",
         doc="How far from the identity residual branches start: standard, scaled (GPT-2), zero, "
         "deepnorm (post-norm only).",
     )
     rope_base: PositiveFloat = setting(10000.0, doc="Base of the rotary frequencies (position=rope).")
-    head: str = setting("tied", doc="Output layer: " + ", ".join(HEAD_NAMES) + ".", part=LANGUAGE_MODEL)
+    head: str = setting(
+        "tied",
+        doc="Output layer: untied, tied, tied_scaled_init, tied_orth, tied_shuffle, or any head registered "
+        "in tiedemb.nn.heads.HEADS.",
+        part=LANGUAGE_MODEL,
+    )
     output_bias: bool = setting(
         False, doc="A vocabulary-sized output bias (never part of the tie).", part=LANGUAGE_MODEL
     )
     head_bias: bool = setting(False, doc="tied_orth: a bias on its projection.", part=LANGUAGE_MODEL)
-    head_activation: str = setting(
+    head_activation: HeadActivation = setting(
         "none", doc="tied_orth: an activation after its projection (none, gelu, relu, tanh, silu).", part=LANGUAGE_MODEL
     )
     head_norm: bool = setting(
@@ -157,7 +175,7 @@ class TransformerConfig:
         doc="tied_orth: a norm after its projection (with head_bias and gelu: BERT's MLM transform).",
         part=LANGUAGE_MODEL,
     )
-    shuffle: str = setting(
+    shuffle: Shuffle = setting(
         "half_swap", doc="tied_shuffle: half_swap, or channel_shuffle in shuffle_groups groups.", part=LANGUAGE_MODEL
     )
     shuffle_groups: Annotated[int, Bounds(2)] = setting(
@@ -201,17 +219,8 @@ class TransformerConfig:
                 resolve_scale(getattr(self, name), self.embedding_dim, f"model.{name}")
             except ValueError as error:
                 raise UserError(str(error)) from None
-        check_choice("model.objective", self.objective, OBJECTIVES)
-        check_choice("model.position", self.position, POSITIONS)
-        check_choice("model.norm", self.norm, NORMS)
-        check_choice("model.norm_position", self.norm_position, NORM_POSITIONS)
-        check_choice("model.embedding_projection", self.embedding_projection, EMBEDDING_PROJECTIONS)
-        check_choice("model.residual_init", self.residual_init, RESIDUAL_INITS)
-        check_choice("model.activation", self.activation, ACTIVATIONS[1:])
-        check_choice("model.head_activation", self.head_activation, ACTIVATIONS)
         if self.residual_init == "deepnorm" and self.norm_position != "post":
             raise UserError("model.residual_init=deepnorm is defined for model.norm_position=post")
-        check_choice("model.head", self.head, HEAD_NAMES)
         if self.head == "tied_shuffle":
             self._check_shuffle()
         self._refuse_unread_settings()
@@ -256,7 +265,6 @@ class TransformerConfig:
 
     def _check_shuffle(self) -> None:
         """The shuffle head permutes the d_e dimensions in groups that must divide them."""
-        check_choice("model.shuffle", self.shuffle, SHUFFLES)
         width = self.embedding_dim
         if self.shuffle == "half_swap" and width % 2:
             raise UserError(f"model.shuffle=half_swap needs an even model.embedding_dim, got {width}")

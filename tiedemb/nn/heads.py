@@ -1,40 +1,89 @@
-"""Output heads: hidden states -> vocabulary logits.
+"""Output heads: hidden states -> vocabulary logits. One class per ``model.head`` name.
+
+A head is one class: ``class MyHead(TiedHead, name="my_head")`` registers it in ``HEADS`` under
+the name a config gives ``model.head``. The class owns everything about it: its parts
+(``__init__``), how it reads the hidden state (``transform``), its initial values
+(``reset_parameters``, and ``token_std`` for the shared token table), and what it predicts for a
+fresh model's logits (``initial_logits``, the hook ``tiedemb.theory`` reads).
 
 Tied heads own a ``decoder`` whose weight *is* the token embedding (``Transformer.tie_weights``
 assigns the one Parameter to both places). When d_e < hidden a tied head must first map
 hidden -> d_e; the plain tied heads do that with a learned linear map initialised to the
 transpose of the embedding projection, so a fresh model is still a tied 2-gram model and the
 effect under study is not hidden by a random map (that random map is what ``tied_orth`` is).
+
+This module reads the config only through its attributes and imports nothing from
+``tiedemb.nn.config``: the config checks a head's name against ``HEADS`` here, so an import the
+other way would be a cycle.
 """
 
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
+from typing import Any, ClassVar
 
 import torch
 from torch import Tensor, nn
 
-from tiedemb.nn.config import TransformerConfig
+from tiedemb.errors import check_choice
+from tiedemb.nn.init import init_linear, init_norms
 from tiedemb.nn.layers import ACTIVATION_FUNCTIONS, make_norm
+
+HEADS: dict[str, type[OutputHead]] = {}
+"""``model.head`` name -> head class, in the order the classes were defined (the order messages list them)."""
+
+
+def head_class(name: str) -> type[OutputHead]:
+    """The head registered under ``name``; a ``UserError`` naming the registered ones otherwise."""
+    return HEADS[check_choice("model.head", name, HEADS)]
+
+
+@dataclass(frozen=True)
+class FreshReadout:
+    """What a fresh, near-identity network hands its head, as ``tiedemb.theory`` models it.
+
+    The input token i reaches the head as x = norm(w_i + p_t + s), |x|^2 = hidden, with w_i drawn
+    with std ``token_std``. ``token_share`` is the token's part of x's scale (embedding_scale *
+    token_std / rms of the sum). Through the embedding's projection P and a tied head's down-map
+    P^T (or straight through at d_e = hidden without one), x . w_i keeps ``aligned_gain`` of
+    |w_i|^2 / rms, and the other scores see a vector of squared length ``mixed_width``.
+    """
+
+    hidden_size: int
+    embedding_dim: int
+    token_std: float
+    init_std: float
+    token_share: float
+    aligned_gain: float
+    mixed_width: float
 
 
 class OutputHead(nn.Module):
-    tied: bool = True
+    """The shared parts of every head: the decoder matrix, the output bias and the readout scale."""
 
-    def __init__(self, config: TransformerConfig) -> None:
+    name: ClassVar[str]
+    tied: ClassVar[bool] = True
+
+    def __init_subclass__(cls, name: str | None = None, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        if name is not None:
+            if name in HEADS:
+                raise ValueError(f"a head is already registered as {name!r}: {HEADS[name].__qualname__}")
+            cls.name = name
+            HEADS[name] = cls
+
+    def __init__(self, config: Any) -> None:
         super().__init__()
         width = config.embedding_dim if self.tied else config.hidden_size
+        self.init_std = config.init_std
         self.decoder = nn.Linear(width, config.vocab_size, bias=False)
         # Output-only bias: never part of the tie.
         self.bias = nn.Parameter(torch.zeros(config.vocab_size)) if config.output_bias else None
         # T5's d^-1/2 or muP's multiplier on what meets the decoder (so the bias stays unscaled).
         self.scale = config.readout_scale
 
-    @staticmethod
-    def embedding_std(config: TransformerConfig) -> float:
-        """The std the shared token matrix is drawn with."""
-        return config.embedding_init_std if config.embedding_init_std is not None else config.init_std
-
+    # -- forward -----------------------------------------------------------------------------------
     def transform(self, hidden: Tensor) -> Tensor:
         """hidden (..., hidden_size) -> the vector multiplied by the decoder matrix."""
         return hidden
@@ -48,39 +97,86 @@ class OutputHead(nn.Module):
         logits = self.decoder(self.features(hidden))  # (..., vocab)
         return logits + self.bias if self.bias is not None else logits
 
+    # -- initial values ----------------------------------------------------------------------------
+    @classmethod
+    def token_std(
+        cls, *, vocab_size: int, embedding_dim: int, init_std: float, embedding_init_std: float | None
+    ) -> float:
+        """The std the token table (for a tied head, the shared matrix) is drawn with.
 
-class UntiedHead(OutputHead):
+        ``embedding_init_std`` (T5 draws its embedding with std 1.0) replaces ``init_std`` there.
+        """
+        return embedding_init_std if embedding_init_std is not None else init_std
+
+    @torch.no_grad()
+    def reset_parameters(self, embedding: nn.Module) -> None:
+        """Draw the head's own parameters; ``embedding`` is already drawn (a tied decoder is its table)."""
+        if not self.tied:
+            init_linear(self.decoder, self.init_std)
+        if self.bias is not None:
+            nn.init.zeros_(self.bias)
+        init_norms(self)
+
+    # -- the theory hook ---------------------------------------------------------------------------
+    @classmethod
+    def initial_logits(cls, readout: FreshReadout) -> tuple[float, float]:
+        """(self_logit, logit_var) of a fresh model: the expected score of the input token itself,
+        and the variance of every other score (docs/science.md §1, ``tiedemb.theory``)."""
+        raise NotImplementedError(f"{cls.__qualname__} predicts no initial loss: define initial_logits")
+
+
+class UntiedHead(OutputHead, name="untied"):
     """A separate n x hidden output matrix."""
 
     tied = False
 
+    @classmethod
+    def initial_logits(cls, readout: FreshReadout) -> tuple[float, float]:
+        # |x|^2 = hidden meets rows drawn with init_std (never the token table's std), unrelated to w_i.
+        return 0.0, readout.hidden_size * readout.init_std**2
 
-class TiedHead(OutputHead):
+
+class TiedHead(OutputHead, name="tied"):
     """logits = h E^T."""
 
-    def __init__(self, config: TransformerConfig) -> None:
+    def __init__(self, config: Any) -> None:
         super().__init__(config)
         self.down = nn.Linear(config.hidden_size, config.embedding_dim, bias=False) if config.projected else None
 
     def transform(self, hidden: Tensor) -> Tensor:
         return self.down(hidden) if self.down is not None else hidden
 
+    @torch.no_grad()
+    def reset_parameters(self, embedding: nn.Module) -> None:
+        super().reset_parameters(embedding)
+        if self.down is not None:  # P^T: a fresh model is still a tied 2-gram model
+            self.down.weight.copy_(embedding.projection.weight.T)
 
-class TiedScaledInitHead(TiedHead):
+    @classmethod
+    def initial_logits(cls, readout: FreshReadout) -> tuple[float, float]:
+        # The input token scores its own row: x . w_i = aligned_gain * token_share * sigma.
+        sigma = readout.token_std
+        return readout.aligned_gain * readout.token_share * sigma, readout.mixed_width * sigma**2
+
+
+class TiedScaledInitHead(TiedHead, name="tied_scaled_init"):
     """Tied, with the shared matrix drawn with std (ln n)/d so that exp(d sigma) = n."""
 
-    @staticmethod
-    def embedding_std(config: TransformerConfig) -> float:
-        return math.log(config.vocab_size) / config.embedding_dim
+    @classmethod
+    def token_std(
+        cls, *, vocab_size: int, embedding_dim: int, init_std: float, embedding_init_std: float | None
+    ) -> float:
+        # The head's own rule wins over both stds (the config warns that embedding_init_std is moot).
+        return math.log(vocab_size) / embedding_dim
 
 
-class TiedOrthHead(OutputHead):
+class TiedOrthHead(OutputHead, name="tied_orth"):
     """Tied, after an orthogonally initialised projection (+ optional bias, activation, norm).
 
     ``head_bias: true, head_activation: gelu, head_norm: true`` is BERT's MLM transform.
     """
 
-    def __init__(self, config: TransformerConfig) -> None:
+    def __init__(self, config: Any) -> None:
         super().__init__(config)
         self.projection = nn.Linear(config.hidden_size, config.embedding_dim, bias=config.head_bias)
         self.activation = ACTIVATION_FUNCTIONS.get(config.head_activation)
@@ -92,15 +188,27 @@ class TiedOrthHead(OutputHead):
             x = self.activation(x)
         return self.norm(x) if self.norm is not None else x
 
+    @torch.no_grad()
+    def reset_parameters(self, embedding: nn.Module) -> None:
+        super().reset_parameters(embedding)
+        nn.init.orthogonal_(self.projection.weight)
+        if self.projection.bias is not None:
+            nn.init.zeros_(self.projection.bias)
 
-class TiedShuffleHead(TiedHead):
+    @classmethod
+    def initial_logits(cls, readout: FreshReadout) -> tuple[float, float]:
+        # The orthogonal map keeps a d_e/hidden share of |x|^2 and decorrelates it from w_i.
+        return 0.0, readout.embedding_dim * readout.token_std**2
+
+
+class TiedShuffleHead(TiedHead, name="tied_shuffle"):
     """Tied, after a parameter-free permutation of the dimensions.
 
     ``half_swap``: [w[d/2:], w[:d/2]]. ``channel_shuffle``: reshape (g, d/g), transpose, flatten
     (ShuffleNet). Either way the permuted w_i is nearly orthogonal to w_i at init.
     """
 
-    def __init__(self, config: TransformerConfig) -> None:
+    def __init__(self, config: Any) -> None:
         super().__init__(config)
         self.mode = config.shuffle
         self.groups = 2 if config.shuffle == "half_swap" else config.shuffle_groups
@@ -113,17 +221,11 @@ class TiedShuffleHead(TiedHead):
         *lead, width = x.shape
         return x.reshape(*lead, self.groups, width // self.groups).transpose(-1, -2).reshape(*lead, width)
 
-
-#: One class per name in ``tiedemb.nn.config.HEAD_NAMES``, which validates ``model.head`` (and the
-#: shuffle settings) before anything here is built.
-HEADS: dict[str, type[OutputHead]] = {
-    "untied": UntiedHead,
-    "tied": TiedHead,
-    "tied_scaled_init": TiedScaledInitHead,
-    "tied_orth": TiedOrthHead,
-    "tied_shuffle": TiedShuffleHead,
-}
+    @classmethod
+    def initial_logits(cls, readout: FreshReadout) -> tuple[float, float]:
+        # The permutation of what the tied down-map produces scores rows unrelated to w_i.
+        return 0.0, readout.mixed_width * readout.token_std**2
 
 
-def build_head(config: TransformerConfig) -> OutputHead:
-    return HEADS[config.head](config)
+def build_head(config: Any) -> OutputHead:
+    return head_class(config.head)(config)

@@ -1,7 +1,8 @@
-"""Every parameter's initial value, decided in one place.
+"""The embedding's and encoder's initial values, and the order a whole model is drawn in.
 
-Order matters only for the tied heads that copy the embedding projection's transpose, so the
-embedding is drawn first. Nothing here breaks the tie: it writes into the shared Parameter.
+Each head draws its own parts (``OutputHead.reset_parameters``) after the embedding: the plain
+tied heads copy the embedding projection's transpose. Nothing here breaks the tie: it writes into
+the shared Parameter.
 """
 
 from __future__ import annotations
@@ -12,7 +13,6 @@ from torch import nn
 from tiedemb.nn.config import TransformerConfig
 from tiedemb.nn.embedding import Embedding
 from tiedemb.nn.encoder import Encoder, deepnorm_beta, scaled_std
-from tiedemb.nn.heads import OutputHead, TiedHead, TiedOrthHead
 
 
 def init_norms(module: nn.Module) -> None:
@@ -73,23 +73,17 @@ def init_encoder(encoder: Encoder, config: TransformerConfig) -> None:
     init_norms(encoder)
 
 
-@torch.no_grad()
-def init_head(head: OutputHead, embedding: Embedding, config: TransformerConfig) -> None:
-    if not head.tied:
-        init_linear(head.decoder, config.init_std)
-    if head.bias is not None:
-        nn.init.zeros_(head.bias)
-    if isinstance(head, TiedHead) and head.down is not None:
-        head.down.weight.copy_(embedding.projection.weight.T)
-    if isinstance(head, TiedOrthHead):
-        nn.init.orthogonal_(head.projection.weight)
-        if head.projection.bias is not None:
-            nn.init.zeros_(head.projection.bias)
-    init_norms(head)
-
-
 def init_transformer(model: nn.Module, config: TransformerConfig) -> None:
-    """Initialise a ``Transformer`` (embedding, encoder, head) as the config says."""
-    init_embedding(model.embedding, config, model.head.embedding_std(config))
+    """Initialise a ``Transformer`` (embedding, encoder, head) as the config says.
+
+    The head decides the token table's std (``OutputHead.token_std``) and draws its own parts.
+    """
+    token_std = model.head.token_std(
+        vocab_size=config.vocab_size,
+        embedding_dim=config.embedding_dim,
+        init_std=config.init_std,
+        embedding_init_std=config.embedding_init_std,
+    )
+    init_embedding(model.embedding, config, token_std)
     init_encoder(model.encoder, config)
-    init_head(model.head, model.embedding, config)
+    model.head.reset_parameters(model.embedding)

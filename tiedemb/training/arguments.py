@@ -9,6 +9,7 @@ suggests the nearest valid key for a typo, and points to ``--help``.
 from __future__ import annotations
 
 import argparse
+import ast
 import os
 import re
 import sys
@@ -76,7 +77,7 @@ class ArgumentParser(LightningArgumentParser):
             )
         nearest = nearest_valid_key(message, parser)
         suggestion = f"; did you mean {nearest}?" if nearest else ""
-        sys.stderr.write(f"error: {condense_parse_error(message)}{suggestion}\nhint: {hint}\n")
+        sys.stderr.write(f"error: {choice_mismatch(condense_parse_error(message))}{suggestion}\nhint: {hint}\n")
         self.exit(USER_ERROR_EXIT)
 
 
@@ -161,6 +162,29 @@ def condense_parse_error(message: str) -> str:
         class_path = re.search(r"class_path '([^']+)'", lines[problem])
         option += f" {class_path.group(1)!r}" if class_path else ""
     return f"--{option}: " + _what_is_wrong("\n".join(detail), detail)
+
+
+LITERAL_MISMATCH = re.compile(
+    r"^--(?P<option>\S+): (?:expected|Expected a) typing\.Literal\[(?P<choices>[^\]]*)\](?: or null)?[.,]? "
+    r"(?:got|Got value:) (?P<value>.*)$"
+)
+"""A value outside a ``Literal`` option's choices, as ``condense_parse_error`` words it."""
+
+
+def choice_mismatch(condensed: str) -> str:
+    """A value outside an option's choices said as every choice is (``tiedemb.errors.check_choice``):
+    ``--model.objective='xlm' is not a known choice; valid: mlm, clm``; other messages unchanged."""
+    found = LITERAL_MISMATCH.match(condensed)
+    if found is None:
+        return condensed
+    try:
+        choices = ast.literal_eval(f"[{found['choices']}]")
+    except (SyntaxError, ValueError):
+        return condensed
+    return (
+        f"--{found['option']}={found['value'].strip()!r} is not a known choice; "
+        f"valid: {', '.join(str(choice) for choice in choices)}"
+    )
 
 
 def _what_is_wrong(report: str, lines: list[str]) -> str:
