@@ -42,6 +42,21 @@ def test_help_lists_every_subcommand_and_a_wrong_one_is_refused_in_one_line():
 
 
 @pytest.mark.end_to_end
+def test_the_command_line_reaches_lightningcli_as_its_own(monkeypatch, recwarn, capsys):
+    """``tiedemb fit ...`` lets LightningCLI read sys.argv itself: handing it a copy as ``args``
+    beside a command line draws Lightning's "args parameter is intended to run from within Python"."""
+    from tiedemb.command import main
+
+    monkeypatch.chdir(ROOT)
+    monkeypatch.setattr(sys, "argv", ["tiedemb", "fit", "--config", "configs/tied_orth.yaml", "--print_config"])
+    with pytest.raises(SystemExit) as stopped:
+        main()
+    assert stopped.value.code == 0
+    assert "head: tied_orth" in capsys.readouterr().out
+    assert not [warning for warning in recwarn if "args parameter" in str(warning.message)]
+
+
+@pytest.mark.end_to_end
 def test_a_wheel_install_runs_fit_and_a_shipped_sweep_from_a_folder_outside_the_repository(tmp_path):
     """The built wheel in a fresh virtual environment (its dependencies borrowed from this one's
     site-packages, so nothing is downloaded), used from an empty folder: the configs are the wheel's."""
