@@ -33,6 +33,17 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             item.add_marker(pytest.mark.real_data)  # ``-m real_data``: the checks of the real files alone
 
 
+@pytest.fixture(scope="session", autouse=True)
+def _no_command_line_beside_the_arguments_tests_pass():
+    """Tests drive the LightningCLI from within Python with a list of arguments, what its ``args`` is
+    for; pytest's own command line in ``sys.argv`` would look like a second one (Lightning warns of
+    "args parameter is intended to run from within Python"), so the test process has none."""
+    given = sys.argv[:]
+    sys.argv[1:] = []
+    yield
+    sys.argv[:] = given
+
+
 WANDB_ENVIRONMENT = {name: value for name, value in os.environ.items() if name.startswith("WANDB_")}
 """``WANDB_*`` variables as the test session found them."""
 

@@ -9,6 +9,7 @@ import subprocess
 import sys
 import sysconfig
 import venv
+import zipfile
 from pathlib import Path
 
 import pytest
@@ -41,13 +42,29 @@ def test_help_lists_every_subcommand_and_a_wrong_one_is_refused_in_one_line():
 
 
 @pytest.mark.end_to_end
-def test_a_wheel_install_runs_fit_and_a_sweep_from_a_folder_outside_the_repository(tmp_path):
+def test_the_command_line_reaches_lightningcli_as_its_own(monkeypatch, recwarn, capsys):
+    """``tiedemb fit ...`` lets LightningCLI read sys.argv itself: handing it a copy as ``args``
+    beside a command line draws Lightning's "args parameter is intended to run from within Python"."""
+    from tiedemb.command import main
+
+    monkeypatch.chdir(ROOT)
+    monkeypatch.setattr(sys, "argv", ["tiedemb", "fit", "--config", "configs/tied_orth.yaml", "--print_config"])
+    with pytest.raises(SystemExit) as stopped:
+        main()
+    assert stopped.value.code == 0
+    assert "head: tied_orth" in capsys.readouterr().out
+    assert not [warning for warning in recwarn if "args parameter" in str(warning.message)]
+
+
+@pytest.mark.end_to_end
+def test_a_wheel_install_runs_fit_and_a_shipped_sweep_from_a_folder_outside_the_repository(tmp_path):
     """The built wheel in a fresh virtual environment (its dependencies borrowed from this one's
-    site-packages, so nothing is downloaded), used from a folder that holds only the user's configs."""
+    site-packages, so nothing is downloaded), used from an empty folder: the configs are the wheel's."""
     if importlib.util.find_spec("setuptools") is None:
         pytest.fail("building the wheel needs setuptools in the test environment")
     source = tmp_path / "source"  # what the wheel is built from, so the build writes nothing into the repository
-    shutil.copytree(ROOT / "tiedemb", source / "tiedemb", ignore=shutil.ignore_patterns("__pycache__"))
+    for name in ("tiedemb", "configs"):
+        shutil.copytree(ROOT / name, source / name, ignore=shutil.ignore_patterns("__pycache__"))
     for name in ("pyproject.toml", "README.md", "LICENSE"):
         shutil.copy(ROOT / name, source / name)
     dist = tmp_path / "dist"
@@ -56,6 +73,13 @@ def test_a_wheel_install_runs_fit_and_a_sweep_from_a_folder_outside_the_reposito
     )
     assert built.returncode == 0, built.stderr[-2000:]
     wheel = next(dist.glob("tiedemb-*.whl"))
+    with zipfile.ZipFile(wheel) as archive:
+        packed = {name for name in archive.namelist() if name.startswith("tiedemb/configs/")}
+    shipped = {
+        f"tiedemb/configs/{path.relative_to(ROOT / 'configs').as_posix()}"
+        for path in (ROOT / "configs").rglob("*.yaml")
+    }
+    assert packed == shipped
 
     env_dir = tmp_path / "env"
     venv.EnvBuilder(with_pip=False).create(env_dir)
@@ -67,10 +91,15 @@ def test_a_wheel_install_runs_fit_and_a_sweep_from_a_folder_outside_the_reposito
     installed = run(sys.executable, "-m", "pip", "--python", str(python), "install", "--no-deps", "-q", str(wheel))
     assert installed.returncode == 0, installed.stderr[-2000:]
 
-    work = tmp_path / "work"  # the user's folder: configs only, no main.py, no package source
-    shutil.copytree(ROOT / "configs", work / "configs")
+    work = tmp_path / "work"  # the user's folder: empty, no configs, no main.py, no package source
+    work.mkdir()
     env = {key: value for key, value in os.environ.items() if key != "PYTHONPATH"}
-    env.update(PATH=f"{env_dir / 'bin'}{os.pathsep}{env['PATH']}", WANDB_MODE="offline", OMP_NUM_THREADS="1")
+    env.update(
+        PATH=f"{env_dir / 'bin'}{os.pathsep}{env['PATH']}",
+        WANDB_MODE="offline",
+        OMP_NUM_THREADS="1",
+        TIEDEMB_LOG_LEVEL="info",
+    )
 
     where = run(str(python), "-c", "import tiedemb; print(tiedemb.__file__)", cwd=work, env=env)
     assert Path(where.stdout.strip()).is_relative_to(env_dir), where.stdout + where.stderr
@@ -82,29 +111,37 @@ def test_a_wheel_install_runs_fit_and_a_sweep_from_a_folder_outside_the_reposito
         command,
         "fit",
         "--config",
-        "configs/tied.yaml",
+        "configs/tied_orth.yaml",
         "--config",
         "configs/scale/tiny.yaml",
-        "--trainer.max_steps=3",
+        "--trainer.max_steps=2",
         "--trainer.logger=false",
         "--trainer.enable_progress_bar=false",
         cwd=work,
         env=env,
     )
     assert fit.returncode == 0, fit.stderr[-3000:]
+    packaged = site / "tiedemb" / "configs"
+    assert f"configs/tied_orth.yaml is not here: using the shipped {packaged / 'tied_orth.yaml'}" in fit.stderr
+    assert "args parameter" not in fit.stdout + fit.stderr
 
-    # One cell: the sweep's configs resolve against the user's folder, and the cell's process finds
-    # the installed command (each more cell would only be another process start).
-    (work / "one.yaml").write_text(
-        "name: one\n"
-        "configs: [configs/tied.yaml, configs/scale/tiny.yaml]\n"
-        "overrides: {trainer.max_steps: 3}\n"
-        "grid:\n"
-        "  model.head: [untied]\n"
+    # One cell of a shipped sweep file: its cells' configs are shipped too, and the cell's process
+    # finds the installed command (each more cell would only be another process start).
+    swept = run(
+        command,
+        "sweep",
+        "configs/sweeps/smoke.yaml",
+        "--out",
+        "sweep",
+        "--cell",
+        "0",
+        "--set",
+        "trainer.max_steps=2",
+        cwd=work,
+        env=env,
     )
-    swept = run(command, "sweep", "one.yaml", "--out", "sweep", cwd=work, env=env)
     assert swept.returncode == 0, swept.stdout[-3000:] + swept.stderr[-3000:]
     (cell,) = (work / "sweep").glob("**/cell.json")
     status = cell.parent / "status.json"
-    assert cell.parent.name == "variant=untied", cell
+    assert str(packaged / "tied.yaml") in cell.read_text(), cell.read_text()
     assert '"state": "finished"' in status.read_text(), status

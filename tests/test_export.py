@@ -339,7 +339,7 @@ def test_settings_bert_cannot_hold_are_refused_naming_the_setting(settings, name
 def test_a_head_that_is_not_berts_is_refused_as_masked_lm_and_exports_as_bert_model(head, named, tmp_path, capsys):
     checkpoint = pretrain_checkpoint(tmp_path, **head)
     message = refused(capsys, [str(checkpoint), "--no_tokenizer", "--model_class", "BertForMaskedLM"], tmp_path / "out")
-    assert named in message and "--model_class BertModel" in message
+    assert named in message and "--model-class BertModel" in message
     assert export([str(checkpoint), str(tmp_path / "encoder"), "--no_tokenizer"]) == 0  # the default: BertModel
     assert json.loads((tmp_path / "encoder" / "config.json").read_text())["architectures"] == ["BertModel"]
 
@@ -351,7 +351,7 @@ def test_glue_as_masked_lm_a_classifier_without_pooler_and_pretraining_as_classi
     assert "GLUE classifier" in message and "BertForSequenceClassification" in message
     no_pooler = glue_module_checkpoint(tmp_path, pooler=False)
     message = refused(capsys, [str(no_pooler), "--no_tokenizer"], tmp_path / "b")
-    assert "model.pooler=false" in message and "--model_class BertModel" in message
+    assert "model.pooler=false" in message and "--model-class BertModel" in message
     pretrain = pretrain_checkpoint(tmp_path, **BERT_HEAD_SETTINGS)
     message = refused(
         capsys, [str(pretrain), "--no_tokenizer", "--model_class", "BertForSequenceClassification"], tmp_path / "c"
@@ -363,7 +363,7 @@ def test_glue_as_masked_lm_a_classifier_without_pooler_and_pretraining_as_classi
 def test_a_run_without_a_tokenizer_needs_one_named_or_no_tokenizer(tmp_path, capsys):
     synthetic = pretrain_checkpoint(tmp_path, data={"vocab_size": 50, "synthetic_tokens": 1000, "tokenizer": None})
     message = refused(capsys, [str(synthetic)], tmp_path / "out")
-    assert "synthetic corpus" in message and "--no_tokenizer" in message and "--tokenizer" in message
+    assert "synthetic corpus" in message and "--no-tokenizer" in message and "--tokenizer" in message
     message = refused(capsys, [str(synthetic), "--tokenizer", str(tmp_path / "missing")], tmp_path / "out")
     assert "--tokenizer" in message and "could not be loaded" in message
 

@@ -47,6 +47,7 @@ def usage() -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
+    from_command_line = argv is None
     argv = list(sys.argv[1:] if argv is None else argv)
     if not argv or argv[0] in ("-h", "--help"):
         print(usage())
@@ -60,6 +61,9 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     module = importlib.import_module(COMMANDS[name][0])
     if name in LIGHTNING_SUBCOMMANDS:
-        module.main(argv)  # exits with its own status on a mistake or a preemption
+        # From the command line LightningCLI reads sys.argv itself (``fit ...`` is its own command line
+        # there); a list is handed over only when called from Python, which is what LightningCLI's
+        # ``args`` is for, and it warns when it gets one beside a command line.
+        module.main(None if from_command_line else argv)  # exits with its own status on a mistake or a preemption
         return 0
     return int(module.main(argv[1:]) or 0)

@@ -11,7 +11,7 @@ stands in the way.
 
 The folder is filled beside OUT and renamed at the end, so a failure leaves nothing; an OUT that
 exists and is not empty is never touched. Its folders and files get the modes the umask gives
-new ones (libraries' temporary files are private). ``--push_to_hub REPO`` then uploads it.
+new ones (libraries' temporary files are private). ``--push-to-hub REPO`` then uploads it.
 """
 
 from __future__ import annotations
@@ -78,7 +78,7 @@ def load_run_tokenizer(name: str, vocab_size: int, described: str):
     except UserError as error:
         raise UserError(
             f"{described} {name!r} could not be loaded ({first_line(error).split('. ')[0].rstrip('.')}); "
-            "pass --tokenizer PATH_OR_NAME, or --no_tokenizer to export the weights alone"
+            "pass --tokenizer PATH_OR_NAME, or --no-tokenizer to export the weights alone"
         ) from None
     if len(tokenizer) != vocab_size:
         raise UserError(
@@ -109,15 +109,15 @@ def find_tokenizer(checkpoint: Mapping[str, Any], vocab_size: int, objective: st
         cache = Path(str(data.get("cache_dir") or "data/cache")) / "tokenizers"
         raise UserError(
             f"the tokenizer the run trained is not in {str(cache)!r} (run from the folder the run was "
-            "started in, with its text files unchanged); pass --tokenizer PATH_OR_NAME, or --no_tokenizer"
+            "started in, with its text files unchanged); pass --tokenizer PATH_OR_NAME, or --no-tokenizer"
         )
     if "synthetic_tokens" in data:
         raise UserError(
             f"checkpoint {origin!r} was trained on the embedded synthetic corpus, which has no tokenizer; "
-            "pass --no_tokenizer to export the weights alone (token ids are the corpus's word ids), or "
+            "pass --no-tokenizer to export the weights alone (token ids are the corpus's word ids), or "
             f"--tokenizer with a tokenizer of {vocab_size} tokens"
         )
-    raise UserError(f"checkpoint {origin!r} records no tokenizer; pass --tokenizer PATH_OR_NAME, or --no_tokenizer")
+    raise UserError(f"checkpoint {origin!r} records no tokenizer; pass --tokenizer PATH_OR_NAME, or --no-tokenizer")
 
 
 # --------------------------------------------------------------------------- writing and uploading
@@ -228,7 +228,7 @@ def export(args: argparse.Namespace) -> str:
     out = Path(args.out).expanduser()
     check_out(out)
     if args.tokenizer is not None and args.no_tokenizer:
-        raise UserError("pass either --tokenizer or --no_tokenizer, not both")
+        raise UserError("pass either --tokenizer or --no-tokenizer, not both")
     checkpoint = read_checkpoint(args.checkpoint, weights_only=args.weights_only)
     origin = str(args.checkpoint)
     if not isinstance(checkpoint, dict) or not checkpoint.get("state_dict"):
@@ -270,7 +270,7 @@ def parser() -> CommandParser:
     parser.add_argument("checkpoint", help="a GlueModule or PretrainModule .ckpt file")
     parser.add_argument("out", help="the folder to write (new or empty)")
     parser.add_argument(
-        "--model_class",
+        "--model-class",
         choices=EXPORT_CLASSES,
         default=None,
         help="default: BertForSequenceClassification for GLUE; for next-token models the causal LM "
@@ -281,9 +281,9 @@ def parser() -> CommandParser:
     parser.add_argument(
         "--tokenizer", default=None, help="tokenizer directory or hub name; default: the one the run used"
     )
-    parser.add_argument("--no_tokenizer", action="store_true", help="write the model without a tokenizer")
+    parser.add_argument("--no-tokenizer", action="store_true", help="write the model without a tokenizer")
     parser.add_argument(
-        "--push_to_hub",
+        "--push-to-hub",
         metavar="REPO",
         default=None,
         help="then upload the folder as this hub model (needs network and a hub token)",

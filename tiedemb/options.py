@@ -251,10 +251,11 @@ flag.refuses = ("maybe", "")  # type: ignore[attr-defined]  # for tests that try
 
 
 def add_weights_only(parser: argparse.ArgumentParser) -> None:
-    """``--weights_only``, as every command that reads a checkpoint file takes it (the training
-    command's ``--weights_only`` is Lightning's, with the same meaning)."""
+    """``--weights-only``, as every command that reads a checkpoint file takes it (the training
+    command's ``--weights_only`` is Lightning's, with the same meaning; tiedemb's own commands take
+    that spelling too)."""
     parser.add_argument(
-        "--weights_only",
+        "--weights-only",
         type=flag,
         default=True,
         help="read tensors and plain values only (default true); false unpickles anything, for a file you trust",

@@ -32,12 +32,21 @@ from tiedemb.errors import UserError
 from tiedemb.experiments.preemption import SweepStopped
 from tiedemb.options import NonNegativeInt, number
 from tiedemb.training.exits import PREEMPTED_EXIT, CommandParser, report_user_errors
+from tiedemb.training.shipped_configs import resolve_config
+
+
+def sweep_file(text: str) -> Path:
+    """The sweep file named, or the shipped one of that name where there is no such file here."""
+    return Path(resolve_config(text))
 
 
 def parser() -> CommandParser:
     parser = CommandParser(prog="tiedemb sweep", description=__doc__.split("\n\n")[0])
     parser.add_argument(
-        "sweep_file", type=Path, help="the sweep file: its studies, grids and overrides (configs/sweeps/*.yaml)"
+        "sweep_file",
+        type=sweep_file,
+        help="the sweep file: its studies, grids and overrides (configs/sweeps/*.yaml; a shipped one where "
+        "there is no such file here)",
     )
     parser.add_argument("--out", type=Path, required=True, help="folder for the cells (created if absent)")
     parser.add_argument("--emit", choices=("slurm", "wandb"), help="write cluster files instead of running")

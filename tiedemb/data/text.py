@@ -10,7 +10,7 @@ No step holds the corpus in Python objects: local files are read into memory-map
 files (``tiedemb.data.text_files``), tokenised by ``datasets.map`` into more of them, and cut into
 blocks one record batch at a time. These working files live in a hidden folder under
 ``cache_dir/text`` that is removed once the prepared text is saved. (Measured: 1 GB of text
-peaks at about 2.5 GiB resident; README, "Configuration names".)
+peaks at about 2.5 GiB resident; benchmarks/RESULTS.md, "Data preparation".)
 """
 
 from __future__ import annotations

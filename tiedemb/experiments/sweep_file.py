@@ -82,6 +82,7 @@ import yaml
 
 from tiedemb.errors import UserError
 from tiedemb.experiments.claims import Analysis, parse_analysis
+from tiedemb.training.shipped_configs import resolve_config
 
 FILE_KEYS = (
     "name",
@@ -686,7 +687,8 @@ def _configs(value: Any, base: Path, where: str) -> tuple[Path, ...]:
     for entry in entries:
         if not isinstance(entry, str):
             raise UserError(f"{where}: configs must be paths, got {entry!r}")
-        path = (base / Path(entry).expanduser()).resolve()
+        # A config the sweep file's folder does not have may be a shipped one (configs/tied.yaml).
+        path = (base / Path(resolve_config(entry, relative_to=base)).expanduser()).resolve()
         if not path.is_file():
             raise UserError(f"{where}: config {entry!r} does not exist (looked for {str(path)!r})")
         paths.append(path)

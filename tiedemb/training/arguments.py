@@ -18,7 +18,10 @@ from typing import Any, NoReturn
 from lightning.pytorch.cli import LightningArgumentParser
 
 from tiedemb.errors import UserError
+from tiedemb.training.evaluation import option_value
 from tiedemb.training.exits import DEBUG_ENV, USER_ERROR_EXIT
+from tiedemb.training.log_level import LEVELS, set_log_level
+from tiedemb.training.shipped_configs import resolve_config_args
 
 NO_CLASS = re.compile(r"required: .*\b(model|data)\b|'lightning\.(LightningModule|LightningDataModule)'")
 """A parse error caused by a command line that names no model or data class."""
@@ -57,12 +60,26 @@ class PrintShtab(argparse.Action):
 
 
 class ArgumentParser(LightningArgumentParser):
-    """Reports a command-line mistake in two lines instead of the whole usage block; ``--print_shtab``."""
+    """Reports a command-line mistake in two lines instead of the whole usage block; ``--print_shtab``;
+    reads a ``--config`` that is not here but names a shipped config from the shipped copy."""
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         # Taken before jsonargparse would add its own --print_shtab, which only says it is gone.
         self.add_argument("--print_shtab", action=PrintShtab)
+
+    def parse_args(self, args: Any = None, *rest: Any, **kwargs: Any) -> Any:
+        # The parser resolves the config paths, not LightningCLI's caller: LightningCLI reads the
+        # process's own command line only when handed no arguments (else it warns that its args
+        # are meant for calls from Python), so the command line stays as given until here.
+        if args is None or isinstance(args, (list, tuple)):
+            args = [str(arg) for arg in (sys.argv[1:] if args is None else args)]
+            # --log_level applies once parsed; the lines that say which config was read come first
+            level = option_value(args, "--log_level")
+            if level in LEVELS:
+                set_log_level(level)
+            args = resolve_config_args(args)
+        return super().parse_args(args, *rest, **kwargs)
 
     def error(self, message: str, ex: Exception | None = None) -> NoReturn:
         if not self.exit_on_error or os.environ.get(DEBUG_ENV):

@@ -12,7 +12,7 @@ import argparse
 import os
 import sys
 from collections.abc import Callable
-from typing import NoReturn, TypeVar
+from typing import Any, NoReturn, TypeVar
 
 from tiedemb.errors import UserError
 
@@ -54,6 +54,11 @@ def find_user_error(error: BaseException) -> BaseException | None:
     return None
 
 
+def dashed(option: str) -> str:
+    """A long option as tiedemb's own commands spell it: ``--push_to_hub`` -> ``--push-to-hub``."""
+    return "--" + option[2:].replace("_", "-")
+
+
 def report_user_errors(action: Callable[[], T]) -> T | int:
     """``action()``'s result, or ``USER_ERROR_EXIT`` after printing the user error it raised."""
     try:
@@ -67,7 +72,42 @@ def report_user_errors(action: Callable[[], T]) -> T | int:
 
 
 class CommandParser(argparse.ArgumentParser):
-    """argparse, reporting a mistake as ``error: ...`` and a hint, exit 2, instead of the usage block."""
+    """argparse, reporting a mistake as ``error: ...`` and a hint, exit 2, instead of the usage block;
+    options spelled one way.
+
+    tiedemb's own commands spell their options with dashes (``--dry-run``, ``--push-to-hub``), as
+    POSIX tools do; ``add_argument`` turns an underscore in a long option into a dash. The other
+    spelling (``--push_to_hub``, ``--dry_run``, what the LightningCLI commands' ``--weights_only``
+    style suggests) is accepted as an alias that ``--help`` does not show: before parsing, an option
+    spelled with underscores that the parser knows with dashes is read as that option. A token the
+    parser does not know either way is left as it is (``tiedemb sweep``'s ``--LABEL=VALUE`` picks).
+    """
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._aliases: dict[str, str] = {}
+
+    def add_argument(self, *names: Any, **kwargs: Any) -> argparse.Action:
+        spelled = [dashed(name) if isinstance(name, str) and name.startswith("--") else name for name in names]
+        action = super().add_argument(*spelled, **kwargs)
+        for name in action.option_strings:
+            if name.startswith("--") and "-" in name[2:]:
+                self._aliases[name[:2] + name[2:].replace("-", "_")] = name
+        return action
+
+    def parse_known_args(self, args: Any = None, namespace: Any = None) -> Any:
+        tokens = list(sys.argv[1:] if args is None else args)
+        return super().parse_known_args(self.canonical(tokens), namespace)
+
+    def canonical(self, tokens: list[str]) -> list[str]:
+        """``tokens`` with each aliased option spelled as ``--help`` shows it."""
+        spelled = []
+        for index, token in enumerate(tokens):
+            if token == "--":  # what follows are values, whatever they look like
+                return spelled + tokens[index:]
+            name, equals, value = token.partition("=")
+            spelled.append(self._aliases.get(name, name) + equals + value if token.startswith("--") else token)
+        return spelled
 
     def error(self, message: str) -> NoReturn:
         if os.environ.get(DEBUG_ENV):

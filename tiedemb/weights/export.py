@@ -47,7 +47,7 @@ BERT_MODEL = "BertModel"
 MASKED_LM = "BertForMaskedLM"
 CLASSIFIER = "BertForSequenceClassification"
 MODEL_CLASSES = (BERT_MODEL, MASKED_LM, CLASSIFIER)
-#: Every class ``--model_class`` may name: BERT's, then the causal LMs.
+#: Every class ``--model-class`` may name: BERT's, then the causal LMs.
 EXPORT_CLASSES = (*MODEL_CLASSES, *CAUSAL_CLASSES)
 
 #: tiedemb's activations -> transformers' ``hidden_act`` names for the same function ("gelu": erf).
@@ -134,10 +134,10 @@ def choose_class(kind: str, config: TransformerConfig, requested: str | None, po
     problem = encoder_problem(config)
     if problem is not None:
         fits_causal = config.causal and causal_problem(config) is None
-        other = "; export it as a causal LM (without --model_class)" if fits_causal else ""
+        other = "; export it as a causal LM (without --model-class)" if fits_causal else ""
         raise UserError(f"checkpoint {origin!r} cannot be exported to BERT: {problem}; {NO_BERT_CLASS}{other}")
     if requested is not None and requested not in MODEL_CLASSES:
-        raise UserError(f"--model_class={requested!r} is not one of {', '.join(MODEL_CLASSES)}")
+        raise UserError(f"--model-class={requested!r} is not one of {', '.join(MODEL_CLASSES)}")
     if kind == "glue":
         return _glue_class(requested, pooler, origin)
     head_problem = masked_lm_head_problem(config)
@@ -150,7 +150,7 @@ def choose_class(kind: str, config: TransformerConfig, requested: str | None, po
     if requested == MASKED_LM and head_problem is not None:
         raise UserError(
             f"checkpoint {origin!r} has no BERT masked-LM head, so it cannot be a {MASKED_LM}: "
-            f"{head_problem}; export the encoder alone with --model_class {BERT_MODEL}"
+            f"{head_problem}; export the encoder alone with --model-class {BERT_MODEL}"
         )
     return requested or (BERT_MODEL if head_problem else MASKED_LM)
 
@@ -165,7 +165,7 @@ def _glue_class(requested: str | None, pooler: bool, origin: str) -> str:
     if chosen == CLASSIFIER and not pooler:
         raise UserError(
             f"checkpoint {origin!r} has model.pooler=false, but BERT's {CLASSIFIER} reads [CLS] through "
-            f"a pooler (dense + tanh); export the encoder alone with --model_class {BERT_MODEL}"
+            f"a pooler (dense + tanh); export the encoder alone with --model-class {BERT_MODEL}"
         )
     return chosen
 
