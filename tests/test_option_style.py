@@ -21,6 +21,7 @@ SPELLED = {
         ["--model-class", "BertModel", "--no-tokenizer", "--push-to-hub", "me/model", "--weights-only", "false"],
     ),
     "consolidate": (["run.ckpt", "one.ckpt"], ["--weights-only=false"]),
+    "dashboard": ([], ["--dry-run"]),
 }
 
 

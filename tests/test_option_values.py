@@ -23,7 +23,8 @@ from reliability_helpers import run_command_lines_in_two_processes
 from tiedemb import GlueModule, PretrainModule
 from tiedemb.cli import LINKED_FROM_DATA
 from tiedemb.data import GlueData, PretrainData
-from tiedemb.options import Bounds, accepts, option_types
+from tiedemb.options import Bounds, accepts, flag, option_types
+from tiedemb.report import step_list
 
 pytestmark = pytest.mark.end_to_end  # runs the real command lines
 
@@ -135,6 +136,10 @@ def class_cases() -> list[tuple[str, list[str], str, str]]:
     return cases
 
 
+REFUSED_TEXTS = {flag: ("maybe", ""), step_list: ("0", "-5", "1,a", ",")}
+"""Texts the argparse types that are not numbers refuse (numbers: ``bad_values`` of their ``hint``)."""
+
+
 def command_cases() -> list[tuple[str, list[str], str, str]]:
     """The same for every option of the argparse commands, read from each command's ``parser()``."""
     cases = []
@@ -154,7 +159,7 @@ def command_cases() -> list[tuple[str, list[str], str, str]]:
                 values.append("nonsense")
             if hasattr(action.type, "hint"):
                 values += bad_values(action.type.hint)
-            values += list(getattr(action.type, "refuses", ()))
+            values += list(REFUSED_TEXTS.get(action.type, ()))
             for value in dict.fromkeys(values):
                 argument = [option] if value == "<missing>" else [f"{option}={value}"]
                 cases.append((f"{module_name} {option}={value}", [*command, *argument], option, value))

@@ -220,22 +220,26 @@ def warn_no_effect(option: str, value: Any, why: str) -> None:
 
 
 # -- the argparse commands' numbers ---------------------------------------------------------------
-def number(hint: Any) -> Callable[[str], float]:
-    """An argparse ``type`` reading one number the annotation ``hint`` accepts (``number(PositiveInt)``)."""
-    kind = typing.get_args(hint)[0] if typing.get_origin(hint) is Annotated else hint
+class number:
+    """An argparse ``type`` reading one number the annotation ``hint`` accepts (``number(PositiveInt)``).
 
-    def read(text: str) -> float:
+    ``hint`` stays readable on the type, so whatever reads a parser's options can tell what each
+    number option accepts.
+    """
+
+    def __init__(self, hint: Any) -> None:
+        self.hint = hint
+        self.kind = typing.get_args(hint)[0] if typing.get_origin(hint) is Annotated else hint
+        self.__name__ = describe(hint)  # what argparse names the type in its own messages
+
+    def __call__(self, text: str) -> float:
         try:
-            value = kind(text)
+            value = self.kind(text)
         except ValueError:
             value = text
-        if not accepts(hint, value):
-            raise argparse.ArgumentTypeError(f"must be {describe(hint)}, got {text!r}")
+        if not accepts(self.hint, value):
+            raise argparse.ArgumentTypeError(f"must be {describe(self.hint)}, got {text!r}")
         return value
-
-    read.__name__ = describe(hint)  # what argparse names the type in its own messages
-    read.hint = hint  # type: ignore[attr-defined]  # for tests that try the values it refuses
-    return read
 
 
 def flag(text: str) -> bool:
@@ -245,9 +249,6 @@ def flag(text: str) -> bool:
     if text.lower() in ("false", "0", "no"):
         return False
     raise argparse.ArgumentTypeError(f"expected true or false, got {text!r}")
-
-
-flag.refuses = ("maybe", "")  # type: ignore[attr-defined]  # for tests that try the values it refuses
 
 
 def add_weights_only(parser: argparse.ArgumentParser) -> None:

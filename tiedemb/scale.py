@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import sys
 
-from tiedemb.training.consolidate import main, parser  # noqa: F401 - parser: the options, for tests and --help
+from tiedemb.training.consolidate import main, parser  # noqa: F401 - parser: the command's options
 
 if __name__ == "__main__":
     sys.exit(main())
