@@ -19,6 +19,7 @@ from pathlib import Path
 import pytest
 import torch
 from export_helpers import refused, save_module
+from run_dirs import run_checkpoint
 
 from tiedemb import GlueModule, PretrainModule
 from tiedemb.cli import main as cli_main
@@ -86,7 +87,7 @@ def glue_checkpoint(tmp_path_factory, shared_data: Path, bert_tokenizer_dir: Pat
             f"--trainer.default_root_dir={root}",
         ]
     )
-    return root / "checkpoints" / "last.ckpt"
+    return run_checkpoint(root)
 
 
 @pytest.fixture(scope="module")
@@ -114,7 +115,7 @@ def mlm_checkpoint(tmp_path_factory) -> Path:
             f"--trainer.default_root_dir={root}",
         ]
     )
-    return root / "checkpoints" / "last.ckpt"
+    return run_checkpoint(root)
 
 
 @pytest.mark.end_to_end

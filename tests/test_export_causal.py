@@ -18,6 +18,7 @@ from pathlib import Path
 import pytest
 import torch
 from export_helpers import refused, save_module
+from run_dirs import run_checkpoint
 
 from tiedemb import GlueModule, PretrainModule
 from tiedemb.cli import main as cli_main
@@ -204,7 +205,7 @@ def clm_checkpoint(tmp_path_factory) -> Path:
             f"--trainer.default_root_dir={root}",
         ]
     )
-    return root / "checkpoints" / "last.ckpt"
+    return run_checkpoint(root)
 
 
 @pytest.mark.end_to_end

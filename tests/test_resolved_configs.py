@@ -59,6 +59,7 @@ ADDED = {
     ("data", "init_args", "length_grouping"): 0,
     ("data", "init_args", "sort_eval_by_length"): False,
     ("log_level",): None,
+    ("run_name",): None,
     ("data", "init_args", "encoding_errors"): "strict",
     ("data", "init_args", "corpus_seed"): 0,
     ("data", "init_args", "ood_val_files"): None,
@@ -87,6 +88,12 @@ def without_added(config: dict[str, Any]) -> dict[str, Any]:
         if path[-1] in parent:
             assert parent.pop(path[-1]) == default, f"{'.'.join(path)} is not its default {default!r}"
     trainer = config.get("trainer") or {}
+    for logger in trainer.get("logger") if isinstance(trainer.get("logger"), list) else []:
+        settings = logger.get("init_args") if isinstance(logger, dict) else None
+        if settings and settings.get("save_dir") == ".":
+            # "." is the run's own folder under trainer.default_root_dir (training/run_dir.py); the
+            # default loggers named that root itself before each run had its folder
+            settings["save_dir"] = trainer.get("default_root_dir")
     if isinstance(trainer.get("callbacks"), list):
         trainer["callbacks"] = [
             callback

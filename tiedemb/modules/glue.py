@@ -416,11 +416,7 @@ class GlueModule(L.LightningModule):
     def _output_dir(self) -> Path:
         if self.hparams.predictions_dir:
             return Path(self.hparams.predictions_dir).expanduser()
-        for logger in self.loggers:
-            folder = getattr(logger, "log_dir", None)
-            if folder:
-                return Path(folder)
-        return Path(self.trainer.default_root_dir)
+        return Path(self.trainer.default_root_dir)  # the run's folder (tiedemb.training.run_dir)
 
     # -- optimisation --------------------------------------------------------------------------------
     def configure_optimizers(self) -> dict:
