@@ -274,9 +274,12 @@ def test_the_checkpoint_lightnings_slurm_handler_writes_resumes_exactly(tmp_path
     with pytest.raises(SimulatedCrash):
         main(fit_args(tmp_path, 15, usr1_at_23, stop_at(24)))
     assert calls.read_text().split() == ["requeue", "4321"]
-    assert torch.load(tmp_path / "hpc_ckpt_1.ckpt", weights_only=True)["global_step"] == 23
+    (hpc,) = tmp_path.glob("*/hpc_ckpt_1.ckpt")  # in the run's folder, named after the job
+    assert hpc.parent.name.endswith("-slurm4321")
+    assert torch.load(hpc, weights_only=True)["global_step"] == 23
     resumed = main(fit_args(tmp_path, 15, "--ckpt_path=last"))
     assert first_step(resumed) == 23, "the run did not resume from Lightning's SLURM checkpoint"
+    assert Path(resumed.run_dir).resolve() == hpc.parent  # and went on in its folder
     assert_same_weights(straight(15), resumed.model.state_dict())
     named = main(fit_args(tmp_path, 15, "--ckpt_path=hpc"))  # Lightning's own name for that checkpoint
     assert first_step(named) == 23

@@ -63,7 +63,15 @@ from tiedemb.training.run_checks import (
     check_trainer_options,
     validation_beyond_the_epoch,
 )
-from tiedemb.training.run_dir import CHECKPOINTS, HERE, base_name, check_run_name, choose_run_dir, writes_in_run_dir
+from tiedemb.training.run_dir import (
+    CHECKPOINTS,
+    HERE,
+    base_name,
+    check_run_name,
+    choose_run_dir,
+    newest_hpc_checkpoint,
+    writes_in_run_dir,
+)
 from tiedemb.training.run_status import RunStatus
 from tiedemb.training.strategy import check_strategy_config
 from tiedemb.training.wandb_checkpoints import apply_log_model
@@ -607,7 +615,9 @@ class TiedembCLI(LightningCLI):
         self._found_last = None
         if path == "last":
             self._found_last = path = find_last_checkpoint(self._roots, self.model, self.datamodule)
-        elif path in ("best", "hpc") or "://" in str(path):
+        elif path == "hpc":
+            path = newest_hpc_checkpoint(root)  # its run folder, where Lightning looks for it
+        elif path == "best" or "://" in str(path):
             path = None
         # the command line's configs, in order (the parsed list also holds the ones a config includes)
         argv = getattr(self, "_argv", [])

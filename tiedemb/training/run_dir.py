@@ -24,8 +24,9 @@ writes into the run's folder; one given another folder keeps it.
 from __future__ import annotations
 
 import os
+import re
 import secrets
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 
 from tiedemb.errors import UserError
@@ -34,6 +35,8 @@ HERE = "."
 """``--run_name=.``: ``trainer.default_root_dir`` is the run's own folder (a sweep cell's)."""
 CHECKPOINTS = "checkpoints"
 """The folder of a run's checkpoints, inside its run folder."""
+HPC_NAME = re.compile(r"^hpc_ckpt_\d+\.ckpt$")
+"""Lightning's SLURM checkpoints, written into ``trainer.default_root_dir``: the run's folder."""
 FALLBACK_NAME = "run"
 """The name of a run given no config (a checkpoint evaluated alone, outside any run folder)."""
 
@@ -64,14 +67,18 @@ def base_name(configs: Iterable[str | os.PathLike]) -> str:
 def run_dir_of_checkpoint(checkpoint: str | os.PathLike, root: str | os.PathLike) -> Path | None:
     """The run folder under ``root`` whose ``checkpoints/`` holds ``checkpoint``, or None.
 
-    That is ``root/<run>/checkpoints/`` or, for a root that is itself a run folder (``--run_name=.``),
-    ``root/checkpoints/``. The folder is given as ``root`` spells it, so a relative root stays
-    relative (Lightning compares a resumed checkpoint callback's folder as a string).
+    That is ``root/<run>/checkpoints/`` (or ``root/<run>/hpc_ckpt_N.ckpt``) or, for a root that is
+    itself a run folder (``--run_name=.``), ``root/checkpoints/``. The folder is given as ``root``
+    spells it, so a relative root stays relative (Lightning compares a resumed checkpoint
+    callback's folder as a string).
     """
-    parent = Path(checkpoint).expanduser().resolve().parent
-    if parent.name != CHECKPOINTS:
+    path = Path(checkpoint).expanduser().resolve()
+    if path.parent.name == CHECKPOINTS:
+        run = path.parent.parent
+    elif HPC_NAME.match(path.name):  # Lightning's SLURM checkpoints lie in default_root_dir: the run folder
+        run = path.parent
+    else:
         return None
-    run = parent.parent
     root_path = Path(root).expanduser()
     resolved_root = root_path.resolve()
     if run == resolved_root:
@@ -90,12 +97,14 @@ def choose_run_dir(
     run_name: str | None,
     name: str,
     checkpoint: str | os.PathLike | None = None,
+    environ: Mapping[str, str] | None = None,
 ) -> tuple[Path, bool]:
     """The run's folder and whether it continues an existing one.
 
     ``checkpoint`` is the checkpoint the run starts from (resumed or evaluated), if any: inside a
     run folder under ``root``, that folder is continued. Otherwise a ``run_name`` names a new
-    folder (refused when it holds something), and without one ``<name>-<id>`` is drawn afresh.
+    folder (refused when it holds something), and without one ``<name>-<id>`` is drawn afresh;
+    under SLURM the id is the job's (``<name>-slurm<job>``), continued by the job once requeued.
     """
     root_path = Path(root).expanduser()
     if run_name is not None:
@@ -115,10 +124,34 @@ def choose_run_dir(
         return folder, False
     if continued is not None:
         return continued, True
+    job, requeued = slurm_job(environ if environ is not None else os.environ)
+    if job is not None:
+        # A SLURM job requeued (auto_requeue, --requeue) runs the same command line again: its id
+        # names the folder, so the requeued run finds its own (and Lightning its hpc_ckpt_N.ckpt there).
+        folder = root_path / f"{name}-slurm{job}"
+        if not folder.exists() or (requeued and holds_something(folder)):
+            return folder, folder.exists()
     while True:  # an id drawn twice (1 in 4 billion) draws again, never writes into another run
         folder = root_path / f"{name}-{secrets.token_hex(4)}"
         if not folder.exists():
             return folder, False
+
+
+def newest_hpc_checkpoint(root: str | os.PathLike) -> Path | None:
+    """The newest ``hpc_ckpt_N.ckpt`` in a run folder under ``root`` (or in ``root``): ``--ckpt_path=hpc``
+    continues that run folder, where Lightning looks for it."""
+    root_path = Path(root).expanduser()
+    found = [path for pattern in ("hpc_ckpt_*.ckpt", "*/hpc_ckpt_*.ckpt") for path in root_path.glob(pattern)]
+    found = [path for path in found if HPC_NAME.match(path.name) and path.is_file()]
+    return max(found, key=lambda path: path.stat().st_mtime_ns) if found else None
+
+
+def slurm_job(environ: Mapping[str, str]) -> tuple[str | None, bool]:
+    """The SLURM job (``123``, or ``123_4`` for an array task) this process runs in, and whether it was requeued."""
+    array, task = environ.get("SLURM_ARRAY_JOB_ID"), environ.get("SLURM_ARRAY_TASK_ID")
+    job = f"{array}_{task}" if array and task else environ.get("SLURM_JOB_ID")
+    restarts = str(environ.get("SLURM_RESTART_COUNT") or "0")
+    return (job or None), restarts.isdigit() and int(restarts) > 0
 
 
 def writes_in_run_dir(save_dir: str | os.PathLike | None, root: str | os.PathLike) -> bool:
