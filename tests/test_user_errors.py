@@ -297,7 +297,8 @@ def test_predict_or_test_on_pretraining_data_is_refused_before_the_run_starts(
         (
             "fit",
             "hpc",
-            "error: --ckpt_path=hpc found no SLURM checkpoint (hpc_ckpt_<N>.ckpt) in {root}; pass the checkpoint file",
+            "error: --ckpt_path=hpc found no SLURM checkpoint (hpc_ckpt_<N>.ckpt) in {root} or its run folders; "
+            "pass the checkpoint file",
         ),
     ],
 )

@@ -617,6 +617,11 @@ class TiedembCLI(LightningCLI):
             self._found_last = path = find_last_checkpoint(self._roots, self.model, self.datamodule)
         elif path == "hpc":
             path = newest_hpc_checkpoint(root)  # its run folder, where Lightning looks for it
+            if path is None:
+                raise UserError(
+                    f"--ckpt_path=hpc found no SLURM checkpoint (hpc_ckpt_<N>.ckpt) in {root} or its run folders; "
+                    "pass the checkpoint file or --ckpt_path=last"
+                )
         elif path == "best" or "://" in str(path):
             path = None
         # the command line's configs, in order (the parsed list also holds the ones a config includes)
