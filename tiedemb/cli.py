@@ -383,17 +383,15 @@ class TiedembCLI(LightningCLI):
     # -- reliability: trainer extras and the checkpoint a run starts from --------------------------
     def instantiate_trainer(self, **kwargs: Any) -> L.Trainer:
         folder = self._choose_run_dir()
-        if folder is not None:
-            kwargs = {"default_root_dir": str(folder), **self._loggers_in(folder), **kwargs}
-            self.save_config_kwargs = {**self.save_config_kwargs, "run_dir": folder}
+        kwargs = {"default_root_dir": str(folder), **self._loggers_in(folder), **kwargs}
+        self.save_config_kwargs = {**self.save_config_kwargs, "run_dir": folder}
         trainer = super().instantiate_trainer(**kwargs)
-        if folder is not None:
-            # Checkpoints go to <run>/checkpoints, not Lightning's <save_dir>/<name>/<version>/checkpoints.
-            # As given (a relative root stays relative): the run's folder is then found from a
-            # checkpoint's recorded folder wherever the run folder is moved (training/evaluation.py).
-            for callback in trainer.checkpoint_callbacks:
-                if isinstance(callback, ModelCheckpoint) and callback.dirpath is None:
-                    callback.dirpath = str(folder / CHECKPOINTS)
+        # Checkpoints go to <run>/checkpoints, not Lightning's <save_dir>/<name>/<version>/checkpoints.
+        # As given (a relative root stays relative): the run's folder is then found from a
+        # checkpoint's recorded folder wherever the run folder is moved (training/evaluation.py).
+        for callback in trainer.checkpoint_callbacks:
+            if isinstance(callback, ModelCheckpoint) and callback.dirpath is None:
+                callback.dirpath = str(folder / CHECKPOINTS)
         # Random states travel in checkpoints whatever callbacks the config lists.
         if not any(isinstance(callback, RandomState) for callback in trainer.callbacks):
             trainer.callbacks.insert(0, RandomState())
@@ -413,7 +411,7 @@ class TiedembCLI(LightningCLI):
             trainer.callbacks.append(RunStatus())
         for callback in trainer.callbacks:
             # and at the top of its run folder, except in a folder whose status.json a sweep keeps
-            if isinstance(callback, RunStatus) and folder is not None and self._run_name() != HERE:
+            if isinstance(callback, RunStatus) and self._run_name() != HERE:
                 callback.run_dir = str(folder)
         # A resumed run continues its W&B run: the run's id travels in its checkpoints.
         if not any(isinstance(callback, WandbRunId) for callback in trainer.callbacks):
@@ -597,8 +595,8 @@ class TiedembCLI(LightningCLI):
     def _run_name(self) -> str | None:
         return self._settings().get("run_name")
 
-    def _choose_run_dir(self) -> Path | None:
-        """Choose the run's folder under ``trainer.default_root_dir``; None where no trainer settings exist.
+    def _choose_run_dir(self) -> Path:
+        """Choose the run's folder under ``trainer.default_root_dir`` (``training/run_dir.py``).
 
         Runs after the model and data are built and before the trainer and its loggers are: a
         ``--ckpt_path=last`` is looked for here (it needs the model's settings), as the checkpoint it

@@ -119,8 +119,10 @@ def test_a_run_name_in_use_is_refused_and_its_run_untouched(tmp_path, capsys):
     with pytest.raises(SystemExit) as exited:
         main([*args, "--run_name=mine"])
     assert exited.value.code == 2
-    errors = [line for line in capsys.readouterr().err.splitlines() if line.strip()]
-    assert len(errors) == 1 and errors[0].startswith(f"error: run folder {str(tmp_path / 'mine')!r} already exists")
+    err = capsys.readouterr().err
+    errors = [line for line in err.splitlines() if line.startswith("error:")]
+    assert "Traceback" not in err and len(errors) == 1, err
+    assert errors[0].startswith(f"error: run folder {str(tmp_path / 'mine')!r} already exists")
     assert {path: path.stat().st_mtime_ns for path in (tmp_path / "mine").rglob("*")} == before
     assert [path.name for path in tmp_path.iterdir()] == ["mine"]
 

@@ -82,8 +82,8 @@ class GlueModule(L.LightningModule):
             dominated by the token table). The share each table kept is logged as ``narrow/kept_*``.
         pooler: BERT's dense + tanh on [CLS] before the classifier.
         warmup_ratio: warmup as a fraction of all optimiser steps; ``warmup_steps`` overrides it.
-        predictions_dir: where ``predict`` and ``test`` write TSV files; default the run folder
-            (the first logger's log_dir, else the trainer's default_root_dir).
+        predictions_dir: where ``predict`` and ``test`` write TSV files; default the run's folder
+            (the trainer's default_root_dir, which the command line makes the run's own folder).
         write_test_predictions: ``test`` also writes each dev split's predictions with the gold
             label (``MRPC-validation.tsv``), so the logged figures can be recomputed from a file.
     """
