@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -127,10 +128,31 @@ def test_a_run_name_in_use_is_refused_and_its_run_untouched(tmp_path, capsys):
     assert [path.name for path in tmp_path.iterdir()] == ["mine"]
 
 
+@pytest.mark.end_to_end
+def test_last_finds_a_checkpoint_of_the_layout_before_run_folders_and_goes_on_in_a_new_folder(tmp_path, capsys):
+    """Before run folders a run's checkpoints were in <root>/tiedemb/<W&B id>/checkpoints: --ckpt_path=last
+    still resumes from there, into a run folder of its own (the old folder is left as it was)."""
+    args = ["fit", *TINY, *QUIET, f"--trainer.default_root_dir={tmp_path}"]
+    first = Path(main([*args, "--trainer.max_steps=2"]).run_dir)
+    old = tmp_path / "tiedemb" / "abc" / "checkpoints"
+    old.mkdir(parents=True)
+    (first / "checkpoints" / "last.ckpt").rename(old / "last.ckpt")
+    shutil.rmtree(first)
+    capsys.readouterr()
+    resumed = main([*args, "--trainer.max_steps=4", "--ckpt_path=last"])
+    err = capsys.readouterr().err
+    assert f"resuming from {(old / 'last.ckpt').resolve()}" in err
+    new = Path(resumed.run_dir)
+    assert new.parent == tmp_path and new.name.startswith("tied_orth-") and "(continued)" not in err
+    assert torch.load(new / "checkpoints" / "last.ckpt", weights_only=True)["global_step"] == 4
+    assert torch.load(old / "last.ckpt", weights_only=True)["global_step"] == 2
+
+
 def run_main(cwd: Path, *args: str) -> subprocess.CompletedProcess:
     """``python main.py ...`` as a user runs it: default loggers, W&B offline (no credentials)."""
     env = {key: value for key, value in os.environ.items() if not key.startswith("WANDB_")}
-    env.update(HOME=str(cwd), NETRC=str(cwd / "no-netrc"), TIEDEMB_THREADS="1", OMP_NUM_THREADS="1")
+    home = cwd.parent / "home"  # W&B keeps its settings and cache under HOME
+    env.update(HOME=str(home), NETRC=str(home / "no-netrc"), OMP_NUM_THREADS="1")
     return subprocess.run(
         [sys.executable, str(ROOT / "main.py"), *args],
         cwd=cwd,
@@ -161,11 +183,11 @@ def test_a_fit_with_the_default_loggers_leaves_one_run_folder_and_a_resume_conti
     assert json.loads((run / "status.json").read_text())["state"] == "finished"
     assert not (work / "runs").exists() and list(work.iterdir()) == []
 
-    resumed = run_main(work, *common, "--trainer.max_steps=4", "--ckpt_path=last")
+    resumed = run_main(work, *common, "--trainer.max_steps=3", "--ckpt_path=last")
     assert resumed.returncode == 0, resumed.stderr[-3000:]
     assert f"run folder: {run} (continued)" in resumed.stderr
     assert list(out.iterdir()) == [run]
-    assert torch.load(run / "checkpoints" / "last.ckpt", weights_only=True)["global_step"] == 4
+    assert torch.load(run / "checkpoints" / "last.ckpt", weights_only=True)["global_step"] == 3
     # validated at step 3: best.ckpt is now the scored checkpoint, beside its descriptive name
     best = torch.load(run / "checkpoints" / "best.ckpt", weights_only=True)
     assert best["global_step"] == 3 and len(list((run / "checkpoints").glob("step3-*.ckpt"))) == 1
@@ -175,7 +197,7 @@ def test_a_fit_with_the_default_loggers_leaves_one_run_folder_and_a_resume_conti
     }  # one W&B run, resumed
     assert (run / "csv" / "version_1" / "metrics.csv").is_file() and (run / "config-1.yaml").is_file()
     (found,) = find_runs(out)  # the report: one run in two attempts
-    assert (found.id, found.state, max(step for step, _ in found.series("train/loss"))) == (run.name, "finished", 3)
+    assert (found.id, found.state, max(step for step, _ in found.series("train/loss"))) == (run.name, "finished", 2)
     assert not (work / "runs").exists()
 
 
