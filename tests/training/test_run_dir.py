@@ -139,12 +139,12 @@ def test_last_finds_a_checkpoint_of_the_layout_before_run_folders_and_goes_on_in
     (first / "checkpoints" / "last.ckpt").rename(old / "last.ckpt")
     shutil.rmtree(first)
     capsys.readouterr()
-    resumed = main([*args, "--trainer.max_steps=4", "--ckpt_path=last"])
+    resumed = main([*args, "--trainer.max_steps=3", "--ckpt_path=last"])
     err = capsys.readouterr().err
     assert f"resuming from {(old / 'last.ckpt').resolve()}" in err
     new = Path(resumed.run_dir)
     assert new.parent == tmp_path and new.name.startswith("tied_orth-") and "(continued)" not in err
-    assert torch.load(new / "checkpoints" / "last.ckpt", weights_only=True)["global_step"] == 4
+    assert torch.load(new / "checkpoints" / "last.ckpt", weights_only=True)["global_step"] == 3
     assert torch.load(old / "last.ckpt", weights_only=True)["global_step"] == 2
 
 
