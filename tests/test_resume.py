@@ -133,7 +133,7 @@ def test_stop_at_step_20_and_resume_to_40_equals_a_straight_run(
 
 @pytest.mark.parametrize("signal_name", ["SIGKILL", "SIGTERM", "SIGINT"])
 @pytest.mark.end_to_end
-def test_killed_run_resumes_exactly_from_another_run_folder(tmp_path, straight, signal_name):
+def test_killed_run_resumes_exactly_in_its_run_folder(tmp_path, straight, signal_name):
     """SIGKILL, SIGTERM or Ctrl-C (SIGINT) as step 28 starts (periodic checkpoint: step 25, mid-epoch,
     after validation), with a CSV logger.
 
