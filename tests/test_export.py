@@ -216,7 +216,7 @@ def test_an_exported_masked_lm_loads_back_into_pretrain_module_with_the_same_log
 def test_fit_starts_from_an_exported_bert_for_masked_lm_folder(mlm_checkpoint, tmp_path):
     out = tmp_path / "mlm"
     assert export([str(mlm_checkpoint), str(out)]) == 0
-    text = mlm_checkpoint.parents[1] / "text.txt"
+    text = mlm_checkpoint.parents[2] / "text.txt"  # <root>/<run>/checkpoints/last.ckpt
     cli = cli_main(
         [
             "fit",

@@ -233,7 +233,7 @@ def test_a_trained_run_exports_with_its_tokenizer_and_generates(clm_checkpoint, 
     assert "license: apache-2.0" in card and "AutoModelForCausalLM.from_pretrained('./tiny-clm')" in card
     assert "| head | `tied_orth` |" in card and "| objective | `clm` |" in card and "| hidden_size | `64` |" in card
     assert "val/loss (best)" in card and "| global_step | `4` |" in card
-    assert "`['text.txt']`" in card and str(clm_checkpoint.parents[1]) not in card  # file names, not local paths
+    assert "`['text.txt']`" in card and str(clm_checkpoint.parents[2]) not in card  # file names, not local paths
 
 
 # --------------------------------------------------------------------------- model card and modes
