@@ -10,6 +10,7 @@ ones the run logged for that checkpoint.
 from __future__ import annotations
 
 import csv
+import json
 import shutil
 from pathlib import Path
 
@@ -152,7 +153,8 @@ def finetuned(tmp_path_factory, tiny_tokenizer_dir, one_thread) -> Path:
 
 def last_dev_figures(run: Path) -> dict[str, float]:
     """The dev metrics of the run's last evaluation, the one its last.ckpt was written after."""
-    with next(run.glob("runs/csv/version_*/metrics.csv")).open(newline="") as handle:
+    (fit_metrics,) = run.glob("runs/*/csv/version_0/metrics.csv")  # the fit's: the run folder's first attempt
+    with fit_metrics.open(newline="") as handle:
         rows = list(csv.DictReader(handle))
     last = [row for row in rows if row.get("val/accuracy")][-1]
     return {"accuracy": float(last["val/accuracy"]), "loss": float(last["val/loss"])}
@@ -162,7 +164,7 @@ def last_dev_figures(run: Path) -> dict[str, float]:
 def test_a_checkpoint_alone_is_tested_from_another_folder_with_its_own_data_settings(
     finetuned, tmp_path, monkeypatch, capsys
 ):
-    checkpoint = next(finetuned.glob("runs/tiedemb/*/checkpoints/last.ckpt"))
+    (checkpoint,) = finetuned.glob("runs/*/checkpoints/last.ckpt")
     monkeypatch.chdir(tmp_path)
     monkeypatch.setenv("WANDB_MODE", "disabled")  # the default loggers, W&B's not started in the test process
     capsys.readouterr()
@@ -176,15 +178,37 @@ def test_a_checkpoint_alone_is_tested_from_another_folder_with_its_own_data_sett
     assert said == [
         f"data.data_dir: 'glue' (checkpoint, relative to the run's folder '{finetuned}') -> '{finetuned / 'glue'}'"
     ], err[-3000:]
-    assert not (tmp_path / "glue").exists() and (tmp_path / "runs").is_dir()  # its own records, here
+    assert not (tmp_path / "glue").exists()
+    # its own records, here (this folder's runs/), in a run folder named after the checkpoint's run
+    (records,) = (tmp_path / "runs").iterdir()
+    assert records.name.startswith(f"{checkpoint.parent.parent.name}-") and (records / "config.yaml").is_file()
     assert torch.load(checkpoint, weights_only=True)[RUN_FOLDER_KEY] == str(finetuned)
+
+
+@pytest.mark.end_to_end
+def test_best_ckpt_of_a_run_is_tested_alone_and_its_records_join_the_run_folder(finetuned, monkeypatch, capsys):
+    """``test --ckpt_path runs/<run>/checkpoints/best.ckpt`` with no other flag scores the dev split as the
+    validation that made it the best did; run where the run ran, its records go into that run's folder."""
+    (checkpoint,) = finetuned.glob("runs/*/checkpoints/best.ckpt")
+    folder = checkpoint.parent.parent
+    recorded = torch.load(checkpoint, weights_only=True)["callbacks"]
+    (best_score,) = [state["best_model_score"] for name, state in recorded.items() if "val/accuracy" in name]
+    monkeypatch.chdir(finetuned)
+    monkeypatch.setenv("WANDB_MODE", "disabled")
+    capsys.readouterr()
+    cli = main(["test", f"--ckpt_path={checkpoint.relative_to(finetuned)}"])
+    assert float(cli.trainer.callback_metrics["test/accuracy"]) == pytest.approx(float(best_score), abs=1e-6)
+    assert f"run folder: {checkpoint.relative_to(finetuned).parent.parent} (continued)" in capsys.readouterr().err
+    assert [path.name for path in finetuned.joinpath("runs").iterdir()] == [folder.name]
+    assert (folder / "csv" / "version_1" / "metrics.csv").is_file() and (folder / "config-1.yaml").is_file()
+    assert json.loads((folder / "status.json").read_text())["stage"] == "test"
 
 
 @pytest.mark.end_to_end
 def test_settings_given_on_the_command_line_override_the_recorded_ones_and_are_said(
     finetuned, tmp_path, monkeypatch, capsys
 ):
-    checkpoint = next(finetuned.glob("runs/tiedemb/*/checkpoints/last.ckpt"))
+    (checkpoint,) = finetuned.glob("runs/*/checkpoints/last.ckpt")
     monkeypatch.chdir(tmp_path)
     capsys.readouterr()
     cli = main(
@@ -209,7 +233,7 @@ def test_settings_given_on_the_command_line_override_the_recorded_ones_and_are_s
 def test_a_moved_run_folder_is_found_and_a_missing_data_folder_is_named(finetuned, tmp_path, monkeypatch, capsys):
     moved = tmp_path / "moved"
     shutil.copytree(finetuned, moved, ignore=shutil.ignore_patterns("wandb"))
-    checkpoint = next(moved.glob("runs/tiedemb/*/checkpoints/last.ckpt"))
+    (checkpoint,) = moved.glob("runs/*/checkpoints/last.ckpt")
     (tmp_path / "elsewhere").mkdir()
     monkeypatch.chdir(tmp_path / "elsewhere")
     capsys.readouterr()

@@ -57,7 +57,8 @@ def test_every_variant_config_runs_a_step_at_tiny_scale(tmp_path, config):
     assert cli.trainer.global_step == 1
     assert cli.model.hparams.head == head_of(config)
     assert cli.model.hparams.vocab_size == cli.datamodule.vocab_size == 512  # linked, not typed twice
-    assert (Path(tmp_path) / "checkpoints" / "last.ckpt").is_file()
+    assert (Path(cli.run_dir) / "checkpoints" / "last.ckpt").is_file()
+    assert Path(cli.run_dir).parent == Path(tmp_path) and Path(cli.run_dir).name.startswith(f"{config.stem}-")
 
 
 @pytest.mark.parametrize("overlay", sorted((CONFIGS / "scale").glob("*.yaml")), ids=lambda p: p.stem)
@@ -257,7 +258,7 @@ def test_default_loggers_record_the_learning_rate_and_throughput(tmp_path, monke
         ]
     )
     assert {type(logger).__name__ for logger in cli.trainer.loggers} == {"WandbLogger", "CSVLogger"}
-    rows = csv_metrics(tmp_path / "runs" / "csv")
+    rows = csv_metrics(Path(cli.run_dir) / "csv")
     lr = [(int(row["step"]), float(row["lr/pg1"])) for row in rows if row.get("lr/pg1")]
     assert [step for step, _ in lr] == list(range(12))  # every step (log_every_n_steps: 1)
     peak = cli.model.hparams.learning_rate

@@ -23,6 +23,7 @@ from pathlib import Path
 import pytest
 import torch
 from reliability_helpers import every_n_steps_checkpoint, stop_at
+from run_dirs import run_checkpoint
 
 from tiedemb import PretrainModule
 
@@ -155,7 +156,7 @@ def test_ddp_stopped_mid_epoch_resumes_exactly(tmp_path, straight_ddp):
     assert f"resuming from {newest}" in resumed.stderr
 
     expected = torch.load(straight_ddp, map_location="cpu", weights_only=True)
-    final = torch.load(tmp_path / "checkpoints" / "last.ckpt", map_location="cpu", weights_only=True)
+    final = torch.load(run_checkpoint(tmp_path), map_location="cpu", weights_only=True)
     assert final["global_step"] == expected["global_step"] == STEPS
     assert final["state_dict"].keys() == expected["state_dict"].keys()
     for name, value in expected["state_dict"].items():

@@ -19,6 +19,7 @@ from pathlib import Path
 import pytest
 import torch
 from export_helpers import refused, save_module
+from run_dirs import run_checkpoint
 
 from tiedemb import GlueModule, PretrainModule
 from tiedemb.cli import main as cli_main
@@ -86,7 +87,7 @@ def glue_checkpoint(tmp_path_factory, glue_dir: Path, wordpiece_dir: Path) -> Pa
             f"--trainer.default_root_dir={root}",
         ]
     )
-    return root / "checkpoints" / "last.ckpt"
+    return run_checkpoint(root)
 
 
 @pytest.fixture(scope="module")
@@ -114,7 +115,7 @@ def mlm_checkpoint(tmp_path_factory) -> Path:
             f"--trainer.default_root_dir={root}",
         ]
     )
-    return root / "checkpoints" / "last.ckpt"
+    return run_checkpoint(root)
 
 
 @pytest.mark.end_to_end
@@ -215,7 +216,7 @@ def test_an_exported_masked_lm_loads_back_into_pretrain_module_with_the_same_log
 def test_fit_starts_from_an_exported_bert_for_masked_lm_folder(mlm_checkpoint, tmp_path):
     out = tmp_path / "mlm"
     assert export([str(mlm_checkpoint), str(out)]) == 0
-    text = mlm_checkpoint.parents[1] / "text.txt"
+    text = mlm_checkpoint.parents[2] / "text.txt"  # <root>/<run>/checkpoints/last.ckpt
     cli = cli_main(
         [
             "fit",

@@ -18,6 +18,7 @@ from pathlib import Path
 import pytest
 import torch
 from export_helpers import refused, save_module
+from run_dirs import run_checkpoint
 
 from tiedemb import GlueModule, PretrainModule
 from tiedemb.cli import main as cli_main
@@ -204,7 +205,7 @@ def clm_checkpoint(tmp_path_factory) -> Path:
             f"--trainer.default_root_dir={root}",
         ]
     )
-    return root / "checkpoints" / "last.ckpt"
+    return run_checkpoint(root)
 
 
 @pytest.mark.end_to_end
@@ -232,7 +233,7 @@ def test_a_trained_run_exports_with_its_tokenizer_and_generates(clm_checkpoint, 
     assert "license: apache-2.0" in card and "AutoModelForCausalLM.from_pretrained('./tiny-clm')" in card
     assert "| head | `tied_orth` |" in card and "| objective | `clm` |" in card and "| hidden_size | `64` |" in card
     assert "val/loss (best)" in card and "| global_step | `4` |" in card
-    assert "`['text.txt']`" in card and str(clm_checkpoint.parents[1]) not in card  # file names, not local paths
+    assert "`['text.txt']`" in card and str(clm_checkpoint.parents[2]) not in card  # file names, not local paths
 
 
 # --------------------------------------------------------------------------- model card and modes

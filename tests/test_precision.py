@@ -70,7 +70,7 @@ def test_the_command_line_takes_it_and_the_saved_config_keeps_it(tmp_path):
     )
     expected = "bf16-mixed" if bf16_is_native(on_cpu=True) else "32-true"
     assert cli.trainer.precision == expected
-    saved = yaml.safe_load((tmp_path / "config.yaml").read_text())
+    saved = yaml.safe_load((Path(cli.run_dir) / "config.yaml").read_text())
     assert saved["trainer"]["precision"] == BF16_IF_NATIVE  # the recipe's intent, resolved on each machine
 
 

@@ -60,6 +60,7 @@ ADDED = {
     ("data", "init_args", "length_grouping"): 0,
     ("data", "init_args", "sort_eval_by_length"): False,
     ("log_level",): None,
+    ("run_name",): None,
     ("data", "init_args", "encoding_errors"): "strict",
     ("data", "init_args", "corpus_seed"): 0,
     ("data", "init_args", "ood_val_files"): None,
@@ -104,6 +105,12 @@ def without_added(config: dict[str, Any]) -> dict[str, Any]:
             derived = unnamed["trainer"]["logger"][0]["init_args"]
             assert {key: init.get(key) for key in NAMED_WANDB_ARGS} == {key: derived[key] for key in NAMED_WANDB_ARGS}
             init.update(dict.fromkeys(NAMED_WANDB_ARGS))
+    for logger in trainer.get("logger") if isinstance(trainer.get("logger"), list) else []:
+        settings = logger.get("init_args") if isinstance(logger, dict) else None
+        if settings and settings.get("save_dir") == ".":
+            # "." is the run's own folder under trainer.default_root_dir (training/run_dir.py); the
+            # default loggers named that root itself before each run had its folder
+            settings["save_dir"] = trainer.get("default_root_dir")
     if isinstance(trainer.get("callbacks"), list):
         trainer["callbacks"] = [
             callback

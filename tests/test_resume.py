@@ -19,6 +19,7 @@ from pathlib import Path
 import pytest
 import torch
 from reliability_helpers import FirstStep, SimulatedCrash, every_n_steps_checkpoint, stand_in_scontrol, stop_at
+from run_dirs import run_checkpoint
 
 from tiedemb.cli import main
 from tiedemb.experiments.runs import find_runs
@@ -113,7 +114,7 @@ def test_stop_at_step_20_and_resume_to_40_equals_a_straight_run(
 
 @pytest.mark.parametrize("signal_name", ["SIGKILL", "SIGTERM", "SIGINT"])
 @pytest.mark.end_to_end
-def test_killed_run_resumes_exactly_from_another_run_folder(tmp_path, straight, signal_name):
+def test_killed_run_resumes_exactly_in_its_run_folder(tmp_path, straight, signal_name):
     """SIGKILL, SIGTERM or Ctrl-C (SIGINT) as step 28 starts (periodic checkpoint: step 25, mid-epoch,
     after validation), with a CSV logger.
 
@@ -121,8 +122,8 @@ def test_killed_run_resumes_exactly_from_another_run_folder(tmp_path, straight, 
     On SIGTERM the run completes step 28, saves its state there and exits 143, not 0, so that a sweep or
     a scheduler does not take it for finished; the resumed run starts at step 28, not at 25. Ctrl-C
     does the same and exits 130.
-    Each run writes to its own csv/version_N/checkpoints, so --ckpt_path=last has to find the
-    killed run's file in another run's folder.
+    --ckpt_path=last finds the killed run's file in its run folder, and the resumed run goes on
+    writing there (its CSV metrics as the folder's next version).
     """
     env = {
         **os.environ,
@@ -149,7 +150,8 @@ def test_killed_run_resumes_exactly_from_another_run_folder(tmp_path, straight, 
     )
     expected_status = {"SIGKILL": -9, "SIGTERM": 143, "SIGINT": 130}[signal_name]
     assert killed.returncode == expected_status, killed.stderr[-3000:]
-    killed_last = tmp_path / "lightning_logs" / "version_0" / "checkpoints" / "last.ckpt"
+    killed_last = run_checkpoint(tmp_path)
+    logs = killed_last.parent.parent / "lightning_logs"  # the CSV logger's own name, inside the run folder
     said = {"SIGTERM": "SIGTERM", "SIGINT": "Ctrl-C"}.get(signal_name)
     if said:
         assert f"stopped by {said}" in killed.stderr and "Traceback" not in killed.stderr
@@ -157,19 +159,19 @@ def test_killed_run_resumes_exactly_from_another_run_folder(tmp_path, straight, 
     # where the resumed run starts: the signal's step, or the periodic checkpoint before a SIGKILL
     assert torch.load(killed_last, weights_only=True)["global_step"] == (28 if said else 25)
     # the run's own record: SIGTERM and Ctrl-C are written down; SIGKILL leaves "running" (nothing runs at a SIGKILL)
-    killed_status = json.loads((tmp_path / "lightning_logs" / "version_0" / "status.json").read_text())
+    killed_status = json.loads((logs / "version_0" / "status.json").read_text())
     if said:
         assert (killed_status["state"], killed_status["message"]) == ("failed", f"stopped by {said} after step 28")
     else:  # and a report, on this host, sees that its process is gone
         assert killed_status["state"] == "running"
-        (killed_run,) = find_runs(tmp_path / "lightning_logs")
+        (killed_run,) = find_runs(tmp_path)
         assert killed_run.state == "lost" and "--ckpt_path=last resumes it" in killed_run.message
 
     resumed = run("--ckpt_path=last")
     assert resumed.returncode == 0, resumed.stderr[-3000:]
     assert f"resuming from {killed_last.resolve()}" in resumed.stderr
-    final = torch.load(tmp_path / "lightning_logs" / "version_1" / "checkpoints" / "last.ckpt", weights_only=True)
-    resumed_status = json.loads((tmp_path / "lightning_logs" / "version_1" / "status.json").read_text())
+    final = torch.load(killed_last, weights_only=True)  # the same run folder, continued
+    resumed_status = json.loads((logs / "version_1" / "status.json").read_text())
     assert (resumed_status["state"], resumed_status["stage"], resumed_status["step"]) == ("finished", "fit", STEPS)
     assert resumed_status["run"] == killed_status["run"]  # one run in two attempts, for the report
     assert final["global_step"] == STEPS
@@ -205,7 +207,7 @@ def test_last_checkpoint_is_the_newest_state_even_when_validation_did_not_improv
     main(
         [*fit_args(tmp_path, 20, "--model.learning_rate=0", "--trainer.val_check_interval=5"), "--trainer.max_steps=10"]
     )
-    folder = tmp_path / "checkpoints"
+    folder = run_checkpoint(tmp_path).parent
     assert len(list(folder.glob("step*.ckpt"))) == 1  # the best: step 5
     assert torch.load(folder / "last.ckpt", weights_only=True)["global_step"] == 10
 
@@ -253,9 +255,12 @@ def test_the_checkpoint_lightnings_slurm_handler_writes_resumes_exactly(tmp_path
     with pytest.raises(SimulatedCrash):
         main(fit_args(tmp_path, 15, usr1_at_23, stop_at(24)))
     assert calls.read_text().split() == ["requeue", "4321"]
-    assert torch.load(tmp_path / "hpc_ckpt_1.ckpt", weights_only=True)["global_step"] == 23
+    (hpc,) = tmp_path.glob("*/hpc_ckpt_1.ckpt")  # in the run's folder, named after the job
+    assert hpc.parent.name.endswith("-slurm4321")
+    assert torch.load(hpc, weights_only=True)["global_step"] == 23
     resumed = main(fit_args(tmp_path, 15, "--ckpt_path=last"))
     assert first_step(resumed) == 23, "the run did not resume from Lightning's SLURM checkpoint"
+    assert Path(resumed.run_dir).resolve() == hpc.parent  # and went on in its folder
     assert_same_weights(straight(15), resumed.model.state_dict())
     named = main(fit_args(tmp_path, 15, "--ckpt_path=hpc"))  # Lightning's own name for that checkpoint
     assert first_step(named) == 23

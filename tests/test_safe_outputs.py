@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 import torch
 from reliability_helpers import FirstStep
+from run_dirs import run_checkpoint
 
 from tiedemb import PretrainModule
 from tiedemb.cli import main
@@ -91,7 +92,7 @@ def test_sigkill_during_a_checkpoint_write_leaves_the_previous_checkpoint_intact
             assert process.poll() is None, process.stderr.read()[-3000:]
             assert time.monotonic() < deadline, "the checkpoint write never started"
             time.sleep(0.2)
-        last = tmp_path / "checkpoints" / "last.ckpt"
+        last = run_checkpoint(tmp_path)
         before = digest(last)
         process.send_signal(signal.SIGKILL)
         process.wait(timeout=60)
@@ -147,10 +148,10 @@ def test_divergence_stops_the_run_and_keeps_the_last_good_checkpoint(tmp_path, c
         main(fit_args(tmp_path, callback("reliability_helpers.PoisonWeightsAt", step=poisoned_step)))
     assert exited.value.code == 2
     assert message in capsys.readouterr().err
-    last = torch.load(tmp_path / "checkpoints" / "last.ckpt", weights_only=True)
+    last = torch.load(run_checkpoint(tmp_path), weights_only=True)
     assert last["global_step"] == 5
     assert all(torch.isfinite(t).all() for t in last["state_dict"].values() if t.is_floating_point())
-    for path in (tmp_path / "checkpoints").glob("*.ckpt"):
+    for path in run_checkpoint(tmp_path).parent.glob("*.ckpt"):
         state = torch.load(path, weights_only=True)["state_dict"]
         assert all(torch.isfinite(t).all() for t in state.values() if t.is_floating_point()), path
 
@@ -160,12 +161,10 @@ def test_divergence_stops_the_run_and_keeps_the_last_good_checkpoint(tmp_path, c
 
 @pytest.mark.end_to_end
 def test_runs_without_a_logger_never_overwrite_each_others_checkpoints(tmp_path, capsys):
-    main(fit_args(tmp_path, steps=5))
-    first = tmp_path / "checkpoints" / "last.ckpt"
+    first = Path(main(fit_args(tmp_path, steps=5)).run_dir) / "checkpoints" / "last.ckpt"
     first_digest = digest(first)
-    main(fit_args(tmp_path, steps=5))
-    second = tmp_path / "checkpoints-1" / "last.ckpt"
-    assert second.is_file() and digest(first) == first_digest
+    second = Path(main(fit_args(tmp_path, steps=5)).run_dir) / "checkpoints" / "last.ckpt"
+    assert second.is_file() and second != first and digest(first) == first_digest
 
     # --ckpt_path=last continues the newest run of this configuration, in its own folder
     resumed = main(
@@ -174,7 +173,7 @@ def test_runs_without_a_logger_never_overwrite_each_others_checkpoints(tmp_path,
     assert f"resuming from {second.resolve()}" in capsys.readouterr().err
     assert next(cb.first_step for cb in resumed.trainer.callbacks if isinstance(cb, FirstStep)) == 5
     assert torch.load(second, weights_only=True)["global_step"] == 10
-    assert digest(first) == first_digest and not (tmp_path / "checkpoints-2").exists()
+    assert digest(first) == first_digest and len(list(tmp_path.glob("*/checkpoints"))) == 2
 
     # another variant in the same folder does not pick up the tied runs' checkpoints
     other = main(
@@ -188,7 +187,8 @@ def test_runs_without_a_logger_never_overwrite_each_others_checkpoints(tmp_path,
     )
     assert "found no checkpoint of this configuration" in capsys.readouterr().err
     assert next(cb.first_step for cb in other.trainer.callbacks if isinstance(cb, FirstStep)) == 0
-    assert (tmp_path / "checkpoints-2" / "last.ckpt").is_file()
+    assert (Path(other.run_dir) / "checkpoints" / "last.ckpt").is_file()
+    assert len(list(tmp_path.glob("*/checkpoints/last.ckpt"))) == 3
 
 
 # --------------------------------------------------------------------------- safe loading

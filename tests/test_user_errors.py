@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 import torch
 from reliability_helpers import run_command_lines_in_two_processes
+from run_dirs import run_checkpoint
 
 from tiedemb.cli import main
 from tiedemb.errors import UserError
@@ -200,7 +201,7 @@ def tied_checkpoint(tmp_path_factory) -> Path:
         main([*BASE, f"--trainer.default_root_dir={root}", "--trainer.enable_model_summary=false"])
     finally:
         torch.set_num_threads(threads)
-    return root / "checkpoints" / "last.ckpt"
+    return run_checkpoint(root)
 
 
 @pytest.fixture(scope="module")
@@ -296,7 +297,8 @@ def test_predict_or_test_on_pretraining_data_is_refused_before_the_run_starts(
         (
             "fit",
             "hpc",
-            "error: --ckpt_path=hpc found no SLURM checkpoint (hpc_ckpt_<N>.ckpt) in {root}; pass the checkpoint file",
+            "error: --ckpt_path=hpc found no SLURM checkpoint (hpc_ckpt_<N>.ckpt) in {root} or its run folders; "
+            "pass the checkpoint file",
         ),
     ],
 )

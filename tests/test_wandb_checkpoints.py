@@ -44,7 +44,7 @@ def fit(folder: Path, log_model: str | None) -> subprocess.CompletedProcess:
 
 
 def logged_models(folder: Path):
-    (log,) = folder.glob("runs/wandb/offline-run-*/run-*.wandb")
+    (log,) = folder.glob("runs/*/wandb/offline-run-*/run-*.wandb")
     run = read_wandb_run(log)
     return run, [artifact for artifact in run.artifacts if artifact.type == "model"]
 
@@ -58,7 +58,10 @@ def test_the_switch_logs_the_best_and_the_last_checkpoint_as_model_artifacts(tmp
     fit(tmp_path, "true")
     run, models = logged_models(tmp_path)
     assert {artifact.name for artifact in models} == {f"model-{run.run_id}"}
-    (best_file,) = [path for path in tmp_path.glob("runs/**/checkpoints/*.ckpt") if path.name != "last.ckpt"]
+    (best_file,) = [
+        path for path in tmp_path.glob("runs/*/checkpoints/*.ckpt") if path.name not in ("last.ckpt", "best.ckpt")
+    ]
+    assert (best_file.parent / "best.ckpt").samefile(best_file)  # the stable name, the same file
     last_file = best_file.with_name("last.ckpt")
     by_file = {artifact.metadata["original_filename"]: artifact for artifact in models}
     assert set(by_file) == {best_file.name, last_file.name}

@@ -39,7 +39,8 @@ def fit(folder: Path, *extra: str, subcommand: str = "fit") -> subprocess.Comple
 
 def run_ids(folder: Path) -> list[str]:
     """The ids of the offline W&B run folders (``offline-run-<time>-<id>``), oldest first."""
-    return [path.name.rsplit("-", 1)[1] for path in sorted(folder.glob("runs/wandb/offline-run-*"))]
+    found = sorted(folder.glob("runs/*/wandb/offline-run-*"), key=lambda path: path.name)  # by start time
+    return [path.name.rsplit("-", 1)[1] for path in found]
 
 
 def test_a_resumed_run_continues_the_same_wandb_run(tmp_path):

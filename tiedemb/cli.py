@@ -34,7 +34,6 @@ from tiedemb.training.checkpoints import (
     check_compatible,
     check_model_kind,
     find_last_checkpoint,
-    fresh_checkpoint_dir,
     read_checkpoint,
 )
 from tiedemb.training.evaluation import (
@@ -65,6 +64,15 @@ from tiedemb.training.run_checks import (
     check_trainer_options,
     validation_beyond_the_epoch,
 )
+from tiedemb.training.run_dir import (
+    CHECKPOINTS,
+    HERE,
+    base_name,
+    check_run_name,
+    choose_run_dir,
+    newest_hpc_checkpoint,
+    writes_in_run_dir,
+)
 from tiedemb.training.run_status import RunStatus
 from tiedemb.training.strategy import check_strategy_config
 from tiedemb.training.wandb_checkpoints import apply_log_model
@@ -79,9 +87,10 @@ from tiedemb.training.wandb_mode import (
 from tiedemb.training.wandb_names import name_wandb_runs
 from tiedemb.weights.restoring import weights_from_checkpoint
 
+# save_dir ".": the run's own folder under trainer.default_root_dir (training/run_dir.py).
 DEFAULT_LOGGERS = [
-    {"class_path": "lightning.pytorch.loggers.WandbLogger", "init_args": {"project": "tiedemb", "save_dir": "runs"}},
-    {"class_path": "lightning.pytorch.loggers.CSVLogger", "init_args": {"save_dir": "runs", "name": "csv"}},
+    {"class_path": "lightning.pytorch.loggers.WandbLogger", "init_args": {"project": "tiedemb", "save_dir": "."}},
+    {"class_path": "lightning.pytorch.loggers.CSVLogger", "init_args": {"save_dir": ".", "name": "csv"}},
 ]
 DEFAULT_CALLBACKS = [
     {
@@ -221,15 +230,27 @@ class Trainer(L.Trainer):
 
 
 class ConfigSaver(SaveConfigCallback):
-    """Saves the resolved config beside the run and into every logger (W&B's run config).
+    """Saves the resolved config in the run's folder and into every logger (W&B's run config).
 
-    A config already in the folder is never overwritten: the new one gets the next free name.
+    A config already in the folder (an earlier attempt's, the fit's where a checkpoint of the run is
+    tested) is never overwritten: the new one gets the next free name (``config-1.yaml``).
     """
 
+    def __init__(self, *args: Any, run_dir: str | os.PathLike | None = None, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.run_dir = run_dir
+
     def setup(self, trainer: L.Trainer, pl_module: L.LightningModule, stage: str) -> None:
-        if self.save_to_log_dir and not self.already_saved and trainer.log_dir is not None:
-            self.config_filename = first_free(trainer.log_dir, self.config_filename).name
-        super().setup(trainer, pl_module, stage)
+        if self.already_saved or not self.save_to_log_dir:
+            super().setup(trainer, pl_module, stage)
+            return
+        folder = self.run_dir if self.run_dir is not None else trainer.log_dir
+        if trainer.is_global_zero and folder is not None:
+            path = first_free(folder, self.config_filename)
+            path.parent.mkdir(parents=True, exist_ok=True)
+            self.parser.save(self.config, str(path), skip_none=False, overwrite=False, multifile=self.multifile)
+            self.save_config(trainer, pl_module, stage)
+        self.already_saved = trainer.strategy.broadcast(True)
 
     def save_config(self, trainer: L.Trainer, pl_module: L.LightningModule, stage: str) -> None:
         config = self.parser.dump(self.config, skip_none=False, format="json")
@@ -296,6 +317,14 @@ class TiedembCLI(LightningCLI):
             default=None,
             help="Show tiedemb's own log messages of this level and above (default: the "
             "TIEDEMB_LOG_LEVEL environment variable, else warnings only).",
+        )
+        parser.add_argument(
+            "--run_name",
+            type=str | None,
+            default=None,
+            help="The name of the run's folder under trainer.default_root_dir (default: the first config's "
+            "name and a short id, e.g. tied_orth-1a2b3c4d); a folder that already holds something is "
+            "refused. '.': trainer.default_root_dir itself is the run's folder (a sweep cell's).",
         )
         # Sizes the data decides are never typed twice (LINKED_FROM_DATA).
         parser.link_arguments("data.vocab_size", "model.init_args.vocab_size", apply_on="instantiate")
@@ -366,7 +395,16 @@ class TiedembCLI(LightningCLI):
 
     # -- reliability: trainer extras and the checkpoint a run starts from --------------------------
     def instantiate_trainer(self, **kwargs: Any) -> L.Trainer:
+        folder = self._choose_run_dir()
+        kwargs = {"default_root_dir": str(folder), **self._loggers_in(folder), **kwargs}
+        self.save_config_kwargs = {**self.save_config_kwargs, "run_dir": folder}
         trainer = super().instantiate_trainer(**kwargs)
+        # Checkpoints go to <run>/checkpoints, not Lightning's <save_dir>/<name>/<version>/checkpoints.
+        # As given (a relative root stays relative): the run's folder is then found from a
+        # checkpoint's recorded folder wherever the run folder is moved (training/evaluation.py).
+        for callback in trainer.checkpoint_callbacks:
+            if isinstance(callback, ModelCheckpoint) and callback.dirpath is None:
+                callback.dirpath = str(folder / CHECKPOINTS)
         # Random states travel in checkpoints whatever callbacks the config lists.
         if not any(isinstance(callback, RandomState) for callback in trainer.callbacks):
             trainer.callbacks.insert(0, RandomState())
@@ -384,6 +422,10 @@ class TiedembCLI(LightningCLI):
         # runs that stopped half-way.
         if not any(isinstance(callback, RunStatus) for callback in trainer.callbacks):
             trainer.callbacks.append(RunStatus())
+        for callback in trainer.callbacks:
+            # and at the top of its run folder, except in a folder whose status.json a sweep keeps
+            if isinstance(callback, RunStatus) and self._run_name() != HERE:
+                callback.run_dir = str(folder)
         # A resumed run continues its W&B run: the run's id travels in its checkpoints.
         if not any(isinstance(callback, WandbRunId) for callback in trainer.callbacks):
             trainer.callbacks.append(WandbRunId())
@@ -511,10 +553,11 @@ class TiedembCLI(LightningCLI):
     def _prepare_run(self, fitting: bool = False) -> None:
         check_sequence_length(self.model, self.datamodule)
         self._prepare_checkpoint(fitting)  # before W&B makes its folder: the checkpoint may be refused
+        say(f"run folder: {self.run_dir}{' (continued)' if self._continued else ''}")
         quiet_wandb_start(self.trainer.loggers)
 
     def _prepare_checkpoint(self, fitting: bool = False) -> None:
-        """Resolve ``--ckpt_path``, vet the checkpoint, and keep new checkpoints off older runs' files."""
+        """Resolve ``--ckpt_path`` and vet the checkpoint."""
         config = self.config_init[self.subcommand]
         if config.get("weights_only") is None:
             config["weights_only"] = True  # never unpickle arbitrary objects unless asked to
@@ -529,8 +572,8 @@ class TiedembCLI(LightningCLI):
                 file=sys.stderr,
             )
         if path == "last":
-            found = find_last_checkpoint(self._run_roots(), self.model, self.datamodule)
-            looked = f"--ckpt_path=last found no checkpoint of this configuration under {', '.join(self._run_roots())}"
+            found = self._found_last  # looked for before the run's folder was chosen (_choose_run_dir)
+            looked = f"--ckpt_path=last found no checkpoint of this configuration under {', '.join(self._roots)}"
             if found is None and not fitting:
                 # evaluating the weights the config builds instead would give figures of an untrained model
                 raise UserError(
@@ -568,27 +611,102 @@ class TiedembCLI(LightningCLI):
             warnings.filterwarnings(
                 "ignore", message="You're resuming from a checkpoint that ended before the epoch ended"
             )
-        if fitting and not self.trainer.loggers:
-            # Without a logger every run would write to <root>/checkpoints and replace the
-            # previous run's last.ckpt: each run gets its own folder (a resumed one keeps its own).
-            folder = None
-            for callback in self.trainer.checkpoint_callbacks:
-                if isinstance(callback, ModelCheckpoint) and callback.dirpath is None:
-                    folder = folder or fresh_checkpoint_dir(
-                        self.trainer.default_root_dir, path if path not in ("best", "hpc") else None
-                    )
-                    # absolute, as Lightning stores it: a resumed run then restores the callback's state
-                    callback.dirpath = os.path.realpath(folder)
 
-    def _run_roots(self) -> list[str]:
-        """Folders under which runs of this command line keep their checkpoints."""
-        roots = [self.trainer.default_root_dir]
+    # -- the run's folder (training/run_dir.py) ------------------------------------------------------
+    def _settings(self) -> Any:
+        return self.config[self.subcommand] if self.subcommand else self.config
+
+    def _run_name(self) -> str | None:
+        return self._settings().get("run_name")
+
+    def _choose_run_dir(self) -> Path:
+        """Choose the run's folder under ``trainer.default_root_dir`` (``training/run_dir.py``).
+
+        Runs after the model and data are built and before the trainer and its loggers are: a
+        ``--ckpt_path=last`` is looked for here (it needs the model's settings), as the checkpoint it
+        finds decides the folder (a resumed run goes on in its own).
+        """
+        settings = self._settings()
+        trainer = settings.get("trainer") or {}
+        root = str(trainer.get("default_root_dir") or "runs")
+        run_name = settings.get("run_name")
+        if run_name is not None:
+            check_run_name(run_name)  # before looking for a checkpoint
+        path = settings.get("ckpt_path")
+        self._roots = self._run_roots(root)
+        self._found_last = None
+        if path == "last":
+            self._found_last = path = find_last_checkpoint(self._roots, self.model, self.datamodule)
+        elif path == "hpc":
+            path = newest_hpc_checkpoint(root)  # its run folder, where Lightning looks for it
+            if path is None:
+                raise UserError(
+                    f"--ckpt_path=hpc found no SLURM checkpoint (hpc_ckpt_<N>.ckpt) in {root} or its run folders; "
+                    "pass the checkpoint file or --ckpt_path=last"
+                )
+        elif path == "best" or "://" in str(path):
+            path = None
+        # the command line's configs, in order (the parsed list also holds the ones a config includes)
+        argv = getattr(self, "_argv", [])
+        configs = [
+            value
+            for index, argument in enumerate(argv)
+            for value in (
+                [argument.split("=", 1)[1]]
+                if argument.startswith("--config=")
+                else [argv[index + 1]]
+                if argument == "--config" and index + 1 < len(argv)
+                else []
+            )
+        ]
+        if configs:
+            name = base_name(configs)
+        elif path and Path(str(path)).expanduser().resolve().parent.name == CHECKPOINTS:
+            name = Path(str(path)).expanduser().resolve().parent.parent.name  # evaluating another run's checkpoint
+        else:
+            name = self.subcommand or "run"
+        folder, continued = choose_run_dir(root, run_name, name, path)
+        self.run_dir, self._continued = folder, continued
+        return folder
+
+    def _loggers_in(self, folder: Path) -> dict[str, Any]:
+        """The ``logger`` argument with every logger that writes into the run's folder made to.
+
+        A logger's ``save_dir`` is an argument of its constructor, so such a logger (not started yet:
+        loggers start at the run's setup) is built again from its settings with the run's folder.
+        """
+        settings = self._settings()
+        specs = (settings.get("trainer") or {}).get("logger")
+        built = (self.config_init[self.subcommand] if self.subcommand else self.config_init)["trainer"]["logger"]
+        if not specs or specs is True or built is None or isinstance(built, bool):
+            return {}
+        specs, built = (specs, built) if isinstance(specs, list) else ([specs], [built])
+        root = str(settings.trainer.default_root_dir or "runs")
+        loggers = []
+        for spec, logger in zip(specs, built):
+            init = spec.get("init_args") if hasattr(spec, "get") else None
+            arguments = {**(init.as_dict() if hasattr(init, "as_dict") else dict(init or {}))}
+            arguments.update(dict(spec.get("dict_kwargs") or {}))
+            if "save_dir" in arguments and writes_in_run_dir(arguments["save_dir"], root):
+                logger = type(logger)(**{**arguments, "save_dir": str(folder)})
+            loggers.append(logger)
+        return {"logger": loggers}
+
+    def _run_roots(self, root: str) -> list[str]:
+        """Folders under which runs of this command line keep their checkpoints (``--ckpt_path=last``)."""
+        trainer = (self.config_init[self.subcommand] if self.subcommand else self.config_init).get("trainer") or {}
+        loggers = trainer.get("logger")
+        loggers = loggers if isinstance(loggers, list) else [loggers]
+        callbacks = trainer.get("callbacks") or []
+        roots = [root]
         roots += [
-            logger.save_dir for logger in self.trainer.loggers if isinstance(getattr(logger, "save_dir", None), str)
+            logger.save_dir
+            for logger in loggers
+            if isinstance(getattr(logger, "save_dir", None), str) and not writes_in_run_dir(logger.save_dir, root)
         ]
         roots += [
             callback.dirpath
-            for callback in self.trainer.checkpoint_callbacks
+            for callback in (callbacks if isinstance(callbacks, list) else [callbacks])
             if isinstance(callback, ModelCheckpoint) and callback.dirpath
         ]
         return list(dict.fromkeys(str(Path(root).expanduser()) for root in roots))

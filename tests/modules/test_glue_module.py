@@ -10,6 +10,7 @@ from pathlib import Path
 import lightning as L
 import pytest
 import torch
+from run_dirs import run_checkpoint
 from tiny_vocab import TINY_VOCAB
 from transformers import AutoTokenizer
 
@@ -105,16 +106,17 @@ def test_mrpc_fit_logs_accuracy_f1_and_epochs_to_converge(mrpc_run):
     assert model.history[-1][1] == pytest.approx(float(metrics["val/accuracy"]))  # the curve is the logged one
     # what is logged is the module's figure for that curve (the figure itself: the hand-made curves below)
     assert float(metrics["val/epochs_to_converge"]) == pytest.approx(epochs_to_converge(model.history))
-    assert any(path.name.startswith("epoch") for path in (root / "checkpoints").iterdir())  # monitored val/accuracy
+    checkpoints = run_checkpoint(root).parent
+    assert any(path.name.startswith("epoch") for path in checkpoints.iterdir())  # monitored val/accuracy
 
 
 @pytest.mark.end_to_end
 def test_mrpc_test_figures_equal_a_recount_of_the_written_dev_predictions(mrpc_run, glue_dir):
     _, root, data = mrpc_run
     mrpc_dir = glue_dir / "MRPC"
-    cli = main(["test", *data, f"--ckpt_path={root / 'checkpoints' / 'last.ckpt'}"])
+    cli = main(["test", *data, f"--ckpt_path={run_checkpoint(root)}"])
     logged = cli.trainer.callback_metrics
-    rows = read_tsv(root / "MRPC-validation.tsv")
+    rows = read_tsv(run_checkpoint(root).parent.parent / "MRPC-validation.tsv")
     labels = [int(line.split("\t")[0]) for line in dev_lines(mrpc_dir)]  # the dev file, read by hand
     assert len(rows) == len(labels) and [int(row["index"]) for row in rows] == list(range(len(labels)))
     assert [int(row["label"]) for row in rows] == labels
@@ -147,7 +149,7 @@ def test_pairs_longer_than_the_positions_are_refused_before_the_data_is_read(mrp
 def test_test_without_a_checkpoint_says_it_scores_untrained_weights(mrpc_run, capsys):
     _, root, data = mrpc_run
     capsys.readouterr()
-    main(["test", *data, f"--ckpt_path={root / 'checkpoints' / 'last.ckpt'}"])
+    main(["test", *data, f"--ckpt_path={run_checkpoint(root)}"])
     assert "--ckpt_path" not in capsys.readouterr().err
     main(["test", *data])
     notes = [line for line in capsys.readouterr().err.splitlines() if line.startswith("note: no --ckpt_path")]
@@ -158,23 +160,24 @@ def test_test_without_a_checkpoint_says_it_scores_untrained_weights(mrpc_run, ca
 def test_mrpc_predict_writes_a_submission_file_and_never_overwrites_it(mrpc_run, glue_dir):
     _, root, data = mrpc_run
     test_rows = len((glue_dir / "MRPC" / "test.tsv").read_text(encoding="utf-8").splitlines()) - 1
-    predict = ["predict", *data, f"--ckpt_path={root / 'checkpoints' / 'last.ckpt'}"]
+    predict = ["predict", *data, f"--ckpt_path={run_checkpoint(root)}"]
     main(predict)
-    text = (root / "MRPC.tsv").read_text(encoding="utf-8")
+    folder = run_checkpoint(root).parent.parent  # the run's folder: predicting its checkpoint writes there
+    text = (folder / "MRPC.tsv").read_text(encoding="utf-8")
     lines = text.splitlines()
     assert lines[0] == "index\tprediction" and len(lines) == test_rows + 1
     assert [int(line.split("\t")[0]) for line in lines[1:]] == list(range(test_rows))
     assert {line.split("\t")[1] for line in lines[1:]} <= {"0", "1"}
     main(predict)
-    assert (root / "MRPC.tsv").read_text(encoding="utf-8") == text  # untouched
-    assert (root / "MRPC-1.tsv").is_file()
-    assert not list(root.glob(".*.tmp"))
+    assert (folder / "MRPC.tsv").read_text(encoding="utf-8") == text  # untouched
+    assert (folder / "MRPC-1.tsv").is_file()
+    assert not list(folder.glob(".*.tmp"))
 
 
 @pytest.mark.end_to_end
 def test_checkpoint_reloads_on_its_own(mrpc_run):
     cli, root, _ = mrpc_run
-    model = GlueModule.load_from_checkpoint(root / "checkpoints" / "last.ckpt")
+    model = GlueModule.load_from_checkpoint(run_checkpoint(root))
     assert (model.hparams.hidden_size, model.hparams.num_labels, model.hparams.task) == (32, 2, "mrpc")
     # the dev history up to the checkpoint travels with it, so a resumed run converges correctly
     assert model.history and model.history == cli.model.history[: len(model.history)]
@@ -212,7 +215,7 @@ def test_a_fine_tuned_checkpoint_with_a_pretraining_config_is_refused_pointing_t
     mrpc_run, tmp_path, capsys
 ):
     _, root, _ = mrpc_run
-    checkpoint = root / "checkpoints" / "last.ckpt"
+    checkpoint = run_checkpoint(root)
     with pytest.raises(SystemExit) as exited:
         main(
             [
@@ -275,11 +278,13 @@ def test_mnli_json_lines_train_and_report_accuracy_matched_and_predict_label_nam
     assert "val/accuracy_matched" in metrics and "val/accuracy_mismatched" not in metrics
     assert cli.model.hparams.num_labels == 3
     assert "val/epochs_to_converge" in metrics
-    main(["predict", *data, f"--ckpt_path={tmp_path / 'run' / 'checkpoints' / 'last.ckpt'}"])
-    rows = read_tsv(tmp_path / "run" / "MNLI-m.tsv")
+    main(["predict", *data, f"--ckpt_path={run_checkpoint(tmp_path / 'run')}"])
+    rows = read_tsv(run_checkpoint(tmp_path / "run").parent.parent / "MNLI-m.tsv")
     assert len(rows) == len(MNLI_EXAMPLES)
     assert {row["prediction"] for row in rows} <= {"entailment", "neutral", "contradiction"}
-    assert not (tmp_path / "run" / "MNLI-mm.tsv").exists()  # no mismatched test split was given
+    assert not (
+        run_checkpoint(tmp_path / "run").parent.parent / "MNLI-mm.tsv"
+    ).exists()  # no mismatched test split was given
 
 
 # --- pretrained tiedemb checkpoints --------------------------------------------------------------
@@ -396,7 +401,7 @@ def test_a_tokenizer_the_pretraining_run_trained_is_named_and_fine_tunes(tmp_pat
             *quiet(tmp_path / "pretraining"),
         ]
     )
-    checkpoint = tmp_path / "pretraining" / "checkpoints" / "last.ckpt"
+    checkpoint = run_checkpoint(tmp_path / "pretraining")
     with pytest.raises(UserError) as info:
         GlueModule(task="mrpc", vocab_size=30522, pretrained=str(checkpoint))
     folder = str(info.value).rsplit("--data.tokenizer=", 1)[-1]
@@ -445,7 +450,7 @@ def test_a_fine_tuned_checkpoint_is_tested_and_predicts_without_its_pretrained_s
         *quiet(tmp_path / "run"),
     ]
     main(["fit", *data, "--trainer.max_steps=3", "--trainer.val_check_interval=3"])
-    checkpoint = f"--ckpt_path={tmp_path / 'run' / 'checkpoints' / 'last.ckpt'}"
+    checkpoint = f"--ckpt_path={run_checkpoint(tmp_path / 'run')}"
     before = {name: value.item() for name, value in main(["test", *data, checkpoint]).trainer.callback_metrics.items()}
     assert "test/accuracy_matched" in before
 
@@ -456,7 +461,7 @@ def test_a_fine_tuned_checkpoint_is_tested_and_predicts_without_its_pretrained_s
     assert {name: value.item() for name, value in after.trainer.callback_metrics.items()} == before
     assert after.model.hparams.pretrained == str(source)  # provenance kept
     main(["predict", *data, checkpoint])
-    assert len(read_tsv(tmp_path / "run" / "MNLI-m.tsv")) == len(MNLI_EXAMPLES)
+    assert len(read_tsv(run_checkpoint(tmp_path / "run").parent.parent / "MNLI-m.tsv")) == len(MNLI_EXAMPLES)
     # Training still starts from the source, and says so when it is missing.
     with pytest.raises(UserError, match="does not exist"):
         GlueModule(task="mnli", vocab_size=vocab_size, pretrained=str(source))

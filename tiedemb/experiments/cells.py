@@ -115,8 +115,10 @@ def cell_args(
     if cell.upstream is not None:  # after the overrides: the chain decides where the weights come from
         args.append(f"--{cell.upstream.key}={upstream_checkpoint or upstream_placeholder(cell.upstream)}")
     # The sweep owns where a cell writes: set last, so no config can send two cells to one folder.
+    # The cell's folder is the run's folder (--run_name=.), so a rerun continues in it.
     args += [
         f"--trainer.default_root_dir={folder}",
+        "--run_name=.",
         f"--trainer.logger={json.dumps(loggers(sweep, cell, folder, stage))}",
     ]
     if ckpt_path is not None:

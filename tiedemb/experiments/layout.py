@@ -13,7 +13,10 @@
         csv/version_*/metrics.csv      Lightning's CSVLogger (a resumed or test stage adds a version)
         csv/version_*/status.json      that process's own record (every run writes one: run_status.py)
         wandb/offline-run-*/           W&B's records (synced later with `wandb sync`)
-        tiedemb/<run id>/checkpoints/  Lightning's checkpoints (last.ckpt, the best ones)
+        checkpoints/                   last.ckpt, best.ckpt and the best ones by name; cells run
+                                       before run folders keep them in tiedemb/<run id>/checkpoints/
+
+A cell's folder is its run's folder (``--run_name=.``, ``tiedemb.training.run_dir``).
 
 Every JSON file is replaced atomically, so a crash never leaves half a status behind.
 """

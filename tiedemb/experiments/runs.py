@@ -1,8 +1,9 @@
 """Runs as the report sees them: labels, state, settings and metric series, read from folders.
 
 A run is a sweep cell (a folder with ``cell.json``), or, in a folder of plain ``main.py`` runs, a
-CSV logger's folder (``metrics.csv``, ``hparams.yaml`` and the ``status.json`` that says how the
-run ended). Metrics, settings and config come from what Lightning's ``CSVLogger`` writes, found
+run folder (``<run>/csv/version_N`` beside ``<run>/status.json``: ``tiedemb.training.run_dir``) or
+a CSV logger version of the layout before run folders (``csv/version_N``, whose ``status.json`` says
+how it ended). Metrics, settings and config come from what Lightning's ``CSVLogger`` writes, found
 wherever it wrote them under a cell or run folder; W&B's own files are never read, so a report
 needs neither a W&B server nor W&B's internal record format.
 Within a cell, later CSV versions (a resumed attempt, the test stage) win for the same step.
@@ -118,11 +119,15 @@ def find_runs(root: str | Path) -> list[Run]:
     same_run: dict[str, Run] = {}
     for version in csv_versions:
         run = _plain_run(version, root, *_read_csv_version(version))
-        earlier = same_run.get(run.run_id) if run.run_id else None
+        folder = run_folder(version)
+        if folder is not None:  # every version in a run folder is an attempt of that run
+            run.folder, run.id = folder, str(folder.relative_to(root)) if folder != root else folder.name
+        key = f"folder {folder}" if folder is not None else run.run_id
+        earlier = same_run.get(key) if key else None
         if earlier is None:
             runs.append(run)
-            if run.run_id:
-                same_run[run.run_id] = run
+            if key:
+                same_run[key] = run
         else:
             earlier.continue_with(run)
     return runs
@@ -156,6 +161,13 @@ def _cell_csv_folders(folder: Path) -> list[Path]:
         return (int(number.group(1)) if number else 0, written(version), str(version))
 
     return sorted(found, key=key)
+
+
+def run_folder(version: Path) -> Path | None:
+    """The run folder holding a CSV version (``<run>/csv/version_N`` beside ``<run>/status.json``), or
+    None for the layout before run folders, where versions of every run shared ``runs/csv/``."""
+    folder = version.parent.parent
+    return folder if (folder / layout.STATUS_FILE).is_file() else None
 
 
 def _hidden(path: Path, root: Path) -> bool:

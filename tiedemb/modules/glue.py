@@ -94,8 +94,8 @@ class GlueModule(L.LightningModule):
         readapt_learning_rate: Adam's step size for that fit.
         pooler: BERT's dense + tanh on [CLS] before the classifier.
         warmup_ratio: warmup as a fraction of all optimiser steps; ``warmup_steps`` overrides it.
-        predictions_dir: where ``predict`` and ``test`` write TSV files; default the run folder
-            (the first logger's log_dir, else the trainer's default_root_dir).
+        predictions_dir: where ``predict`` and ``test`` write TSV files; default the run's folder
+            (the trainer's default_root_dir, which the command line makes the run's own folder).
         write_test_predictions: ``test`` also writes each dev split's predictions with the gold
             label (``MRPC-validation.tsv``), so the logged figures can be recomputed from a file.
     """
@@ -500,11 +500,7 @@ class GlueModule(L.LightningModule):
     def _output_dir(self) -> Path:
         if self.hparams.predictions_dir:
             return Path(self.hparams.predictions_dir).expanduser()
-        for logger in self.loggers:
-            folder = getattr(logger, "log_dir", None)
-            if folder:
-                return Path(folder)
-        return Path(self.trainer.default_root_dir)
+        return Path(self.trainer.default_root_dir)  # the run's folder (tiedemb.training.run_dir)
 
     # -- optimisation --------------------------------------------------------------------------------
     def configure_optimizers(self) -> dict:

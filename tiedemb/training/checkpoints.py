@@ -10,7 +10,6 @@ datamodule's (``tiedemb.data.sampling``) and the random state ``RandomState``'s
   the same configuration.
 * ``read_checkpoint`` / ``check_compatible`` turn a missing, unreadable, unsafe or mismatched
   checkpoint into one ``UserError`` naming the problem, before Lightning fails on it.
-* ``fresh_checkpoint_dir``: where a run without loggers writes, never over another run's files.
 """
 
 from __future__ import annotations
@@ -28,7 +27,6 @@ import torch
 from lightning.pytorch.callbacks import ModelCheckpoint
 
 from tiedemb.errors import UserError, first_line
-from tiedemb.training.files import first_free
 from tiedemb.training.lightning_internals import save_last_checkpoint, saved_this_step, saves_at_train_epoch_end
 
 log = logging.getLogger("tiedemb")
@@ -376,17 +374,3 @@ def find_last_checkpoint(
         if same_run_configuration(checkpoint, model, datamodule):
             return path
     return None
-
-
-def fresh_checkpoint_dir(root: str | os.PathLike, resume_from: str | os.PathLike | None) -> Path:
-    """Where a run without loggers keeps its checkpoints, never on top of another run's.
-
-    A run resumed from a checkpoint in ``root/checkpoints*`` continues in that folder; a new
-    run takes ``root/checkpoints`` if it holds no checkpoint yet, else ``checkpoints-1``, ...
-    """
-    base = Path(root).expanduser() / "checkpoints"
-    if resume_from is not None:
-        parent = Path(resume_from).expanduser().resolve().parent
-        if parent.parent == base.parent.resolve() and re.fullmatch(r"checkpoints(-\d+)?", parent.name):
-            return parent
-    return first_free(base.parent, base.name, taken=lambda folder: folder.is_dir() and any(folder.glob("*.ckpt")))

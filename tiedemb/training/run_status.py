@@ -3,7 +3,9 @@
 A sweep cell's state lives in its folder, written by the sweep around the process. A plain
 ``main.py`` run had none: its CSV metrics look the same whether the run ended or died half-way,
 and a report averaged both. ``RunStatus`` writes the same ``status.json`` record into each CSV
-logger's version folder, beside ``metrics.csv``:
+logger's version folder, beside ``metrics.csv`` (one record per attempt), and at the top of the
+run's folder (``run_dir``: the run's latest attempt; the CLI leaves it unset in a sweep cell,
+whose top-level record is the sweep's):
 
 * ``running`` when the Trainer sets up (with the stage: fit, validate, test, predict),
 * ``finished`` at the stage's teardown (Lightning calls it only after success),
@@ -37,11 +39,13 @@ log = logging.getLogger("tiedemb")
 
 
 class RunStatus(Callback):
-    """Writes ``status.json`` (running / finished / failed) into each CSV logger's version folder."""
+    """Writes ``status.json`` (running / finished / failed) into each CSV logger's version folder
+    and into ``run_dir`` where one is given."""
 
-    def __init__(self) -> None:
+    def __init__(self, run_dir: str | None = None) -> None:
         self._record: dict[str, Any] = {}
         self._run: str | None = None
+        self.run_dir = run_dir
 
     def setup(self, trainer: L.Trainer, pl_module: L.LightningModule, stage: str) -> None:
         self._run = self._run or uuid.uuid4().hex[:16]  # replaced by a checkpoint's when one is loaded
@@ -80,11 +84,11 @@ class RunStatus(Callback):
     def _write(self, trainer: L.Trainer) -> None:
         if not trainer.is_global_zero or not self._record:
             return
-        for logger in trainer.loggers:
-            if isinstance(logger, CSVLogger):
-                # Lightning has made the logger's version folder before any setup hook runs (a folder
-                # that already held this file would make the logger warn that it is not empty).
-                try:
-                    write_status(logger.log_dir, self._record)
-                except OSError as error:
-                    log.warning("could not write the run's %s in %s (%s)", STATUS_FILE, logger.log_dir, error)
+        # Lightning has made a CSV logger's version folder before any setup hook runs (a folder
+        # that already held this file would make the logger warn that it is not empty).
+        folders = [logger.log_dir for logger in trainer.loggers if isinstance(logger, CSVLogger)]
+        for folder in [*folders, *([self.run_dir] if self.run_dir else [])]:
+            try:
+                write_status(folder, self._record)
+            except OSError as error:
+                log.warning("could not write the run's %s in %s (%s)", STATUS_FILE, folder, error)

@@ -1,0 +1,234 @@
+"""One folder per run (tiedemb.training.run_dir): its name, collisions, continuing one, the loggers
+that write into it, best.ckpt; and the report reading run folders beside the layout before them."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+from tiedemb.cli import main
+from tiedemb.errors import UserError
+from tiedemb.experiments import layout
+from tiedemb.experiments.runs import find_runs
+from tiedemb.training.checkpoint_io import BEST_NAME, keep_best_name
+from tiedemb.training.run_dir import base_name, choose_run_dir, run_dir_of_checkpoint, writes_in_run_dir
+
+ROOT = Path(__file__).resolve().parents[2]
+CONFIGS = ROOT / "configs"
+TINY = ["--config", str(CONFIGS / "tied_orth.yaml"), "--config", str(CONFIGS / "scale" / "tiny.yaml")]
+QUIET = ["--trainer.logger=false", "--trainer.enable_progress_bar=false", "--trainer.enable_model_summary=false"]
+
+
+# --------------------------------------------------------------------------- names and folders
+
+
+def test_the_first_config_names_the_run_and_an_id_keeps_runs_apart(tmp_path):
+    assert base_name(["configs/tied_orth.yaml", "configs/scale/tiny.yaml"]) == "tied_orth"
+    first, continued = choose_run_dir(tmp_path, None, "tied_orth", environ={})
+    first.mkdir()
+    second, _ = choose_run_dir(tmp_path, None, "tied_orth", environ={})
+    assert not continued and first.parent == second.parent == tmp_path and first != second
+    assert first.name.startswith("tied_orth-") and len(first.name) == len("tied_orth-") + 8
+
+
+def test_a_run_name_whose_folder_holds_something_is_refused_in_one_line(tmp_path):
+    (tmp_path / "mine").mkdir()
+    assert choose_run_dir(tmp_path, "mine", "x") == (tmp_path / "mine", False)  # empty: nothing to merge with
+    (tmp_path / "mine" / "config.yaml").write_text("{}\n")
+    with pytest.raises(UserError) as refused:
+        choose_run_dir(tmp_path, "mine", "x")
+    message = str(refused.value)
+    assert "\n" not in message and "choose another --run_name" in message
+    assert f"--ckpt_path={tmp_path / 'mine' / 'checkpoints' / 'last.ckpt'}" in message
+    # continuing that run from its own checkpoint is no collision
+    checkpoint = tmp_path / "mine" / "checkpoints" / "last.ckpt"
+    assert choose_run_dir(tmp_path, "mine", "x", checkpoint) == (tmp_path / "mine", True)
+    for bad in ("a/b", "..", ".hidden", ""):
+        with pytest.raises(UserError, match="is not a folder name"):
+            choose_run_dir(tmp_path, bad, "x")
+
+
+def test_a_checkpoint_inside_a_run_folder_under_the_root_continues_that_folder(tmp_path, monkeypatch):
+    inside = tmp_path / "runs" / "tied-0123abcd" / "checkpoints" / "last.ckpt"
+    assert run_dir_of_checkpoint(inside, tmp_path / "runs") == tmp_path / "runs" / "tied-0123abcd"
+    assert choose_run_dir(tmp_path / "runs", None, "tied", inside) == (tmp_path / "runs" / "tied-0123abcd", True)
+    # a root that is itself the run folder (a sweep cell, --run_name=.)
+    assert run_dir_of_checkpoint(tmp_path / "cell" / "checkpoints" / "x.ckpt", tmp_path / "cell") == tmp_path / "cell"
+    # the layout before run folders, and another root's run: a new folder here
+    old = tmp_path / "runs" / "tiedemb" / "abc" / "checkpoints" / "last.ckpt"
+    assert run_dir_of_checkpoint(old, tmp_path / "runs") is None
+    assert run_dir_of_checkpoint(inside, tmp_path / "elsewhere") is None
+    # a relative root stays relative: Lightning compares a resumed checkpoint folder as written
+    monkeypatch.chdir(tmp_path)
+    assert run_dir_of_checkpoint("runs/tied-0123abcd/checkpoints/last.ckpt", "runs") == Path("runs/tied-0123abcd")
+
+
+def test_under_slurm_the_job_names_the_run_and_a_requeued_job_continues_it(tmp_path):
+    job = {"SLURM_JOB_ID": "77"}
+    folder, continued = choose_run_dir(tmp_path, None, "tied", environ=job)
+    assert (folder, continued) == (tmp_path / "tied-slurm77", False)
+    (folder / "checkpoints").mkdir(parents=True)
+    # the same job, requeued: its own folder again; a second run in one allocation: a folder of its own
+    assert choose_run_dir(tmp_path, None, "tied", environ={**job, "SLURM_RESTART_COUNT": "1"}) == (folder, True)
+    other, continued = choose_run_dir(tmp_path, None, "tied", environ=job)
+    assert other != folder and not continued and other.name.startswith("tied-")
+    array = {"SLURM_JOB_ID": "80", "SLURM_ARRAY_JOB_ID": "79", "SLURM_ARRAY_TASK_ID": "3"}
+    assert choose_run_dir(tmp_path, None, "tied", environ=array)[0].name == "tied-slurm79_3"
+
+
+def test_loggers_saving_to_the_default_or_the_root_write_into_the_run_folder(tmp_path):
+    assert writes_in_run_dir(".", tmp_path) and writes_in_run_dir(None, tmp_path)
+    assert writes_in_run_dir(str(tmp_path), tmp_path)
+    assert not writes_in_run_dir(str(tmp_path / "elsewhere"), tmp_path)
+
+
+def test_best_ckpt_is_the_best_checkpoint_the_callback_names_else_the_newest_state(tmp_path):
+    state = {"dirpath": str(tmp_path), "best_model_path": ""}
+    last = tmp_path / "last.ckpt"
+    last.write_bytes(b"step 2")
+    keep_best_name({"callbacks": {"ModelCheckpoint{}": state}}, last)  # nothing scored yet
+    assert (tmp_path / BEST_NAME).read_bytes() == b"step 2"
+    scored = tmp_path / "step3-val_loss1.0.ckpt"
+    scored.write_bytes(b"step 3")
+    keep_best_name({"callbacks": {"ModelCheckpoint{}": {**state, "best_model_path": str(scored)}}}, scored)
+    assert (tmp_path / BEST_NAME).read_bytes() == b"step 3"
+    last.write_bytes(b"step 4")  # a later, worse state: best.ckpt stays the scored one
+    keep_best_name({"callbacks": {"ModelCheckpoint{}": {**state, "best_model_path": str(scored)}}}, last)
+    assert (tmp_path / BEST_NAME).read_bytes() == b"step 3"
+    scored.unlink()  # top-k rotation deletes the descriptive name: best.ckpt keeps the file
+    assert (tmp_path / BEST_NAME).read_bytes() == b"step 3"
+    assert sorted(path.name for path in tmp_path.iterdir()) == [BEST_NAME, "last.ckpt"]  # nothing staged left
+
+
+# --------------------------------------------------------------------------- the command line
+
+
+@pytest.mark.end_to_end
+def test_a_run_name_in_use_is_refused_and_its_run_untouched(tmp_path, capsys):
+    args = ["fit", *TINY, "--trainer.max_steps=1", *QUIET, f"--trainer.default_root_dir={tmp_path}"]
+    cli = main([*args, "--run_name=mine"])
+    assert Path(cli.run_dir) == tmp_path / "mine"
+    before = {path: path.stat().st_mtime_ns for path in (tmp_path / "mine").rglob("*")}
+    capsys.readouterr()
+    with pytest.raises(SystemExit) as exited:
+        main([*args, "--run_name=mine"])
+    assert exited.value.code == 2
+    err = capsys.readouterr().err
+    errors = [line for line in err.splitlines() if line.startswith("error:")]
+    assert "Traceback" not in err and len(errors) == 1, err
+    assert errors[0].startswith(f"error: run folder {str(tmp_path / 'mine')!r} already exists")
+    assert {path: path.stat().st_mtime_ns for path in (tmp_path / "mine").rglob("*")} == before
+    assert [path.name for path in tmp_path.iterdir()] == ["mine"]
+
+
+@pytest.mark.end_to_end
+def test_last_finds_a_checkpoint_of_the_layout_before_run_folders_and_goes_on_in_a_new_folder(tmp_path, capsys):
+    """Before run folders a run's checkpoints were in <root>/tiedemb/<W&B id>/checkpoints: --ckpt_path=last
+    still resumes from there, into a run folder of its own (the old folder is left as it was)."""
+    args = ["fit", *TINY, *QUIET, f"--trainer.default_root_dir={tmp_path}"]
+    first = Path(main([*args, "--trainer.max_steps=2"]).run_dir)
+    old = tmp_path / "tiedemb" / "abc" / "checkpoints"
+    old.mkdir(parents=True)
+    (first / "checkpoints" / "last.ckpt").rename(old / "last.ckpt")
+    shutil.rmtree(first)
+    capsys.readouterr()
+    resumed = main([*args, "--trainer.max_steps=3", "--ckpt_path=last"])
+    err = capsys.readouterr().err
+    assert f"resuming from {(old / 'last.ckpt').resolve()}" in err
+    new = Path(resumed.run_dir)
+    assert new.parent == tmp_path and new.name.startswith("tied_orth-") and "(continued)" not in err
+    assert torch.load(new / "checkpoints" / "last.ckpt", weights_only=True)["global_step"] == 3
+    assert torch.load(old / "last.ckpt", weights_only=True)["global_step"] == 2
+
+
+def run_main(cwd: Path, *args: str) -> subprocess.CompletedProcess:
+    """``python main.py ...`` as a user runs it: default loggers, W&B offline (no credentials)."""
+    env = {key: value for key, value in os.environ.items() if not key.startswith("WANDB_")}
+    home = cwd.parent / "home"  # W&B keeps its settings and cache under HOME
+    env.update(HOME=str(home), NETRC=str(home / "no-netrc"), OMP_NUM_THREADS="1")
+    return subprocess.run(
+        [sys.executable, str(ROOT / "main.py"), *args],
+        cwd=cwd,
+        env=env,
+        capture_output=True,
+        text=True,
+        stdin=subprocess.DEVNULL,
+        timeout=600,
+    )
+
+
+@pytest.mark.end_to_end
+def test_a_fit_with_the_default_loggers_leaves_one_run_folder_and_a_resume_continues_it(tmp_path):
+    """Config, last and best checkpoints, CSV metrics, the W&B offline run and the status in one folder
+    under --trainer.default_root_dir; nothing under ./runs; --ckpt_path=last goes on in that folder and
+    that W&B run."""
+    work, out = tmp_path / "work", tmp_path / "out"
+    work.mkdir()
+    common = ["fit", *TINY, f"--trainer.default_root_dir={out}", "--trainer.enable_progress_bar=false"]
+    first = run_main(work, *common, "--trainer.max_steps=2")
+    assert first.returncode == 0, first.stderr[-3000:]
+    (run,) = out.iterdir()
+    assert run.name.startswith("tied_orth-") and f"run folder: {run}" in first.stderr
+    assert (run / "config.yaml").is_file()
+    assert (run / "checkpoints" / "last.ckpt").is_file() and (run / "checkpoints" / "best.ckpt").is_file()
+    assert (run / "csv" / "version_0" / "metrics.csv").is_file()
+    (wandb_run,) = (run / "wandb").glob("offline-run-*")
+    assert json.loads((run / "status.json").read_text())["state"] == "finished"
+    assert not (work / "runs").exists() and list(work.iterdir()) == []
+
+    resumed = run_main(work, *common, "--trainer.max_steps=3", "--ckpt_path=last")
+    assert resumed.returncode == 0, resumed.stderr[-3000:]
+    assert f"run folder: {run} (continued)" in resumed.stderr
+    assert list(out.iterdir()) == [run]
+    assert torch.load(run / "checkpoints" / "last.ckpt", weights_only=True)["global_step"] == 3
+    # validated at step 3: best.ckpt is now the scored checkpoint, beside its descriptive name
+    best = torch.load(run / "checkpoints" / "best.ckpt", weights_only=True)
+    assert best["global_step"] == 3 and len(list((run / "checkpoints").glob("step3-*.ckpt"))) == 1
+    wandb_runs = sorted((run / "wandb").glob("offline-run-*"))
+    assert len(wandb_runs) == 2 and {path.name.rsplit("-", 1)[1] for path in wandb_runs} == {
+        wandb_run.name.rsplit("-", 1)[1]
+    }  # one W&B run, resumed
+    assert (run / "csv" / "version_1" / "metrics.csv").is_file() and (run / "config-1.yaml").is_file()
+    (found,) = find_runs(out)  # the report: one run in two attempts
+    assert (found.id, found.state, max(step for step, _ in found.series("train/loss"))) == (run.name, "finished", 2)
+    assert not (work / "runs").exists()
+
+
+# --------------------------------------------------------------------------- the report, old and new layouts
+
+
+def write_run_csv(folder: Path, steps: dict[int, float], run_id: str) -> None:
+    folder.mkdir(parents=True)
+    rows = "".join(f"0,{step},{value}\n" for step, value in steps.items())
+    (folder / "metrics.csv").write_text("epoch,step,val/loss\n" + rows)
+    (folder / "hparams.yaml").write_text("head: tied\nhidden_size: 64\n")
+    layout.write_json(folder / layout.STATUS_FILE, {"state": "finished", "run": run_id})
+
+
+def test_the_report_reads_run_folders_beside_runs_of_the_layout_before_them(tmp_path):
+    """Before run folders every plain run shared runs/csv/version_N, its checkpoints in
+    runs/tiedemb/<W&B id>/checkpoints; both layouts are read, each run once."""
+    root = tmp_path / "runs"
+    write_run_csv(root / "csv" / "version_0", {5: 6.0}, "old")
+    write_run_csv(root / "csv" / "version_1", {10: 5.5}, "old")  # its resumed attempt
+    (root / "config.yaml").write_text("{}\n")
+    (root / "tiedemb" / "abc" / "checkpoints").mkdir(parents=True)
+    (root / "tiedemb" / "abc" / "checkpoints" / "last.ckpt").write_bytes(b"")
+    new = root / "tied-0123abcd"
+    write_run_csv(new / "csv" / "version_0", {5: 4.0}, "new")
+    write_run_csv(new / "csv" / "version_1", {10: 3.5}, "evaluated")  # an attempt with another run id
+    layout.write_json(new / layout.STATUS_FILE, {"state": "finished", "run": "new"})
+    (new / "checkpoints").mkdir()
+    (new / "checkpoints" / "last.ckpt").write_bytes(b"")
+    runs = {run.id: run for run in find_runs(root)}
+    assert sorted(runs) == ["csv/version_0", "tied-0123abcd"]
+    assert runs["csv/version_0"].series("val/loss") == [(5, 6.0), (10, 5.5)]
+    assert runs["tied-0123abcd"].series("val/loss") == [(5, 4.0), (10, 3.5)]
+    assert runs["tied-0123abcd"].checkpoints() == [new / "checkpoints" / "last.ckpt"]
