@@ -122,6 +122,13 @@ SHRINK_GLUE = [
     "--trainer.limit_test_batches=1",
     "--trainer.limit_predict_batches=1",
 ]
+#: Appended to an evaluation of a checkpoint alone (no ``--config``): the checkpoint decides the model
+#: and the data, so only the batches are fewer.
+SHRINK_CHECKPOINT = [
+    "--trainer.limit_val_batches=1",
+    "--trainer.limit_test_batches=1",
+    "--trainer.limit_predict_batches=1",
+]
 #: Added to every study's overrides in the scratch copy of a sweep file named by a command.
 SHRINK_SWEEP_STUDY = {"trainer.max_steps": 3, "trainer.limit_val_batches": 1, "trainer.limit_test_batches": 1}
 SHRINK_SWEEP_GLUE_STUDY = {"data.max_train_samples": 64, "trainer.max_epochs": 1}
@@ -344,7 +351,8 @@ class Workspace:
             return argv  # nothing is run
         if command.subcommand in RUN_SUBCOMMANDS:
             glue = any("configs/glue/" in arg for arg in argv)
-            argv += SHRINK_GLUE if glue else SHRINK_PRETRAIN
+            checkpoint_alone = "--config" not in argv and any(arg.startswith("--ckpt_path") for arg in argv)
+            argv += SHRINK_CHECKPOINT if checkpoint_alone else SHRINK_GLUE if glue else SHRINK_PRETRAIN
         elif command.subcommand == "tiedemb.sweep":
             self.shrink_sweep_file(Path(argv[argv.index(command.subcommand) + 1]))
             if "--out" in argv and Path(argv[argv.index("--out") + 1]).is_absolute():
