@@ -212,6 +212,14 @@ def test_last_checkpoint_is_the_newest_state_even_when_validation_did_not_improv
     assert torch.load(folder / "last.ckpt", weights_only=True)["global_step"] == 10
 
 
+@pytest.mark.end_to_end
+def test_last_checkpoint_holds_the_final_step_when_training_ends_between_validations(tmp_path):
+    main([*fit_args(tmp_path, 20, "--trainer.val_check_interval=5"), "--trainer.max_steps=7"])
+    folder = run_checkpoint(tmp_path).parent
+    assert torch.load(folder / "last.ckpt", weights_only=True)["global_step"] == 7
+    assert {torch.load(path, weights_only=True)["global_step"] for path in folder.glob("step*.ckpt")} == {5}
+
+
 def test_sampler_shares_each_epoch_between_processes_and_resumes_part_way():
     from tiedemb.data.sampling import ResumableSampler
 

@@ -80,7 +80,8 @@ class ResumableCheckpoint(ModelCheckpoint):
     Lightning refreshes ``last.ckpt`` at a validation or epoch end only when it also saved a
     top-k checkpoint, i.e. when the monitored metric improved; after a worse validation,
     ``last.ckpt`` would lag behind and a resumed run would silently repeat steps. Here it is
-    written at every validation (or epoch) end where checkpoints are due, besides the top-k.
+    written at every validation (or epoch) end where checkpoints are due, besides the top-k, and
+    when training ends at a step no validation saved.
     """
 
     def on_validation_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
@@ -92,6 +93,13 @@ class ResumableCheckpoint(ModelCheckpoint):
         super().on_train_epoch_end(trainer, pl_module)
         if saves_at_train_epoch_end(self, trainer):
             self._refresh_last(trainer)
+
+    def on_train_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
+        # A fit that ends between validations (max_steps not a multiple of the validation interval)
+        # would leave last.ckpt at the last validation: the final steps are saved here.
+        super().on_train_end(trainer, pl_module)
+        if self.save_last and not saved_this_step(self, trainer):
+            save_last_checkpoint(self, trainer)
 
     def _refresh_last(self, trainer: L.Trainer) -> None:
         every = self.every_n_epochs or 0
