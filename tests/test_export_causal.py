@@ -24,7 +24,7 @@ from tiedemb import GlueModule, PretrainModule
 from tiedemb.cli import main as cli_main
 from tiedemb.export import build_model
 from tiedemb.export import main as export
-from tiedemb.weights.export import plan_export
+from tiedemb.weights.export_plan import plan_export
 
 ROOT = Path(__file__).resolve().parents[1]
 CONFIGS = ROOT / "configs"

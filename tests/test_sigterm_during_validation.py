@@ -14,6 +14,7 @@ import pytest
 import torch
 from lightning.pytorch.callbacks import Callback
 from lightning.pytorch.utilities.exceptions import SIGTERMException
+from run_dirs import run_checkpoint
 
 from tiedemb.cli import main
 
@@ -60,6 +61,6 @@ def test_a_sigterm_during_validation_lets_it_finish_then_saves_the_step(tmp_path
     assert cli.trainer.global_step == 3  # and the run stopped at the end of its step (val_check_interval 3)
     err = capsys.readouterr().err
     assert "during a validation" not in err
-    last = tmp_path / "checkpoints" / "last.ckpt"
+    last = run_checkpoint(tmp_path)  # the run's own folder under tmp_path
     assert f"SIGTERM: saved the state after step 3 to {last}" in err
     assert torch.load(last, weights_only=True)["global_step"] == 3

@@ -5,7 +5,7 @@ OUT gets ``config.json``, ``model.safetensors``, the run's tokenizer and a model
 classifier as ``BertForSequenceClassification``, a pretraining model with BERT's masked-LM head
 as ``BertForMaskedLM``, any other masked-LM model BERT's encoder can hold as ``BertModel``, a
 next-token model as ``GPTNeoXForCausalLM``, ``LlamaForCausalLM`` or ``GPT2LMHeadModel``. Which
-settings fit and how the weights map is ``tiedemb.weights.export`` (BERT) and
+settings fit and how the weights map is ``tiedemb.weights.export_plan`` (BERT) and
 ``tiedemb.weights.causal``; a model no class holds exactly is refused with the setting that
 stands in the way.
 
@@ -26,7 +26,7 @@ from tiedemb.errors import UserError, first_line
 from tiedemb.options import add_weights_only
 from tiedemb.training.exits import CommandParser, report_user_errors
 from tiedemb.weights.causal import OUTPUT_WEIGHT
-from tiedemb.weights.export import BERT_MODEL, EXPORT_CLASSES, ExportPlan, plan_export
+from tiedemb.weights.export_plan import BERT_MODEL, EXPORT_CLASSES, ExportPlan, plan_export
 
 EXPORT_COMPLETE = "config.json"
 """The file whose presence marks a written export folder."""

@@ -1,6 +1,6 @@
 """``python -m tiedemb.report DIR``: tables, figures and report.md from a folder of runs.
 
-The logic lives in ``tiedemb.experiments.report``; the files it writes are listed there.
+The logic lives in ``tiedemb.experiments.report_writer``; the files it writes are listed there.
 """
 
 from __future__ import annotations
@@ -42,7 +42,7 @@ def parser() -> CommandParser:
 
 def main(argv: list[str] | None = None) -> int:
     args = parser().parse_args(argv)
-    from tiedemb.experiments.report import build_report
+    from tiedemb.experiments.report_writer import build_report
 
     path = report_user_errors(
         lambda: build_report(

@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from tiedemb.errors import UserError
-from tiedemb.experiments.preemption import SweepStopped
+from tiedemb.experiments.requeue import SweepStopped
 from tiedemb.options import NonNegativeInt, number
 from tiedemb.training.exits import PREEMPTED_EXIT, CommandParser, report_user_errors
 from tiedemb.training.shipped_configs import resolve_config

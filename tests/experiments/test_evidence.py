@@ -10,7 +10,7 @@ import yaml
 from run_folders import make_cell, pretrain_metrics
 
 from tiedemb.experiments import layout
-from tiedemb.experiments.report import build_report
+from tiedemb.experiments.report_writer import build_report
 
 UNIGRAM = 7.0
 ANALYSIS = {

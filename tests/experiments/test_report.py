@@ -13,7 +13,7 @@ import pytest
 from run_folders import glue_metrics, make_cell, pretrain_metrics, write_metrics
 
 from tiedemb.errors import UserError
-from tiedemb.experiments.report import build_report
+from tiedemb.experiments.report_writer import build_report
 
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 

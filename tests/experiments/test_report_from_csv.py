@@ -11,7 +11,7 @@ import yaml
 from run_folders import make_cell, pretrain_metrics, write_metrics
 
 from tiedemb.experiments.cells import run_sweep
-from tiedemb.experiments.report import build_report
+from tiedemb.experiments.report_writer import build_report
 from tiedemb.experiments.runs import find_runs
 from tiedemb.experiments.sweep_file import load_sweep
 

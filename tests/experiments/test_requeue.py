@@ -22,7 +22,7 @@ from sweep_files import CONFIGS, tiny_sweep, write_sweep
 from tiedemb.experiments import cells as sweep_module
 from tiedemb.experiments import layout
 from tiedemb.experiments.emit import slurm_script
-from tiedemb.experiments.preemption import STOP_SIGNALS_RECEIVED
+from tiedemb.experiments.requeue import STOP_SIGNALS_RECEIVED
 from tiedemb.experiments.sweep_file import load_sweep
 from tiedemb.sweep import main as sweep_main
 
@@ -108,7 +108,7 @@ def test_without_slurm_the_warning_stops_the_cell_without_requeueing(tmp_path, f
         return 143  # the stage got SIGTERM from the sweep
 
     monkeypatch.setattr(sweep_module, "_run_logged", warned)
-    from tiedemb.experiments.preemption import SweepStopped
+    from tiedemb.experiments.requeue import SweepStopped
 
     with pytest.raises(SweepStopped):
         sweep_module.run_sweep(sweep, tmp_path / "out", echo=lambda _: None)

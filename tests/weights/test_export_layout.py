@@ -8,7 +8,7 @@ import torch
 from tiedemb import PretrainModule
 from tiedemb.export import build_model
 from tiedemb.weights.bert import bert_to_tiedemb, tiedemb_to_bert
-from tiedemb.weights.export import plan_export
+from tiedemb.weights.export_plan import plan_export
 
 SMALL = dict(
     vocab_size=50,

@@ -13,7 +13,7 @@ from tiedemb import PretrainModule
 from tiedemb.errors import UserError
 from tiedemb.nn.config import TransformerConfig
 from tiedemb.weights.bert import masked_lm_head_fields
-from tiedemb.weights.export import masked_lm_head_problem
+from tiedemb.weights.export_plan import masked_lm_head_problem
 
 
 def save_tiny_masked_lm(folder: Path, **overrides) -> BertForMaskedLM:

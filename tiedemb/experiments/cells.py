@@ -32,8 +32,8 @@ import yaml
 from tiedemb.errors import UserError
 from tiedemb.experiments import layout
 from tiedemb.experiments.claims import analysis_record
-from tiedemb.experiments.preemption import STOP_SIGNALS_RECEIVED as STOP
-from tiedemb.experiments.preemption import SweepStopped, requeue_slurm_task, slurm_record
+from tiedemb.experiments.requeue import STOP_SIGNALS_RECEIVED as STOP
+from tiedemb.experiments.requeue import SweepStopped, requeue_slurm_task, slurm_record
 from tiedemb.experiments.sweep_file import Cell, Sweep, Upstream, replace_cells
 from tiedemb.training.exits import PREEMPTED_EXIT
 from tiedemb.training.status_file import now, process_fields

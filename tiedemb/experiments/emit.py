@@ -10,7 +10,7 @@ job writes the same folder, status and metrics as a local run, and skips a finis
 
 Time limits: the job array asks SLURM for SIGUSR1 two minutes before a task's time limit; the task's
 sweep process then stops the running stage after its current step (it saves its state there) and
-requeues the task, which resumes the cell when it runs again (``tiedemb.experiments.preemption``).
+requeues the task, which resumes the cell when it runs again (``tiedemb.experiments.requeue``).
 
 Chained studies: a job of a chained cell whose upstream cell has not finished exits at once
 (status 0) saying which cell it waits for, and the cell is recorded as waiting. So the jobs of
@@ -35,7 +35,7 @@ SLURM_DEFAULTS: dict[str, object] = {
     "cpus-per-task": 8,
     # Two minutes before the time limit SLURM sends SIGUSR1 to the batch shell, i.e. to the sweep (exec-ed
     # below), which stops the running stage after its current step, saves it and requeues the task
-    # (tiedemb.experiments.preemption); the requeued task resumes the cell from that checkpoint.
+    # (tiedemb.experiments.requeue); the requeued task resumes the cell from that checkpoint.
     "signal": "B:USR1@120",
     "requeue": True,
     # the requeued task writes the same %A_%a.log: appended to, not truncated

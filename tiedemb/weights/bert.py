@@ -8,7 +8,7 @@ out; a state dict in, a state dict out. ``read_bert`` reads a model with transfo
 applies both (and, for a masked LM, ``masked_lm_head_to_tiedemb`` to BERT's masked-LM head, which
 is tiedemb's ``tied_orth`` head with a bias, the encoder's activation, a norm and an output bias).
 ``tiedemb_to_bert`` is the way back for weights already in BERT's shapes
-(``tiedemb.weights.export`` multiplies out a factorised embedding first).
+(``tiedemb.weights.export_plan`` multiplies out a factorised embedding first).
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """A next-token tiedemb model in a transformers causal-LM layout, or the setting that stands in the way.
 
 Pure: a ``TransformerConfig`` and a checkpoint's weights (``model.`` prefix removed) in; the class,
-its config keywords and a state dict in its names out. ``tiedemb.weights.export.plan_export``
+its config keywords and a state dict in its names out. ``tiedemb.weights.export_plan.plan_export``
 puts them together. Every class here normalises before each branch and after the last block, as
 tiedemb's pre-norm encoder does; which one holds a model follows from its norm and positions:
 

@@ -19,7 +19,7 @@ from typing import Any
 from tiedemb.errors import UserError
 from tiedemb.nn.config import TransformerConfig
 from tiedemb.options import given, no_effect
-from tiedemb.weights.export import encoder_problem, masked_lm_head_problem
+from tiedemb.weights.export_plan import encoder_problem, masked_lm_head_problem
 from tiedemb.weights.source import PretrainedWeights, architecture_defaults, load_pretrained, resolve_fields
 
 #: The head settings BERT's masked-LM head fixes; unset, they are the pretrained head's (or the

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from tiedemb.nn.config import HEAD_ONLY_SETTINGS, TransformerConfig
-from tiedemb.weights.export import BERT_MODEL, CLASSIFIER, MASKED_LM, ExportPlan
+from tiedemb.weights.export_plan import BERT_MODEL, CLASSIFIER, MASKED_LM, ExportPlan
 
 LICENSE = "apache-2.0"
 #: The transformers pipeline and Auto class of each exported class; any other is a causal LM.
