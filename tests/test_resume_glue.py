@@ -78,7 +78,8 @@ def fit_args(root: Path, glue: Path, tokenizer: Path, *extra: str) -> list[str]:
 def metric_rows(root: Path) -> list[tuple[str, int, float]]:
     """(metric, step, value) of every computed value in the run folders' metrics.csv files, oldest run first."""
     found = []
-    for version in sorted((root / "lightning_logs").glob("version_*"), key=lambda path: int(path.name.split("_")[1])):
+    versions = [path.parent for path in root.rglob("version_*/metrics.csv")]  # in the run's own folder
+    for version in sorted(versions, key=lambda path: int(path.name.split("_")[1])):
         with open(version / "metrics.csv", newline="", encoding="utf-8") as handle:
             for row in csv.DictReader(handle):
                 step = int(row["step"])

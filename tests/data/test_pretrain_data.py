@@ -140,7 +140,7 @@ def test_fit_with_default_loggers_logs_one_vocabulary_size(tmp_path, source, req
 
     (hparams_file,) = (tmp_path / "runs").rglob("hparams.yaml")  # the CSV logger's record
     assert yaml.safe_load(hparams_file.read_text())["vocab_size"] == model_vocab
-    wandb_logs = list((tmp_path / "runs" / "wandb").glob("offline-run-*/run-*.wandb"))  # the W&B run's record
+    wandb_logs = list((tmp_path / "runs").glob("*/wandb/offline-run-*/run-*.wandb"))  # the W&B run's record
     assert len(wandb_logs) == 1, (
         wandb_logs,
         {k: v for k, v in os.environ.items() if k.startswith("WANDB")},
