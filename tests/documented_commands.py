@@ -132,6 +132,9 @@ SHRINK_CHECKPOINT = [
 #: Added to every study's overrides in the scratch copy of a sweep file named by a command.
 SHRINK_SWEEP_STUDY = {"trainer.max_steps": 3, "trainer.limit_val_batches": 1, "trainer.limit_test_batches": 1}
 SHRINK_SWEEP_GLUE_STUDY = {"data.max_train_samples": 64, "trainer.max_epochs": 1}
+#: Added to a pretraining study's overrides: one validation at step 3, counted across epochs, since
+#: the made-up text of a clone without ../shared fills fewer batches than a study's interval.
+SHRINK_SWEEP_PRETRAIN_STUDY = {"trainer.val_check_interval": 3, "trainer.check_val_every_n_epoch": None}
 #: The grid axis a sweep repeats runs over; the scratch copy keeps its first seed only. A study's
 #: first other axis keeps its first and last value (both when it has two: every cell the docs name
 #: with seed=0 stays), so a chained study still finds its upstream cells (the pretrained route's d_e
@@ -372,7 +375,8 @@ class Workspace:
                 grid[axis] = {name: values[name] for name in kept} if isinstance(values, dict) else kept
         for study in (sweep.get("studies") or {"": sweep}).values():
             configs = [*(sweep.get("configs") or []), *(study.get("configs") or [])]
-            shrink = {**SHRINK_SWEEP_STUDY, **(SHRINK_SWEEP_GLUE_STUDY if any("glue" in c for c in configs) else {})}
+            glue = any("glue" in c for c in configs)
+            shrink = {**SHRINK_SWEEP_STUDY, **(SHRINK_SWEEP_GLUE_STUDY if glue else SHRINK_SWEEP_PRETRAIN_STUDY)}
             study["overrides"] = {**(study.get("overrides") or {}), **shrink}
         path.write_text(yaml.safe_dump(sweep, sort_keys=False))
 
