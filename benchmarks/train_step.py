@@ -75,7 +75,7 @@ from tiedemb import PretrainModule
 from tiedemb.data.collate import MaskingCollator
 from tiedemb.modules.flops import MatmulWeights, device_peak_flops
 from tiedemb.modules.optim import adamw_with_schedule
-from tiedemb.nn.loss import kept_buffers
+from tiedemb.nn.fast.sliced_loss import kept_buffers
 
 SIZES = {
     "small": dict(hidden_size=256, num_layers=4, num_heads=4, intermediate_size=1024),

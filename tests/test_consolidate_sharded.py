@@ -11,7 +11,7 @@ import pytest
 import torch
 
 from tiedemb.errors import UserError
-from tiedemb.training.consolidate import consolidate_checkpoint
+from tiedemb.training.single_checkpoint import consolidate_checkpoint
 
 TOKEN = "model.embedding.token.weight"
 DECODER = "model.head.decoder.weight"

@@ -28,7 +28,7 @@ LAYERS = [
         "tiedemb.sweep",
         "tiedemb.report",
         "tiedemb.dashboard",
-        "tiedemb.scale",
+        "tiedemb.consolidate",
         "tiedemb.export",
         "tiedemb.narrowing",
         "tiedemb.command",

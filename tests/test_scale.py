@@ -30,9 +30,9 @@ from tiedemb.cli import main
 from tiedemb.data import PretrainData
 from tiedemb.errors import UserError
 from tiedemb.nn import Transformer, TransformerConfig
-from tiedemb.nn.encoder import Block
-from tiedemb.training.consolidate import consolidate_checkpoint
-from tiedemb.training.consolidate import main as consolidate_main
+from tiedemb.nn.model import Block
+from tiedemb.training.single_checkpoint import consolidate_checkpoint
+from tiedemb.training.single_checkpoint import main as consolidate_main
 from tiedemb.training.strategy import check_strategy_config, strategy_kind
 from tiedemb.training.ties import TieBroken, check_ties
 

@@ -18,7 +18,7 @@ import torch
 from run_if import run_if
 
 from tiedemb import PretrainModule
-from tiedemb.training.consolidate import consolidate_checkpoint
+from tiedemb.training.single_checkpoint import consolidate_checkpoint
 
 ROOT = Path(__file__).resolve().parents[1]
 CONFIGS = ROOT / "configs"
@@ -95,7 +95,7 @@ def test_fsdp_refuses_a_policy_that_wraps_the_head_apart_from_the_embedding(tmp_
             tmp_path,
             "tied",
             "fsdp",
-            "--trainer.strategy.init_args.auto_wrap_policy=[tiedemb.nn.encoder.Block, torch.nn.Linear]",
+            "--trainer.strategy.init_args.auto_wrap_policy=[tiedemb.nn.model.Block, torch.nn.Linear]",
         )
     assert "holds only one of the two" in str(failed.value)
     assert "Traceback" not in str(failed.value)

@@ -27,7 +27,7 @@ from tiedemb.modules.glue import GlueModule
 from tiedemb.modules.pretrain import PretrainModule
 from tiedemb.modules.throughput import ModelThroughput
 from tiedemb.nn.config import OBJECTIVES
-from tiedemb.options import given, shown
+from tiedemb.options import as_written, changed_from_default
 from tiedemb.training.arguments import ArgumentParser
 from tiedemb.training.checkpoint_io import AtomicCheckpointIO
 from tiedemb.training.checkpoints import (
@@ -73,7 +73,7 @@ from tiedemb.training.run_dir import (
     newest_hpc_checkpoint,
     writes_in_run_dir,
 )
-from tiedemb.training.run_status import RunStatus
+from tiedemb.training.status_callback import RunStatus
 from tiedemb.training.strategy import check_strategy_config
 from tiedemb.training.wandb_checkpoints import apply_log_model
 from tiedemb.training.wandb_mode import (
@@ -523,8 +523,8 @@ class TiedembCLI(LightningCLI):
         for name, value in found.items():
             data.init_args[name] = value
             lines.append(
-                f"data.{name}: {shown(current[name])} (checkpoint, relative to the run's folder "
-                f"{str(folder)!r}) -> {shown(value)}"
+                f"data.{name}: {as_written(current[name])} (checkpoint, relative to the run's folder "
+                f"{str(folder)!r}) -> {as_written(value)}"
             )
         return lines
 
@@ -774,9 +774,10 @@ def refuse_linked_settings(model: Any) -> None:
     settings = model.get("init_args") or {}
     for name, source in LINKED_FROM_DATA.items():
         value = settings.get(name)
-        if name in parameters and given(value, parameters[name].default):
+        if name in parameters and changed_from_default(value, parameters[name].default):
             raise UserError(
-                f"model.{name}={shown(value)} is set from the data ({source}); leave it out of the model's settings"
+                f"model.{name}={as_written(value)} is set from the data ({source}); "
+                "leave it out of the model's settings"
             )
 
 

@@ -26,7 +26,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "report": ("tiedemb.report", "tables, curves and analyses of a folder of runs"),
     "dashboard": ("tiedemb.dashboard", "the studies' comparison views as W&B workspaces (--dry-run: as JSON)"),
     "analyse": ("tiedemb.experiments.analysis", "embedding analyses of a checkpoint (effective rank, synonyms)"),
-    "consolidate": ("tiedemb.training.consolidate", "one single-device checkpoint from any strategy's"),
+    "consolidate": ("tiedemb.training.single_checkpoint", "one single-device checkpoint from any strategy's"),
     "export": ("tiedemb.export", "a checkpoint as a transformers model folder (BERT, GPT-NeoX, Llama or GPT-2)"),
     "narrowing": ("tiedemb.narrowing", "the share of each embedding table narrowing to a smaller d_e keeps"),
 }

@@ -13,7 +13,7 @@ import io
 import sys
 from pathlib import Path
 
-from tiedemb.options import PositiveInt, number
+from tiedemb.options import PositiveInt, number_type
 from tiedemb.training.exits import CommandParser, report_user_errors
 from tiedemb.training.files import atomic_write_text
 
@@ -25,7 +25,7 @@ def parser() -> CommandParser:
     parser.add_argument("source", help="a tiedemb .ckpt, a transformers BERT folder or a hub name")
     parser.add_argument(
         "--widths",
-        type=number(PositiveInt),
+        type=number_type(PositiveInt),
         nargs="+",
         default=DEFAULT_WIDTHS,
         help=f"the d_e values (default: {' '.join(map(str, DEFAULT_WIDTHS))}, those below the source's)",

@@ -104,7 +104,7 @@ def check_arguments(prefix: str, types_: Mapping[str, Any], arguments: Mapping[s
             choices = literal_choices(types_[name])
             if choices and value is not None:  # a name: said the way every choice is (tiedemb.errors)
                 check_choice(f"{prefix}.{name}", value, choices)
-            raise UserError(f"{prefix}.{name} must be {describe(types_[name])}, got {shown(value)}")
+            raise UserError(f"{prefix}.{name} must be {describe(types_[name])}, got {as_written(value)}")
 
 
 def literal_choices(hint: Any) -> tuple[Any, ...]:
@@ -165,7 +165,7 @@ def describe(hint: Any) -> str:
     if hint is type(None) or hint is None:
         return "null"
     if origin is Literal:
-        return "one of " + ", ".join(shown(choice) for choice in arguments)
+        return "one of " + ", ".join(as_written(choice) for choice in arguments)
     names = {bool: "true or false", int: "an integer", float: "a finite number", str: "a string"}
     if hint in names:
         return names[hint]
@@ -182,7 +182,7 @@ def describe(hint: Any) -> str:
     return getattr(hint, "__name__", str(hint))
 
 
-def shown(value: Any) -> str:
+def as_written(value: Any) -> str:
     """A value as the user wrote it in YAML or on the command line."""
     if value is None:
         return "null"
@@ -192,7 +192,7 @@ def shown(value: Any) -> str:
 
 
 # -- options the configuration would not read -----------------------------------------------------
-def given(value: Any, default: Any) -> bool:
+def changed_from_default(value: Any, default: Any) -> bool:
     """Whether an option was set: neither ``null`` (unset) nor ``default``, what leaving it out gives.
 
     Setting an option to its default is indistinguishable from leaving it out, and harmless.
@@ -202,7 +202,7 @@ def given(value: Any, default: Any) -> bool:
 
 def no_effect_message(option: str, value: Any, why: str) -> str:
     """``data.tokenizer='x' has no effect without ...``: the option, its value and why it is not read."""
-    return f"{option}={shown(value)} has no effect {why}"
+    return f"{option}={as_written(value)} has no effect {why}"
 
 
 def no_effect(option: str, value: Any, why: str) -> UserError:
@@ -220,8 +220,8 @@ def warn_no_effect(option: str, value: Any, why: str) -> None:
 
 
 # -- the argparse commands' numbers ---------------------------------------------------------------
-class number:
-    """An argparse ``type`` reading one number the annotation ``hint`` accepts (``number(PositiveInt)``).
+class number_type:
+    """An argparse ``type`` reading one number the annotation ``hint`` accepts (``number_type(PositiveInt)``).
 
     ``hint`` stays readable on the type, so whatever reads a parser's options can tell what each
     number option accepts.
@@ -242,7 +242,7 @@ class number:
         return value
 
 
-def flag(text: str) -> bool:
+def true_or_false(text: str) -> bool:
     """An argparse ``type`` reading a switch's value: true/false (also 1/0, yes/no)."""
     if text.lower() in ("true", "1", "yes"):
         return True
@@ -257,7 +257,7 @@ def add_weights_only(parser: argparse.ArgumentParser) -> None:
     that spelling too)."""
     parser.add_argument(
         "--weights-only",
-        type=flag,
+        type=true_or_false,
         default=True,
         help="read tensors and plain values only (default true); false unpickles anything, for a file you trust",
     )

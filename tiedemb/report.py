@@ -9,7 +9,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from tiedemb.options import PositiveFloat, number
+from tiedemb.options import PositiveFloat, number_type
 from tiedemb.training.exits import CommandParser, report_user_errors
 
 
@@ -28,7 +28,9 @@ def parser() -> CommandParser:
     parser = CommandParser(prog="tiedemb report", description=__doc__.split("\n\n")[0])
     parser.add_argument("folder", type=Path, help="a sweep's --out folder, or any folder of runs")
     parser.add_argument(
-        "--target-loss", type=number(PositiveFloat), help="loss for 'steps to target' (default: the highest final loss)"
+        "--target-loss",
+        type=number_type(PositiveFloat),
+        help="loss for 'steps to target' (default: the highest final loss)",
     )
     parser.add_argument(
         "--steps",

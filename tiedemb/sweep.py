@@ -30,7 +30,7 @@ from typing import Any
 
 from tiedemb.errors import UserError
 from tiedemb.experiments.requeue import SweepStopped
-from tiedemb.options import NonNegativeInt, number
+from tiedemb.options import NonNegativeInt, number_type
 from tiedemb.training.exits import PREEMPTED_EXIT, CommandParser, report_user_errors
 from tiedemb.training.shipped_configs import resolve_config
 
@@ -50,7 +50,7 @@ def parser() -> CommandParser:
     )
     parser.add_argument("--out", type=Path, required=True, help="folder for the cells (created if absent)")
     parser.add_argument("--emit", choices=("slurm", "wandb"), help="write cluster files instead of running")
-    parser.add_argument("--cell", type=number(NonNegativeInt), help="run only the cell with this index")
+    parser.add_argument("--cell", type=number_type(NonNegativeInt), help="run only the cell with this index")
     parser.add_argument("--study", help="with --LABEL=VALUE flags: run only that cell of this study")
     parser.add_argument("--list", action="store_true", help="list the cells and their state")
     parser.add_argument("--dry-run", action="store_true", help="validate and print the commands only")

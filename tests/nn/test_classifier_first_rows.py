@@ -8,7 +8,7 @@ import torch
 
 from tiedemb.nn.classifier import SequenceClassifier
 from tiedemb.nn.config import TransformerConfig
-from tiedemb.nn.encoder import Encoder
+from tiedemb.nn.model import Encoder
 
 
 def full_state_logits(model: SequenceClassifier, batch: dict[str, torch.Tensor]) -> torch.Tensor:

@@ -6,7 +6,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from tiedemb.nn.dropout import Dropout, attention, dropout, keep_mask
+from tiedemb.nn.fast.dropout import Dropout, attention, dropout, keep_mask
 
 N = 1 << 21
 

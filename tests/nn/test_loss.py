@@ -6,8 +6,8 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from tiedemb.nn import loss as loss_module
-from tiedemb.nn.loss import linear_cross_entropy
+from tiedemb.nn.fast import sliced_loss as loss_module
+from tiedemb.nn.fast.sliced_loss import linear_cross_entropy
 
 
 def _inputs(rows: int = 37, width: int = 12, vocab: int = 50, bias: bool = True, seed: int = 0):

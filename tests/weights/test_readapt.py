@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from tiedemb.nn.config import TransformerConfig
-from tiedemb.nn.embedding import Embedding
+from tiedemb.nn.model import Embedding
 from tiedemb.weights.narrow import factorise_tables
 from tiedemb.weights.readapt import readapt_embedding
 

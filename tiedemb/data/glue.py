@@ -26,7 +26,15 @@ from tiedemb.data.length_grouping import length_grouped, longest_first
 from tiedemb.data.sampling import ResumableTraining, loader_generator
 from tiedemb.data.tokenizers import load_tokenizer
 from tiedemb.errors import UserError, check_choice
-from tiedemb.options import Bounds, NonNegativeInt, PositiveInt, check_arguments, given, no_effect, option_types
+from tiedemb.options import (
+    Bounds,
+    NonNegativeInt,
+    PositiveInt,
+    changed_from_default,
+    check_arguments,
+    no_effect,
+    option_types,
+)
 from tiedemb.training.hub import hub_offline_requested, hub_problem
 
 HUB_DATASET = "nyu-mll/glue"
@@ -204,7 +212,7 @@ def _check_one_source(data_dir: str | None, data_files: dict[str, str] | None, h
     """The first source given is read: a later one given too would be ignored without a word."""
     if data_files and data_dir is not None:
         raise no_effect("data.data_dir", data_dir, "with data.data_files, which is read instead; give one source")
-    if given(hub_dataset, HUB_DATASET) and (data_files or data_dir is not None):
+    if changed_from_default(hub_dataset, HUB_DATASET) and (data_files or data_dir is not None):
         local = "data.data_files" if data_files else "data.data_dir"
         raise no_effect("data.hub_dataset", hub_dataset, f"with {local}, which is read instead; give one source")
 

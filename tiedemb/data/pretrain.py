@@ -28,8 +28,8 @@ from tiedemb.options import (
     OpenFraction,
     PositiveInt,
     Rate,
+    changed_from_default,
     check_arguments,
-    given,
     no_effect,
     option_types,
     warn_no_effect,
@@ -52,7 +52,11 @@ def _check_source_options(source: str, options: dict[str, Any]) -> None:
     defaults = {
         name: parameter.default for name, parameter in inspect.signature(PretrainData.__init__).parameters.items()
     }
-    changed = {name: options[name] for name in defaults if name in options and given(options[name], defaults[name])}
+    changed = {
+        name: options[name]
+        for name in defaults
+        if name in options and changed_from_default(options[name], defaults[name])
+    }
     if source == "synthetic" and "tokenizer" in changed:
         raise UserError(
             f"data.tokenizer={changed['tokenizer']!r} has no effect: without data.train_files or data.dataset "

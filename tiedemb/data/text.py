@@ -45,7 +45,7 @@ from tiedemb.data.tokenizers import (
     train_tokenizer,
 )
 from tiedemb.errors import UserError, check_choice, first_line
-from tiedemb.options import given, no_effect, warn_no_effect
+from tiedemb.options import changed_from_default, no_effect, warn_no_effect
 from tiedemb.training.files import atomic_directory, disk_full_is_reported
 from tiedemb.training.hub import hub_access
 
@@ -384,7 +384,7 @@ def prepare_text(
     val_paths = _expand(val_files, "val") if val_files else []
     if (
         dataset is None
-        and given(text_column, TEXT_COLUMN)
+        and changed_from_default(text_column, TEXT_COLUMN)
         and all(p.suffix.lower() == ".txt" for p in train_paths + val_paths)
     ):
         raise no_effect("data.text_column", text_column, "with .txt files only: each of their lines is a document")
@@ -430,7 +430,7 @@ def prepare_text(
         if dataset is not None:
             train_docs, val_docs = _load_hub_splits(dataset, dataset_config, text_column)
             described = f"dataset {dataset!r}"
-            if val_docs is not None and not val_paths and given(val_fraction, VAL_FRACTION):
+            if val_docs is not None and not val_paths and changed_from_default(val_fraction, VAL_FRACTION):
                 raise no_effect(
                     "data.val_fraction",
                     val_fraction,

@@ -11,7 +11,7 @@
         config.yaml                    the resolved configuration, as the run saved it
         log.txt                        stdout and stderr of every attempt
         csv/version_*/metrics.csv      Lightning's CSVLogger (a resumed or test stage adds a version)
-        csv/version_*/status.json      that process's own record (every run writes one: run_status.py)
+        csv/version_*/status.json      that process's own record (every run writes one: status_callback.py)
         wandb/offline-run-*/           W&B's records (synced later with `wandb sync`)
         checkpoints/                   last.ckpt, best.ckpt and the best ones by name; cells run
                                        before run folders keep them in tiedemb/<run id>/checkpoints/

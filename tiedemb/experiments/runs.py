@@ -213,7 +213,7 @@ def _state(status: dict[str, Any], resume: str) -> tuple[str, str]:
 def _plain_run(
     folder: Path, root: Path, metrics: dict[str, dict[int, float]], hparams: dict[str, Any], config: dict[str, Any]
 ) -> Run:
-    # The run's own record (training/run_status.py); runs from before it was written have none.
+    # The run's own record (training/status_callback.py); runs from before it was written have none.
     status = layout.read_status(folder)
     state, message = _state(status, "--ckpt_path=last resumes it") if status else (UNKNOWN, "")
     run = Run(

@@ -29,7 +29,7 @@ from tiedemb.options import (
     PositiveFloat,
     Rate,
     UnitFraction,
-    given,
+    changed_from_default,
     no_effect,
     warn_no_effect,
 )
@@ -136,7 +136,7 @@ class GlueModule(L.LightningModule):
             raise no_effect(
                 "model.reinit_embeddings", True, "without model.pretrained: the embeddings are drawn afresh anyway"
             )
-        if warmup_steps is not None and given(warmup_ratio, WARMUP_RATIO):
+        if warmup_steps is not None and changed_from_default(warmup_ratio, WARMUP_RATIO):
             raise no_effect(
                 "model.warmup_ratio",
                 warmup_ratio,
@@ -158,7 +158,7 @@ class GlueModule(L.LightningModule):
                 "model.narrowing", narrowing, "without model.pretrained: there is no pretrained embedding to narrow"
             )
         self.narrowing_kept: dict[str, float] = {}  # table -> share of its energy kept by narrowing
-        if not readapt_steps and given(readapt_learning_rate, READAPT_LEARNING_RATE):
+        if not readapt_steps and changed_from_default(readapt_learning_rate, READAPT_LEARNING_RATE):
             raise no_effect(
                 "model.readapt_learning_rate",
                 readapt_learning_rate,

@@ -10,7 +10,7 @@ import torch
 from torch import nn
 
 from tiedemb.errors import check_choice
-from tiedemb.options import given, no_effect
+from tiedemb.options import changed_from_default, no_effect
 
 LrDecay = Literal["linear", "cosine", "constant"]
 """How the learning rate falls after warmup (``model.lr_decay``)."""
@@ -28,7 +28,7 @@ def parameter_groups(model: nn.Module, weight_decay: float) -> list[dict]:
 
 def check_schedule(decay: str, min_lr_ratio: float) -> None:
     """Refuse a floor the schedule never decays to (the module's signature refuses an unknown decay)."""
-    if decay == "constant" and given(min_lr_ratio, 0.0):
+    if decay == "constant" and changed_from_default(min_lr_ratio, 0.0):
         raise no_effect(
             "model.min_lr_ratio",
             min_lr_ratio,
@@ -71,8 +71,9 @@ def adamw_with_schedule(
     (matrices) and ``lr/pg2`` (biases and norm gains), equal at every step.
     """
     groups = parameter_groups(model, weight_decay)
-    # The fused kernel reads and writes each parameter, gradient and moment once per step (on CPU
-    # about 3x faster than the multi-tensor path); it exists for CPU and CUDA float tensors.
+    # The fused kernel reads and writes each parameter, gradient and moment once per step, where the
+    # multi-tensor path makes several passes (benchmarks/RESULTS.md compares them); it exists for CPU
+    # and CUDA float tensors.
     fused = all(p.device.type in ("cpu", "cuda") and p.is_floating_point() for group in groups for p in group["params"])
     optimizer = torch.optim.AdamW(
         groups, lr=learning_rate, betas=betas, eps=eps, fused=fused, foreach=None if fused else True

@@ -9,7 +9,7 @@ from tiedemb.lazy import lazy_exports
 
 _EXPORTS = {
     "HEADS": "tiedemb.nn.heads",
-    "IGNORE_INDEX": "tiedemb.nn.loss",
+    "IGNORE_INDEX": "tiedemb.nn.layers",
     "LMOutput": "tiedemb.nn.model",
     "Transformer": "tiedemb.nn.model",
     "TransformerConfig": "tiedemb.nn.config",

@@ -11,10 +11,9 @@ import torch
 from torch import Tensor, nn
 
 from tiedemb.nn.config import TransformerConfig
-from tiedemb.nn.dropout import Dropout
-from tiedemb.nn.embedding import Embedding
-from tiedemb.nn.encoder import Encoder
-from tiedemb.nn.init import init_embedding, init_encoder, init_linear
+from tiedemb.nn.fast import Dropout
+from tiedemb.nn.layers import init_linear
+from tiedemb.nn.model import Embedding, Encoder, init_embedding, init_encoder
 
 
 class SequenceClassifier(nn.Module):

@@ -25,8 +25,8 @@ from tiedemb.options import (
     PositiveFloat,
     PositiveInt,
     Rate,
+    changed_from_default,
     check_arguments,
-    given,
     no_effect,
     warn_no_effect,
 )
@@ -230,25 +230,27 @@ class TransformerConfig:
         defaults = {field.name: field.default for field in dataclasses.fields(self)}
         for name, head in HEAD_ONLY_SETTINGS.items():
             value = getattr(self, name)
-            if self.head != head and given(value, defaults[name]):
+            if self.head != head and changed_from_default(value, defaults[name]):
                 raise no_effect(f"model.{name}", value, f"with model.head={self.head!r}: only the {head} head reads it")
         if (
             self.head == "tied_shuffle"
             and self.shuffle == "half_swap"
-            and given(self.shuffle_groups, defaults["shuffle_groups"])
+            and changed_from_default(self.shuffle_groups, defaults["shuffle_groups"])
         ):
             raise no_effect(
                 "model.shuffle_groups",
                 self.shuffle_groups,
                 "with model.shuffle='half_swap', which always swaps two halves; groups are for channel_shuffle",
             )
-        if self.position != "rope" and given(self.rope_base, defaults["rope_base"]):
+        if self.position != "rope" and changed_from_default(self.rope_base, defaults["rope_base"]):
             raise no_effect(
                 "model.rope_base",
                 self.rope_base,
                 f"with model.position={self.position!r}: only rotary positions have a base",
             )
-        if self.position == "none" and given(self.max_position_embeddings, defaults["max_position_embeddings"]):
+        if self.position == "none" and changed_from_default(
+            self.max_position_embeddings, defaults["max_position_embeddings"]
+        ):
             # A warning, not an error: recipes size the position table and `position: none` composes with them.
             warn_no_effect(
                 "model.max_position_embeddings",

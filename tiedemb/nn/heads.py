@@ -27,8 +27,7 @@ import torch
 from torch import Tensor, nn
 
 from tiedemb.errors import check_choice
-from tiedemb.nn.init import init_linear, init_norms
-from tiedemb.nn.layers import ACTIVATION_FUNCTIONS, make_norm
+from tiedemb.nn.layers import ACTIVATION_FUNCTIONS, init_linear, init_norms, make_norm
 
 HEADS: dict[str, type[OutputHead]] = {}
 """``model.head`` name -> head class, in the order the classes were defined (the order messages list them)."""

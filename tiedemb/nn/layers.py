@@ -1,4 +1,5 @@
-"""The norms and activations a config can name, built from their names.
+"""What the model files share: the norms and activations a config can name, how a linear layer
+or a norm is drawn, and the label that marks "no loss here".
 
 ``tiedemb.nn.config`` lists the names and refuses any other; the tables here hold one entry per
 name (a test checks that they agree), so the blocks and heads never validate a name themselves.
@@ -11,6 +12,9 @@ from collections.abc import Callable
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
+
+IGNORE_INDEX = -100
+"""A label that takes no part in the loss (the Hugging Face and ``F.cross_entropy`` convention)."""
 
 ACTIVATION_FUNCTIONS: dict[str, Callable[[Tensor], Tensor]] = {
     "gelu": F.gelu,
@@ -25,3 +29,25 @@ NORM_CLASSES: dict[str, type[nn.Module]] = {"layernorm": nn.LayerNorm, "rmsnorm"
 
 def make_norm(kind: str, dim: int, eps: float) -> nn.Module:
     return NORM_CLASSES[kind](dim, eps=eps)
+
+
+def init_norms(module: nn.Module) -> None:
+    """Every norm inside ``module`` back to gain 1, bias 0."""
+    for norm in module.modules():
+        if isinstance(norm, (nn.LayerNorm, nn.RMSNorm)):
+            if norm.weight is not None:
+                nn.init.ones_(norm.weight)
+            if getattr(norm, "bias", None) is not None:
+                nn.init.zeros_(norm.bias)
+
+
+def init_linear(linear: nn.Linear, std: float, gain_xavier: float | None = None) -> None:
+    """Weight from N(0, std) (or Xavier-normal with ``gain_xavier``; exactly 0 when std is 0), bias 0."""
+    if gain_xavier is not None:
+        nn.init.xavier_normal_(linear.weight, gain=gain_xavier)
+    elif std == 0.0:
+        nn.init.zeros_(linear.weight)
+    else:
+        nn.init.normal_(linear.weight, mean=0.0, std=std)
+    if linear.bias is not None:
+        nn.init.zeros_(linear.bias)

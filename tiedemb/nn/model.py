@@ -1,22 +1,218 @@
-"""The whole model: Embedding -> Encoder -> OutputHead, with the loss.
+"""The whole language model, top to bottom: Embedding -> Block x L -> Encoder -> Transformer.
 
-Follows the Hugging Face batch convention (input_ids, attention_mask, token_type_ids, labels
-with -100 where no loss) so it drops into code written for transformers models.
+Read in order:
+
+1. ``Embedding``: token + position + segment tables of width d_e, summed, projected to the
+   hidden size (ALBERT's factorisation; the projection is there whenever ``model.projected``).
+2. ``SelfAttention``, ``FeedForward``, ``Block``: a pre-norm or post-norm (BERT) residual block.
+3. ``Encoder``: the blocks, and the mask attention gets.
+4. ``Transformer``: embedding -> encoder -> output head (``tiedemb.nn.heads``), the tie in
+   ``tie_weights`` (one Parameter, two uses), the loss in ``forward``.
+5. Initialisation: how every parameter is drawn, in one place (``init_transformer``); each head
+   draws its own parts (``OutputHead.reset_parameters``).
+
+The speed path lives in ``tiedemb.nn.fast``, each piece beside the plain PyTorch call it equals.
+The batch follows Hugging Face's convention (input_ids, attention_mask, token_type_ids, labels
+with -100 where no loss), so the model drops into code written for transformers models.
 """
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
+import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from tiedemb.nn import fast
 from tiedemb.nn.config import TransformerConfig
-from tiedemb.nn.embedding import Embedding
-from tiedemb.nn.encoder import Encoder
 from tiedemb.nn.heads import build_head
-from tiedemb.nn.init import init_transformer
-from tiedemb.nn.loss import IGNORE_INDEX, linear_cross_entropy
+from tiedemb.nn.layers import ACTIVATION_FUNCTIONS, IGNORE_INDEX, init_linear, init_norms, make_norm
+
+# -- 1. embedding ----------------------------------------------------------------------------------
+
+
+class Embedding(nn.Module):
+    """Token + position + segment embeddings of width d_e, projected to the hidden size.
+
+    With d_e < hidden the n x d_e token table is the only vocabulary-sized matrix, and a bias-free
+    d_e -> hidden projection lifts it.
+    """
+
+    def __init__(self, config: TransformerConfig) -> None:
+        super().__init__()
+        d_e = config.embedding_dim
+        self.token = nn.Embedding(config.vocab_size, d_e)
+        # Rotary and position-free models add nothing to the input: rotary acts inside attention.
+        self.position = nn.Embedding(config.max_position_embeddings, d_e) if config.position == "learned" else None
+        self.segment = nn.Embedding(config.type_vocab_size, d_e) if config.type_vocab_size > 0 else None
+        self.projection = nn.Linear(d_e, config.hidden_size, bias=False) if config.projected else None
+        # Without the norm, input scales (Gemma's sqrt(d), T5's unit-std table) reach the residual
+        # stream as they are; with it they only change the token's share of the normalised sum.
+        self.norm = (
+            make_norm(config.norm, config.hidden_size, config.norm_eps) if config.embedding_norm else nn.Identity()
+        )
+        self.dropout = fast.Dropout(config.dropout)
+        # Gemma's sqrt(d) multiplier, a plain number: no parameter, so checkpoints are unchanged.
+        self.token_scale = config.token_scale
+
+    def forward(self, input_ids: Tensor, token_type_ids: Tensor | None = None) -> Tensor:
+        x = self.token(input_ids)  # (B, T, d_e)
+        if self.token_scale != 1.0:
+            x = x * self.token_scale
+        if self.position is not None:
+            length = input_ids.shape[1]
+            if length > self.position.num_embeddings:
+                raise ValueError(
+                    f"sequence length {length} exceeds model.max_position_embeddings ({self.position.num_embeddings})"
+                )
+            x = x + self.position.weight[:length]
+        if self.segment is not None:
+            x = x + (self.segment.weight[0] if token_type_ids is None else self.segment(token_type_ids))
+        if self.projection is not None:
+            x = self.projection(x)  # (B, T, hidden)
+        return self.dropout(self.norm(x))
+
+
+# -- 2. the block ------------------------------------------------------------------------------------
+
+
+class Rotary(nn.Module):
+    """Rotary position embedding (rotate-half form), applied to queries and keys."""
+
+    def __init__(self, head_dim: int, max_positions: int, base: float) -> None:
+        super().__init__()
+        inverse_frequency = 1.0 / base ** (torch.arange(0, head_dim, 2, dtype=torch.float32) / head_dim)
+        angles = torch.outer(torch.arange(max_positions, dtype=torch.float32), inverse_frequency)
+        angles = torch.cat((angles, angles), dim=-1)  # (T, head_dim)
+        # Derived from the config, so not saved in checkpoints.
+        self.register_buffer("cos", angles.cos(), persistent=False)
+        self.register_buffer("sin", angles.sin(), persistent=False)
+
+    def forward(self, x: Tensor) -> Tensor:  # x: (B, heads, T, head_dim)
+        length = x.shape[-2]
+        cos, sin = self.cos[:length].to(x.dtype), self.sin[:length].to(x.dtype)
+        first, second = x.chunk(2, dim=-1)
+        return x * cos + torch.cat((-second, first), dim=-1) * sin
+
+
+class SelfAttention(nn.Module):
+    def __init__(self, config: TransformerConfig) -> None:
+        super().__init__()
+        self.num_heads = config.num_heads
+        self.qkv = nn.Linear(config.hidden_size, 3 * config.hidden_size)  # fused: one matmul for q, k, v
+        self.out = nn.Linear(config.hidden_size, config.hidden_size)
+        self.dropout = config.attention_dropout
+        self.causal = config.causal
+        self.rotary = (
+            Rotary(config.head_dim, config.max_position_embeddings, config.rope_base)
+            if config.position == "rope"
+            else None
+        )
+
+    def forward(self, x: Tensor, attention_mask: Tensor | None, rows: fast.Rows = None) -> Tensor:
+        """(B, T, hidden) -> (B, T, hidden). ``rows`` (``tiedemb.nn.fast.rows``): only those
+        positions' outputs, (len(rows), hidden), or (B, hidden) for one position (an int) of every
+        sequence; keys and values still come from every position."""
+        batch, length, hidden = x.shape
+        # Split, then view each part as (B, heads, T, head_dim): the backward is one concatenation
+        # into the fused layout, where unbinding a permuted (3, B, heads, T, head_dim) view costs a
+        # stack and a further copy.
+        q, k, v = (
+            part.view(batch, length, self.num_heads, hidden // self.num_heads).transpose(1, 2)
+            for part in self.qkv(x).split(hidden, dim=-1)
+        )
+        if self.rotary is not None:
+            q, k = self.rotary(q), self.rotary(k)
+        dropout = self.dropout if self.training else 0.0
+        if isinstance(rows, int):
+            # One query per sequence (a classifier's [CLS]): the attention of that query alone.
+            q = q[:, :, rows : rows + 1]
+            if self.causal:  # the query at `rows` sees keys up to itself
+                attention_mask = (torch.arange(length, device=x.device) <= rows).expand(1, 1, 1, length)
+            y = fast.attention(q, k, v, attention_mask, dropout, is_causal=False)
+            return self.out(y.reshape(batch, hidden))  # (B, heads, 1, head_dim) -> (B, hidden)
+        y = fast.attention(q, k, v, attention_mask, dropout, is_causal=self.causal and attention_mask is None)
+        return self.out(fast.take_rows(y.transpose(1, 2).reshape(batch, length, hidden), rows))
+
+
+class FeedForward(nn.Module):
+    def __init__(self, config: TransformerConfig) -> None:
+        super().__init__()
+        self.up = nn.Linear(config.hidden_size, config.intermediate_size)
+        self.down = nn.Linear(config.intermediate_size, config.hidden_size)
+        self.activation = ACTIVATION_FUNCTIONS[config.activation]
+
+    def forward(self, x: Tensor) -> Tensor:
+        return self.down(self.activation(self.up(x)))
+
+
+class Block(nn.Module):
+    """``norm_position="pre"``: x + f(norm(x)) (GPT-2, most modern models).
+    ``norm_position="post"``: norm(alpha * x + f(x)) (BERT; DeepNorm when alpha > 1)."""
+
+    def __init__(self, config: TransformerConfig) -> None:
+        super().__init__()
+        self.pre_norm = config.norm_position == "pre"
+        self.attention_norm = make_norm(config.norm, config.hidden_size, config.norm_eps)
+        self.attention = SelfAttention(config)
+        self.ffn_norm = make_norm(config.norm, config.hidden_size, config.norm_eps)
+        self.ffn = FeedForward(config)
+        self.dropout = fast.Dropout(config.dropout)
+        # DeepNorm up-weights the residual stream so that post-norm stays stable when deep.
+        self.alpha = (2.0 * config.num_layers) ** 0.25 if config.residual_init == "deepnorm" else 1.0
+
+    def forward(self, x: Tensor, attention_mask: Tensor | None, rows: fast.Rows = None) -> Tensor:
+        """``rows``: as for ``SelfAttention``; everything after attention runs on those rows only."""
+        if self.pre_norm:
+            x = fast.take_rows(x, rows) + self.dropout(self.attention(self.attention_norm(x), attention_mask, rows))
+            return x + self.dropout(self.ffn(self.ffn_norm(x)))
+        x = self.attention_norm(
+            self.residual(fast.take_rows(x, rows)) + self.dropout(self.attention(x, attention_mask, rows))
+        )
+        return self.ffn_norm(self.residual(x) + self.dropout(self.ffn(x)))
+
+    def residual(self, x: Tensor) -> Tensor:
+        # alpha is 1 except under DeepNorm; multiplying by 1 would still copy the residual stream.
+        return x if self.alpha == 1.0 else self.alpha * x
+
+
+# -- 3. the encoder ----------------------------------------------------------------------------------
+
+
+class Encoder(nn.Module):
+    def __init__(self, config: TransformerConfig) -> None:
+        super().__init__()
+        self.causal = config.causal
+        self.blocks = nn.ModuleList(Block(config) for _ in range(config.num_layers))
+        # Pre-norm blocks leave the residual stream un-normalised: one norm after the last.
+        self.final_norm = (
+            make_norm(config.norm, config.hidden_size, config.norm_eps) if config.norm_position == "pre" else None
+        )
+
+    def forward(self, x: Tensor, attention_mask: Tensor | None = None, rows: fast.Rows = None) -> Tensor:
+        """(B, T, hidden) states; with ``rows`` only those positions' final states: (len(rows),
+        hidden) for flat B * T indices, (B, hidden) for an int. Only the last block uses ``rows``."""
+        mask = self.attention_bias(attention_mask, x.dtype)
+        last = len(self.blocks) - 1
+        for index, block in enumerate(self.blocks):
+            x = block(x, mask, rows if index == last else None)
+        if rows is not None and not self.blocks:
+            x = fast.take_rows(x, rows)
+        return self.final_norm(x) if self.final_norm is not None else x
+
+    def attention_bias(self, attention_mask: Tensor | None, dtype: torch.dtype) -> Tensor | None:
+        """The mask SDPA gets: None when nothing is padded (lets it pick its fastest kernel).
+
+        Causal models pad on the right, so real tokens never see padding and is_causal alone is exact.
+        """
+        if attention_mask is None or self.causal or bool(attention_mask.all()):
+            return None
+        return attention_mask[:, None, None, :].bool()  # (B, 1, 1, T), True = attend
+
+
+# -- 4. the language model ---------------------------------------------------------------------------
 
 
 @dataclass
@@ -59,6 +255,19 @@ class Transformer(nn.Module):
         """(B, T, hidden); with ``rows`` (flat B * T indices) only those positions, (len(rows), hidden)."""
         return self.encoder(self.embedding(input_ids, token_type_ids), attention_mask, rows)
 
+    def scored_positions(self, labels: Tensor) -> tuple[Tensor | None, Tensor]:
+        """Which positions the loss reads (flat B * T indices; None: all) and each one's target.
+
+        Next-token: position t predicts token t+1, so every position is read and the labels shift
+        left (the last position gets none) rather than the logits right, which would copy the
+        (B, T, vocab) logits and their gradient once more. Masked-token: only the masked positions
+        are read, so the last block finishes only those and (B, T, vocab) logits are never built.
+        """
+        if self.config.causal:
+            return None, F.pad(labels[:, 1:], (0, 1), value=IGNORE_INDEX).reshape(-1)
+        positions = (labels.reshape(-1) != IGNORE_INDEX).nonzero().squeeze(1)
+        return positions, labels.reshape(-1)[positions]
+
     def forward(
         self,
         input_ids: Tensor,
@@ -69,28 +278,18 @@ class Transformer(nn.Module):
         return_logits: bool = True,
     ) -> LMOutput:
         """``return_logits=False`` (with labels): the loss alone, computed without materialising
-        the logits where that is exact (``tiedemb.nn.loss``); ``logits`` is then None."""
+        the logits (``fast.linear_cross_entropy``); ``logits`` is then None."""
         if labels is None:
             return LMOutput(loss=None, logits=self.head(self.encode(input_ids, attention_mask, token_type_ids)))
-        if self.config.causal:
-            # Position t predicts token t+1, so every position is projected. The labels shift left
-            # (the last position gets none) rather than the logits right: slicing (B, T, vocab)
-            # logits would copy them, and their gradient, once more.
-            targets = F.pad(labels[:, 1:], (0, 1), value=IGNORE_INDEX).reshape(-1)
-            hidden = self.encode(input_ids, attention_mask, token_type_ids)
-            rows = hidden.reshape(-1, hidden.shape[-1])
-            num_targets = int((targets != IGNORE_INDEX).sum())  # after the encoder is queued: a GPU sync
-        else:
-            # MLM: only the masked positions are projected, and their states are the only ones the
-            # last block finishes; batch x seq x vocab logits are never built.
-            positions = (labels.reshape(-1) != IGNORE_INDEX).nonzero().squeeze(1)
-            targets = labels.reshape(-1)[positions]
-            num_targets = targets.numel()
-            rows = self.encode(input_ids, attention_mask, token_type_ids, rows=positions)  # (num_masked, hidden)
+        positions, targets = self.scored_positions(labels)
+        hidden = self.encode(input_ids, attention_mask, token_type_ids, rows=positions)
+        hidden = hidden.reshape(-1, hidden.shape[-1])  # (scored positions, hidden)
+        num_targets = int((targets != IGNORE_INDEX).sum())  # after the encoder is queued: a GPU sync
         if not return_logits and num_targets > 0:
-            loss = linear_cross_entropy(self.head.features(rows), self.head.decoder.weight, self.head.bias, targets)
+            head = self.head
+            loss = fast.linear_cross_entropy(head.features(hidden), head.decoder.weight, head.bias, targets)
             return LMOutput(loss=loss, logits=None, num_targets=num_targets)
-        logits = self.head(rows)  # (rows, vocab)
+        logits = self.head(hidden)  # (scored positions, vocab)
         if num_targets == 0:
             loss = logits.sum() * 0.0  # keeps the graph, contributes nothing
         else:
@@ -98,3 +297,72 @@ class Transformer(nn.Module):
         if self.config.causal:
             logits = logits.view(*labels.shape, -1)  # (B, T, vocab)
         return LMOutput(loss=loss, logits=logits, num_targets=num_targets)
+
+
+# -- 5. initialisation -------------------------------------------------------------------------------
+
+
+def init_transformer(model: Transformer, config: TransformerConfig) -> None:
+    """Draw a ``Transformer``'s parameters as the config says: embedding, encoder, then the head.
+
+    The head decides the token table's std (``OutputHead.token_std``: for a tied head that is the
+    shared matrix) and draws its own parts after the embedding. Nothing here breaks the tie: it
+    writes into the shared Parameter.
+    """
+    token_std = model.head.token_std(
+        vocab_size=config.vocab_size,
+        embedding_dim=config.embedding_dim,
+        init_std=config.init_std,
+        embedding_init_std=config.embedding_init_std,
+    )
+    init_embedding(model.embedding, config, token_std)
+    init_encoder(model.encoder, config)
+    model.head.reset_parameters(model.embedding)
+
+
+@torch.no_grad()
+def init_embedding(embedding: Embedding, config: TransformerConfig, token_std: float) -> None:
+    nn.init.normal_(embedding.token.weight, std=token_std)
+    for table in (embedding.position, embedding.segment):
+        if table is not None:
+            nn.init.normal_(table.weight, std=config.init_std)
+    if embedding.projection is not None:
+        nn.init.xavier_uniform_(embedding.projection.weight)
+    init_norms(embedding)
+
+
+@torch.no_grad()
+def init_encoder(encoder: Encoder, config: TransformerConfig) -> None:
+    """``residual_init`` decides how far from the identity each residual branch starts."""
+    std, layers = config.init_std, config.num_layers
+    branch_std = {"standard": std, "scaled": scaled_std(std, layers), "zero": 0.0, "deepnorm": std}[
+        config.residual_init
+    ]
+    beta = deepnorm_beta(layers) if config.residual_init == "deepnorm" else None
+    for block in encoder.blocks:
+        attention, ffn = block.attention, block.ffn
+        if beta is None:
+            init_linear(attention.qkv, std)
+            init_linear(attention.out, branch_std)
+            init_linear(ffn.up, std)
+            init_linear(ffn.down, branch_std)
+        else:
+            # DeepNorm: q and k keep gain 1; v, the output projection and the FFN get gain beta.
+            hidden = config.hidden_size
+            nn.init.xavier_normal_(attention.qkv.weight[: 2 * hidden], gain=1.0)
+            nn.init.xavier_normal_(attention.qkv.weight[2 * hidden :], gain=beta)
+            nn.init.zeros_(attention.qkv.bias)
+            init_linear(attention.out, std, gain_xavier=beta)
+            init_linear(ffn.up, std, gain_xavier=beta)
+            init_linear(ffn.down, std, gain_xavier=beta)
+    init_norms(encoder)
+
+
+def deepnorm_beta(num_layers: int) -> float:
+    """DeepNorm's init gain for branch weights in an encoder of ``num_layers`` blocks."""
+    return (8.0 * num_layers) ** -0.25
+
+
+def scaled_std(init_std: float, num_layers: int) -> float:
+    """GPT-2 style: residual branch output projections shrink with depth."""
+    return init_std / math.sqrt(2.0 * num_layers)

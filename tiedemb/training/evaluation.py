@@ -30,7 +30,7 @@ import lightning as L
 from lightning.pytorch.callbacks import Callback
 
 from tiedemb.errors import UserError
-from tiedemb.options import shown
+from tiedemb.options import as_written
 from tiedemb.training.checkpoints import comparable
 from tiedemb.training.hub import spelled_as_path
 
@@ -197,7 +197,9 @@ def override_lines(
     for name, value in settings.items():
         if name in recorded_settings and comparable(recorded_settings[name]) != comparable(value):
             source = "command line" if name in given else "config"
-            lines.append(f"{group}.{name}: {shown(recorded_settings[name])} (checkpoint) -> {shown(value)} ({source})")
+            lines.append(
+                f"{group}.{name}: {as_written(recorded_settings[name])} (checkpoint) -> {as_written(value)} ({source})"
+            )
     return lines
 
 

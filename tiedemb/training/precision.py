@@ -2,8 +2,8 @@
 
 bf16 mixed precision speeds a step up only on hardware with bfloat16 arithmetic: CUDA GPUs from
 Ampere on, and CPUs with AVX512-BF16 or AMX. On any other CPU torch still runs bf16 products, but
-through slow fallback kernels: a fine-tuning step of the CPU width study's model took 15.8 s in
-bf16-mixed against 0.3 s in 32-true on a 2-core AVX2 machine. So a recipe that wants bf16 for its
+through fallback kernels many times slower than float32 (benchmarks/RESULTS.md, "bf16 where it is
+emulated"). So a recipe that wants bf16 for its
 speed says ``trainer.precision: bf16-mixed-if-native`` and gets 32-true where bf16 would be
 emulated; an explicit bf16 setting there is kept, with a warning.
 """

@@ -5,7 +5,7 @@ Every ``fit``, ``validate``, ``test`` and ``predict`` writes into one folder und
 
     runs/<name>-<id>/
         config.yaml            the resolved configuration (a later attempt in the folder: config-1.yaml ...)
-        status.json            running / finished / failed (training/run_status.py)
+        status.json            running / finished / failed (training/status_callback.py)
         checkpoints/           last.ckpt (the newest state), best.ckpt (the best by the monitored
                                metric) and the descriptive names beside them
         csv/version_N/         Lightning's CSV metrics (each attempt, resumed or evaluating, adds one)

@@ -1,7 +1,7 @@
 """``status.json``: how a run stands (running, finished, failed), in the folder that holds its logs.
 
 A sweep writes one into each cell's folder around the process (``tiedemb.experiments.cells``);
-every run writes one into its CSV logger's version folder (``run_status.RunStatus``). The report
+every run writes one into its CSV logger's version folder (``status_callback.RunStatus``). The report
 reads both to tell a finished run from one that stopped half-way. Written atomically: a reader
 sees a whole record or the previous one.
 """

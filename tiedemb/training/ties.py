@@ -77,7 +77,7 @@ def check_ties(root: nn.Module, when: str = "after setup") -> None:
                 raise TieBroken(
                     f"model.head={model.config.head} shares the token embedding matrix with the output layer, "
                     f"but the FSDP unit around {type(_unwrapped(unit)).__name__} holds only one of the two. Wrap "
-                    "transformer blocks only (auto_wrap_policy: [tiedemb.nn.encoder.Block], as in "
+                    "transformer blocks only (auto_wrap_policy: [tiedemb.nn.model.Block], as in "
                     "configs/strategy/fsdp.yaml) so the embedding and the head stay in the root unit."
                 )
 

@@ -40,8 +40,8 @@ import torch
 from torch import Tensor, nn
 
 from tiedemb.nn.config import TransformerConfig
-from tiedemb.nn.embedding import Embedding
 from tiedemb.nn.heads import build_head
+from tiedemb.nn.model import Embedding
 
 NEOX = "GPTNeoXForCausalLM"
 LLAMA = "LlamaForCausalLM"

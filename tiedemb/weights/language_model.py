@@ -18,7 +18,7 @@ from typing import Any
 
 from tiedemb.errors import UserError
 from tiedemb.nn.config import TransformerConfig
-from tiedemb.options import given, no_effect
+from tiedemb.options import changed_from_default, no_effect
 from tiedemb.weights.export_plan import encoder_problem, masked_lm_head_problem
 from tiedemb.weights.source import PretrainedWeights, architecture_defaults, load_pretrained, resolve_fields
 
@@ -91,7 +91,9 @@ def refuse_unread_with_source(settings: Mapping[str, Any], source: PretrainedWei
             f"{origin}: its scaled draw of the shared table is replaced by the pretrained table; use model.head=tied",
         )
     default_std = TransformerConfig.__dataclass_fields__["init_std"].default
-    if given(settings.get("init_std"), default_std) and (has_head(source) or settings.get("head") != "untied"):
+    if changed_from_default(settings.get("init_std"), default_std) and (
+        has_head(source) or settings.get("head") != "untied"
+    ):
         raise no_effect(
             "model.init_std",
             settings["init_std"],

@@ -24,12 +24,12 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-IGNORE_INDEX = -100
+from tiedemb.nn.layers import IGNORE_INDEX
 
 # fp32 logits per slice: 128 MiB (1099 rows of a 30522-word vocabulary). Big enough that the
 # products stay efficient (each slice re-packs the weight and re-reads and re-writes its whole
-# gradient: a 16 x 128 CLM batch's loss took 8% less time in two slices than in four), small
-# enough to stay a fraction of the full logits.
+# gradient, so fewer, larger slices win: benchmarks/RESULTS.md compares sizes), small enough to
+# stay a fraction of the full logits.
 SLICE_ELEMENTS = 1 << 25
 
 
@@ -74,8 +74,8 @@ class _SlicedLinearCrossEntropy(torch.autograd.Function):
         grad_weight = torch.empty_like(weight) if needs_weight else None
         grad_bias = torch.empty_like(bias) if needs_bias and bias is not None else None
         loss = x.new_zeros(())
-        # Rows padded to a multiple of 16 floats (64 bytes): a product writing rows of 30522 floats
-        # runs at about two thirds of the speed of one writing aligned rows. The padding columns
+        # Rows padded to a multiple of 16 floats (64 bytes): a product writing unaligned rows (30522
+        # floats) is markedly slower than one writing aligned rows. The padding columns
         # hold -inf logits, so the softmax over the padded row is the one over the vocabulary
         # and their probabilities, hence gradients, are exactly 0.
         padded = -(-vocab // 16) * 16
@@ -168,8 +168,9 @@ def _buffer(like: Tensor, rows: int, columns: int) -> Tensor:
 
     On the CPU it is kept from one call to the next (grown when a call needs more, at most
     ``SLICE_ELEMENTS`` padded entries): the C allocator maps blocks over 32 MiB fresh from the
-    operating system at every allocation, and writing 37 MiB of fresh pages took 15 ms here
-    against 1 ms for pages already mapped. GPU allocators keep their blocks themselves.
+    operating system at every allocation, and writing fresh pages costs many times what writing
+    pages already mapped does (benchmarks/allocator.py). GPU allocators keep their blocks
+    themselves.
     """
     if like.device.type != "cpu":
         return like.new_empty(rows, columns)

@@ -1,6 +1,6 @@
 """Checkpoints from any strategy made into one file that loads on a single device, tie intact.
 
-``python -m tiedemb.scale CHECKPOINT OUTPUT`` (the command's documented name) runs ``main``.
+``python -m tiedemb.consolidate CHECKPOINT OUTPUT`` (the command's documented name) runs ``main``.
 """
 
 from __future__ import annotations
