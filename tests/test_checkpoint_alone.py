@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 import torch
 from bert_helpers import save_tiny_bert, write_mrpc
+from tiny_runs import TINY_TIED
 from tiny_vocab import TINY_VOCAB
 
 from tiedemb.cli import main
@@ -32,10 +33,7 @@ from tiedemb.training.evaluation import (
 ROOT = Path(__file__).resolve().parents[1]
 CONFIGS = ROOT / "configs"
 TINY_PRETRAINING = [
-    "--config",
-    str(CONFIGS / "tied.yaml"),
-    "--config",
-    str(CONFIGS / "scale" / "tiny.yaml"),
+    *TINY_TIED,
     "--trainer.logger=false",
     "--trainer.max_steps=1",
     "--trainer.enable_progress_bar=false",

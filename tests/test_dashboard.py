@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from tiny_runs import TINY_TIED
 
 from tiedemb.cli import main as cli_main
 from tiedemb.command import main as command_main
@@ -114,10 +115,7 @@ def test_a_tiny_run_logs_every_pretraining_metric_the_panels_plot(tmp_path, monk
     cli_main(
         [
             "fit",
-            "--config",
-            str(CONFIGS / "tied.yaml"),
-            "--config",
-            str(CONFIGS / "scale" / "tiny.yaml"),
+            *TINY_TIED,
             "--trainer.max_steps=3",
             "--trainer.limit_val_batches=1",
             "--trainer.enable_progress_bar=false",

@@ -24,6 +24,7 @@ import pytest
 import torch
 from reliability_helpers import every_n_steps_checkpoint, stop_at
 from run_dirs import run_checkpoint
+from tiny_runs import TINY_TIED
 
 from tiedemb import PretrainModule
 
@@ -45,10 +46,7 @@ def run(root: Path, *args: str) -> subprocess.CompletedProcess:
         sys.executable,
         str(ROOT / "main.py"),
         "fit",
-        "--config",
-        str(CONFIGS / "tied.yaml"),
-        "--config",
-        str(CONFIGS / "scale" / "tiny.yaml"),
+        *TINY_TIED,
         "--trainer.accelerator=cpu",
         "--model.objective=clm",
         f"--trainer.max_steps={STEPS}",
@@ -123,10 +121,7 @@ def test_the_documented_ddp_command_runs_and_its_checkpoint_reloads_tied(tmp_pat
         sys.executable,
         str(ROOT / "main.py"),
         "fit",
-        "--config",
-        str(CONFIGS / "tied.yaml"),
-        "--config",
-        str(CONFIGS / "scale" / "tiny.yaml"),
+        *TINY_TIED,
         "--trainer.accelerator=cpu",
         "--trainer.devices=2",
         "--trainer.strategy=ddp",

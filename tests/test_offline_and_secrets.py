@@ -16,6 +16,7 @@ import time
 from pathlib import Path
 
 import pytest
+from tiny_runs import TINY_TIED
 
 pytestmark = pytest.mark.end_to_end  # runs the real command line
 
@@ -56,10 +57,7 @@ def start_run(folder: Path, extra_env: dict[str, str]) -> tuple[subprocess.Popen
         sys.executable,
         str(ROOT / "main.py"),
         "fit",
-        "--config",
-        str(CONFIGS / "tied.yaml"),
-        "--config",
-        str(CONFIGS / "scale" / "tiny.yaml"),
+        *TINY_TIED,
         "--trainer.max_steps=2",
         "--trainer.enable_progress_bar=false",
         f"--trainer.default_root_dir={folder / 'runs'}",

@@ -19,6 +19,7 @@ from typing import Annotated, Any, Union
 
 import pytest
 from reliability_helpers import run_command_lines_in_two_processes
+from tiny_runs import TINY_TIED
 
 from tiedemb import GlueModule, PretrainModule
 from tiedemb.cli import LINKED_FROM_DATA
@@ -35,10 +36,7 @@ MRPC_HEADER = "Quality\t#1 ID\t#2 ID\t#1 String\t#2 String\n"
 # The command line each class is configured on; {glue} and {tokenizer} are filled in by the fixture.
 PRETRAIN = [
     "fit",
-    "--config",
-    str(CONFIGS / "tied.yaml"),
-    "--config",
-    str(CONFIGS / "scale" / "tiny.yaml"),
+    *TINY_TIED,
     "--trainer.max_steps=1",
 ]
 GLUE = [

@@ -8,6 +8,7 @@ import pytest
 import torch
 import yaml
 from lightning.pytorch.accelerators import CPUAccelerator
+from tiny_runs import TINY_TIED
 
 from tiedemb.cli import main
 from tiedemb.training.precision import BF16_IF_NATIVE, bf16_is_native, resolve_precision, runs_on_cpu
@@ -57,10 +58,7 @@ def test_the_command_line_takes_it_and_the_saved_config_keeps_it(tmp_path):
     cli = main(
         [
             "fit",
-            "--config",
-            str(CONFIGS / "tied.yaml"),
-            "--config",
-            str(CONFIGS / "scale" / "tiny.yaml"),
+            *TINY_TIED,
             "--trainer.logger=false",
             "--trainer.max_steps=1",
             "--trainer.limit_val_batches=1",
@@ -87,10 +85,7 @@ def test_a_mixed_precision_run_gets_no_model_summary_warning_about_its_size(tmp_
     main(
         [
             "fit",
-            "--config",
-            str(CONFIGS / "tied.yaml"),
-            "--config",
-            str(CONFIGS / "scale" / "tiny.yaml"),
+            *TINY_TIED,
             "--trainer.logger=false",
             "--trainer.max_steps=1",
             "--trainer.limit_val_batches=1",

@@ -20,6 +20,7 @@ import pytest
 import torch
 from reliability_helpers import FirstStep, SimulatedCrash, every_n_steps_checkpoint, stand_in_scontrol, stop_at
 from run_dirs import run_checkpoint
+from tiny_runs import TINY_TIED
 
 from tiedemb.cli import main
 from tiedemb.experiments.runs import find_runs
@@ -37,10 +38,7 @@ def tokens_for(batches_per_epoch: int) -> int:
 def fit_args(root: Path, batches_per_epoch: int, *extra: str) -> list[str]:
     return [
         "fit",
-        "--config",
-        str(CONFIGS / "tied.yaml"),
-        "--config",
-        str(CONFIGS / "scale" / "tiny.yaml"),
+        *TINY_TIED,
         f"--trainer.max_steps={STEPS}",
         "--trainer.val_check_interval=10",
         "--trainer.limit_val_batches=1",

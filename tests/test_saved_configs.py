@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import yaml
+from tiny_runs import TINY_TIED
 
 from tiedemb.cli import main
 
@@ -28,10 +29,7 @@ def test_a_saved_config_naming_the_earlier_callback_path_still_runs(tmp_path, ca
     main(
         [
             "fit",
-            "--config",
-            str(CONFIGS / "tied.yaml"),
-            "--config",
-            str(CONFIGS / "scale" / "tiny.yaml"),
+            *TINY_TIED,
             "--config",
             str(path),
             "--trainer.max_steps=2",

@@ -23,6 +23,7 @@ import yaml
 from jsonargparse import ArgumentParser
 from lightning.pytorch.strategies import DDPStrategy, FSDPStrategy, Strategy
 from run_if import run_if
+from tiny_runs import TINY_TIED
 from torch import nn
 
 from tiedemb import PretrainModule
@@ -122,10 +123,7 @@ def test_gpu_strategy_on_this_cpu_machine_exits_with_one_message(strategy, capsy
         main(
             [
                 "fit",
-                "--config",
-                str(CONFIGS / "tied.yaml"),
-                "--config",
-                str(CONFIGS / "scale" / "tiny.yaml"),
+                *TINY_TIED,
                 "--config",
                 str(STRATEGIES[strategy]),
                 "--trainer.logger=false",

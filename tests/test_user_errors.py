@@ -14,6 +14,7 @@ import pytest
 import torch
 from reliability_helpers import run_command_lines_in_two_processes
 from run_dirs import run_checkpoint
+from tiny_runs import TINY_TIED
 
 from tiedemb.cli import main
 from tiedemb.errors import UserError
@@ -25,10 +26,7 @@ ROOT = Path(__file__).resolve().parents[1]
 CONFIGS = ROOT / "configs"
 BASE = [
     "fit",
-    "--config",
-    str(CONFIGS / "tied.yaml"),
-    "--config",
-    str(CONFIGS / "scale" / "tiny.yaml"),
+    *TINY_TIED,
     "--trainer.logger=false",
     "--trainer.max_steps=1",
     "--trainer.enable_progress_bar=false",

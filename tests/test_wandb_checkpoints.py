@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 import yaml
 from jsonargparse import Namespace
+from tiny_runs import TINY_TIED
 from wandb_records import read_wandb_run
 
 from tiedemb.errors import UserError
@@ -31,10 +32,7 @@ def fit(folder: Path, log_model: str | None) -> subprocess.CompletedProcess:
         sys.executable,
         str(ROOT / "main.py"),
         "fit",
-        "--config",
-        str(CONFIGS / "tied.yaml"),
-        "--config",
-        str(CONFIGS / "scale" / "tiny.yaml"),
+        *TINY_TIED,
         "--trainer.enable_progress_bar=false",
         "--trainer.max_steps=3",
     ]

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 import torch
+from tiny_runs import TINY_TIED
 
 from tiedemb.training.wandb_mode import WANDB_ID_KEY
 
@@ -27,10 +28,7 @@ def fit(folder: Path, *extra: str, subcommand: str = "fit") -> subprocess.Comple
         sys.executable,
         str(ROOT / "main.py"),
         subcommand,
-        "--config",
-        str(CONFIGS / "tied.yaml"),
-        "--config",
-        str(CONFIGS / "scale" / "tiny.yaml"),
+        *TINY_TIED,
         "--trainer.enable_progress_bar=false",
         *extra,
     ]

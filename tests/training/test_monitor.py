@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 import torch
+from tiny_runs import TINY_TIED
 
 from tiedemb.cli import main
 from tiedemb.nn import Transformer, TransformerConfig
@@ -92,10 +93,7 @@ def test_a_pretraining_run_logs_them_on_its_interval_into_its_csv(tmp_path, monk
     main(
         [
             "fit",
-            "--config",
-            str(CONFIGS / "tied.yaml"),
-            "--config",
-            str(CONFIGS / "scale" / "tiny.yaml"),
+            *TINY_TIED,
             "--trainer.max_steps=6",
             "--trainer.log_every_n_steps=2",
             "--trainer.val_check_interval=3",

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from tiny_runs import TINY_TIED
+
 from tiedemb.cli import main
 from tiedemb.training.wandb_names import D_E_KEY, SEED_KEY, WANDB_LOGGER, name_wandb_runs, run_labels
 
@@ -58,10 +60,7 @@ def test_a_name_group_and_tags_a_sweep_cell_or_user_gave_are_kept():
 def test_the_command_line_names_the_default_w_and_b_logger(tmp_path):
     cli = main(
         [
-            "--config",
-            str(CONFIGS / "tied.yaml"),
-            "--config",
-            str(CONFIGS / "scale" / "tiny.yaml"),
+            *TINY_TIED,
             "--seed_everything=5",
             f"--trainer.default_root_dir={tmp_path}",
         ],
