@@ -109,7 +109,7 @@ def test_balanced_narrowing_from_bert_keeps_more_of_the_positions_than_the_plain
         embedding = GlueModule(
             num_labels=2, pretrained=str(tmp_path), embedding_dim=12, narrowing=narrowing
         ).model.embedding
-        lifted = embedding.projection(embedding.position.weight.detach()).double()
+        lifted = embedding.projection(embedding.position.weight).detach().double()
         return float(((lifted - positions) ** 2).sum())
 
     assert position_error("balanced") < position_error("energy")
