@@ -18,6 +18,7 @@ import lightning as L
 import torch
 from lightning.pytorch.callbacks import LearningRateMonitor, ModelCheckpoint, ThroughputMonitor
 from lightning.pytorch.cli import LightningArgumentParser, LightningCLI, SaveConfigCallback
+from lightning.pytorch.loggers import CSVLogger
 from lightning.pytorch.plugins.io import TorchCheckpointIO
 from lightning.pytorch.utilities.exceptions import SIGTERMException
 
@@ -171,7 +172,7 @@ class Trainer(L.Trainer):
             split: the labelled split to score (default: the task's first dev split).
             samples: bootstrap resamples for the interval.
         """
-        from tiedemb.modules.similarity import bootstrap_auroc, pair_similarity
+        from tiedemb.modules.similarity import bootstrap_auroc, pair_similarity, write_scores
 
         task = getattr(datamodule, "task_spec", None)
         if not isinstance(model, GlueModule) or task is None:
@@ -192,7 +193,8 @@ class Trainer(L.Trainer):
         scores = pair_similarity(
             model.model.encode, datamodule.tokenizer, raw[first], raw[second], datamodule.max_length
         )
-        result = bootstrap_auroc(scores, torch.tensor(raw["label"]), samples=samples)
+        labels = torch.tensor(raw["label"])
+        result = bootstrap_auroc(scores, labels, samples=samples)
         metrics = {**result.metrics(), **{f"narrow/kept_{name}": share for name, share in model.narrowing_kept.items()}}
         if readapted is not None:
             metrics.update(readapted.metrics())
@@ -200,6 +202,8 @@ class Trainer(L.Trainer):
             logger.log_metrics(metrics, step=0)
             logger.save()
             logger.finalize("success")
+            if isinstance(logger, CSVLogger):  # the pairs' scores, for paired comparisons in the report
+                write_scores(logger.log_dir, scores, labels)
         print(
             f"{task.name} {split}: zero-shot ROC-AUC {result.auroc:.4f} [95% bootstrap {result.low:.4f}, "
             f"{result.high:.4f}] over {result.examples} pairs"

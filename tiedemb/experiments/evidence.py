@@ -21,7 +21,10 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
+
+import torch
 
 from tiedemb.experiments.aggregate import Interval, Table, pretraining_runs, sort_value, summarise
 from tiedemb.experiments.claims import (
@@ -33,6 +36,7 @@ from tiedemb.experiments.claims import (
     verdict,
 )
 from tiedemb.experiments.runs import Run
+from tiedemb.modules.similarity import SCORES_FILE, paired_auroc_difference, read_scores
 from tiedemb.training.metric_names import STEP_TARGETS, UNIGRAM_LOSS, VAL_LOSS
 
 SEED_LABEL = "seed"
@@ -476,6 +480,38 @@ def seed_statement(runs: Iterable[Run]) -> str | None:
     return "Seeds: seed_everything and data.seed differ between runs in no single pattern; see run_metrics.csv."
 
 
+PAIRED_DIFFERENCE = "Δ vs full width"
+PAIRED_INTERVAL = "95% paired bootstrap"
+
+
+def _scores_file(run: Run) -> Path | None:
+    return next(iter(sorted(run.folder.rglob(SCORES_FILE))), None)
+
+
+def _full_width_probes(probes: list[Run]) -> dict[str, Run]:
+    """Per study, its one probe of the encoder as it is (no narrowing recorded) that wrote its pairs' scores."""
+    found: dict[str, list[Run]] = {}
+    for run in probes:
+        if run.first("narrow/kept_token") is None and _scores_file(run) is not None:
+            found.setdefault(run.study, []).append(run)
+    return {study: runs[0] for study, runs in found.items() if len(runs) == 1}
+
+
+def _paired_with(run: Run, reference: Run | None) -> dict[str, Any]:
+    """The paired ROC-AUC difference from ``reference`` (blank for the reference itself, or without scores)."""
+    empty = {PAIRED_DIFFERENCE: None, PAIRED_INTERVAL: ""}
+    if reference is None or reference is run:
+        return empty
+    mine, theirs = _scores_file(run), _scores_file(reference)
+    if mine is None or theirs is None:
+        return empty
+    (scores, labels), (reference_scores, reference_labels) = read_scores(mine), read_scores(theirs)
+    if not torch.equal(labels, reference_labels):  # not the same pairs: nothing to pair
+        return empty
+    paired = paired_auroc_difference(scores, reference_scores, labels)
+    return {PAIRED_DIFFERENCE: paired.difference, PAIRED_INTERVAL: f"[{paired.low:+.3f}, {paired.high:+.3f}]"}
+
+
 def zero_shot_table(runs: Iterable[Run]) -> Table:
     """The zero-shot similarity probes (``tiedemb similarity``): ROC-AUC and its bootstrap interval per
     run, beside the share of each embedding table that narrowing kept."""
@@ -486,6 +522,7 @@ def zero_shot_table(runs: Iterable[Run]) -> Table:
         for label in run.labels:
             if label not in label_names:
                 label_names.append(label)
+    references = _full_width_probes(probes)
     for run in sorted(probes, key=lambda run: [run.study, *(sort_value(run.labels.get(n, "")) for n in label_names)]):
         rows.append(
             {
@@ -494,12 +531,16 @@ def zero_shot_table(runs: Iterable[Run]) -> Table:
                 "ROC-AUC": run.first("zero_shot/auroc"),
                 "95% bootstrap": f"[{run.first('zero_shot/auroc_low'):.3f}, {run.first('zero_shot/auroc_high'):.3f}]",
                 "pairs": run.first("zero_shot/examples"),
+                **_paired_with(run, references.get(run.study)),
                 **{f"kept {name}": run.first(f"narrow/kept_{name}") for name in ("token", "position", "segment")},
             }
         )
     notes = [
         "ROC-AUC of the cosine similarity of each pair's mean-pooled sentence vectors against the gold label, "
         "no training (0.5: chance); the interval resamples the dev pairs (1000 bootstrap samples)",
+        "Δ vs full width: this probe's ROC-AUC minus that of the study's one probe of the encoder as it is (not "
+        "narrowed), on the same pairs; the 95% paired bootstrap scores both on each resample of the pairs, so "
+        "the pairs' shared difficulty cancels (blank: no such probe, or its pair scores were not written)",
         "kept: the share of each embedding table's energy the narrowing to d_e kept (blank: not narrowed)",
     ]
     columns = [
@@ -508,6 +549,8 @@ def zero_shot_table(runs: Iterable[Run]) -> Table:
         "ROC-AUC",
         "95% bootstrap",
         "pairs",
+        PAIRED_DIFFERENCE,
+        PAIRED_INTERVAL,
         "kept token",
         "kept position",
         "kept segment",

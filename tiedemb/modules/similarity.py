@@ -11,14 +11,22 @@ that fine-tuned accuracy on a 408-example dev set cannot resolve.
 
 from __future__ import annotations
 
+import csv
+import io
 from dataclasses import dataclass
+from pathlib import Path
 
 import torch
 from torch import Tensor
 from torchmetrics.functional.classification import binary_auroc
 
+from tiedemb.training.files import atomic_write_text
+
 BOOTSTRAP_SAMPLES = 1000
 BATCH_SIZE = 64
+SCORES_FILE = "zero_shot_scores.csv"
+"""Each pair's score and gold label, written beside the run's metrics: what a paired comparison of
+two probes of the same pairs resamples."""
 
 
 @dataclass(frozen=True)
@@ -74,6 +82,63 @@ def bootstrap_auroc(scores: Tensor, labels: Tensor, samples: int = BOOTSTRAP_SAM
         else (float("nan"), float("nan"))
     )
     return SimilarityScore(auroc, low, high, len(scores))
+
+
+@dataclass(frozen=True)
+class PairedDifference:
+    difference: float  # AUROC of the scores minus that of the reference, on the same pairs
+    low: float  # 95% paired bootstrap interval
+    high: float
+
+
+def paired_auroc_difference(
+    scores: Tensor, reference: Tensor, labels: Tensor, samples: int = BOOTSTRAP_SAMPLES, seed: int = 0
+) -> PairedDifference:
+    """AUROC(scores) - AUROC(reference) over the same pairs, with a 95% paired bootstrap interval.
+
+    Each resample draws one set of pairs and scores both probes on it, so what the two share (which
+    pairs are easy, which are hard) cancels in the difference: its interval is narrower than either
+    probe's own whenever their scores are correlated, as two narrowings of one encoder are.
+    """
+    if not (len(scores) == len(reference) == len(labels)):
+        raise ValueError(f"paired scores need the same pairs: {len(scores)}, {len(reference)} and {len(labels)} rows")
+    labels = labels.long()
+    difference = float(binary_auroc(scores, labels) - binary_auroc(reference, labels))
+    generator = torch.Generator().manual_seed(seed)
+    drawn = []
+    for _ in range(samples):
+        index = torch.randint(len(scores), (len(scores),), generator=generator)
+        if labels[index].min() == labels[index].max():
+            continue
+        drawn.append(float(binary_auroc(scores[index], labels[index]) - binary_auroc(reference[index], labels[index])))
+    values = torch.tensor(drawn, dtype=torch.float64)
+    low, high = (
+        torch.quantile(values, torch.tensor([0.025, 0.975], dtype=torch.float64)).tolist()
+        if len(drawn)
+        else (float("nan"), float("nan"))
+    )
+    return PairedDifference(difference, low, high)
+
+
+def write_scores(folder: str | Path, scores: Tensor, labels: Tensor) -> Path:
+    """``zero_shot_scores.csv`` in ``folder``: one row per pair (its index in the split, gold label, score)."""
+    text = io.StringIO()
+    writer = csv.writer(text, lineterminator="\n")
+    writer.writerow(["pair", "label", "score"])
+    for index, (label, score) in enumerate(zip(labels.tolist(), scores.tolist())):
+        writer.writerow([index, int(label), repr(float(score))])
+    path = Path(folder) / SCORES_FILE
+    atomic_write_text(path, text.getvalue())
+    return path
+
+
+def read_scores(path: str | Path) -> tuple[Tensor, Tensor]:
+    """(scores, labels) as ``write_scores`` wrote them, in pair order."""
+    with open(path, encoding="utf-8", newline="") as handle:
+        rows = sorted(csv.DictReader(handle), key=lambda row: int(row["pair"]))
+    scores = torch.tensor([float(row["score"]) for row in rows], dtype=torch.float64)
+    labels = torch.tensor([int(row["label"]) for row in rows])
+    return scores, labels
 
 
 def pair_similarity(encode, tokenizer, first: list[str], second: list[str], max_length: int) -> Tensor:
