@@ -13,6 +13,7 @@ from tiedemb.experiments.aggregate import (
     default_fixed_steps,
     dev_scores,
     embedding_dim_table,
+    minimum_detectable_difference,
     steps_to_reach,
     summarise,
     tied_table,
@@ -135,6 +136,20 @@ def test_embedding_dim_table_gives_exact_means_stds_and_points_per_million(glue_
     assert small["total params (M)"] == pytest.approx(10.0) and small["embedding share (%)"] == pytest.approx(20.0)
     assert small["pts per M params"] is None
     assert large["pts per M params"] == pytest.approx((83.5 - 79.5) / 2.0)
+
+
+def test_the_minimum_detectable_difference_takes_t_quantiles_from_the_tables():
+    # Student's t table: t_0.975 = 2.776 and t_0.80 = 0.941 at 4 degrees of freedom (two levels x 3 seeds)
+    assert minimum_detectable_difference(1.0, 3, 4) == pytest.approx((2.776 + 0.941) * math.sqrt(2 / 3), abs=2e-3)
+    # 8 degrees of freedom (two levels x 5 seeds): 2.306 and 0.889
+    assert minimum_detectable_difference(2.0, 5, 8) == pytest.approx((2.306 + 0.889) * 2.0 * math.sqrt(2 / 5), abs=2e-3)
+
+
+def test_each_width_states_the_difference_its_seeds_could_detect(glue_folder):
+    small, large = embedding_dim_table(find_runs(glue_folder)).rows
+    pooled = math.sqrt((statistics.variance([80.0, 79.0]) + statistics.variance([83.0, 84.0])) / 2)  # df = 2
+    expected = minimum_detectable_difference(pooled, 2, 2)
+    assert small["MRPC acc MDE"] == pytest.approx(expected) and large["MRPC acc MDE"] == pytest.approx(expected)
 
 
 def test_confidence_interval_uses_students_t():

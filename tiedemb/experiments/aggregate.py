@@ -35,6 +35,17 @@ def t_quantile_975(df: int) -> float:
     return float(stats.t.ppf(0.975, df))
 
 
+def minimum_detectable_difference(pooled_std: float, seeds: int, df: int, power: float = 0.8) -> float:
+    """The smallest true difference between two levels' means over ``seeds`` seeds each that a
+    two-sided 5% t-test detects with ``power``: (t_0.975 + t_power) * pooled_std * sqrt(2 / seeds),
+    with ``df`` degrees of freedom in the pooled standard deviation."""
+    if df < 1 or seeds < 1:
+        raise ValueError(f"need df >= 1 and seeds >= 1, got df={df}, seeds={seeds}")
+    from scipy import stats
+
+    return float((stats.t.ppf(0.975, df) + stats.t.ppf(power, df)) * pooled_std * math.sqrt(2.0 / seeds))
+
+
 @dataclass(frozen=True)
 class Stat:
     """Mean, sample standard deviation (n - 1 in the denominator; ``None`` for one value) and count."""
@@ -345,6 +356,8 @@ def embedding_dim_table(runs: Iterable[Run], extra: Callable[[list[Run]], dict[s
         rows.append(row)
     for route in routes:
         _points_per_million([row for row in rows if row["route"] == route])
+        for _, column, _ in main_columns:
+            _minimum_detectable([row for row in rows if row["route"] == route], column)
     extra_columns = [
         column for row in rows for column in row if column not in ("route", "d_e", "runs", "score", "pts per M params")
     ]
@@ -356,6 +369,7 @@ def embedding_dim_table(runs: Iterable[Run], extra: Callable[[list[Run]], dict[s
         "embedding share (%)",
         *(column for _, column, _ in metric_columns),
         *(interval for _, interval in interval_columns),
+        *(mde_column(column) for _, column, _ in main_columns),
         *(column for _, _, column in final_columns),
         *(column for _, column in converge_columns),
     ]
@@ -373,6 +387,9 @@ def embedding_dim_table(runs: Iterable[Run], extra: Callable[[list[Run]], dict[s
         "within 1% (relative) of the run's best; meaningful when the schedule does not force convergence "
         "(a constant learning rate after warmup) and the run is long enough to plateau",
         "score: mean over tasks of the main metric (MNLI-m accuracy, MRPC accuracy, ...)",
+        "MDE: the minimum detectable difference, in points, between this row and another of the same route "
+        "with as many seeds: (t_0.975 + t_0.80) x the route's pooled seed standard deviation x sqrt(2 / seeds) "
+        "(two-sided 5% test, 80% power); a difference between widths smaller than it is not claimed",
     ]
     if smallest is not None:
         notes.append(
@@ -394,11 +411,27 @@ def embedding_dim_table(runs: Iterable[Run], extra: Callable[[list[Run]], dict[s
             "pts per M params": 3,
             **{column: 2 for _, column, _ in metric_columns},
             **{column: 2 for _, column in interval_columns},
+            **{mde_column(column): 2 for _, column, _ in main_columns},
             **{column: 2 for _, _, column in final_columns},
             **{column: 2 for _, column in converge_columns},
         },
         score_columns=[column for _, column, _ in metric_columns],
     )
+
+
+def mde_column(column: str) -> str:
+    return f"{column} MDE"
+
+
+def _minimum_detectable(rows: list[dict[str, Any]], column: str) -> None:
+    """Each row's MDE for ``column`` from the pooled seed spread of all the rows (one route)."""
+    stats_ = [row[column] for row in rows if isinstance(row.get(column), Stat) and row[column].std is not None]
+    df = sum(stat.n - 1 for stat in stats_)
+    pooled = math.sqrt(sum((stat.n - 1) * stat.std**2 for stat in stats_) / df) if df else None
+    for row in rows:
+        stat = row.get(column)
+        usable = pooled is not None and isinstance(stat, Stat)
+        row[mde_column(column)] = minimum_detectable_difference(pooled, stat.n, df) if usable else None
 
 
 def _points_per_million(rows: list[dict[str, Any]]) -> None:
