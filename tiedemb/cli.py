@@ -810,11 +810,17 @@ def resolve_pretrained_tokenizer(model: Any, data: Any) -> None:
         data_settings["tokenizer"] = str(pretrained)  # a transformers folder or hub name holds its tokenizer
         return
     from tiedemb.data.text import tokenizer_of_run
+    from tiedemb.data.tokenizers import recorded_fingerprint
 
     checkpoint = read_checkpoint(path)
     hparams = checkpoint.get("hyper_parameters") or {}
     recorded = dict(checkpoint.get("datamodule_hyper_parameters") or {})
-    found = tokenizer_of_run(recorded, int(hparams.get("vocab_size") or 0), str(hparams.get("objective") or "mlm"))
+    found = tokenizer_of_run(
+        recorded,
+        int(hparams.get("vocab_size") or 0),
+        str(hparams.get("objective") or "mlm"),
+        fingerprint=recorded_fingerprint(checkpoint),
+    )
     if found is None:
         raise UserError(
             f"data.tokenizer={PRETRAINED_TOKENIZER!r}: the run of {str(pretrained)!r} names no tokenizer "

@@ -101,9 +101,9 @@ def find_tokenizer(checkpoint: Mapping[str, Any], vocab_size: int, objective: st
     if data.get("tokenizer"):
         return load_run_tokenizer(str(data["tokenizer"]), vocab_size, "the run's tokenizer")
     if data.get("dataset") or data.get("train_files"):
-        from tiedemb.data.tokenizers import load_tokenizer
+        from tiedemb.data.tokenizers import load_tokenizer, recorded_fingerprint
 
-        folder = tokenizer_of_run(data, vocab_size, objective)
+        folder = tokenizer_of_run(data, vocab_size, objective, fingerprint=recorded_fingerprint(checkpoint))
         if folder is not None:
             return load_tokenizer(folder)
         cache = Path(str(data.get("cache_dir") or "data/cache")) / "tokenizers"

@@ -130,3 +130,22 @@ def test_the_baselines_command_refuses_the_embedded_corpus(tmp_path, capsys):
         main(["baselines", *TINY, f"--trainer.default_root_dir={tmp_path}"])
     assert exit_.value.code == 2
     assert "baselines are for text" in capsys.readouterr().err
+
+
+def test_a_checkpoint_records_its_tokenizer_and_a_resume_with_another_is_refused(tmp_path):
+    from tiedemb.data.text import tokenizer_of_run
+    from tiedemb.data.tokenizers import TOKENIZER_STATE, load_tokenizer, recorded_fingerprint, tokenizer_fingerprint
+
+    data = small_text(tmp_path, seed=3)
+    state = data.state_dict()
+    (saved,) = (tmp_path / "cache" / "tokenizers").iterdir()
+    # the fingerprint the run records is that of the folder its tokenizer was saved in
+    assert state[TOKENIZER_STATE] == tokenizer_fingerprint(load_tokenizer(saved))
+    checkpoint = {"state_dict": {}, "PretrainData": state}
+    assert recorded_fingerprint(checkpoint) == state[TOKENIZER_STATE]
+    recorded = dict(data.hparams)
+    assert tokenizer_of_run(recorded, len(data.tokenizer), "clm", fingerprint=state[TOKENIZER_STATE]) == str(saved)
+    assert tokenizer_of_run(recorded, len(data.tokenizer), "clm", fingerprint="another") is None
+    data.load_state_dict(state)  # the same tokenizer: resumes
+    with pytest.raises(UserError, match="another tokenizer than the one prepared for this run"):
+        small_text(tmp_path, seed=3).load_state_dict({**state, TOKENIZER_STATE: "0123456789abcdef"})

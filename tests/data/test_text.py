@@ -119,6 +119,26 @@ def test_trained_tokenizer_is_saved_beside_the_data_and_reused(tmp_path, monkeyp
     assert second.tokenizer.decode(second.train[0]["input_ids"]).startswith(f"{TEXT_TITLE}</s>")
 
 
+def test_the_trained_tokenizer_is_found_again_after_the_text_is_touched_and_for_any_data_order_seed(
+    tmp_path, monkeypatch, made_up_text
+):
+    """A run's tokenizer is the one trained on its documents: found for a run whose data order seed is
+    not its split seed, and after its text file was copied again (same bytes, new modification time)."""
+    corpus = tmp_path / "corpus.txt"
+    corpus.write_bytes(made_up_text.read_bytes())
+    settings = dict(
+        objective="mlm", vocab_size=300, train_files=[str(corpus)], val_fraction=0.1, cache_dir=str(tmp_path / "cache")
+    )
+    trained = prepare(**settings, block_size=64, seed=0).tokenizer
+    (saved,) = (tmp_path / "cache" / "tokenizers").iterdir()
+    recorded = {**settings, "seed": 2, "corpus_seed": 0}  # what a checkpoint records of its data
+    assert text.tokenizer_of_run(recorded, len(trained), "mlm") == str(saved)
+    os.utime(corpus, ns=(time.time_ns() + 10**9, time.time_ns() + 10**9))  # synced again: same bytes
+    monkeypatch.setattr(tk, "_wordpiece", lambda *_: pytest.fail("trained again"))
+    assert prepare(**settings, block_size=64, seed=0).tokenizer.get_vocab() == trained.get_vocab()
+    assert text.tokenizer_of_run(recorded, len(trained), "mlm") == str(saved)
+
+
 # --------------------------------------------------------------------------- sources
 
 

@@ -21,6 +21,7 @@ from tiedemb.data.collate import make_collator
 from tiedemb.data.sampling import KeyedDataset, ResumableTraining, loader_generator
 from tiedemb.data.synthetic import MarkovCorpus
 from tiedemb.data.text_settings import TEXT_COLUMN, VAL_FRACTION, check_encoding_errors
+from tiedemb.data.tokenizers import TOKENIZER_STATE, tokenizer_fingerprint
 from tiedemb.errors import UserError, check_choice
 from tiedemb.options import (
     Bounds,
@@ -331,6 +332,26 @@ class PretrainData(ResumableTraining, L.LightningDataModule):
             )
             results |= {f"data/{prefix}{name}_loss": value for name, value in losses.items()}
         return results
+
+    # -- what a checkpoint records of the data ------------------------------------------------------
+    def state_dict(self) -> dict[str, Any]:
+        """The training position (``ResumableTraining``) and the tokenizer's fingerprint: a run
+        resumed with another tokenizer would read other rows of its embedding for the same words."""
+        state = super().state_dict()
+        if self.tokenizer is not None:
+            state[TOKENIZER_STATE] = tokenizer_fingerprint(self.tokenizer)
+        return state
+
+    def load_state_dict(self, state_dict: dict[str, Any]) -> None:
+        recorded = state_dict.get(TOKENIZER_STATE)
+        if recorded is not None and self.tokenizer is not None and recorded != tokenizer_fingerprint(self.tokenizer):
+            raise UserError(
+                "the checkpoint was trained with another tokenizer than the one prepared for this run "
+                f"(fingerprint {recorded}, now {tokenizer_fingerprint(self.tokenizer)}): a trained tokenizer is "
+                "found again only while its text and data.cache_dir are unchanged, and training it again numbers "
+                "its tokens differently; pass the run's tokenizer folder with --data.tokenizer"
+            )
+        super().load_state_dict(state_dict)
 
     def train_dataloader(self) -> DataLoader:
         return self._loader(self.train_set, shuffle=True)

@@ -106,9 +106,23 @@ def _expand(patterns: list[str], role: str) -> list[Path]:
     return list(dict.fromkeys(path.resolve() for path in files))
 
 
-def _file_identity(paths: list[Path]) -> list[tuple[str, int, int]]:
-    """What decides a file's contents for caching purposes: path, size and modification time."""
-    return [(str(path), path.stat().st_size, path.stat().st_mtime_ns) for path in paths]
+def _file_identity(paths: list[Path]) -> list[tuple[str, int, str]]:
+    """What decides a file's contents for caching purposes: its path, size and a hash of its bytes.
+
+    Not its modification time: a copy of the same text synced again, or touched, must find the
+    tokenizer trained on it. A tokenizer trained again is not the same one: the trainer numbers
+    tokens of equal standing in an order that differs from process to process, so a model
+    pretrained with one and fine-tuned or resumed with the other reads the wrong rows.
+    """
+    return [(str(path), path.stat().st_size, _content_hash(path)) for path in paths]
+
+
+def _content_hash(path: Path) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as handle:
+        for chunk in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(chunk)
+    return digest.hexdigest()
 
 
 def _read_documents(
@@ -300,8 +314,8 @@ def trained_tokenizer_dirs(
 ) -> list[Path]:
     """The saved tokenizers ``prepare_text`` trained for this text (one per requested size), if any.
 
-    Takes a ``PretrainData``'s hyperparameters. Local files are identified by path, size and
-    modification time, so a text file changed since the run finds nothing.
+    Takes the text's settings, with ``seed`` the seed that split it. Local files are identified by
+    path, size and a hash of their bytes, so a text file changed since the run finds nothing.
     """
     check_choice("objective", objective, TOKENIZER_KIND)
     try:
@@ -316,21 +330,29 @@ def trained_tokenizer_dirs(
     return sorted(path for path in pattern.parent.glob(pattern.name) if (path / "tokenizer.json").is_file())
 
 
-def tokenizer_of_run(data: Mapping[str, Any], vocab_size: int, objective: str) -> str | None:
+def tokenizer_of_run(
+    data: Mapping[str, Any], vocab_size: int, objective: str, fingerprint: str | None = None
+) -> str | None:
     """Where the tokenizer of a pretraining run is, from the data settings its checkpoint recorded.
 
     The tokenizer the run named (``data.tokenizer``, as it was written, relative to the folder the
     run started in), or the folder of the one it trained whose vocabulary has ``vocab_size`` tokens
-    (the run's ``data.cache_dir``); ``None`` for the embedded corpus, or when the trained one is not
-    found (another working directory, text files changed since).
+    (the run's ``data.cache_dir``) and, where the checkpoint recorded one, whose ``fingerprint``
+    matches; ``None`` for the embedded corpus, or when the trained one is not found (another
+    working directory, text files changed since, a tokenizer trained again).
     """
     if data.get("tokenizer"):
         return str(data["tokenizer"])
     if not (data.get("dataset") or data.get("train_files")):
         return None
+    # The documents split by ``corpus_seed`` decide the training text (``seed`` orders the batches);
+    # checkpoints from before ``corpus_seed`` existed split by ``seed``.
+    split_seed = data["corpus_seed"] if "corpus_seed" in data else data.get("seed", 0)
+    settings = {**data, "seed": split_seed, "objective": data.get("objective") or objective}
     # One folder per requested size; the data records the size the tokenizer came out at.
-    for folder in trained_tokenizer_dirs(**{**data, "objective": data.get("objective") or objective}):
-        if len(load_tokenizer(folder)) == vocab_size:
+    for folder in trained_tokenizer_dirs(**settings):
+        found = load_tokenizer(folder)
+        if len(found) == vocab_size and fingerprint in (None, tokenizer_fingerprint(found)):
             return str(folder)
     return None
 

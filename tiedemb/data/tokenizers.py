@@ -5,8 +5,9 @@ from __future__ import annotations
 import hashlib
 import logging
 import os
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from pathlib import Path
+from typing import Any
 
 from transformers import AutoTokenizer, PreTrainedTokenizerBase, PreTrainedTokenizerFast
 
@@ -83,6 +84,19 @@ def load_tokenizer(name_or_path: str | os.PathLike) -> PreTrainedTokenizerBase:
         backend.no_padding()
         backend.no_truncation()
     return tokenizer
+
+
+TOKENIZER_STATE = "tokenizer_fingerprint"
+"""The key under which a pretraining checkpoint's data state records its tokenizer's fingerprint."""
+
+
+def recorded_fingerprint(checkpoint: Mapping[str, Any]) -> str | None:
+    """The fingerprint of the tokenizer a pretraining checkpoint was trained with, if it recorded one
+    (Lightning stores the data module's state under the module's class name)."""
+    for value in checkpoint.values():
+        if isinstance(value, Mapping) and isinstance(value.get(TOKENIZER_STATE), str):
+            return value[TOKENIZER_STATE]
+    return None
 
 
 def tokenizer_fingerprint(tokenizer: PreTrainedTokenizerBase) -> str:
