@@ -6,6 +6,7 @@ construction, so the CLI can link it into the model before either is built.
 
 from __future__ import annotations
 
+import functools
 import inspect
 import logging
 import math
@@ -334,20 +335,25 @@ class PretrainData(ResumableTraining, L.LightningDataModule):
         return results
 
     # -- what a checkpoint records of the data ------------------------------------------------------
+    @functools.cached_property
+    def _tokenizer_fingerprint(self) -> str:
+        # Hashed once: every checkpoint records it, and the tokenizer does not change during a run.
+        return tokenizer_fingerprint(self.tokenizer)
+
     def state_dict(self) -> dict[str, Any]:
         """The training position (``ResumableTraining``) and the tokenizer's fingerprint: a run
         resumed with another tokenizer would read other rows of its embedding for the same words."""
         state = super().state_dict()
         if self.tokenizer is not None:
-            state[TOKENIZER_STATE] = tokenizer_fingerprint(self.tokenizer)
+            state[TOKENIZER_STATE] = self._tokenizer_fingerprint
         return state
 
     def load_state_dict(self, state_dict: dict[str, Any]) -> None:
         recorded = state_dict.get(TOKENIZER_STATE)
-        if recorded is not None and self.tokenizer is not None and recorded != tokenizer_fingerprint(self.tokenizer):
+        if recorded is not None and self.tokenizer is not None and recorded != self._tokenizer_fingerprint:
             raise UserError(
                 "the checkpoint was trained with another tokenizer than the one prepared for this run "
-                f"(fingerprint {recorded}, now {tokenizer_fingerprint(self.tokenizer)}): a trained tokenizer is "
+                f"(fingerprint {recorded}, now {self._tokenizer_fingerprint}): a trained tokenizer is "
                 "found again only while its text and data.cache_dir are unchanged, and training it again numbers "
                 "its tokens differently; pass the run's tokenizer folder with --data.tokenizer"
             )

@@ -64,22 +64,29 @@ def mean_pooled(encode, tokenizer, sentences: list[str], max_length: int) -> Ten
     return torch.cat(pooled)
 
 
+def _percentile_interval(statistic, labels: Tensor, samples: int, seed: int) -> tuple[float, float]:
+    """The 95% percentile bootstrap interval of ``statistic(index)`` over resamples of the pairs;
+    a resample holding one class only (no ranking to score) is skipped."""
+    generator = torch.Generator().manual_seed(seed)
+    drawn = []
+    for _ in range(samples):
+        index = torch.randint(len(labels), (len(labels),), generator=generator)
+        if labels[index].min() == labels[index].max():
+            continue
+        drawn.append(statistic(index))
+    if not drawn:
+        return float("nan"), float("nan")
+    values = torch.tensor(drawn, dtype=torch.float64)
+    low, high = torch.quantile(values, torch.tensor([0.025, 0.975], dtype=torch.float64)).tolist()
+    return low, high
+
+
 def bootstrap_auroc(scores: Tensor, labels: Tensor, samples: int = BOOTSTRAP_SAMPLES, seed: int = 0) -> SimilarityScore:
     """AUROC of ``scores`` against binary ``labels`` and its 95% percentile bootstrap interval."""
     labels = labels.long()
     auroc = float(binary_auroc(scores, labels))
-    generator = torch.Generator().manual_seed(seed)
-    drawn = []
-    for _ in range(samples):
-        index = torch.randint(len(scores), (len(scores),), generator=generator)
-        if labels[index].min() == labels[index].max():  # one class only: no ranking to score
-            continue
-        drawn.append(float(binary_auroc(scores[index], labels[index])))
-    values = torch.tensor(drawn, dtype=torch.float64)
-    low, high = (
-        torch.quantile(values, torch.tensor([0.025, 0.975], dtype=torch.float64)).tolist()
-        if len(drawn)
-        else (float("nan"), float("nan"))
+    low, high = _percentile_interval(
+        lambda index: float(binary_auroc(scores[index], labels[index])), labels, samples, seed
     )
     return SimilarityScore(auroc, low, high, len(scores))
 
@@ -104,19 +111,11 @@ def paired_auroc_difference(
         raise ValueError(f"paired scores need the same pairs: {len(scores)}, {len(reference)} and {len(labels)} rows")
     labels = labels.long()
     difference = float(binary_auroc(scores, labels) - binary_auroc(reference, labels))
-    generator = torch.Generator().manual_seed(seed)
-    drawn = []
-    for _ in range(samples):
-        index = torch.randint(len(scores), (len(scores),), generator=generator)
-        if labels[index].min() == labels[index].max():
-            continue
-        drawn.append(float(binary_auroc(scores[index], labels[index]) - binary_auroc(reference[index], labels[index])))
-    values = torch.tensor(drawn, dtype=torch.float64)
-    low, high = (
-        torch.quantile(values, torch.tensor([0.025, 0.975], dtype=torch.float64)).tolist()
-        if len(drawn)
-        else (float("nan"), float("nan"))
-    )
+
+    def resampled(index: Tensor) -> float:  # both probes on the same resample
+        return float(binary_auroc(scores[index], labels[index]) - binary_auroc(reference[index], labels[index]))
+
+    low, high = _percentile_interval(resampled, labels, samples, seed)
     return PairedDifference(difference, low, high)
 
 
