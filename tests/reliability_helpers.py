@@ -42,6 +42,19 @@ class StopAt(Callback):
             raise SimulatedCrash(f"stopped before step {self.step + 1}")
 
 
+class SigtermInValidation(Callback):
+    """Sends this process SIGTERM as the first batch of the validation after step ``step`` starts."""
+
+    def __init__(self, step: int) -> None:
+        self.step = step
+
+    def on_validation_batch_start(
+        self, trainer: L.Trainer, pl_module: L.LightningModule, batch, batch_idx: int, dataloader_idx: int = 0
+    ) -> None:
+        if trainer.global_step == self.step and not trainer.sanity_checking and batch_idx == 0:
+            os.kill(os.getpid(), signal.SIGTERM)
+
+
 class SignalAt(Callback):
     """Sends this process ``signum`` right after training step ``step`` (``global_step == step``), between two steps."""
 
@@ -236,6 +249,12 @@ def every_n_steps_checkpoint(n: int) -> str:
             "class_path": "lightning.pytorch.callbacks.ModelCheckpoint",
             "init_args": {"every_n_train_steps": n, "save_top_k": 0, "save_last": True},
         }
+    )
+
+
+def sigterm_in_validation(step: int) -> str:
+    return "--trainer.callbacks+=" + json.dumps(
+        {"class_path": "reliability_helpers.SigtermInValidation", "init_args": {"step": step}}
     )
 
 

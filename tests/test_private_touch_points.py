@@ -28,6 +28,7 @@ from tiedemb.modules.throughput import ModelThroughput
 from tiedemb.training.arguments import NO_CLASS, condense_parse_error, nearest_valid_key
 from tiedemb.training.lightning_internals import (
     continue_wandb_run_id,
+    count_the_step_as_lightning_does,
     stop_after_this_step,
     unstarted_wandb_init,
     use_peak_flops,
@@ -116,6 +117,19 @@ def test_the_flag_lightnings_sigterm_handler_sets_stops_the_fit_after_the_step()
     assert trainer.received_sigterm is False
     for loop in (training_epoch_loop, fit_loop, evaluation_loop):
         assert "received_sigterm" in inspect.getsource(loop), f"{loop.__name__} no longer stops on the flag"
+
+
+# -- 3b. the logging step in a checkpoint's loop state -----------------------------------------------
+def test_a_checkpoints_loop_state_holds_the_logging_step_a_signal_save_counts_back():
+    trainer = L.Trainer(logger=False, enable_checkpointing=False, enable_progress_bar=False)
+    trainer.fit_loop.epoch_loop._batches_that_stepped = 7
+    checkpoint = {"loops": {"fit_loop": trainer.fit_loop.state_dict()}}
+    count_the_step_as_lightning_does(checkpoint)
+    trainer.fit_loop.load_state_dict(checkpoint["loops"]["fit_loop"])
+    assert trainer.fit_loop.epoch_loop._batches_that_stepped == 6, "the epoch loop's saved logging step moved"
+    source = inspect.getsource(training_epoch_loop._TrainingEpochLoop)
+    # the restart that re-enters a step that validated and raises the count there (SaveOnPreemption)
+    assert "self._skip_next_val = True" in source and "self._batches_that_stepped += 1" in source
 
 
 # -- 4. ModelCheckpoint's last-checkpoint step ------------------------------------------------------

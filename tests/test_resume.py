@@ -9,6 +9,7 @@ and must really have resumed (its first step is not 0).
 
 from __future__ import annotations
 
+import csv
 import json
 import os
 import signal
@@ -18,7 +19,14 @@ from pathlib import Path
 
 import pytest
 import torch
-from reliability_helpers import FirstStep, SimulatedCrash, every_n_steps_checkpoint, stand_in_scontrol, stop_at
+from reliability_helpers import (
+    FirstStep,
+    SimulatedCrash,
+    every_n_steps_checkpoint,
+    sigterm_in_validation,
+    stand_in_scontrol,
+    stop_at,
+)
 from run_dirs import run_checkpoint
 from tiny_runs import TINY_TIED
 
@@ -67,6 +75,38 @@ pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 ONE_THREAD = {"OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
+
+
+def run_in_a_process(root: Path, batches_per_epoch: int, *extra: str) -> subprocess.CompletedProcess:
+    """``python main.py fit`` in its own process (a signal ends only it), with a CSV logger under ``root``."""
+    env = {
+        **os.environ,
+        **ONE_THREAD,
+        "PYTHONPATH": os.pathsep.join([str(Path(__file__).parent), os.environ.get("PYTHONPATH", "")]),
+    }
+    logger = ["--trainer.logger=lightning.pytorch.loggers.CSVLogger", f"--trainer.logger.save_dir={root}"]
+    args = [a for a in fit_args(root, batches_per_epoch, *logger, *extra) if a != "--trainer.logger=false"]
+    # Ctrl-C as in a terminal: a process started in the background inherits SIGINT ignored
+    return subprocess.run(
+        [sys.executable, str(ROOT / "main.py"), *args],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=root,
+        timeout=300,
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
+    )
+
+
+def logged_steps(root: Path) -> dict[str, list[int]]:
+    """The steps a run's CSV logs (every attempt) wrote its training and validation losses at."""
+    steps: dict[str, list[int]] = {"train/loss": [], "val/loss": []}
+    for path in sorted(root.glob("*/lightning_logs/version_*/metrics.csv")):
+        for row in csv.DictReader(path.open()):
+            for name, found in steps.items():
+                if row.get(name):
+                    found.append(int(row["step"]))
+    return steps
 
 
 @pytest.fixture(scope="module")
@@ -123,25 +163,9 @@ def test_killed_run_resumes_exactly_in_its_run_folder(tmp_path, straight, signal
     --ckpt_path=last finds the killed run's file in its run folder, and the resumed run goes on
     writing there (its CSV metrics as the folder's next version).
     """
-    env = {
-        **os.environ,
-        **ONE_THREAD,
-        "PYTHONPATH": os.pathsep.join([str(Path(__file__).parent), os.environ.get("PYTHONPATH", "")]),
-    }
-    logger = ["--trainer.logger=lightning.pytorch.loggers.CSVLogger", f"--trainer.logger.save_dir={tmp_path}"]
 
     def run(*extra: str) -> subprocess.CompletedProcess:
-        args = [a for a in fit_args(tmp_path, 15, *logger, *extra) if a != "--trainer.logger=false"]
-        # Ctrl-C as in a terminal: a process started in the background inherits SIGINT ignored
-        return subprocess.run(
-            [sys.executable, str(ROOT / "main.py"), *args],
-            capture_output=True,
-            text=True,
-            env=env,
-            cwd=tmp_path,
-            timeout=300,
-            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
-        )
+        return run_in_a_process(tmp_path, 15, *extra)
 
     killed = run(
         stop_at(27, sigkill=signal_name == "SIGKILL", sigterm=signal_name == "SIGTERM", sigint=signal_name == "SIGINT")
@@ -271,3 +295,51 @@ def test_the_checkpoint_lightnings_slurm_handler_writes_resumes_exactly(tmp_path
     named = main(fit_args(tmp_path, 15, "--ckpt_path=hpc"))  # Lightning's own name for that checkpoint
     assert first_step(named) == 23
     assert_same_weights(straight(15), named.model.state_dict())
+
+
+@pytest.fixture(scope="module")
+def straight_in_a_process(tmp_path_factory):
+    """The logged steps and final weights of uninterrupted runs in a process of their own, by data size."""
+    cache: dict[int, tuple[dict[str, list[int]], dict[str, torch.Tensor]]] = {}
+
+    def run(batches_per_epoch: int) -> tuple[dict[str, list[int]], dict[str, torch.Tensor]]:
+        if batches_per_epoch not in cache:
+            root = tmp_path_factory.mktemp("straight")
+            done = run_in_a_process(root, batches_per_epoch)
+            assert done.returncode == 0, done.stderr[-3000:]
+            final = torch.load(run_checkpoint(root), weights_only=True)
+            cache[batches_per_epoch] = (logged_steps(root), final["state_dict"])
+        return cache[batches_per_epoch]
+
+    return run
+
+
+@pytest.mark.parametrize(
+    "batches_per_epoch,signal_during,saved_after",
+    [
+        # validation every 10 steps; 15 batches an epoch: validations after steps 10, 25 and 40
+        (15, "step 10", 10),  # a step that validates: the signal takes effect after its validation
+        (15, "the validation after step 10", 10),  # held back until that validation has ended
+        (15, "step 15", 16),  # an epoch's last step: held back until the next epoch's first step
+        (20, "step 20", 21),  # an epoch's last step that also validates
+    ],
+)
+@pytest.mark.end_to_end
+def test_a_run_stopped_by_sigterm_where_a_validation_or_an_epoch_ends_resumes_as_a_straight_one(
+    tmp_path, straight_in_a_process, batches_per_epoch, signal_during, saved_after
+):
+    """The saved state is one Lightning resumes exactly: the resumed run logs every metric at the
+    steps an uninterrupted run does and ends with its weights. (Saved as the loops stand at the
+    signal, the first two logged every later metric one step late, and the last two ran one batch
+    of the next epoch and skipped the rest of it: training/preemption.py.)"""
+    step = int(signal_during.split()[-1])
+    signal_arg = sigterm_in_validation(step) if "validation" in signal_during else stop_at(step - 1, sigterm=True)
+    stopped = run_in_a_process(tmp_path, batches_per_epoch, signal_arg)
+    assert stopped.returncode == 143, stopped.stderr[-3000:]
+    assert f"saved the state after step {saved_after} " in stopped.stderr
+    resumed = run_in_a_process(tmp_path, batches_per_epoch, "--ckpt_path=last")
+    assert resumed.returncode == 0, resumed.stderr[-3000:]
+
+    steps, weights = straight_in_a_process(batches_per_epoch)
+    assert logged_steps(tmp_path) == steps
+    assert_same_weights(weights, torch.load(run_checkpoint(tmp_path), weights_only=True)["state_dict"])

@@ -34,6 +34,18 @@ def save_last_checkpoint(callback: ModelCheckpoint, trainer: L.Trainer) -> None:
     callback._save_last_checkpoint(trainer, callback._monitor_candidates(trainer))
 
 
+def count_the_step_as_lightning_does(checkpoint: dict[str, Any]) -> None:
+    """Give a checkpoint written at a signal, after a step that validated, the logging step Lightning's own hold.
+
+    Lightning counts logged steps in ``_batches_that_stepped`` (the x-axis every logger writes),
+    raised at the very end of a step, after its validation. Its own checkpoints at a validation are
+    written before that raise, and a run resumed from one re-enters that step, skips the validation
+    it already ran and raises the count then. A signal stops the fit after the raise: saved as it
+    is, the resumed run would raise it twice and log every later metric one step late.
+    """
+    checkpoint["loops"]["fit_loop"]["epoch_loop.state_dict"]["_batches_that_stepped"] -= 1
+
+
 def saved_this_step(callback: ModelCheckpoint, trainer: L.Trainer) -> bool:
     """Whether ``callback`` writes nothing now: saved at this step already, or not fitting."""
     return callback._should_skip_saving_checkpoint(trainer)

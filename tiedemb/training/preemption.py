@@ -19,6 +19,15 @@ Lightning would stop after the current validation batch, and a run resumed from 
 rest of that validation: its metrics, the checkpoints they select and early stopping would differ
 from an uninterrupted run's. So the validation completes (its metrics are logged, the periodic
 checkpoints written) and the run stops after it, at the end of the same step.
+
+Two places in a fit are not states a run can be resumed from exactly, and a signal there is
+dealt with so that the state saved is one. After a step that validated, Lightning's counter of
+logged steps has been raised once more than its own checkpoints (written at the validation) hold;
+the saved checkpoint holds their count (``count_the_step_as_lightning_does``), or the resumed run
+would log every later metric a step late. After an epoch's last step the epoch has been counted
+as completed but its batches not reset, and a run resumed from there would run one batch and skip
+the rest of the next epoch; so a signal in an epoch's last step is held back until the next
+epoch's first step has ended, one step later than elsewhere.
 """
 
 from __future__ import annotations
@@ -33,7 +42,11 @@ from lightning.pytorch.callbacks import Callback, ModelCheckpoint
 from lightning.pytorch.trainer.states import TrainerFn
 from lightning.pytorch.utilities.exceptions import SIGTERMException
 
-from tiedemb.training.lightning_internals import save_last_checkpoint, stop_after_this_step
+from tiedemb.training.lightning_internals import (
+    count_the_step_as_lightning_does,
+    save_last_checkpoint,
+    stop_after_this_step,
+)
 
 _CTRL_C = threading.Event()
 """Set when Ctrl-C, not SIGTERM, is what the current stop of a fit comes from."""
@@ -50,6 +63,9 @@ class SaveOnPreemption(Callback):
     def __init__(self) -> None:
         self._held_back = False
         self._previous_handler: Any = None
+        self._held_past_epoch_end = False
+        self._validated_at: int | None = None  # the step whose validation ended last
+        self._saving_after_validation = False
 
     # -- Ctrl-C: the first one stops after the current step, a second one at once --------------------
     def on_fit_start(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
@@ -92,10 +108,27 @@ class SaveOnPreemption(Callback):
             self._held_back = True
 
     def on_validation_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
+        if trainer.state.fn == TrainerFn.FITTING and not trainer.sanity_checking:
+            self._validated_at = trainer.global_step
         if self._held_back:
             # the training loop stops at the end of this step, as for a signal during the step itself
             stop_after_this_step(trainer)
             self._held_back = False
+
+    def on_train_epoch_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
+        if trainer.state.fn == TrainerFn.FITTING and trainer.received_sigterm:
+            # Lightning checks the flag right after this hook; see the module for why not here.
+            stop_after_this_step(trainer, False)
+            self._held_past_epoch_end = True
+
+    def on_train_epoch_start(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
+        if self._held_past_epoch_end:
+            stop_after_this_step(trainer)  # the loop stops after this epoch's first step
+            self._held_past_epoch_end = False
+
+    def on_save_checkpoint(self, trainer: L.Trainer, pl_module: L.LightningModule, checkpoint: dict[str, Any]) -> None:
+        if self._saving_after_validation:
+            count_the_step_as_lightning_does(checkpoint)
 
     def on_exception(self, trainer: L.Trainer, pl_module: L.LightningModule, exception: BaseException) -> None:
         self._restore_handler()
@@ -125,10 +158,14 @@ class SaveOnPreemption(Callback):
                     file=sys.stderr,
                 )
             return
-        for callback in savers:
-            save_last_checkpoint(callback, trainer)
-            if trainer.is_global_zero:
-                print(
-                    f"{what}: saved the state after step {trainer.global_step} to {callback.last_model_path}",
-                    file=sys.stderr,
-                )
+        self._saving_after_validation = self._validated_at == trainer.global_step
+        try:
+            for callback in savers:
+                save_last_checkpoint(callback, trainer)
+                if trainer.is_global_zero:
+                    print(
+                        f"{what}: saved the state after step {trainer.global_step} to {callback.last_model_path}",
+                        file=sys.stderr,
+                    )
+        finally:
+            self._saving_after_validation = False
