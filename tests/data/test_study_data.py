@@ -146,6 +146,12 @@ def test_a_checkpoint_records_its_tokenizer_and_a_resume_with_another_is_refused
     recorded = dict(data.hparams)
     assert tokenizer_of_run(recorded, len(data.tokenizer), "clm", fingerprint=state[TOKENIZER_STATE]) == str(saved)
     assert tokenizer_of_run(recorded, len(data.tokenizer), "clm", fingerprint="another") is None
+    # kept under a name an older key of the text gave it: found by its fingerprint alone
+    renamed = saved.rename(saved.with_name("bpe-512-0123456789abcdef0123"))
+    assert tokenizer_of_run(recorded, len(data.tokenizer), "clm", fingerprint=state[TOKENIZER_STATE]) == str(renamed)
+    assert tokenizer_of_run(recorded, len(data.tokenizer), "clm") is None
+    assert tokenizer_of_run(recorded, len(data.tokenizer), "clm", fingerprint="another") is None
+    renamed.rename(saved)
     data.load_state_dict(state)  # the same tokenizer: resumes
     with pytest.raises(UserError, match="another tokenizer than the one prepared for this run"):
         small_text(tmp_path, seed=3).load_state_dict({**state, TOKENIZER_STATE: "0123456789abcdef"})

@@ -338,8 +338,9 @@ def tokenizer_of_run(
     The tokenizer the run named (``data.tokenizer``, as it was written, relative to the folder the
     run started in), or the folder of the one it trained whose vocabulary has ``vocab_size`` tokens
     (the run's ``data.cache_dir``) and, where the checkpoint recorded one, whose ``fingerprint``
-    matches; ``None`` for the embedded corpus, or when the trained one is not found (another
-    working directory, text files changed since, a tokenizer trained again).
+    matches, or else any tokenizer in that cache with that fingerprint; ``None`` for the embedded
+    corpus, or when the trained one is not found (another working directory, text files changed
+    since and no fingerprint recorded, a tokenizer trained again).
     """
     if data.get("tokenizer"):
         return str(data["tokenizer"])
@@ -354,6 +355,15 @@ def tokenizer_of_run(
         found = load_tokenizer(folder)
         if len(found) == vocab_size and fingerprint in (None, tokenizer_fingerprint(found)):
             return str(folder)
+    if fingerprint is None:
+        return None
+    # A recorded fingerprint names the ids exactly: any tokenizer kept in the run's cache with that
+    # fingerprint is the one, also when its folder's name came from an older key of its text.
+    for folder in sorted(Path(settings.get("cache_dir") or "data/cache").expanduser().glob("tokenizers/*")):
+        if (folder / "tokenizer.json").is_file():
+            found = load_tokenizer(folder)
+            if len(found) == vocab_size and tokenizer_fingerprint(found) == fingerprint:
+                return str(folder)
     return None
 
 
