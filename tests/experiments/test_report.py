@@ -10,6 +10,7 @@ import sys
 import time
 
 import pytest
+import yaml
 from run_folders import glue_metrics, make_cell, pretrain_metrics, write_metrics
 
 from tiedemb.errors import UserError
@@ -70,6 +71,30 @@ def test_report_writes_tables_plots_and_lists_failed_runs(runs_folder):
         states = {row["run"]: (row["state"], row["averaged"]) for row in csv.DictReader(handle)}
     assert states["tied/variant=tied,d_e=64,seed=2"] == ("failed", "no")
     assert not list(runs_folder.glob(".*.partial"))  # nothing half-written left behind
+
+
+def test_report_writes_each_runs_resolved_config_without_the_machines_paths(tmp_path):
+    resolved = {
+        "seed_everything": 1,
+        "trainer": {"default_root_dir": str(tmp_path / "mrpc" / "d_e=32,seed=1")},
+        "model": {"init_args": {"pretrained": str(tmp_path / "pretrain" / "d_e=32" / "last.ckpt")}},
+        "data": {"init_args": {"data_dir": "../shared/data/glue", "tokenizer": f"{tmp_path}/data/cache/tok"}},
+    }
+    make_cell(
+        tmp_path,
+        "mrpc",
+        {"d_e": "32", "seed": "1"},
+        glue_metrics({3: 0.7}, {3: 0.8}, 1.0, 2e6, 1e6),
+        hparams={"task": "mrpc", "num_labels": 2, "embedding_dim": 32, "config": resolved},
+    )
+    text = build_report(tmp_path, wandb=False, echo=lambda _: None).read_text()
+    written = yaml.safe_load((tmp_path / "configs" / "mrpc" / "d_e=32,seed=1.yaml").read_text())
+    assert written["seed_everything"] == 1
+    assert written["trainer"]["default_root_dir"] == "<out>/mrpc/d_e=32,seed=1"
+    assert written["model"]["init_args"]["pretrained"] == "<out>/pretrain/d_e=32/last.ckpt"
+    assert written["data"]["init_args"]["data_dir"] == "../shared/data/glue"
+    assert str(tmp_path) not in (tmp_path / "configs" / "mrpc" / "d_e=32,seed=1.yaml").read_text()
+    assert "`configs/<run>.yaml`" in text
 
 
 def test_report_without_matplotlib_writes_its_tables_and_says_why_no_figures(runs_folder, monkeypatch):

@@ -108,6 +108,35 @@ def flat_rows(table: Table) -> tuple[list[str], list[list[Any]]]:
     return columns, rows
 
 
+CONFIGS_FOLDER = "configs"
+"""Beside the report: every run's resolved configuration, as ``configs/<run>.yaml``."""
+OUT_FOLDER = "<out>"
+"""What a configuration written beside the report says for the folder of runs (a sweep's ``--out``)."""
+
+
+def write_run_configs(runs: list[Run], root: Path) -> list[Path]:
+    """Write each run's resolved configuration (as the run recorded it) to ``configs/<run>.yaml``.
+
+    The machine's paths are taken out, so that the folder can be published: the folder of runs
+    reads ``<out>``, and the folder a cell was started in is left out (paths relative to it stay).
+    """
+    import yaml
+
+    written = []
+    for run in runs:
+        if not run.config:
+            continue
+        text = yaml.safe_dump(run.config, sort_keys=False, allow_unicode=True)
+        text = text.replace(str(root.resolve()), OUT_FOLDER).replace(str(root), OUT_FOLDER)
+        if run.workdir is not None:
+            text = text.replace(f"{run.workdir}/", "")
+        path = root / CONFIGS_FOLDER / f"{run.id}.yaml"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        atomic_write_text(path, text)
+        written.append(path)
+    return written
+
+
 def write_csv(table: Table, path: Path) -> Path:
     return write_rows(*flat_rows(table), path)
 
@@ -282,6 +311,7 @@ def build_report(
     for table in [*tables, *evidence_tables]:
         write_csv(table, root / f"{table.name}.csv")
     write_rows(*evidence.curve_rows(runs), root / "curves.csv")
+    write_run_configs(runs, root)
     if not plots.available():
         echo(f"note: {plots.MISSING}")
     rank_points = _rank_points(runs, results)
@@ -382,7 +412,9 @@ def render_markdown(
     names = [table.name for table in tables] + [table.name for table in evidence_tables] + ["run_metrics", "curves"]
     lines += [
         "Tables as CSV: " + ", ".join(f"`{name}.csv`" for name in dict.fromkeys(names)) + " (curves: every "
-        "run's validation losses at every evaluation; run_metrics: every run's final metrics).",
+        "run's validation losses at every evaluation; run_metrics: every run's final metrics). "
+        f"`{CONFIGS_FOLDER}/<run>.yaml`: each run's resolved configuration, the folder of runs written "
+        f"`{OUT_FOLDER}`.",
         "",
     ]
     return "\n".join(lines)
