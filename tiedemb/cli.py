@@ -51,6 +51,7 @@ from tiedemb.training.evaluation import (
 from tiedemb.training.exits import INTERRUPTED_EXIT, PREEMPTED_EXIT, report_user_errors
 from tiedemb.training.files import first_free
 from tiedemb.training.log_level import LEVELS, hide_lightning_advert, set_log_level, set_log_level_from_env
+from tiedemb.training.metric_names import MAJORITY_PREFIX
 from tiedemb.training.monitor import TrainingMonitor
 from tiedemb.training.parameter_counts import ParameterCounts
 from tiedemb.training.precision import LightningPrecision, PrecisionIfNative, resolve_precision
@@ -213,10 +214,17 @@ class Trainer(L.Trainer):
     def baselines(self, model: L.LightningModule, datamodule: L.LightningDataModule | None = None) -> dict[str, float]:
         """Print the add-one unigram and bigram losses of the configured text's validation blocks
         (and of its out-of-domain text), in nats per predicted token: the bars a run's loss is read against.
+        For a GLUE task, the dev scores of always answering the most frequent training label.
 
         They are scored where the model is (the same tokenizer, blocks and, for MLM, masked positions);
         ``trainer.limit_val_batches`` given as a count limits the blocks as it limits validation.
         """
+        if hasattr(datamodule, "majority_scores"):  # a GLUE task: the floor of its dev scores
+            found = datamodule.majority_scores()
+            print(f"{'always the most frequent label':<36}{'dev score':>10}")
+            for name, value in found.items():
+                print(f"{name.removeprefix(MAJORITY_PREFIX):<36}{value:>10.4f}")
+            return found
         if not hasattr(datamodule, "baselines") or getattr(datamodule, "source", None) == "synthetic":
             raise UserError(
                 "baselines are for text: give data.train_files or data.dataset (the embedded corpus "

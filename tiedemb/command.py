@@ -20,7 +20,10 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "test": ("tiedemb.cli", "evaluate on the test data (GLUE: the labelled dev splits)"),
     "predict": ("tiedemb.cli", "write predictions (GLUE: submission files)"),
     "initloss": ("tiedemb.cli", "the measured and predicted initial loss of a fresh model"),
-    "baselines": ("tiedemb.cli", "the unigram and bigram losses of the configured text's validation blocks"),
+    "baselines": (
+        "tiedemb.cli",
+        "the unigram and bigram losses of the configured text's validation blocks (a GLUE task: its majority floor)",
+    ),
     "similarity": ("tiedemb.cli", "zero-shot paraphrase ROC-AUC of a sentence encoder (cosine of mean-pooled vectors)"),
     "sweep": ("tiedemb.sweep", "run, list or emit the cells of a sweep file"),
     "report": ("tiedemb.report", "tables, curves and analyses of a folder of runs"),

@@ -117,6 +117,23 @@ def glue_folder(tmp_path):
     return tmp_path
 
 
+def test_the_table_gives_each_score_beside_always_answering_the_most_frequent_label(tmp_path):
+    for dim, logged in (("128", True), ("256", False)):  # the d_e 256 runs predate the floor
+        floor = {"data/majority/accuracy": {0: 0.684}, "data/majority/f1": {0: 0.812}} if logged else {}
+        make_cell(
+            tmp_path,
+            "mrpc",
+            {"d_e": dim, "seed": "0"},
+            {**glue_metrics({1: 0.70}, {1: 0.8}, 1.0, 1e6, 2e5), **floor},
+            hparams={"task": "mrpc", "num_labels": 2, "embedding_dim": int(dim)},
+        )
+    table = embedding_dim_table(find_runs(tmp_path))
+    logged, older = table.rows
+    assert logged["MRPC acc majority"] == pytest.approx(68.4) and logged["MRPC F1 majority"] == pytest.approx(81.2)
+    assert older["MRPC acc majority"] is None
+    assert table.columns.index("MRPC acc majority") == table.columns.index("MRPC F1") + 1
+
+
 def test_dev_scores_are_read_at_the_best_main_metric(glue_folder):
     runs = {run.id: run for run in find_runs(glue_folder)}
     scores = dev_scores(runs["mrpc/d_e=128,seed=1"])

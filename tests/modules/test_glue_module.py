@@ -41,8 +41,8 @@ def quiet(root: Path) -> list[str]:
     ]
 
 
-def dev_lines(task_dir: Path) -> list[str]:
-    return (task_dir / "dev.tsv").read_text(encoding="utf-8-sig").splitlines()[1:]
+def tsv_lines(task_dir: Path, split: str = "dev") -> list[str]:
+    return (task_dir / f"{split}.tsv").read_text(encoding="utf-8-sig").splitlines()[1:]
 
 
 def read_tsv(path: Path) -> list[dict[str, str]]:
@@ -62,6 +62,18 @@ def test_mrpc_metrics_score_the_positive_class_as_counted_by_hand():
     # the negative class would score 2 * 2 / (4 + 4) = 0.5; 6 of 10 right
     assert build_metric("f1", 2)(predictions, labels).item() == pytest.approx(8 / 12)
     assert build_metric("accuracy", 2)(predictions, labels).item() == pytest.approx(0.6)
+
+
+def test_the_majority_floor_scores_always_the_most_frequent_training_label_as_counted_by_hand():
+    from tiedemb.modules.glue_metrics import majority_scores
+
+    # training: three paraphrases (1) to one non-paraphrase; dev: 3 of 5 paraphrases
+    found = majority_scores("mrpc", 2, [1, 0, 1, 1], {"validation": [1, 1, 0, 1, 0]})
+    # answering 1 always: 3 of 5 right; positive-class F1 = 2 * 3 / (2 * 3 + 2 false positives)
+    assert found == {"data/majority/accuracy": pytest.approx(0.6), "data/majority/f1": pytest.approx(6 / 8)}
+    # MNLI: two dev splits named by their suffix; a tie (label 0 and 2 twice each) goes to the lowest id
+    found = majority_scores("mnli", 3, [2, 0, 2, 0, 1], {"validation_matched": [0, 1], "validation_mismatched": [2]})
+    assert found == {"data/majority/accuracy_matched": 0.5, "data/majority/accuracy_mismatched": 0.0}
 
 
 def test_epochs_to_converge_counts_the_first_evaluation_within_1_percent_of_the_best():
@@ -111,13 +123,35 @@ def test_mrpc_fit_logs_accuracy_f1_and_epochs_to_converge(mrpc_run):
 
 
 @pytest.mark.end_to_end
+def test_the_majority_floor_is_logged_at_the_start_and_printed_by_the_baselines_command(
+    mrpc_run, glue_dir, tmp_path, capsys
+):
+    """Against a recount of the made-up MRPC files: the most frequent training label, scored on dev."""
+    train, dev = ([line.split("\t")[0] for line in tsv_lines(glue_dir / "MRPC", name)] for name in ("train", "dev"))
+    majority = max(sorted(set(train)), key=train.count)
+    accuracy = dev.count(majority) / len(dev)
+    _, _, data = mrpc_run
+    args = [a for a in data if not a.startswith("--trainer.default_root_dir")]
+    main(["baselines", *args, f"--trainer.default_root_dir={tmp_path}"])
+    printed = dict(line.split() for line in capsys.readouterr().out.splitlines()[1:])
+    assert float(printed["accuracy"]) == pytest.approx(accuracy, abs=1e-4) and "f1" in printed
+    csv_logger = ["--trainer.logger=lightning.pytorch.loggers.CSVLogger", f"--trainer.logger.save_dir={tmp_path}"]
+    args = [a for a in args if a != "--trainer.logger=false"]
+    main(["fit", *args, *csv_logger, f"--trainer.default_root_dir={tmp_path}", "--trainer.max_steps=1"])
+    (metrics,) = tmp_path.glob("**/metrics.csv")
+    logged = [row for row in csv.DictReader(metrics.open()) if row.get("data/majority/accuracy")]
+    assert len(logged) == 1 and logged[0]["step"] == "0"
+    assert float(logged[0]["data/majority/accuracy"]) == pytest.approx(accuracy)
+
+
+@pytest.mark.end_to_end
 def test_mrpc_test_figures_equal_a_recount_of_the_written_dev_predictions(mrpc_run, glue_dir):
     _, root, data = mrpc_run
     mrpc_dir = glue_dir / "MRPC"
     cli = main(["test", *data, f"--ckpt_path={run_checkpoint(root)}"])
     logged = cli.trainer.callback_metrics
     rows = read_tsv(run_checkpoint(root).parent.parent / "MRPC-validation.tsv")
-    labels = [int(line.split("\t")[0]) for line in dev_lines(mrpc_dir)]  # the dev file, read by hand
+    labels = [int(line.split("\t")[0]) for line in tsv_lines(mrpc_dir)]  # the dev file, read by hand
     assert len(rows) == len(labels) and [int(row["index"]) for row in rows] == list(range(len(labels)))
     assert [int(row["label"]) for row in rows] == labels
     pairs = [(int(row["prediction"]), int(row["label"])) for row in rows]

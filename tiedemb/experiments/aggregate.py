@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from tiedemb.experiments.runs import Run
+from tiedemb.training.metric_names import MAJORITY_PREFIX
 
 SEED_LABEL = "seed"
 GLUE_COLUMNS: dict[str, list[tuple[str, str]]] = {
@@ -298,6 +299,10 @@ def final_dev_score(run: Run, metric: str) -> float | None:
     return run.last(f"val/{metric}")
 
 
+def majority_column(column: str) -> str:
+    return f"{column} majority"
+
+
 def task_columns(task: str, scores: Iterable[str]) -> list[tuple[str, str]]:
     if task in GLUE_COLUMNS:
         return GLUE_COLUMNS[task]
@@ -338,6 +343,10 @@ def embedding_dim_table(runs: Iterable[Run], extra: Callable[[list[Run]], dict[s
             values = [dev_scores(run).get(metric) for run in members if task_of(run) == task]
             stat = summarise(values)
             row[column] = Stat(100 * stat.mean, None if stat.std is None else 100 * stat.std, stat.n) if stat else None
+        for task, column, metric in metric_columns:  # the floor: always the most frequent label
+            floor = [run.last(f"{MAJORITY_PREFIX}{metric}") for run in members if task_of(run) == task]
+            floor = [value for value in floor if value is not None]
+            row[majority_column(column)] = 100 * floor[0] if floor else None
         for column, interval in interval_columns:
             row[interval] = Interval(row[column]) if isinstance(row.get(column), Stat) else None
         for task, metric, column in final_columns:
@@ -368,6 +377,7 @@ def embedding_dim_table(runs: Iterable[Run], extra: Callable[[list[Run]], dict[s
         "embedding params (M)",
         "embedding share (%)",
         *(column for _, column, _ in metric_columns),
+        *(majority_column(column) for _, column, _ in metric_columns),
         *(interval for _, interval in interval_columns),
         *(mde_column(column) for _, column, _ in main_columns),
         *(column for _, _, column in final_columns),
@@ -386,6 +396,8 @@ def embedding_dim_table(runs: Iterable[Run], extra: Callable[[list[Run]], dict[s
         "epochs to converge: the first dev evaluation (in fractional epochs) at which the main metric is "
         "within 1% (relative) of the run's best; meaningful when the schedule does not force convergence "
         "(a constant learning rate after warmup) and the run is long enough to plateau",
+        "majority: the score of always answering the training set's most frequent label, which every run "
+        "logs at its start (data/majority/...); – where the runs predate it",
         "score: mean over tasks of the main metric (MNLI-m accuracy, MRPC accuracy, ...)",
         "MDE: the minimum detectable difference, in points, between this row and another of the same route "
         "with as many seeds: (t_0.975 + t_0.80) x the route's pooled seed standard deviation x sqrt(2 / seeds) "

@@ -307,12 +307,17 @@ class GlueModule(L.LightningModule):
         self._readapt_target = ()
 
     def on_train_start(self) -> None:
-        # What narrowing the pretrained embedding kept, beside the scores it led to.
-        if self.narrowing_kept and self.global_step == 0:
+        if self.global_step != 0:
+            return  # a resumed run logged these at its start
+        # What narrowing the pretrained embedding kept, and the scores of always answering the most
+        # frequent label, beside the scores the run reaches.
+        described = {f"narrow/kept_{name}": share for name, share in self.narrowing_kept.items()}
+        datamodule = getattr(self.trainer, "datamodule", None)
+        if hasattr(datamodule, "majority_scores"):
+            described.update(datamodule.majority_scores())
+        if described:
             for logger in self.loggers:
-                logger.log_metrics(
-                    {f"narrow/kept_{name}": share for name, share in self.narrowing_kept.items()}, step=0
-                )
+                logger.log_metrics(described, step=0)
 
     # -- setup: metric objects for the splits this run evaluates -----------------------------------
     def setup(self, stage: str) -> None:

@@ -9,10 +9,12 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+import torch
 from torchmetrics import Metric
 from torchmetrics.classification import BinaryF1Score, MulticlassAccuracy, MulticlassMatthewsCorrCoef
 
 from tiedemb.errors import UserError
+from tiedemb.training.metric_names import MAJORITY_PREFIX
 
 #: Metrics per task, the main one first (it decides convergence and should decide checkpoints).
 TASK_METRICS: dict[str, tuple[str, ...]] = {
@@ -42,6 +44,27 @@ def build_metric(name: str, num_labels: int) -> Metric:
     if name == "matthews":
         return MulticlassMatthewsCorrCoef(num_classes=num_labels)
     raise ValueError(f"unknown metric {name!r}")
+
+
+def majority_scores(
+    task: str | None, num_labels: int, train_labels: Sequence[int], dev_labels: dict[str, Sequence[int]]
+) -> dict[str, float]:
+    """Each dev metric of the classifier that always answers the most frequent training label.
+
+    The floor a fine-tuned score is read against: on MRPC, for instance, answering "paraphrase"
+    every time already scores about two thirds accuracy and an F1 above 80. ``dev_labels`` maps a
+    validation split's name to its labels. A tie between labels goes to the lowest id.
+    """
+    counts = torch.bincount(torch.as_tensor(list(train_labels), dtype=torch.long), minlength=num_labels)
+    majority = int(torch.argmax(counts))
+    scores = {}
+    for split, labels in dev_labels.items():
+        target = torch.as_tensor(list(labels), dtype=torch.long)
+        for name in metric_names(task):
+            metric = build_metric(name, num_labels)
+            metric.update(torch.full_like(target, majority), target)
+            scores[f"{MAJORITY_PREFIX}{name}{split_suffix(split)}"] = float(metric.compute())
+    return scores
 
 
 def split_suffix(split: str) -> str:

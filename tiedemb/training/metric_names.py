@@ -28,6 +28,9 @@ INIT_LOSS_PREDICTED = "init/loss_pred"
 """The initial loss ``tiedemb.theory`` predicts for the run's settings, at step 0."""
 UNIGRAM_LOSS = "data/unigram_loss"
 """The add-one unigram loss of the validation text, the bar the step targets are read against."""
+MAJORITY_PREFIX = "data/majority/"
+"""A fine-tuning run's start: each dev metric of always answering the training set's most frequent
+label (``data/majority/accuracy``, ``data/majority/f1``, ``data/majority/accuracy_matched``)."""
 
 # -- the training monitor (training/monitor.py) ---------------------------------------------------
 GRAD_NORM_TOTAL = "train/grad_norm/total"
