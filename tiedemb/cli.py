@@ -24,7 +24,7 @@ from lightning.pytorch.utilities.exceptions import SIGTERMException
 
 from tiedemb.data.pretrain import PretrainData
 from tiedemb.errors import UserError, check_choice
-from tiedemb.modules.glue import GlueModule
+from tiedemb.modules.glue import GlueModule, majority_floor
 from tiedemb.modules.pretrain import PretrainModule
 from tiedemb.modules.throughput import ModelThroughput
 from tiedemb.nn.config import OBJECTIVES
@@ -219,8 +219,8 @@ class Trainer(L.Trainer):
         They are scored where the model is (the same tokenizer, blocks and, for MLM, masked positions);
         ``trainer.limit_val_batches`` given as a count limits the blocks as it limits validation.
         """
-        if hasattr(datamodule, "majority_scores"):  # a GLUE task: the floor of its dev scores
-            found = datamodule.majority_scores()
+        found = majority_floor(datamodule)  # a GLUE task: the floor of its dev scores
+        if found is not None:
             print(f"{'always the most frequent label':<36}{'dev score':>10}")
             for name, value in found.items():
                 print(f"{name.removeprefix(MAJORITY_PREFIX):<36}{value:>10.4f}")

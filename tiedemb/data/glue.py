@@ -126,14 +126,6 @@ class GlueData(ResumableTraining, LightningDataModule):
         """One split as read, untokenised: its text columns, ``label`` and ``idx``."""
         return self._source.load(split)
 
-    def majority_scores(self) -> dict[str, float]:
-        """Each dev metric of always answering the training set's most frequent label (the floor a
-        fine-tuned score is read against); names as ``data/majority/accuracy``."""
-        from tiedemb.modules.glue_metrics import majority_scores
-
-        dev = {split: self.raw_split(split)["label"] for split in self.val_split_names}
-        return majority_scores(self.task_spec.name, self.num_labels, self.raw_split("train")["label"], dev)
-
     def split_dataset(self, split: str) -> datasets.Dataset:
         """The tokenised examples of one split (hub name), prepared on first use."""
         if split not in self._encoded:

@@ -17,7 +17,13 @@ from torchmetrics import MeanMetric, MetricCollection
 from tiedemb.data.glue_tasks import TASKS, GlueTask
 from tiedemb.errors import UserError, check_choice
 from tiedemb.modules.flops import MatmulWeights
-from tiedemb.modules.glue_metrics import build_metric, epochs_to_converge, metric_names, split_suffix
+from tiedemb.modules.glue_metrics import (
+    build_metric,
+    epochs_to_converge,
+    majority_scores,
+    metric_names,
+    split_suffix,
+)
 from tiedemb.modules.optim import LrDecay, adamw_with_schedule, check_schedule
 from tiedemb.modules.settings import save_settings, takes_model_settings
 from tiedemb.nn.classifier import SequenceClassifier
@@ -64,6 +70,16 @@ def _check_vocabulary(vocab_size: int | None, source: PretrainedWeights) -> None
             f"{source.origin!r} has a vocabulary of {have}; it was pretrained with the tokenizer "
             f"{used!r}: pass --data.tokenizer={used}"
         )
+
+
+def majority_floor(data: Any) -> dict[str, float] | None:
+    """Each dev metric of always answering the most frequent training label of ``data``, named
+    ``data/majority/...``: the floor a fine-tuned score is read against. ``None`` unless ``data``
+    is a GLUE task (``GlueData``, not imported here: it brings ``datasets``)."""
+    if not (hasattr(data, "raw_split") and hasattr(data, "val_split_names") and hasattr(data, "task_spec")):
+        return None
+    dev = {split: data.raw_split(split)["label"] for split in data.val_split_names}
+    return majority_scores(data.task_spec.name, data.num_labels, data.raw_split("train")["label"], dev)
 
 
 class GlueModule(L.LightningModule):
@@ -312,9 +328,7 @@ class GlueModule(L.LightningModule):
         # What narrowing the pretrained embedding kept, and the scores of always answering the most
         # frequent label, beside the scores the run reaches.
         described = {f"narrow/kept_{name}": share for name, share in self.narrowing_kept.items()}
-        datamodule = getattr(self.trainer, "datamodule", None)
-        if hasattr(datamodule, "majority_scores"):
-            described.update(datamodule.majority_scores())
+        described.update(majority_floor(getattr(self.trainer, "datamodule", None)) or {})
         if described:
             for logger in self.loggers:
                 logger.log_metrics(described, step=0)
