@@ -119,19 +119,6 @@ def test_the_flag_lightnings_sigterm_handler_sets_stops_the_fit_after_the_step()
         assert "received_sigterm" in inspect.getsource(loop), f"{loop.__name__} no longer stops on the flag"
 
 
-# -- 3b. the logging step in a checkpoint's loop state -----------------------------------------------
-def test_a_checkpoints_loop_state_holds_the_logging_step_a_signal_save_counts_back():
-    trainer = L.Trainer(logger=False, enable_checkpointing=False, enable_progress_bar=False)
-    trainer.fit_loop.epoch_loop._batches_that_stepped = 7
-    checkpoint = {"loops": {"fit_loop": trainer.fit_loop.state_dict()}}
-    count_the_step_as_lightning_does(checkpoint)
-    trainer.fit_loop.load_state_dict(checkpoint["loops"]["fit_loop"])
-    assert trainer.fit_loop.epoch_loop._batches_that_stepped == 6, "the epoch loop's saved logging step moved"
-    source = inspect.getsource(training_epoch_loop._TrainingEpochLoop)
-    # the restart that re-enters a step that validated and raises the count there (SaveOnPreemption)
-    assert "self._skip_next_val = True" in source and "self._batches_that_stepped += 1" in source
-
-
 # -- 4. ModelCheckpoint's last-checkpoint step ------------------------------------------------------
 @pytest.mark.parametrize(
     ("name", "expected"),
@@ -205,3 +192,16 @@ def test_jsonargparses_error_text_is_what_the_short_report_is_read_from(tmp_path
     # The parser an error in a subcommand is reported against, and the option names a typo is matched to.
     assert "subcommand_parser" in inspect.getsource(JsonArgumentParser.error)
     assert all(isinstance(action, argparse.Action) for action in plain._actions)
+
+
+# -- 8. the logging step in a checkpoint's loop state ------------------------------------------------
+def test_a_checkpoints_loop_state_holds_the_logging_step_a_signal_save_counts_back():
+    trainer = L.Trainer(logger=False, enable_checkpointing=False, enable_progress_bar=False)
+    trainer.fit_loop.epoch_loop._batches_that_stepped = 7
+    checkpoint = {"loops": {"fit_loop": trainer.fit_loop.state_dict()}}
+    count_the_step_as_lightning_does(checkpoint)
+    trainer.fit_loop.load_state_dict(checkpoint["loops"]["fit_loop"])
+    assert trainer.fit_loop.epoch_loop._batches_that_stepped == 6, "the epoch loop's saved logging step moved"
+    source = inspect.getsource(training_epoch_loop._TrainingEpochLoop)
+    # the restart that re-enters a step that validated and raises the count there (SaveOnPreemption)
+    assert "self._skip_next_val = True" in source and "self._batches_that_stepped += 1" in source
