@@ -364,6 +364,11 @@ def _fsdp_worker(rank: int, world_size: int, port: int, wrap_classes: set, out: 
             state = wrapped.state_dict()
         if rank == 0:
             torch.save({"state_dict": state, "is_tied": model.is_tied, "refusal": refusal}, out)
+        # Both ranks leave together: a rank that tears its gloo group down while the other is
+        # still saving or gathering can abort the other's process at exit (SIGABRT, "terminate
+        # called without an active exception"). Only on success: after an error the barrier
+        # would wait for a rank that is not coming.
+        dist.barrier()
     finally:
         dist.destroy_process_group()
 
