@@ -351,19 +351,17 @@ def tokenizer_of_run(
     split_seed = data["corpus_seed"] if "corpus_seed" in data else data.get("seed", 0)
     settings = {**data, "seed": split_seed, "objective": data.get("objective") or objective}
     # One folder per requested size; the data records the size the tokenizer came out at.
-    for folder in trained_tokenizer_dirs(**settings):
+    candidates = list(trained_tokenizer_dirs(**settings))
+    if fingerprint is not None:
+        # A recorded fingerprint names the ids exactly: any tokenizer kept in the run's cache with
+        # that fingerprint is the one, also when its folder's name came from an older key of its text.
+        cache = Path(settings.get("cache_dir") or "data/cache").expanduser()
+        kept = (folder for folder in sorted(cache.glob("tokenizers/*")) if (folder / "tokenizer.json").is_file())
+        candidates += [folder for folder in kept if folder not in candidates]
+    for folder in candidates:
         found = load_tokenizer(folder)
         if len(found) == vocab_size and fingerprint in (None, tokenizer_fingerprint(found)):
             return str(folder)
-    if fingerprint is None:
-        return None
-    # A recorded fingerprint names the ids exactly: any tokenizer kept in the run's cache with that
-    # fingerprint is the one, also when its folder's name came from an older key of its text.
-    for folder in sorted(Path(settings.get("cache_dir") or "data/cache").expanduser().glob("tokenizers/*")):
-        if (folder / "tokenizer.json").is_file():
-            found = load_tokenizer(folder)
-            if len(found) == vocab_size and tokenizer_fingerprint(found) == fingerprint:
-                return str(folder)
     return None
 
 
