@@ -16,6 +16,7 @@ import contextlib
 import importlib
 import io
 import json
+import os
 import shlex
 import shutil
 import signal
@@ -472,7 +473,9 @@ def run_cell(sweep: Sweep, cell: Cell, out: Path, workdir: Path) -> bool:
             ]
         started = time.monotonic()
         try:
-            code = _run_logged(commands[stage], folder / layout.LOG_FILE, workdir, f"attempt {attempt}, {stage}")
+            code = _run_logged(
+                commands[stage], folder / layout.LOG_FILE, workdir, f"attempt {attempt}, {stage}", sweep.threads
+            )
         except KeyboardInterrupt:
             status.update(
                 state=layout.FAILED,
@@ -533,11 +536,15 @@ def _record_stop(folder: Path, status: dict[str, Any], stage: str, begin: float)
     raise SweepStopped(STOP.received[0])
 
 
-def _run_logged(command: list[str], log_file: Path, workdir: Path, heading: str) -> int:
+def _run_logged(command: list[str], log_file: Path, workdir: Path, heading: str, threads: int | None = None) -> int:
+    # A fixed thread count fixes the order of every CPU reduction, so a rerun repeats exactly.
+    env = None if threads is None else {**os.environ, "OMP_NUM_THREADS": str(threads), "MKL_NUM_THREADS": str(threads)}
     with open(log_file, "a", encoding="utf-8") as log:
         log.write(f"\n===== {now()} {heading}: {shlex.join(command)}\n")
         log.flush()
-        process = subprocess.Popen(command, cwd=workdir, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+        process = subprocess.Popen(
+            command, cwd=workdir, env=env, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL
+        )
         try:
             with STOP.running(process):
                 return process.wait()

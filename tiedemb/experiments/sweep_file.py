@@ -6,6 +6,8 @@ A sweep file is YAML::
     description: ...
     wandb: {project: tiedemb}            # or false: CSV metrics only
     slurm: {time: "24:00:00", gres: "gpu:1"}   # #SBATCH lines for --emit slurm
+    threads: 1                           # CPU threads of each cell (OMP_NUM_THREADS); with
+                                         # trainer.deterministic a rerun repeats to the bit
     configs: [../tied.yaml]              # base configs, relative to this file (every study)
     overrides: {trainer.max_steps: 200}  # CLI keys and values (every cell)
     studies:                             # optional; without it the file itself is the one study
@@ -89,6 +91,7 @@ FILE_KEYS = (
     "description",
     "wandb",
     "slurm",
+    "threads",
     "configs",
     "overrides",
     "grid",
@@ -240,6 +243,7 @@ class Sweep:
     description: str
     wandb: dict[str, Any] | None  # None: no W&B logger
     slurm: dict[str, Any]
+    threads: int | None = None  # CPU threads of each cell's process; None: the machine's default
     studies: list[Study] = field(default_factory=list)
     analysis: Analysis | None = None  # the claims the report decides (experiments/claims.py)
 
@@ -326,6 +330,7 @@ def load_sweep(path: str | Path, workdir: str | Path | None = None) -> Sweep:
         description=str(content.get("description") or ""),
         wandb=_wandb_settings(content.get("wandb", {}), where),
         slurm=_mapping(content.get("slurm", {}), f"{where}: slurm"),
+        threads=_threads(content.get("threads"), where),
     )
     shared = {key: content[key] for key in STUDY_KEYS if key in content and key != "description"}
     studies = content.get("studies")
@@ -701,3 +706,12 @@ def _wandb_settings(value: Any, where: str) -> dict[str, Any] | None:
     settings = _mapping(value, f"{where}: wandb")
     _check_keys(settings, WANDB_KEYS, f"{where}: wandb")
     return {"project": "tiedemb", **settings}
+
+
+def _threads(value: Any, where: str) -> int | None:
+    """``threads``: a positive whole number of CPU threads for each cell's process, or unset."""
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise UserError(f"{where}: threads must be a positive whole number, got {value!r}")
+    return value
