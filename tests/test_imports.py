@@ -27,6 +27,7 @@ LAYERS = [
     [
         "tiedemb.sweep",
         "tiedemb.report",
+        "tiedemb.rate_report",
         "tiedemb.dashboard",
         "tiedemb.consolidate",
         "tiedemb.export",

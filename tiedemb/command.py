@@ -27,6 +27,10 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "similarity": ("tiedemb.cli", "zero-shot paraphrase ROC-AUC of a sentence encoder (cosine of mean-pooled vectors)"),
     "sweep": ("tiedemb.sweep", "run, list or emit the cells of a sweep file"),
     "report": ("tiedemb.report", "tables, curves and analyses of a folder of runs"),
+    "rate-report": (
+        "tiedemb.rate_report",
+        "each variant at the learning rate a fixed rule picks: the picks and the claims at every rate",
+    ),
     "dashboard": ("tiedemb.dashboard", "the studies' comparison views as W&B workspaces (--dry-run: as JSON)"),
     "analyse": ("tiedemb.experiments.analysis", "embedding analyses of a checkpoint (effective rank, synonyms)"),
     "consolidate": ("tiedemb.training.single_checkpoint", "one single-device checkpoint from any strategy's"),

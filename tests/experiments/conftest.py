@@ -15,7 +15,7 @@ def fake_runs(monkeypatch):
     calls: list[list[str]] = []
     failing: set[str] = set()
 
-    def run_logged(command, log_file, workdir, heading):
+    def run_logged(command, log_file, workdir, heading, threads=None):
         calls.append(command)
         folder = Path(log_file).parent
         metrics = folder / "csv" / "version_0"

@@ -10,11 +10,17 @@ from tiedemb.errors import UserError
 from tiedemb.experiments.claims import (
     FAILS,
     HOLDS,
+    HOLDS_SMALL,
     UNDECIDED,
+    UNDECIDED_AFTER_HOLM,
     Difference,
     analysis_record,
+    claim_p_value,
+    holm,
+    holm_verdict,
     paired_difference,
     parse_analysis,
+    seeds_needed,
     steps_to_target,
     verdict,
 )
@@ -55,10 +61,14 @@ def test_pairing_removes_what_the_seeds_share():
         (0.06, 0.20, "alike", 0.05, FAILS),
         (-0.30, -0.10, "alike", 0.05, FAILS),
         (-0.02, 0.09, "alike", 0.05, UNDECIDED),  # the interval spans the margin
-        (10.0, 80.0, "higher", 50, HOLDS),
+        (10.0, 80.0, "higher", 50, HOLDS),  # above 0, the margin inside the interval
+        (60.0, 80.0, "higher", 50, HOLDS),  # wholly above the margin
+        (10.0, 40.0, "higher", 50, HOLDS_SMALL),  # inside (0, margin): real, but smaller than claimed
         (-40.0, 30.0, "higher", 50, FAILS),  # any slowdown is below the margin
-        (-40.0, 90.0, "higher", 50, UNDECIDED),
+        (-40.0, -10.0, "higher", 50, FAILS),  # the other way
+        (-40.0, 90.0, "higher", 50, UNDECIDED),  # spans 0 and the margin
         (-0.3, -0.1, "lower", 0.05, HOLDS),
+        (-0.04, -0.01, "lower", 0.05, HOLDS_SMALL),
         (-0.01, 0.2, "lower", 0.05, FAILS),
         (-0.2, 0.1, "lower", 0.05, UNDECIDED),
     ],
@@ -72,6 +82,52 @@ def test_one_seed_or_lower_bounds_decide_little():
     # a level that never reached the target: its steps are lower bounds, which can only show "higher"
     assert verdict(Difference(3, 100.0, 50.0, 150.0, bound_only=True), "higher", 50) == HOLDS
     assert verdict(Difference(3, 0.0, -10.0, 10.0, bound_only=True), "alike", 50) == UNDECIDED
+
+
+def test_a_directional_interval_inside_zero_and_the_margin_gets_one_wording_only():
+    decided = verdict(Difference(3, 25.0, 10.0, 40.0), "higher", 50)
+    assert decided == HOLDS_SMALL and decided not in (HOLDS, FAILS)
+
+
+def test_the_claims_p_value_is_the_one_sided_paired_t_test_of_what_holds_asserts():
+    # n = 3, mean 2, sd 1: t = 2 / (1 / sqrt 3) = 3.4641; one-sided p with 2 d.f. from the t
+    # distribution's closed form for 2 d.f.: p = (1 - t / sqrt(t^2 + 2)) / 2
+    t = 2.0 * math.sqrt(3)
+    p_upper = (1 - t / math.sqrt(t * t + 2)) / 2
+    found = Difference(3, 2.0, 0.0, 0.0, sd=1.0)
+    assert claim_p_value(found, "higher", 50) == pytest.approx(p_upper)
+    assert claim_p_value(found, "lower", 50) == pytest.approx(1 - p_upper)
+    # alike within 5: the worse of "above -5" (t = 12.12) and "below 5" (t = -5.196)
+    t_below = (2.0 - 5.0) * math.sqrt(3)
+    p_below = (1 + t_below / math.sqrt(t_below * t_below + 2)) / 2
+    assert claim_p_value(found, "alike", 5.0) == pytest.approx(p_below)
+    assert math.isnan(claim_p_value(Difference(1, 2.0, -math.inf, math.inf), "higher", 50))
+
+
+def test_holm_adjusts_step_down_on_hand_made_p_values():
+    # sorted: 0.001 (x4), 0.01 (x3), 0.02 (x2), 0.04 (x1); made non-decreasing
+    assert holm([0.04, 0.001, 0.02, 0.01]) == pytest.approx([0.04, 0.004, 0.04, 0.03])
+    assert holm([0.5, 0.3]) == pytest.approx([0.6, 0.6])  # the running maximum keeps the order
+    adjusted = holm([0.01, math.nan, 0.02])  # an untested claim is not counted
+    assert adjusted[0] == pytest.approx(0.02) and math.isnan(adjusted[1]) and adjusted[2] == pytest.approx(0.02)
+    assert holm_verdict(HOLDS, 0.004) == HOLDS
+    assert holm_verdict(HOLDS, 0.03) == UNDECIDED_AFTER_HOLM  # held raw (p < 0.025), not after
+    assert holm_verdict(HOLDS_SMALL, 0.04) == UNDECIDED_AFTER_HOLM
+    assert holm_verdict(FAILS, 0.9) == FAILS and holm_verdict(UNDECIDED, 0.2) == UNDECIDED
+
+
+def test_seeds_needed_is_the_first_n_whose_detectable_difference_is_below_the_margin():
+    # (t_0.975 + t_0.80) with 7 d.f. is 2.3646 + 0.8960 (printed tables): 3.2606 * sd / sqrt(8)
+    assert seeds_needed(27.0, 50) <= 8
+    assert 3.2606 * 0.053 / math.sqrt(8) > 0.05 and seeds_needed(0.053, 0.05) > 8
+    n = seeds_needed(0.053, 0.05)
+    from scipy import stats
+
+    def detectable(k):
+        return (stats.t.ppf(0.975, k - 1) + stats.t.ppf(0.8, k - 1)) * 0.053 / math.sqrt(k)
+
+    assert detectable(n) <= 0.05 < detectable(n - 1)
+    assert seeds_needed(math.nan, 0.05) is None
 
 
 ANALYSIS = {

@@ -62,7 +62,7 @@ def test_slurms_warning_stops_the_cell_requeues_its_task_and_the_requeued_task_r
     folder = out / load_sweep(sweep_file).all_cells[2].id
     fake = sweep_module._run_logged
 
-    def warned_and_stopped(command, log_file, workdir, heading):
+    def warned_and_stopped(command, log_file, workdir, heading, threads=None):
         # SLURM's SIGUSR1 reaches the sweep process while the fit runs; the fit saves and exits 143
         fake(command, log_file, workdir, heading)
         os.kill(os.getpid(), signal.SIGUSR1)
@@ -102,7 +102,7 @@ def test_without_slurm_the_warning_stops_the_cell_without_requeueing(tmp_path, f
     for name in ("SLURM_JOB_ID", "SLURM_ARRAY_JOB_ID", "SLURM_ARRAY_TASK_ID"):
         monkeypatch.delenv(name, raising=False)
 
-    def warned(command, log_file, workdir, heading):
+    def warned(command, log_file, workdir, heading, threads=None):
         os.kill(os.getpid(), signal.SIGUSR1)
         fake(command, log_file, workdir, heading)
         return 143  # the stage got SIGTERM from the sweep

@@ -188,7 +188,7 @@ def test_a_preempted_cell_is_not_finished_and_resumes_on_the_rerun(tmp_path, fak
     out = tmp_path / "out"
     fake = sweep_module._run_logged
 
-    def preempted(command, log_file, workdir, heading):
+    def preempted(command, log_file, workdir, heading, threads=None):
         fake(command, log_file, workdir, heading)
         checkpoints = Path(log_file).parent / "checkpoints"
         checkpoints.mkdir(exist_ok=True)

@@ -61,7 +61,7 @@ def fake_runs(monkeypatch):
     calls: dict[str, list[list[str]]] = {}
     failing: set[str] = set()
 
-    def run_logged(command, log_file, workdir, heading):
+    def run_logged(command, log_file, workdir, heading, threads=None):
         folder = Path(log_file).parent
         cell_id = f"{folder.parent.name}/{folder.name}"
         calls.setdefault(cell_id, []).append(command)

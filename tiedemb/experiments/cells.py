@@ -454,6 +454,9 @@ def run_cell(sweep: Sweep, cell: Cell, out: Path, workdir: Path) -> bool:
         "state": layout.RUNNING,
         "attempt": attempt,
         "started": now(),
+        # the first attempt's start stays recorded across resumed attempts: a protocol committed
+        # before the study can be checked against it
+        "first_started": previous.get("first_started") or previous.get("started") or now(),
         **process_fields(),
         "resumed": resume is not None and cell.command not in completed,
         "stages": dict(completed),

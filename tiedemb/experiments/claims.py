@@ -24,9 +24,15 @@ interval alone:
 
 * ``alike``: holds when the interval lies inside (-margin, margin); does not hold when it lies
   wholly outside [-margin, margin]; otherwise "cannot tell at this n".
-* ``higher`` (``lower``): holds when the interval lies wholly above (below) 0; does not hold when
-  it lies wholly below ``margin`` (above ``-margin``), i.e. any effect in the claimed direction is
-  smaller than the margin; otherwise "cannot tell at this n".
+* ``higher`` (``lower``): holds when the interval lies wholly above (below) 0 and reaches the
+  margin; "holds, smaller than the margin" when it lies inside (0, ``margin``) (inside
+  (``-margin``, 0)): the difference is real but smaller than the claim calls meaningful; does not
+  hold when it reaches 0 (or beyond) and lies wholly below ``margin`` (above ``-margin``), i.e. any
+  effect in the claimed direction is smaller than the margin; otherwise "cannot tell at this n".
+
+Several claims tested together: ``holm`` adjusts each claim's p-value (``claim_p_value``: the
+one-sided paired t-test of what "holds" asserts) by Holm's step-down rule, so the report can give
+a family-wise verdict beside each raw one.
 
 A run that never reached a target has no step count. Its steps are then known only to exceed
 the last step it ran: that bound still decides a ``higher`` claim about the level that did not
@@ -47,6 +53,8 @@ CLAIM_KEYS = ("text", "study", "levels", "metric", "target", "expect", "margin",
 METRICS = ("final_loss", "steps")
 EXPECTATIONS = ("alike", "higher", "lower")
 HOLDS, FAILS, UNDECIDED = "holds", "does not hold", "cannot tell at this n"
+HOLDS_SMALL = "holds, smaller than the margin"
+UNDECIDED_AFTER_HOLM = "cannot tell after Holm"
 CONFIDENCE = 0.95
 
 
@@ -169,6 +177,7 @@ class Difference:
     low: float
     high: float
     bound_only: bool = False  # some values were lower bounds (a level that never reached a target)
+    sd: float = math.nan  # the paired differences' sample standard deviation (n >= 2)
 
     def format(self, digits: int = 3) -> str:
         if self.n == 0:
@@ -195,7 +204,7 @@ def paired_difference(
         return Difference(1, mean, -math.inf, math.inf, bound_only)
     sd = math.sqrt(sum((d - mean) ** 2 for d in diffs) / (n - 1))
     half = stats.t.ppf(0.5 + CONFIDENCE / 2, n - 1) * sd / math.sqrt(n)
-    return Difference(n, mean, mean - half, mean + half, bound_only)
+    return Difference(n, mean, mean - half, mean + half, bound_only, sd)
 
 
 def verdict(difference: Difference, expect: str, margin: float) -> str:
@@ -211,8 +220,77 @@ def verdict(difference: Difference, expect: str, margin: float) -> str:
             return HOLDS
         return FAILS if low > margin or high < -margin else UNDECIDED
     if expect == "higher":
-        return HOLDS if low > 0 else FAILS if high < margin else UNDECIDED
-    return HOLDS if high < 0 else FAILS if low > -margin else UNDECIDED
+        if low > 0:
+            return HOLDS_SMALL if high < margin else HOLDS
+        return FAILS if high < margin else UNDECIDED
+    if high < 0:
+        return HOLDS_SMALL if low > -margin else HOLDS
+    return FAILS if low > -margin else UNDECIDED
+
+
+def claim_p_value(difference: Difference, expect: str, margin: float) -> float:
+    """The one-sided paired t-test of what "holds" asserts: the difference is above 0 (``higher``),
+    below 0 (``lower``), or inside (-margin, margin) (``alike``: the larger of the two one-sided
+    tests against each bound). Comparing it with 0.025 decides as the 95% interval does."""
+    from scipy import stats
+
+    if difference.n < 2 or not math.isfinite(difference.sd) or difference.bound_only and expect != "higher":
+        return math.nan
+    se = difference.sd / math.sqrt(difference.n)
+    df = difference.n - 1
+
+    def above(bound: float) -> float:  # p of "the mean difference is above bound"
+        if se == 0:
+            return 0.0 if difference.mean > bound else 1.0
+        return float(stats.t.sf((difference.mean - bound) / se, df))
+
+    def below(bound: float) -> float:
+        if se == 0:
+            return 0.0 if difference.mean < bound else 1.0
+        return float(stats.t.cdf((difference.mean - bound) / se, df))
+
+    if expect == "higher":
+        return above(0.0)
+    if expect == "lower":
+        return below(0.0)
+    return max(above(-margin), below(margin))
+
+
+def holm(p_values: Sequence[float]) -> list[float]:
+    """Holm's step-down adjustment: the k-th smallest of m p-values times (m - k + 1), made
+    non-decreasing in that order and capped at 1. A missing (nan) p-value stays nan and is not
+    counted among the m tests."""
+    indexed = sorted((p, i) for i, p in enumerate(p_values) if not math.isnan(p))
+    m = len(indexed)
+    adjusted = [math.nan] * len(p_values)
+    running = 0.0
+    for rank, (p, i) in enumerate(indexed):
+        running = max(running, min(1.0, (m - rank) * p))
+        adjusted[i] = running
+    return adjusted
+
+
+def holm_verdict(raw: str, adjusted_p: float, alpha: float = (1 - CONFIDENCE) / 2) -> str:
+    """A raw verdict after Holm's adjustment: a claim that holds raw holds after it only when its
+    adjusted p-value is below ``alpha``; other verdicts are left as they are."""
+    if raw in (HOLDS, HOLDS_SMALL) and not adjusted_p < alpha:
+        return UNDECIDED_AFTER_HOLM
+    return raw
+
+
+def seeds_needed(sd: float, margin: float, power: float = 0.8, limit: int = 1000) -> int | None:
+    """The smallest n at which a paired difference of standard deviation ``sd`` is detected at the
+    margin with this power (two-sided 5%): (t_0.975 + t_power, n - 1 d.f.) * sd / sqrt(n) <= margin.
+    ``None`` when the spread is unknown or more than ``limit`` seeds would be needed."""
+    from scipy import stats
+
+    if not math.isfinite(sd) or margin <= 0:
+        return None
+    for n in range(2, limit + 1):
+        t = stats.t.ppf(0.5 + CONFIDENCE / 2, n - 1) + stats.t.ppf(power, n - 1)
+        if t * sd / math.sqrt(n) <= margin:
+            return n
+    return None
 
 
 def describe_rule(claim: Claim) -> str:
@@ -220,9 +298,13 @@ def describe_rule(claim: Claim) -> str:
     m = f"{claim.margin:g}"
     if claim.expect == "alike":
         return f"holds if the interval lies within ±{m}; does not hold if it lies wholly outside"
-    sign, word = ("0", "above") if claim.expect == "higher" else ("0", "below")
+    word = "above" if claim.expect == "higher" else "below"
+    inside = f"(0, {m})" if claim.expect == "higher" else f"(-{m}, 0)"
     other = f"below {m}" if claim.expect == "higher" else f"above -{m}"
-    return f"holds if the interval lies wholly {word} {sign}; does not hold if it lies wholly {other}"
+    return (
+        f"holds if the interval lies wholly {word} 0 (inside {inside}: holds, smaller than the margin); "
+        f"does not hold if it reaches 0 and lies wholly {other}"
+    )
 
 
 # --------------------------------------------------------------------------- checks

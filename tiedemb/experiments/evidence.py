@@ -386,6 +386,7 @@ def run_metrics_table(runs: Iterable[Run], analysis: Analysis | None) -> Table:
             **{name: found.baselines[name] for name in BASELINES},
             "params": run.first("params/total"),
             "commit": _commit(run),
+            "started": _started(run),
         }
         for target, column in zip(targets, step_columns):
             row[column] = found.steps[target]
@@ -407,6 +408,7 @@ def run_metrics_table(runs: Iterable[Run], analysis: Analysis | None) -> Table:
         *step_columns,
         "params",
         "commit",
+        "started",
     ]
     return Table(
         name="run_metrics",
@@ -415,6 +417,14 @@ def run_metrics_table(runs: Iterable[Run], analysis: Analysis | None) -> Table:
         rows=rows,
         digits={"last step": 0, "params": 0, **dict.fromkeys(step_columns, 1)},
     )
+
+
+def _started(run: Run) -> str | None:
+    """When the cell's first attempt started (kept across resumed attempts; a plain run: its status)."""
+    from tiedemb.experiments import layout
+
+    status = layout.read_json(run.folder / layout.STATUS_FILE) or {}
+    return status.get("first_started") or status.get("started")
 
 
 def _commit(run: Run) -> str | None:
