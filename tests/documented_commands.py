@@ -9,11 +9,12 @@ the docs later is covered without touching this file. A command is one that runs
 ``pip install``) is setup and is not run. ``for`` loops are expanded, one test per iteration.
 
 Each command runs in a subprocess, with its default loggers (W&B offline, CSV), from a scratch
-copy of the repository's layout (``WORK/repo`` with ``WORK/shared`` beside it), so relative paths
-such as ``configs/...``, ``runs/...`` and ``../shared/data`` mean what the docs say while nothing
-is written into the checkout. ``WORK/shared`` is the real ``../shared`` where it exists, else made-up
-data in its layout (``tests/stand_in_data.py``), so every command runs in any clone. What may
-change, all of it written down below:
+copy of the repository's layout (``WORK/repo``), so relative paths such as ``configs/...``,
+``runs/...`` and ``data/...`` mean what the docs say while nothing is written into the checkout.
+``WORK/repo/data`` holds what ``tiedemb data prepare`` writes there (text, GLUE, tokenizer): the real
+files of ``../shared/data`` where they exist, else made-up data in their layout
+(``tests/stand_in_data.py``), so every command runs in any clone. What may change, all of it
+written down below:
 
 * ``SHRINK``: overlays that only make a run smaller are appended (tiny scale, a few steps, one
   validation batch). A sweep file takes no command-line options, so the same shrinking settings
@@ -57,10 +58,10 @@ DOCS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
 SHELL_LANGUAGES = {"bash", "sh", "shell"}
 TIMEOUT_S = 900
 
-#: README.md's commands today (Quick start 1; common tasks 7: a tiny fit and its export, an MRPC fit
-#: and its test, a sweep and its report, the dashboard): fewer found means the extractor broke, not
-#: that docs shrank.
-README_COMMANDS_TODAY = 8
+#: README.md's commands today (Quick start 1; Data 1, the download; common tasks 7: a tiny fit and its
+#: export, an MRPC fit and its test, a sweep and its report, the dashboard): fewer found means the
+#: extractor broke, not that docs shrank.
+README_COMMANDS_TODAY = 9
 
 #: (regular expression searched in the command as written, why this machine cannot run it, the
 #: marker that keeps it out of the default run: ``gpu`` for GPU machines, ``network`` for a hub or server).
@@ -92,6 +93,11 @@ NEEDS: list[tuple[str, str, str]] = [
         "network",
     ),
     (r"\bwandb (sync|sweep|agent)\b", "needs a W&B server", "network"),
+    (
+        r"\btiedemb data prepare\b",
+        "fetches from NLTK's server and the Hugging Face hub (--from: files placed by hand)",
+        "network",
+    ),
     (r"\btiedemb(\.dashboard)? .*--entity\b", "saving W&B views needs a W&B server", "network"),
 ]
 
@@ -133,7 +139,7 @@ SHRINK_CHECKPOINT = [
 SHRINK_SWEEP_STUDY = {"trainer.max_steps": 3, "trainer.limit_val_batches": 1, "trainer.limit_test_batches": 1}
 SHRINK_SWEEP_GLUE_STUDY = {"data.max_train_samples": 64, "trainer.max_epochs": 1}
 #: Added to a pretraining study's overrides: one validation at step 3, counted across epochs, since
-#: the made-up text of a clone without ../shared fills fewer batches than a study's interval.
+#: the made-up text of a clone without the real data fills fewer batches than a study's interval.
 SHRINK_SWEEP_PRETRAIN_STUDY = {"trainer.val_check_interval": 3, "trainer.check_val_every_n_epoch": None}
 #: The grid axis a sweep repeats runs over; the scratch copy keeps its first seed only. A study's
 #: first other axis keeps its first and last value (both when it has two: every cell the docs name
@@ -296,8 +302,8 @@ class Outcome:
 
 
 class Workspace:
-    """``WORK/repo`` (main.py, tiedemb, a copy of configs) and ``WORK/shared``: the real ../shared, or
-    made-up data in its layout where there is none.
+    """``WORK/repo``: main.py, tiedemb, a copy of configs, and data/ with the prepared data's folders
+    (the real ../shared/data's, or made-up data in their layout where there is none).
 
     Commands run here in document order; each runs once per session (``run``).
     """
@@ -309,10 +315,11 @@ class Workspace:
             (self.repo / name).symlink_to(ROOT / name)
         # A copy, not a link: sweep files are shrunk in place here, never in the checkout.
         shutil.copytree(ROOT / "configs", self.repo / "configs")
-        if SHARED.is_dir():
-            (root / "shared").symlink_to(SHARED)
-        else:
-            write_stand_in_data(root / "shared" / "data")
+        # data/ itself is a folder of the workspace: runs write their caches under it.
+        data = SHARED / "data" if SHARED.is_dir() else write_stand_in_data(root / "stand_in_data")
+        (self.repo / "data").mkdir()
+        for name in ("text", "glue", "tokenizers"):
+            (self.repo / "data" / name).symlink_to(data / name)
         self.outcomes: dict[DocCommand, Outcome] = {}
         self.env = {**os.environ}
         if "WANDB_MODE" not in self.env and wandb_credentials():

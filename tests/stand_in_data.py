@@ -1,9 +1,10 @@
-"""Made-up data in the layout of ``../shared/data``, small enough to build in a second.
+"""Made-up data in the layout of ``../shared/data`` and of what ``tiedemb data prepare`` writes under
+``data/``, small enough to build in a second.
 
 ``write_stand_in_data(root)`` writes ``root/glue/{MRPC,MNLI}`` (the classic ``glue_data`` files),
 ``root/text/{wikitext-2-valid,brown}.txt`` and ``root/tokenizers/bert-base-uncased`` (a WordPiece
 tokenizer trained on the made-up text, saved as BERT's is): every path a test or a documented
-command names under ``../shared/data`` exists, so they run in a clone that lacks the real data.
+command names under ``data/`` exists, so they run in a clone that lacks the real data.
 The files keep the real ones' quirks (byte-order marks, bare ``"`` characters, MRPC's unlabelled
 test split with ``index`` first, MNLI's label in the last of 12 columns, WikiText's ``= Title =``
 headings and ``<unk>``), since those are what the loaders must get right.

@@ -29,6 +29,14 @@ def test_every_subcommand_names_a_module_with_a_main():
         assert importlib.util.find_spec(module) is not None, f"{name}: no module {module}"
 
 
+def test_help_gives_each_subcommand_one_line():
+    from tiedemb.command import usage
+
+    listed = usage().split("subcommands:\n", 1)[1].splitlines()
+    assert [line.split()[0] for line in listed] == list(COMMANDS)
+    assert all(line.startswith("  ") and len(line.split()) > 2 for line in listed)  # a name and its summary
+
+
 @pytest.mark.end_to_end
 def test_help_lists_every_subcommand_and_a_wrong_one_is_refused_in_one_line():
     shown = run(sys.executable, "-m", "tiedemb", "--help")

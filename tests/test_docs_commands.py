@@ -98,6 +98,15 @@ def test_a_command_waits_for_earlier_ones_only_while_what_it_reads_is_missing(tm
         space.fill_placeholder("runs/.../best.ckpt")  # last.ckpt is not a monitored best
 
 
+def test_without_the_real_data_the_workspace_data_folder_holds_made_up_files_in_its_layout(tmp_path, monkeypatch):
+    monkeypatch.setattr(documented_commands, "SHARED", tmp_path / "no-shared")
+    space = Workspace(tmp_path / "work")
+    data = space.repo / "data"
+    assert data.is_dir() and not data.is_symlink()  # runs write their caches into it, not into the data's source
+    for path in ("text/brown.txt", "text/wikitext-2-valid.txt", "glue/MRPC/train.tsv", "tokenizers/bert-base-uncased"):
+        assert (data / path).exists(), path
+
+
 def test_a_scratch_sweep_keeps_one_seed_and_the_ends_of_each_studys_first_axis(tmp_path):
     """The scratch copies of the shipped sweeps: fewer cells, the chains and the cells the docs name intact."""
     from tiedemb.experiments.sweep_file import load_sweep

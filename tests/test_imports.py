@@ -32,6 +32,7 @@ LAYERS = [
         "tiedemb.consolidate",
         "tiedemb.export",
         "tiedemb.narrowing",
+        "tiedemb.data_command",
         "tiedemb.command",
     ],
     ["tiedemb.__main__"],

@@ -113,3 +113,40 @@ def test_the_wheel_lists_every_package_and_maps_configs_into_it():
     assert set(setuptools["packages"]) == found | {"tiedemb.configs"}
     assert setuptools["package-dir"] == {"tiedemb.configs": "configs"}
     assert setuptools["package-data"] == {"tiedemb.configs": ["**/*.yaml"]}
+
+
+def test_no_shipped_config_reads_data_from_beside_the_repository():
+    """A clone has no ../shared: the configs and sweeps read data/..., which tiedemb data prepare makes."""
+    naming = [path.relative_to(ROOT).as_posix() for path in CONFIGS.rglob("*.yaml") if "../shared" in path.read_text()]
+    assert naming == []
+
+
+def strings(value):
+    """Every string of a loaded YAML document, keys included."""
+    if isinstance(value, dict):
+        for key, item in value.items():
+            yield from strings(key)
+            yield from strings(item)
+    elif isinstance(value, list):
+        for item in value:
+            yield from strings(item)
+    elif isinstance(value, str):
+        yield value
+
+
+def test_every_data_path_a_shipped_config_names_is_one_data_prepare_makes():
+    """So a missing one is reported with the command that makes it (tiedemb.data.catalog.prepare_hint)."""
+    import yaml
+
+    from tiedemb.data.catalog import entry_for
+
+    named = {
+        text
+        for path in CONFIGS.rglob("*.yaml")
+        for text in strings(yaml.safe_load(path.read_text()))
+        if text.startswith("data/") and not text.startswith("data/models/")  # a model placed by hand
+    }
+    assert {"data/text/brown.txt", "data/glue", "data/tokenizers/bert-base-uncased"} <= named
+    # data/glue is a GLUE data_dir: the task's folder in it (data/glue/MRPC) is what is looked up
+    assert [path for path in sorted(named - {"data/glue"}) if entry_for(path) is None] == []
+    assert entry_for("data/glue/MNLI").name == "mnli"

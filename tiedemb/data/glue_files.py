@@ -21,6 +21,7 @@ from pathlib import Path
 import datasets
 import pyarrow.parquet
 
+from tiedemb.data.catalog import prepare_hint
 from tiedemb.data.glue_tasks import ClassicLayout
 from tiedemb.data.text_files import holds_empty_json
 from tiedemb.errors import UserError
@@ -33,7 +34,9 @@ def find_task_dir(data_dir: str | Path, layout: ClassicLayout) -> Path:
     """Return the task folder, accepting either ``glue_data`` itself or its task subfolder."""
     root = Path(data_dir).expanduser()
     if not root.is_dir():
-        raise UserError(f"data_dir {str(root)!r} does not exist or is not a directory")
+        raise UserError(
+            f"data_dir {str(root)!r} does not exist or is not a directory{prepare_hint(root / layout.folder)}"
+        )
     nested = root / layout.folder
     if nested.is_dir():
         return nested
@@ -42,7 +45,7 @@ def find_task_dir(data_dir: str | Path, layout: ClassicLayout) -> Path:
     files = ", ".join(sorted(set(layout.split_files.values())))
     raise UserError(
         f"data_dir {str(root)!r} holds no {layout.folder} data: expected the folder "
-        f"{str(nested)!r} or the task files ({files}) directly in it"
+        f"{str(nested)!r} or the task files ({files}) directly in it{prepare_hint(nested)}"
     )
 
 
@@ -56,7 +59,9 @@ def read_split(
     otherwise, as on the hub. Mistakes in the file are reported with its path and line number.
     """
     if not path.is_file():
-        raise UserError(f"expected the {split} file of {layout.folder} at {str(path)!r}, but it does not exist")
+        raise UserError(
+            f"expected the {split} file of {layout.folder} at {str(path)!r}, but it does not exist{prepare_hint(path)}"
+        )
     label_ids = {value: number for number, value in enumerate(layout.label_values)}
     texts: list[list[str]] = [[] for _ in text_names]
     labels: list[int] = []

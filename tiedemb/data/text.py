@@ -34,6 +34,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from transformers import PreTrainedTokenizerFast
 
+from tiedemb.data.catalog import prepare_hint
 from tiedemb.data.text_files import SUFFIXES, read_files
 from tiedemb.data.text_settings import TEXT_COLUMN, VAL_FRACTION, check_encoding_errors
 from tiedemb.data.tokenizers import (
@@ -98,7 +99,7 @@ def _expand(patterns: list[str], role: str) -> list[Path]:
         else:
             raise UserError(
                 f"{role} file {pattern!r} does not exist"
-                + (" (it is a directory; pass a glob such as dir/*.txt)" if Path(text).is_dir() else "")
+                + (" (it is a directory; pass a glob such as dir/*.txt)" if Path(text).is_dir() else prepare_hint(text))
             )
     for path in files:
         if path.suffix.lower() not in SUFFIXES:

@@ -11,6 +11,7 @@ from typing import Any
 
 from transformers import AutoTokenizer, PreTrainedTokenizerBase, PreTrainedTokenizerFast
 
+from tiedemb.data.catalog import prepare_hint
 from tiedemb.errors import UserError, check_choice, first_line
 from tiedemb.training.files import atomic_directory, disk_full_is_reported
 from tiedemb.training.hub import hub_access, spelled_as_path
@@ -60,7 +61,7 @@ def load_tokenizer(name_or_path: str | os.PathLike) -> PreTrainedTokenizerBase:
     path = Path(text).expanduser()
     looks_local = _looks_local(text, path)
     if looks_local and not path.is_dir():
-        raise UserError(f"tokenizer directory {text!r} does not exist")
+        raise UserError(f"tokenizer directory {text!r} does not exist{prepare_hint(path)}")
     try:
         if looks_local:
             tokenizer = AutoTokenizer.from_pretrained(str(path), trust_remote_code=False)

@@ -13,7 +13,7 @@ A sweep file is YAML::
     studies:                             # optional; without it the file itself is the one study
       tied:
         configs: [../scale/tiny.yaml]
-        requires: [../shared/data/glue/MRPC]   # paths (relative to the working folder) that must
+        requires: [data/glue/MRPC]              # paths (relative to the working folder) that must
                                                 # exist, else the study is skipped, saying why
         grid:
           model.head: [tied, untied]            # a CLI key and its values
@@ -82,6 +82,7 @@ from typing import Any
 
 import yaml
 
+from tiedemb.data.catalog import prepare_hint
 from tiedemb.errors import UserError
 from tiedemb.experiments.claims import Analysis, parse_analysis
 from tiedemb.training.shipped_configs import resolve_config
@@ -410,7 +411,9 @@ def _expand_study(
     )
     study = Study(name=name, cells=[], labels=tuple(labels), chain=chain, search=search)
     if missing:
-        study.skipped_because = f"required path {missing[0]!r} is absent (relative to {str(workdir)!r})"
+        study.skipped_because = (
+            f"required path {missing[0]!r} is absent (relative to {str(workdir)!r}){prepare_hint(missing[0])}"
+        )
     for combination in itertools.product(*axes) if axes else [()]:
         cell_labels = {level.label: level.value for level in combination}
         cell_configs = configs + tuple(path for level in combination for path in level.configs)

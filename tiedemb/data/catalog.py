@@ -1,0 +1,98 @@
+"""The data the shipped configs and studies read, by name: where each lies under ``data/``, where it comes from.
+
+``tiedemb data prepare NAME ...`` (``tiedemb.data_command``) makes these files; the configs name
+them relative to the working folder (``data/text/brown.txt``), so a study runs from the
+repository root of any clone once they are made. A loader that does not find one of them says, in
+its one-line message, the command that makes it (``prepare_hint``).
+
+Kept free of heavy imports: the loaders' error paths and the sweep file reader ask it for hints.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path, PurePath
+
+DATA_DIR = Path("data")
+"""The data folder, relative to the working folder: what the shipped configs read."""
+CHECKSUMS = "SHA256SUMS"
+"""The checksum file in the data folder: ``sha256sum``'s format, one prepared file a line."""
+
+
+@dataclass(frozen=True)
+class Entry:
+    """One named data set: what it is, where it goes, where it comes from."""
+
+    name: str
+    what: str
+    """One line: what the files hold."""
+    location: str
+    """The file or folder it makes, relative to the data folder (``text/brown.txt``)."""
+    source: str
+    """Where it is fetched from, in words."""
+    offline: str
+    """What ``--from`` takes instead of a download."""
+
+    @property
+    def command(self) -> str:
+        return f"tiedemb data prepare {self.name}"
+
+
+ENTRIES: dict[str, Entry] = {
+    entry.name: entry
+    for entry in (
+        Entry(
+            "brown",
+            "the Brown corpus: 500 documents, one a line, word-tokenised, part-of-speech tags removed",
+            "text/brown.txt",
+            "NLTK's downloader (needs nltk: pip install 'tiedemb[data]')",
+            "NLTK's Brown folder (corpora/brown: ca01 ... cr09) or its brown.zip",
+        ),
+        Entry(
+            "wikitext-2",
+            "WikiText-2's validation text (wikitext-2-v1: word-tokenised, rare words as <unk>)",
+            "text/wikitext-2-valid.txt",
+            "the hub: Salesforce/wikitext, wikitext-2-v1, validation split",
+            "the hub dataset's parquet files of wikitext-2-v1 (validation-*.parquet)",
+        ),
+        Entry(
+            "mrpc",
+            "GLUE MRPC (train, dev, test) in the glue_data layout",
+            "glue/MRPC",
+            "the hub: nyu-mll/glue, mrpc",
+            "the hub dataset's parquet files of mrpc (train-*.parquet, validation-*, test-*)",
+        ),
+        Entry(
+            "mnli",
+            "GLUE MNLI (train, matched and mismatched dev and test) in the glue_data layout",
+            "glue/MNLI",
+            "the hub: nyu-mll/glue, mnli",
+            "the hub dataset's parquet files of mnli (train-*.parquet, validation_matched-* ...)",
+        ),
+        Entry(
+            "bert-base-uncased",
+            "the BERT uncased WordPiece tokenizer (30522 tokens)",
+            "tokenizers/bert-base-uncased",
+            "the hub: bert-base-uncased (its tokenizer, not the model)",
+            "a tokenizer folder transformers' AutoTokenizer loads",
+        ),
+    )
+}
+
+
+def entry_for(path: str | os.PathLike) -> Entry | None:
+    """The entry whose file or folder ``path`` is, or lies in, under a folder named ``data``."""
+    parts = PurePath(os.path.expanduser(str(path))).parts
+    for entry in ENTRIES.values():
+        wanted = (DATA_DIR.name, *PurePath(entry.location).parts)
+        if any(parts[start : start + len(wanted)] == wanted for start in range(len(parts) - len(wanted) + 1)):
+            return entry
+    return None
+
+
+def prepare_hint(path: str | os.PathLike) -> str:
+    """`` (`tiedemb data prepare NAME` makes it)`` for a missing path a named data set provides, else ``""``:
+    appended to a loader's one-line message."""
+    entry = entry_for(path)
+    return f" (`{entry.command}` makes it)" if entry is not None else ""
