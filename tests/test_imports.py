@@ -31,6 +31,7 @@ LAYERS = [
         "tiedemb.consolidate",
         "tiedemb.export",
         "tiedemb.narrowing",
+        "tiedemb.audit",
         "tiedemb.command",
     ],
     ["tiedemb.__main__"],
