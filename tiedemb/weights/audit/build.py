@@ -96,6 +96,13 @@ def estimate_parameters(config: Any) -> int:
 
 
 def available_memory() -> int | None:
+    """Memory a new process can take: Linux's MemAvailable (page cache counts), else the free pages."""
+    try:
+        for line in Path("/proc/meminfo").read_text().splitlines():
+            if line.startswith("MemAvailable:"):
+                return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        pass
     try:
         return os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
     except (ValueError, OSError, AttributeError):
@@ -114,7 +121,7 @@ def check_size(config: Any, max_parameters: int) -> int:
     if estimate > limit:
         raise UserError(
             f"the {config.model_type} model at {config.num_hidden_layers} layers has about {estimate:.2g} parameters, "
-            f"above {reason}: reduce the depth with --set num_hidden_layers=2"
+            f"above {reason}: reduce the depth with --set num_hidden_layers=2 (or the width or vocabulary)"
         )
     return estimate
 
