@@ -37,6 +37,7 @@ class Family:
     segments: bool = False  # a segment (token type) table added too
     head_transform: bool = False  # dense -> activation -> LayerNorm before the tied table (BERT's MLM head)
     table_std: str = "initializer_range"  # or "initializer_factor" (T5 draws its shared table with std 1.0 x factor)
+    norm_gain_from_factor: bool = False  # T5 draws every norm's weight as initializer_factor, not 1
 
     def input_multiplier(self, config: Any) -> float:
         return math.sqrt(config.hidden_size) if self.input_scale == "sqrt_d" else 1.0
@@ -48,7 +49,7 @@ class Family:
 
     def norm_gain(self, config: Any) -> float:
         """The final norm's weight at initialisation (T5 draws every norm's weight as initializer_factor)."""
-        return float(config.initializer_factor) if self.table_std == "initializer_factor" else 1.0
+        return float(config.initializer_factor) if self.norm_gain_from_factor else 1.0
 
     def token_std(self, config: Any) -> float:
         if self.table_std == "initializer_factor":
@@ -99,6 +100,7 @@ T5_LIKE = Family(
     final_norm="decoder.final_layer_norm",
     output_scale="t5",
     table_std="initializer_factor",
+    norm_gain_from_factor=True,
 )
 
 FAMILIES: dict[str, Family] = {

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from tiedemb.weights.audit.remedies import REMEDIES
-from tiedemb.weights.audit.run import SMALL_RATIO, Audit
+from tiedemb.weights.audit.run import COPYING, FAR_ABOVE, SMALL_RATIO, Audit
 
 
 def _scales(audit: Audit) -> str:
@@ -27,7 +27,9 @@ def verdict(audit: Audit) -> str:
     copies = f"the token read is the top prediction at {audit.copy_rate:.0%} of positions"
     if audit.two_gram:
         return f"starts as a tied 2-gram model: {above:.2f} nats above ln n; {copies}"
-    if above < 1.0:
+    if above < FAR_ABOVE and audit.copy_rate >= COPYING:
+        return f"starts near ln n ({above:+.2f} nats): {copies}, but by a lead too small to lift the loss far"
+    if above < FAR_ABOVE:
         return f"starts near ln n ({above:+.2f} nats), not as a tied 2-gram model; {copies}"
     return f"starts {above:.2f} nats above ln n, but not as a tied 2-gram model; {copies}"
 
