@@ -244,3 +244,12 @@ def test_ids_from_a_local_text_and_tokenizer_are_scored_with_its_mask_token(tmp_
     mask = AutoTokenizer.from_pretrained(str(tokenizer)).mask_token_id
     assert f"mask id {mask}," in result.source
     assert abs(result.predicted.loss - result.measured) <= 0.05 * result.measured
+
+
+def test_the_masked_lm_batch_scores_bert_s_share_of_each_row():
+    config, _ = make_config("bert", None, {"vocab_size": 300})
+    for seed in range(20):  # short rows: some draw no random replacement at all
+        batch = make_batch(config, "mlm", (3, 8), seed=seed)
+        assert batch.scored.sum(dim=1).tolist() == [1, 1, 1]
+        shown = batch.inputs["input_ids"]
+        assert torch.equal(batch.current, shown)

@@ -43,7 +43,9 @@ class Family:
         return math.sqrt(config.hidden_size) if self.input_scale == "sqrt_d" else 1.0
 
     def output_multiplier(self, config: Any) -> float:
-        if self.output_scale == "t5" and getattr(config, "scale_decoder_outputs", True):
+        # T5 and UMT5 scale unless a T5 v1.1 config says tie_word_embeddings=false (scale_decoder_outputs);
+        # mT5's model never scales (its config has no such setting).
+        if self.output_scale == "t5" and getattr(config, "scale_decoder_outputs", False):
             return config.d_model**-0.5
         return 1.0
 
@@ -93,7 +95,7 @@ def _masked_lm(prefix: str, layers: str, label: str) -> Family:
 
 
 T5_LIKE = Family(
-    "T5 encoder-decoder (output scale d^-½)",
+    "T5 encoder-decoder",
     "AutoModelForSeq2SeqLM",
     "seq2seq",
     "decoder.block",

@@ -130,7 +130,8 @@ def _masked(
     shown = ids.clone()
     shown[selected & (kind < MASK_AS_MASK)] = mask_id
     randomised = selected & (kind >= MASK_AS_MASK) & (kind < MASK_AS_MASK + MASK_AS_RANDOM)
-    shown[randomised] = zipf_ids(n, (1, int(randomised.sum())), generator, pad).flatten()
+    if randomised.any():
+        shown[randomised] = zipf_ids(n, (1, int(randomised.sum())), generator, pad).flatten()
     targets = torch.where(selected, ids, torch.full_like(ids, IGNORE))
     text = (
         f"{source}; {count} of {width} positions a row masked as BERT does "
