@@ -33,6 +33,7 @@ LAYERS = [
         "tiedemb.export",
         "tiedemb.narrowing",
         "tiedemb.data_command",
+        "tiedemb.audit",
         "tiedemb.command",
     ],
     ["tiedemb.__main__"],

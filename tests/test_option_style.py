@@ -22,6 +22,7 @@ SPELLED = {
     ),
     "consolidate": (["run.ckpt", "one.ckpt"], ["--weights-only=false"]),
     "dashboard": ([], ["--dry-run"]),
+    "audit": ([], ["--model-type", "gpt2", "--seq-len", "8", "--max-params", "1000"]),
 }
 
 

@@ -65,6 +65,7 @@ COMMANDS = {
     "tiedemb.experiments.analysis": ["last.ckpt"],
     "tiedemb.consolidate": ["a.ckpt", "b.ckpt"],
     "tiedemb.export": ["last.ckpt", "exported"],
+    "tiedemb.audit": ["config.json"],
 }
 
 
