@@ -46,7 +46,9 @@ from tiedemb.training.evaluation import (
     recorded,
     recorded_defaults,
     run_folder,
+    run_limits,
     weights_only_given,
+    with_run_checkpoint,
 )
 from tiedemb.training.exits import INTERRUPTED_EXIT, PREEMPTED_EXIT, report_user_errors
 from tiedemb.training.files import first_free
@@ -319,6 +321,9 @@ class TiedembCLI(LightningCLI):
             self._checkpoint = read_checkpoint(path, weights_only=weights_only_given(self._argv))
             self._checkpoint_path = path
             subcommand_parser.set_defaults(recorded_defaults(self._checkpoint, path))
+            # the batches the run's own validation scored (limit_val_batches ...), unless overridden
+            self._run_limits = run_limits(path)
+            subcommand_parser.set_defaults({f"trainer.{name}": value for name, value in self._run_limits.items()})
             self._data_from_checkpoint = True
         super().parse_arguments(parser, args)
 
@@ -382,7 +387,11 @@ class TiedembCLI(LightningCLI):
         if model and data:
             resolve_pretrained_tokenizer(model, data)
         if getattr(self, "_data_from_checkpoint", False):
-            self._overrides = [*getattr(self, "_overrides", []), *self._rebuild_data(config, str(config.ckpt_path))]
+            self._overrides = [
+                *getattr(self, "_overrides", []),
+                *self._rebuild_data(config, str(config.ckpt_path)),
+                *self._limit_overrides(config),
+            ]
         for line in getattr(self, "_overrides", []):
             say(line)
         from_checkpoint = self.subcommand != "fit" and getattr(self, "_checkpoint", None) is not None
@@ -539,6 +548,18 @@ class TiedembCLI(LightningCLI):
                 f"{str(folder)!r}) -> {as_written(value)}"
             )
         return lines
+
+    def _limit_overrides(self, settings: Any) -> list[str]:
+        """One line per Trainer limit the run set (``run_limits``) that a config or the command line changed."""
+        limits = getattr(self, "_run_limits", {})
+        trainer = settings.get("trainer") or {}
+        typed = given_keys(self._argv, "trainer")
+        return [
+            f"trainer.{name}: {as_written(recorded_value)} (the run's config.yaml) -> {as_written(trainer.get(name))} "
+            f"({'command line' if name in typed else 'config'})"
+            for name, recorded_value in limits.items()
+            if trainer.get(name) != recorded_value
+        ]
 
     def before_fit(self) -> None:
         if isinstance(self.datamodule, PretrainData):
@@ -857,6 +878,16 @@ def build_cli(args: list[str] | None = None, run: bool = True) -> TiedembCLI:
     choose_wandb_mode()
     warnings.filterwarnings("ignore", message=_LIGHTNING_LEAFSPEC_WARNING, category=FutureWarning)
     warnings.filterwarnings("ignore", message=_SUMMARY_MIXED_PRECISION_WARNING, category=UserWarning)
+    # validate/test/predict RUN_DIR: the run's folder stands for its checkpoint (training/evaluation.py)
+    argv = sys.argv[1:] if args is None else args
+    if isinstance(argv, (list, tuple)):
+        rewritten = with_run_checkpoint(argv)
+        if rewritten != [str(argument) for argument in argv]:
+            if args is None:
+                # LightningCLI reads sys.argv itself, and warns when given args beside a command line
+                sys.argv[1:] = rewritten
+            else:
+                args = rewritten
     return TiedembCLI(
         model_class=L.LightningModule,
         datamodule_class=L.LightningDataModule,

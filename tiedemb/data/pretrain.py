@@ -367,6 +367,12 @@ class PretrainData(ResumableTraining, L.LightningDataModule):
             return self._loader(self.val_set, shuffle=False)
         return [self._loader(self.val_set, shuffle=False), self._loader(self.ood_val_set, shuffle=False)]
 
+    def test_dataloader(self) -> DataLoader | list[DataLoader]:
+        """The held-out text again, as GLUE's test scores its dev sets: pretraining text has no third
+        split, so ``test`` of a pretraining run scores its held-out blocks (``test/loss``), all of them
+        unless ``trainer.limit_test_batches`` says otherwise."""
+        return self.val_dataloader()
+
     # -- internals ------------------------------------------------------------------------------------
     def _loader(self, dataset: Dataset, shuffle: bool) -> DataLoader:
         hp = self.hparams
