@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import inspect
+import logging
 import math
 import os
 import sys
@@ -21,7 +22,7 @@ import torch
 from jsonargparse import DefaultHelpFormatter
 from lightning.pytorch.callbacks import LearningRateMonitor, ModelCheckpoint, ThroughputMonitor
 from lightning.pytorch.cli import LightningArgumentParser, LightningCLI, SaveConfigCallback
-from lightning.pytorch.loggers import CSVLogger
+from lightning.pytorch.loggers import CSVLogger, WandbLogger
 from lightning.pytorch.plugins.io import TorchCheckpointIO
 from lightning.pytorch.utilities.exceptions import SIGTERMException
 
@@ -85,10 +86,8 @@ from tiedemb.training.status_callback import RunStatus
 from tiedemb.training.strategy import check_strategy_config
 from tiedemb.training.wandb_checkpoints import apply_log_model
 from tiedemb.training.wandb_mode import (
-    WANDB_ID_KEY,
     WandbRunId,
     choose_wandb_mode,
-    continue_wandb_run,
     quiet_wandb_start,
     wandb_run_id,
 )
@@ -135,6 +134,8 @@ def parser_help_kwargs(subcommands: dict[str, Any]) -> dict[str, Any]:
         }
     return kwargs
 
+
+log = logging.getLogger("tiedemb")
 
 # save_dir ".": the run's own folder under trainer.default_root_dir (training/run_dir.py).
 DEFAULT_LOGGERS = [
@@ -640,7 +641,6 @@ class TiedembCLI(LightningCLI):
         if config.get("weights_only") is None:
             config["weights_only"] = True  # never unpickle arbitrary objects unless asked to
         path = config.get("ckpt_path")
-        found_last = None
         check_checkpoint_name(path, self.subcommand, self.trainer)
         if path is None and self.subcommand in ("test", "predict") and self.trainer.global_rank == 0:
             print(
@@ -664,14 +664,11 @@ class TiedembCLI(LightningCLI):
                 else:
                     print(f"{'resuming from' if fitting else 'evaluating'} {found}", file=sys.stderr)
             config["ckpt_path"] = path = str(found) if found is not None else None
-            found_last = path
         elif path not in (None, "best", "hpc") and "://" not in str(path):
             checkpoint = getattr(self, "_checkpoint", None) or read_checkpoint(
                 path, weights_only=bool(config["weights_only"])
             )
             check_compatible(checkpoint, path, self.model)
-            if fitting and self.trainer.global_rank == 0:
-                continue_wandb_run(self.trainer.loggers, checkpoint.get(WANDB_ID_KEY))
             self._checkpoint = None  # Lightning reads it again; do not hold two copies
         if not fitting and path is not None:
             # validate, test and predict write no checkpoints, so the checkpoint callback's state
@@ -681,8 +678,6 @@ class TiedembCLI(LightningCLI):
             warnings.filterwarnings("ignore", message="The dirpath has changed from")
             # Nor are the callbacks the run had (its checkpoint callback), which Lightning asks for.
             warnings.filterwarnings("ignore", message="Be aware that when using `ckpt_path`, callbacks used to create")
-        if fitting and found_last is not None and self.trainer.global_rank == 0:
-            continue_wandb_run(self.trainer.loggers, wandb_run_id(found_last))
         if type(self.datamodule).state_dict is not L.LightningDataModule.state_dict:
             # The datamodule resumes its own data position (tiedemb.data.sampling), which
             # Lightning cannot see; its warning that mid-epoch resumes are unreliable does not apply.
@@ -760,15 +755,41 @@ class TiedembCLI(LightningCLI):
             return {}
         specs, built = (specs, built) if isinstance(specs, list) else ([specs], [built])
         root = str(settings.trainer.default_root_dir or "runs")
+        run_id = self._wandb_run_to_continue()
         loggers = []
         for spec, logger in zip(specs, built):
             init = spec.get("init_args") if hasattr(spec, "get") else None
             arguments = {**(init.as_dict() if hasattr(init, "as_dict") else dict(init or {}))}
             arguments.update(dict(spec.get("dict_kwargs") or {}))
+            changed = {}
             if "save_dir" in arguments and writes_in_run_dir(arguments["save_dir"], root):
-                logger = type(logger)(**{**arguments, "save_dir": str(folder)})
+                changed["save_dir"] = str(folder)
+            if run_id and isinstance(logger, WandbLogger):
+                # a resumed run continues its W&B run, through WandbLogger's own id argument
+                if arguments.get("id") and arguments["id"] != run_id:
+                    log.warning("the W&B logger was given its own id; it does not continue the resumed run %s", run_id)
+                else:
+                    changed.update(id=run_id, resume="allow")
+            if changed:
+                logger = type(logger)(**{**arguments, **changed})
             loggers.append(logger)
         return {"logger": loggers}
+
+    def _wandb_run_to_continue(self) -> str | None:
+        """The W&B run a resumed fit continues: the id its checkpoint keeps (``WandbRunId``), else None.
+
+        Known once the run's folder is chosen (``--ckpt_path=last`` found), before the loggers are
+        built; a checkpoint that cannot be read is left to ``_prepare_checkpoint`` to report.
+        """
+        if self.subcommand != "fit":
+            return None
+        path = self._found_last or self._settings().get("ckpt_path")
+        if not path or str(path) in ("best", "hpc", "last") or "://" in str(path) or not Path(path).is_file():
+            return None
+        try:
+            return wandb_run_id(str(path))
+        except Exception:  # a bad checkpoint is vetted, and reported as a user error, by _prepare_checkpoint
+            return None
 
     def _run_roots(self, root: str) -> list[str]:
         """Folders under which runs of this command line keep their checkpoints (``--ckpt_path=last``)."""
