@@ -361,7 +361,13 @@ class Workspace:
             return argv  # nothing is run
         if command.subcommand in RUN_SUBCOMMANDS:
             glue = any("configs/glue/" in arg for arg in argv)
-            checkpoint_alone = "--config" not in argv and any(arg.startswith("--ckpt_path") for arg in argv)
+            after = argv[argv.index(command.subcommand) + 1 :] if command.subcommand in argv else []
+            run_folder = (
+                command.subcommand in ("validate", "test", "predict") and bool(after) and not after[0].startswith("-")
+            )
+            checkpoint_alone = "--config" not in argv and (
+                run_folder or any(arg.startswith("--ckpt_path") for arg in argv)
+            )
             argv += SHRINK_CHECKPOINT if checkpoint_alone else SHRINK_GLUE if glue else SHRINK_PRETRAIN
         elif command.subcommand == "tiedemb.sweep":
             self.shrink_sweep_file(Path(argv[argv.index(command.subcommand) + 1]))

@@ -11,7 +11,11 @@ from __future__ import annotations
 
 import csv
 import json
+import os
+import re
 import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -144,6 +148,7 @@ def finetuned(tmp_path_factory, tiny_tokenizer_dir, one_thread) -> Path:
                 "--trainer.val_check_interval=1",
                 "--trainer.enable_progress_bar=false",
                 "--trainer.enable_model_summary=false",
+                "--run_name=mrpc",
             ]
         )
     return run
@@ -200,6 +205,25 @@ def test_best_ckpt_of_a_run_is_tested_alone_and_its_records_join_the_run_folder(
     assert [path.name for path in finetuned.joinpath("runs").iterdir()] == [folder.name]
     assert (folder / "csv" / "version_1" / "metrics.csv").is_file() and (folder / "config-1.yaml").is_file()
     assert json.loads((folder / "status.json").read_text())["stage"] == "test"
+
+
+@pytest.mark.end_to_end
+def test_a_run_folder_is_tested_from_another_folder_by_python_main_py(finetuned, tmp_path):
+    """``python <project>/main.py test <project>/runs/mrpc`` prints the accuracy the run recorded as its best."""
+    folder = finetuned / "runs" / "mrpc"
+    recorded = torch.load(folder / "checkpoints" / "best.ckpt", weights_only=True)["callbacks"]
+    (best_score,) = [state["best_model_score"] for name, state in recorded.items() if "val/accuracy" in name]
+    done = subprocess.run(
+        [sys.executable, str(ROOT / "main.py"), "test", str(folder)],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        env={**os.environ, "WANDB_MODE": "disabled", "OMP_NUM_THREADS": "1"},
+        timeout=300,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    (accuracy,) = re.findall(r"test/accuracy\W+([0-9.]+)", done.stdout)
+    assert round(float(accuracy), 4) == round(float(best_score), 4)
 
 
 @pytest.mark.end_to_end

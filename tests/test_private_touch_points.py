@@ -27,7 +27,6 @@ from tiedemb.cli import ArgumentParser, TiedembCLI, Trainer
 from tiedemb.modules.throughput import ModelThroughput
 from tiedemb.training.arguments import NO_CLASS, condense_parse_error, nearest_valid_key
 from tiedemb.training.lightning_internals import (
-    continue_wandb_run_id,
     count_the_step_as_lightning_does,
     stop_after_this_step,
     unstarted_wandb_init,
@@ -135,13 +134,13 @@ def test_model_checkpoint_keeps_its_last_checkpoint_step(name, expected):
 
 
 # -- 5. WandbLogger's arguments for wandb.init before its run starts --------------------------------
-def test_an_unstarted_wandb_logger_takes_the_run_id_of_the_run_it_resumes(tmp_path):
-    logger = WandbLogger(save_dir=str(tmp_path))
+def test_an_unstarted_wandb_logger_keeps_its_wandb_init_arguments_with_anonymous(tmp_path):
+    logger = WandbLogger(save_dir=str(tmp_path), id="abc123", resume="allow")
     init = unstarted_wandb_init(logger)
-    assert isinstance(init, dict) and "anonymous" in init and init["id"] is None, "WandbLogger._wandb_init changed"
-    continue_wandb_run_id(logger, "abc123")
-    assert init["id"] == "abc123" and init["resume"] == "allow"
-    assert logger.version == "abc123", "WandbLogger.version no longer follows _id before the run starts"
+    assert isinstance(init, dict) and "anonymous" in init, "WandbLogger._wandb_init changed"
+    assert init["anonymous"] is None, "WandbLogger no longer passes an unset anonymous as None"
+    # the resumed run's id goes through the public constructor (tiedemb.cli), reaching wandb.init
+    assert init["id"] == "abc123" and init["resume"] == "allow" and logger.version == "abc123"
     assert logger._experiment is None  # still not started: nothing was sent anywhere
 
 

@@ -1,4 +1,5 @@
-"""A run resumed with --ckpt_path=last continues the W&B run it resumes (offline here: same run id)."""
+"""A run resumed with --ckpt_path=last, or a checkpoint file, continues the W&B run it resumes (offline here:
+same run id)."""
 
 from __future__ import annotations
 
@@ -53,10 +54,14 @@ def test_a_resumed_run_continues_the_same_wandb_run(tmp_path):
     assert "resuming from" in resumed.stderr
     assert run_ids(tmp_path) == [written_id, written_id], "the resumed run started another W&B run"
 
+    by_file = fit(tmp_path, "--trainer.max_steps=9", f"--ckpt_path={last}")  # the checkpoint named as a file
+    assert by_file.returncode == 0, by_file.stderr[-3000:]
+    assert run_ids(tmp_path) == [written_id] * 3, "a run resumed from a named checkpoint started another W&B run"
+
     fresh = fit(tmp_path, "--trainer.max_steps=3")  # no --ckpt_path: a new run, a new id
     assert fresh.returncode == 0, fresh.stderr[-3000:]
     ids = run_ids(tmp_path)
-    assert len(ids) == 3 and ids[2] != written_id
+    assert len(ids) == 4 and ids[3] != written_id
 
     # Scoring the run's checkpoint (a W&B run and checkpoint folder of its own): Lightning's warning
     # that the checkpoint callback's state "won't be reloaded" says nothing that matters here.

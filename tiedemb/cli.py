@@ -6,6 +6,9 @@ LightningCLI object, so tests drive the real command line with a list of argumen
 
 from __future__ import annotations
 
+import argparse
+import inspect
+import logging
 import math
 import os
 import sys
@@ -16,9 +19,10 @@ from typing import Any, Literal
 
 import lightning as L
 import torch
+from jsonargparse import DefaultHelpFormatter
 from lightning.pytorch.callbacks import LearningRateMonitor, ModelCheckpoint, ThroughputMonitor
 from lightning.pytorch.cli import LightningArgumentParser, LightningCLI, SaveConfigCallback
-from lightning.pytorch.loggers import CSVLogger
+from lightning.pytorch.loggers import CSVLogger, WandbLogger
 from lightning.pytorch.plugins.io import TorchCheckpointIO
 from lightning.pytorch.utilities.exceptions import SIGTERMException
 
@@ -38,6 +42,7 @@ from tiedemb.training.checkpoints import (
     read_checkpoint,
 )
 from tiedemb.training.evaluation import (
+    EVALUATING,
     RunFolder,
     checkpoint_to_evaluate,
     given_keys,
@@ -46,7 +51,9 @@ from tiedemb.training.evaluation import (
     recorded,
     recorded_defaults,
     run_folder,
+    run_limits,
     weights_only_given,
+    with_run_checkpoint,
 )
 from tiedemb.training.exits import INTERRUPTED_EXIT, PREEMPTED_EXIT, report_user_errors
 from tiedemb.training.files import first_free
@@ -79,15 +86,56 @@ from tiedemb.training.status_callback import RunStatus
 from tiedemb.training.strategy import check_strategy_config
 from tiedemb.training.wandb_checkpoints import apply_log_model
 from tiedemb.training.wandb_mode import (
-    WANDB_ID_KEY,
     WandbRunId,
     choose_wandb_mode,
-    continue_wandb_run,
     quiet_wandb_start,
     wandb_run_id,
 )
 from tiedemb.training.wandb_names import name_wandb_runs
 from tiedemb.weights.restoring import weights_from_checkpoint
+
+
+class GuideFormatter(argparse.RawDescriptionHelpFormatter, DefaultHelpFormatter):
+    """jsonargparse's help, with the description's lines kept as written (argparse's public mixin)."""
+
+
+USAGE = "%(prog)s [-h] [-c CONFIG] [--model CLASS] [--data CLASS] [--KEY VALUE ...]"
+"""The usage line of every subcommand's --help (argparse's own lists each of its 100-odd options)."""
+EVALUATING_USAGE = "%(prog)s [RUN_DIR] [-h] [--ckpt_path FILE] [-c CONFIG] [--KEY VALUE ...]"
+"""The usage line of validate, test and predict, which take a run's folder for its checkpoint."""
+RUN_DIR_GUIDE = """\
+RUN_DIR (a run's folder: its best.ckpt, else last.ckpt) or --ckpt_path FILE evaluates that checkpoint
+with the model, data and Trainer limits its run had, from any folder; options given override them."""
+
+OPTIONS_GUIDE = """\
+A config names the model and data classes (--config configs/tied_orth.yaml); their options are
+--model.KEY and --data.KEY, each listed with its description by:
+  --model.help PretrainModule   pretraining (masked or next-token); GlueModule: GLUE fine-tuning
+  --data.help PretrainData      the embedded corpus or text; tiedemb.data.GlueData: a GLUE task
+  --print_config                the resolved config of a command line, to start a config of your own
+The Trainer's options (--trainer.KEY) and the others follow below."""
+"""What every subcommand's --help says first: how to list the model's and the data's options."""
+
+
+def parser_help_kwargs(subcommands: dict[str, Any]) -> dict[str, Any]:
+    """LightningCLI's ``parser_kwargs`` for --help: each subcommand's parser gets a short usage line
+    and, before the long list of options, what it does and how to list the model's and the data's
+    options (each class has its own, shown on asking: ``OPTIONS_GUIDE``); the description's lines
+    are kept as written (``GuideFormatter``, which subcommand parsers take from the main one)."""
+    kwargs: dict[str, Any] = {"formatter_class": GuideFormatter}
+    for name in subcommands:
+        doc = inspect.getdoc(getattr(Trainer, name)) or ""
+        purpose = doc.split("\n\n", 1)[0].replace("\n", " ").split(". ", 1)[0].rstrip(".")
+        evaluating = name in EVALUATING
+        guide = f"{RUN_DIR_GUIDE}\n\n{OPTIONS_GUIDE}" if evaluating else OPTIONS_GUIDE
+        kwargs[name] = {
+            "usage": EVALUATING_USAGE if evaluating else USAGE,
+            "description": f"{purpose}.\n\n{guide}" if purpose else guide,
+        }
+    return kwargs
+
+
+log = logging.getLogger("tiedemb")
 
 # save_dir ".": the run's own folder under trainer.default_root_dir (training/run_dir.py).
 DEFAULT_LOGGERS = [
@@ -319,6 +367,9 @@ class TiedembCLI(LightningCLI):
             self._checkpoint = read_checkpoint(path, weights_only=weights_only_given(self._argv))
             self._checkpoint_path = path
             subcommand_parser.set_defaults(recorded_defaults(self._checkpoint, path))
+            # the batches the run's own validation scored (limit_val_batches ...), unless overridden
+            self._run_limits = run_limits(path)
+            subcommand_parser.set_defaults({f"trainer.{name}": value for name, value in self._run_limits.items()})
             self._data_from_checkpoint = True
         super().parse_arguments(parser, args)
 
@@ -382,7 +433,11 @@ class TiedembCLI(LightningCLI):
         if model and data:
             resolve_pretrained_tokenizer(model, data)
         if getattr(self, "_data_from_checkpoint", False):
-            self._overrides = [*getattr(self, "_overrides", []), *self._rebuild_data(config, str(config.ckpt_path))]
+            self._overrides = [
+                *getattr(self, "_overrides", []),
+                *self._rebuild_data(config, str(config.ckpt_path)),
+                *self._limit_overrides(config),
+            ]
         for line in getattr(self, "_overrides", []):
             say(line)
         from_checkpoint = self.subcommand != "fit" and getattr(self, "_checkpoint", None) is not None
@@ -540,6 +595,18 @@ class TiedembCLI(LightningCLI):
             )
         return lines
 
+    def _limit_overrides(self, settings: Any) -> list[str]:
+        """One line per Trainer limit the run set (``run_limits``) that a config or the command line changed."""
+        limits = getattr(self, "_run_limits", {})
+        trainer = settings.get("trainer") or {}
+        typed = given_keys(self._argv, "trainer")
+        return [
+            f"trainer.{name}: {as_written(recorded_value)} (the run's config.yaml) -> {as_written(trainer.get(name))} "
+            f"({'command line' if name in typed else 'config'})"
+            for name, recorded_value in limits.items()
+            if trainer.get(name) != recorded_value
+        ]
+
     def before_fit(self) -> None:
         if isinstance(self.datamodule, PretrainData):
             self.datamodule.check_one_batch()
@@ -574,7 +641,6 @@ class TiedembCLI(LightningCLI):
         if config.get("weights_only") is None:
             config["weights_only"] = True  # never unpickle arbitrary objects unless asked to
         path = config.get("ckpt_path")
-        found_last = None
         check_checkpoint_name(path, self.subcommand, self.trainer)
         if path is None and self.subcommand in ("test", "predict") and self.trainer.global_rank == 0:
             print(
@@ -598,14 +664,11 @@ class TiedembCLI(LightningCLI):
                 else:
                     print(f"{'resuming from' if fitting else 'evaluating'} {found}", file=sys.stderr)
             config["ckpt_path"] = path = str(found) if found is not None else None
-            found_last = path
         elif path not in (None, "best", "hpc") and "://" not in str(path):
             checkpoint = getattr(self, "_checkpoint", None) or read_checkpoint(
                 path, weights_only=bool(config["weights_only"])
             )
             check_compatible(checkpoint, path, self.model)
-            if fitting and self.trainer.global_rank == 0:
-                continue_wandb_run(self.trainer.loggers, checkpoint.get(WANDB_ID_KEY))
             self._checkpoint = None  # Lightning reads it again; do not hold two copies
         if not fitting and path is not None:
             # validate, test and predict write no checkpoints, so the checkpoint callback's state
@@ -615,8 +678,6 @@ class TiedembCLI(LightningCLI):
             warnings.filterwarnings("ignore", message="The dirpath has changed from")
             # Nor are the callbacks the run had (its checkpoint callback), which Lightning asks for.
             warnings.filterwarnings("ignore", message="Be aware that when using `ckpt_path`, callbacks used to create")
-        if fitting and found_last is not None and self.trainer.global_rank == 0:
-            continue_wandb_run(self.trainer.loggers, wandb_run_id(found_last))
         if type(self.datamodule).state_dict is not L.LightningDataModule.state_dict:
             # The datamodule resumes its own data position (tiedemb.data.sampling), which
             # Lightning cannot see; its warning that mid-epoch resumes are unreliable does not apply.
@@ -694,15 +755,41 @@ class TiedembCLI(LightningCLI):
             return {}
         specs, built = (specs, built) if isinstance(specs, list) else ([specs], [built])
         root = str(settings.trainer.default_root_dir or "runs")
+        run_id = self._wandb_run_to_continue()
         loggers = []
         for spec, logger in zip(specs, built):
             init = spec.get("init_args") if hasattr(spec, "get") else None
             arguments = {**(init.as_dict() if hasattr(init, "as_dict") else dict(init or {}))}
             arguments.update(dict(spec.get("dict_kwargs") or {}))
+            changed = {}
             if "save_dir" in arguments and writes_in_run_dir(arguments["save_dir"], root):
-                logger = type(logger)(**{**arguments, "save_dir": str(folder)})
+                changed["save_dir"] = str(folder)
+            if run_id and isinstance(logger, WandbLogger):
+                # a resumed run continues its W&B run, through WandbLogger's own id argument
+                if arguments.get("id") and arguments["id"] != run_id:
+                    log.warning("the W&B logger was given its own id; it does not continue the resumed run %s", run_id)
+                else:
+                    changed.update(id=run_id, resume="allow")
+            if changed:
+                logger = type(logger)(**{**arguments, **changed})
             loggers.append(logger)
         return {"logger": loggers}
+
+    def _wandb_run_to_continue(self) -> str | None:
+        """The W&B run a resumed fit continues: the id its checkpoint keeps (``WandbRunId``), else None.
+
+        Known once the run's folder is chosen (``--ckpt_path=last`` found), before the loggers are
+        built; a checkpoint that cannot be read is left to ``_prepare_checkpoint`` to report.
+        """
+        if self.subcommand != "fit":
+            return None
+        path = self._found_last or self._settings().get("ckpt_path")
+        if not path or str(path) in ("best", "hpc", "last") or "://" in str(path) or not Path(path).is_file():
+            return None
+        try:
+            return wandb_run_id(str(path))
+        except Exception:  # a bad checkpoint is vetted, and reported as a user error, by _prepare_checkpoint
+            return None
 
     def _run_roots(self, root: str) -> list[str]:
         """Folders under which runs of this command line keep their checkpoints (``--ckpt_path=last``)."""
@@ -857,6 +944,16 @@ def build_cli(args: list[str] | None = None, run: bool = True) -> TiedembCLI:
     choose_wandb_mode()
     warnings.filterwarnings("ignore", message=_LIGHTNING_LEAFSPEC_WARNING, category=FutureWarning)
     warnings.filterwarnings("ignore", message=_SUMMARY_MIXED_PRECISION_WARNING, category=UserWarning)
+    # validate/test/predict RUN_DIR: the run's folder stands for its checkpoint (training/evaluation.py)
+    argv = sys.argv[1:] if args is None else args
+    if isinstance(argv, (list, tuple)):
+        rewritten = with_run_checkpoint(argv)
+        if rewritten != [str(argument) for argument in argv]:
+            if args is None:
+                # LightningCLI reads sys.argv itself, and warns when given args beside a command line
+                sys.argv[1:] = rewritten
+            else:
+                args = rewritten
     return TiedembCLI(
         model_class=L.LightningModule,
         datamodule_class=L.LightningDataModule,
@@ -866,6 +963,7 @@ def build_cli(args: list[str] | None = None, run: bool = True) -> TiedembCLI:
         parser_class=ArgumentParser,
         save_config_callback=ConfigSaver,
         seed_everything_default=0,
+        parser_kwargs=parser_help_kwargs(TiedembCLI.subcommands()),
         args=args,
         run=run,
     )

@@ -131,17 +131,19 @@ def test_a_setting_the_model_rejects_fails_before_any_run(tmp_path):
         validate_cell(sweep, sweep.cells[0], tmp_path / "out")
 
 
-@pytest.mark.end_to_end
-def test_a_test_stage_on_pretraining_data_is_refused_before_any_run(tmp_path):
+def test_a_test_stage_on_data_without_a_held_out_split_is_refused_and_pretraining_data_has_one(tmp_path):
     sweep = load_sweep(tiny_sweep(tmp_path, test="best"))
+    cell = sweep.cells[0]
+    plain = {"data": {"class_path": "lightning.pytorch.LightningDataModule"}}
     with pytest.raises(UserError) as raised:
-        run_sweep(sweep, tmp_path / "out", echo=lambda _: None)
+        sweep_module._check_test_stage(sweep, cell, plain)
     assert str(raised.value) == (
-        "sweep 't', cell 't/variant=tied,seed=0': test: best runs `main.py test` after fit, but test scores the "
-        "GLUE dev sets, and PretrainData has no test split; for a pretraining model's loss on held-out text use "
-        "validate; leave test out of the study"
+        "sweep 't', cell 't/variant=tied,seed=0': test: best runs `main.py test` after fit, but test scores a "
+        "held-out split (GLUE's dev sets, pretraining's held-out text), and LightningDataModule has none; leave "
+        "test out of the study"
     )
-    assert not (tmp_path / "out" / "t").exists()  # nothing ran
+    # pretraining data: its held-out text
+    sweep_module._check_test_stage(sweep, cell, {"data": {"class_path": "tiedemb.data.PretrainData"}})
 
 
 # --------------------------------------------------------------------------- running and rerunning

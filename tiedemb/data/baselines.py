@@ -20,8 +20,7 @@ from collections.abc import Callable
 import numpy as np
 
 from tiedemb.data.sampling import SAMPLE_KEY
-
-IGNORE_INDEX = -100
+from tiedemb.nn.layers import IGNORE_INDEX
 
 
 class NgramCounts:

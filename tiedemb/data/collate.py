@@ -9,8 +9,7 @@ import torch
 from torch import Tensor
 
 from tiedemb.data.sampling import SAMPLE_KEY, example_seed
-
-IGNORE_INDEX = -100
+from tiedemb.nn.layers import IGNORE_INDEX
 
 
 def stack_input_ids(examples: Sequence[dict]) -> Tensor:

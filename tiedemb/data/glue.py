@@ -78,6 +78,23 @@ class GlueData(ResumableTraining, LightningDataModule):
         length_grouping: NonNegativeInt = 0,
         sort_eval_by_length: bool = False,
     ) -> None:
+        """
+        Args:
+            task: the GLUE task (mrpc, mnli, ...: ``tiedemb.data.glue_tasks``).
+            tokenizer: a tokenizer folder or hub name; ``pretrained``: model.pretrained's.
+            data_dir: a classic glue_data folder (the task's TSV files). Unset: data_files or the hub.
+            data_files: hub-format files per split (``{train: <file>, validation: <file>}``).
+            max_length: tokens per example; longer pairs are cut.
+            batch_size: examples per training batch.
+            eval_batch_size: examples per evaluation batch. Unset: batch_size.
+            num_workers: DataLoader worker processes.
+            pin_memory: the DataLoader's page-locked batches (faster copies to a GPU).
+            hub_dataset: the hub dataset read without data_dir or data_files.
+            max_train_samples: train on the first this many examples only.
+            length_grouping: batch training examples of similar length, sorting windows of this many
+                batches (0: uniform batches).
+            sort_eval_by_length: read evaluation and prediction splits longest first (faster; same figures).
+        """
         check_arguments("data", option_types(GlueData.__init__), locals())
         _check_one_source(data_dir, data_files, hub_dataset)
         super().__init__()

@@ -164,6 +164,26 @@ class PretrainData(ResumableTraining, L.LightningDataModule):
     ) -> None:
         """
         Args:
+            dataset: a hub dataset name to pretrain on (``wikitext``), read through ``datasets``.
+            dataset_config: that dataset's configuration (``wikitext-2-raw-v1``).
+            train_files: local training text: plain text, JSON lines or parquet files, globs allowed.
+            val_files: local validation text. Unset: the dataset's validation split, else ``val_fraction``
+                of the training documents.
+            text_column: the column holding the text in a hub dataset or JSON/parquet files.
+            tokenizer: a tokenizer folder or hub name. Unset: one trained on the training text
+                (WordPiece for mlm, byte-level BPE for clm), kept under ``cache_dir``.
+            vocab_size: the size of the trained tokenizer, or of the embedded corpus (default 4096).
+            block_size: tokens per training and validation block.
+            batch_size: blocks per batch, in training and validation.
+            objective: mlm or clm; the command line copies ``model.objective`` here.
+            mlm_probability: the share of tokens masked for mlm.
+            val_fraction: the share of training documents held out for validation (without ``val_files``).
+            synthetic_tokens: training tokens drawn from the embedded Markov corpus.
+            synthetic_val_tokens: validation tokens drawn from the embedded Markov corpus.
+            num_proc: processes that tokenise text. Unset: one.
+            num_workers: DataLoader worker processes.
+            pin_memory: the DataLoader's page-locked batches (faster copies to a GPU).
+            cache_dir: where tokenised text and trained tokenizers are kept (relative to the working folder).
             seed: the training order and the training masks. Unset: the run's ``seed_everything``,
                 so one seed varies initialisation, data order and masks together.
             corpus_seed: which data there is: the documents held out for validation (when no
@@ -173,6 +193,7 @@ class PretrainData(ResumableTraining, L.LightningDataModule):
             ood_val_files: a second validation text (local files), tokenised with the same
                 tokenizer and logged as ``val_ood/loss``: the out-of-domain column.
             ood_val_blocks: at most this many blocks of ``ood_val_files`` (its first ones).
+            encoding_errors: strict (local files must be UTF-8) or replace (undecodable bytes read as U+FFFD).
         """
         check_arguments("data", option_types(PretrainData.__init__), locals())
         super().__init__()
@@ -366,6 +387,12 @@ class PretrainData(ResumableTraining, L.LightningDataModule):
         if self.ood_val_set is None:
             return self._loader(self.val_set, shuffle=False)
         return [self._loader(self.val_set, shuffle=False), self._loader(self.ood_val_set, shuffle=False)]
+
+    def test_dataloader(self) -> DataLoader | list[DataLoader]:
+        """The held-out text again, as GLUE's test scores its dev sets: pretraining text has no third
+        split, so ``test`` of a pretraining run scores its held-out blocks (``test/loss``), all of them
+        unless ``trainer.limit_test_batches`` says otherwise."""
+        return self.val_dataloader()
 
     # -- internals ------------------------------------------------------------------------------------
     def _loader(self, dataset: Dataset, shuffle: bool) -> DataLoader:

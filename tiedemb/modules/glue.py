@@ -24,7 +24,7 @@ from tiedemb.modules.glue_metrics import (
     metric_names,
     split_suffix,
 )
-from tiedemb.modules.optim import LrDecay, adamw_with_schedule, check_schedule
+from tiedemb.modules.optim import SCHEDULE_DOCS, LrDecay, adamw_with_schedule, check_schedule
 from tiedemb.modules.settings import save_settings, takes_model_settings
 from tiedemb.nn.classifier import SequenceClassifier
 from tiedemb.nn.config import ARCHITECTURE, TRAINING, TransformerConfig
@@ -116,7 +116,18 @@ class GlueModule(L.LightningModule):
             label (``MRPC-validation.tsv``), so the logged figures can be recomputed from a file.
     """
 
-    @takes_model_settings(ARCHITECTURE, TRAINING, unset_from_pretrained=(ARCHITECTURE,))
+    @takes_model_settings(
+        ARCHITECTURE,
+        TRAINING,
+        unset_from_pretrained=(ARCHITECTURE,),
+        documented={
+            **SCHEDULE_DOCS,
+            "warmup_steps": "Optimiser steps of linear warmup from 0 to learning_rate. Unset: warmup_ratio.",
+            "num_labels": "The classifier's outputs; the command line takes it from data.task.",
+            "task": "The GLUE task (its metrics and file names); the command line takes it from data.task.",
+            "classifier_dropout": "Dropout before the classifier. Unset: model.dropout.",
+        },
+    )
     def __init__(
         self,
         *,

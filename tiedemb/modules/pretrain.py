@@ -14,7 +14,7 @@ from torchmetrics import MeanMetric
 
 from tiedemb.errors import UserError
 from tiedemb.modules.flops import MatmulWeights
-from tiedemb.modules.optim import LrDecay, adamw_with_schedule, check_schedule
+from tiedemb.modules.optim import SCHEDULE_DOCS, LrDecay, adamw_with_schedule, check_schedule
 from tiedemb.modules.settings import save_settings, takes_model_settings
 from tiedemb.nn import LMOutput, Transformer, TransformerConfig
 from tiedemb.nn.config import ARCHITECTURE, LANGUAGE_MODEL, TRAINING
@@ -78,7 +78,18 @@ class PretrainModule(L.LightningModule):
     start of this one's, when the loop fetches and moves the batch.
     """
 
-    @takes_model_settings(ARCHITECTURE, TRAINING, LANGUAGE_MODEL, unset_from_pretrained=(ARCHITECTURE, *HEAD_SETTINGS))
+    @takes_model_settings(
+        ARCHITECTURE,
+        TRAINING,
+        LANGUAGE_MODEL,
+        unset_from_pretrained=(ARCHITECTURE, *HEAD_SETTINGS),
+        documented={
+            **SCHEDULE_DOCS,
+            "compile": "Compile the encoder blocks with torch.compile when the Trainer sets the model up.",
+            "peak_flops": "The device's peak FLOP/s that MFU is measured against. Unset: Lightning's table.",
+            "pretrained": "BERT weights in transformers format (a folder or hub name) to train further.",
+        },
+    )
     def __init__(
         self,
         *,

@@ -38,7 +38,7 @@ from __future__ import annotations
 import dataclasses
 import inspect
 import typing
-from collections.abc import Callable, Collection
+from collections.abc import Callable, Collection, Mapping
 from contextvars import ContextVar
 from typing import Any, Literal
 
@@ -80,8 +80,11 @@ def model_parameters(parts: Collection[str], unset_from_pretrained: Collection[s
     return parameters
 
 
-def model_settings_doc(parts: Collection[str], unset_from_pretrained: Collection[str] = ()) -> str:
-    """An ``Args:`` docstring section describing the fields of ``parts`` (what ``--help`` shows)."""
+def model_settings_doc(
+    parts: Collection[str], unset_from_pretrained: Collection[str] = (), documented: Mapping[str, str] | None = None
+) -> str:
+    """An ``Args:`` docstring section describing the fields of ``parts`` (what ``--help`` shows),
+    then the module's own keywords that ``documented`` describes."""
     lines = ["Model settings, the fields of ``tiedemb.nn.config.TransformerConfig``.", "", "Args:"]
     for field in dataclasses.fields(TransformerConfig):
         part = field.metadata["part"]
@@ -96,11 +99,17 @@ def model_settings_doc(parts: Collection[str], unset_from_pretrained: Collection
                 else " Unset: the pretrained model's value."
             )
         lines.append(f"    {field.name}: {doc}")
+    lines += [f"    {name}: {doc}" for name, doc in (documented or {}).items()]
     return "\n".join(lines) + "\n"
 
 
-def takes_model_settings(*parts: str, unset_from_pretrained: Collection[str] = ()) -> Callable[[Callable], Callable]:
+def takes_model_settings(
+    *parts: str, unset_from_pretrained: Collection[str] = (), documented: Mapping[str, str] | None = None
+) -> Callable[[Callable], Callable]:
     """Decorate ``__init__(self, *, own keywords..., **model)`` to take the model settings of ``parts``.
+
+    ``documented``: descriptions of own keywords shared with other modules (the optimisation
+    settings), which join the model settings' in the docstring ``--help`` reads.
 
     The decorated ``__init__`` has the signature ``(self, *, <model settings>, <own keywords>)``;
     a call is checked against it (an unknown or missing keyword is a ``TypeError``, as for any
@@ -138,7 +147,7 @@ def takes_model_settings(*parts: str, unset_from_pretrained: Collection[str] = (
         # __signature__ to the **model of the body.
         for attribute in ("__module__", "__name__", "__qualname__"):
             setattr(__init__, attribute, getattr(init, attribute))
-        __init__.__doc__ = model_settings_doc(parts, unset_from_pretrained) + (init.__doc__ or "")
+        __init__.__doc__ = model_settings_doc(parts, unset_from_pretrained, documented) + (init.__doc__ or "")
         __init__.__signature__ = signature  # type: ignore[attr-defined]
         return __init__
 

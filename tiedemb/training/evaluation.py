@@ -12,7 +12,12 @@ to the folder the run started in. That folder is found from where the checkpoint
 checkpoint callback records the checkpoint folder relative to the run's folder, so a run folder
 moved whole is still found), else from the folder the run recorded (``RunFolder``). A relative
 location is looked for there first, then in the current folder. A location found nowhere is refused
-in one line naming the option that replaces it (``cache_dir``, a cache, is never refused).
+in one line naming the option that replaces it (``cache_dir``, a cache, is never refused, and is
+looked for only where the run read text to cache).
+
+A run's folder stands for its checkpoint (``test runs/mrpc``: its ``best.ckpt``, else ``last.ckpt``),
+and the Trainer's limits on what is scored (``limit_val_batches`` ...) are the run's own, read from
+the ``config.yaml`` it saved, so that ``validate`` scores the same batches the run's validation did.
 """
 
 from __future__ import annotations
@@ -22,6 +27,7 @@ import importlib
 import inspect
 import logging
 import os
+import sys
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -50,6 +56,13 @@ TOKENIZERS = ("tokenizer",)
 CACHES = ("cache_dir",)
 """The data settings that are locations, by kind: a folder, lists and mappings of files (or globs), a
 tokenizer folder or hub name, and a cache (made afresh where it is missing)."""
+READS_TEXT = ("dataset", *FOLDERS, *FILE_LISTS, *FILE_MAPPINGS)
+"""Data settings that name text to read: only a run that read text used its cache (the embedded
+corpus refuses a ``cache_dir`` other than the default, as it caches nothing)."""
+RUN_CHECKPOINTS = ("best.ckpt", "last.ckpt")
+"""The checkpoints a run's folder stands for, in order: the one its monitored metric chose, else the newest."""
+RUN_LIMITS = ("limit_val_batches", "limit_test_batches", "limit_predict_batches")
+"""Trainer settings that decide which batches an evaluation scores, restored from the run's config.yaml."""
 REMEDY = {
     "data_dir": "<folder>",
     "tokenizer": "<folder>",
@@ -107,6 +120,74 @@ def checkpoint_to_evaluate(argv: Sequence[str]) -> str | None:
     if not path or path in NAMED_CHECKPOINTS or "://" in path:
         return None
     return path
+
+
+def run_folder_checkpoint(folder: Path) -> Path:
+    """The checkpoint a run's folder stands for (``RUN_CHECKPOINTS`` in its ``checkpoints/``, or in
+    the folder itself when it is a checkpoints folder); a ``UserError`` naming what was looked for."""
+    looked = [folder / "checkpoints" / name for name in RUN_CHECKPOINTS]
+    if folder.name == "checkpoints":
+        looked = [folder / name for name in RUN_CHECKPOINTS]
+    for path in looked:
+        if path.is_file():
+            return path
+    raise UserError(f"{str(folder)!r} holds no checkpoint to evaluate: looked for {' and '.join(map(str, looked))}")
+
+
+def with_run_checkpoint(argv: Sequence[str]) -> list[str]:
+    """An evaluating command line with a run's folder replaced by its checkpoint file.
+
+    ``test RUN_DIR`` (the folder as the subcommand's first argument) and ``--ckpt_path RUN_DIR`` both
+    become ``--ckpt_path RUN_DIR/checkpoints/best.ckpt`` (``run_folder_checkpoint``); a checkpoint
+    file given first stands for ``--ckpt_path FILE``. Anything else is left as it is.
+    """
+    argv = [str(argument) for argument in argv]
+    if not argv or argv[0] not in EVALUATING:
+        return argv
+    if len(argv) > 1 and not argv[1].startswith("-"):
+        given = Path(argv[1]).expanduser()
+        if not given.exists():
+            raise UserError(
+                f"{argv[0]} {argv[1]}: no such run folder or checkpoint file (give a run's folder, e.g. runs/<name>, "
+                "or --ckpt_path=<file>)"
+            )
+        path = run_folder_checkpoint(given) if given.is_dir() else given
+        say_evaluating(path, argv[1])
+        argv = [argv[0], f"--ckpt_path={path}", *argv[2:]]
+    path = option_value(argv, "--ckpt_path")
+    if path and path not in NAMED_CHECKPOINTS and "://" not in path and Path(path).expanduser().is_dir():
+        found = run_folder_checkpoint(Path(path).expanduser())
+        say_evaluating(found, path)
+        argv = [*argv, f"--ckpt_path={found}"]  # jsonargparse takes the last
+    return argv
+
+
+def say_evaluating(path: Path, given: str) -> None:
+    """The checkpoint a run's folder stood for, said on stderr (before any process of a DDP run starts)."""
+    if str(path) != given:
+        print(f"evaluating {path}", file=sys.stderr)
+
+
+def run_limits(checkpoint_path: str | os.PathLike) -> dict[str, Any]:
+    """The Trainer limits (``RUN_LIMITS``) the run that wrote a checkpoint set, from its ``config.yaml``.
+
+    The run's folder is the one holding the checkpoint's ``checkpoints/`` folder; a checkpoint
+    elsewhere, or a run without a readable config, gives none (Lightning's defaults then apply).
+    """
+    import yaml
+
+    folder = Path(checkpoint_path).expanduser().resolve().parent
+    config = folder.parent / "config.yaml"
+    if folder.name != "checkpoints" or not config.is_file():
+        return {}
+    try:
+        saved = yaml.safe_load(config.read_text())
+    except (OSError, yaml.YAMLError):
+        return {}
+    trainer = saved.get("trainer") if isinstance(saved, dict) else None
+    if not isinstance(trainer, dict):
+        return {}
+    return {name: trainer[name] for name in RUN_LIMITS if trainer.get(name) is not None}
 
 
 def weights_only_given(argv: Sequence[str]) -> bool:
@@ -242,7 +323,10 @@ def rebuilt_locations(
     check. A missing folder, file or tokenizer folder raises a ``UserError`` naming its option.
     """
     found: dict[str, Any] = {}
+    reads_text = any(recorded_settings.get(name) for name in READS_TEXT)
     for name, value in settings.items():
+        if name in CACHES and not reads_text:
+            continue  # nothing was cached; the data module refuses a cache it would not use
         if value is None or name not in recorded_settings or comparable(value) != comparable(recorded_settings[name]):
             continue
         if name in FOLDERS or name in CACHES:

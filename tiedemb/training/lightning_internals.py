@@ -59,24 +59,12 @@ def saves_at_train_epoch_end(callback: ModelCheckpoint, trainer: L.Trainer) -> b
 def unstarted_wandb_init(logger: WandbLogger) -> dict[str, Any] | None:
     """The arguments ``logger`` will pass to ``wandb.init``, to change before its run starts; None once started.
 
-    ``WandbLogger`` takes them at construction and reads them when its run starts (at setup);
-    the objects exist before a resumed run's checkpoint, which names the W&B run, is found.
+    ``WandbLogger`` takes them at construction and reads them when its run starts (at setup), and
+    always includes ``anonymous``, which W&B warns about when unset (``quiet_wandb_start``).
     """
     if logger._experiment is not None:
         return None
     return logger._wandb_init
-
-
-def continue_wandb_run_id(logger: WandbLogger, run_id: str) -> None:
-    """Point a not yet started ``logger`` at the W&B run ``run_id``, as ``WandbLogger(id=run_id)`` would.
-
-    ``version`` (and with it the folder of the run's checkpoints) follows the id before the run starts.
-    """
-    init = unstarted_wandb_init(logger)
-    if init is None:
-        raise RuntimeError("the W&B logger has started its run already")
-    init.update(id=run_id, resume="allow")
-    logger._id = run_id
 
 
 def use_peak_flops(monitor: ThroughputMonitor, peak: float | None) -> None:

@@ -25,9 +25,8 @@ import torch
 from lightning.pytorch.callbacks import Callback
 from torch import Tensor, nn
 
+from tiedemb.nn.layers import IGNORE_INDEX  # the labels of positions that predict nothing (unmasked MLM)
 from tiedemb.training import metric_names as names
-
-IGNORE_INDEX = -100  # the labels of positions that predict nothing (unmasked MLM positions)
 
 
 def effective_rank(matrix: Tensor) -> float:

@@ -117,24 +117,26 @@ def has_hpc_checkpoint(root: Any) -> bool:
     return any(HPC_NAME.match(PurePosixPath(str(entry)).name) for entry in fs.ls(folder, detail=False))
 
 
-# What each evaluating subcommand needs from the data, and what it is for.
+# What each evaluating subcommand needs from the data, and the line refusing data without it.
 _SPLITS = {
-    "test": ("test_dataloader", "test scores the GLUE dev sets, and {data} has no test split"),
+    "test": (
+        "test_dataloader",
+        "test scores a held-out split (GLUE's dev sets, pretraining's held-out text), and {data} has none",
+    ),
     "predict": (
         "predict_dataloader",
-        "predict writes GLUE submission files, and {data} has no unlabelled split to predict",
+        "predict writes GLUE submission files, and {data} has no unlabelled split to predict; for a "
+        "pretraining model's loss on held-out text use validate or test",
     ),
 }
 
 
 def check_has_split(subcommand: str, data_class: type[L.LightningDataModule] | None) -> None:
-    """Refuse ``test`` or ``predict`` on data without that split (pretraining text): Lightning
-    would fail at the start of the loop, after the run and its W&B record had started."""
-    method, purpose = _SPLITS[subcommand]
+    """Refuse ``test`` or ``predict`` on data without that split: Lightning would fail at the start
+    of the loop, after the run and its W&B record had started."""
+    method, message = _SPLITS[subcommand]
     if data_class is not None and getattr(data_class, method) is getattr(L.LightningDataModule, method):
-        raise UserError(
-            f"{purpose.format(data=data_class.__name__)}; for a pretraining model's loss on held-out text use validate"
-        )
+        raise UserError(message.format(data=data_class.__name__))
 
 
 def check_sequence_length(model: L.LightningModule, datamodule: L.LightningDataModule | None) -> None:

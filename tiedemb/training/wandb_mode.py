@@ -7,7 +7,8 @@ not answer, the run is recorded offline and one line says so, instead of the log
 holding the run for minutes. A ``WANDB_MODE`` the user set is always kept.
 
 A resumed run continues the W&B run it resumes: ``WandbRunId`` keeps the run's id in every
-checkpoint, and ``continue_wandb_run`` hands it to the new run's logger before that starts.
+checkpoint, and the command line builds the resumed run's ``WandbLogger`` with that ``id`` (and
+``resume="allow"``), once the checkpoint is found and before the loggers are built (``tiedemb.cli``).
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ from lightning.pytorch.callbacks import Callback
 from lightning.pytorch.loggers import Logger, WandbLogger
 
 from tiedemb.training.hub import url_problem
-from tiedemb.training.lightning_internals import continue_wandb_run_id, unstarted_wandb_init
+from tiedemb.training.lightning_internals import unstarted_wandb_init
 
 log = logging.getLogger("tiedemb")
 
@@ -99,22 +100,3 @@ def quiet_wandb_start(loggers: Sequence[Logger]) -> None:
             del init["anonymous"]
         if logger.save_dir:
             os.makedirs(logger.save_dir, exist_ok=True)
-
-
-def continue_wandb_run(loggers: Sequence[Logger], run_id: str | None) -> str | None:
-    """Give a resumed run's not yet started W&B logger the id of the run that wrote its checkpoint.
-
-    Returns the id, or None when there is none (a checkpoint written before ids were kept, or
-    without a W&B logger) or the logger has already started or was given an id by the user.
-    """
-    wandb_loggers = [logger for logger in loggers if isinstance(logger, WandbLogger)]
-    if not wandb_loggers or not run_id:
-        return None
-    for logger in wandb_loggers:
-        # WandbLogger reads its init arguments when its run starts (at setup), not before.
-        init = unstarted_wandb_init(logger)
-        if init is None or init.get("id"):
-            log.warning("the W&B logger could not be pointed at the resumed run %s; it records a new run", run_id)
-            return None
-        continue_wandb_run_id(logger, run_id)
-    return run_id
