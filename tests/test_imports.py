@@ -31,6 +31,8 @@ LAYERS = [
         "tiedemb.consolidate",
         "tiedemb.export",
         "tiedemb.narrowing",
+        "tiedemb.generate",
+        "tiedemb.predict",
         "tiedemb.command",
     ],
     ["tiedemb.__main__"],

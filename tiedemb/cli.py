@@ -9,6 +9,7 @@ from __future__ import annotations
 import math
 import os
 import sys
+import time
 import warnings
 from contextlib import nullcontext
 from pathlib import Path
@@ -52,11 +53,12 @@ from tiedemb.training.exits import INTERRUPTED_EXIT, PREEMPTED_EXIT, report_user
 from tiedemb.training.files import first_free
 from tiedemb.training.log_level import LEVELS, hide_lightning_advert, set_log_level, set_log_level_from_env
 from tiedemb.training.metric_names import MAJORITY_PREFIX
+from tiedemb.training.model_summary import use_summary_without_flops
 from tiedemb.training.monitor import TrainingMonitor
 from tiedemb.training.parameter_counts import ParameterCounts
 from tiedemb.training.precision import LightningPrecision, PrecisionIfNative, resolve_precision
 from tiedemb.training.preemption import SaveOnPreemption, stop_signal
-from tiedemb.training.progress_bar import use_step_bound_label
+from tiedemb.training.progress_bar import use_run_progress_bar
 from tiedemb.training.random_state import RandomState
 from tiedemb.training.run_checks import (
     check_checkpoint_name,
@@ -73,10 +75,13 @@ from tiedemb.training.run_dir import (
     check_run_name,
     choose_run_dir,
     newest_hpc_checkpoint,
+    run_dir_of_parent,
+    share_run_dir,
     writes_in_run_dir,
 )
+from tiedemb.training.run_summary import RunKind, say_summary
 from tiedemb.training.status_callback import RunStatus
-from tiedemb.training.strategy import check_strategy_config
+from tiedemb.training.strategy import check_cpu_processes, check_strategy_config
 from tiedemb.training.wandb_checkpoints import apply_log_model
 from tiedemb.training.wandb_mode import (
     WANDB_ID_KEY,
@@ -276,6 +281,7 @@ class TiedembCLI(LightningCLI):
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         self._building_only = subcommand_named_first(kwargs.get("args"), self.subcommands())
         self._parsers_by_subcommand: dict[str, LightningArgumentParser] = {}
+        self._started = time.monotonic()  # the wall time the end-of-run summary reports
         super().__init__(*args, **kwargs)
 
     @staticmethod
@@ -297,6 +303,15 @@ class TiedembCLI(LightningCLI):
             parser = self.init_parser(**kwargs)
         else:
             parser = super()._prepare_subcommand_parser(klass, subcommand, **kwargs)
+            if subcommand == "fit":
+                parser.add_argument(
+                    "--save_transformers",
+                    type=bool,
+                    default=False,
+                    help="Also save the finished run's best checkpoint as a transformers model folder "
+                    "(<run folder>/transformers, as `tiedemb export` writes it); a model no transformers "
+                    "class holds is refused before training.",
+                )
         self._parsers_by_subcommand[subcommand] = parser  # parse_arguments sets a checkpoint's defaults on it
         return parser
 
@@ -391,6 +406,8 @@ class TiedembCLI(LightningCLI):
         # A strategy this machine cannot run (DeepSpeed not installed, FSDP without a GPU) is
         # refused before the data is prepared, in one sentence instead of a stack trace.
         check_strategy_config(config.get("trainer"))
+        # More CPU processes than cores: refused before the data is prepared or a run folder made.
+        check_cpu_processes(config.get("trainer"))
         # Checkpoints as W&B artifacts when TIEDEMB_WANDB_LOG_MODEL asks for them, in whatever
         # logger list the config has (training/wandb_checkpoints.py).
         apply_log_model(config.get("trainer"))
@@ -460,8 +477,10 @@ class TiedembCLI(LightningCLI):
             and not any(isinstance(callback, TrainingMonitor) for callback in trainer.callbacks)
         ):
             trainer.callbacks.append(TrainingMonitor())
-        # "Epoch 0", not Lightning's "Epoch 0/-2", on the bar of a run bounded by max_steps.
-        use_step_bound_label(trainer)
+        # "Epoch 0", not Lightning's "Epoch 0/-2", on the bar of a run bounded by max_steps; no v_num.
+        use_run_progress_bar(trainer)
+        # The model summary without Lightning's FLOPs column, which counts nothing here (0).
+        use_summary_without_flops(trainer)
         # Crash-safe checkpoint files, where the strategy uses Lightning's plain writer (single
         # device, DDP, FSDP full state); strategies with their own writer keep it.
         if type(trainer.strategy.checkpoint_io) is TorchCheckpointIO:
@@ -543,7 +562,28 @@ class TiedembCLI(LightningCLI):
     def before_fit(self) -> None:
         if isinstance(self.datamodule, PretrainData):
             self.datamodule.check_one_batch()
+        if self._settings().get("save_transformers"):
+            check_exportable(self.model)
         self._prepare_run(fitting=True)
+
+    def after_fit(self) -> None:
+        """The run's transformers folder (``--save_transformers``), then the summary, after W&B's lines."""
+        from tiedemb.training.fit_export import export_beside
+        from tiedemb.training.run_summary import best_checkpoint, monitored
+
+        if not self.trainer.is_global_zero:
+            return
+        kind = RunKind(
+            kind="glue" if isinstance(self.model, GlueModule) else str(getattr(self.model.config, "objective", "mlm")),
+            has_tokenizer=getattr(self.datamodule, "source", None) != "synthetic",
+            exportable=exportable(self.model),
+        )
+        if self._settings().get("save_transformers"):
+            chosen = best_checkpoint(self.run_dir, monitored(self.trainer))
+            if chosen is not None:
+                kind.transformers_dir, said = export_beside(chosen, self.run_dir, kind.has_tokenizer)
+                say(said)
+        say_summary(self.trainer, self.run_dir, time.monotonic() - self._started, kind)
 
     def before_validate(self) -> None:
         self._prepare_run()
@@ -677,7 +717,10 @@ class TiedembCLI(LightningCLI):
             name = Path(str(path)).expanduser().resolve().parent.parent.name  # evaluating another run's checkpoint
         else:
             name = self.subcommand or "run"
-        folder, continued = choose_run_dir(root, run_name, name, path)
+        # A DDP rank > 0, started by rank 0 running this command line again, takes rank 0's folder.
+        inherited = run_dir_of_parent()
+        folder, continued = (inherited, True) if inherited is not None else choose_run_dir(root, run_name, name, path)
+        share_run_dir(folder)
         self.run_dir, self._continued = folder, continued
         return folder
 
@@ -730,6 +773,26 @@ def say(line: str) -> None:
 
     if rank_zero_only.rank == 0:
         print(line, file=sys.stderr)
+
+
+def check_exportable(model: L.LightningModule) -> None:
+    """Refuse ``--save_transformers`` for a model no transformers class holds, before it trains."""
+    from tiedemb.weights.export_plan import plan_export
+
+    kind = "glue" if isinstance(model, GlueModule) else "pretrain"
+    try:
+        plan_export(dict(model.hparams), model.state_dict(), kind, None, None, "this run")
+    except UserError as error:
+        raise UserError(f"--save_transformers: {error}") from None
+
+
+def exportable(model: L.LightningModule) -> bool:
+    """Whether ``tiedemb export`` can write this run's model (the end-of-run summary suggests it then)."""
+    try:
+        check_exportable(model)
+    except Exception:  # a summary's hint: a sharded or unusual model is simply not offered an export
+        return False
+    return True
 
 
 def untrained_weights(model: L.LightningModule) -> str:
