@@ -66,6 +66,7 @@ from tiedemb.training.run_checks import (
     check_no_optimizer_options,
     check_sequence_length,
     check_trainer_options,
+    small_vocabulary,
     validation_beyond_the_epoch,
 )
 from tiedemb.training.run_dir import (
@@ -564,6 +565,9 @@ class TiedembCLI(LightningCLI):
             self.datamodule.check_one_batch()
         if self._settings().get("save_transformers"):
             check_exportable(self.model)
+        warning = small_vocabulary(self.datamodule)
+        if warning is not None:
+            say(warning)
         self._prepare_run(fitting=True)
 
     def after_fit(self) -> None:
