@@ -141,6 +141,16 @@ def test_save_transformers_is_refused_before_training_for_a_model_no_class_holds
     assert not (tmp_path / "runs").exists()
 
 
+def test_save_transformers_outside_fit_is_refused(tmp_path, capsys):
+    with pytest.raises(SystemExit) as exited, pytest.MonkeyPatch.context() as patch:
+        patch.chdir(tmp_path)
+        cli_main(["validate", *TINY_TIED, "--save_transformers=true", *QUIET])
+    assert exited.value.code == 2
+    assert capsys.readouterr().err.strip().splitlines()[-1] == (
+        "error: --save_transformers saves what a fit trained; validate trains nothing"
+    )
+
+
 # --------------------------------------------------------------------------- generate
 
 

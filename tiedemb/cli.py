@@ -304,15 +304,6 @@ class TiedembCLI(LightningCLI):
             parser = self.init_parser(**kwargs)
         else:
             parser = super()._prepare_subcommand_parser(klass, subcommand, **kwargs)
-            if subcommand == "fit":
-                parser.add_argument(
-                    "--save_transformers",
-                    type=bool,
-                    default=False,
-                    help="Also save the finished run's best checkpoint as a transformers model folder "
-                    "(<run folder>/transformers, as `tiedemb export` writes it); a model no transformers "
-                    "class holds is refused before training.",
-                )
         self._parsers_by_subcommand[subcommand] = parser  # parse_arguments sets a checkpoint's defaults on it
         return parser
 
@@ -354,6 +345,16 @@ class TiedembCLI(LightningCLI):
             "name and a short id, e.g. tied_orth-1a2b3c4d); a folder that already holds something is "
             "refused. '.': trainer.default_root_dir itself is the run's folder (a sweep cell's).",
         )
+        # Every subcommand takes it, so that a fit's saved config.yaml is read by the others too;
+        # set outside fit it is refused (before_instantiate_classes).
+        parser.add_argument(
+            "--save_transformers",
+            type=bool,
+            default=False,
+            help="fit: also save the finished run's best checkpoint as a transformers model folder "
+            "(<run folder>/transformers, as `tiedemb export` writes it); a model no transformers "
+            "class holds is refused before training.",
+        )
         # Sizes the data decides are never typed twice (LINKED_FROM_DATA).
         parser.link_arguments("data.vocab_size", "model.init_args.vocab_size", apply_on="instantiate")
         parser.link_arguments("data.pad_token_id", "model.init_args.pad_token_id", apply_on="instantiate")
@@ -377,6 +378,10 @@ class TiedembCLI(LightningCLI):
         config = self.config[self.subcommand] if self.subcommand else self.config
         set_log_level(config.get("log_level"))
         check_no_optimizer_options(config)
+        typed = any(arg.startswith("--save_transformers") for arg in getattr(self, "_argv", []))
+        if typed and config.get("save_transformers") and self.subcommand != "fit":
+            # (a fit's saved config.yaml that sets it is read by the other subcommands as it is)
+            raise UserError(f"--save_transformers saves what a fit trained; {self.subcommand} trains nothing")
         model, data = config.get("model"), config.get("data")
         # The pretraining data collates for the model's objective (and trains the matching
         # tokenizer kind); copied here because only that pair of classes shares the setting.
@@ -580,7 +585,9 @@ class TiedembCLI(LightningCLI):
         kind = RunKind(
             kind="glue" if isinstance(self.model, GlueModule) else str(getattr(self.model.config, "objective", "mlm")),
             has_tokenizer=getattr(self.datamodule, "source", None) != "synthetic",
-            exportable=exportable(self.model),
+            # a sharded model's full weights take every process to gather: with more than one the
+            # export is suggested unchecked (only this process is left here)
+            exportable=self.trainer.world_size > 1 or exportable(self.model),
         )
         if self._settings().get("save_transformers"):
             chosen = best_checkpoint(self.run_dir, monitored(self.trainer))
