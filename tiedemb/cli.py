@@ -57,7 +57,7 @@ from tiedemb.training.model_summary import use_summary_without_flops
 from tiedemb.training.monitor import TrainingMonitor
 from tiedemb.training.parameter_counts import ParameterCounts
 from tiedemb.training.precision import LightningPrecision, PrecisionIfNative, resolve_precision
-from tiedemb.training.preemption import SaveOnPreemption, stop_signal
+from tiedemb.training.preemption import SaveOnPreemption, saved_at_stop, stop_signal
 from tiedemb.training.progress_bar import use_run_progress_bar
 from tiedemb.training.random_state import RandomState
 from tiedemb.training.run_checks import (
@@ -951,7 +951,15 @@ def main(args: list[str] | None = None, run: bool = True) -> TiedembCLI | None:
         outcome = report_user_errors(lambda: build_cli(args, run=run))
     except SIGTERMException:
         signal = stop_signal()
-        print(f"stopped by {signal}; the newest checkpoint resumes it (--ckpt_path=last)", file=sys.stderr)
+        saved = [path for path in saved_at_stop() if os.path.isfile(path)]
+        # the advice names a checkpoint only where one was written at the stop (not with checkpointing off,
+        # nor in a validation, where the newest checkpoint, if any, is an earlier one)
+        advice = (
+            f"--ckpt_path=last (or {saved[0]}) resumes it"
+            if saved
+            else "no checkpoint was saved at the stop; --ckpt_path=last resumes from an earlier one, if any"
+        )
+        print(f"stopped by {signal}; {advice}", file=sys.stderr)
         raise SystemExit(INTERRUPTED_EXIT if signal == "Ctrl-C" else PREEMPTED_EXIT) from None
     if isinstance(outcome, int):  # the exit status of a user error, already reported
         raise SystemExit(outcome)
