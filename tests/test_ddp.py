@@ -77,6 +77,8 @@ def fit(root: Path, *args: str) -> Path:
     assert result.returncode == 0, result.stderr[-3000:]
     checkpoints = sorted(root.rglob("last.ckpt"))
     assert len(checkpoints) == 1, checkpoints
+    # one run folder, rank 0's: the process of rank 1 runs the same command line and takes it too
+    assert [path for path in root.iterdir() if path.is_dir()] == [checkpoints[0].parents[1]]
     return checkpoints[0]
 
 
@@ -130,6 +132,8 @@ def test_the_documented_ddp_command_runs_and_its_checkpoint_reloads_tied(tmp_pat
     result = subprocess.run(command, capture_output=True, text=True, cwd=tmp_path, env=env, timeout=300)
     assert result.returncode == 0, result.stderr[-3000:]
     (checkpoint,) = tmp_path.rglob("last.ckpt")
+    # the loggers write into rank 0's run folder only: rank 1 makes no (empty) folder of its own
+    assert [path.name for path in (tmp_path / "runs").iterdir()] == [checkpoint.parents[1].name]
     reloaded = PretrainModule.load_from_checkpoint(checkpoint)
     assert reloaded.hparams.head == "tied" and reloaded.model.is_tied
     assert vocabulary_matrices(reloaded) == ["model.embedding.token.weight"]

@@ -34,6 +34,8 @@ LAYERS = [
         "tiedemb.narrowing",
         "tiedemb.data_command",
         "tiedemb.audit",
+        "tiedemb.generate",
+        "tiedemb.predict",
         "tiedemb.command",
     ],
     ["tiedemb.__main__"],

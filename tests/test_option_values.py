@@ -77,6 +77,8 @@ def bad_values(hint: Any) -> list[str]:
         values.append("abc")
     elif kinds == {str}:
         values.append("[1, 2]")
+    elif kinds == {str, list}:  # a file or a list of files: a mapping is neither
+        values.append("{{a: 1}}")  # braces doubled: a case's arguments are str.format-ted with its inputs
     numbers = [option for option in _alternatives(hint) if _base(option) in (int, float)]
     for option in numbers:
         kind, bounds = _base(option), _bounds(option)

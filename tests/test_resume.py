@@ -178,6 +178,8 @@ def test_killed_run_resumes_exactly_in_its_run_folder(tmp_path, straight, signal
     if said:
         assert f"stopped by {said}" in killed.stderr and "Traceback" not in killed.stderr
         assert f"{said}: saved the state after step 28 to {killed_last}" in killed.stderr
+        # the advice names the file the stop was saved to
+        assert f"stopped by {said}; --ckpt_path=last (or {killed_last}) resumes it" in killed.stderr
     # where the resumed run starts: the signal's step, or the periodic checkpoint before a SIGKILL
     assert torch.load(killed_last, weights_only=True)["global_step"] == (28 if said else 25)
     # the run's own record: SIGTERM and Ctrl-C are written down; SIGKILL leaves "running" (nothing runs at a SIGKILL)

@@ -12,6 +12,7 @@ import logging
 import math
 import os
 import sys
+import time
 import warnings
 from contextlib import nullcontext
 from pathlib import Path
@@ -59,11 +60,12 @@ from tiedemb.training.exits import INTERRUPTED_EXIT, PREEMPTED_EXIT, report_user
 from tiedemb.training.files import first_free
 from tiedemb.training.log_level import LEVELS, hide_lightning_advert, set_log_level, set_log_level_from_env
 from tiedemb.training.metric_names import MAJORITY_PREFIX
+from tiedemb.training.model_summary import use_summary_without_flops
 from tiedemb.training.monitor import TrainingMonitor
 from tiedemb.training.parameter_counts import ParameterCounts
 from tiedemb.training.precision import LightningPrecision, PrecisionIfNative, resolve_precision
-from tiedemb.training.preemption import SaveOnPreemption, stop_signal
-from tiedemb.training.progress_bar import use_step_bound_label
+from tiedemb.training.preemption import SaveOnPreemption, saved_at_stop, stop_signal
+from tiedemb.training.progress_bar import use_run_progress_bar
 from tiedemb.training.random_state import RandomState
 from tiedemb.training.run_checks import (
     check_checkpoint_name,
@@ -71,6 +73,7 @@ from tiedemb.training.run_checks import (
     check_no_optimizer_options,
     check_sequence_length,
     check_trainer_options,
+    small_vocabulary,
     validation_beyond_the_epoch,
 )
 from tiedemb.training.run_dir import (
@@ -80,10 +83,13 @@ from tiedemb.training.run_dir import (
     check_run_name,
     choose_run_dir,
     newest_hpc_checkpoint,
+    run_dir_of_parent,
+    share_run_dir,
     writes_in_run_dir,
 )
+from tiedemb.training.run_summary import RunKind, say_summary
 from tiedemb.training.status_callback import RunStatus
-from tiedemb.training.strategy import check_strategy_config
+from tiedemb.training.strategy import check_cpu_processes, check_strategy_config
 from tiedemb.training.wandb_checkpoints import apply_log_model
 from tiedemb.training.wandb_mode import (
     WandbRunId,
@@ -324,6 +330,7 @@ class TiedembCLI(LightningCLI):
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         self._building_only = subcommand_named_first(kwargs.get("args"), self.subcommands())
         self._parsers_by_subcommand: dict[str, LightningArgumentParser] = {}
+        self._started = time.monotonic()  # the wall time the end-of-run summary reports
         super().__init__(*args, **kwargs)
 
     @staticmethod
@@ -389,6 +396,16 @@ class TiedembCLI(LightningCLI):
             "name and a short id, e.g. tied_orth-1a2b3c4d); a folder that already holds something is "
             "refused. '.': trainer.default_root_dir itself is the run's folder (a sweep cell's).",
         )
+        # Every subcommand takes it, so that a fit's saved config.yaml is read by the others too;
+        # set outside fit it is refused (before_instantiate_classes).
+        parser.add_argument(
+            "--save_transformers",
+            type=bool,
+            default=False,
+            help="fit: also save the finished run's best checkpoint as a transformers model folder "
+            "(<run folder>/transformers, as `tiedemb export` writes it); a model no transformers "
+            "class holds is refused before training.",
+        )
         # Sizes the data decides are never typed twice (LINKED_FROM_DATA).
         parser.link_arguments("data.vocab_size", "model.init_args.vocab_size", apply_on="instantiate")
         parser.link_arguments("data.pad_token_id", "model.init_args.pad_token_id", apply_on="instantiate")
@@ -412,6 +429,10 @@ class TiedembCLI(LightningCLI):
         config = self.config[self.subcommand] if self.subcommand else self.config
         set_log_level(config.get("log_level"))
         check_no_optimizer_options(config)
+        typed = any(arg.startswith("--save_transformers") for arg in getattr(self, "_argv", []))
+        if typed and config.get("save_transformers") and self.subcommand != "fit":
+            # (a fit's saved config.yaml that sets it is read by the other subcommands as it is)
+            raise UserError(f"--save_transformers saves what a fit trained; {self.subcommand} trains nothing")
         model, data = config.get("model"), config.get("data")
         # The pretraining data collates for the model's objective (and trains the matching
         # tokenizer kind); copied here because only that pair of classes shares the setting.
@@ -446,6 +467,8 @@ class TiedembCLI(LightningCLI):
         # A strategy this machine cannot run (DeepSpeed not installed, FSDP without a GPU) is
         # refused before the data is prepared, in one sentence instead of a stack trace.
         check_strategy_config(config.get("trainer"))
+        # More CPU processes than cores: refused before the data is prepared or a run folder made.
+        check_cpu_processes(config.get("trainer"))
         # Checkpoints as W&B artifacts when TIEDEMB_WANDB_LOG_MODEL asks for them, in whatever
         # logger list the config has (training/wandb_checkpoints.py).
         apply_log_model(config.get("trainer"))
@@ -515,8 +538,10 @@ class TiedembCLI(LightningCLI):
             and not any(isinstance(callback, TrainingMonitor) for callback in trainer.callbacks)
         ):
             trainer.callbacks.append(TrainingMonitor())
-        # "Epoch 0", not Lightning's "Epoch 0/-2", on the bar of a run bounded by max_steps.
-        use_step_bound_label(trainer)
+        # "Epoch 0", not Lightning's "Epoch 0/-2", on the bar of a run bounded by max_steps; no v_num.
+        use_run_progress_bar(trainer)
+        # The model summary without Lightning's FLOPs column, which counts nothing here (0).
+        use_summary_without_flops(trainer)
         # Crash-safe checkpoint files, where the strategy uses Lightning's plain writer (single
         # device, DDP, FSDP full state); strategies with their own writer keep it.
         if type(trainer.strategy.checkpoint_io) is TorchCheckpointIO:
@@ -610,7 +635,33 @@ class TiedembCLI(LightningCLI):
     def before_fit(self) -> None:
         if isinstance(self.datamodule, PretrainData):
             self.datamodule.check_one_batch()
+        if self._settings().get("save_transformers"):
+            check_exportable(self.model)
+        warning = small_vocabulary(self.datamodule)
+        if warning is not None:
+            say(warning)
         self._prepare_run(fitting=True)
+
+    def after_fit(self) -> None:
+        """The run's transformers folder (``--save_transformers``), then the summary, after W&B's lines."""
+        from tiedemb.training.fit_export import export_beside
+        from tiedemb.training.run_summary import best_checkpoint, monitored
+
+        if not self.trainer.is_global_zero:
+            return
+        kind = RunKind(
+            kind="glue" if isinstance(self.model, GlueModule) else str(getattr(self.model.config, "objective", "mlm")),
+            has_tokenizer=getattr(self.datamodule, "source", None) != "synthetic",
+            # a sharded model's full weights take every process to gather: with more than one the
+            # export is suggested unchecked (only this process is left here)
+            exportable=self.trainer.world_size > 1 or exportable(self.model),
+        )
+        if self._settings().get("save_transformers"):
+            chosen = best_checkpoint(self.run_dir, monitored(self.trainer))
+            if chosen is not None:
+                kind.transformers_dir, said = export_beside(chosen, self.run_dir, kind.has_tokenizer)
+                say(said)
+        say_summary(self.trainer, self.run_dir, time.monotonic() - self._started, kind)
 
     def before_validate(self) -> None:
         self._prepare_run()
@@ -738,7 +789,10 @@ class TiedembCLI(LightningCLI):
             name = Path(str(path)).expanduser().resolve().parent.parent.name  # evaluating another run's checkpoint
         else:
             name = self.subcommand or "run"
-        folder, continued = choose_run_dir(root, run_name, name, path)
+        # A DDP rank > 0, started by rank 0 running this command line again, takes rank 0's folder.
+        inherited = run_dir_of_parent()
+        folder, continued = (inherited, True) if inherited is not None else choose_run_dir(root, run_name, name, path)
+        share_run_dir(folder)
         self.run_dir, self._continued = folder, continued
         return folder
 
@@ -817,6 +871,26 @@ def say(line: str) -> None:
 
     if rank_zero_only.rank == 0:
         print(line, file=sys.stderr)
+
+
+def check_exportable(model: L.LightningModule) -> None:
+    """Refuse ``--save_transformers`` for a model no transformers class holds, before it trains."""
+    from tiedemb.weights.export_plan import plan_export
+
+    kind = "glue" if isinstance(model, GlueModule) else "pretrain"
+    try:
+        plan_export(dict(model.hparams), model.state_dict(), kind, None, None, "this run")
+    except UserError as error:
+        raise UserError(f"--save_transformers: {error}") from None
+
+
+def exportable(model: L.LightningModule) -> bool:
+    """Whether ``tiedemb export`` can write this run's model (the end-of-run summary suggests it then)."""
+    try:
+        check_exportable(model)
+    except Exception:  # a summary's hint: a sharded or unusual model is simply not offered an export
+        return False
+    return True
 
 
 def untrained_weights(model: L.LightningModule) -> str:
@@ -975,7 +1049,15 @@ def main(args: list[str] | None = None, run: bool = True) -> TiedembCLI | None:
         outcome = report_user_errors(lambda: build_cli(args, run=run))
     except SIGTERMException:
         signal = stop_signal()
-        print(f"stopped by {signal}; the newest checkpoint resumes it (--ckpt_path=last)", file=sys.stderr)
+        saved = [path for path in saved_at_stop() if os.path.isfile(path)]
+        # the advice names a checkpoint only where one was written at the stop (not with checkpointing off,
+        # nor in a validation, where the newest checkpoint, if any, is an earlier one)
+        advice = (
+            f"--ckpt_path=last (or {saved[0]}) resumes it"
+            if saved
+            else "no checkpoint was saved at the stop; --ckpt_path=last resumes from an earlier one, if any"
+        )
+        print(f"stopped by {signal}; {advice}", file=sys.stderr)
         raise SystemExit(INTERRUPTED_EXIT if signal == "Ctrl-C" else PREEMPTED_EXIT) from None
     if isinstance(outcome, int):  # the exit status of a user error, already reported
         raise SystemExit(outcome)

@@ -4,6 +4,10 @@
 ``main.py`` (``tiedemb.cli``); the others hand their arguments to the command module that does the work, the
 same module ``python -m tiedemb.<module>`` runs. Modules are imported only for the subcommand
 chosen, so ``tiedemb --help`` answers without loading torch or Lightning.
+
+``predict`` is both: ``tiedemb predict RUN --input pairs.tsv`` (a first argument that is no option, or
+``--input``) runs ``tiedemb.predict`` on a run's classifier; ``tiedemb predict --config ... --ckpt_path ...``
+is the LightningCLI's, writing the submission files of a configured GLUE folder.
 """
 
 from __future__ import annotations
@@ -18,7 +22,10 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "fit": ("tiedemb.cli", "train a model from YAML configs (LightningCLI)"),
     "validate": ("tiedemb.cli", "evaluate on the validation data"),
     "test": ("tiedemb.cli", "evaluate on the test data (GLUE: the labelled dev splits)"),
-    "predict": ("tiedemb.cli", "write predictions (GLUE: submission files)"),
+    "predict": (
+        "tiedemb.cli",
+        "RUN --input pairs.tsv: a GLUE run labels sentence pairs; --config ...: a GLUE folder's submission files",
+    ),
     "initloss": ("tiedemb.cli", "the measured and predicted initial loss of a fresh model"),
     "baselines": (
         "tiedemb.cli",
@@ -34,12 +41,24 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "dashboard": ("tiedemb.dashboard", "the studies' comparison views as W&B workspaces (--dry-run: as JSON)"),
     "analyse": ("tiedemb.experiments.analysis", "embedding analyses of a checkpoint (effective rank, synonyms)"),
     "consolidate": ("tiedemb.training.single_checkpoint", "one single-device checkpoint from any strategy's"),
+    "generate": ("tiedemb.generate", "RUN --prompt TEXT: a next-token run continues a prompt"),
     "export": ("tiedemb.export", "a checkpoint as a transformers model folder (BERT, GPT-NeoX, Llama or GPT-2)"),
     "narrowing": ("tiedemb.narrowing", "the share of each embedding table narrowing to a smaller d_e keeps"),
     "data": ("tiedemb.data_command", "fetch the studies' text, GLUE and tokenizer into data/ (data prepare NAME ...)"),
     "audit": ("tiedemb.audit", "whether a transformers architecture starts as a tied 2-gram model, far above ln n"),
 }
 LIGHTNING_SUBCOMMANDS = {"fit", "validate", "test", "predict", "initloss", "baselines", "similarity"}
+RUN_PREDICT = "tiedemb.predict"
+"""``tiedemb predict RUN --input FILE``: a run's classifier on new pairs (the LightningCLI's ``predict`` takes
+options only, never a first argument of its own, nor ``--input``)."""
+
+
+def predicts_from_a_run(argv: list[str]) -> bool:
+    """Whether ``predict ...`` names a run (a first argument that is no option) or an ``--input`` file."""
+    rest = argv[1:]
+    return bool(rest) and (
+        not rest[0].startswith("-") or any(arg == "--input" or arg.startswith("--input=") for arg in rest)
+    )
 
 
 def usage() -> str:
@@ -68,6 +87,8 @@ def main(argv: list[str] | None = None) -> int:
     if name not in COMMANDS:
         print(f"error: unknown subcommand {name!r}; one of: {', '.join(COMMANDS)}", file=sys.stderr)
         return 2
+    if name == "predict" and predicts_from_a_run(argv):
+        return int(importlib.import_module(RUN_PREDICT).main(argv[1:]) or 0)
     module = importlib.import_module(COMMANDS[name][0])
     if name in LIGHTNING_SUBCOMMANDS:
         # From the command line LightningCLI reads sys.argv itself (``fit ...`` is its own command line

@@ -46,9 +46,14 @@ def test_a_run_name_whose_folder_holds_something_is_refused_in_one_line(tmp_path
         choose_run_dir(tmp_path, "mine", "x")
     message = str(refused.value)
     assert "\n" not in message and "choose another --run_name" in message
-    assert f"--ckpt_path={tmp_path / 'mine' / 'checkpoints' / 'last.ckpt'}" in message
-    # continuing that run from its own checkpoint is no collision
+    assert "--ckpt_path" not in message  # no checkpoint there: none is named
     checkpoint = tmp_path / "mine" / "checkpoints" / "last.ckpt"
+    checkpoint.parent.mkdir()
+    checkpoint.write_bytes(b"")
+    with pytest.raises(UserError) as refused:
+        choose_run_dir(tmp_path, "mine", "x")
+    assert str(refused.value).endswith(f"choose another --run_name, or continue that run with --ckpt_path={checkpoint}")
+    # continuing that run from its own checkpoint is no collision
     assert choose_run_dir(tmp_path, "mine", "x", checkpoint) == (tmp_path / "mine", True)
     for bad in ("a/b", "..", ".hidden", ""):
         with pytest.raises(UserError, match="is not a folder name"):

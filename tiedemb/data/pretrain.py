@@ -140,8 +140,8 @@ class PretrainData(ResumableTraining, L.LightningDataModule):
         self,
         dataset: str | None = None,
         dataset_config: str | None = None,
-        train_files: list[str] | None = None,
-        val_files: list[str] | None = None,
+        train_files: list[str] | str | None = None,
+        val_files: list[str] | str | None = None,
         text_column: str = TEXT_COLUMN,
         tokenizer: str | None = None,
         vocab_size: PositiveInt | None = None,
@@ -158,7 +158,7 @@ class PretrainData(ResumableTraining, L.LightningDataModule):
         cache_dir: str = "data/cache",
         seed: NonNegativeInt | None = None,
         corpus_seed: NonNegativeInt = 0,
-        ood_val_files: list[str] | None = None,
+        ood_val_files: list[str] | str | None = None,
         ood_val_blocks: PositiveInt | None = None,
         encoding_errors: str = "strict",
     ) -> None:
@@ -196,6 +196,10 @@ class PretrainData(ResumableTraining, L.LightningDataModule):
             encoding_errors: strict (local files must be UTF-8) or replace (undecodable bytes read as U+FFFD).
         """
         check_arguments("data", option_types(PretrainData.__init__), locals())
+        # One file (or glob) may be given alone; it is recorded, and read, as a list of one.
+        train_files, val_files, ood_val_files = (
+            [files] if isinstance(files, str) else files for files in (train_files, val_files, ood_val_files)
+        )
         super().__init__()
         objective = objective or "mlm"  # None: the CLI fills in model.objective
         check_choice("data.objective", objective, ("mlm", "clm"))

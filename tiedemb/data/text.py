@@ -485,7 +485,7 @@ def prepare_text(
         if loaded is None:
             save_dir = _trained_tokenizer_dir(cache_dir, kind, str(vocab_size), source)
             texts = (doc for batch in train_docs.iter(batch_size=1000) for doc in batch["text"])
-            loaded = train_tokenizer(texts, kind=kind, vocab_size=vocab_size, save_dir=save_dir)
+            loaded = train_tokenizer(texts, kind=kind, vocab_size=vocab_size, save_dir=save_dir, length=len(train_docs))
         separator = configure_for_objective(loaded, objective)
         _save(folder, _build(train_docs, val_docs, loaded, separator, block_size, num_proc, key, work))
     log.info("saved prepared text to %s", folder)

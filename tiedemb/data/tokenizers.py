@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 import logging
 import os
+import sys
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
@@ -166,7 +167,7 @@ def check_vocab_size(kind: str, vocab_size: int | None) -> int:
     return vocab_size
 
 
-def _wordpiece(vocab_size: int):
+def _wordpiece(vocab_size: int, show_progress: bool = False):
     """An untrained BERT-style WordPiece tokenizer and its trainer."""
     from tokenizers import Tokenizer, decoders, models, normalizers, pre_tokenizers, processors, trainers
 
@@ -181,12 +182,12 @@ def _wordpiece(vocab_size: int):
     # Capping the alphabet keeps a small vocabulary from overflowing with rare characters.
     alphabet = min(1000, vocab_size - len(specials))
     trainer = trainers.WordPieceTrainer(
-        vocab_size=vocab_size, special_tokens=specials, limit_alphabet=alphabet, show_progress=False
+        vocab_size=vocab_size, special_tokens=specials, limit_alphabet=alphabet, show_progress=show_progress
     )
     return tokenizer, trainer
 
 
-def _byte_level_bpe(vocab_size: int):
+def _byte_level_bpe(vocab_size: int, show_progress: bool = False):
     """An untrained byte-level BPE tokenizer (GPT-2 style) and its trainer."""
     from tokenizers import Tokenizer, decoders, models, pre_tokenizers, processors, trainers
 
@@ -198,13 +199,18 @@ def _byte_level_bpe(vocab_size: int):
         vocab_size=vocab_size,
         special_tokens=list(SPECIAL_TOKENS["bpe"].values()),
         initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
-        show_progress=False,
+        show_progress=show_progress,
     )
     return tokenizer, trainer
 
 
-def train_tokenizer(texts: Iterable[str], *, kind: str, vocab_size: int, save_dir: Path) -> PreTrainedTokenizerFast:
+def train_tokenizer(
+    texts: Iterable[str], *, kind: str, vocab_size: int, save_dir: Path, length: int | None = None
+) -> PreTrainedTokenizerFast:
     """Train a ``kind`` ("wordpiece" or "bpe") tokenizer of ``vocab_size`` tokens on ``texts``.
+
+    On a terminal the tokenizers library's own progress bars show (reading the ``length`` texts,
+    with an estimate of the time left, then the merges); elsewhere (logs, tests) nothing is drawn.
 
     The result is saved with ``save_pretrained`` into ``save_dir``; when that folder already
     holds a tokenizer it is loaded instead and ``texts`` is not read, so callers should key
@@ -215,8 +221,9 @@ def train_tokenizer(texts: Iterable[str], *, kind: str, vocab_size: int, save_di
     if (save_dir / "tokenizer.json").is_file():
         log.info("reusing the %s tokenizer in %s", kind, save_dir)
         return load_tokenizer(save_dir)
-    backend, trainer = _wordpiece(vocab_size) if kind == "wordpiece" else _byte_level_bpe(vocab_size)
-    backend.train_from_iterator(texts, trainer=trainer)
+    show = sys.stderr.isatty()
+    backend, trainer = _wordpiece(vocab_size, show) if kind == "wordpiece" else _byte_level_bpe(vocab_size, show)
+    backend.train_from_iterator(texts, trainer=trainer, length=length)
     tokenizer = PreTrainedTokenizerFast(tokenizer_object=backend, **SPECIAL_TOKENS[kind])
     if len(tokenizer) != vocab_size:
         log.warning(

@@ -192,6 +192,9 @@ def analyse(
     n, width = matrix.shape
     keep = torch.ones(n, dtype=torch.bool)
     keep[list(excluded_ids)] = False
+    if int(keep.sum()) < 2:
+        # no pair of ordinary tokens to compare (a vocabulary of special tokens only): a report says so and goes on
+        raise UserError(f"its vocabulary of {n} holds {int(keep.sum())} token(s) besides the special ones; too few")
     result = EmbeddingAnalysis(
         vocab_size=n,
         embedding_dim=width,

@@ -52,6 +52,15 @@ _CTRL_C = threading.Event()
 """Set when Ctrl-C, not SIGTERM, is what the current stop of a fit comes from."""
 
 
+_SAVED_AT_STOP: list[str] = []
+"""The checkpoints the current stop of a fit was saved to (none: nothing to name in the advice)."""
+
+
+def saved_at_stop() -> list[str]:
+    """The files the state was saved to at the signal that stopped the fit (empty when none was)."""
+    return list(_SAVED_AT_STOP)
+
+
 def stop_signal() -> str:
     """What stopped the fit that raised Lightning's ``SIGTERMException``: ``"Ctrl-C"`` or ``"SIGTERM"``."""
     return "Ctrl-C" if _CTRL_C.is_set() else "SIGTERM"
@@ -70,6 +79,7 @@ class SaveOnPreemption(Callback):
     # -- Ctrl-C: the first one stops after the current step, a second one at once --------------------
     def on_fit_start(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
         _CTRL_C.clear()
+        _SAVED_AT_STOP.clear()
         if (
             threading.current_thread() is threading.main_thread()
             and signal.getsignal(signal.SIGINT) is signal.default_int_handler
@@ -162,6 +172,7 @@ class SaveOnPreemption(Callback):
         try:
             for callback in savers:
                 save_last_checkpoint(callback, trainer)
+                _SAVED_AT_STOP.append(str(callback.last_model_path))
                 if trainer.is_global_zero:
                     print(
                         f"{what}: saved the state after step {trainer.global_step} to {callback.last_model_path}",

@@ -1,11 +1,12 @@
-"""The progress bar's epoch label when only ``max_steps`` bounds a run.
+"""The progress bar's labels: "Epoch N" when only ``max_steps`` bounds a run, no logger version.
 
 Every config here bounds training by steps, and Lightning then sets ``max_epochs`` to -1; its
 rich progress bar (up to 2.6.6 at least) labels the bar "Epoch 0/-2", the last epoch index
-computed from that -1. ``StepBoundLabel`` drops the "/-2" from the bar's training task, through
+computed from that -1. ``RunProgressBar`` drops the "/-2" from the bar's training task, through
 the bar's rich ``Progress`` (``RichProgressBar.progress``, ``train_progress_bar_id``); with
-``max_epochs`` set, the label is Lightning's. The CLI adds it where the progress bar is
-Lightning's own ``RichProgressBar`` (``use_step_bound_label``); a subclass or another bar keeps its label.
+``max_epochs`` set, the label is Lightning's. It also leaves out ``v_num``, the loggers' version.
+The CLI makes Lightning's own ``RichProgressBar`` one (``use_run_progress_bar``); a subclass or
+another bar keeps its labels.
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ from __future__ import annotations
 from typing import Any
 
 import lightning as L
-from lightning.pytorch.callbacks import Callback, RichProgressBar
+from lightning.pytorch.callbacks import RichProgressBar
 
 
 def step_bound_label(label: str, epoch: int, max_epochs: int | None) -> str:
@@ -23,24 +24,31 @@ def step_bound_label(label: str, epoch: int, max_epochs: int | None) -> str:
     return label.replace(f"Epoch {epoch}/{max_epochs - 1}", f"Epoch {epoch}", 1)
 
 
-class StepBoundLabel(Callback):
-    """Labels Lightning's rich bar "Epoch N" when no epoch bound is set (see the module).
+class RunProgressBar(RichProgressBar):
+    """Lightning's rich bar, labelled "Epoch N" when no epoch bound is set, without the logger's version.
 
-    It runs after the bar in each hook (the CLI adds it after the Trainer placed the bar), at the
-    two places the bar sets its training task's label: the start of an epoch and, after a resume
+    Lightning shows the loggers' version as ``v_num`` beside the metrics: with a W&B logger that is
+    the end of a random run id (``v_num: 9h_0``), which says nothing the run's folder does not. The
+    label is set where the bar sets its training task's: at the start of an epoch and, after a resume
     in the middle of one, the first batch.
     """
 
+    def get_metrics(self, trainer: L.Trainer, pl_module: L.LightningModule) -> dict[str, Any]:
+        metrics = super().get_metrics(trainer, pl_module)
+        metrics.pop("v_num", None)
+        return metrics
+
     def on_train_epoch_start(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
-        _relabel(trainer)
+        super().on_train_epoch_start(trainer, pl_module)
+        _relabel(self, trainer)
 
     def on_train_batch_end(self, trainer: L.Trainer, pl_module: L.LightningModule, *args: Any) -> None:
-        _relabel(trainer)
+        super().on_train_batch_end(trainer, pl_module, *args)
+        _relabel(self, trainer)
 
 
-def _relabel(trainer: L.Trainer) -> None:
-    bar = trainer.progress_bar_callback
-    if not isinstance(bar, RichProgressBar) or bar.progress is None or bar.train_progress_bar_id is None:
+def _relabel(bar: RichProgressBar, trainer: L.Trainer) -> None:
+    if bar.progress is None or bar.train_progress_bar_id is None:
         return
     label = bar.train_progress_bar.description
     relabelled = step_bound_label(label, trainer.current_epoch, trainer.max_epochs)
@@ -48,9 +56,13 @@ def _relabel(trainer: L.Trainer) -> None:
         bar.progress.update(bar.train_progress_bar_id, description=relabelled)
 
 
-def use_step_bound_label(trainer: L.Trainer) -> None:
-    """Label the trainer's rich progress bar as above, if it is Lightning's own class."""
-    if type(trainer.progress_bar_callback) is RichProgressBar and not any(
-        isinstance(callback, StepBoundLabel) for callback in trainer.callbacks
-    ):
-        trainer.callbacks.append(StepBoundLabel())
+def use_run_progress_bar(trainer: L.Trainer) -> None:
+    """Make the trainer's rich bar a ``RunProgressBar``, if it is Lightning's own class.
+
+    The bar the Trainer made (or one a config lists with its own theme) becomes an instance of the
+    subclass in place: the subclass adds no state, so the bar's settings stay as they were. A
+    subclass of the user's or another kind of bar keeps its behaviour.
+    """
+    bar = trainer.progress_bar_callback
+    if type(bar) is RichProgressBar:
+        bar.__class__ = RunProgressBar

@@ -157,3 +157,26 @@ def check_sequence_length(model: L.LightningModule, datamodule: L.LightningDataM
                 f"where the model's {config.position} positions end; lower data.{option} or raise "
                 f"model.max_position_embeddings"
             )
+
+
+SMALL_VOCABULARY = 100
+"""Fewer tokens than this is no tokenizer for real text or a GLUE task (BERT's has 30522)."""
+
+
+def small_vocabulary(datamodule: Any) -> str | None:
+    """The warning line for data whose tokenizer has fewer than ``SMALL_VOCABULARY`` tokens, else None.
+
+    Such a run trains, but on text its tokenizer cannot spell (most of it ``[UNK]``): a made-up or
+    half-saved tokenizer folder passed by mistake. The embedded corpus has no tokenizer and any size.
+    """
+    tokenizer = getattr(datamodule, "tokenizer", None)
+    if tokenizer is None or not hasattr(tokenizer, "__len__"):
+        return None
+    count = len(tokenizer)
+    if count >= SMALL_VOCABULARY:
+        return None
+    name = getattr(tokenizer, "name_or_path", "") or "the data's"
+    return (
+        f"warning: the tokenizer {name!r} has {count} tokens; real text or a GLUE task needs thousands "
+        "(BERT's has 30522), so most of it will read as unknown: is it the tokenizer you meant?"
+    )

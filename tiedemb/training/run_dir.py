@@ -23,6 +23,7 @@ writes into the run's folder; one given another folder keeps it.
 
 from __future__ import annotations
 
+import logging
 import os
 import re
 import secrets
@@ -30,6 +31,8 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 
 from tiedemb.errors import UserError
+
+log = logging.getLogger("tiedemb")
 
 HERE = "."
 """``--run_name=.``: ``trainer.default_root_dir`` is the run's own folder (a sweep cell's)."""
@@ -117,10 +120,15 @@ def choose_run_dir(
         if continued is not None and continued.resolve() == folder.resolve():
             return folder, True
         if holds_something(folder):
-            raise UserError(
-                f"run folder {str(folder)!r} already exists: choose another --run_name, or continue that run with "
-                f"--ckpt_path={folder / CHECKPOINTS / 'last.ckpt'}"
-            )
+            if failed_without_checkpoint(folder):
+                # the failed attempt left nothing to continue: its name is free again
+                log.warning(
+                    "run folder %s held a run that failed before its first checkpoint; starting afresh in it",
+                    folder,
+                )
+                clear_failed_run(folder)
+                return folder, False
+            raise UserError(refusal(folder))
         return folder, False
     if continued is not None:
         return continued, True
@@ -135,6 +143,47 @@ def choose_run_dir(
         folder = root_path / f"{name}-{secrets.token_hex(4)}"
         if not folder.exists():
             return folder, False
+
+
+def checkpoints_in(folder: Path) -> list[Path]:
+    """The checkpoint files a run folder holds (``checkpoints/*.ckpt`` and SLURM's ``hpc_ckpt_N.ckpt``)."""
+    found = [path for path in (folder / CHECKPOINTS).glob("*.ckpt") if path.is_file()]
+    found += [path for path in folder.glob("hpc_ckpt_*.ckpt") if HPC_NAME.match(path.name) and path.is_file()]
+    return found
+
+
+def failed_without_checkpoint(folder: Path) -> bool:
+    """Whether ``folder`` holds a run that failed (or whose process is gone) before writing any checkpoint.
+
+    Such a folder holds the failed attempt's config, status and logs, nothing a run could continue from;
+    ``--run_name`` may take it again. A folder without a status (not a run's) or with a checkpoint is kept.
+    """
+    from tiedemb.training.status_file import FAILED, lost_process, read_status
+
+    status = read_status(folder)
+    if status is None or checkpoints_in(folder):
+        return False
+    return status.get("state") == FAILED or lost_process(status)
+
+
+def clear_failed_run(folder: Path) -> None:
+    """Empty a failed run's folder (``failed_without_checkpoint``) for a new run of the same name."""
+    import shutil
+
+    for entry in list(folder.iterdir()):
+        if entry.is_dir() and not entry.is_symlink():
+            shutil.rmtree(entry)
+        else:
+            entry.unlink()
+
+
+def refusal(folder: Path) -> str:
+    """Why a ``--run_name`` whose folder holds something is refused, naming only checkpoints that exist."""
+    found = checkpoints_in(folder)
+    last = folder / CHECKPOINTS / "last.ckpt"
+    newest = last if last in found else max(found, key=lambda path: path.stat().st_mtime_ns) if found else None
+    advice = f", or continue that run with --ckpt_path={newest}" if newest is not None else ""
+    return f"run folder {str(folder)!r} already exists: choose another --run_name{advice}"
 
 
 def newest_hpc_checkpoint(root: str | os.PathLike) -> Path | None:
@@ -152,6 +201,32 @@ def slurm_job(environ: Mapping[str, str]) -> tuple[str | None, bool]:
     job = f"{array}_{task}" if array and task else environ.get("SLURM_JOB_ID")
     restarts = str(environ.get("SLURM_RESTART_COUNT") or "0")
     return (job or None), restarts.isdigit() and int(restarts) > 0
+
+
+PARENT_RUN_DIR = "TIEDEMB_PARENT_RUN_DIR"
+"""``<pid>:<folder>``: the run folder a training process chose, for the processes it starts (DDP ranks)."""
+
+
+def share_run_dir(folder: Path, environ: dict[str, str] | None = None) -> None:
+    """Tell the processes this one starts (Lightning's DDP launcher runs the same command line again
+    once per rank) which run folder it chose, so that they do not draw folders of their own."""
+    (os.environ if environ is None else environ)[PARENT_RUN_DIR] = f"{os.getpid()}:{folder}"
+
+
+def run_dir_of_parent(environ: Mapping[str, str] | None = None) -> Path | None:
+    """The run folder of the process that started this one, when it is a DDP rank > 0 of that run.
+
+    Only a process whose parent recorded its folder, and that the launcher gave a local rank other
+    than 0, takes it; any other process that inherited the variable (a later run in a shell that
+    exported it) ignores it.
+    """
+    environ = os.environ if environ is None else environ
+    pid, _, folder = str(environ.get(PARENT_RUN_DIR, "")).partition(":")
+    if not folder or not pid.isdigit() or int(pid) != os.getppid():
+        return None
+    if str(environ.get("LOCAL_RANK", "0")) in ("", "0"):
+        return None
+    return Path(folder)
 
 
 def writes_in_run_dir(save_dir: str | os.PathLike | None, root: str | os.PathLike) -> bool:

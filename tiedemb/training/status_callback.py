@@ -9,7 +9,8 @@ whose top-level record is the sweep's):
 
 * ``running`` when the Trainer sets up (with the stage: fit, validate, test, predict),
 * ``finished`` at the stage's teardown (Lightning calls it only after success),
-* ``failed`` on any exception, with its last line; SIGTERM and Ctrl-C say so, with the step
+* ``failed`` on any exception (also one raised before the setup, by the data module's), with its
+  last line; SIGTERM and Ctrl-C say so, with the step
   the run stopped after (``--ckpt_path=last`` resumes from there).
 
 A resumed run (``--ckpt_path``) goes on under the same ``run`` id: the id travels in the
@@ -48,9 +49,12 @@ class RunStatus(Callback):
         self.run_dir = run_dir
 
     def setup(self, trainer: L.Trainer, pl_module: L.LightningModule, stage: str) -> None:
+        self._start(stage)
+        self._write(trainer)
+
+    def _start(self, stage: str) -> None:
         self._run = self._run or uuid.uuid4().hex[:16]  # replaced by a checkpoint's when one is loaded
         self._record = {"state": RUNNING, "stage": stage, "run": self._run, "started": now(), **process_fields()}
-        self._write(trainer)
 
     def state_dict(self) -> dict[str, Any]:
         return {"run": self._run}
@@ -67,6 +71,11 @@ class RunStatus(Callback):
             self._end(trainer, FINISHED, "")
 
     def on_exception(self, trainer: L.Trainer, pl_module: L.LightningModule, exception: BaseException) -> None:
+        if not self._record:
+            # failed before the callbacks' setup (the data module's setup runs first): still said, so that
+            # the run's folder, which its loggers may have made, is known to hold a failed run
+            function = trainer.state.fn  # fit, validate, test, predict
+            self._start(str(getattr(function, "value", function) or "fit"))
         if isinstance(exception, (SIGTERMException, KeyboardInterrupt)):
             signal = stop_signal() if isinstance(exception, SIGTERMException) else "Ctrl-C"
             message = f"stopped by {signal} after step {trainer.global_step}"
