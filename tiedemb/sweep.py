@@ -48,7 +48,9 @@ def parser() -> CommandParser:
         help="the sweep file: its studies, grids and overrides (configs/sweeps/*.yaml; a shipped one where "
         "there is no such file here)",
     )
-    parser.add_argument("--out", type=Path, required=True, help="folder for the cells (created if absent)")
+    parser.add_argument(
+        "--out", type=Path, help="folder for the cells (created if absent; default: runs/<the sweep's name>)"
+    )
     parser.add_argument("--emit", choices=("slurm", "wandb"), help="write cluster files instead of running")
     parser.add_argument("--cell", type=number_type(NonNegativeInt), help="run only the cell with this index")
     parser.add_argument("--study", help="with --LABEL=VALUE flags: run only that cell of this study")
@@ -130,6 +132,8 @@ def _main(args: argparse.Namespace, selection: dict[str, str]) -> int:
     workdir = Path.cwd()
     settings = parse_settings(args.set)
     sweep = load_sweep(args.sweep_file, workdir)
+    if args.out is None:
+        args.out = Path("runs") / sweep.name
     out: Path = args.out.resolve()
     if out.exists() and not out.is_dir():
         raise UserError(f"--out {str(args.out)!r} is a file; pass a folder for the cells (created if absent)")

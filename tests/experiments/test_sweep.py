@@ -283,3 +283,13 @@ def test_a_failed_test_stage_reruns_alone(tmp_path, fake_runs, monkeypatch):
     assert [stage(command) for command in calls] == ["fit", "test"]  # fit was not run again
     test_command = layout.read_json(out / "t" / "seed=0" / layout.CELL_FILE)["commands"]["test"]
     assert f"--ckpt_path={out / 't' / 'seed=0' / 'best.ckpt'}" in test_command
+
+
+def test_without_out_the_cells_go_to_runs_and_the_sweeps_name(tmp_path, fake_runs, monkeypatch):
+    calls, _ = fake_runs
+    sweep_file = tiny_sweep(tmp_path)
+    monkeypatch.chdir(tmp_path)
+    assert sweep_main([str(sweep_file), "--cell", "0"]) == 0
+    (cell,) = [cell for cell in load_sweep(sweep_file).cells if cell.index == 0]
+    assert len(calls) == 1
+    assert layout.read_status(tmp_path / "runs" / "t" / cell.id)["state"] == "finished"
