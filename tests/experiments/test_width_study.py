@@ -73,6 +73,16 @@ def test_the_pilot_rule_stops_where_the_gap_settles():
     assert pilot_reading(flat, [(step, 5.0) for step in range(0, 8001, 100)], window=0).step == 2000
 
 
+def test_a_quiet_stretch_that_does_not_last_does_not_end_the_rule():
+    full = [(step, 5.0) for step in range(0, 8001, 100)]
+    # flat to 3000, then closing by 0.1 per 1000 steps until 5000, flat again after
+    narrow = [(step, 6.0 - 0.1 * min(max(step - 3000, 0), 2000) / 1000) for step in range(0, 8001, 100)]
+    reading = pilot_reading(narrow, full, sigma=0.015, window=0)
+    # at s in (3000, 5000] the change over [0.8 s, s] exceeds 0.015 once s - max(0.8 s, 3000) > 150;
+    # after 5000 it shrinks again: settled from the first s with 0.1 (5000 - 0.8 s) / 1000 < 0.015
+    assert reading.step == 6100 and reading.chosen == 6500
+
+
 def test_a_gap_that_keeps_closing_meets_no_step():
     full = [(step, 5.0) for step in range(0, 8001, 100)]
     narrow = [(step, 6.0 - step / 4000) for step in range(0, 8001, 100)]  # 0.05 per 200 steps: never settles
@@ -199,3 +209,11 @@ def test_a_downstream_claim_needs_the_full_width_above_the_majority_by_more_than
     assert noise.startswith("no downstream signal at this scale: MRPC acc at d_e 128 is +2.1 points")
     (signal,) = downstream_notes(dims(75.0))
     assert signal.startswith("downstream signal: MRPC acc at d_e 128 beats the majority class by 6.6 points")
+
+
+def test_the_gap_interpolates_the_full_width_between_its_evaluations():
+    from tiedemb.experiments.width_study import gap
+
+    full = [(0, 6.0), (100, 5.0), (200, 4.0)]
+    narrow = [(50, 6.0), (150, 5.0), (250, 4.0)]  # evaluated elsewhere; 250 lies beyond the full width's last
+    assert gap(narrow, full) == [(50, pytest.approx(0.5)), (150, pytest.approx(0.5))]

@@ -7,9 +7,10 @@ alone, ordered by d_e. From them:
 
 * **gap to full width**: per seed, a level's validation loss minus the full width's at each step both
   evaluated, averaged over seeds (``gap_curves``; the figure ``plots.gap_to_full_width``);
-* **the pilot's rule** (``pilot_reading``): the first step S (from step 2,000 on) at which the gap
-  between the narrowest and the full width changed by less than the seed noise over the last 20% of
-  the steps, |gap(S) - gap(0.8 S)| < sigma, each curve first averaged over a window of evaluations;
+* **the pilot's rule** (``pilot_reading``): the first step S (from step 2,000 on) from which the gap
+  between the narrowest and the full width changes by less than the seed noise over the last 20% of
+  the steps, |gap(s) - gap(0.8 s)| < sigma at s = S and every later evaluation, each curve first
+  averaged over a window of evaluations;
 * **(a) diminishing returns** (``gain_table``): the loss each step up the ladder gains, paired by seed,
   beside the source's +1.3 / +0.6 / +0.3 points (BERT-base, d_e 128 -> 256 -> 384, 512 -> 768, fine-tuned
   accuracy), and the width where the gains stop being detectable;
@@ -96,9 +97,16 @@ def smoothed(curve: Sequence[tuple[int, float]], window: int) -> list[tuple[int,
 
 
 def gap(narrow: Sequence[tuple[int, float]], full: Sequence[tuple[int, float]]) -> list[tuple[int, float]]:
-    """``narrow - full`` at the steps both curves evaluated."""
-    theirs = dict(full)
-    return [(step, value - theirs[step]) for step, value in sorted(narrow) if step in theirs]
+    """``narrow - full`` at each of ``narrow``'s evaluations within ``full``'s, ``full`` interpolated
+    between its own evaluations where they fall elsewhere (runs whose epochs differ in length
+    evaluate at other steps after the first epoch)."""
+    theirs = sorted(full)
+    found = []
+    for step, value in sorted(narrow):
+        other = _at(theirs, step)
+        if other is not None:
+            found.append((step, value - other))
+    return found
 
 
 def gap_curves(numbers: Numbers, analysis: Analysis) -> dict[str, dict[str, list[tuple[int, float, float, float]]]]:
@@ -160,18 +168,25 @@ def pilot_reading(
     round_to: int = PILOT_ROUND,
     min_step: int = PILOT_MIN_STEP,
 ) -> PilotReading | None:
-    """The first evaluation step S >= ``min_step`` with |gap(S) - gap((1 - fraction) S)| < sigma, each
-    curve averaged over ``window`` steps either side first; None when no step meets it."""
+    """The first evaluation step S >= ``min_step`` with |gap(s) - gap((1 - fraction) s)| < sigma at S and
+    at every later evaluation of the pilot (one quiet stretch of a noisy curve does not end the rule),
+    each curve averaged over ``window`` steps either side first; None when no step meets it."""
     gaps = gap(smoothed(sorted(narrow), window), smoothed(sorted(full), window))
+    readings = []  # (step, gap, earlier step, gap there) from min_step on
     for step, value in gaps:
         earlier = (1 - fraction) * step
         earlier_value = _at(gaps, earlier)
-        if step < max(min_step, 1) or earlier_value is None:
-            continue
-        if abs(value - earlier_value) < sigma:
-            chosen = math.ceil(step / round_to) * round_to
-            return PilotReading(step, value, earlier, earlier_value, chosen)
-    return None
+        if step >= max(min_step, 1) and earlier_value is not None:
+            readings.append((step, value, earlier, earlier_value))
+    settled = None
+    for reading in reversed(readings):  # the earliest step of the final run of settled evaluations
+        if abs(reading[1] - reading[3]) >= sigma:
+            break
+        settled = reading
+    if settled is None:
+        return None
+    step, value, earlier, earlier_value = settled
+    return PilotReading(step, value, earlier, earlier_value, math.ceil(step / round_to) * round_to)
 
 
 # --------------------------------------------------------------------------- (a) diminishing returns
