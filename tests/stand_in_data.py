@@ -2,8 +2,9 @@
 ``data/``, small enough to build in a second.
 
 ``write_stand_in_data(root)`` writes ``root/glue/{MRPC,MNLI}`` (the classic ``glue_data`` files),
-``root/text/{wikitext-2-valid,brown}.txt`` and ``root/tokenizers/bert-base-uncased`` (a WordPiece
-tokenizer trained on the made-up text, saved as BERT's is): every path a test or a documented
+``root/text/{wikitext-2-valid,brown}.txt``, ``root/tokenizers/brown-wordpiece-8192`` and
+``root/tokenizers/bert-base-uncased`` (WordPiece tokenizers
+trained on the made-up text, saved as BERT's is): every path a test or a documented
 command names under ``data/`` exists, so they run in a clone that lacks the real data.
 The files keep the real ones' quirks (byte-order marks, bare ``"`` characters, MRPC's unlabelled
 test split with ``index`` first, MNLI's label in the last of 12 columns, WikiText's ``= Title =``
@@ -124,5 +125,7 @@ def write_stand_in_data(root: Path) -> Path:
     write_wordpiece_tokenizer(
         root / "tokenizers" / "bert-base-uncased", [wikitext, brown, *sorted((root / "glue").rglob("*.tsv"))]
     )
+    # The width study's one tokenizer, kept from its pilot (configs/sweeps/width_ratios_cpu.yaml).
+    write_wordpiece_tokenizer(root / "tokenizers" / "brown-wordpiece-8192", [brown])
     (root / "README.md").write_text("Made-up stand-ins for the real data in ../shared/data.\n", encoding="utf-8")
     return root

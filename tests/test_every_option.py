@@ -391,8 +391,11 @@ def by_context(table: dict[str, Callable[[str, SimpleNamespace], list[Check]]]) 
     return lambda name: lambda context, place: table.get(context, table.get("*"))(name, place)
 
 
-def head_only(value: Any, owner: str, bert_mlm_value: Any = None) -> Callable[[str], Rule]:
-    """Read by the ``owner`` head alone; BERT's head fixes the tied_orth settings."""
+TRANSFORM_READERS = "tied_orth or untied_orth"  # the heads that read head_bias, head_activation, head_norm
+
+
+def head_only(value: Any, owner: str, bert_mlm_value: Any = None, readers: str | None = None) -> Callable[[str], Rule]:
+    """Read by the ``owner`` head (and the others ``readers`` names) alone; BERT's head fixes the tied_orth settings."""
 
     def rule(name: str) -> Rule:
         def checks(context: str, place: SimpleNamespace) -> list[Check]:
@@ -400,7 +403,7 @@ def head_only(value: Any, owner: str, bert_mlm_value: Any = None) -> Callable[[s
                 return [Check({name: value}, EFFECT)]
             if context == "bert_mlm" and bert_mlm_value is not None:
                 return [Check({name: bert_mlm_value}, refused("does not fit the pretrained"))]
-            return [Check({name: value}, refused(f"only the {owner} head reads it"))]
+            return [Check({name: value}, refused(f"only the {readers or owner} head reads it"))]
 
         return checks
 
@@ -477,9 +480,9 @@ PRETRAIN_MODULE: dict[str, Callable[[str], Rule]] = {
         ]
     ),
     "output_bias": by_context({"*": effect(True), "bert_mlm": refusal(False, "does not fit")}),
-    "head_bias": head_only(True, "tied_orth", bert_mlm_value=False),
-    "head_activation": head_only("gelu", "tied_orth", bert_mlm_value="relu"),
-    "head_norm": head_only(True, "tied_orth", bert_mlm_value=False),
+    "head_bias": head_only(True, "tied_orth", bert_mlm_value=False, readers=TRANSFORM_READERS),
+    "head_activation": head_only("gelu", "tied_orth", bert_mlm_value="relu", readers=TRANSFORM_READERS),
+    "head_norm": head_only(True, "tied_orth", bert_mlm_value=False, readers=TRANSFORM_READERS),
     "shuffle": head_only("channel_shuffle", "tied_shuffle"),
     "shuffle_groups": by_context(
         {

@@ -48,6 +48,7 @@ def bounds(n: int, d: int = 768, sigma: float = 0.02) -> dict[str, tuple[float, 
         "tied": (tied, 0.03 * tied),
         "untied": (math.log(n), 1.0),
         "tied_orth": (math.log(n), 1.0),
+        "untied_orth": (math.log(n), 1.0),
         "tied_shuffle": (math.log(n), 1.0),
         "tied_scaled_init": (math.log(2 * n - 1), 1.0),
     }

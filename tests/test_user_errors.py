@@ -122,7 +122,11 @@ MISTAKES = [
         "trainer.val_check_interval=100000 is more than the 64 training batches of an epoch; lower it, or set "
         "trainer.check_val_every_n_epoch=null",
     ),
-    ("unknown_head", ["--model.head=nonsense"], "valid: untied, tied, tied_scaled_init, tied_orth, tied_shuffle"),
+    (
+        "unknown_head",
+        ["--model.head=nonsense"],
+        "valid: untied, tied, tied_scaled_init, tied_orth, untied_orth, tied_shuffle",
+    ),
     ("heads_do_not_divide", ["--model.hidden_size=250", "--model.num_heads=4"], "must be divisible by model.num_heads"),
     (
         "missing_glue_data_dir",
@@ -300,7 +304,8 @@ def test_a_checkpoint_name_lightning_cannot_resolve_here_is_refused(capsys, tmp_
     [
         (
             "--heads=[tied,foo]",
-            "error: initloss --heads: unknown foo; valid: untied, tied, tied_scaled_init, tied_orth, tied_shuffle",
+            "error: initloss --heads: unknown foo; valid: untied, tied, tied_scaled_init, tied_orth, untied_orth, "
+            "tied_shuffle",
         ),
         ("--batches=0", "error: initloss --batches must be an integer >= 1, got 0"),
     ],

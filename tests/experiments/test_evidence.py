@@ -143,3 +143,40 @@ def test_parameters_and_training_flops_stand_beside_the_losses(sweep_folder):
     differences = {row["variant"]: row for row in read(sweep_folder / "paired_differences.csv")}
     assert float(differences["slow"]["Δ params (M)"]) == pytest.approx(500 / 1e6)
     assert float(differences["same"]["Δ params (M)"]) == 0.0
+
+
+def _set_fingerprint(folder, fingerprint):
+    """A run's hparams.yaml with the tokenizer fingerprint the run logged at its start."""
+    path = folder / "csv" / "version_0" / "hparams.yaml"
+    hparams = yaml.safe_load(path.read_text())
+    path.write_text(yaml.safe_dump({**hparams, "tokenizer_fingerprint": fingerprint}))
+
+
+def test_runs_of_different_tokenizers_are_never_paired(sweep_folder):
+    cells = sweep_folder / "clm"
+    for folder in cells.iterdir():
+        _set_fingerprint(folder, "aaaa")
+    # seed 1 of "worse" read another tokenizer: its pair with ref's seed 1 is left out, by name
+    _set_fingerprint(cells / "variant=worse,seed=1", "bbbb")
+    build_report(sweep_folder, wandb=False, analyses=False, echo=lambda _: None)
+    differences = {row["variant"]: row for row in read(sweep_folder / "paired_differences.csv")}
+    assert "(n = 2)" in differences["worse"]["Δ final val loss"]
+    assert "(n = 3)" in differences["same"]["Δ final val loss"]
+    fingerprints = {row["run"]: row["tokenizer"] for row in read(sweep_folder / "run_metrics.csv")}
+    assert fingerprints["clm/variant=worse,seed=1"] == "bbbb" and fingerprints["clm/variant=ref,seed=1"] == "aaaa"
+    claims = {row["level"]: row for row in read(sweep_folder / "claims.csv")}
+    assert "(n = 2)" in claims["worse"]["difference"] and "(n = 3)" in claims["same"]["difference"]
+    report = (sweep_folder / "report.md").read_text()
+    assert (
+        "left out, their tokenizer fingerprints differ (tokenizer_fingerprint in hparams.yaml): "
+        "clm/variant=worse,seed=1 with clm/variant=ref,seed=1"
+    ) in report
+
+
+def test_runs_of_one_tokenizer_are_all_paired(sweep_folder):
+    for folder in (sweep_folder / "clm").iterdir():
+        _set_fingerprint(folder, "aaaa")
+    report = build_report(sweep_folder, wandb=False, analyses=False, echo=lambda _: None).read_text()
+    differences = {row["variant"]: row for row in read(sweep_folder / "paired_differences.csv")}
+    assert all("(n = 3)" in row["Δ final val loss"] for row in differences.values())
+    assert "tokenizer fingerprints differ" not in report

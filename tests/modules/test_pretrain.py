@@ -8,6 +8,7 @@ import torch.nn.functional as F
 from tiedemb import PretrainModule
 from tiedemb.data import PretrainData
 from tiedemb.modules.pretrain import TrainingDiverged
+from tiedemb.nn import HEADS
 
 TINY = dict(hidden_size=32, num_layers=2, num_heads=2, intermediate_size=64, dropout=0.0, attention_dropout=0.0)
 
@@ -51,7 +52,7 @@ def test_builds_from_the_documented_keywords():
     assert model.model.embedding.token.weight.shape == (30522, 256)
 
 
-@pytest.mark.parametrize("head", ["tied", "tied_orth", "tied_shuffle", "tied_scaled_init", "untied"])
+@pytest.mark.parametrize("head", ["tied", "tied_orth", "tied_shuffle", "tied_scaled_init", "untied", "untied_orth"])
 @pytest.mark.end_to_end
 def test_checkpoint_reload_keeps_the_tie_and_the_weights(tmp_path, head):
     data = tiny_data()
@@ -62,9 +63,9 @@ def test_checkpoint_reload_keeps_the_tie_and_the_weights(tmp_path, head):
     trainer.save_checkpoint(path)
     reloaded = PretrainModule.load_from_checkpoint(path)
     assert reloaded.hparams.head == head
-    assert reloaded.model.is_tied == (head != "untied")
+    assert reloaded.model.is_tied == HEADS[head].tied
     vocab_matrices = [p for p in reloaded.parameters() if p.shape[0] == data.vocab_size and p.ndim == 2]
-    assert len(vocab_matrices) == (1 if head != "untied" else 2)
+    assert len(vocab_matrices) == (1 if HEADS[head].tied else 2)
     for (name, saved), loaded in zip(model.state_dict().items(), reloaded.state_dict().values()):
         torch.testing.assert_close(saved, loaded, msg=name)
 

@@ -18,7 +18,7 @@ def small(**overrides) -> TransformerConfig:
     return TransformerConfig(**{**settings, **overrides})
 
 
-@pytest.mark.parametrize("head", [h for h in HEADS if h != "untied"])
+@pytest.mark.parametrize("head", [h for h, head in HEADS.items() if head.tied])
 @pytest.mark.parametrize("embedding_dim", [32, 16])
 def test_tied_heads_share_one_parameter(head, embedding_dim):
     model = Transformer(small(head=head, embedding_dim=embedding_dim))
@@ -65,7 +65,7 @@ def gradients_of_both_uses(model: Transformer, ids: torch.Tensor, return_logits:
 
 
 @pytest.mark.parametrize("return_logits", [True, False], ids=["logits", "sliced_loss"])
-@pytest.mark.parametrize("head", [h for h in HEADS if h != "untied"])
+@pytest.mark.parametrize("head", [h for h, head in HEADS.items() if head.tied])
 @pytest.mark.parametrize("embedding_dim", [32, 16])
 def test_the_tied_table_gets_the_gradients_of_both_its_uses(head, embedding_dim, return_logits):
     torch.manual_seed(0)
@@ -121,7 +121,7 @@ def test_tied_down_map_starts_as_the_projection_transpose():
 @pytest.mark.parametrize(
     "overrides,needle",
     [
-        (dict(head="nonsense"), "valid: untied, tied, tied_scaled_init, tied_orth, tied_shuffle"),
+        (dict(head="nonsense"), "valid: untied, tied, tied_scaled_init, tied_orth, untied_orth, tied_shuffle"),
         (dict(head="tied_shuffle", embedding_dim=15), "even model.embedding_dim"),
         (dict(head="tied_shuffle", shuffle="channel_shuffle", shuffle_groups=5), "model.shuffle_groups"),
         (dict(head="tied_shuffle", shuffle="spin"), "model.shuffle"),
@@ -131,3 +131,32 @@ def test_tied_down_map_starts_as_the_projection_transpose():
 def test_bad_head_settings_are_refused_with_the_parameter_named(overrides, needle):
     with pytest.raises(UserError, match=needle.replace(".", r"\.")):
         Transformer(small(**overrides))  # the head's name is checked by the registry, when it is built
+
+
+@pytest.mark.parametrize("embedding_dim", [32, 8])
+def test_untied_orth_is_tied_orth_with_its_own_output_matrix(embedding_dim):
+    """The width study's control: BERT's transform on both heads, only the output matrix differs."""
+    bert = dict(embedding_dim=embedding_dim, head_bias=True, head_activation="gelu", head_norm=True, output_bias=True)
+    tied = Transformer(small(head="tied_orth", **bert))
+    untied = Transformer(small(head="untied_orth", **bert))
+    shapes = lambda model: {name: p.shape for name, p in model.head.named_parameters()}  # noqa: E731
+    # The same transform parameters (dense weight and bias, LayerNorm weight and bias) and output bias.
+    transform = {"projection.weight", "projection.bias", "norm.weight", "norm.bias", "bias"}
+    assert transform <= set(shapes(untied)) and transform <= set(shapes(tied))
+    assert {k: v for k, v in shapes(untied).items() if k in transform} == {
+        k: v for k, v in shapes(tied).items() if k in transform
+    }
+    # Only the output matrix differs: the token table in the tied head, a parameter of its own here.
+    assert tied.head.decoder.weight is tied.embedding.token.weight
+    assert untied.head.decoder.weight is not untied.embedding.token.weight
+    assert untied.head.decoder.weight.shape == untied.embedding.token.weight.shape == (97, embedding_dim)
+    assert sum(p.numel() for p in untied.parameters()) - sum(p.numel() for p in tied.parameters()) == 97 * embedding_dim
+    # The transform runs: GELU then LayerNorm give unit-variance features of width d_e.
+    features = untied.head.features(torch.randn(4, 32))
+    assert features.shape == (4, embedding_dim)
+    torch.testing.assert_close(features.mean(-1), torch.zeros(4), atol=1e-5, rtol=0)
+
+
+def test_untied_head_refuses_the_transform_settings():
+    with pytest.raises(UserError, match="only the tied_orth or untied_orth head reads it"):
+        small(head="untied", head_norm=True)

@@ -365,6 +365,12 @@ class PretrainData(ResumableTraining, L.LightningDataModule):
         # Hashed once: every checkpoint records it, and the tokenizer does not change during a run.
         return tokenizer_fingerprint(self.tokenizer)
 
+    @property
+    def tokenizer_fingerprint(self) -> str | None:
+        """The fingerprint of the run's tokenizer (``None`` for the embedded corpus): runs record it
+        so a report pairs only runs that read the same token ids."""
+        return self._tokenizer_fingerprint if self.tokenizer is not None else None
+
     def state_dict(self) -> dict[str, Any]:
         """The training position (``ResumableTraining``) and the tokenizer's fingerprint: a run
         resumed with another tokenizer would read other rows of its embedding for the same words."""

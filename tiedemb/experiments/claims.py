@@ -48,7 +48,7 @@ from typing import Any
 
 from tiedemb.errors import UserError
 
-ANALYSIS_KEYS = ("axis", "reference", "targets", "claims")
+ANALYSIS_KEYS = ("axis", "reference", "targets", "common_target", "claims")
 CLAIM_KEYS = ("text", "study", "levels", "metric", "target", "expect", "margin", "reference")
 METRICS = ("final_loss", "steps")
 EXPECTATIONS = ("alike", "higher", "lower")
@@ -80,6 +80,9 @@ class Analysis:
     reference: str
     targets: tuple[float, ...]
     claims: tuple[Claim, ...] = field(default_factory=tuple)
+    # The convergence-cost target, as a fraction of the reference's run: the reference level's mean
+    # validation loss at that fraction of its steps, which every level's steps are counted to.
+    common_target: float | None = None
 
 
 def parse_analysis(raw: Any, studies: Sequence[str], where: str) -> Analysis | None:
@@ -128,7 +131,12 @@ def parse_analysis(raw: Any, studies: Sequence[str], where: str) -> Analysis | N
             raise UserError(f"{claim_where}: levels is empty")
         reference = None if item.get("reference") is None else str(item["reference"])
         claims.append(Claim(str(item["text"]), str(item["study"]), levels, metric, expect, margin, target, reference))
-    return Analysis(str(raw["axis"]), str(raw["reference"]), targets, tuple(claims))
+    common = raw.get("common_target")
+    if common is not None:
+        common = _number(common, f"{where}: common_target")
+        if not 0 < common <= 1:
+            raise UserError(f"{where}: common_target={common:g} must be a fraction of the reference's run in (0, 1]")
+    return Analysis(str(raw["axis"]), str(raw["reference"]), targets, tuple(claims), common)
 
 
 def analysis_record(analysis: Analysis) -> dict[str, Any]:
@@ -148,7 +156,10 @@ def analysis_record(analysis: Analysis) -> dict[str, Any]:
         if claim.reference is not None:
             item["reference"] = claim.reference
         claims.append(item)
-    return {"axis": analysis.axis, "reference": analysis.reference, "targets": list(analysis.targets), "claims": claims}
+    record = {"axis": analysis.axis, "reference": analysis.reference, "targets": list(analysis.targets)}
+    if analysis.common_target is not None:
+        record["common_target"] = analysis.common_target
+    return {**record, "claims": claims}
 
 
 # --------------------------------------------------------------------------- numbers

@@ -65,6 +65,7 @@ class RunNumbers:
     steps: dict[float, float | None]  # target -> interpolated step, None: never reached
     params: float | None = None  # parameters in all (params/total)
     training_flops: float | None = None  # model FLOPs of every training step taken (training_flops)
+    tokenizer: str | None = None  # the fingerprint of the tokenizer the run read, where it logged one
 
     @property
     def below_unigram(self) -> float | None:
@@ -108,6 +109,7 @@ def run_numbers(run: Run, axis: str, targets: Iterable[float]) -> RunNumbers:
         steps=steps,
         params=run.first("params/total"),
         training_flops=training_flops(run, curve[-1][0] if curve else None),
+        tokenizer=run.tokenizer_fingerprint,
     )
 
 
@@ -221,14 +223,39 @@ def convergence_table(numbers: dict[str, dict[str, dict[str, RunNumbers]]], anal
     )
 
 
+def refused_pairs(levels: dict[str, dict[str, RunNumbers]], level: str, reference: str) -> list[tuple[str, str]]:
+    """The seeds' run pairs (level's run, reference's run) whose tokenizers differ: two tokenizers number
+    the same words differently, so their losses are not paired measurements of one text. A run that
+    logged no fingerprint (before runs recorded it) is not refused."""
+    mine, theirs = levels.get(level, {}), levels.get(reference, {})
+    return [
+        (mine[seed].run.id, theirs[seed].run.id)
+        for seed in sorted(set(mine) & set(theirs), key=sort_value)
+        if mine[seed].tokenizer and theirs[seed].tokenizer and mine[seed].tokenizer != theirs[seed].tokenizer
+    ]
+
+
+def refusal_note(refused: Iterable[tuple[str, str]]) -> str | None:
+    """One note naming every pair left out for its tokenizers, or ``None`` when none was."""
+    pairs = sorted(set(refused))
+    if not pairs:
+        return None
+    named = "; ".join(f"{first} with {second}" for first, second in pairs)
+    return f"left out, their tokenizer fingerprints differ (tokenizer_fingerprint in hparams.yaml): {named}"
+
+
 def _paired(
     levels: dict[str, dict[str, RunNumbers]], level: str, reference: str, metric: str, target: float | None
 ) -> Difference:
-    """``level - reference`` over shared seeds; steps a run never reached are lower bounds (its last step)."""
+    """``level - reference`` over shared seeds; steps a run never reached are lower bounds (its last step).
+    Seeds whose two runs read different tokenizers are left out (``refused_pairs``)."""
+    refused = {first for first, _ in refused_pairs(levels, level, reference)}
 
     def values(name: str) -> tuple[dict[str, float], bool]:
         found, bounded = {}, False
         for seed, numbers in levels.get(name, {}).items():
+            if levels.get(level, {}).get(seed) is not None and levels[level][seed].run.id in refused:
+                continue
             if metric == "final_loss":
                 if numbers.final is not None:
                     found[seed] = numbers.final
@@ -265,7 +292,7 @@ def differences_table(numbers: dict[str, dict[str, dict[str, RunNumbers]]], anal
     reference = analysis.reference if analysis else None
     step_columns = [f"Δ steps to unigram - {target:g}" for target in targets]
     columns = ["study", axis, "reference", "Δ final val loss", "Δ params (M)", *step_columns]
-    rows = []
+    rows, refused = [], []
     for study, levels in numbers.items():
         # the analysis's reference, or, in a study without it, the reference its claims name
         claimed = [claim.reference for claim in (analysis.claims if analysis else ()) if claim.study == study]
@@ -275,6 +302,7 @@ def differences_table(numbers: dict[str, dict[str, dict[str, RunNumbers]]], anal
         for level in _levels(levels):
             if level == ref:
                 continue
+            refused += refused_pairs(levels, level, ref)
             row: dict[str, Any] = {
                 "study": study,
                 axis: level,
@@ -293,6 +321,7 @@ def differences_table(numbers: dict[str, dict[str, dict[str, RunNumbers]]], anal
         "step and the difference is at least this; nan: the reference never reached it",
         "Δ params (M): the level's parameters minus the reference's, in millions (negative: parameters saved)",
     ]
+    notes += [note] if (note := refusal_note(refused)) else []
     return Table(
         name="paired_differences",
         title="Paired differences from the reference",
@@ -304,12 +333,13 @@ def differences_table(numbers: dict[str, dict[str, dict[str, RunNumbers]]], anal
 
 
 def claims_table(numbers: dict[str, dict[str, dict[str, RunNumbers]]], analysis: Analysis | None) -> Table:
-    rows = []
+    rows, refused = [], []
     for claim in analysis.claims if analysis else ():
         reference = claim.reference or analysis.reference
         levels = numbers.get(claim.study, {})
         for level in claim.levels:
             difference = _paired(levels, level, reference, claim.metric, claim.target)
+            refused += refused_pairs(levels, level, reference)
             decided = verdict(difference, claim.expect, claim.margin)
             if level not in levels or reference not in levels:
                 decided = f"not run ({level if level not in levels else reference} has no finished runs)"
@@ -331,6 +361,7 @@ def claims_table(numbers: dict[str, dict[str, dict[str, RunNumbers]]], analysis:
         "difference: level minus reference, paired by seed, mean [95% interval]; the claims, margins and "
         "rules were fixed in the sweep file's analysis section before the runs"
     ]
+    notes += [note] if (note := refusal_note(refused)) else []
     return Table(
         name="claims",
         title="Claims and verdicts",
@@ -378,6 +409,7 @@ def run_metrics_table(runs: Iterable[Run], analysis: Analysis | None) -> Table:
             "seed_everything": run.config.get("seed_everything"),
             "data seed": run.hparams.get("seed", data.get("seed")),
             "corpus seed": run.hparams.get("corpus_seed", data.get("corpus_seed")),
+            "tokenizer": run.tokenizer_fingerprint,
             "initial loss": run.first("init/loss"),
             "predicted": run.first("init/loss_pred"),
             "last step": found.last_step,
@@ -399,6 +431,7 @@ def run_metrics_table(runs: Iterable[Run], analysis: Analysis | None) -> Table:
         "seed_everything",
         "data seed",
         "corpus seed",
+        "tokenizer",
         "initial loss",
         "predicted",
         "last step",
@@ -415,6 +448,10 @@ def run_metrics_table(runs: Iterable[Run], analysis: Analysis | None) -> Table:
         title="Every run's final metrics",
         columns=columns,
         rows=rows,
+        notes=[
+            "tokenizer: the fingerprint of the tokenizer the run read, as it logged it (blank: a run from "
+            "before runs logged it); runs of different fingerprints are never paired"
+        ],
         digits={"last step": 0, "params": 0, **dict.fromkeys(step_columns, 1)},
     )
 

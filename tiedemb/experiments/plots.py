@@ -275,3 +275,33 @@ def effective_rank_vs_dim(points: dict[str, dict[int, list[float]]], path: Path)
     axis.legend(fontsize=8)
     axis.set_title("Effective rank against embedding dimension")
     return _save(figure, path)
+
+
+def gap_to_full_width(
+    curves: dict[str, dict[str, list[tuple[int, float, float, float]]]], reference: str, path: Path
+) -> Path | None:
+    """Each width's validation loss minus the full width's against steps (``width_study.gap_curves``):
+    the mean over seeds as a line, the seeds' range as a band, one panel per study."""
+    plt = _pyplot()
+    if plt is None:
+        return None
+    studies = [study for study, levels in curves.items() if any(levels.values())]
+    if not studies:
+        return None
+    figure, axes = plt.subplots(1, len(studies), figsize=(7.2 * len(studies), 4.6), squeeze=False)
+    for axis, study in zip(axes[0], studies):
+        for level, points in curves[study].items():
+            if not points:
+                continue
+            steps = [point[0] for point in points]
+            (line,) = axis.plot(steps, [point[1] for point in points], label=f"d_e {level}")
+            axis.fill_between(
+                steps, [point[2] for point in points], [point[3] for point in points], color=line.get_color(), alpha=0.2
+            )
+        axis.axhline(0.0, color="grey", linestyle=":", zorder=0)
+        axis.set_xlabel("step")
+        axis.set_ylabel(f"val loss minus {reference} (nats)")
+        axis.grid(alpha=0.3)
+        axis.legend(fontsize=8)
+        axis.set_title(f"{study}: gap to the full width (band: the seeds' range)")
+    return _save(figure, path)

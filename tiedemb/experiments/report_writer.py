@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from tiedemb.errors import UserError
-from tiedemb.experiments import evidence, layout, plots
+from tiedemb.experiments import evidence, layout, plots, width_study
 from tiedemb.experiments.aggregate import (
     Interval,
     Stat,
@@ -47,6 +47,7 @@ from tiedemb.training.files import atomic_write_text
 from tiedemb.training.wandb_mode import choose_wandb_mode
 
 REPORT_FILE = "report.md"
+GAP_FIGURE = "gap_to_full_width.png"  # a width study's gap to the full width against steps
 WANDB_DIR = ".report"  # hidden: the report's own W&B run is never read back as a run
 
 
@@ -299,12 +300,15 @@ def build_report(
     results = analyse_runs(runs, echo) if analyses else {}
     tied = tied_table(runs, target_loss, at_steps, default_target=not (claims and claims.targets))
     dims = embedding_dim_table(runs, extra=_analysis_columns(results) if results else None)
+    if claims is not None and claims.common_target is not None:  # a width study: downstream only above the floor
+        dims.notes += width_study.downstream_notes(dims)
     tables = [tied, dims, analysis_table(runs, results), runs_table(runs)]
     evidence_tables = [
         evidence.baselines_table(numbers),
         evidence.convergence_table(numbers, claims),
         evidence.differences_table(numbers, claims),
         evidence.claims_table(numbers, claims),
+        *width_study.width_tables(numbers, claims),
         evidence.zero_shot_table(runs),
         evidence.run_metrics_table(runs, claims),
     ]
@@ -320,6 +324,10 @@ def build_report(
         "dev_score_vs_de.png": plots.dev_score_vs_dim(dims.rows, dims.score_columns, root / "dev_score_vs_de.png"),
         "effective_rank_vs_de.png": plots.effective_rank_vs_dim(rank_points, root / "effective_rank_vs_de.png"),
     }
+    if claims is not None and claims.common_target is not None:  # a width study
+        figures[GAP_FIGURE] = plots.gap_to_full_width(
+            width_study.gap_curves(numbers, claims), claims.reference, root / GAP_FIGURE
+        )
     text = render_markdown(root, manifest, runs, tables, figures, evidence_tables, evidence.seed_statement(runs))
     atomic_write_text(root / REPORT_FILE, text)
     if wandb:
@@ -378,6 +386,9 @@ def render_markdown(
         lines += ["## Evidence: baselines, convergence, paired differences and verdicts", ""]
         for table in evidence_tables:
             lines += [f"### {table.title}", "", markdown_table(table)]
+    if figures.get(GAP_FIGURE):
+        caption = "Each width's validation loss minus the full width's against steps; band: the seeds' range"
+        lines += [f"![{caption}]({GAP_FIGURE})", ""]
     lines += ["## 1. Tied embeddings", "", markdown_table(tied)]
     if figures.get("loss_curves.png"):
         lines += [

@@ -20,6 +20,7 @@ from typing import Any
 import yaml
 
 from tiedemb.experiments import layout
+from tiedemb.training.metric_names import TOKENIZER_FINGERPRINT
 from tiedemb.training.status_file import LOST, lost_process
 
 VERSION = re.compile(r"version_(\d+)$")
@@ -41,6 +42,8 @@ class Run:
     metrics: dict[str, dict[int, float]] = field(default_factory=dict)  # name -> {step: value}
     workdir: Path | None = None  # where the run was started: relative data paths are relative to it
     run_id: str = ""  # a plain run's id in its status.json, shared by its resumed attempts
+    # The tokenizer the run trained with, as its attempts logged it (a test-only stage logs none).
+    tokenizer_fingerprint: str | None = None
 
     @property
     def ok(self) -> bool:
@@ -54,6 +57,7 @@ class Run:
         self.state, self.message = later.state, later.message
         self.hparams = later.hparams or self.hparams
         self.config = later.config or self.config
+        self.tokenizer_fingerprint = later.tokenizer_fingerprint or self.tokenizer_fingerprint
         _label_plain_run(self)
 
     @property
@@ -181,12 +185,14 @@ def read_cell(folder: Path, root: Path) -> Run:
     metrics: dict[str, dict[int, float]] = {}
     hparams: dict[str, Any] = {}
     config: dict[str, Any] = {}
+    fingerprint = None
     for version in versions:  # later versions (a resumed attempt, the test stage) win
         found, found_hparams, found_config = _read_csv_version(version)
         for name, values in found.items():
             metrics.setdefault(name, {}).update(values)
         hparams = found_hparams or hparams
         config = found_config or config
+        fingerprint = _fingerprint(found_hparams) or fingerprint
     state, message = _state(status, "running the sweep again resumes it") if status else ("not started", "")
     workdir = cell.get("workdir")
     return Run(
@@ -200,7 +206,13 @@ def read_cell(folder: Path, root: Path) -> Run:
         config=config,
         metrics=metrics,
         workdir=Path(workdir) if workdir else None,
+        tokenizer_fingerprint=fingerprint,
     )
+
+
+def _fingerprint(hparams: dict[str, Any]) -> str | None:
+    value = hparams.get(TOKENIZER_FINGERPRINT)
+    return str(value) if value else None
 
 
 def _state(status: dict[str, Any], resume: str) -> tuple[str, str]:
@@ -227,6 +239,7 @@ def _plain_run(
         metrics=metrics,
         workdir=Path.cwd(),
         run_id=str((status or {}).get("run") or ""),
+        tokenizer_fingerprint=_fingerprint(hparams),
     )
     _label_plain_run(run)
     return run

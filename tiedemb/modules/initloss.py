@@ -75,7 +75,7 @@ def measure_initial_losses(
 def variant_settings(head: str) -> dict[str, Any]:
     """``head``, with the settings only other heads read at their defaults (the variant would refuse them)."""
     defaults = {name: TransformerConfig.__dataclass_fields__[name].default for name in HEAD_ONLY_SETTINGS}
-    unread = {name: defaults[name] for name, owner in HEAD_ONLY_SETTINGS.items() if owner != head}
+    unread = {name: defaults[name] for name, owners in HEAD_ONLY_SETTINGS.items() if head not in owners}
     if head == "tied_scaled_init":
         unread["embedding_init_std"] = None  # its own std replaces the table's
     return {"head": head, **unread}

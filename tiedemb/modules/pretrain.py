@@ -217,6 +217,12 @@ class PretrainModule(L.LightningModule):
             described.update(datamodule.baselines(limit_val_blocks=blocks))
         for logger in self.loggers:
             logger.log_metrics(described, step=self.global_step)
+        fingerprint = getattr(datamodule, "tokenizer_fingerprint", None)
+        if isinstance(fingerprint, str):
+            # Beside the settings (hparams.yaml, W&B's config): which token ids the run read, so a
+            # report never pairs runs of two tokenizers (tiedemb.experiments.evidence).
+            for logger in self.loggers:
+                logger.log_hyperparams({metric_names.TOKENIZER_FINGERPRINT: fingerprint})
         self._described = described
 
     @property

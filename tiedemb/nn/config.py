@@ -50,13 +50,15 @@ RESIDUAL_INITS = typing.get_args(ResidualInit)
 ACTIVATIONS = typing.get_args(HeadActivation)
 SHUFFLES = typing.get_args(Shuffle)
 EMBEDDING_PROJECTIONS = typing.get_args(EmbeddingProjection)
-#: Settings one head alone reads, and that head: given with another head they would change nothing.
+#: Settings only some heads read, and those heads: given with another head they would change nothing.
+#: ``untied_orth`` reads tied_orth's transform settings (it is that head with its own output matrix).
+TRANSFORM_HEADS = ("tied_orth", "untied_orth")
 HEAD_ONLY_SETTINGS = {
-    "head_bias": "tied_orth",
-    "head_activation": "tied_orth",
-    "head_norm": "tied_orth",
-    "shuffle": "tied_shuffle",
-    "shuffle_groups": "tied_shuffle",
+    "head_bias": TRANSFORM_HEADS,
+    "head_activation": TRANSFORM_HEADS,
+    "head_norm": TRANSFORM_HEADS,
+    "shuffle": ("tied_shuffle",),
+    "shuffle_groups": ("tied_shuffle",),
 }
 #: Keywords a scale setting may name instead of a number; ``d`` is the width of the vector scaled.
 SCALE_KEYWORDS = ("sqrt_d", "rsqrt_d", "mup:<base_width>")
@@ -159,20 +161,22 @@ class TransformerConfig:
     rope_base: PositiveFloat = setting(10000.0, doc="Base of the rotary frequencies (position=rope).")
     head: str = setting(
         "tied",
-        doc="Output layer: untied, tied, tied_scaled_init, tied_orth, tied_shuffle, or any head registered "
-        "in tiedemb.nn.heads.HEADS.",
+        doc="Output layer: untied, tied, tied_scaled_init, tied_orth, untied_orth, tied_shuffle, or any head "
+        "registered in tiedemb.nn.heads.HEADS.",
         part=LANGUAGE_MODEL,
     )
     output_bias: bool = setting(
         False, doc="A vocabulary-sized output bias (never part of the tie).", part=LANGUAGE_MODEL
     )
-    head_bias: bool = setting(False, doc="tied_orth: a bias on its projection.", part=LANGUAGE_MODEL)
+    head_bias: bool = setting(False, doc="tied_orth and untied_orth: a bias on its projection.", part=LANGUAGE_MODEL)
     head_activation: HeadActivation = setting(
-        "none", doc="tied_orth: an activation after its projection (none, gelu, relu, tanh, silu).", part=LANGUAGE_MODEL
+        "none",
+        doc="tied_orth and untied_orth: an activation after its projection (none, gelu, relu, tanh, silu).",
+        part=LANGUAGE_MODEL,
     )
     head_norm: bool = setting(
         False,
-        doc="tied_orth: a norm after its projection (with head_bias and gelu: BERT's MLM transform).",
+        doc="tied_orth and untied_orth: a norm after its projection (with head_bias and gelu: BERT's MLM transform).",
         part=LANGUAGE_MODEL,
     )
     shuffle: Shuffle = setting(
@@ -228,10 +232,13 @@ class TransformerConfig:
     def _refuse_unread_settings(self) -> None:
         """A setting the chosen parts do not read is refused, not dropped (``tiedemb.options.given``)."""
         defaults = {field.name: field.default for field in dataclasses.fields(self)}
-        for name, head in HEAD_ONLY_SETTINGS.items():
+        for name, heads in HEAD_ONLY_SETTINGS.items():
             value = getattr(self, name)
-            if self.head != head and changed_from_default(value, defaults[name]):
-                raise no_effect(f"model.{name}", value, f"with model.head={self.head!r}: only the {head} head reads it")
+            if self.head not in heads and changed_from_default(value, defaults[name]):
+                readers = " or ".join(heads)
+                raise no_effect(
+                    f"model.{name}", value, f"with model.head={self.head!r}: only the {readers} head reads it"
+                )
         if (
             self.head == "tied_shuffle"
             and self.shuffle == "half_swap"

@@ -74,13 +74,18 @@ class OutputHead(nn.Module):
 
     def __init__(self, config: Any) -> None:
         super().__init__()
-        width = config.embedding_dim if self.tied else config.hidden_size
+        width = self.readout_dim(config)
         self.init_std = config.init_std
         self.decoder = nn.Linear(width, config.vocab_size, bias=False)
         # Output-only bias: never part of the tie.
         self.bias = nn.Parameter(torch.zeros(config.vocab_size)) if config.output_bias else None
         # T5's d^-1/2 or muP's multiplier on what meets the decoder (so the bias stays unscaled).
         self.scale = config.readout_scale
+
+    @classmethod
+    def readout_dim(cls, config: Any) -> int:
+        """Width of the vector the decoder matrix multiplies: d_e for a tied head, hidden otherwise."""
+        return config.embedding_dim if cls.tied else config.hidden_size
 
     # -- forward -----------------------------------------------------------------------------------
     def transform(self, hidden: Tensor) -> Tensor:
@@ -198,6 +203,25 @@ class TiedOrthHead(OutputHead, name="tied_orth"):
     def initial_logits(cls, readout: FreshReadout) -> tuple[float, float]:
         # The orthogonal map keeps a d_e/hidden share of |x|^2 and decorrelates it from w_i.
         return 0.0, readout.embedding_dim * readout.token_std**2
+
+
+class UntiedOrthHead(TiedOrthHead, name="untied_orth"):
+    """tied_orth's transform (hidden -> d_e, + bias, activation, norm) before its own d_e x n output matrix.
+
+    The control that changes one thing: with BERT's transform on both, it differs from ``tied_orth``
+    only in the output matrix being a separate parameter instead of the token table.
+    """
+
+    tied = False
+
+    @classmethod
+    def readout_dim(cls, config: Any) -> int:
+        return config.embedding_dim
+
+    @classmethod
+    def initial_logits(cls, readout: FreshReadout) -> tuple[float, float]:
+        # The transform's d_e-wide output meets rows drawn with init_std, unrelated to w_i.
+        return 0.0, readout.embedding_dim * readout.init_std**2
 
 
 class TiedShuffleHead(TiedHead, name="tied_shuffle"):

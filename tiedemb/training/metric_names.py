@@ -28,6 +28,8 @@ INIT_LOSS_PREDICTED = "init/loss_pred"
 """The initial loss ``tiedemb.theory`` predicts for the run's settings, at step 0."""
 UNIGRAM_LOSS = "data/unigram_loss"
 """The add-one unigram loss of the validation text, the bar the step targets are read against."""
+TOKENIZER_FINGERPRINT = "tokenizer_fingerprint"
+"""The logged setting (hparams.yaml, W&B's config) naming the tokenizer a pretraining run read."""
 MAJORITY_PREFIX = "data/majority/"
 """A fine-tuning run's start: each dev metric of always answering the training set's most frequent
 label (``data/majority/accuracy``, ``data/majority/f1``, ``data/majority/accuracy_matched``)."""

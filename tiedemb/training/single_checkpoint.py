@@ -15,6 +15,7 @@ from pathlib import Path
 import torch
 
 from tiedemb.errors import UserError
+from tiedemb.nn.heads import HEADS
 from tiedemb.options import add_weights_only
 from tiedemb.training.checkpoints import read_checkpoint
 from tiedemb.training.exits import CommandParser, report_user_errors
@@ -89,7 +90,7 @@ def consolidate_checkpoint(path: str | Path, output: str | Path, weights_only: b
     # Only checkpoints whose hyperparameters name a tied head: a GLUE classifier has an embedding
     # and no output head, an untied model two different matrices.
     head = (checkpoint.get("hyper_parameters") or {}).get("head")
-    if head is not None and head != "untied":
+    if head is not None and not (head in HEADS and not HEADS[head].tied):
         restore_tied_entries(state_dict, tied_prefixes_in(state_dict))
     output.parent.mkdir(parents=True, exist_ok=True)
     torch.save(checkpoint, output)

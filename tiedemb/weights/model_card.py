@@ -75,7 +75,7 @@ def recorded_metrics(checkpoint: Mapping[str, Any]) -> dict[str, str]:
 def read_by_model(name: str, hparams: Mapping[str, Any]) -> bool:
     """Whether the model reads setting ``name`` (another head's settings and an unused rotary base are left out)."""
     if name in HEAD_ONLY_SETTINGS:
-        return hparams.get("head") == HEAD_ONLY_SETTINGS[name]
+        return hparams.get("head") in HEAD_ONLY_SETTINGS[name]
     return name != "rope_base" or hparams.get("position") == "rope"
 
 

@@ -1,0 +1,86 @@
+"""``python -m tiedemb.data.keep_tokenizer RUN OUT``: the tokenizer a pretraining run read, saved as a folder.
+
+A tokenizer trained on the run's text lives in the run's cache (``data.cache_dir``), keyed by that
+text; training it again numbers its tokens differently. Kept as a folder, it is one tokenizer that
+other runs name with ``--data.tokenizer=OUT``, whatever split of the text they draw: the width study
+(configs/sweeps/width_ratios_cpu.yaml) keeps its pilot's so that every cell reads the same ids.
+
+RUN is a checkpoint file or a run's (or sweep cell's) folder, whose newest ``last*.ckpt`` is read.
+The tokenizer found is the one whose fingerprint the checkpoint recorded (``tiedemb.data.run_tokenizer``).
+OUT must not exist, or be empty: a kept tokenizer is never overwritten.
+"""
+
+from __future__ import annotations
+
+import sys
+import tempfile
+from pathlib import Path
+
+from tiedemb.errors import UserError
+from tiedemb.options import add_weights_only
+from tiedemb.training.exits import CommandParser, report_user_errors
+
+
+def checkpoint_of(source: Path) -> Path:
+    """``source`` itself when a file; else the newest ``last*.ckpt`` under the folder."""
+    if source.is_file():
+        return source
+    if not source.is_dir():
+        raise UserError(f"{str(source)!r} is neither a checkpoint file nor a run's folder")
+    found = sorted(
+        (path for path in source.rglob("last*.ckpt") if path.is_file()), key=lambda path: path.stat().st_mtime_ns
+    )
+    if not found:
+        raise UserError(f"{str(source)!r} holds no last*.ckpt: the run has written no checkpoint yet")
+    return found[-1]
+
+
+def keep_tokenizer(source: str | Path, out: str | Path, weights_only: bool = True) -> Path:
+    """Save the tokenizer of the run at ``source`` into ``out``; returns ``out``."""
+    from tiedemb.data.run_tokenizer import run_tokenizer
+    from tiedemb.data.tokenizers import recorded_fingerprint, tokenizer_fingerprint
+    from tiedemb.training.checkpoints import read_checkpoint
+
+    out = Path(out)
+    if out.exists() and (not out.is_dir() or any(out.iterdir())):
+        raise UserError(f"{str(out)!r} already exists and is not an empty folder; a kept tokenizer is not overwritten")
+    path = checkpoint_of(Path(source))
+    checkpoint = read_checkpoint(path, weights_only=weights_only)
+    tokenizer = run_tokenizer(checkpoint, path)
+    if tokenizer is None:
+        raise UserError(f"the run of {str(path)!r} trained on the embedded corpus, which has no tokenizer to keep")
+    recorded = recorded_fingerprint(checkpoint)
+    if recorded is not None and recorded != tokenizer_fingerprint(tokenizer):
+        raise UserError(f"the tokenizer found for {str(path)!r} is not the one it recorded (fingerprint {recorded})")
+    out.parent.mkdir(parents=True, exist_ok=True)
+    # Written beside OUT and renamed at the end: a failure leaves no half-written tokenizer.
+    with tempfile.TemporaryDirectory(dir=out.parent, prefix=f".{out.name}-") as staging:
+        tokenizer.save_pretrained(staging)
+        if out.is_dir():
+            out.rmdir()
+        Path(staging).rename(out)
+        Path(staging).mkdir()  # the context manager removes its folder on the way out
+    return out
+
+
+def parser() -> CommandParser:
+    parser = CommandParser(prog="python -m tiedemb.data.keep_tokenizer", description=__doc__.split("\n\n")[0])
+    parser.add_argument("run", type=Path, help="a pretraining checkpoint, or a run's or sweep cell's folder")
+    parser.add_argument("out", type=Path, help="the folder to save the tokenizer in (absent or empty)")
+    add_weights_only(parser)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parser().parse_args(argv)
+    result = report_user_errors(lambda: keep_tokenizer(args.run, args.out, args.weights_only))
+    if isinstance(result, int):
+        return result
+    from tiedemb.data.tokenizers import load_tokenizer, tokenizer_fingerprint
+
+    print(f"kept the run's tokenizer in {result} (fingerprint {tokenizer_fingerprint(load_tokenizer(str(result)))})")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,100 @@
+"""``python -m tiedemb.experiments.width_pilot RUNS``: read the width study's pilot, print the step count.
+
+RUNS is the pilot's output folder (configs/sweeps/width_pilot_cpu.yaml): one finished pretraining run at
+the narrowest and one at the full width. Prints, every ``--every`` evaluations, the gap (narrow minus
+full validation loss, each curve averaged over the evaluations within ``--window`` steps), the gap at
+(1 - fraction) of that step and the change between them; then the rule's reading
+(``tiedemb.experiments.width_study.pilot_reading``): the first step whose change is below the seed
+noise, rounded up, which is the study's ``trainer.max_steps``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from tiedemb.errors import UserError
+from tiedemb.experiments.evidence import VAL
+from tiedemb.experiments.runs import find_runs
+from tiedemb.experiments.width_study import (
+    PILOT_FRACTION,
+    PILOT_ROUND,
+    PILOT_WINDOW,
+    SEED_NOISE,
+    _at,
+    gap,
+    pilot_reading,
+    smoothed,
+)
+from tiedemb.options import NonNegativeFloat, NonNegativeInt, PositiveInt, UnitFraction, number_type
+from tiedemb.training.exits import CommandParser, report_user_errors
+
+
+def pilot_curves(root: Path) -> tuple[tuple[int, list], tuple[int, list]]:
+    """((d_e, curve) of the narrowest, (d_e, curve) of the widest) finished pretraining run under ``root``."""
+    runs = [run for run in find_runs(root) if run.ok and run.kind == "pretrain" and run.labels.get("d_e", "").isdigit()]
+    by_width = {int(run.labels["d_e"]): run for run in runs}
+    if len(by_width) < 2:
+        raise UserError(
+            f"{str(root)!r} holds finished pretraining runs at {len(by_width)} width(s); the pilot needs "
+            "the narrowest and the full width"
+        )
+    narrow, full = min(by_width), max(by_width)
+    fingerprints = {by_width[narrow].tokenizer_fingerprint, by_width[full].tokenizer_fingerprint}
+    if len(fingerprints - {None}) > 1:
+        raise UserError(f"the pilot's runs at d_e {narrow} and {full} read different tokenizers; run it again")
+    return (narrow, by_width[narrow].series(VAL)), (full, by_width[full].series(VAL))
+
+
+def describe(root: Path, sigma: float, fraction: float, window: int, every: int) -> str:
+    (narrow, narrow_curve), (full, full_curve) = pilot_curves(root)
+    gaps = gap(smoothed(narrow_curve, window), smoothed(full_curve, window))
+    lines = [f"gap = val/loss at d_e {narrow} - at d_e {full} (each averaged over ±{window} steps)", ""]
+    lines.append(f"{'step':>7} {'gap':>8} {'gap at ' + format(1 - fraction, 'g') + ' step':>16} {'change':>8}")
+    for index, (step, value) in enumerate(gaps):
+        earlier = _at(gaps, (1 - fraction) * step)
+        if index % every == 0 or index == len(gaps) - 1:
+            shown = f"{earlier:8.4f}" if earlier is not None else f"{'–':>8}"
+            change = f"{value - earlier:+8.4f}" if earlier is not None else f"{'–':>8}"
+            lines.append(f"{step:7d} {value:8.4f} {shown:>16} {change}")
+    reading = pilot_reading(narrow_curve, full_curve, sigma, fraction, window)
+    lines.append("")
+    if reading is None:
+        last = gaps[-1][0] if gaps else 0
+        lines.append(
+            f"the gap still changes by {sigma:g} nats or more over the last {fraction:.0%} of every step up to "
+            f"{last}: no step count meets the rule; run the study at the pilot's {last} steps and say so"
+        )
+    else:
+        lines.append(
+            f"rule met at step {reading.step}: gap {reading.gap:.4f}, at step {reading.earlier:.0f} "
+            f"{reading.earlier_gap:.4f}, change {reading.change:+.4f} (|change| < sigma = {sigma:g})"
+        )
+        lines.append(f"trainer.max_steps = {reading.chosen} (rounded up to a multiple of {PILOT_ROUND})")
+    return "\n".join(lines)
+
+
+def parser() -> CommandParser:
+    parser = CommandParser(prog="python -m tiedemb.experiments.width_pilot", description=__doc__.split("\n\n")[0])
+    parser.add_argument("runs", type=Path, help="the pilot's output folder")
+    parser.add_argument("--sigma", type=number_type(NonNegativeFloat), default=SEED_NOISE, help="seed noise (nats)")
+    parser.add_argument(
+        "--fraction", type=number_type(UnitFraction), default=PILOT_FRACTION, help="the last share of the steps"
+    )
+    parser.add_argument("--window", type=number_type(NonNegativeInt), default=PILOT_WINDOW, help="smoothing, steps")
+    parser.add_argument("--every", type=number_type(PositiveInt), default=5, help="print every Nth evaluation")
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args: argparse.Namespace = parser().parse_args(argv)
+    result = report_user_errors(lambda: describe(args.runs, args.sigma, args.fraction, args.window, args.every))
+    if isinstance(result, int):
+        return result
+    print(result)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

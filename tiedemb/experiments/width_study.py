@@ -1,0 +1,484 @@
+"""The embedding-width study's own evidence: the gap to the full width against steps, the pilot's rule
+for the step count, and the source's three numbers beside this study's.
+
+A width study is a sweep whose analysis names a ``common_target`` (configs/sweeps/width_ratios_cpu.yaml).
+Its *ladder* is the levels that differ from the reference (the full width, ``128, output=tied``) in d_e
+alone, ordered by d_e. From them:
+
+* **gap to full width**: per seed, a level's validation loss minus the full width's at each step both
+  evaluated, averaged over seeds (``gap_curves``; the figure ``plots.gap_to_full_width``);
+* **the pilot's rule** (``pilot_reading``): the first step S (from step 2,000 on) from which the gap
+  between the narrowest and the full width changes by less than the seed noise over the last 20% of
+  the steps, |gap(s) - gap(0.8 s)| < sigma at s = S and every later evaluation, each curve first
+  averaged over a window of evaluations;
+* **(a) diminishing returns** (``gain_table``): the loss each step up the ladder gains, paired by seed,
+  beside the source's +1.3 / +0.6 / +0.3 points (BERT-base, d_e 128 -> 256 -> 384, 512 -> 768, fine-tuned
+  accuracy), and the width where the gains stop being detectable;
+* **(b) convergence cost** (``convergence_cost_table``): steps to one common target (the full width's
+  mean loss at ``common_target`` of its run) as a ratio to the full width's, beside the source's 5.2 / 3.0
+  fine-tuning epochs (+73%) at d_e 128 / 768;
+* **(c) parameters against loss** (``parameters_table``): parameters saved and loss lost at each width,
+  beside the source's "768 -> 384 saves 12M parameters (11%) for 0.6 points".
+
+* **downstream** (``downstream_notes``): a fine-tuned score says something about width only where the
+  full width beats the majority class by more than the minimum detectable effect; otherwise the
+  report says there is no downstream signal at this scale.
+
+The source's numbers are downstream accuracy points after fine-tuning a BERT-base encoder (hidden
+768); this study's are masked-token losses in nats at its own hidden size: they stand side by side,
+in their own units, matched by the ratio d_e / hidden (docs/science.md).
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from fractions import Fraction
+from typing import Any
+
+from tiedemb.experiments.aggregate import Table
+from tiedemb.experiments.claims import Analysis, Difference, paired_difference, steps_to_target
+from tiedemb.experiments.evidence import VAL, RunNumbers, refused_pairs
+
+Numbers = Mapping[str, Mapping[str, Mapping[str, RunNumbers]]]  # study -> level -> seed -> numbers
+
+SOURCE_HIDDEN = 768
+SOURCE_GAINS = {(128, 256): 1.3, (256, 384): 0.6, (512, 768): 0.3}
+"""Points of fine-tuned accuracy each step up the source's ladder gains (no figure for 384 -> 512)."""
+SOURCE_EPOCHS = {128: 5.2, 768: 3.0}
+"""Fine-tuning epochs to converge at d_e 128 and 768 in the source: 5.2 / 3.0 = 1.73 (+73%)."""
+SOURCE_SAVING = {384: "saves about 12M parameters (11% of BERT-base) for about 0.6 points"}
+"""What the source says narrowing 768 -> d_e costs, by the source's d_e."""
+SEED_NOISE = 0.015
+"""Nats: the seed-to-seed sd of the paired final-loss gap d_e 32 - 128 of the published width study."""
+PILOT_FRACTION = 0.2  # the last share of the steps over which the gap must have settled
+PILOT_WINDOW = 200  # steps either side over which each curve is averaged before the gap is read
+PILOT_ROUND = 500  # the chosen step count is rounded up to a multiple of this
+PILOT_MIN_STEP = 2000
+"""No step before this can meet the rule: the published study's length, where the gap was still closing
+(early on, 20% of the steps is a short stretch and the smoothing window reaches back to step 0)."""
+
+
+# --------------------------------------------------------------------------- the ladder
+
+
+def _suffix(level: str) -> str:
+    return level.partition(",")[2].strip()
+
+
+def ladder(levels: Mapping[str, Any], reference: str) -> list[tuple[int, str]]:
+    """(d_e, level) of the levels that differ from ``reference`` in d_e alone, by d_e (narrowest first)."""
+    found = []
+    for level in levels:
+        head, _, _ = level.partition(",")
+        if _suffix(level) == _suffix(reference) and head.strip().isdigit():
+            found.append((int(head), level))
+    return sorted(found)
+
+
+def source_width(d_e: int, full: int) -> int:
+    """The source's d_e at the same share of its hidden size (21 of 128 -> 128 of 768): sixths, rounded."""
+    return int(Fraction(round(6 * d_e / full), 6) * SOURCE_HIDDEN)
+
+
+def share(d_e: int, full: int) -> str:
+    """d_e as the sixth-based share of the full width the study was designed at (``1/6``, ``1/2``, ``1``)."""
+    return str(Fraction(round(6 * d_e / full), 6))
+
+
+# --------------------------------------------------------------------------- gap against steps
+
+
+def smoothed(curve: Sequence[tuple[int, float]], window: int) -> list[tuple[int, float]]:
+    """Each evaluation replaced by the mean of the evaluations within ``window`` steps of it."""
+    return [(step, statistics.fmean(v for s, v in curve if abs(s - step) <= window)) for step, _ in curve]
+
+
+def gap(narrow: Sequence[tuple[int, float]], full: Sequence[tuple[int, float]]) -> list[tuple[int, float]]:
+    """``narrow - full`` at each of ``narrow``'s evaluations within ``full``'s, ``full`` interpolated
+    between its own evaluations where they fall elsewhere (runs whose epochs differ in length
+    evaluate at other steps after the first epoch)."""
+    theirs = sorted(full)
+    found = []
+    for step, value in sorted(narrow):
+        other = _at(theirs, step)
+        if other is not None:
+            found.append((step, value - other))
+    return found
+
+
+def gap_curves(numbers: Numbers, analysis: Analysis) -> dict[str, dict[str, list[tuple[int, float, float, float]]]]:
+    """study -> level -> [(step, mean gap, lowest seed's, highest seed's)], the gap to the reference
+    over the seeds both ran (and whose tokenizers agree), at the steps every such seed evaluated."""
+    curves: dict[str, dict[str, list[tuple[int, float, float, float]]]] = {}
+    for study, levels in numbers.items():
+        reference = levels.get(analysis.reference)
+        if reference is None:
+            continue
+        for _, level in ladder(levels, analysis.reference):
+            if level == analysis.reference:
+                continue
+            refused = {first for first, _ in refused_pairs(levels, level, analysis.reference)}
+            per_seed = [
+                dict(gap(found.run.series(VAL), reference[seed].run.series(VAL)))
+                for seed, found in levels[level].items()
+                if seed in reference and found.run.id not in refused
+            ]
+            if not per_seed:
+                continue
+            steps = sorted(set.intersection(*(set(gaps) for gaps in per_seed)))
+            values = [[gaps[step] for gaps in per_seed] for step in steps]
+            curves.setdefault(study, {})[level] = [
+                (step, statistics.fmean(found), min(found), max(found)) for step, found in zip(steps, values)
+            ]
+    return curves
+
+
+@dataclass(frozen=True)
+class PilotReading:
+    """Where the pilot's rule stops: the gap at ``step`` and at ``earlier`` (= (1 - fraction) step)."""
+
+    step: int
+    gap: float
+    earlier: float
+    earlier_gap: float
+    chosen: int  # ``step`` rounded up to a multiple of PILOT_ROUND: the study's trainer.max_steps
+
+    @property
+    def change(self) -> float:
+        return self.gap - self.earlier_gap
+
+
+def _at(curve: Sequence[tuple[int, float]], step: float) -> float | None:
+    """The curve at ``step``, interpolated linearly between evaluations; None outside them."""
+    for (s0, v0), (s1, v1) in zip(curve, curve[1:]):
+        if s0 <= step <= s1:
+            return v0 if s1 == s0 else v0 + (v1 - v0) * (step - s0) / (s1 - s0)
+    return curve[-1][1] if curve and curve[-1][0] == step else None
+
+
+def pilot_reading(
+    narrow: Sequence[tuple[int, float]],
+    full: Sequence[tuple[int, float]],
+    sigma: float = SEED_NOISE,
+    fraction: float = PILOT_FRACTION,
+    window: int = PILOT_WINDOW,
+    round_to: int = PILOT_ROUND,
+    min_step: int = PILOT_MIN_STEP,
+) -> PilotReading | None:
+    """The first evaluation step S >= ``min_step`` with |gap(s) - gap((1 - fraction) s)| < sigma at S and
+    at every later evaluation of the pilot (one quiet stretch of a noisy curve does not end the rule),
+    each curve averaged over ``window`` steps either side first; None when no step meets it."""
+    gaps = gap(smoothed(sorted(narrow), window), smoothed(sorted(full), window))
+    readings = []  # (step, gap, earlier step, gap there) from min_step on
+    for step, value in gaps:
+        earlier = (1 - fraction) * step
+        earlier_value = _at(gaps, earlier)
+        if step >= max(min_step, 1) and earlier_value is not None:
+            readings.append((step, value, earlier, earlier_value))
+    settled = None
+    for reading in reversed(readings):  # the earliest step of the final run of settled evaluations
+        if abs(reading[1] - reading[3]) >= sigma:
+            break
+        settled = reading
+    if settled is None:
+        return None
+    step, value, earlier, earlier_value = settled
+    return PilotReading(step, value, earlier, earlier_value, math.ceil(step / round_to) * round_to)
+
+
+# --------------------------------------------------------------------------- (a) diminishing returns
+
+
+def _finals(levels: Mapping[str, Mapping[str, RunNumbers]], level: str, skip: set[str]) -> dict[str, float]:
+    return {
+        seed: found.final
+        for seed, found in levels.get(level, {}).items()
+        if found.final is not None and found.run.id not in skip
+    }
+
+
+def _paired_final(levels: Mapping[str, Mapping[str, RunNumbers]], first: str, second: str) -> Difference:
+    """``first - second`` in final loss, by seed, leaving out pairs of different tokenizers."""
+    refused = refused_pairs(levels, first, second)
+    return paired_difference(
+        _finals(levels, first, {a for a, _ in refused}), _finals(levels, second, {b for _, b in refused})
+    )
+
+
+def gain_table(numbers: Numbers, analysis: Analysis) -> Table:
+    rows, saturation = [], []
+    for study, levels in numbers.items():
+        widths = ladder(levels, analysis.reference)
+        if len(widths) < 2:
+            continue
+        full = widths[-1][0]
+        detectable = []  # the wider end of each step up whose gain's interval lies above zero
+        for (narrow, low_level), (wide, high_level) in zip(widths, widths[1:]):
+            gain = _paired_final(levels, low_level, high_level)  # narrower minus wider: the loss widening saves
+            if gain.n >= 2 and gain.low > 0:
+                detectable.append(wide)
+            source = (source_width(narrow, full), source_width(wide, full))
+            rows.append(
+                {
+                    "study": study,
+                    "d_e step": f"{narrow} → {wide}",
+                    "share of hidden": f"{share(narrow, full)} → {share(wide, full)}",
+                    "gain (nats)": gain.format(3),
+                    "source step": f"{source[0]} → {source[1]}",
+                    "source gain (points)": (
+                        f"+{SOURCE_GAINS[source]:g}" if source in SOURCE_GAINS else "not reported"
+                    ),
+                }
+            )
+        # Saturated at the width after the last step up that gains detectably: no step from it does.
+        saturated_at = max(detectable, default=widths[0][0])
+        saturation.append(
+            f"{study}: no saturation within the ladder (the last step up, to d_e {full}, still gains detectably)"
+            if saturated_at == full
+            else f"{study}: saturates at d_e {saturated_at} ({share(saturated_at, full)} of hidden): "
+            "no step up from it gains detectably"
+        )
+    notes = [
+        "gain: the narrower width's final validation loss minus the wider one's, paired by seed, mean [95% "
+        "interval] (n = seeds both ran with one tokenizer); positive: widening lowers the loss",
+        "source: BERT-base (hidden 768), fine-tuned accuracy points on MNLI and MRPC, 3 seeds, the same "
+        "share of the hidden size (docs/science.md); saturation near d_e 384-512 (1/2-2/3)",
+        *saturation,
+    ]
+    return Table(
+        name="width_gains",
+        title="(a) Diminishing returns: loss gained per step up the width ladder",
+        columns=["study", "d_e step", "share of hidden", "gain (nats)", "source step", "source gain (points)"],
+        rows=rows,
+        notes=notes,
+    )
+
+
+# --------------------------------------------------------------------------- (b) convergence cost
+
+
+def common_target(reference: Mapping[str, RunNumbers], fraction: float) -> float | None:
+    """The reference level's mean validation loss at ``fraction`` of its run (interpolated)."""
+    found = []
+    for numbers in reference.values():
+        curve = numbers.run.series(VAL)
+        if curve:
+            value = _at(curve, fraction * curve[-1][0])
+            if value is not None:
+                found.append(value)
+    return statistics.fmean(found) if found else None
+
+
+def _ratio(values: Sequence[float], bounded: bool) -> str:
+    if not values:
+        return "no paired seeds"
+    mean = statistics.fmean(values)
+    bound = ", lower bound" if bounded else ""
+    if len(values) < 2:
+        return f"{mean:.2f} (n = 1: no interval{bound})"
+    difference = paired_difference(dict(enumerate(values)), dict.fromkeys(range(len(values)), 0.0))
+    return f"{mean:.2f} [{difference.low:.2f}, {difference.high:.2f}] (n = {len(values)}{bound})"
+
+
+def convergence_cost_table(numbers: Numbers, analysis: Analysis) -> Table:
+    fraction = analysis.common_target or 0.5
+    rows = []
+    for study, levels in numbers.items():
+        reference = levels.get(analysis.reference)
+        widths = ladder(levels, analysis.reference)
+        if reference is None or not widths:
+            continue
+        full = widths[-1][0]
+        target = common_target(reference, fraction)
+        if target is None:
+            continue
+        reference_steps = {seed: steps_to_target(n.run.series(VAL), target) for seed, n in reference.items()}
+        for d_e, level in widths:
+            refused = {first for first, _ in refused_pairs(levels, level, analysis.reference)}
+            ratios, steps, bounded = [], [], False
+            for seed, found in levels[level].items():
+                theirs = reference_steps.get(seed)
+                if found.run.id in refused or not theirs:
+                    continue
+                mine = steps_to_target(found.run.series(VAL), target)
+                if mine is None:  # never reached: its last step is a lower bound
+                    mine, bounded = float(found.last_step or 0), True
+                steps.append(mine)
+                ratios.append(mine / theirs)
+            source = source_width(d_e, full)
+            rows.append(
+                {
+                    "study": study,
+                    "d_e": d_e,
+                    "share of hidden": share(d_e, full),
+                    "target (nats)": target,
+                    "steps to target": statistics.fmean(steps) if steps else None,
+                    "ratio to full width": _ratio(ratios, bounded),
+                    "source": (
+                        f"d_e {source}: {SOURCE_EPOCHS[source]:g} epochs, "
+                        f"{SOURCE_EPOCHS[source] / SOURCE_EPOCHS[SOURCE_HIDDEN]:.2f} of 768's"
+                        if source in SOURCE_EPOCHS
+                        else "not reported"
+                    ),
+                }
+            )
+    notes = [
+        f"target: the full width's ({analysis.reference}) mean validation loss at {fraction:g} of its run, "
+        "fixed in the sweep file before the runs; steps: interpolated between evaluations",
+        "ratio: a width's steps to the target over the full width's, seed by seed, mean [95% interval]; "
+        "lower bound: some run never reached the target, its last step stands in",
+        "source: fine-tuning epochs to converge, BERT-base, d_e 128 against 768: 5.2 / 3.0 = 1.73 (+73%)",
+    ]
+    return Table(
+        name="width_convergence_cost",
+        title="(b) Convergence cost: steps to one common target, as a ratio to the full width",
+        columns=[
+            "study",
+            "d_e",
+            "share of hidden",
+            "target (nats)",
+            "steps to target",
+            "ratio to full width",
+            "source",
+        ],
+        rows=rows,
+        notes=notes,
+        digits={"d_e": 0, "steps to target": 0},
+    )
+
+
+# --------------------------------------------------------------------------- (c) parameters against loss
+
+
+def parameters_table(numbers: Numbers, analysis: Analysis) -> Table:
+    rows = []
+    for study, levels in numbers.items():
+        reference = levels.get(analysis.reference)
+        widths = ladder(levels, analysis.reference)
+        if reference is None or not widths:
+            continue
+        full = widths[-1][0]
+        full_params = next((n.params for n in reference.values() if n.params), None)
+        for d_e, level in widths:
+            params = next((n.params for n in levels[level].values() if n.params), None)
+            saved = None if params is None or full_params is None else (full_params - params) / 1e6
+            lost = _paired_final(levels, level, analysis.reference) if level != analysis.reference else None
+            source = source_width(d_e, full)
+            rows.append(
+                {
+                    "study": study,
+                    "d_e": d_e,
+                    "share of hidden": share(d_e, full),
+                    "params (M)": None if params is None else params / 1e6,
+                    "saved (M)": saved,
+                    "saved (%)": None if saved is None or not full_params else 100 * saved * 1e6 / full_params,
+                    "loss lost (nats)": lost.format(3) if lost is not None else "reference",
+                    "nats per M saved": (
+                        lost.mean / saved if lost is not None and saved and math.isfinite(lost.mean) else None
+                    ),
+                    "source": f"768 → {source} {SOURCE_SAVING[source]}" if source in SOURCE_SAVING else "",
+                }
+            )
+    notes = [
+        "saved: the full width's parameters minus this width's (the token, position and segment tables, "
+        "the projection and the head's transform all scale with d_e); loss lost: this width's final "
+        "validation loss minus the full width's, paired by seed, mean [95% interval]",
+        "source: BERT-base, 768 → 384 saves about 12M parameters (11%) for about 0.6 accuracy points",
+    ]
+    return Table(
+        name="width_parameters",
+        title="(c) Parameters saved against loss lost, per width",
+        columns=[
+            "study",
+            "d_e",
+            "share of hidden",
+            "params (M)",
+            "saved (M)",
+            "saved (%)",
+            "loss lost (nats)",
+            "nats per M saved",
+            "source",
+        ],
+        rows=rows,
+        notes=notes,
+        digits={"d_e": 0, "params (M)": 3, "saved (M)": 3, "saved (%)": 1, "nats per M saved": 3},
+    )
+
+
+# --------------------------------------------------------------------------- the control
+
+
+def control_table(numbers: Numbers, analysis: Analysis) -> Table:
+    """Tied minus untied final loss at each width both heads ran: the ladder's levels against the same
+    d_e with ``output=untied`` (the control with the tied head's transform and its own output matrix)."""
+    rows = []
+    for study, levels in numbers.items():
+        for d_e, level in ladder(levels, analysis.reference):
+            control = level.replace("output=tied", "output=untied")
+            if control == level or control not in levels:
+                continue
+            difference = _paired_final(levels, level, control)
+            rows.append(
+                {"study": study, "d_e": d_e, "tied": level, "untied": control, "tied - untied": difference.format(3)}
+            )
+    notes = [
+        "tied - untied: the tied head's final validation loss minus the control's, paired by seed, mean [95% "
+        "interval]; the two heads share the transform (dense + GELU + LayerNorm + bias) and differ only in "
+        "the output matrix (the token table, or one of the control's own); positive: tying costs",
+    ]
+    return Table(
+        name="width_control",
+        title="The control: tied minus untied at each width both ran",
+        columns=["study", "d_e", "tied", "untied", "tied - untied"],
+        rows=rows,
+        notes=notes,
+        digits={"d_e": 0},
+    )
+
+
+# --------------------------------------------------------------------------- downstream
+
+
+def downstream_notes(dims: Table) -> list[str]:
+    """Per route and main score of the embedding-dimension table: whether its widest row beats the
+    majority class by more than the minimum detectable effect (MDE), which a downstream claim needs."""
+    from tiedemb.experiments.aggregate import Stat, majority_column, mde_column
+
+    notes = []
+    routes: dict[str, list[dict[str, Any]]] = {}
+    for row in dims.rows:
+        routes.setdefault(str(row.get("route", "")), []).append(row)
+    for route, rows in routes.items():
+        widest = max(rows, key=lambda row: row["d_e"])
+        for column in dims.columns:
+            score, floor, mde = widest.get(column), widest.get(majority_column(column)), widest.get(mde_column(column))
+            if not isinstance(score, Stat) or floor is None or mde is None:
+                continue
+            margin = score.mean - floor
+            where = f"{route + ', ' if route else ''}{column} at d_e {widest['d_e']}"
+            if margin > mde:
+                notes.append(
+                    f"downstream signal: {where} beats the majority class by {margin:.1f} points, more than "
+                    f"the MDE of {mde:.1f}: differences between widths larger than the MDE may be claimed"
+                )
+            else:
+                notes.append(
+                    f"no downstream signal at this scale: {where} is {margin:+.1f} points from the majority "
+                    f"class ({floor:.1f}), within the MDE of {mde:.1f}; no downstream claim is made"
+                )
+    return notes
+
+
+def width_tables(numbers: Numbers, analysis: Analysis | None) -> list[Table]:
+    """The three tables of a width study (an analysis with a common_target); none for other sweeps."""
+    if analysis is None or analysis.common_target is None:
+        return []
+    return [
+        control_table(numbers, analysis),
+        gain_table(numbers, analysis),
+        convergence_cost_table(numbers, analysis),
+        parameters_table(numbers, analysis),
+    ]
