@@ -69,6 +69,7 @@ ADDED = {
     ("model", "init_args", "narrowing"): "balanced",
     ("model", "init_args", "readapt_steps"): 0,
     ("model", "init_args", "readapt_learning_rate"): 0.001,
+    ("save_transformers",): False,  # fit --save_transformers: a transformers folder beside the checkpoints
 }
 """Options added since, with the default that keeps a configuration as it was: (path) -> default.
 A command line that resolves one of them to anything else resolves differently, and fails."""

@@ -87,7 +87,7 @@ from tiedemb.training.run_dir import (
     share_run_dir,
     writes_in_run_dir,
 )
-from tiedemb.training.run_summary import RunKind, say_summary
+from tiedemb.training.run_summary import RunKind, say_summary, summary_lines
 from tiedemb.training.status_callback import RunStatus
 from tiedemb.training.strategy import check_cpu_processes, check_strategy_config
 from tiedemb.training.wandb_checkpoints import apply_log_model
@@ -661,7 +661,8 @@ class TiedembCLI(LightningCLI):
             if chosen is not None:
                 kind.transformers_dir, said = export_beside(chosen, self.run_dir, kind.has_tokenizer)
                 say(said)
-        say_summary(self.trainer, self.run_dir, time.monotonic() - self._started, kind)
+        # printed by main() once the fit is over: from the command line after W&B's run is finished
+        self.summary = summary_lines(self.trainer, self.run_dir, time.monotonic() - self._started, kind)
 
     def before_validate(self) -> None:
         self._prepare_run()
@@ -1061,4 +1062,10 @@ def main(args: list[str] | None = None, run: bool = True) -> TiedembCLI | None:
         raise SystemExit(INTERRUPTED_EXIT if signal == "Ctrl-C" else PREEMPTED_EXIT) from None
     if isinstance(outcome, int):  # the exit status of a user error, already reported
         raise SystemExit(outcome)
+    lines = getattr(outcome, "summary", None)
+    if lines:
+        # From the command line the process ends next: W&B's run is finished first, so its closing
+        # lines come before the summary. Called from Python (args given), the W&B run is left to its
+        # caller: finishing it would stop the process's W&B service for every later run.
+        say_summary(lines, finish=args is None)
     return outcome

@@ -113,9 +113,8 @@ def summary_lines(trainer: L.Trainer, run_dir: Path, seconds: float, run: RunKin
     return lines
 
 
-def say_summary(trainer: L.Trainer, run_dir: Path, seconds: float, run: RunKind) -> None:
-    """Finish W&B's run, then print the summary on stderr (the first process only)."""
-    if not trainer.is_global_zero:
-        return
-    finish_wandb()
-    print("\n".join(summary_lines(trainer, run_dir, seconds, run)), file=sys.stderr)
+def say_summary(lines: list[str], finish: bool = True) -> None:
+    """Print the summary on stderr; with ``finish``, W&B's run is finished first (its lines before)."""
+    if finish:
+        finish_wandb()
+    print("\n".join(lines), file=sys.stderr)
