@@ -25,6 +25,17 @@ def table_and_rate(text: str) -> tuple[Path, float | None]:
     return Path(path), value
 
 
+def rate_list(text: str) -> tuple[float, ...]:
+    """``--grid 0.001,0.003``: positive learning rates separated by commas."""
+    try:
+        rates = tuple(float(part) for part in text.split(",") if part.strip())
+    except ValueError:
+        rates = ()
+    if not rates or any(not rate > 0 for rate in rates):
+        raise argparse.ArgumentTypeError(f"expected positive rates separated by commas, got {text!r}")
+    return rates
+
+
 def parser() -> CommandParser:
     parser = CommandParser(prog="tiedemb rate-report", description=__doc__.split("\n\n")[0])
     parser.add_argument("--claims", type=Path, required=True, help="YAML file with an analysis section of claims")
@@ -34,6 +45,12 @@ def parser() -> CommandParser:
     )
     parser.add_argument(
         "--verdict", type=table_and_rate, action="append", default=[], help="a verdict run table (TABLE or TABLE=RATE)"
+    )
+    parser.add_argument(
+        "--grid",
+        type=rate_list,
+        default=(),
+        help="the protocol's rates (0.001,0.003,0.01,0.03): picks wait for all",
     )
     parser.add_argument("--out", type=Path, required=True, help="folder for the report")
     return parser
@@ -47,7 +64,7 @@ def main(argv: list[str] | None = None) -> int:
     def build() -> Path:
         tuning = [run for path, rate in args.tuning for run in read_runs(path, "tuning", rate)]
         verdict = [run for path, rate in args.verdict for run in read_runs(path, "verdict", rate)]
-        return write_rate_report(tuning, verdict, args.claims, args.protocol, args.out)
+        return write_rate_report(tuning, verdict, args.claims, args.protocol, args.out, args.grid)
 
     path = report_user_errors(build)
     if isinstance(path, int):

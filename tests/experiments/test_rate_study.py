@@ -243,3 +243,18 @@ def test_a_missing_claims_file_is_one_line(tmp_path, capsys):
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "no such claims file" in err[0]
     assert not (tmp_path / "o").exists()
+
+
+def test_a_rate_not_run_on_every_tuning_seed_is_not_eligible_and_the_pick_waits_for_the_grid():
+    runs = [
+        *(run("a", 0.001, s, 5.5) for s in range(3)),
+        *(run("a", 0.003, s, 5.3) for s in range(3)),
+        run("a", 0.01, 0, 5.0),  # the lowest loss, but one seed of three: not eligible yet
+    ]
+    scores = {s.rate: s for s in rate_scores(runs)}
+    assert not scores[0.01].complete and not scores[0.01].eligible
+    pick = pick_rates(runs, grid=(0.001, 0.003, 0.01, 0.03))["a"]
+    assert pick.rate == 0.003 and pick.provisional and pick.missing == (0.01, 0.03)
+    done = [*runs, run("a", 0.01, 1, 5.0), run("a", 0.01, 2, 5.0), *(run("a", 0.03, s, 6.0) for s in range(3))]
+    final = pick_rates(done, grid=(0.001, 0.003, 0.01, 0.03))["a"]
+    assert final.rate == 0.01 and not final.provisional and final.at_edge == ""

@@ -128,7 +128,12 @@ def figure(at_rates: Sequence[dict[str, Any]], tuned: Sequence[dict[str, Any]], 
 
 
 def write_rate_report(
-    tuning: Sequence[RunRow], verdict_runs: Sequence[RunRow], claims: Path, protocol: Path, out: Path
+    tuning: Sequence[RunRow],
+    verdict_runs: Sequence[RunRow],
+    claims: Path,
+    protocol: Path,
+    out: Path,
+    grid: Sequence[float] = (),
 ) -> Path:
     analysis = read_claims(claims)
     # the study's variants are those its claims compare (a fixed-rate table may hold others)
@@ -142,7 +147,7 @@ def write_rate_report(
     run_rows, current, first = provenance(runs, protocol)
     _write_csv(out / "run_metrics.csv", run_rows, list(run_rows[0]))
     scores = rate_scores(runs)
-    picks = pick_rates(runs)
+    picks = pick_rates(runs, grid)
     score_rows = [
         {
             "variant": s.variant,
@@ -150,7 +155,7 @@ def write_rate_report(
             "tuning seeds": s.n,
             "mean final val loss": s.mean_final,
             "diverged seeds": s.diverged,
-            "eligible": "yes" if s.eligible else "no",
+            "eligible": "yes" if s.eligible else "no" if s.complete else f"no: {s.n} of {s.seeds} seeds",
             "picked": "yes" if picks[s.variant].rate == s.rate else "",
         }
         for s in scores
@@ -215,7 +220,12 @@ def _markdown(analysis, run_rows, score_rows, picks, at_rates, tuned, current, f
     for variant, pick in sorted(picks.items()):
         rate = "none eligible" if pick.rate is None else f"{pick.rate:g}"
         edge = f" — at the grid's {pick.at_edge} rate: the protocol extends the grid" if pick.at_edge else ""
-        lines.append(f"- {variant}: {rate}{edge}")
+        wait = (
+            f" — provisional: {', '.join(f'{r:g}' for r in pick.missing)} not yet run on every tuning seed"
+            if pick.provisional
+            else ""
+        )
+        lines.append(f"- {variant}: {rate}{edge}{wait}")
     lines += ["", "## Claims at the tuned rates", ""]
     if not any(row["n"] for row in tuned):
         lines.append("No verdict runs yet: the claims are decided on them only.")

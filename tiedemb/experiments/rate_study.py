@@ -131,10 +131,15 @@ class RateScore:
     n: int
     mean_final: float
     diverged: int  # tuning seeds that diverged at this rate
+    seeds: int = 0  # the tuning seeds every rate must have run (the most any variant and rate has)
+
+    @property
+    def complete(self) -> bool:
+        return self.n >= self.seeds
 
     @property
     def eligible(self) -> bool:
-        return self.n > 0 and self.diverged == 0
+        return self.n > 0 and self.diverged == 0 and self.complete
 
 
 def rate_scores(runs: Iterable[RunRow]) -> list[RateScore]:
@@ -143,11 +148,12 @@ def rate_scores(runs: Iterable[RunRow]) -> list[RateScore]:
     for run in runs:
         if run.phase == "tuning":
             grouped.setdefault((run.variant, run.rate), []).append(run)
+    seeds = max((len(group) for group in grouped.values()), default=0)
     scores = []
     for (variant, rate), group in sorted(grouped.items()):
         finite = [run.final_loss for run in group if not run.diverged]
         mean = sum(finite) / len(finite) if len(finite) == len(group) else math.nan
-        scores.append(RateScore(variant, rate, len(group), mean, sum(run.diverged for run in group)))
+        scores.append(RateScore(variant, rate, len(group), mean, sum(run.diverged for run in group), seeds))
     return scores
 
 
@@ -157,21 +163,32 @@ class Pick:
     rate: float | None  # None: no eligible rate
     at_edge: str  # "", "lowest" or "highest": the grid must be extended there
     grid: tuple[float, ...]
+    missing: tuple[float, ...] = ()  # grid rates of this variant not (completely) run: the pick is provisional
+
+    @property
+    def provisional(self) -> bool:
+        return bool(self.missing)
 
 
-def pick_rates(runs: Iterable[RunRow]) -> dict[str, Pick]:
-    """The protocol's rule: each variant's eligible tuning rate with the lowest mean final loss."""
+def pick_rates(runs: Iterable[RunRow], grid: Sequence[float] = ()) -> dict[str, Pick]:
+    """The protocol's rule: each variant's eligible tuning rate with the lowest mean final loss.
+
+    ``grid``: the protocol's rates; a variant with a grid rate not run on every tuning seed has a
+    provisional pick (an incomplete rate is never eligible)."""
     scores = rate_scores(runs)
-    grid = tuple(sorted({score.rate for score in scores}))
+    grid = tuple(sorted({score.rate for score in scores} | set(grid)))
     picks = {}
     for variant in sorted({score.variant for score in scores}):
-        eligible = [score for score in scores if score.variant == variant and score.eligible]
+        mine = [score for score in scores if score.variant == variant]
+        complete = {score.rate for score in mine if score.complete}
+        missing = tuple(rate for rate in grid if rate not in complete)
+        eligible = [score for score in mine if score.eligible]
         if not eligible:
-            picks[variant] = Pick(variant, None, "", grid)
+            picks[variant] = Pick(variant, None, "", grid, missing)
             continue
         best = min(eligible, key=lambda score: (score.mean_final, score.rate))
         edge = "lowest" if best.rate == grid[0] else "highest" if best.rate == grid[-1] else ""
-        picks[variant] = Pick(variant, best.rate, edge, grid)
+        picks[variant] = Pick(variant, best.rate, edge, grid, missing)
     return picks
 
 
