@@ -33,10 +33,17 @@ def project(tmp_path_factory, one_thread) -> Path:
     """A project folder with ``data/cache`` in which ``fit --run_name a`` of the quick start config ran."""
     folder = tmp_path_factory.mktemp("project")
     (folder / "data" / "cache").mkdir(parents=True)
-    with pytest.MonkeyPatch.context() as patch:
-        patch.chdir(folder)
-        patch.setenv("WANDB_MODE", "disabled")
-        main(["fit", *QUICK_START, "--run_name", "a", "--trainer.enable_progress_bar=false"])
+    # as a user runs it: its own process, with the default loggers
+    command = [sys.executable, str(ROOT / "main.py"), "fit", *QUICK_START, "--run_name", "a"]
+    done = subprocess.run(
+        [*command, "--trainer.enable_progress_bar=false"],
+        cwd=folder,
+        env={**os.environ, **QUIET},
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
     return folder
 
 

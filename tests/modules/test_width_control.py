@@ -3,6 +3,7 @@ trains on text with a given tokenizer, keeps BERT's transform, and logs the toke
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -14,6 +15,16 @@ from tiedemb.data.tokenizers import load_tokenizer, tokenizer_fingerprint
 ROOT = Path(__file__).resolve().parents[2]
 
 pytestmark = pytest.mark.end_to_end
+
+
+def csv_only(folder: Path) -> str:
+    """CSV metrics only: what these tests read, and no W&B run in this test process (which shares the
+    process's W&B service with every in-process run of the worker)."""
+    logger = {
+        "class_path": "lightning.pytorch.loggers.CSVLogger",
+        "init_args": {"save_dir": str(folder), "name": "csv"},
+    }
+    return f"--trainer.logger={json.dumps([logger])}"
 
 
 def test_the_untied_control_trains_with_the_tied_heads_transform_and_logs_its_tokenizer(
@@ -45,6 +56,7 @@ def test_the_untied_control_trains_with_the_tied_heads_transform_and_logs_its_to
             "--trainer.enable_progress_bar=false",
             "--trainer.enable_model_summary=false",
             f"--trainer.default_root_dir={tmp_path / 'run'}",
+            csv_only(tmp_path / "run"),
         ]
     )
     model = cli.model.model
@@ -85,6 +97,7 @@ def test_a_runs_trained_tokenizer_is_kept_as_the_folder_the_study_names(tmp_path
             "--trainer.enable_progress_bar=false",
             "--trainer.enable_model_summary=false",
             f"--trainer.default_root_dir={tmp_path / 'run'}",
+            csv_only(tmp_path / "run"),
         ]
     )
     (logged,) = [yaml.safe_load(path.read_text()) for path in (tmp_path / "run").rglob("hparams.yaml")]

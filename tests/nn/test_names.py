@@ -10,7 +10,7 @@ from tiedemb.nn.config import ACTIVATIONS, NORMS
 from tiedemb.nn.layers import ACTIVATION_FUNCTIONS, NORM_CLASSES
 from tiedemb.theory import predict_initial_loss
 
-HEAD_NAMES = ("untied", "tied", "tied_scaled_init", "tied_orth", "tied_shuffle")
+HEAD_NAMES = ("untied", "tied", "tied_scaled_init", "tied_orth", "untied_orth", "tied_shuffle")
 """The heads configs and docs name, in the order messages list them."""
 
 
