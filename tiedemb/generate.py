@@ -19,7 +19,7 @@ import sys
 from typing import Any
 
 from tiedemb.errors import UserError
-from tiedemb.options import NonNegativeFloat, PositiveInt, UnitFraction, add_weights_only, number_type
+from tiedemb.options import NonNegativeFloat, PositiveInt, UnitFraction, add_run_checkpoint_options, number_type
 from tiedemb.training.exits import CommandParser, report_user_errors
 
 
@@ -124,10 +124,7 @@ def parser() -> CommandParser:
         "--top-p", type=number_type(UnitFraction), default=None, help="draw from the likeliest tokens holding this mass"
     )
     parser.add_argument("--seed", type=int, default=0, help="the random seed of the draws (default 0)")
-    parser.add_argument(
-        "--checkpoint", default=None, help="in a run folder: best (default, else last), last, or a file name"
-    )
-    add_weights_only(parser)
+    add_run_checkpoint_options(parser)
     return parser
 
 

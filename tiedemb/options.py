@@ -261,3 +261,12 @@ def add_weights_only(parser: argparse.ArgumentParser) -> None:
         default=True,
         help="read tensors and plain values only (default true); false unpickles anything, for a file you trust",
     )
+
+
+def add_run_checkpoint_options(parser: argparse.ArgumentParser) -> None:
+    """``--checkpoint`` (which checkpoint of a run folder) and ``--weights-only``: what the commands
+    that load a run (generate, predict) share."""
+    parser.add_argument(
+        "--checkpoint", default=None, help="in a run folder: best (default, else last), last, or a file name"
+    )
+    add_weights_only(parser)
