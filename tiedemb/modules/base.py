@@ -40,8 +40,10 @@ class TransformerModule(L.LightningModule):
     """The settings of the Transformer that both ``PretrainModule`` and ``GlueModule`` take.
 
     Unset (``None``) architecture settings are the ``pretrained`` model's, or ``TransformerConfig``'s
-    defaults without one; a set one must equal the pretrained value. Every argument of the chain
-    is checked against its annotation (``tiedemb.options``) before anything is built or read.
+    defaults without one; a set one must equal the pretrained value. Each ``__init__`` checks its
+    own arguments against their annotations (``tiedemb.options``) first, before anything is built
+    or read. A module of your own subclasses ``PretrainModule`` or ``GlueModule`` the same way:
+    its own keywords, then ``super().__init__(**kwargs)``.
     """
 
     def __init__(
