@@ -58,10 +58,10 @@ class PretrainModule(TransformerModule):
     ``TransformerConfig`` fields and the run's settings here, the architecture and training ones
     ``TransformerModule``'s (``tiedemb.modules.base``); ``vocab_size`` comes from the data in the
     CLI. ``head`` picks the output layer: untied, tied, tied_scaled_init, tied_orth, tied_shuffle.
-    ``embedding_scale``, ``output_scale`` and
-    ``embedding_init_std`` add the wider field's remedies (Gemma's sqrt(d) input scale, T5's d^-1/2
-    readout with std-1 embeddings, muP's output multiplier). Hyperparameters are plain values, so
-    ``load_from_checkpoint(path)`` rebuilds any variant on its own.
+    ``embedding_scale``, ``output_scale`` and ``embedding_init_std`` add the wider field's remedies
+    (Gemma's sqrt(d) input scale, T5's d^-1/2 readout with std-1 embeddings, muP's output
+    multiplier). Hyperparameters are plain values, so ``load_from_checkpoint(path)`` rebuilds any
+    variant on its own.
 
     ``compile: true`` compiles the encoder blocks with ``torch.compile`` when the Trainer sets the
     model up (checkpoint keys are unchanged).
