@@ -1,12 +1,12 @@
 """Every option of the four classes users configure takes effect or is refused: none is dropped silently.
 
 ``OPTIONS`` classifies each init argument of ``PretrainModule``, ``GlueModule``, ``PretrainData``
-and ``GlueData``, read with ``inspect.signature``: an argument added to a class fails
-``test_every_option_is_classified`` until it is classified here. For every context (each output
-head and a pretrained BERT for the modules; the embedded corpus, local files and a hub dataset
-name for the pretraining data; a GLUE folder, GLUE files and the hub for GLUE) the classification
-says what giving the option a value other than the default does, and ``test_option`` checks it by
-building the objects at tiny sizes:
+and ``GlueData``, read as LightningCLI shows them (``tiedemb.options.class_parameters``): an
+argument added to a class fails ``test_every_option_is_classified`` until it is classified here.
+For every context (each output head and a pretrained BERT for the modules; the embedded corpus,
+local files and a hub dataset name for the pretraining data; a GLUE folder, GLUE files and the
+hub for GLUE) the classification says what giving the option a value other than the default
+does, and ``test_option`` checks it by building the objects at tiny sizes:
 
 * ``EFFECT``: the object differs from the one built without it, in what it does (its parameters,
   a forward pass in training mode, its optimiser and schedule, its batches, what its consumer reads);
@@ -20,7 +20,6 @@ and is refused without it. No network: the hub is a stand-in for ``datasets.load
 
 from __future__ import annotations
 
-import inspect
 import json
 import warnings
 from collections.abc import Callable, Mapping
@@ -40,7 +39,7 @@ from tiedemb.data import GlueData, PretrainData
 from tiedemb.errors import UserError
 from tiedemb.modules.glue import GlueModule
 from tiedemb.modules.pretrain import PretrainModule
-from tiedemb.options import NoEffectWarning
+from tiedemb.options import NoEffectWarning, class_parameters
 
 EFFECT = "effect"
 LINKED = "linked"
@@ -811,7 +810,7 @@ CLASSES = {
 
 
 def options_of(cls: type) -> list[str]:
-    return [name for name in inspect.signature(cls.__init__).parameters if name != "self"]
+    return list(class_parameters(cls))
 
 
 # -- the tests -------------------------------------------------------------------------------------

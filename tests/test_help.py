@@ -2,9 +2,9 @@
 
 ``python main.py fit --help`` opens with a short usage line and the ``--model.help CLASS`` /
 ``--data.help CLASS`` lines, before Lightning's long list of Trainer options. ``--model.help`` and
-``--data.help`` print each option of the class with its description: the model settings' come from
-``TransformerConfig``'s fields (``tiedemb.modules.settings``), the optimisation settings' from
-``tiedemb.modules.optim.SCHEDULE_DOCS``, the data modules' from their docstrings' ``Args:``.
+``--data.help`` print each option of the class with its description, from the ``Args:`` of the
+``__init__`` docstrings (the module's own and ``TransformerModule``'s, which it passes ``**kwargs`` on
+to) and of the data modules' docstrings.
 """
 
 from __future__ import annotations

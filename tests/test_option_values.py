@@ -126,7 +126,7 @@ def class_cases() -> list[tuple[str, list[str], str, str]]:
     cases = []
     for prefix, classes in CLASSES.items():
         for cls, base in classes:
-            for name, hint in option_types(cls.__init__).items():
+            for name, hint in option_types(cls).items():
                 if name == "self":
                     continue
                 for value in bad_values(hint):
@@ -175,7 +175,7 @@ def test_every_option_of_the_four_classes_is_tried():
     tried = {case_id.split("=")[0] for case_id, *_ in class_cases()}
     for classes in CLASSES.values():
         for cls, _ in classes:
-            for name, hint in option_types(cls.__init__).items():
+            for name, hint in option_types(cls).items():
                 assert f"{cls.__name__}.{name}" in tried, f"{cls.__name__}.{name} gets no bad value"
                 for option in _alternatives(hint):
                     if _base(option) is int or (_base(option) is float and typing.get_origin(hint) is not tuple):

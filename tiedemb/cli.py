@@ -14,7 +14,6 @@ import os
 import sys
 import time
 import warnings
-from contextlib import nullcontext
 from pathlib import Path
 from typing import Any, Literal
 
@@ -29,11 +28,12 @@ from lightning.pytorch.utilities.exceptions import SIGTERMException
 
 from tiedemb.data.pretrain import PretrainData
 from tiedemb.errors import UserError, check_choice
+from tiedemb.modules.base import FROM_CHECKPOINT
 from tiedemb.modules.glue import GlueModule, majority_floor
 from tiedemb.modules.pretrain import PretrainModule
 from tiedemb.modules.throughput import ModelThroughput
 from tiedemb.nn.config import OBJECTIVES
-from tiedemb.options import as_written, changed_from_default
+from tiedemb.options import as_written, changed_from_default, class_parameters
 from tiedemb.training.arguments import ArgumentParser
 from tiedemb.training.checkpoint_io import AtomicCheckpointIO
 from tiedemb.training.checkpoints import (
@@ -98,7 +98,6 @@ from tiedemb.training.wandb_mode import (
     wandb_run_id,
 )
 from tiedemb.training.wandb_names import name_wandb_runs
-from tiedemb.weights.restoring import weights_from_checkpoint
 
 
 class GuideFormatter(argparse.RawDescriptionHelpFormatter, DefaultHelpFormatter):
@@ -475,14 +474,6 @@ class TiedembCLI(LightningCLI):
         # A W&B run named, grouped and tagged by its head, objective, d_e and seed, unless given its own.
         name_wandb_runs(config)
 
-    def instantiate_classes(self) -> None:
-        # Evaluating a checkpoint builds the model its hyperparameters describe (architecture
-        # included) and then loads its weights, so the pretrained source they name is not read:
-        # a fine-tuned run is tested without its pretraining run's files or the hub.
-        from_checkpoint = getattr(self, "_model_from_checkpoint", False)
-        with weights_from_checkpoint() if from_checkpoint else nullcontext():
-            super().instantiate_classes()
-
     # -- reliability: trainer extras and the checkpoint a run starts from --------------------------
     def instantiate_trainer(self, **kwargs: Any) -> L.Trainer:
         folder = self._choose_run_dir()
@@ -586,9 +577,12 @@ class TiedembCLI(LightningCLI):
             else []
         )
         hparams = {name: value for name, value in hparams.items() if name not in typed}
-        model = {"class_path": class_path, "dict_kwargs": hparams} if class_path else hparams
+        # The model is built for the checkpoint's weights (architecture included), so the pretrained
+        # source its settings name is not read: a fine-tuned run is tested without its pretraining
+        # run's files or the hub (tiedemb.modules.base).
+        class_path = class_path or configured
+        model = {"class_path": class_path, "dict_kwargs": {**hparams, FROM_CHECKPOINT: True}} if class_path else hparams
         self.config = self.parser.parse_object({subcommand: {"model": model}}, self.config)
-        self._model_from_checkpoint = True
         self._overrides = lines  # said with the data's, once those are resolved (before_instantiate_classes)
 
     def _rebuild_data(self, settings: Any, path: str) -> list[str]:
@@ -938,11 +932,10 @@ def refuse_linked_settings(model: Any) -> None:
     would be dropped without a word. ``null`` (or the parameter's default) means "from the data".
     """
     import importlib
-    import inspect
 
     module_name, _, class_name = str(model.get("class_path", "")).rpartition(".")
     try:
-        parameters = inspect.signature(getattr(importlib.import_module(module_name), class_name).__init__).parameters
+        parameters = class_parameters(getattr(importlib.import_module(module_name), class_name))
     except (ImportError, AttributeError, ValueError):
         return  # jsonargparse reports an unknown class
     settings = model.get("init_args") or {}

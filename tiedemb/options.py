@@ -25,6 +25,7 @@ compose (an overlay's setting that another overlay makes moot).
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import inspect
 import math
 import types
@@ -74,23 +75,53 @@ OpenFraction = Annotated[float, Bounds(0, 1, low_open=True, high_open=True)]
 
 
 # -- the check -----------------------------------------------------------------------------------
-def option_types(function: Callable[..., Any] | type) -> dict[str, Any]:
-    """The annotations of a function's parameters (or a dataclass's fields), ``Annotated`` kept.
+def _inits(cls: type) -> list[Callable[..., Any]]:
+    """``cls.__init__`` and each parent's ``__init__`` it passes ``**kwargs`` on to (as jsonargparse follows them)."""
+    inits = []
+    for klass in cls.__mro__:
+        init = vars(klass).get("__init__")
+        if init is None:
+            continue
+        inits.append(init)
+        if all(
+            parameter.kind is not parameter.VAR_KEYWORD for parameter in inspect.signature(init).parameters.values()
+        ):
+            break
+    return inits
 
-    A signature that was replaced (``__signature__``, as the modules' is) is read as it is; string
-    annotations (``from __future__ import annotations``) are resolved in the function's module.
+
+def class_parameters(cls: type) -> dict[str, inspect.Parameter]:
+    """A class's options as LightningCLI shows them: the keyword parameters of its ``__init__`` and
+    of each parent's ``__init__`` that it passes ``**kwargs`` on to, private ones (``_name``) left out."""
+    found: dict[str, inspect.Parameter] = {}
+    for init in _inits(cls):
+        for name, parameter in list(inspect.signature(init).parameters.items())[1:]:  # without self
+            if parameter.kind in (parameter.POSITIONAL_OR_KEYWORD, parameter.KEYWORD_ONLY) and name[0] != "_":
+                found.setdefault(name, parameter)  # a subclass's own declaration first
+    return found
+
+
+def option_types(function: Callable[..., Any] | type) -> dict[str, Any]:
+    """The annotations of a function's parameters, ``Annotated`` kept (string annotations, from
+    ``from __future__ import annotations``, resolved in the function's module).
+
+    Of a dataclass: its fields'. Of another class: those of its options (``class_parameters``).
     """
-    if isinstance(function, type):
+    if dataclasses.is_dataclass(function):
         return typing.get_type_hints(function, include_extras=True)
+    if isinstance(function, type):
+        found: dict[str, Any] = {}
+        for init in _inits(function):
+            for name, hint in option_types(init).items():
+                found.setdefault(name, hint)
+        return {name: found[name] for name in class_parameters(function) if name in found}
     signature = inspect.signature(function)
-    if all(not isinstance(parameter.annotation, str) for parameter in signature.parameters.values()):
-        return {
-            name: parameter.annotation
-            for name, parameter in signature.parameters.items()
-            if parameter.annotation is not inspect.Parameter.empty
-        }
     hints = typing.get_type_hints(function, include_extras=True)
-    return {name: hints[name] for name in signature.parameters if name in hints}
+    return {
+        name: hints[name]
+        for name, parameter in signature.parameters.items()
+        if name in hints and parameter.kind not in (parameter.VAR_POSITIONAL, parameter.VAR_KEYWORD)
+    }
 
 
 def check_arguments(prefix: str, types_: Mapping[str, Any], arguments: Mapping[str, Any]) -> None:

@@ -1,117 +1,168 @@
-"""Model settings are declared once, in TransformerConfig: the modules' signatures are made from it."""
+"""The modules' settings are explicit keyword arguments that agree with TransformerConfig, and a
+subclass adds its own through ``super().__init__``."""
 
 from __future__ import annotations
 
+import dataclasses
 import inspect
-import subprocess
-import sys
-import textwrap
-from pathlib import Path
+import typing
+from typing import Any
 
+import docstring_parser
 import pytest
+import torch
 
 from tiedemb import GlueModule, PretrainModule
+from tiedemb.cli import main
 from tiedemb.errors import UserError
+from tiedemb.modules.base import TransformerModule
+from tiedemb.nn import HEADS
 from tiedemb.nn.config import ARCHITECTURE, LANGUAGE_MODEL, TRAINING, TransformerConfig
+from tiedemb.options import option_types
+from tiedemb.weights.language_model import HEAD_SETTINGS
 
-ROOT = Path(__file__).resolve().parents[2]
-
-# In a fresh interpreter, TransformerConfig gains one field before anything else is imported; the
-# script then asks both modules' --help, builds each with the field, and reloads it from a checkpoint.
-NEW_FIELD = textwrap.dedent("""
-    import contextlib, dataclasses, io, sys
-    import tiedemb.nn.config as config
-    from tiedemb.nn.config import setting
-
-    @dataclasses.dataclass
-    class TransformerConfig(config.TransformerConfig):
-        qk_norm: bool = setting(False, doc="Normalise queries and keys (a field added for this test).")
-
-    config.TransformerConfig = TransformerConfig  # before any module reads it
-
-    import torch
-    from tiedemb import GlueModule, PretrainModule
-    from tiedemb.cli import main
-
-    for module in ("tiedemb.PretrainModule", "tiedemb.GlueModule"):
-        shown = io.StringIO()
-        with contextlib.redirect_stdout(shown), contextlib.suppress(SystemExit):
-            main(["fit", "--model.help", module])
-        assert "--model.qk_norm" in shown.getvalue() and "Normalise queries and keys" in shown.getvalue(), module
-        print("help", module)
-
-    tiny = dict(vocab_size=40, hidden_size=16, num_heads=2, num_layers=1, intermediate_size=32, qk_norm=True)
-    for cls, extra in ((PretrainModule, {}), (GlueModule, {"num_labels": 2})):
-        module = cls(**tiny, **extra)
-        assert module.hparams.qk_norm is True and module.config.qk_norm is True
-        path = sys.argv[1] + f"/{cls.__name__}.ckpt"
-        # As LightningCLI saves hyperparameters: with the class path and its instantiator
-        hparams = {"_class_path": f"tiedemb.{cls.__name__}", **module.hparams,
-                   "_instantiator": "lightning.pytorch.cli.instantiate_module"}
-        torch.save({"state_dict": module.state_dict(), "hyper_parameters": hparams,
-                    "pytorch-lightning_version": "2.6.6"}, path)
-        loaded = cls.load_from_checkpoint(path)
-        assert loaded.hparams.qk_norm is True and loaded.config.qk_norm is True, cls
-        print("checkpoint", cls.__name__)
-""")
+TINY = dict(vocab_size=40, hidden_size=16, num_heads=2, num_layers=1, intermediate_size=32)
+CONFIG_TYPES = typing.get_type_hints(TransformerConfig, include_extras=True)
+CONFIG_DEFAULTS = {field.name: field.default for field in dataclasses.fields(TransformerConfig)}
 
 
-@pytest.mark.end_to_end
-def test_a_field_added_to_the_config_reaches_both_modules_help_and_checkpoints(tmp_path):
-    result = subprocess.run(
-        [sys.executable, "-c", NEW_FIELD, str(tmp_path)], capture_output=True, text=True, cwd=ROOT, timeout=600
-    )
-    assert result.returncode == 0, result.stderr[-3000:]
-    assert result.stdout.split("\n")[:4] == [
-        "help tiedemb.PretrainModule",
-        "help tiedemb.GlueModule",
-        "checkpoint PretrainModule",
-        "checkpoint GlueModule",
-    ]
+def own_parameters(cls: type) -> dict[str, inspect.Parameter]:
+    """The keyword parameters ``cls.__init__`` declares itself (not those it passes on in ``**kwargs``)."""
+    return {
+        name: parameter
+        for name, parameter in inspect.signature(cls.__init__).parameters.items()
+        if parameter.kind is inspect.Parameter.KEYWORD_ONLY and not name.startswith("_")
+    }
 
 
-def test_signatures_list_the_config_fields_of_their_parts_then_their_own_settings():
-    pretrain = list(inspect.signature(PretrainModule).parameters)
-    assert pretrain[: len(TransformerConfig.field_names())] == TransformerConfig.field_names()
-    assert pretrain[len(TransformerConfig.field_names()) :][:2] == ["learning_rate", "weight_decay"]
-    glue = inspect.signature(GlueModule).parameters
-    fine_tuned = TransformerConfig.field_names_of(ARCHITECTURE, TRAINING)
-    assert list(glue)[: len(fine_tuned)] == fine_tuned
-    assert not set(TransformerConfig.field_names_of(LANGUAGE_MODEL)) & set(glue)  # a classifier has no LM head
-    # architecture fields are the pretrained model's when unset; training fields have the config's defaults
-    assert all(glue[name].default is None for name in TransformerConfig.field_names_of(ARCHITECTURE))
-    assert glue["dropout"].default == 0.1 and glue["init_std"].default == 0.02
+def documented(cls: type) -> dict[str, str]:
+    """The descriptions of ``cls.__init__``'s docstring ``Args:`` (what ``--model.help`` shows)."""
+    return {
+        param.arg_name: " ".join(param.description.split())
+        for param in docstring_parser.parse(cls.__init__.__doc__).params
+    }
 
 
-def test_a_call_is_checked_against_the_made_signature():
+# Each module declares the config fields of the parts it takes, where the model reads them.
+DECLARED = [
+    (TransformerModule, TransformerConfig.field_names_of(ARCHITECTURE, TRAINING)),
+    (PretrainModule, TransformerConfig.field_names_of(LANGUAGE_MODEL)),
+]
+UNSET_FROM_PRETRAINED = {*TransformerConfig.field_names_of(ARCHITECTURE), *HEAD_SETTINGS}
+"""The settings whose ``None`` (the default) is the pretrained model's value, else the config's default."""
+
+
+@pytest.mark.parametrize(("cls", "fields"), DECLARED, ids=lambda value: getattr(value, "__name__", ""))
+def test_a_module_declares_each_config_field_of_its_parts_with_the_configs_type_and_default(cls, fields):
+    declared = own_parameters(cls)
+    assert sorted(name for name in declared if name in CONFIG_DEFAULTS) == sorted(fields)  # none missing
+    types = option_types(cls.__init__)
+    for name in fields:
+        config_type, default = CONFIG_TYPES[name], CONFIG_DEFAULTS[name]
+        if name == "head":  # any registered head in the config; the command line lists those there were
+            choices, unset = typing.get_args(types[name])
+            assert unset is type(None) and typing.get_args(choices) == tuple(HEADS)[: len(typing.get_args(choices))]
+            assert {"untied", "tied", "tied_orth"} <= set(typing.get_args(choices))
+        elif name in UNSET_FROM_PRETRAINED:
+            assert types[name] == config_type | None, name
+        else:
+            assert types[name] == config_type, name
+        expected = None if name in UNSET_FROM_PRETRAINED else default
+        assert declared[name].default == expected, name
+
+
+@pytest.mark.parametrize("cls", [TransformerModule, PretrainModule, GlueModule], ids=lambda cls: cls.__name__)
+def test_every_setting_is_described_and_an_unset_one_names_the_configs_default(cls):
+    descriptions = documented(cls)
+    private = {"_from_checkpoint"} if cls is TransformerModule else set()
+    assert set(descriptions) == set(own_parameters(cls)) | private
+    for name, words in descriptions.items():
+        assert words.strip(), name
+        if name in UNSET_FROM_PRETRAINED and cls is not GlueModule:
+            default = CONFIG_DEFAULTS[name]
+            if default is dataclasses.MISSING:
+                assert words.endswith("Unset: the pretrained model's."), (name, words)
+            else:
+                said = "hidden_size" if name == "embedding_dim" else repr(default)
+                assert words.endswith(f"Unset: the pretrained model's, else {said}."), (name, words)
+
+
+def test_the_modules_take_every_config_field_of_their_parts_and_nothing_else():
+    pretrain, glue = set(option_types(PretrainModule)), set(option_types(GlueModule))
+    assert set(TransformerConfig.field_names()) <= pretrain
+    assert set(TransformerConfig.field_names_of(ARCHITECTURE, TRAINING)) <= glue
+    assert not set(TransformerConfig.field_names_of(LANGUAGE_MODEL)) & glue  # a classifier has no LM head
+    assert "_from_checkpoint" not in pretrain | glue  # private: no option, no hyperparameter
+
+
+def test_a_call_is_checked_against_the_signature():
     with pytest.raises(TypeError, match="hidden_sise"):
         PretrainModule(vocab_size=40, hidden_sise=16)
     with pytest.raises(UserError, match="vocab_size"):
         PretrainModule(hidden_size=16, num_heads=2)  # unset, and no pretrained model to take it from
     with pytest.raises(TypeError, match="head"):
-        GlueModule(vocab_size=40, num_labels=2, head="tied")  # an LM setting; a classifier has no head
+        GlueModule(**TINY, num_labels=2, head="tied")  # an LM setting; a classifier has no head
+    with pytest.raises(UserError, match=r"^model\.hidden_size must be an integer >= 1, or null, got 0$"):
+        PretrainModule(**{**TINY, "hidden_size": 0})
+    with pytest.raises(UserError, match=r"model\.lr_decay='step' is not a known choice; valid: linear, cosine"):
+        PretrainModule(**TINY, lr_decay="step")
 
 
-def test_settings_are_recorded_in_signature_order_with_defaults():
-    module = PretrainModule(vocab_size=40, hidden_size=16, num_heads=2, num_layers=1, intermediate_size=32)
-    assert list(module.hparams) == list(inspect.signature(PretrainModule).parameters)
-    assert module.hparams.head == "tied" and module.hparams.learning_rate == 5e-4
+def test_every_setting_is_recorded_with_its_default():
+    module = PretrainModule(**TINY)
+    assert set(module.hparams) == set(option_types(PretrainModule))
+    assert module.hparams.head == "tied" and module.hparams.learning_rate == 5e-4 and module.hparams.dropout == 0.1
+    glue = GlueModule(**TINY, num_labels=2)
+    assert set(glue.hparams) == set(option_types(GlueModule))
+    assert glue.hparams.hidden_size == 16 and glue.hparams.learning_rate == 2e-5
 
 
-def test_choices_are_literal_types_the_help_lists():
-    """``--help`` and shell completion read the choices from the signature, so they must be there."""
-    import typing
+def save_checkpoint(module: TransformerModule, hparams: dict[str, Any], path) -> None:
+    torch.save(
+        {"state_dict": module.state_dict(), "hyper_parameters": hparams, "pytorch-lightning_version": "2.6.6"}, path
+    )
 
-    from tiedemb.nn import HEADS
 
-    parameters = inspect.signature(PretrainModule.__init__).parameters
-    assert typing.get_args(parameters["objective"].annotation) == ("mlm", "clm")
-    assert typing.get_args(parameters["lr_decay"].annotation) == ("linear", "cosine", "constant")
-    head_choices = [typing.get_args(option) for option in typing.get_args(parameters["head"].annotation)]
-    assert tuple(HEADS) in head_choices  # Literal[registered heads] | None: unset takes the pretrained head
-    glue = inspect.signature(GlueModule.__init__).parameters
-    assert typing.get_args(glue["norm"].annotation)[0] == typing.Literal["layernorm", "rmsnorm"]
-    with pytest.raises(
-        UserError, match=r"model\.lr_decay='step' is not a known choice; valid: linear, cosine, constant"
-    ):
-        PretrainModule(vocab_size=50, hidden_size=16, num_heads=2, num_layers=1, lr_decay="step")
+class LabelSmoothed(PretrainModule):
+    """A user's module: the pretraining module with one keyword of its own."""
+
+    def __init__(self, *, label_smoothing: float = 0.0, **kwargs: Any) -> None:
+        """A keyword of its own; the rest are ``PretrainModule``'s.
+
+        Args:
+            label_smoothing: The share of each target's probability spread over the vocabulary.
+        """
+        super().__init__(**kwargs)
+        self.label_smoothing = label_smoothing
+
+
+def test_a_subclass_adds_a_keyword_through_super_init(tmp_path, capsys):
+    module = LabelSmoothed(label_smoothing=0.1, **TINY, head="untied", learning_rate=1e-3)
+    assert module.label_smoothing == 0.1 and module.config.head == "untied" and module.config.hidden_size == 16
+    assert module.hparams.label_smoothing == 0.1 and module.hparams.learning_rate == 1e-3
+    assert set(module.hparams) == set(option_types(PretrainModule)) | {"label_smoothing"}
+
+    path = tmp_path / "smoothed.ckpt"
+    save_checkpoint(module, dict(module.hparams), path)
+    loaded = LabelSmoothed.load_from_checkpoint(path)
+    assert loaded.label_smoothing == 0.1 and loaded.hparams == module.hparams
+
+    capsys.readouterr()
+    with pytest.raises(SystemExit) as exited:
+        main(["fit", "--model.help", f"{__name__}.LabelSmoothed"])
+    assert exited.value.code == 0
+    shown = " ".join(capsys.readouterr().out.split())
+    assert "--model.label_smoothing" in shown and "spread over the vocabulary" in shown
+    assert "--model.hidden_size" in shown and "--model.head " in shown and "--model.learning_rate" in shown
+
+
+def test_a_checkpoint_is_rebuilt_without_reading_its_pretrained_source(tmp_path):
+    module = GlueModule(**TINY, num_labels=2)
+    hparams = {**module.hparams, "pretrained": str(tmp_path / "gone.ckpt")}  # moved or deleted since
+    path = tmp_path / "glue.ckpt"
+    save_checkpoint(module, hparams, path)
+    loaded = GlueModule.load_from_checkpoint(path)
+    assert loaded.hparams.pretrained == hparams["pretrained"] and "_from_checkpoint" not in loaded.hparams
+    torch.testing.assert_close(loaded.state_dict(), module.state_dict())
+    with pytest.raises(UserError, match="gone.ckpt"):
+        GlueModule(**{**hparams, "hidden_size": None})  # built directly, the source is read

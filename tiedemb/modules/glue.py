@@ -7,7 +7,6 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
-import lightning as L
 import torch
 import torch.nn.functional as F
 from lightning.pytorch.utilities import rank_zero_info
@@ -16,6 +15,7 @@ from torchmetrics import MeanMetric, MetricCollection
 
 from tiedemb.data.glue_tasks import TASKS, GlueTask
 from tiedemb.errors import UserError, check_choice
+from tiedemb.modules.base import TransformerModule
 from tiedemb.modules.flops import MatmulWeights
 from tiedemb.modules.glue_metrics import (
     build_metric,
@@ -24,8 +24,7 @@ from tiedemb.modules.glue_metrics import (
     metric_names,
     split_suffix,
 )
-from tiedemb.modules.optim import SCHEDULE_DOCS, LrDecay, adamw_with_schedule, check_schedule
-from tiedemb.modules.settings import save_settings, takes_model_settings
+from tiedemb.modules.optim import LrDecay, adamw_with_schedule, check_schedule
 from tiedemb.nn.classifier import SequenceClassifier
 from tiedemb.nn.config import ARCHITECTURE, TRAINING, TransformerConfig
 from tiedemb.options import (
@@ -36,14 +35,15 @@ from tiedemb.options import (
     Rate,
     UnitFraction,
     changed_from_default,
+    check_arguments,
     no_effect,
+    option_types,
     warn_no_effect,
 )
 from tiedemb.training.files import write_tsv
 from tiedemb.training.metric_names import eval_name
 from tiedemb.weights.narrow import TABLES, fit_embedding
 from tiedemb.weights.readapt import Readaptation, readapt_embedding
-from tiedemb.weights.restoring import reads_pretrained, weights_from_checkpoint
 from tiedemb.weights.source import PretrainedWeights, load_pretrained, resolve_architecture
 
 WARMUP_RATIO = 0.1
@@ -82,52 +82,17 @@ def majority_floor(data: Any) -> dict[str, float] | None:
     return majority_scores(data.task_spec.name, data.num_labels, data.raw_split("train")["label"], dev)
 
 
-class GlueModule(L.LightningModule):
+class GlueModule(TransformerModule):
     """Embedding -> Encoder -> [CLS] (-> pooler) -> dropout -> classifier, fine-tuned on one task.
 
-    The keyword names are the YAML's and match ``PretrainModule``'s: the ``TransformerConfig``
-    fields of the architecture and of training (``tiedemb.modules.settings``), then the settings
-    below. ``vocab_size``, ``num_labels``, ``task`` and ``pad_token_id`` come from the data in the
-    CLI. Unset (``None``) architecture fields take the pretrained model's values, or the config's
-    defaults (BERT-base's) without one; a set field must equal the pretrained value, else
-    construction fails naming both.
-
-    Args:
-        pretrained: where the embedding and encoder start: a tiedemb ``.ckpt`` (a pretraining or
-            fine-tuning run), a transformers BERT directory or hub name, or ``None`` (random).
-        reinit_embeddings: draw the token/position/segment tables and the projection afresh
-            instead of taking (or SVD-narrowing) the pretrained ones.
-        embedding_dim: d_e. Unset: the pretrained width. Narrower than the pretrained embedding:
-            the tables are fitted into one shared basis (``tiedemb.weights.narrow``).
-        narrowing: how that basis is chosen: ``balanced`` (each table's energy counts equally, so
-            the positions keep theirs) or ``energy`` (a plain truncated SVD of the stacked rows,
-            dominated by the token table). The share each table kept is logged as ``narrow/kept_*``.
-        readapt_steps: after narrowing, fit the narrow tables and projection for this many Adam steps
-            so the embedding's output matches the full-width one's on the task's training inputs
-            (labels unread; ``tiedemb.weights.readapt``), before fine-tuning (``fit``) or scoring
-            (``similarity``) starts. 0: the narrowing's fit as it is. The error before and after is
-            logged as ``narrow/readapt_mse_before`` and ``narrow/readapt_mse_after``.
-        readapt_learning_rate: Adam's step size for that fit.
-        pooler: BERT's dense + tanh on [CLS] before the classifier.
-        warmup_ratio: warmup as a fraction of all optimiser steps; ``warmup_steps`` overrides it.
-        predictions_dir: where ``predict`` and ``test`` write TSV files; default the run's folder
-            (the trainer's default_root_dir, which the command line makes the run's own folder).
-        write_test_predictions: ``test`` also writes each dev split's predictions with the gold
-            label (``MRPC-validation.tsv``), so the logged figures can be recomputed from a file.
+    The keyword names are the YAML's and match ``PretrainModule``'s: the fine-tuning settings here,
+    the architecture and training ones ``TransformerModule``'s (``tiedemb.modules.base``), the
+    same ``TransformerConfig`` fields the pretraining module takes. ``vocab_size``, ``num_labels``,
+    ``task`` and ``pad_token_id`` come from the data in the CLI. Unset (``None``) architecture
+    fields take the pretrained model's values, or the config's defaults (BERT-base's) without one;
+    a set field must equal the pretrained value, else construction fails naming both.
     """
 
-    @takes_model_settings(
-        ARCHITECTURE,
-        TRAINING,
-        unset_from_pretrained=(ARCHITECTURE,),
-        documented={
-            **SCHEDULE_DOCS,
-            "warmup_steps": "Optimiser steps of linear warmup from 0 to learning_rate. Unset: warmup_ratio.",
-            "num_labels": "The classifier's outputs; the command line takes it from data.task.",
-            "task": "The GLUE task (its metrics and file names); the command line takes it from data.task.",
-            "classifier_dropout": "Dropout before the classifier. Unset: model.dropout.",
-        },
-    )
     def __init__(
         self,
         *,
@@ -150,12 +115,46 @@ class GlueModule(L.LightningModule):
         min_lr_ratio: UnitFraction = 0.0,
         predictions_dir: str | None = None,
         write_test_predictions: bool = True,
-        **model: Any,
+        **kwargs: Any,
     ) -> None:
-        # Not super().__init__(): with it, Lightning would look for every model setting among this
-        # frame's local variables (tiedemb.modules.settings).
-        L.LightningModule.__init__(self)
-        save_settings(self)
+        """The fine-tuning settings; the architecture and training settings are ``TransformerModule``'s,
+        passed on in ``kwargs``.
+
+        Args:
+            num_labels: The classifier's outputs; the command line takes it from data.task.
+            task: The GLUE task (its metrics and file names); the command line takes it from data.task.
+            pretrained: where the embedding and encoder start: a tiedemb ``.ckpt`` (a pretraining or
+                fine-tuning run), a transformers BERT directory or hub name, or ``None`` (random).
+            reinit_embeddings: draw the token/position/segment tables and the projection afresh
+                instead of taking (or SVD-narrowing) the pretrained ones.
+            narrowing: how the basis of an embedding narrower than the pretrained one (a smaller
+                ``embedding_dim``; ``tiedemb.weights.narrow``) is chosen: ``balanced`` (each table's energy
+                counts equally, so the positions keep theirs) or ``energy`` (a plain truncated SVD of the
+                stacked rows, dominated by the token table). The share each table kept is logged as
+                ``narrow/kept_*``.
+            readapt_steps: after narrowing, fit the narrow tables and projection for this many Adam steps
+                so the embedding's output matches the full-width one's on the task's training inputs
+                (labels unread; ``tiedemb.weights.readapt``), before fine-tuning (``fit``) or scoring
+                (``similarity``) starts. 0: the narrowing's fit as it is. The error before and after is
+                logged as ``narrow/readapt_mse_before`` and ``narrow/readapt_mse_after``.
+            readapt_learning_rate: Adam's step size for that fit.
+            pooler: BERT's dense + tanh on [CLS] before the classifier.
+            classifier_dropout: Dropout before the classifier. Unset: model.dropout.
+            learning_rate: AdamW's peak learning rate, reached at the end of warmup.
+            weight_decay: AdamW's decoupled weight decay, on weight matrices only (not biases or norm gains).
+            betas: AdamW's moment decay rates (beta1, beta2).
+            eps: AdamW's epsilon, added to the root of the second moment.
+            warmup_ratio: warmup as a fraction of all optimiser steps; ``warmup_steps`` overrides it.
+            warmup_steps: Optimiser steps of linear warmup from 0 to learning_rate. Unset: warmup_ratio.
+            lr_decay: How the learning rate falls after warmup, to min_lr_ratio of its peak at the last step.
+            min_lr_ratio: The learning rate at the last step, as a fraction of its peak (not with constant).
+            predictions_dir: where ``predict`` and ``test`` write TSV files; default the run's folder
+                (the trainer's default_root_dir, which the command line makes the run's own folder).
+            write_test_predictions: ``test`` also writes each dev split's predictions with the gold
+                label (``MRPC-validation.tsv``), so the logged figures can be recomputed from a file.
+        """
+        check_arguments("model", option_types(GlueModule.__init__), locals())
+        super().__init__(**kwargs)
         self.task_spec: GlueTask | None = TASKS[check_choice("model.task", task, TASKS)] if task is not None else None
         num_labels = self._resolve_num_labels(num_labels)
         check_schedule(lr_decay, min_lr_ratio)
@@ -169,15 +168,16 @@ class GlueModule(L.LightningModule):
                 warmup_ratio,
                 f"with model.warmup_steps={warmup_steps}, which overrides it; give one of them",
             )
-        source = load_pretrained(pretrained) if pretrained is not None and reads_pretrained() else None
+        settings = self.transformer_settings
+        source = load_pretrained(pretrained) if pretrained is not None and self.reads_pretrained else None
         if source is not None:
-            _check_vocabulary(model["vocab_size"], source)
+            _check_vocabulary(settings["vocab_size"], source)
         architecture = resolve_architecture(
-            {name: model[name] for name in TransformerConfig.field_names_of(ARCHITECTURE)}, source
+            {name: settings[name] for name in TransformerConfig.field_names_of(ARCHITECTURE)}, source
         )
         # Checkpoints carry concrete values, so a reload rebuilds the same shapes without the source.
         self.hparams.update(architecture, num_labels=num_labels)
-        training = {name: model[name] for name in TransformerConfig.field_names_of(TRAINING)}
+        training = {name: settings[name] for name in TransformerConfig.field_names_of(TRAINING)}
         self.config = TransformerConfig(objective="mlm", **training, **architecture)
         self.model = SequenceClassifier(self.config, num_labels, pooler=pooler, classifier_dropout=classifier_dropout)
         if narrowing != "balanced" and pretrained is None:
@@ -222,12 +222,6 @@ class GlueModule(L.LightningModule):
         self.history: list[tuple[float, float]] = []  # (fractional epoch, main dev metric) during fit
         self.epochs_to_converge: float | None = None
         self.written_files: list[Path] = []  # every TSV this module wrote, in order
-
-    @classmethod
-    def load_from_checkpoint(cls, checkpoint_path: Any, *args: Any, **kwargs: Any) -> GlueModule:  # type: ignore[override]
-        """Rebuild from a checkpoint alone; the ``pretrained`` source it names is not read."""
-        with weights_from_checkpoint():
-            return super().load_from_checkpoint(checkpoint_path, *args, **kwargs)
 
     def _resolve_num_labels(self, num_labels: int | None) -> int:
         expected = self.task_spec.num_labels if self.task_spec is not None else None

@@ -15,16 +15,6 @@ from tiedemb.options import changed_from_default, no_effect
 LrDecay = Literal["linear", "cosine", "constant"]
 """How the learning rate falls after warmup (``model.lr_decay``)."""
 DECAYS = typing.get_args(LrDecay)
-SCHEDULE_DOCS = {
-    "learning_rate": "AdamW's peak learning rate, reached at the end of warmup.",
-    "weight_decay": "AdamW's decoupled weight decay, on weight matrices only (not biases or norm gains).",
-    "betas": "AdamW's moment decay rates (beta1, beta2).",
-    "eps": "AdamW's epsilon, added to the root of the second moment.",
-    "warmup_steps": "Optimiser steps of linear warmup from 0 to learning_rate.",
-    "lr_decay": "How the learning rate falls after warmup, to min_lr_ratio of its peak at the last step.",
-    "min_lr_ratio": "The learning rate at the last step, as a fraction of its peak (not with constant).",
-}
-"""The descriptions of the optimisation settings both modules take (``--model.help`` shows them)."""
 
 
 def parameter_groups(model: nn.Module, weight_decay: float) -> list[dict]:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 import time
-from typing import Any
+from typing import Annotated, Any, Literal
 
 import lightning as L
 import torch
@@ -13,17 +13,25 @@ from torch import Tensor
 from torchmetrics import MeanMetric
 
 from tiedemb.errors import UserError
+from tiedemb.modules.base import TransformerModule
 from tiedemb.modules.flops import MatmulWeights
-from tiedemb.modules.optim import SCHEDULE_DOCS, LrDecay, adamw_with_schedule, check_schedule
-from tiedemb.modules.settings import save_settings, takes_model_settings
-from tiedemb.nn import LMOutput, Transformer, TransformerConfig
-from tiedemb.nn.config import ARCHITECTURE, LANGUAGE_MODEL, TRAINING
-from tiedemb.options import NonNegativeFloat, NonNegativeInt, PositiveFloat, Rate, UnitFraction
+from tiedemb.modules.optim import LrDecay, adamw_with_schedule, check_schedule
+from tiedemb.nn import HEADS, LMOutput, Transformer, TransformerConfig
+from tiedemb.nn.config import HeadActivation, Objective, Shuffle
+from tiedemb.options import (
+    Bounds,
+    NonNegativeFloat,
+    NonNegativeInt,
+    PositiveFloat,
+    Rate,
+    UnitFraction,
+    check_arguments,
+    option_types,
+)
 from tiedemb.theory import predict_for_config
 from tiedemb.training import metric_names
 from tiedemb.training.ties import TieGuard, restore_tied_entries, tied_prefixes_of
 from tiedemb.weights.language_model import (
-    HEAD_SETTINGS,
     check_trainable,
     has_head,
     load_language_model,
@@ -32,24 +40,28 @@ from tiedemb.weights.language_model import (
     source_state,
     unexpectedly_missing,
 )
-from tiedemb.weights.restoring import reads_pretrained, weights_from_checkpoint
 from tiedemb.weights.source import PretrainedWeights
+
+HeadName = Literal[tuple(HEADS)]
+"""The heads registered when this module is imported: the choices the command line offers for
+``model.head``. From Python, a head registered later is taken too (the registry checks the name)."""
 
 
 class TrainingDiverged(UserError):
     """The loss stopped being a finite number."""
 
 
-class PretrainModule(L.LightningModule):
+class PretrainModule(TransformerModule):
     """Embedding -> Encoder -> OutputHead, trained on masked or causal language modelling.
 
-    The keyword names are the YAML's (``model.hidden_size`` ...): every ``TransformerConfig``
-    field, then the optimisation settings below (``tiedemb.modules.settings``); ``vocab_size``
-    comes from the data in the CLI. ``head`` picks the output layer: untied, tied,
-    tied_scaled_init, tied_orth, tied_shuffle. ``embedding_scale``, ``output_scale`` and
-    ``embedding_init_std`` add the wider field's remedies (Gemma's sqrt(d) input scale, T5's d^-1/2
-    readout with std-1 embeddings, muP's output multiplier). Hyperparameters are plain values, so
-    ``load_from_checkpoint(path)`` rebuilds any variant on its own.
+    The keyword names are the YAML's (``model.hidden_size`` ...): the language model's
+    ``TransformerConfig`` fields and the run's settings here, the architecture and training ones
+    ``TransformerModule``'s (``tiedemb.modules.base``); ``vocab_size`` comes from the data in the
+    CLI. ``head`` picks the output layer: untied, tied, tied_scaled_init, tied_orth, tied_shuffle.
+    ``embedding_scale``, ``output_scale`` and ``embedding_init_std`` add the wider field's remedies
+    (Gemma's sqrt(d) input scale, T5's d^-1/2 readout with std-1 embeddings, muP's output
+    multiplier). Hyperparameters are plain values, so ``load_from_checkpoint(path)`` rebuilds any
+    variant on its own.
 
     ``compile: true`` compiles the encoder blocks with ``torch.compile`` when the Trainer sets the
     model up (checkpoint keys are unchanged).
@@ -78,21 +90,20 @@ class PretrainModule(L.LightningModule):
     start of this one's, when the loop fetches and moves the batch.
     """
 
-    @takes_model_settings(
-        ARCHITECTURE,
-        TRAINING,
-        LANGUAGE_MODEL,
-        unset_from_pretrained=(ARCHITECTURE, *HEAD_SETTINGS),
-        documented={
-            **SCHEDULE_DOCS,
-            "compile": "Compile the encoder blocks with torch.compile when the Trainer sets the model up.",
-            "peak_flops": "The device's peak FLOP/s that MFU is measured against. Unset: Lightning's table.",
-            "pretrained": "BERT weights in transformers format (a folder or hub name) to train further.",
-        },
-    )
     def __init__(
         self,
         *,
+        objective: Objective = "mlm",
+        head: HeadName | None = None,
+        output_bias: bool | None = None,
+        head_bias: bool | None = None,
+        head_activation: HeadActivation | None = None,
+        head_norm: bool | None = None,
+        shuffle: Shuffle = "half_swap",
+        shuffle_groups: Annotated[int, Bounds(2)] = 2,
+        embedding_scale: PositiveFloat | str = 1.0,
+        output_scale: PositiveFloat | str = 1.0,
+        embedding_init_std: PositiveFloat | None = None,
         learning_rate: NonNegativeFloat = 5e-4,
         weight_decay: NonNegativeFloat = 0.01,
         betas: tuple[Rate, Rate] = (0.9, 0.98),
@@ -103,14 +114,50 @@ class PretrainModule(L.LightningModule):
         compile: bool = False,
         peak_flops: PositiveFloat | None = None,
         pretrained: str | None = None,
-        **model: Any,
+        **kwargs: Any,
     ) -> None:
-        # Not super().__init__(): with it, Lightning would look for every model setting among this
-        # frame's local variables (tiedemb.modules.settings).
-        L.LightningModule.__init__(self)
-        save_settings(self)
+        """The language model's settings (``TransformerConfig`` fields) and the run's; the
+        architecture and training settings are ``TransformerModule``'s, passed on in ``kwargs``.
+
+        Args:
+            objective: mlm (masked tokens) or clm (next token, causal attention).
+            head: Output layer: untied, tied, tied_scaled_init, tied_orth, untied_orth, tied_shuffle, or any head
+                registered in tiedemb.nn.heads.HEADS. Unset: the pretrained model's, else 'tied'.
+            output_bias: A vocabulary-sized output bias (never part of the tie). Unset: the pretrained model's,
+                else False.
+            head_bias: tied_orth and untied_orth: a bias on its projection. Unset: the pretrained model's, else
+                False.
+            head_activation: tied_orth and untied_orth: an activation after its projection (none, gelu, relu, tanh,
+                silu). Unset: the pretrained model's, else 'none'.
+            head_norm: tied_orth and untied_orth: a norm after its projection (with head_bias and gelu: BERT's MLM
+                transform). Unset: the pretrained model's, else False.
+            shuffle: tied_shuffle: half_swap, or channel_shuffle in shuffle_groups groups.
+            shuffle_groups: tied_shuffle with channel_shuffle: groups; must divide d_e.
+            embedding_scale: Token vectors x this: a number, sqrt_d (Gemma), rsqrt_d or mup:<base_width>.
+            output_scale: The vector meeting the output matrix x this: a number, rsqrt_d (T5), mup:<base_width>
+                (muP) or sqrt_d.
+            embedding_init_std: Std of the token table (T5: 1.0); unset: init_std.
+            learning_rate: AdamW's peak learning rate, reached at the end of warmup.
+            weight_decay: AdamW's decoupled weight decay, on weight matrices only (not biases or norm gains).
+            betas: AdamW's moment decay rates (beta1, beta2).
+            eps: AdamW's epsilon, added to the root of the second moment.
+            warmup_steps: Optimiser steps of linear warmup from 0 to learning_rate.
+            lr_decay: How the learning rate falls after warmup, to min_lr_ratio of its peak at the last step.
+            min_lr_ratio: The learning rate at the last step, as a fraction of its peak (not with constant).
+            compile: Compile the encoder blocks with torch.compile when the Trainer sets the model up.
+            peak_flops: The device's peak FLOP/s that MFU is measured against. Unset: Lightning's table.
+            pretrained: BERT weights in transformers format (a folder or hub name) to train further.
+        """
+        # The language model's settings of this call, read before any other local variable exists.
+        language_model = {name: value for name, value in locals().items() if name in TransformerConfig.field_names()}
+        # model.head is checked by the head registry when the head is built, which also knows the
+        # heads registered after this class was defined (in a user's code, a test).
+        checked = {name: hint for name, hint in option_types(PretrainModule.__init__).items() if name != "head"}
+        check_arguments("model", checked, {name: value for name, value in locals().items() if name in checked})
+        super().__init__(**kwargs)
         check_schedule(lr_decay, min_lr_ratio)
-        source = load_language_model(pretrained) if pretrained is not None and reads_pretrained() else None
+        model = {**self.transformer_settings, **language_model}
+        source = load_language_model(pretrained) if pretrained is not None and self.reads_pretrained else None
         resolved = resolve_settings(model, source)
         if source is not None:
             refuse_unread_with_source({**model, **resolved}, source)
@@ -132,12 +179,6 @@ class PretrainModule(L.LightningModule):
         self.flops_per_batch: float | None = None  # read by ThroughputMonitor after every batch
         self._batch_start: float | None = None
         self._batch_end: float | None = None
-
-    @classmethod
-    def load_from_checkpoint(cls, checkpoint_path: Any, *args: Any, **kwargs: Any) -> PretrainModule:  # type: ignore[override]
-        """Rebuild from a checkpoint alone; the ``pretrained`` source it names is not read."""
-        with weights_from_checkpoint():
-            return super().load_from_checkpoint(checkpoint_path, *args, **kwargs)
 
     @torch.no_grad()
     def _load_source(self, source: PretrainedWeights) -> None:

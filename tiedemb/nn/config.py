@@ -96,7 +96,7 @@ def readout_width(head: str, hidden_size: int, embedding_dim: int | None) -> int
     return hidden_size if head == "untied" else (embedding_dim or hidden_size)
 
 
-#: What a field describes, which decides where a module takes it from (``tiedemb.modules.settings``):
+#: What a field describes, which decides which module declares it (``tiedemb.modules``):
 ARCHITECTURE = "architecture"
 """The network's shape and parts: fine-tuning takes these from the pretrained model when unset."""
 TRAINING = "training"
@@ -107,7 +107,7 @@ PARTS = (ARCHITECTURE, TRAINING, LANGUAGE_MODEL)
 
 
 def setting(default: Any = dataclasses.MISSING, *, doc: str, part: str = ARCHITECTURE) -> Any:
-    """A field with the one description the command line (``--help``) shows for it."""
+    """A field with its description and its part (``ARCHITECTURE`` ...)."""
     if part not in PARTS:
         raise ValueError(f"part must be one of {PARTS}, got {part!r}")
     return dataclasses.field(default=default, metadata={"doc": doc, "part": part})
@@ -117,9 +117,11 @@ def setting(default: Any = dataclasses.MISSING, *, doc: str, part: str = ARCHITE
 class TransformerConfig:
     """Every setting of the model, with its default and its meaning.
 
-    The modules take these as flat keywords (``model.hidden_size`` ...): their signatures are made
-    from these fields (``tiedemb.modules.settings``), so a setting added here appears in both
-    modules' ``--help``, their configs and their checkpoints' hyperparameters.
+    The modules take these as flat keywords (``model.hidden_size`` ...), each declared in the
+    ``__init__`` of the module its part belongs to: ``TransformerModule`` the architecture and
+    training settings, ``PretrainModule`` the language model's (``tiedemb.modules``), with the type
+    and default given here (``tests/modules/test_settings.py`` checks that they agree). A setting
+    added here is added there too, where ``--help``, configs and checkpoints read it.
     """
 
     vocab_size: PositiveInt = setting(doc="Vocabulary size n; the command line takes it from the data's tokenizer.")

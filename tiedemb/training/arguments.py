@@ -18,6 +18,7 @@ from typing import Any, NoReturn
 from lightning.pytorch.cli import LightningArgumentParser
 
 from tiedemb.errors import UserError
+from tiedemb.options import class_parameters
 from tiedemb.training.evaluation import option_value
 from tiedemb.training.exits import DEBUG_ENV, USER_ERROR_EXIT
 from tiedemb.training.log_level import LEVELS, set_log_level
@@ -114,24 +115,15 @@ def nearest_valid_key(message: str, parser: Any) -> str | None:
     """
     import difflib
     import importlib
-    import inspect
 
     by_class = re.search(r"class_path '([^']+)':\s*Option '([^']+)' is not accepted", message)
     if by_class:
         module_name, _, class_name = by_class.group(1).rpartition(".")
         try:
-            parameters = inspect.signature(
-                getattr(importlib.import_module(module_name), class_name).__init__
-            ).parameters
+            valid = list(class_parameters(getattr(importlib.import_module(module_name), class_name)))
         except (ImportError, AttributeError, ValueError):
             return None
         unknown = by_class.group(2)
-        valid = [
-            name
-            for name, parameter in parameters.items()
-            if name != "self"
-            and parameter.kind not in (inspect.Parameter.VAR_POSITIONAL, inspect.Parameter.VAR_KEYWORD)
-        ]
     else:
         found = re.search(r"does not accept option '([^']+)'", message) or re.search(
             r"unrecognized arguments: --([\w.]+)", message

@@ -27,6 +27,7 @@ import torch
 from lightning.pytorch.callbacks import ModelCheckpoint
 
 from tiedemb.errors import UserError, first_line
+from tiedemb.options import class_parameters
 from tiedemb.training.lightning_internals import save_last_checkpoint, saved_this_step, saves_at_train_epoch_end
 
 log = logging.getLogger("tiedemb")
@@ -210,7 +211,7 @@ _MISSING = object()
 
 def _signature_defaults(cls: type) -> dict[str, Any]:
     try:
-        parameters = inspect.signature(cls.__init__).parameters.values()
+        parameters = class_parameters(cls).values()
     except (TypeError, ValueError):
         return {}
     return {p.name: p.default for p in parameters if p.default is not inspect.Parameter.empty}
