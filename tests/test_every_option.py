@@ -315,6 +315,9 @@ def _loaders(loaders) -> dict[str, Any]:
 
 
 def pretrain_data_does(data: PretrainData) -> dict[str, Any]:
+    TOKENISED_WITH.clear()
+    data.prepare_data()
+    data._tokenised_with += TOKENISED_WITH  # what preparing it tokenised
     data.setup("fit")
     cache = Path(data.hparams.cache_dir)
     return {

@@ -1,7 +1,9 @@
 """Pretraining data: the embedded Markov corpus by default, real text when given.
 
 Everything the model must agree with (vocabulary size, special-token ids) is known right after
-construction, so the CLI can link it into the model before either is built.
+construction, so the CLI can link it into the model before either is built: the tokenizer is
+loaded (or trained and kept) then. The text is tokenised into blocks and cached in
+``prepare_data`` and opened in ``setup``, as Lightning's data hooks are meant to be used.
 """
 
 from __future__ import annotations
@@ -11,7 +13,7 @@ import inspect
 import logging
 import math
 import os
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import lightning as L
 import numpy as np
@@ -36,6 +38,9 @@ from tiedemb.options import (
     option_types,
     warn_no_effect,
 )
+
+if TYPE_CHECKING:
+    from tiedemb.data.text import ExtraTextCache, TextCache
 
 log = logging.getLogger("tiedemb.data")
 
@@ -214,6 +219,8 @@ class PretrainData(ResumableTraining, L.LightningDataModule):
         _check_source_options(self.source, locals())
         self.corpus: MarkovCorpus | None = None
         self.tokenizer = None
+        self.text: TextCache | None = None
+        self.ood_text: ExtraTextCache | None = None
         self.stats: dict[str, float] = {}
         if self.source == "synthetic":
             self.corpus = MarkovCorpus(vocab_size=vocab_size or DEFAULT_SYNTHETIC_VOCAB, seed=corpus_seed)
@@ -228,11 +235,11 @@ class PretrainData(ResumableTraining, L.LightningDataModule):
                 self.corpus.mask_token_id,
             ]
         else:
-            # Real text is tokenised (or read from its cache) now: the vocabulary the model must
-            # match is only known once the tokenizer is loaded or trained.
-            from tiedemb.data.text import prepare_text  # datasets and pyarrow: real text only
+            # The tokenizer is decided now (loaded, or trained on the training text and kept): the
+            # vocabulary the model must match is its size. The text is tokenised in prepare_data.
+            from tiedemb.data.text import plan_extra_text, plan_text  # datasets and pyarrow: real text only
 
-            self.prepared = prepare_text(
+            self.text = plan_text(
                 objective=objective,
                 tokenizer=tokenizer,
                 vocab_size=vocab_size,
@@ -248,19 +255,14 @@ class PretrainData(ResumableTraining, L.LightningDataModule):
                 seed=corpus_seed,
                 encoding_errors=encoding_errors,
             )
-            self.tokenizer = self.prepared.tokenizer
-            self.ood_val = None
+            self.tokenizer = self.text.tokenizer
             if ood_val_files:
-                from tiedemb.data.text import prepare_extra_text
-
-                self.ood_val = prepare_extra_text(
+                self.ood_text = plan_extra_text(
                     ood_val_files,
-                    self.prepared,
+                    self.text,
                     objective=objective,
-                    block_size=block_size,
                     cache_dir=cache_dir,
                     encoding_errors=encoding_errors,
-                    num_proc=num_proc,
                     max_blocks=ood_val_blocks,
                 )
             self.vocab_size = len(self.tokenizer)
@@ -279,12 +281,14 @@ class PretrainData(ResumableTraining, L.LightningDataModule):
     def check_one_batch(self) -> None:
         """Refuse training data of fewer blocks than one batch: every batch would be dropped as
         incomplete, and Lightning would end the run at once, with nothing trained. The command
-        line calls it before ``fit`` (evaluation never reads the training blocks)."""
+        line calls it before ``fit`` (evaluation never reads the training blocks); real text is
+        prepared for it, so the ``prepare_data`` of the fit finds it cached."""
         if self.source == "synthetic":
             blocks = self._synthetic_block_count(self.hparams.synthetic_tokens)
             more = "or raise data.synthetic_tokens"
         else:
-            blocks = int(self.prepared.stats["train_blocks"])
+            self.prepare_data()
+            blocks = int(self.text.stats()["train_blocks"])
             more = "or give more text"
         if blocks < self.batch_size:
             raise UserError(
@@ -319,7 +323,15 @@ class PretrainData(ResumableTraining, L.LightningDataModule):
         return described
 
     # -- Lightning hooks ----------------------------------------------------------------------------
+    def prepare_data(self) -> None:
+        """Tokenise the text into blocks and cache them, once (on one process per machine; an entry
+        already cached is left as it is). The embedded corpus is drawn in ``setup``: nothing to prepare."""
+        for cache in (self.text, self.ood_text):
+            if cache is not None:
+                cache.write()
+
     def setup(self, stage: str | None = None) -> None:
+        """Open the blocks ``prepare_data`` cached (or draw the embedded corpus's)."""
         if self.train_set is not None:
             return
         if self.source == "synthetic":
@@ -327,15 +339,16 @@ class PretrainData(ResumableTraining, L.LightningDataModule):
             self.train_set, self.val_set = BlockTensor(train), BlockTensor(val)
             self.stats = {"train_tokens": float(train.numel()), "val_tokens": float(val.numel())}
         else:
-            self.train_set = self.prepared.train.with_format("torch")
-            self.val_set = self.prepared.val.with_format("torch")
-            self.stats = {k: float(v) for k, v in self.prepared.stats.items()}
-            val_ids = np.asarray(self.prepared.val["input_ids"][:2048])
+            prepared = self.text.open()
+            self.train_set = prepared.train.with_format("torch")
+            self.val_set = prepared.val.with_format("torch")
+            self.stats = {k: float(v) for k, v in prepared.stats.items()}
+            val_ids = np.asarray(prepared.val["input_ids"][:2048])
             # the theory's CLM correction: how often a token is followed by itself
             self.stats["repeat_rate"] = float((val_ids[:, 1:] == val_ids[:, :-1]).mean()) if val_ids.size else 0.0
-            if self.ood_val is not None:
-                self.ood_val_set = self.ood_val.with_format("torch")
-                self.stats["ood_val_blocks"] = float(len(self.ood_val))
+            if self.ood_text is not None:
+                self.ood_val_set = self.ood_text.open().with_format("torch")
+                self.stats["ood_val_blocks"] = float(len(self.ood_val_set))
         log.info("pretraining data: %s", ", ".join(f"{k}={v:g}" for k, v in self.stats.items()))
 
     def baselines(self, limit_val_blocks: int | None = None) -> dict[str, float]:
@@ -345,6 +358,7 @@ class PretrainData(ResumableTraining, L.LightningDataModule):
         ``limit_val_blocks``: only the first blocks, as a run limited by ``limit_val_batches`` sees."""
         from tiedemb.data.baselines import ngram_baselines
 
+        self.prepare_data()
         self.setup()
         train = _block_array(self.train_set)
         collator = self._collator(validation=True)

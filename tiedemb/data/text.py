@@ -22,8 +22,8 @@ import json
 import logging
 import os
 import tempfile
-from collections.abc import Iterator, Mapping
-from dataclasses import dataclass
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -50,7 +50,15 @@ from tiedemb.options import changed_from_default, no_effect, warn_no_effect
 from tiedemb.training.files import atomic_directory, disk_full_is_reported
 from tiedemb.training.hub import hub_access
 
-__all__ = ["PreparedText", "prepare_text", "tokenizer_of_run", "train_tokenizer", "trained_tokenizer_dirs"]
+__all__ = [
+    "PreparedText",
+    "TextCache",
+    "plan_text",
+    "prepare_text",
+    "tokenizer_of_run",
+    "train_tokenizer",
+    "trained_tokenizer_dirs",
+]
 
 log = logging.getLogger("tiedemb.data")
 
@@ -254,15 +262,6 @@ def _cache_key(parts: dict) -> str:
     return hashlib.sha256(json.dumps(parts, sort_keys=True, default=str).encode()).hexdigest()[:20]
 
 
-def _open(folder: Path, tokenizer) -> PreparedText:
-    """The saved entry, memory-mapped (cheap to hand to data-loader worker processes)."""
-    stats = json.loads((folder / "stats.json").read_text())
-    tokenizer = tokenizer if tokenizer is not None else load_tokenizer(folder / "tokenizer")
-    return PreparedText(
-        datasets.load_from_disk(str(folder / "train")), datasets.load_from_disk(str(folder / "val")), tokenizer, stats
-    )
-
-
 def _save(folder: Path, prepared: PreparedText) -> None:
     """Write the cache entry atomically, so a crash (or a full disk) never leaves a half-written one."""
     with (
@@ -384,7 +383,52 @@ def _check_arguments(
         raise UserError(f"val_fraction={val_fraction} must be in [0, 1)")
 
 
-def prepare_text(
+@dataclass
+class TextCache:
+    """A text's tokenizer and the cache entry its blocks go in, known before any text is tokenised.
+
+    ``PretrainData.prepare_data`` makes the entry once (``write``; an entry already there is left
+    as it is) and ``setup`` opens it (``open``), as Lightning's data hooks are meant to be used.
+    """
+
+    folder: Path
+    tokenizer: PreTrainedTokenizerFast
+    separator: int
+    block_size: int
+    num_proc: int | None
+    read_documents: Callable[[Path], tuple[datasets.Dataset, datasets.Dataset]] = field(repr=False)
+
+    @property
+    def ready(self) -> bool:
+        return (self.folder / "stats.json").is_file()
+
+    def write(self) -> None:
+        """Read, tokenise and block the text into the cache entry, unless it is there already."""
+        if self.ready:
+            return
+        with _working_folder(self.folder.parent) as work:
+            train_docs, val_docs = self.read_documents(work)
+            key = self.folder.name
+            blocks = _build(
+                train_docs, val_docs, self.tokenizer, self.separator, self.block_size, self.num_proc, key, work
+            )
+            _save(self.folder, blocks)
+        log.info("saved prepared text to %s", self.folder)
+
+    def stats(self) -> dict[str, float]:
+        return json.loads((self.folder / "stats.json").read_text())
+
+    def open(self) -> PreparedText:
+        """The saved entry, memory-mapped (cheap to hand to data-loader worker processes)."""
+        stats = self.stats()
+        log.info(
+            "prepared text in %s: %d train and %d val blocks", self.folder, stats["train_blocks"], stats["val_blocks"]
+        )
+        train, val = (datasets.load_from_disk(str(self.folder / split)) for split in ("train", "val"))
+        return PreparedText(train, val, self.tokenizer, stats)
+
+
+def plan_text(
     *,
     objective: str,
     tokenizer: str | None,
@@ -400,14 +444,15 @@ def prepare_text(
     cache_dir: str = "data/cache",
     seed: int = 0,
     encoding_errors: str = "strict",
-) -> PreparedText:
-    """Read, tokenise and block a corpus for ``objective`` ("mlm" or "clm"), from the cache when possible.
+) -> TextCache:
+    """The tokenizer of a corpus for ``objective`` ("mlm" or "clm") and the cache entry of its blocks.
 
     ``tokenizer`` is a hub name or local directory; if None a WordPiece (mlm) or byte-level BPE
-    (clm) tokenizer of ``vocab_size`` tokens is trained on the training text and kept in the cache.
+    (clm) tokenizer of ``vocab_size`` tokens is trained on the training text and kept in the cache
+    (the one text tokenised before ``prepare_data``: the model's vocabulary is its size).
     Validation text comes from ``val_files``, else the dataset's validation split, else a seeded
     ``val_fraction`` of the documents. ``encoding_errors`` is "strict" (a local file that is not
-    UTF-8 is refused, naming the first bad byte) or "replace" (such bytes are read as U+FFFD).
+    UTF-8 is refused) or "replace" (such bytes are read as U+FFFD).
     """
     _check_arguments(objective, dataset, train_files, block_size, val_fraction, encoding_errors)
     kind = TOKENIZER_KIND[objective]
@@ -446,50 +491,81 @@ def prepare_text(
         }
     )
     folder = Path(cache_dir).expanduser() / "text" / key
-    if (folder / "stats.json").is_file():
-        prepared = _open(folder, loaded)
-        configure_for_objective(prepared.tokenizer, objective)
-        log.info(
-            "loaded prepared text from %s: %d train and %d val blocks",
-            folder,
-            prepared.stats["train_blocks"],
-            prepared.stats["val_blocks"],
-        )
-        return prepared
+    read = partial(
+        _read_splits,
+        dataset=dataset,
+        dataset_config=dataset_config,
+        train_paths=train_paths,
+        val_paths=val_paths,
+        text_column=text_column,
+        val_fraction=val_fraction,
+        seed=seed,
+        encoding_errors=encoding_errors,
+        num_proc=num_proc,
+    )
+    if loaded is None and (folder / "stats.json").is_file():
+        loaded = load_tokenizer(folder / "tokenizer")  # the one the cached blocks were cut with
+    elif loaded is None:
+        save_dir = _trained_tokenizer_dir(cache_dir, kind, str(vocab_size), source)
+        loaded = _trained(read, kind, vocab_size, save_dir, folder.parent)
+    separator = configure_for_objective(loaded, objective)
+    return TextCache(folder, loaded, separator, block_size, num_proc, read)
 
-    with _working_folder(folder.parent) as work:
-        if dataset is not None:
-            train_docs, val_docs = _load_hub_splits(dataset, dataset_config, text_column)
-            described = f"dataset {dataset!r}"
-            if val_docs is not None and not val_paths and changed_from_default(val_fraction, VAL_FRACTION):
-                raise no_effect(
-                    "data.val_fraction",
-                    val_fraction,
-                    f"with data.dataset={dataset!r}, whose own validation split is the validation text",
-                )
-        else:
-            train_docs = _read_documents(train_paths, text_column, "train", encoding_errors, work, num_proc)
-            val_docs, described = None, ", ".join(repr(str(p)) for p in train_paths)
-        if not len(train_docs):
-            raise UserError(f"the training text is empty (no non-blank documents in {described})")
-        if val_paths:
-            val_docs = _read_documents(val_paths, text_column, "val", encoding_errors, work, num_proc)
-            if not len(val_docs):
-                raise UserError(
-                    "the validation text is empty (no non-blank documents in "
-                    f"{', '.join(repr(str(p)) for p in val_paths)})"
-                )
-        if val_docs is None:
-            train_docs, val_docs = _hold_out(train_docs, val_fraction, seed)
 
-        if loaded is None:
-            save_dir = _trained_tokenizer_dir(cache_dir, kind, str(vocab_size), source)
-            texts = (doc for batch in train_docs.iter(batch_size=1000) for doc in batch["text"])
-            loaded = train_tokenizer(texts, kind=kind, vocab_size=vocab_size, save_dir=save_dir, length=len(train_docs))
-        separator = configure_for_objective(loaded, objective)
-        _save(folder, _build(train_docs, val_docs, loaded, separator, block_size, num_proc, key, work))
-    log.info("saved prepared text to %s", folder)
-    return _open(folder, loaded)
+def _trained(read: Callable, kind: str, vocab_size: int, save_dir: Path, parent: Path) -> PreTrainedTokenizerFast:
+    """The tokenizer trained on the training documents (read only when it is not kept already)."""
+    if (save_dir / "tokenizer.json").is_file():
+        return train_tokenizer((), kind=kind, vocab_size=vocab_size, save_dir=save_dir)
+    with _working_folder(parent) as work:
+        train_docs, _ = read(work)
+        texts = (doc for batch in train_docs.iter(batch_size=1000) for doc in batch["text"])
+        return train_tokenizer(texts, kind=kind, vocab_size=vocab_size, save_dir=save_dir, length=len(train_docs))
+
+
+def _read_splits(
+    work: Path,
+    *,
+    dataset: str | None,
+    dataset_config: str | None,
+    train_paths: list[Path],
+    val_paths: list[Path],
+    text_column: str,
+    val_fraction: float,
+    seed: int,
+    encoding_errors: str,
+    num_proc: int | None,
+) -> tuple[datasets.Dataset, datasets.Dataset]:
+    """The training and validation documents, read into Arrow files under ``work``."""
+    if dataset is not None:
+        train_docs, val_docs = _load_hub_splits(dataset, dataset_config, text_column)
+        described = f"dataset {dataset!r}"
+        if val_docs is not None and not val_paths and changed_from_default(val_fraction, VAL_FRACTION):
+            raise no_effect(
+                "data.val_fraction",
+                val_fraction,
+                f"with data.dataset={dataset!r}, whose own validation split is the validation text",
+            )
+    else:
+        train_docs = _read_documents(train_paths, text_column, "train", encoding_errors, work, num_proc)
+        val_docs, described = None, ", ".join(repr(str(p)) for p in train_paths)
+    if not len(train_docs):
+        raise UserError(f"the training text is empty (no non-blank documents in {described})")
+    if val_paths:
+        val_docs = _read_documents(val_paths, text_column, "val", encoding_errors, work, num_proc)
+        if not len(val_docs):
+            raise UserError(
+                f"the validation text is empty (no non-blank documents in {', '.join(repr(str(p)) for p in val_paths)})"
+            )
+    if val_docs is None:
+        train_docs, val_docs = _hold_out(train_docs, val_fraction, seed)
+    return train_docs, val_docs
+
+
+def prepare_text(**settings: Any) -> PreparedText:
+    """``plan_text``'s text tokenised and blocked (from the cache when it is there), in one call."""
+    cache = plan_text(**settings)
+    cache.write()
+    return cache.open()
 
 
 @contextlib.contextmanager
@@ -547,48 +623,33 @@ def _build(
     return PreparedText(splits["train"], splits["val"], tokenizer, stats)
 
 
-def prepare_extra_text(
-    files: list[str],
-    prepared: PreparedText,
-    *,
-    objective: str,
-    block_size: int,
-    cache_dir: str = "data/cache",
-    encoding_errors: str = "strict",
-    num_proc: int | None = None,
-    max_blocks: int | None = None,
-) -> datasets.Dataset:
-    """Blocks of another text (``files``) cut with ``prepared``'s tokenizer: a second validation text.
+@dataclass
+class ExtraTextCache:
+    """Blocks of another text cut with a ``TextCache``'s tokenizer (a second validation text): made
+    by ``write`` in ``prepare_data``, read by ``open`` in ``setup``, cached like the text's own blocks."""
 
-    Cached like ``prepare_text``'s entries, keyed by the files, the tokenizer and the block size;
-    ``max_blocks`` keeps the first blocks only (the whole text is tokenised and cached once).
-    """
-    paths = _expand(files, "ood_val")
-    tokenizer = prepared.tokenizer
-    key = _cache_key(
-        {
-            "format": CACHE_FORMAT,
-            "extra": _file_identity(paths),
-            "encoding_errors": encoding_errors,
-            "tokenizer": tokenizer_fingerprint(tokenizer),
-            "block_size": block_size,
-            "objective": objective,
-        }
-    )
-    folder = Path(cache_dir).expanduser() / "text" / f"extra-{key}"
-    if not (folder / "stats.json").is_file():
-        separator = configure_for_objective(tokenizer, objective)
-        with _working_folder(folder.parent) as work:
-            documents = _read_documents(paths, TEXT_COLUMN, "ood_val", encoding_errors, work, num_proc)
-            tokenized = _tokenize_documents(documents, tokenizer, separator, num_proc, f"tiedemb-{key}-extra")
+    folder: Path
+    paths: list[Path]
+    text: TextCache
+    encoding_errors: str
+    max_blocks: int | None
+
+    def write(self) -> None:
+        if (self.folder / "stats.json").is_file():
+            return
+        text, block_size = self.text, self.text.block_size
+        with _working_folder(self.folder.parent) as work:
+            documents = _read_documents(self.paths, TEXT_COLUMN, "ood_val", self.encoding_errors, work, text.num_proc)
+            fingerprint = f"tiedemb-{self.folder.name.removeprefix('extra-')}-extra"
+            tokenized = _tokenize_documents(documents, text.tokenizer, text.separator, text.num_proc, fingerprint)
             blocks, total, dropped = _group_into_blocks(tokenized, block_size, work / "extra-blocks.arrow")
             if not len(blocks):
                 raise UserError(
                     f"data.ood_val_files make no block of data.block_size={block_size} tokens ({total} tokens in all)"
                 )
             with (
-                disk_full_is_reported(folder.parent, "the prepared text", DISK_REMEDY),
-                atomic_directory(folder, "stats.json") as staging,
+                disk_full_is_reported(self.folder.parent, "the prepared text", DISK_REMEDY),
+                atomic_directory(self.folder, "stats.json") as staging,
             ):
                 blocks.save_to_disk(str(staging / "blocks"))
                 stats = {
@@ -598,6 +659,35 @@ def prepare_extra_text(
                     "documents": len(documents),
                 }
                 (staging / "stats.json").write_text(json.dumps(stats, indent=2))
-        log.info("saved the out-of-domain validation text to %s", folder)
-    blocks = datasets.load_from_disk(str(folder / "blocks"))
-    return blocks.select(range(min(max_blocks, len(blocks)))) if max_blocks is not None else blocks
+        log.info("saved the out-of-domain validation text to %s", self.folder)
+
+    def open(self) -> datasets.Dataset:
+        """The blocks, the first ``max_blocks`` only when given (the whole text is cached once)."""
+        blocks = datasets.load_from_disk(str(self.folder / "blocks"))
+        return blocks.select(range(min(self.max_blocks, len(blocks)))) if self.max_blocks is not None else blocks
+
+
+def plan_extra_text(
+    files: list[str],
+    text: TextCache,
+    *,
+    objective: str,
+    cache_dir: str = "data/cache",
+    encoding_errors: str = "strict",
+    max_blocks: int | None = None,
+) -> ExtraTextCache:
+    """Where the blocks of ``files`` cut with ``text``'s tokenizer are cached, keyed by the files, the
+    tokenizer and the block size."""
+    paths = _expand(files, "ood_val")
+    key = _cache_key(
+        {
+            "format": CACHE_FORMAT,
+            "extra": _file_identity(paths),
+            "encoding_errors": encoding_errors,
+            "tokenizer": tokenizer_fingerprint(text.tokenizer),
+            "block_size": text.block_size,
+            "objective": objective,
+        }
+    )
+    folder = Path(cache_dir).expanduser() / "text" / f"extra-{key}"
+    return ExtraTextCache(folder, paths, text, encoding_errors, max_blocks)
