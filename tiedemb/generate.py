@@ -25,12 +25,11 @@ from tiedemb.training.exits import CommandParser, report_user_errors
 
 def model_kind(checkpoint: dict[str, Any]) -> str:
     """``glue``, ``clm`` or ``mlm``: what the checkpoint's model was trained for."""
-    hparams = checkpoint.get("hyper_parameters") or {}
-    class_path = str(hparams.get("_class_path", ""))
-    state = checkpoint.get("state_dict") or {}
-    if class_path.endswith("GlueModule") or "model.classifier.weight" in state:
+    from tiedemb.weights.source import checkpoint_kind
+
+    if checkpoint_kind(checkpoint) == "glue":
         return "glue"
-    return "clm" if hparams.get("objective") == "clm" else "mlm"
+    return "clm" if (checkpoint.get("hyper_parameters") or {}).get("objective") == "clm" else "mlm"
 
 
 def refuse_other_kinds(kind: str, origin: str) -> None:

@@ -13,7 +13,6 @@ OUT must not exist, or be empty: a kept tokenizer is never overwritten.
 from __future__ import annotations
 
 import sys
-import tempfile
 from pathlib import Path
 
 from tiedemb.errors import UserError
@@ -52,14 +51,11 @@ def keep_tokenizer(source: str | Path, out: str | Path, weights_only: bool = Tru
     recorded = recorded_fingerprint(checkpoint)
     if recorded is not None and recorded != tokenizer_fingerprint(tokenizer):
         raise UserError(f"the tokenizer found for {str(path)!r} is not the one it recorded (fingerprint {recorded})")
-    out.parent.mkdir(parents=True, exist_ok=True)
+    from tiedemb.training.files import atomic_directory
+
     # Written beside OUT and renamed at the end: a failure leaves no half-written tokenizer.
-    with tempfile.TemporaryDirectory(dir=out.parent, prefix=f".{out.name}-") as staging:
+    with atomic_directory(out, "tokenizer_config.json") as staging:
         tokenizer.save_pretrained(staging)
-        if out.is_dir():
-            out.rmdir()
-        Path(staging).rename(out)
-        Path(staging).mkdir()  # the context manager removes its folder on the way out
     return out
 
 

@@ -14,7 +14,7 @@ is tiedemb's ``tied_orth`` head with a bias, the encoder's activation, a norm an
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -27,6 +27,8 @@ from tiedemb.errors import UserError, first_line
 #: "gelu" is the exact (erf) GELU in both; the tanh approximations are refused rather than
 #: silently swapped, because outputs would then differ from the pretrained model's.
 ACTIVATIONS = {"gelu": "gelu", "relu": "relu", "tanh": "tanh", "silu": "silu", "swish": "silu"}
+#: tiedemb's activations -> transformers' ``hidden_act`` names for the same function, on the way out.
+HIDDEN_ACTS = {ours: theirs for theirs, ours in ACTIVATIONS.items() if theirs == ours}
 
 #: Per-layer parameters: transformers name (under ``encoder.layer.<i>.``) -> tiedemb name
 #: (under ``encoder.blocks.<i>.``); q, k, v are handled apart because they are fused.
@@ -175,6 +177,23 @@ def tiedemb_head_to_bert(state: Mapping[str, Tensor]) -> dict[str, Tensor]:
     return out
 
 
+def copied(
+    inner: Mapping[str, Tensor],
+    source: str,
+    target: str,
+    names: Mapping[str, str],
+    change: Callable[[Tensor], Tensor] = lambda tensor: tensor,
+) -> dict[str, Tensor]:
+    """The weights and biases of ``names`` (ours -> theirs) under ``source`` that ``inner`` holds, in
+    float32, renamed under ``target``: the mapping out of tiedemb's names every export makes."""
+    return {
+        f"{target}{theirs}.{leaf}": change(inner[f"{source}{ours}.{leaf}"].float())
+        for ours, theirs in names.items()
+        for leaf in ("weight", "bias")
+        if f"{source}{ours}.{leaf}" in inner
+    }
+
+
 def tiedemb_to_bert(state: Mapping[str, Tensor], num_layers: int) -> dict[str, Tensor]:
     """The inverse of ``bert_to_tiedemb``: tiedemb's ``embedding.*``, ``encoder.*`` and ``pooler.*``
     as a ``BertModel`` state dict (no ``bert.`` prefix), the fused ``qkv`` split into query, key, value.
@@ -182,22 +201,14 @@ def tiedemb_to_bert(state: Mapping[str, Tensor], num_layers: int) -> dict[str, T
     The embedding tables must already be hidden wide; keys outside those three parts are ignored,
     and a missing pooler stays missing.
     """
-    out: dict[str, Tensor] = {}
-
-    def give(source: str, target: str) -> None:
-        for leaf in ("weight", "bias"):
-            if f"{source}.{leaf}" in state:
-                out[f"{target}.{leaf}"] = state[f"{source}.{leaf}"]
-
-    for target, source in module_names(num_layers):
-        give(source, target)
+    names = {ours: theirs for theirs, ours in (*module_names(num_layers), POOLER_NAME)}
+    out = copied(state, "", "", names)
     for layer in range(num_layers):
         source, prefix = f"encoder.blocks.{layer}.", f"encoder.layer.{layer}."
         for leaf in ("weight", "bias"):
-            query, key, value = state[f"{source}attention.qkv.{leaf}"].chunk(3, dim=0)
+            query, key, value = state[f"{source}attention.qkv.{leaf}"].float().chunk(3, dim=0)
             for part, tensor in zip(("query", "key", "value"), (query, key, value)):
                 out[f"{prefix}attention.self.{part}.{leaf}"] = tensor.contiguous()
-    give(POOLER_NAME[1], POOLER_NAME[0])
     return out
 
 

@@ -98,6 +98,18 @@ def _load_checkpoint(path: Path, origin: str) -> PretrainedWeights:
     )
 
 
+def checkpoint_kind(checkpoint: Mapping[str, Any]) -> str | None:
+    """ "glue" for a ``GlueModule``'s checkpoint, "pretrain" for a ``PretrainModule``'s (by the class
+    its hyperparameters name, else by its weights), ``None`` for neither."""
+    class_path = str((checkpoint.get("hyper_parameters") or {}).get("_class_path", ""))
+    state = checkpoint.get("state_dict") or {}
+    if class_path.endswith("GlueModule") or "model.classifier.weight" in state:
+        return "glue"
+    if class_path.endswith("PretrainModule") or "model.head.decoder.weight" in state:
+        return "pretrain"
+    return None
+
+
 def config_from_hparams(hparams: Mapping[str, Any], described: str) -> TransformerConfig:
     """The ``TransformerConfig`` a checkpoint's hyperparameters describe (unsaved fields at their
     defaults); ``described`` names the checkpoint in the message when they describe none."""

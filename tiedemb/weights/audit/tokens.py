@@ -25,21 +25,21 @@ import torch
 from torch import Tensor
 
 from tiedemb.errors import UserError
+from tiedemb.nn.layers import IGNORE_INDEX
 
-IGNORE = -100
 MASK_SHARE, MASK_AS_MASK, MASK_AS_RANDOM = 0.15, 0.8, 0.1
 
 
 @dataclass
 class Batch:
     inputs: dict[str, Tensor]  # the model's keyword arguments
-    targets: Tensor  # (batch, positions) aligned with the logits; IGNORE where not scored
+    targets: Tensor  # (batch, positions) aligned with the logits; IGNORE_INDEX where not scored
     current: Tensor  # (batch, positions) the id read at each position
     source: str  # where the ids came from, in words
 
     @property
     def scored(self) -> Tensor:
-        return self.targets != IGNORE
+        return self.targets != IGNORE_INDEX
 
     @property
     def repeat_rate(self) -> float:
@@ -106,7 +106,7 @@ def make_batch(
         decoder = torch.cat((torch.full((shape[0], 1), start), ids[:, :-1]), dim=1)
         inputs = {"input_ids": encoder, "decoder_input_ids": decoder}
         return Batch(inputs, ids, decoder, source + "; the decoder predicts them after its start id")
-    targets = torch.cat((ids[:, 1:], torch.full((shape[0], 1), IGNORE)), dim=1)
+    targets = torch.cat((ids[:, 1:], torch.full((shape[0], 1), IGNORE_INDEX)), dim=1)
     return Batch({"input_ids": ids}, targets, ids, source + "; each position scored on the next id")
 
 
@@ -132,7 +132,7 @@ def _masked(
     randomised = selected & (kind >= MASK_AS_MASK) & (kind < MASK_AS_MASK + MASK_AS_RANDOM)
     if randomised.any():
         shown[randomised] = zipf_ids(n, (1, int(randomised.sum())), generator, pad).flatten()
-    targets = torch.where(selected, ids, torch.full_like(ids, IGNORE))
+    targets = torch.where(selected, ids, torch.full_like(ids, IGNORE_INDEX))
     text = (
         f"{source}; {count} of {width} positions a row masked as BERT does "
         f"(80% mask id {mask_id}, 10% random, 10% kept) and scored"
