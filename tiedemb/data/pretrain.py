@@ -95,6 +95,21 @@ def _check_source_options(source: str, options: dict[str, Any]) -> None:
             f"data.encoding_errors={options['encoding_errors']!r} has no effect without data.train_files: it says how "
             "local text files that are not UTF-8 are read"
         )
+    _check_corpus_sizes(source, changed)
+    if options.get("val_files") and "val_fraction" in changed:
+        raise no_effect(
+            "data.val_fraction", changed["val_fraction"], "with data.val_files: the validation text is those files"
+        )
+    if options.get("objective") == "clm" and "mlm_probability" in changed:
+        raise no_effect(
+            "data.mlm_probability",
+            changed["mlm_probability"],
+            "with objective 'clm': next-token prediction masks nothing",
+        )
+
+
+def _check_corpus_sizes(source: str, changed: dict[str, Any]) -> None:
+    """Refuse text settings with the embedded corpus; warn about the corpus's sizes with text."""
     if source == "synthetic":
         reasons = {
             "text_column": "it reads no text",
@@ -118,16 +133,6 @@ def _check_source_options(source: str, options: dict[str, Any]) -> None:
                     f"with data.{'dataset' if source == 'dataset' else 'train_files'}: "
                     "it sizes the embedded corpus, which this run does not use",
                 )
-    if options.get("val_files") and "val_fraction" in changed:
-        raise no_effect(
-            "data.val_fraction", changed["val_fraction"], "with data.val_files: the validation text is those files"
-        )
-    if options.get("objective") == "clm" and "mlm_probability" in changed:
-        raise no_effect(
-            "data.mlm_probability",
-            changed["mlm_probability"],
-            "with objective 'clm': next-token prediction masks nothing",
-        )
 
 
 class PretrainData(ResumableTraining, L.LightningDataModule):
@@ -222,61 +227,73 @@ class PretrainData(ResumableTraining, L.LightningDataModule):
         self.text: TextCache | None = None
         self.ood_text: ExtraTextCache | None = None
         self.stats: dict[str, float] = {}
+        self.save_hyperparameters()
         if self.source == "synthetic":
-            self.corpus = MarkovCorpus(vocab_size=vocab_size or DEFAULT_SYNTHETIC_VOCAB, seed=corpus_seed)
-            self.vocab_size = self.corpus.vocab_size
-            self.pad_token_id = self.corpus.pad_token_id
-            self.mask_token_id = self.corpus.mask_token_id
-            self.special_token_ids = [
-                self.corpus.pad_token_id,
-                self.corpus.unk_token_id,
-                self.corpus.cls_token_id,
-                self.corpus.sep_token_id,
-                self.corpus.mask_token_id,
-            ]
+            self._draw_corpus()
         else:
-            # The tokenizer is decided now (loaded, or trained on the training text and kept): the
-            # vocabulary the model must match is its size. The text is tokenised in prepare_data.
-            from tiedemb.data.text import plan_extra_text, plan_text  # datasets and pyarrow: real text only
-
-            self.text = plan_text(
-                objective=objective,
-                tokenizer=tokenizer,
-                vocab_size=vocab_size,
-                dataset=dataset,
-                dataset_config=dataset_config,
-                train_files=train_files,
-                val_files=val_files,
-                text_column=text_column,
-                block_size=block_size,
-                val_fraction=val_fraction,
-                num_proc=num_proc,
-                cache_dir=cache_dir,
-                seed=corpus_seed,
-                encoding_errors=encoding_errors,
-            )
-            self.tokenizer = self.text.tokenizer
-            if ood_val_files:
-                self.ood_text = plan_extra_text(
-                    ood_val_files,
-                    self.text,
-                    objective=objective,
-                    cache_dir=cache_dir,
-                    encoding_errors=encoding_errors,
-                    max_blocks=ood_val_blocks,
-                )
-            self.vocab_size = len(self.tokenizer)
-            self.pad_token_id = self.tokenizer.pad_token_id if self.tokenizer.pad_token_id is not None else 0
-            self.mask_token_id = self.tokenizer.mask_token_id
-            self.special_token_ids = list(self.tokenizer.all_special_ids)
+            self._plan_text()
         # The resolved size is the one number the model is built with (linked by the CLI); the
         # hyperparameters record it too, so the run's logged config holds one vocabulary size
         # whatever decided it (the corpus default, a given tokenizer or a trained one).
-        self.save_hyperparameters()
         self.save_hyperparameters({**self.hparams, "vocab_size": self.vocab_size, "seed": self.seed})
         self.train_set: Dataset | None = None
         self.val_set: Dataset | None = None
         self.ood_val_set: Dataset | None = None
+
+    def _draw_corpus(self) -> None:
+        """The embedded Markov corpus and its special ids."""
+        corpus = self.corpus = MarkovCorpus(
+            vocab_size=self.hparams.vocab_size or DEFAULT_SYNTHETIC_VOCAB, seed=self.hparams.corpus_seed
+        )
+        self.vocab_size, self.pad_token_id, self.mask_token_id = (
+            corpus.vocab_size,
+            corpus.pad_token_id,
+            corpus.mask_token_id,
+        )
+        self.special_token_ids = [
+            corpus.pad_token_id,
+            corpus.unk_token_id,
+            corpus.cls_token_id,
+            corpus.sep_token_id,
+            corpus.mask_token_id,
+        ]
+
+    def _plan_text(self) -> None:
+        """The text's tokenizer, decided now (loaded, or trained on the training text and kept): the
+        vocabulary the model must match is its size. The text is tokenised in ``prepare_data``."""
+        from tiedemb.data.text import plan_extra_text, plan_text  # datasets and pyarrow: real text only
+
+        hp = self.hparams
+        self.text = plan_text(
+            objective=self.objective,
+            tokenizer=hp.tokenizer,
+            vocab_size=hp.vocab_size,
+            dataset=hp.dataset,
+            dataset_config=hp.dataset_config,
+            train_files=hp.train_files,
+            val_files=hp.val_files,
+            text_column=hp.text_column,
+            block_size=self.block_size,
+            val_fraction=hp.val_fraction,
+            num_proc=hp.num_proc,
+            cache_dir=hp.cache_dir,
+            seed=hp.corpus_seed,
+            encoding_errors=hp.encoding_errors,
+        )
+        if hp.ood_val_files:
+            self.ood_text = plan_extra_text(
+                hp.ood_val_files,
+                self.text,
+                objective=self.objective,
+                cache_dir=hp.cache_dir,
+                encoding_errors=hp.encoding_errors,
+                max_blocks=hp.ood_val_blocks,
+            )
+        tokenizer = self.tokenizer = self.text.tokenizer
+        self.vocab_size = len(tokenizer)
+        self.pad_token_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0
+        self.mask_token_id = tokenizer.mask_token_id
+        self.special_token_ids = list(tokenizer.all_special_ids)
 
     def check_one_batch(self) -> None:
         """Refuse training data of fewer blocks than one batch: every batch would be dropped as

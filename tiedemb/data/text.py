@@ -34,7 +34,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from transformers import PreTrainedTokenizerFast
 
-from tiedemb.data.catalog import prepare_hint
+from tiedemb.data.catalog import file_sha256, prepare_hint
 from tiedemb.data.text_files import SUFFIXES, read_files
 from tiedemb.data.text_settings import TEXT_COLUMN, VAL_FRACTION, check_encoding_errors
 from tiedemb.data.tokenizers import (
@@ -123,15 +123,7 @@ def _file_identity(paths: list[Path]) -> list[tuple[str, int, str]]:
     tokens of equal standing in an order that differs from process to process, so a model
     pretrained with one and fine-tuned or resumed with the other reads the wrong rows.
     """
-    return [(str(path), path.stat().st_size, _content_hash(path)) for path in paths]
-
-
-def _content_hash(path: Path) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as handle:
-        for chunk in iter(lambda: handle.read(1 << 20), b""):
-            digest.update(chunk)
-    return digest.hexdigest()
+    return [(str(path), path.stat().st_size, file_sha256(path)) for path in paths]
 
 
 def _read_documents(
@@ -467,20 +459,7 @@ def plan_text(
     source = _source_identity(
         dataset, dataset_config, text_column, train_paths, val_paths, val_fraction, seed, encoding_errors
     )
-    loaded = load_tokenizer(tokenizer) if tokenizer is not None else None
-    if loaded is not None and vocab_size is not None and vocab_size != len(loaded):
-        # A warning, not an error: overlays such as configs/scale/tiny.yaml size a trained tokenizer and
-        # compose with data configs that name a tokenizer.
-        warn_no_effect(
-            "data.vocab_size",
-            vocab_size,
-            f"with data.tokenizer={tokenizer!r}, which has {len(loaded)} tokens: "
-            "the vocabulary is the tokenizer's; drop data.vocab_size",
-        )
-    if loaded is None:
-        identity = {"trained": kind, "vocab_size": check_vocab_size(kind, vocab_size)}
-    else:
-        identity = {"name": tokenizer, "size": len(loaded), "hash": tokenizer_fingerprint(loaded)}
+    loaded, identity = _given_tokenizer(tokenizer, vocab_size, kind)
     key = _cache_key(
         {
             "format": CACHE_FORMAT,
@@ -510,6 +489,23 @@ def plan_text(
         loaded = _trained(read, kind, vocab_size, save_dir, folder.parent)
     separator = configure_for_objective(loaded, objective)
     return TextCache(folder, loaded, separator, block_size, num_proc, read)
+
+
+def _given_tokenizer(tokenizer: str | None, vocab_size: int | None, kind: str) -> tuple[Any, dict]:
+    """The tokenizer named (``None`` when one is to be trained) and what identifies it in cache keys."""
+    if tokenizer is None:
+        return None, {"trained": kind, "vocab_size": check_vocab_size(kind, vocab_size)}
+    loaded = load_tokenizer(tokenizer)
+    if vocab_size is not None and vocab_size != len(loaded):
+        # A warning, not an error: overlays such as configs/scale/tiny.yaml size a trained tokenizer and
+        # compose with data configs that name a tokenizer.
+        warn_no_effect(
+            "data.vocab_size",
+            vocab_size,
+            f"with data.tokenizer={tokenizer!r}, which has {len(loaded)} tokens: "
+            "the vocabulary is the tokenizer's; drop data.vocab_size",
+        )
+    return loaded, {"name": tokenizer, "size": len(loaded), "hash": tokenizer_fingerprint(loaded)}
 
 
 def _trained(read: Callable, kind: str, vocab_size: int, save_dir: Path, parent: Path) -> PreTrainedTokenizerFast:
