@@ -138,24 +138,17 @@ def check_out(out: Path) -> None:
 
 def write_folder(plan: ExportPlan, tokenizer, out: Path, card: str) -> None:
     """Model, config, tokenizer and model card, filled in a sibling folder and renamed to ``out`` at the end."""
-    from transformers.utils import logging as transformers_logging
-
     from tiedemb.training.files import atomic_directory, ordinary_permissions
+    from tiedemb.weights.bert import no_progress_bars
 
     model = build_model(plan)
     check_out(out)  # again: the folder may have been filled while the weights were mapped
-    bar_was_on = transformers_logging.is_progress_bar_enabled()
-    transformers_logging.disable_progress_bar()  # a bar for one small file is noise
-    try:
-        with atomic_directory(out, EXPORT_COMPLETE) as staging:
-            model.save_pretrained(str(staging))
-            if tokenizer is not None:
-                tokenizer.save_pretrained(str(staging))
-            (staging / MODEL_CARD).write_text(card, encoding="utf-8")
-            ordinary_permissions(staging)
-    finally:
-        if bar_was_on:
-            transformers_logging.enable_progress_bar()
+    with no_progress_bars(), atomic_directory(out, EXPORT_COMPLETE) as staging:
+        model.save_pretrained(str(staging))
+        if tokenizer is not None:
+            tokenizer.save_pretrained(str(staging))
+        (staging / MODEL_CARD).write_text(card, encoding="utf-8")
+        ordinary_permissions(staging)
 
 
 def for_causal_lm(plan: ExportPlan, tokenizer) -> None:

@@ -13,7 +13,7 @@ import inspect
 import logging
 import math
 import os
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 import lightning as L
 import numpy as np
@@ -23,9 +23,9 @@ from torch.utils.data import DataLoader, Dataset
 from tiedemb.data.collate import make_collator
 from tiedemb.data.sampling import KeyedDataset, ResumableTraining, loader_generator
 from tiedemb.data.synthetic import MarkovCorpus
-from tiedemb.data.text_settings import TEXT_COLUMN, VAL_FRACTION, check_encoding_errors
+from tiedemb.data.text_settings import TEXT_COLUMN, VAL_FRACTION
 from tiedemb.data.tokenizers import TOKENIZER_STATE, tokenizer_fingerprint
-from tiedemb.errors import UserError, check_choice
+from tiedemb.errors import UserError
 from tiedemb.options import (
     Bounds,
     NonNegativeInt,
@@ -157,7 +157,7 @@ class PretrainData(ResumableTraining, L.LightningDataModule):
         vocab_size: PositiveInt | None = None,
         block_size: Annotated[int, Bounds(2)] = 128,
         batch_size: PositiveInt = 32,
-        objective: str | None = None,
+        objective: Literal["mlm", "clm"] | None = None,
         mlm_probability: OpenFraction = 0.15,
         val_fraction: Rate = VAL_FRACTION,
         synthetic_tokens: PositiveInt = 2_000_000,
@@ -170,7 +170,7 @@ class PretrainData(ResumableTraining, L.LightningDataModule):
         corpus_seed: NonNegativeInt = 0,
         ood_val_files: list[str] | str | None = None,
         ood_val_blocks: PositiveInt | None = None,
-        encoding_errors: str = "strict",
+        encoding_errors: Literal["strict", "replace"] = "strict",
     ) -> None:
         """
         Args:
@@ -212,8 +212,6 @@ class PretrainData(ResumableTraining, L.LightningDataModule):
         )
         super().__init__()
         objective = objective or "mlm"  # None: the CLI fills in model.objective
-        check_choice("data.objective", objective, ("mlm", "clm"))
-        check_encoding_errors(encoding_errors)
         # PL_GLOBAL_SEED: the run's seed_everything, set by the command line before the data is built
         seed = int(os.environ.get("PL_GLOBAL_SEED", 0)) if seed is None else seed
         self.seed = seed

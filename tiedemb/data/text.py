@@ -36,7 +36,7 @@ from transformers import PreTrainedTokenizerFast
 
 from tiedemb.data.catalog import file_sha256, prepare_hint
 from tiedemb.data.text_files import SUFFIXES, read_files
-from tiedemb.data.text_settings import TEXT_COLUMN, VAL_FRACTION, check_encoding_errors
+from tiedemb.data.text_settings import TEXT_COLUMN, VAL_FRACTION
 from tiedemb.data.tokenizers import (
     DISK_REMEDY,
     check_vocab_size,
@@ -360,21 +360,6 @@ def tokenizer_of_run(
 # --------------------------------------------------------------------------- entry point
 
 
-def _check_arguments(
-    objective: str, dataset, train_files, block_size: int, val_fraction: float, encoding_errors: str
-) -> None:
-    check_choice("objective", objective, TOKENIZER_KIND)
-    check_encoding_errors(encoding_errors)
-    if (dataset is None) == (not train_files):
-        raise UserError(
-            "pass exactly one text source: `dataset` (a hub dataset name) or `train_files` (local paths or globs)"
-        )
-    if block_size < 2:
-        raise UserError(f"block_size={block_size} is too small; it must be at least 2")
-    if not 0 <= val_fraction < 1:
-        raise UserError(f"val_fraction={val_fraction} must be in [0, 1)")
-
-
 @dataclass
 class TextCache:
     """A text's tokenizer and the cache entry its blocks go in, known before any text is tokenised.
@@ -446,7 +431,6 @@ def plan_text(
     ``val_fraction`` of the documents. ``encoding_errors`` is "strict" (a local file that is not
     UTF-8 is refused) or "replace" (such bytes are read as U+FFFD).
     """
-    _check_arguments(objective, dataset, train_files, block_size, val_fraction, encoding_errors)
     kind = TOKENIZER_KIND[objective]
     train_paths = _expand(train_files, "train") if train_files else []
     val_paths = _expand(val_files, "val") if val_files else []

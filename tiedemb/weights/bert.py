@@ -13,6 +13,7 @@ is tiedemb's ``tied_orth`` head with a bias, the encoder's activation, a norm an
 
 from __future__ import annotations
 
+import contextlib
 import json
 from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
@@ -212,17 +213,24 @@ def tiedemb_to_bert(state: Mapping[str, Tensor], num_layers: int) -> dict[str, T
     return out
 
 
-def read_bert(name_or_path: str, origin: str, with_head: bool = False) -> tuple[dict[str, Any], dict[str, Tensor]]:
-    """``TransformerConfig`` field values and tiedemb-named float weights of a BERT model.
-
-    Read through transformers, which reads every format it writes (safetensors, bin, shards), from
-    a local directory or a hub name (the local cache when the hub cannot be reached). With
-    ``with_head``, a model saved with BERT's masked-LM head (``BertForMaskedLM``,
-    ``BertForPreTraining``) also gives that head, as ``head.*`` weights and the head's field values
-    (``masked_lm_head_fields``); any other gives the encoder alone, as without it.
-    """
-    from transformers import AutoConfig, BertForMaskedLM, BertModel
+@contextlib.contextmanager
+def no_progress_bars() -> Iterator[None]:
+    """transformers' progress bars off for one load or save (a bar per call is noise in a log)."""
     from transformers.utils import logging as transformers_logging
+
+    was_on = transformers_logging.is_progress_bar_enabled()
+    transformers_logging.disable_progress_bar()
+    try:
+        yield
+    finally:
+        if was_on:
+            transformers_logging.enable_progress_bar()
+
+
+def load_bert_model(name_or_path: str, origin: str, with_head: bool) -> tuple[Any, dict[str, Any]]:
+    """The transformers BERT model (``BertForMaskedLM`` when ``with_head`` and it was saved with that
+    head, else ``BertModel``) and transformers' loading info, or a ``UserError`` saying why not."""
+    from transformers import AutoConfig, BertForMaskedLM, BertModel
 
     from tiedemb.training.hub import hub_access
 
@@ -230,8 +238,6 @@ def read_bert(name_or_path: str, origin: str, with_head: bool = False) -> tuple[
     if local:
         config = json.loads((Path(name_or_path) / "config.json").read_text())
         fields_from_bert_config(config, origin)  # refuse other architectures before reading weights
-    bar_was_on = transformers_logging.is_progress_bar_enabled()
-    transformers_logging.disable_progress_bar()  # one bar per load is noise in a training log
     online = True
 
     def load():
@@ -244,17 +250,28 @@ def read_bert(name_or_path: str, origin: str, with_head: bool = False) -> tuple[
         return model_class.from_pretrained(name_or_path, output_loading_info=True)
 
     try:
-        if local:
-            model, info = load()
-        else:
+        with no_progress_bars():
+            if local:
+                return load()
             with hub_access() as online:
-                model, info = load()
+                return load()
     except (OSError, ValueError) as error:
         where = "" if local or online else " (the hub is unreachable and it is not in the local cache)"
         raise UserError(f"could not load pretrained BERT model {origin!r}{where}: {first_line(error)}") from None
-    finally:
-        if bar_was_on:
-            transformers_logging.enable_progress_bar()
+
+
+def read_bert(name_or_path: str, origin: str, with_head: bool = False) -> tuple[dict[str, Any], dict[str, Tensor]]:
+    """``TransformerConfig`` field values and tiedemb-named float weights of a BERT model.
+
+    Read through transformers, which reads every format it writes (safetensors, bin, shards), from
+    a local directory or a hub name (the local cache when the hub cannot be reached). With
+    ``with_head``, a model saved with BERT's masked-LM head (``BertForMaskedLM``,
+    ``BertForPreTraining``) also gives that head, as ``head.*`` weights and the head's field values
+    (``masked_lm_head_fields``); any other gives the encoder alone, as without it.
+    """
+    from transformers import BertForMaskedLM
+
+    model, info = load_bert_model(name_or_path, origin, with_head)
     fields = fields_from_bert_config(model.config.to_dict(), origin)
     state = model.state_dict()
     missing = set(info.get("missing_keys", ()))
