@@ -2,7 +2,7 @@
 
 RUN is a run folder (``runs/<name>``: its ``checkpoints/best.ckpt``, else ``last.ckpt``;
 ``--checkpoint`` picks another) or a ``.ckpt`` file, from any folder. The prompt is encoded with
-the run's own tokenizer (``tiedemb.data.run_tokenizer``) and the continuation printed as text.
+the run's own tokenizer (``tiedemb.data.text.run_tokenizer``) and the continuation printed as text.
 A run of the embedded Markov corpus has no tokenizer: its prompt is token ids separated by spaces
 (``--prompt "5 17 3"``) and the continuation is printed as ids. Sampling: ``--temperature``
 (0: greedy), ``--top-k``, ``--top-p``, ``--seed``; generation stops at ``--max-new-tokens`` or at
@@ -110,7 +110,8 @@ def generate(args: argparse.Namespace) -> str:
     """The prompt and its continuation, as text (or ids)."""
     import torch
 
-    from tiedemb.data.run_tokenizer import has_no_tokenizer, run_tokenizer
+    from tiedemb.data.text import run_tokenizer
+    from tiedemb.data.tokenizers import has_no_tokenizer
     from tiedemb.modules.pretrain import PretrainModule
     from tiedemb.training.checkpoints import read_checkpoint
     from tiedemb.training.run_checkpoint import run_checkpoint

@@ -6,7 +6,7 @@ other runs name with ``--data.tokenizer=OUT``, whatever split of the text they d
 (configs/sweeps/width_ratios_cpu.yaml) keeps its pilot's so that every cell reads the same ids.
 
 RUN is a checkpoint file or a run's (or sweep cell's) folder, whose newest ``last*.ckpt`` is read.
-The tokenizer found is the one whose fingerprint the checkpoint recorded (``tiedemb.data.run_tokenizer``).
+The tokenizer found is the one whose fingerprint the checkpoint recorded (``tiedemb.data.text.run_tokenizer``).
 OUT must not exist, or be empty: a kept tokenizer is never overwritten.
 """
 
@@ -36,7 +36,7 @@ def checkpoint_of(source: Path) -> Path:
 
 def keep_tokenizer(source: str | Path, out: str | Path, weights_only: bool = True) -> Path:
     """Save the tokenizer of the run at ``source`` into ``out``; returns ``out``."""
-    from tiedemb.data.run_tokenizer import run_tokenizer
+    from tiedemb.data.text import run_tokenizer
     from tiedemb.data.tokenizers import recorded_fingerprint, tokenizer_fingerprint
     from tiedemb.training.checkpoints import read_checkpoint
 

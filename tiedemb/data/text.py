@@ -1,10 +1,12 @@
 """Real text for pretraining: read a corpus, tokenise it, cut it into fixed-size blocks, cache it.
 
-``prepare_text`` turns a hub dataset or local files into two ``datasets.Dataset`` objects whose
-rows are exactly ``block_size`` token ids. Documents are concatenated with one separator token
-after each and the stream is cut into blocks, so only the final partial block of each split is
-dropped (and counted). The result is saved under ``cache_dir`` keyed by the source, the
-tokenizer and the block size, and later runs load it instead of tokenising again.
+``plan_text`` decides a hub dataset's or local files' tokenizer and the cache entry of their
+blocks; its ``TextCache`` writes the entry (``PretrainData.prepare_data``) and opens it as two
+``datasets.Dataset`` objects whose rows are exactly ``block_size`` token ids (``setup``).
+Documents are concatenated with one separator token after each and the stream is cut into blocks,
+so only the final partial block of each split is dropped (and counted). The entry is keyed by the
+source, the tokenizer and the block size, and later runs open it instead of tokenising again.
+``run_tokenizer`` finds a run's tokenizer again from the settings its checkpoint recorded.
 
 No step holds the corpus in Python objects: local files are read into memory-mapped Arrow
 files (``tiedemb.data.text_files``), tokenised by ``datasets.map`` into more of them, and cut into
@@ -41,7 +43,9 @@ from tiedemb.data.tokenizers import (
     DISK_REMEDY,
     check_vocab_size,
     configure_for_objective,
+    has_no_tokenizer,
     load_tokenizer,
+    recorded_fingerprint,
     tokenizer_fingerprint,
     train_tokenizer,
 )
@@ -254,16 +258,17 @@ def _cache_key(parts: dict) -> str:
     return hashlib.sha256(json.dumps(parts, sort_keys=True, default=str).encode()).hexdigest()[:20]
 
 
-def _save(folder: Path, prepared: PreparedText) -> None:
-    """Write the cache entry atomically, so a crash (or a full disk) never leaves a half-written one."""
+def _save(folder: Path, parts: dict[str, datasets.Dataset], stats: dict, tokenizer=None) -> None:
+    """Write a cache entry atomically, so a crash (or a full disk) never leaves a half-written one."""
     with (
         disk_full_is_reported(folder.parent, "the prepared text", DISK_REMEDY),
         atomic_directory(folder, "stats.json") as staging,
     ):
-        prepared.train.save_to_disk(str(staging / "train"))
-        prepared.val.save_to_disk(str(staging / "val"))
-        prepared.tokenizer.save_pretrained(staging / "tokenizer")
-        (staging / "stats.json").write_text(json.dumps(prepared.stats, indent=2))
+        for name, part in parts.items():
+            part.save_to_disk(str(staging / name))
+        if tokenizer is not None:
+            tokenizer.save_pretrained(staging / "tokenizer")
+        (staging / "stats.json").write_text(json.dumps(stats, indent=2))
 
 
 def _source_identity(
@@ -357,6 +362,43 @@ def tokenizer_of_run(
     return None
 
 
+def run_tokenizer(checkpoint: Mapping[str, Any], path: str | os.PathLike):
+    """The tokenizer a run's checkpoint was trained with (checked against the model's vocabulary), or
+    ``None`` for the embedded corpus, found from any folder.
+
+    The checkpoint records its data settings as the run was given them: a tokenizer folder
+    (``data.tokenizer``) or, for pretraining text, the cache the run trained its tokenizer into
+    (``data.cache_dir``), both relative to the folder the run started in. Each is looked for there
+    first, then in the current folder (``tiedemb.training.evaluation.locate``).
+    """
+    from tiedemb.training.evaluation import locate, run_folder
+
+    if has_no_tokenizer(checkpoint):
+        return None
+    hparams = checkpoint.get("hyper_parameters") or {}
+    vocab_size = int(hparams.get("vocab_size") or 0)
+    data = dict(checkpoint.get("datamodule_hyper_parameters") or {})
+    started = run_folder(checkpoint, path)
+    for name in ("tokenizer", "cache_dir"):
+        if data.get(name):
+            data[name] = locate(str(data[name]), started) or data[name]
+    found = tokenizer_of_run(
+        data, vocab_size, str(hparams.get("objective") or "mlm"), fingerprint=recorded_fingerprint(checkpoint)
+    )
+    if found is None:
+        cache = Path(str(data.get("cache_dir") or "data/cache")) / "tokenizers"
+        raise UserError(
+            f"the tokenizer the run of {str(path)!r} trained is not in {str(cache)!r} (its data.cache_dir); "
+            "run from the folder the run was started in, or keep its cache"
+        )
+    tokenizer = load_tokenizer(found)
+    if vocab_size and len(tokenizer) != vocab_size:
+        raise UserError(
+            f"the run's tokenizer {found!r} has {len(tokenizer)} tokens, but the model's vocabulary has {vocab_size}"
+        )
+    return tokenizer
+
+
 # --------------------------------------------------------------------------- entry point
 
 
@@ -389,7 +431,7 @@ class TextCache:
             blocks = _build(
                 train_docs, val_docs, self.tokenizer, self.separator, self.block_size, self.num_proc, key, work
             )
-            _save(self.folder, blocks)
+            _save(self.folder, {"train": blocks.train, "val": blocks.val}, blocks.stats, blocks.tokenizer)
         log.info("saved prepared text to %s", self.folder)
 
     def stats(self) -> dict[str, float]:
@@ -627,18 +669,8 @@ class ExtraTextCache:
                 raise UserError(
                     f"data.ood_val_files make no block of data.block_size={block_size} tokens ({total} tokens in all)"
                 )
-            with (
-                disk_full_is_reported(self.folder.parent, "the prepared text", DISK_REMEDY),
-                atomic_directory(self.folder, "stats.json") as staging,
-            ):
-                blocks.save_to_disk(str(staging / "blocks"))
-                stats = {
-                    "tokens": total,
-                    "blocks": len(blocks),
-                    "discarded_tokens": dropped,
-                    "documents": len(documents),
-                }
-                (staging / "stats.json").write_text(json.dumps(stats, indent=2))
+            stats = {"tokens": total, "blocks": len(blocks), "discarded_tokens": dropped, "documents": len(documents)}
+            _save(self.folder, {"blocks": blocks}, stats)
         log.info("saved the out-of-domain validation text to %s", self.folder)
 
     def open(self) -> datasets.Dataset:

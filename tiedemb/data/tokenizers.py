@@ -1,4 +1,4 @@
-"""Loading tokenizers from a local directory or the Hugging Face hub, and training new ones."""
+"""Loading tokenizers from a local directory or the Hugging Face hub, finding a run's, and training new ones."""
 
 from __future__ import annotations
 
@@ -94,6 +94,16 @@ def recorded_fingerprint(checkpoint: Mapping[str, Any]) -> str | None:
         if isinstance(value, Mapping) and isinstance(value.get(TOKENIZER_STATE), str):
             return value[TOKENIZER_STATE]
     return None
+
+
+SYNTHETIC = "synthetic_tokens"
+"""The data setting only the embedded corpus records: a run of it has no tokenizer."""
+
+
+def has_no_tokenizer(checkpoint: Mapping[str, Any]) -> bool:
+    """Whether the run trained on the embedded corpus (token ids are the corpus's word ids)."""
+    data = checkpoint.get("datamodule_hyper_parameters") or {}
+    return not (data.get("tokenizer") or data.get("dataset") or data.get("train_files")) and SYNTHETIC in data
 
 
 def tokenizer_fingerprint(tokenizer: PreTrainedTokenizerBase) -> str:
