@@ -59,9 +59,9 @@ __all__ = [
     "TextCache",
     "plan_text",
     "prepare_text",
+    "run_tokenizer",
     "tokenizer_of_run",
     "train_tokenizer",
-    "trained_tokenizer_dirs",
 ]
 
 log = logging.getLogger("tiedemb.data")
@@ -295,35 +295,27 @@ def _trained_tokenizer_dir(cache_dir: str, kind: str, size: str, source: dict) -
     return Path(cache_dir).expanduser() / "tokenizers" / f"{kind}-{size}-{_cache_key(source)}"
 
 
-def trained_tokenizer_dirs(
-    *,
-    objective: str,
-    dataset: str | None = None,
-    dataset_config: str | None = None,
-    train_files: list[str] | None = None,
-    val_files: list[str] | None = None,
-    text_column: str = TEXT_COLUMN,
-    val_fraction: float = VAL_FRACTION,
-    seed: int = 0,
-    cache_dir: str = "data/cache",
-    encoding_errors: str = "strict",
-    **_: object,
-) -> list[Path]:
-    """The saved tokenizers ``prepare_text`` trained for this text (one per requested size), if any.
-
-    Takes the text's settings, with ``seed`` the seed that split it. Local files are identified by
-    path, size and a hash of their bytes, so a text file changed since the run finds nothing.
-    """
-    check_choice("objective", objective, TOKENIZER_KIND)
+def _trained_tokenizer_dirs(settings: Mapping[str, Any]) -> list[Path]:
+    """The saved tokenizers ``plan_text`` trained for the text a run's data ``settings`` describe (one
+    per requested size), if any; ``seed`` is the seed that split it. Local files are identified by
+    path, size and a hash of their bytes, so a text file changed since the run finds nothing."""
+    objective = check_choice("objective", settings["objective"], TOKENIZER_KIND)
     try:
-        train_paths = _expand(train_files, "train") if train_files else []
-        val_paths = _expand(val_files, "val") if val_files else []
+        train_paths = _expand(settings["train_files"], "train") if settings.get("train_files") else []
+        val_paths = _expand(settings["val_files"], "val") if settings.get("val_files") else []
     except UserError:
         return []  # the text is gone, and with it the key its tokenizer was saved under
     source = _source_identity(
-        dataset, dataset_config, text_column, train_paths, val_paths, val_fraction, seed, encoding_errors
+        settings.get("dataset"),
+        settings.get("dataset_config"),
+        settings.get("text_column", TEXT_COLUMN),
+        train_paths,
+        val_paths,
+        settings.get("val_fraction", VAL_FRACTION),
+        settings["seed"],
+        settings.get("encoding_errors", "strict"),
     )
-    pattern = _trained_tokenizer_dir(cache_dir, TOKENIZER_KIND[objective], "*", source)
+    pattern = _trained_tokenizer_dir(settings.get("cache_dir", "data/cache"), TOKENIZER_KIND[objective], "*", source)
     return sorted(path for path in pattern.parent.glob(pattern.name) if (path / "tokenizer.json").is_file())
 
 
@@ -348,7 +340,7 @@ def tokenizer_of_run(
     split_seed = data["corpus_seed"] if "corpus_seed" in data else data.get("seed", 0)
     settings = {**data, "seed": split_seed, "objective": data.get("objective") or objective}
     # One folder per requested size; the data records the size the tokenizer came out at.
-    candidates = list(trained_tokenizer_dirs(**settings))
+    candidates = _trained_tokenizer_dirs(settings)
     if fingerprint is not None:
         # A recorded fingerprint names the ids exactly: any tokenizer kept in the run's cache with
         # that fingerprint is the one, also when its folder's name came from an older key of its text.
