@@ -30,7 +30,9 @@ from tiedemb.data import PretrainData
 arguments = json.loads(sys.argv[1])
 started = time.perf_counter()
 data = PretrainData(**arguments) if arguments else None
-print(json.dumps({"seconds": time.perf_counter() - started, "stats": data.prepared.stats if data else {}}))
+if data is not None:
+    data.prepare_data()
+print(json.dumps({"seconds": time.perf_counter() - started, "stats": data.text.stats() if data else {}}))
 """
 
 

@@ -238,11 +238,11 @@ def test_ids_from_a_local_text_and_tokenizer_are_scored_with_its_mask_token(tmp_
     tokenizer = write_wordpiece_tokenizer(tmp_path / "tokenizer", [text], vocab_size=300)
     overrides = {"hidden_size": 32, "num_attention_heads": 2, "intermediate_size": 64} | ONE_LAYER
     result = audit(model_type="bert", overrides=overrides, text=text, tokenizer=str(tokenizer), batch_size=2)
-    assert "ids of text.txt tokenised by" in result.source
+    assert "ids of text.txt tokenised by" in result.tokens
     from transformers import AutoTokenizer
 
     mask = AutoTokenizer.from_pretrained(str(tokenizer)).mask_token_id
-    assert f"mask id {mask}," in result.source
+    assert f"mask id {mask}," in result.tokens
     assert abs(result.predicted.loss - result.measured) <= 0.05 * result.measured
 
 

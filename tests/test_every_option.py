@@ -314,6 +314,9 @@ def _loaders(loaders) -> dict[str, Any]:
 
 
 def pretrain_data_does(data: PretrainData) -> dict[str, Any]:
+    TOKENISED_WITH.clear()
+    data.prepare_data()
+    data._tokenised_with += TOKENISED_WITH  # what preparing it tokenised
     data.setup("fit")
     cache = Path(data.hparams.cache_dir)
     return {
@@ -860,7 +863,10 @@ def test_option(class_name, option, context, place):
         kind, _, needle = check.outcome.partition(":")
         if kind == "refused":
             with pytest.raises(UserError) as raised:
-                build(cls, settings)
+                built, _ = build(cls, settings)
+                # A hub dataset's own splits are known once prepare_data reads it: refused there,
+                # before a run folder is made (the command line prepares the text before fit).
+                built.prepare_data()
             message = str(raised.value)
             assert f"{prefix}.{option}" in message or (needle and needle.startswith(prefix)), message
             assert needle in message, message

@@ -256,7 +256,8 @@ def test_a_bert_export_gets_a_model_card_with_the_runs_settings_and_metrics(tmp_
     out = tmp_path / "mlm"
     assert export([str(checkpoint), str(out), "--no_tokenizer"]) == 0
     card = (out / "README.md").read_text()
-    assert card.startswith("---\nlicense: apache-2.0\n") and "pipeline_tag: fill-mask" in card
+    metadata = card.split("---\n")[1]
+    assert card.startswith("---\n") and "license: apache-2.0\n" in metadata and "pipeline_tag: fill-mask" in metadata
     assert "AutoModelForMaskedLM.from_pretrained('./mlm')" in card and "holds no tokenizer" in card
     assert "| head | `tied_orth` |" in card and "| objective | `mlm` |" in card and "| head_norm | `True` |" in card
     assert "| val/loss (best) | `2.5` |" in card and "| val/loss (at this checkpoint) | `2.75` |" in card

@@ -22,8 +22,8 @@ from tiny_runs import TINY_TIED
 from tiedemb.cli import main as cli_main
 from tiedemb.command import main as tiedemb
 from tiedemb.command import predicts_from_a_run
+from tiedemb.generate import continue_tokens, next_token_scores
 from tiedemb.nn import Transformer, TransformerConfig
-from tiedemb.nn.sampling import continue_tokens, next_token_scores
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 

@@ -42,7 +42,7 @@ def parser() -> CommandParser:
     )
     prepare.add_argument(
         "--from",
-        dest="source",
+        dest="from_path",
         type=Path,
         metavar="PATH",
         help="convert the files at PATH instead of downloading (one NAME; what each takes is listed below)",
@@ -55,7 +55,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser().parse_args(sys.argv[1:] if argv is None else argv)
     from tiedemb.data.preparing import prepare
 
-    done = report_user_errors(lambda: prepare(args.names, args.dir, args.source, args.force))
+    done = report_user_errors(lambda: prepare(args.names, args.dir, args.from_path, args.force))
     return done if isinstance(done, int) else 0
 
 

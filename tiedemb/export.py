@@ -27,6 +27,7 @@ from tiedemb.options import add_weights_only
 from tiedemb.training.exits import CommandParser, report_user_errors
 from tiedemb.weights.causal import OUTPUT_WEIGHT
 from tiedemb.weights.export_plan import BERT_MODEL, EXPORT_CLASSES, ExportPlan, plan_export
+from tiedemb.weights.source import checkpoint_kind
 
 EXPORT_COMPLETE = "config.json"
 """The file whose presence marks a written export folder."""
@@ -36,24 +37,6 @@ CAUSAL_INPUTS = ["input_ids", "attention_mask"]
 
 
 # --------------------------------------------------------------------------- the checkpoint
-
-
-def checkpoint_kind(checkpoint: Mapping[str, Any], origin: str) -> str:
-    """ "glue" for a ``GlueModule`` checkpoint, "pretrain" for a ``PretrainModule`` one."""
-    class_path = str((checkpoint.get("hyper_parameters") or {}).get("_class_path", ""))
-    if class_path.endswith("GlueModule"):
-        return "glue"
-    if class_path.endswith("PretrainModule"):
-        return "pretrain"
-    state = checkpoint.get("state_dict") or {}
-    if "model.classifier.weight" in state:
-        return "glue"
-    if "model.head.decoder.weight" in state:
-        return "pretrain"
-    raise UserError(
-        f"checkpoint {origin!r} is neither a GlueModule's nor a PretrainModule's (no model.classifier "
-        "or model.head weights)"
-    )
 
 
 def task_labels(hparams: Mapping[str, Any]) -> tuple[str, ...] | None:
@@ -88,36 +71,24 @@ def load_run_tokenizer(name: str, vocab_size: int, described: str):
     return tokenizer
 
 
-def find_tokenizer(checkpoint: Mapping[str, Any], vocab_size: int, objective: str, origin: str):
-    """The tokenizer the run used, from the data settings its checkpoint recorded.
+def find_tokenizer(checkpoint: Mapping[str, Any], path: Path, origin: str):
+    """The tokenizer the run used, found from the data settings its checkpoint recorded
+    (``tiedemb.data.text.run_tokenizer``: from the folder the run started in, or the current one)."""
+    from tiedemb.data.text import run_tokenizer
+    from tiedemb.data.tokenizers import has_no_tokenizer
 
-    A named tokenizer (GLUE's, or pretraining text's ``data.tokenizer``) is read from where the run
-    read it, relative to the working directory; one that pretraining trained is looked up in the
-    run's tokenizer cache (``data.cache_dir``).
-    """
-    from tiedemb.data.text import tokenizer_of_run
-
-    data = dict(checkpoint.get("datamodule_hyper_parameters") or {})
-    if data.get("tokenizer"):
-        return load_run_tokenizer(str(data["tokenizer"]), vocab_size, "the run's tokenizer")
-    if data.get("dataset") or data.get("train_files"):
-        from tiedemb.data.tokenizers import load_tokenizer, recorded_fingerprint
-
-        folder = tokenizer_of_run(data, vocab_size, objective, fingerprint=recorded_fingerprint(checkpoint))
-        if folder is not None:
-            return load_tokenizer(folder)
-        cache = Path(str(data.get("cache_dir") or "data/cache")) / "tokenizers"
-        raise UserError(
-            f"the tokenizer the run trained is not in {str(cache)!r} (run from the folder the run was "
-            "started in, with its text files unchanged); pass --tokenizer PATH_OR_NAME, or --no-tokenizer"
-        )
-    if "synthetic_tokens" in data:
+    if has_no_tokenizer(checkpoint):
+        vocab_size = (checkpoint.get("hyper_parameters") or {}).get("vocab_size")
         raise UserError(
             f"checkpoint {origin!r} was trained on the embedded synthetic corpus, which has no tokenizer; "
             "pass --no-tokenizer to export the weights alone (token ids are the corpus's word ids), or "
             f"--tokenizer with a tokenizer of {vocab_size} tokens"
         )
-    raise UserError(f"checkpoint {origin!r} records no tokenizer; pass --tokenizer PATH_OR_NAME, or --no-tokenizer")
+    try:
+        return run_tokenizer(checkpoint, path)
+    except UserError as error:
+        found = first_line(error).split(". ")[0].rstrip(".")
+        raise UserError(f"{found}; pass --tokenizer PATH_OR_NAME, or --no-tokenizer") from None
 
 
 # --------------------------------------------------------------------------- writing and uploading
@@ -168,24 +139,17 @@ def check_out(out: Path) -> None:
 
 def write_folder(plan: ExportPlan, tokenizer, out: Path, card: str) -> None:
     """Model, config, tokenizer and model card, filled in a sibling folder and renamed to ``out`` at the end."""
-    from transformers.utils import logging as transformers_logging
-
     from tiedemb.training.files import atomic_directory, ordinary_permissions
+    from tiedemb.weights.bert import no_progress_bars
 
     model = build_model(plan)
     check_out(out)  # again: the folder may have been filled while the weights were mapped
-    bar_was_on = transformers_logging.is_progress_bar_enabled()
-    transformers_logging.disable_progress_bar()  # a bar for one small file is noise
-    try:
-        with atomic_directory(out, EXPORT_COMPLETE) as staging:
-            model.save_pretrained(str(staging))
-            if tokenizer is not None:
-                tokenizer.save_pretrained(str(staging))
-            (staging / MODEL_CARD).write_text(card, encoding="utf-8")
-            ordinary_permissions(staging)
-    finally:
-        if bar_was_on:
-            transformers_logging.enable_progress_bar()
+    with no_progress_bars(), atomic_directory(out, EXPORT_COMPLETE) as staging:
+        model.save_pretrained(str(staging))
+        if tokenizer is not None:
+            tokenizer.save_pretrained(str(staging))
+        (staging / MODEL_CARD).write_text(card, encoding="utf-8")
+        ordinary_permissions(staging)
 
 
 def for_causal_lm(plan: ExportPlan, tokenizer) -> None:
@@ -234,7 +198,12 @@ def export(args: argparse.Namespace) -> str:
     if not isinstance(checkpoint, dict) or not checkpoint.get("state_dict"):
         raise UserError(f"checkpoint {origin!r} holds no model weights (state_dict)")
     hparams = dict(checkpoint.get("hyper_parameters") or {})
-    kind = checkpoint_kind(checkpoint, origin)
+    kind = checkpoint_kind(checkpoint)
+    if kind is None:
+        raise UserError(
+            f"checkpoint {origin!r} is neither a GlueModule's nor a PretrainModule's (no model.classifier "
+            "or model.head weights)"
+        )
     plan = plan_export(
         hparams,
         checkpoint["state_dict"],
@@ -249,7 +218,7 @@ def export(args: argparse.Namespace) -> str:
     elif args.tokenizer is not None:
         tokenizer = load_run_tokenizer(args.tokenizer, vocab_size, "--tokenizer")
     else:
-        tokenizer = find_tokenizer(checkpoint, vocab_size, str(hparams.get("objective") or "mlm"), origin)
+        tokenizer = find_tokenizer(checkpoint, Path(args.checkpoint), origin)
     for_causal_lm(plan, tokenizer)
     card = model_card(checkpoint, plan, args.push_to_hub or f"./{out.name}", tokenizer is not None)
     write_folder(plan, tokenizer, out, card)

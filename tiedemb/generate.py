@@ -2,7 +2,7 @@
 
 RUN is a run folder (``runs/<name>``: its ``checkpoints/best.ckpt``, else ``last.ckpt``;
 ``--checkpoint`` picks another) or a ``.ckpt`` file, from any folder. The prompt is encoded with
-the run's own tokenizer (``tiedemb.data.run_tokenizer``) and the continuation printed as text.
+the run's own tokenizer (``tiedemb.data.text.run_tokenizer``) and the continuation printed as text.
 A run of the embedded Markov corpus has no tokenizer: its prompt is token ids separated by spaces
 (``--prompt "5 17 3"``) and the continuation is printed as ids. Sampling: ``--temperature``
 (0: greedy), ``--top-k``, ``--top-p``, ``--seed``; generation stops at ``--max-new-tokens`` or at
@@ -25,12 +25,11 @@ from tiedemb.training.exits import CommandParser, report_user_errors
 
 def model_kind(checkpoint: dict[str, Any]) -> str:
     """``glue``, ``clm`` or ``mlm``: what the checkpoint's model was trained for."""
-    hparams = checkpoint.get("hyper_parameters") or {}
-    class_path = str(hparams.get("_class_path", ""))
-    state = checkpoint.get("state_dict") or {}
-    if class_path.endswith("GlueModule") or "model.classifier.weight" in state:
+    from tiedemb.weights.source import checkpoint_kind
+
+    if checkpoint_kind(checkpoint) == "glue":
         return "glue"
-    return "clm" if hparams.get("objective") == "clm" else "mlm"
+    return "clm" if (checkpoint.get("hyper_parameters") or {}).get("objective") == "clm" else "mlm"
 
 
 def refuse_other_kinds(kind: str, origin: str) -> None:
@@ -67,13 +66,53 @@ def prompt_ids(prompt: str, tokenizer, vocab_size: int) -> list[int]:
     return ids
 
 
+def next_token_scores(logits, temperature: float, top_k: int | None, top_p: float | None):
+    """The last position's logits (B, vocab) through transformers' own temperature, top-k and top-p
+    (nucleus) warpers: the tokens they rule out set to -inf."""
+    from transformers import TemperatureLogitsWarper, TopKLogitsWarper, TopPLogitsWarper
+
+    scores = TemperatureLogitsWarper(temperature)(None, logits.float())
+    if top_k is not None:
+        scores = TopKLogitsWarper(top_k)(None, scores)
+    if top_p is not None and top_p < 1.0:
+        scores = TopPLogitsWarper(top_p)(None, scores)
+    return scores
+
+
+def continue_tokens(
+    model, input_ids, max_new_tokens: int, *, temperature=1.0, top_k=None, top_p=None, stop_id=None, generator=None
+):
+    """``input_ids`` (1, T) followed by up to ``max_new_tokens`` new ids, stopping after ``stop_id``.
+
+    No key/value cache: each new token runs the model over the whole context again (the last
+    ``max_position_embeddings`` tokens), which costs nothing worth saving at the sizes tiedemb
+    trains and keeps the model's own forward the only code path. ``temperature`` 0 is greedy.
+    """
+    import torch
+
+    window = model.config.max_position_embeddings
+    ids = input_ids
+    with torch.no_grad():
+        for _ in range(max_new_tokens):
+            logits = model(ids[:, -window:]).logits[:, -1, :]
+            if temperature == 0:
+                chosen = logits.argmax(dim=-1, keepdim=True)
+            else:
+                probabilities = torch.softmax(next_token_scores(logits, temperature, top_k, top_p), dim=-1)
+                chosen = torch.multinomial(probabilities, 1, generator=generator)
+            ids = torch.cat([ids, chosen.to(ids.dtype)], dim=1)
+            if stop_id is not None and int(chosen) == stop_id:
+                break
+    return ids
+
+
 def generate(args: argparse.Namespace) -> str:
     """The prompt and its continuation, as text (or ids)."""
     import torch
 
-    from tiedemb.data.run_tokenizer import has_no_tokenizer, run_tokenizer
+    from tiedemb.data.text import run_tokenizer
+    from tiedemb.data.tokenizers import has_no_tokenizer
     from tiedemb.modules.pretrain import PretrainModule
-    from tiedemb.nn.sampling import continue_tokens
     from tiedemb.training.checkpoints import read_checkpoint
     from tiedemb.training.run_checkpoint import run_checkpoint
 

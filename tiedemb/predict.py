@@ -48,11 +48,10 @@ class Examples:
 def glue_task(checkpoint: dict[str, Any], origin: str):
     """The GLUE task a checkpoint's classifier was fine-tuned on; other runs refused."""
     from tiedemb.data.glue_tasks import TASKS
+    from tiedemb.weights.source import checkpoint_kind
 
     hparams = checkpoint.get("hyper_parameters") or {}
-    class_path = str(hparams.get("_class_path", ""))
-    state = checkpoint.get("state_dict") or {}
-    if not (class_path.endswith("GlueModule") or "model.classifier.weight" in state):
+    if checkpoint_kind(checkpoint) != "glue":
         kind = "next-token" if hparams.get("objective") == "clm" else "masked-token"
         hint = f"; `tiedemb generate {origin} --prompt TEXT` continues text with it" if kind == "next-token" else ""
         raise UserError(f"{origin!r} is a {kind} pretraining run, not a GLUE classifier{hint}")
@@ -122,7 +121,7 @@ def probabilities(module, tokenizer, examples: Examples, max_length: int, batch_
 
 def predict(args: argparse.Namespace) -> list[Path]:
     """Write the predictions (and the submission file); the files written."""
-    from tiedemb.data.run_tokenizer import run_tokenizer
+    from tiedemb.data.text import run_tokenizer
     from tiedemb.modules.glue import GlueModule
     from tiedemb.training.checkpoints import read_checkpoint
     from tiedemb.training.files import write_tsv

@@ -70,8 +70,12 @@ def small_text(tmp_path: Path, **options) -> PretrainData:
     )
 
 
+def held(data: PretrainData) -> list:
+    data.prepare_data()
+    return data.text.open().val["input_ids"]
+
+
 def test_the_held_out_documents_follow_the_corpus_seed_not_the_run_seed(tmp_path):
-    held = lambda data: data.prepared.val["input_ids"]  # noqa: E731
     assert held(small_text(tmp_path, seed=1)) == held(small_text(tmp_path, seed=2))
     assert held(small_text(tmp_path, seed=1)) != held(small_text(tmp_path, seed=1, corpus_seed=5))
 
@@ -79,6 +83,7 @@ def test_the_held_out_documents_follow_the_corpus_seed_not_the_run_seed(tmp_path
 def test_an_out_of_domain_text_is_a_second_validation_loader_with_its_baselines(tmp_path):
     other = write_documents(tmp_path / "other.txt", 1000, 10)
     data = small_text(tmp_path, seed=0, ood_val_files=[str(other)], ood_val_blocks=3)
+    data.prepare_data()
     data.setup("fit")
     loaders = data.val_dataloader()
     assert len(loaders) == 2 and len(loaders[1].dataset) == 3
@@ -86,6 +91,21 @@ def test_an_out_of_domain_text_is_a_second_validation_loader_with_its_baselines(
     assert set(baselines) == {"data/unigram_loss", "data/bigram_loss", "data/ood_unigram_loss", "data/ood_bigram_loss"}
     # numbered words never seen in training make the out-of-domain text harder for a unigram model
     assert baselines["data/ood_unigram_loss"] > baselines["data/unigram_loss"]
+
+
+def test_text_is_tokenised_in_prepare_data_once_and_opened_in_setup(tmp_path):
+    data = small_text(tmp_path)
+    entries = lambda: sorted(path.name for path in (tmp_path / "cache" / "text").iterdir())  # noqa: E731
+    assert len(data.tokenizer) == data.vocab_size  # known before any text is tokenised: the model's size
+    assert entries() == []  # building the data module tokenises nothing
+    data.prepare_data()
+    (entry,) = entries()
+    written = (tmp_path / "cache" / "text" / entry / "stats.json").stat().st_mtime_ns
+    data.prepare_data()  # cached: left as it is
+    assert (tmp_path / "cache" / "text" / entry / "stats.json").stat().st_mtime_ns == written
+    data.setup("fit")
+    assert len(data.train_set) == data.text.stats()["train_blocks"] > 0
+    assert next(iter(data.train_dataloader()))["input_ids"].shape == (4, 16)
 
 
 @pytest.mark.parametrize(

@@ -76,6 +76,6 @@ def test_one_position_of_every_sequence_equals_that_column_of_the_full_output(ob
     if padded:
         mask[0, 6:] = 0
     full = encoder(x, mask)
-    one = encoder(x, mask, rows=position)
+    one = encoder(x, mask, positions=position)
     assert one.shape == (3, 32)
     torch.testing.assert_close(one, full[:, position], rtol=1e-5, atol=1e-6)

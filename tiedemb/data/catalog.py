@@ -10,6 +10,7 @@ Kept free of heavy imports: the loaders' error paths and the sweep file reader a
 
 from __future__ import annotations
 
+import hashlib
 import os
 from dataclasses import dataclass
 from pathlib import Path, PurePath
@@ -18,6 +19,16 @@ DATA_DIR = Path("data")
 """The data folder, relative to the working folder: what the shipped configs read."""
 CHECKSUMS = "SHA256SUMS"
 """The checksum file in the data folder: ``sha256sum``'s format, one prepared file a line."""
+
+
+def file_sha256(path: str | os.PathLike) -> str:
+    """The sha256 of a file's bytes, read a megabyte at a time: what ``CHECKSUMS`` lists, and what
+    identifies a text file in the cache keys of its prepared text."""
+    digest = hashlib.sha256()
+    with open(path, "rb") as handle:
+        for block in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
 
 
 @dataclass(frozen=True)

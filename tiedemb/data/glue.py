@@ -120,7 +120,7 @@ class GlueData(ResumableTraining, LightningDataModule):
         self.vocab_size = len(self.tokenizer)
         self.pad_token_id: int = self.tokenizer.pad_token_id
         if data_files:
-            self._source: _Source = _FileSource(self.task_spec, data_files)
+            self._source: _ClassicSource | _FileSource | _HubSource = _FileSource(self.task_spec, data_files)
         elif data_dir is not None:
             self._source = _ClassicSource(self.task_spec, data_dir)
         else:
@@ -253,26 +253,9 @@ def _encode_batch(
     return {**encoded, "labels": batch["label"], "idx": batch["idx"]}
 
 
-class _Source:
-    """Where a task's splits come from: which are present and how to read one."""
-
-    def present(self, splits: tuple[str, ...]) -> list[str]:
-        raise NotImplementedError
-
-    def expected(self, splits: tuple[str, ...]) -> str:
-        """Where the given splits were looked for, for error messages."""
-        raise NotImplementedError
-
-    def prepare(self) -> None:
-        """Fetch remote data; nothing to do for local files."""
-
-    def load(self, split: str) -> datasets.Dataset:
-        """The split with the hub text columns, ``label`` and ``idx``."""
-        raise NotImplementedError
-
-
-class _ClassicSource(_Source):
-    """The classic ``glue_data/<TASK>/*.tsv`` layout."""
+class _ClassicSource:
+    """The classic ``glue_data/<TASK>/*.tsv`` layout. Each source says which of a task's splits are
+    present, where they were looked for, and reads one with the hub text columns, ``label`` and ``idx``."""
 
     def __init__(self, task: GlueTask, data_dir: str | os.PathLike) -> None:
         self.task = task
@@ -287,6 +270,9 @@ class _ClassicSource(_Source):
     def expected(self, splits: tuple[str, ...]) -> str:
         return " or ".join(repr(str(self._path(split))) for split in splits)
 
+    def prepare(self) -> None:
+        """Local files: nothing to fetch."""
+
     def load(self, split: str) -> datasets.Dataset:
         columns = read_split(
             self._path(split),
@@ -298,7 +284,7 @@ class _ClassicSource(_Source):
         return datasets.Dataset.from_dict(columns)
 
 
-class _FileSource(_Source):
+class _FileSource:
     """One local file per split, with the hub's column names."""
 
     def __init__(self, task: GlueTask, data_files: dict[str, str]) -> None:
@@ -321,6 +307,8 @@ class _FileSource(_Source):
     def expected(self, splits: tuple[str, ...]) -> str:
         return "a data_files entry for " + " or ".join(repr(split) for split in splits)
 
+    prepare = _ClassicSource.prepare
+
     def load(self, split: str) -> datasets.Dataset:
         if split not in self.paths:
             raise UserError(f"data_files has no {split!r} entry, which this run needs")
@@ -336,7 +324,7 @@ class _FileSource(_Source):
         )
 
 
-class _HubSource(_Source):
+class _HubSource:
     """The hub dataset (``nyu-mll/glue``) with the task name as its configuration."""
 
     def __init__(self, task: GlueTask, name: str) -> None:

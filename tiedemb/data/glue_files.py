@@ -19,11 +19,10 @@ from itertools import chain
 from pathlib import Path
 
 import datasets
-import pyarrow.parquet
 
 from tiedemb.data.catalog import prepare_hint
 from tiedemb.data.glue_tasks import ClassicLayout
-from tiedemb.data.text_files import holds_empty_json
+from tiedemb.data.text_files import holds_no_rows
 from tiedemb.errors import UserError
 
 UNLABELED = -1
@@ -158,25 +157,15 @@ def read_hub_format(path: Path, split: str) -> tuple[datasets.Dataset, RowName]:
     with path.open("rb") as handle:
         if not handle.read(4096).strip():
             raise UserError(f"{path}: the {split} file is empty")
-    if builder != "csv" and _holds_no_rows(path, builder):  # cheap to tell, and datasets would log an error first
+    if builder != "csv" and holds_no_rows(path):  # cheap to tell, and datasets would log an error first
         raise UserError(f"{path}: the {split} split has no examples")
     try:
         dataset = datasets.load_dataset(builder, data_files=str(path), split="train", **options)
     except Exception as error:  # any parse failure of a user's file is reported as theirs
-        if _holds_no_rows(path, builder):
+        if holds_no_rows(path):
             raise UserError(f"{path}: the {split} split has no examples") from None
         raise UserError(f"could not read the {split} file {str(path)!r}: {type(error).__name__}: {error}") from None
     return dataset, row_name
-
-
-def _holds_no_rows(path: Path, builder: str) -> bool:
-    """Whether a file that failed to load just has no rows (``datasets`` refuses empty splits)."""
-    if builder == "csv":
-        with path.open(encoding="utf-8-sig") as handle:
-            return sum(1 for line in handle if line.strip()) <= 1
-    if builder == "parquet":
-        return pyarrow.parquet.read_metadata(path).num_rows == 0
-    return holds_empty_json(path)
 
 
 def conform(

@@ -6,14 +6,13 @@ other runs name with ``--data.tokenizer=OUT``, whatever split of the text they d
 (configs/sweeps/width_ratios_cpu.yaml) keeps its pilot's so that every cell reads the same ids.
 
 RUN is a checkpoint file or a run's (or sweep cell's) folder, whose newest ``last*.ckpt`` is read.
-The tokenizer found is the one whose fingerprint the checkpoint recorded (``tiedemb.data.run_tokenizer``).
+The tokenizer found is the one whose fingerprint the checkpoint recorded (``tiedemb.data.text.run_tokenizer``).
 OUT must not exist, or be empty: a kept tokenizer is never overwritten.
 """
 
 from __future__ import annotations
 
 import sys
-import tempfile
 from pathlib import Path
 
 from tiedemb.errors import UserError
@@ -37,7 +36,7 @@ def checkpoint_of(source: Path) -> Path:
 
 def keep_tokenizer(source: str | Path, out: str | Path, weights_only: bool = True) -> Path:
     """Save the tokenizer of the run at ``source`` into ``out``; returns ``out``."""
-    from tiedemb.data.run_tokenizer import run_tokenizer
+    from tiedemb.data.text import run_tokenizer
     from tiedemb.data.tokenizers import recorded_fingerprint, tokenizer_fingerprint
     from tiedemb.training.checkpoints import read_checkpoint
 
@@ -52,14 +51,11 @@ def keep_tokenizer(source: str | Path, out: str | Path, weights_only: bool = Tru
     recorded = recorded_fingerprint(checkpoint)
     if recorded is not None and recorded != tokenizer_fingerprint(tokenizer):
         raise UserError(f"the tokenizer found for {str(path)!r} is not the one it recorded (fingerprint {recorded})")
-    out.parent.mkdir(parents=True, exist_ok=True)
+    from tiedemb.training.files import atomic_directory
+
     # Written beside OUT and renamed at the end: a failure leaves no half-written tokenizer.
-    with tempfile.TemporaryDirectory(dir=out.parent, prefix=f".{out.name}-") as staging:
+    with atomic_directory(out, "tokenizer_config.json") as staging:
         tokenizer.save_pretrained(staging)
-        if out.is_dir():
-            out.rmdir()
-        Path(staging).rename(out)
-        Path(staging).mkdir()  # the context manager removes its folder on the way out
     return out
 
 

@@ -1,11 +1,11 @@
 """Fetching the named data sets (``tiedemb.data.catalog``) and writing them under the data folder.
 
 Brown comes through NLTK's downloader, WikiText-2, GLUE and the tokenizer from the Hugging Face
-hub; ``source`` (``--from``) names files already on this machine instead (NLTK's Brown folder, a
+hub; ``from_path`` (``--from``) names files already on this machine instead (NLTK's Brown folder, a
 folder of the hub dataset's parquet files, a tokenizer folder), for a machine without the network.
 What was fetched goes through ``tiedemb.data.source_formats``.
 
-Everything is asked for before anything is written: an unknown name, a ``source`` that is not
+Everything is asked for before anything is written: an unknown name, a ``from_path`` that is not
 there, Brown without nltk are refused in one line with nothing written. Each data set is made in
 a staging folder inside the data folder and renamed into place whole, so a failed download leaves
 no half-made file; ``SHA256SUMS`` then lists the sha256 of every file in place (``sha256sum -c
@@ -14,7 +14,6 @@ SHA256SUMS`` in the data folder checks them).
 
 from __future__ import annotations
 
-import hashlib
 import importlib
 import os
 import shutil
@@ -23,7 +22,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
-from tiedemb.data.catalog import CHECKSUMS, DATA_DIR, ENTRIES, Entry
+from tiedemb.data.catalog import CHECKSUMS, DATA_DIR, ENTRIES, Entry, file_sha256
 from tiedemb.data.glue_tasks import TASKS
 from tiedemb.data.source_formats import (
     brown_files,
@@ -56,7 +55,7 @@ NLTK_MISSING = (
 # --------------------------------------------------------------------------- the request, checked whole
 
 
-def requested(names: list[str], source: Path | None) -> list[Entry]:
+def requested(names: list[str], from_path: Path | None) -> list[Entry]:
     """The entries named, in order, once each; refuses what cannot be done before anything is written."""
     unknown = [name for name in names if name not in ENTRIES]
     if unknown:
@@ -64,11 +63,11 @@ def requested(names: list[str], source: Path | None) -> list[Entry]:
     entries = [ENTRIES[name] for name in dict.fromkeys(names)]
     if not entries:
         raise UserError(f"name the data to prepare: {', '.join(ENTRIES)}")
-    if source is not None:
+    if from_path is not None:
         if len(entries) > 1:
             raise UserError(f"--from names the files of one data set; {len(entries)} were named")
-        if not source.expanduser().exists():
-            raise UserError(f"--from {str(source)!r} does not exist")
+        if not from_path.expanduser().exists():
+            raise UserError(f"--from {str(from_path)!r} does not exist")
     elif any(entry.name == "brown" for entry in entries):
         try:
             importlib.import_module("nltk")
@@ -115,23 +114,23 @@ def hub_splits(name: str) -> dict[str, Any]:
     return {split: dataset.data for split, dataset in loaded.items()}
 
 
-def splits_of(entry: Entry, source: Path | None) -> dict[str, Any]:
-    return parquet_splits(source) if source is not None else hub_splits(entry.name)
+def splits_of(entry: Entry, from_path: Path | None) -> dict[str, Any]:
+    return parquet_splits(from_path) if from_path is not None else hub_splits(entry.name)
 
 
 # --------------------------------------------------------------------------- making one data set
 
 
-def make_brown(entry: Entry, source: Path | None, work: Path, out: Path) -> str:
-    origin = source if source is not None else download_brown(work)
+def make_brown(entry: Entry, from_path: Path | None, work: Path, out: Path) -> str:
+    origin = from_path if from_path is not None else download_brown(work)
     unpacked = work / "unpacked"
     unpacked.mkdir()
     return f"{write_brown(brown_files(origin, unpacked), out)} documents"
 
 
-def make_wikitext(entry: Entry, source: Path | None, work: Path, out: Path) -> str:
-    splits = splits_of(entry, source)
-    where = str(source) if source is not None else " ".join(HUB_DATASETS[entry.name])
+def make_wikitext(entry: Entry, from_path: Path | None, work: Path, out: Path) -> str:
+    splits = splits_of(entry, from_path)
+    where = str(from_path) if from_path is not None else " ".join(HUB_DATASETS[entry.name])
     if "validation" not in splits:
         raise UserError(f"{where} has no validation split (found: {', '.join(splits) or 'none'})")
     table = splits["validation"]
@@ -140,31 +139,31 @@ def make_wikitext(entry: Entry, source: Path | None, work: Path, out: Path) -> s
     return f"{write_wikitext(column(table, 'text'), out)} lines"
 
 
-def make_glue(entry: Entry, source: Path | None, work: Path, out: Path) -> str:
-    where = str(source) if source is not None else " ".join(HUB_DATASETS[entry.name])
-    written = write_glue(TASKS[entry.name], splits_of(entry, source), out, where)
+def make_glue(entry: Entry, from_path: Path | None, work: Path, out: Path) -> str:
+    where = str(from_path) if from_path is not None else " ".join(HUB_DATASETS[entry.name])
+    written = write_glue(TASKS[entry.name], splits_of(entry, from_path), out, where)
     return ", ".join(f"{name} {rows} rows" for name, rows in written.items())
 
 
-def make_tokenizer(entry: Entry, source: Path | None, work: Path, out: Path) -> str:
-    """The tokenizer's files as the hub holds them (or as ``source`` holds them), copied byte for byte, so
+def make_tokenizer(entry: Entry, from_path: Path | None, work: Path, out: Path) -> str:
+    """The tokenizer's files as the hub holds them (or as ``from_path`` holds them), copied byte for byte, so
     their checksums do not depend on the transformers version; checked to load."""
     from transformers import AutoTokenizer
 
-    if source is None:
-        source = download_tokenizer(HUB_TOKENIZERS[entry.name])
-    elif not source.is_dir():
-        raise UserError(f"--from {str(source)!r} is not a tokenizer folder")
-    found = [source / name for name in TOKENIZER_FILES if (source / name).is_file()]
+    if from_path is None:
+        from_path = download_tokenizer(HUB_TOKENIZERS[entry.name])
+    elif not from_path.is_dir():
+        raise UserError(f"--from {str(from_path)!r} is not a tokenizer folder")
+    found = [from_path / name for name in TOKENIZER_FILES if (from_path / name).is_file()]
     if not any(path.name in ("tokenizer.json", "vocab.txt") for path in found):
-        raise UserError(f"{str(source)!r} holds no tokenizer.json or vocab.txt")
+        raise UserError(f"{str(from_path)!r} holds no tokenizer.json or vocab.txt")
     out.mkdir()
     for path in found:
         shutil.copyfile(path, out / path.name)
     try:
         tokenizer = AutoTokenizer.from_pretrained(str(out))
     except Exception as error:  # OSError for a missing file; others for a broken one
-        raise UserError(f"the tokenizer files of {str(source)!r} do not load: {first_line(error)}") from None
+        raise UserError(f"the tokenizer files of {str(from_path)!r} do not load: {first_line(error)}") from None
     return f"{len(tokenizer)} tokens"
 
 
@@ -197,14 +196,6 @@ MAKERS: dict[str, Callable[[Entry, Path | None, Path, Path], str]] = {
 # --------------------------------------------------------------------------- checksums
 
 
-def sha256(path: Path) -> str:
-    digest = hashlib.sha256()
-    with path.open("rb") as handle:
-        for block in iter(lambda: handle.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
-
-
 def files_of(root: Path, location: str) -> Iterator[Path]:
     """The files a data set's location holds (itself, if it is a file), in sorted order."""
     place = root / location
@@ -232,7 +223,7 @@ def record_checksums(root: Path, location: str) -> None:
         if name != location and not name.startswith(location + "/")
     }
     for path in files_of(root, location):
-        sums[path.relative_to(root).as_posix()] = sha256(path)
+        sums[path.relative_to(root).as_posix()] = file_sha256(path)
     atomic_write_text(root / CHECKSUMS, "".join(f"{sums[name]}  {name}\n" for name in sorted(sums)))
 
 
@@ -254,13 +245,13 @@ def put_in_place(staged: Path, target: Path, aside: Path) -> None:
 def prepare(
     names: list[str],
     root: Path = DATA_DIR,
-    source: Path | None = None,
+    from_path: Path | None = None,
     force: bool = False,
     echo: Callable[[str], None] = print,
 ) -> list[Path]:
     """Make each named data set under ``root``; returns what was written (one path per data set)."""
-    source = source.expanduser() if source is not None else None
-    entries = requested(names, source)
+    from_path = from_path.expanduser() if from_path is not None else None
+    entries = requested(names, from_path)
     if root.exists() and not root.is_dir():
         raise UserError(f"the data folder {str(root)!r} is a file")
     todo = []
@@ -279,7 +270,7 @@ def prepare(
                 staged = work / "out" / entry.location
                 staged.parent.mkdir(parents=True)
                 with disk_full_is_reported(root, entry.location, "prepare it into another folder with --dir"):
-                    summary = MAKERS[entry.name](entry, source, work, staged)
+                    summary = MAKERS[entry.name](entry, from_path, work, staged)
                 ordinary_permissions(work / "out")  # mkdtemp's folder is private; what goes in place is not
                 put_in_place(staged, root / entry.location, work / "replaced")
                 record_checksums(root, entry.location)

@@ -1,7 +1,9 @@
 """Pretraining data: the embedded Markov corpus by default, real text when given.
 
 Everything the model must agree with (vocabulary size, special-token ids) is known right after
-construction, so the CLI can link it into the model before either is built.
+construction, so the CLI can link it into the model before either is built: the tokenizer is
+loaded (or trained and kept) then. The text is tokenised into blocks and cached in
+``prepare_data`` and opened in ``setup``, as Lightning's data hooks are meant to be used.
 """
 
 from __future__ import annotations
@@ -11,7 +13,7 @@ import inspect
 import logging
 import math
 import os
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 import lightning as L
 import numpy as np
@@ -21,9 +23,9 @@ from torch.utils.data import DataLoader, Dataset
 from tiedemb.data.collate import make_collator
 from tiedemb.data.sampling import KeyedDataset, ResumableTraining, loader_generator
 from tiedemb.data.synthetic import MarkovCorpus
-from tiedemb.data.text_settings import TEXT_COLUMN, VAL_FRACTION, check_encoding_errors
+from tiedemb.data.text_settings import TEXT_COLUMN, VAL_FRACTION
 from tiedemb.data.tokenizers import TOKENIZER_STATE, tokenizer_fingerprint
-from tiedemb.errors import UserError, check_choice
+from tiedemb.errors import UserError
 from tiedemb.options import (
     Bounds,
     NonNegativeInt,
@@ -36,6 +38,9 @@ from tiedemb.options import (
     option_types,
     warn_no_effect,
 )
+
+if TYPE_CHECKING:
+    from tiedemb.data.text import ExtraTextCache, TextCache
 
 log = logging.getLogger("tiedemb.data")
 
@@ -90,6 +95,21 @@ def _check_source_options(source: str, options: dict[str, Any]) -> None:
             f"data.encoding_errors={options['encoding_errors']!r} has no effect without data.train_files: it says how "
             "local text files that are not UTF-8 are read"
         )
+    _check_corpus_sizes(source, changed)
+    if options.get("val_files") and "val_fraction" in changed:
+        raise no_effect(
+            "data.val_fraction", changed["val_fraction"], "with data.val_files: the validation text is those files"
+        )
+    if options.get("objective") == "clm" and "mlm_probability" in changed:
+        raise no_effect(
+            "data.mlm_probability",
+            changed["mlm_probability"],
+            "with objective 'clm': next-token prediction masks nothing",
+        )
+
+
+def _check_corpus_sizes(source: str, changed: dict[str, Any]) -> None:
+    """Refuse text settings with the embedded corpus; warn about the corpus's sizes with text."""
     if source == "synthetic":
         reasons = {
             "text_column": "it reads no text",
@@ -113,16 +133,6 @@ def _check_source_options(source: str, options: dict[str, Any]) -> None:
                     f"with data.{'dataset' if source == 'dataset' else 'train_files'}: "
                     "it sizes the embedded corpus, which this run does not use",
                 )
-    if options.get("val_files") and "val_fraction" in changed:
-        raise no_effect(
-            "data.val_fraction", changed["val_fraction"], "with data.val_files: the validation text is those files"
-        )
-    if options.get("objective") == "clm" and "mlm_probability" in changed:
-        raise no_effect(
-            "data.mlm_probability",
-            changed["mlm_probability"],
-            "with objective 'clm': next-token prediction masks nothing",
-        )
 
 
 class PretrainData(ResumableTraining, L.LightningDataModule):
@@ -147,7 +157,7 @@ class PretrainData(ResumableTraining, L.LightningDataModule):
         vocab_size: PositiveInt | None = None,
         block_size: Annotated[int, Bounds(2)] = 128,
         batch_size: PositiveInt = 32,
-        objective: str | None = None,
+        objective: Literal["mlm", "clm"] | None = None,
         mlm_probability: OpenFraction = 0.15,
         val_fraction: Rate = VAL_FRACTION,
         synthetic_tokens: PositiveInt = 2_000_000,
@@ -160,7 +170,7 @@ class PretrainData(ResumableTraining, L.LightningDataModule):
         corpus_seed: NonNegativeInt = 0,
         ood_val_files: list[str] | str | None = None,
         ood_val_blocks: PositiveInt | None = None,
-        encoding_errors: str = "strict",
+        encoding_errors: Literal["strict", "replace"] = "strict",
     ) -> None:
         """
         Args:
@@ -202,8 +212,6 @@ class PretrainData(ResumableTraining, L.LightningDataModule):
         )
         super().__init__()
         objective = objective or "mlm"  # None: the CLI fills in model.objective
-        check_choice("data.objective", objective, ("mlm", "clm"))
-        check_encoding_errors(encoding_errors)
         # PL_GLOBAL_SEED: the run's seed_everything, set by the command line before the data is built
         seed = int(os.environ.get("PL_GLOBAL_SEED", 0)) if seed is None else seed
         self.seed = seed
@@ -214,77 +222,88 @@ class PretrainData(ResumableTraining, L.LightningDataModule):
         _check_source_options(self.source, locals())
         self.corpus: MarkovCorpus | None = None
         self.tokenizer = None
+        self.text: TextCache | None = None
+        self.ood_text: ExtraTextCache | None = None
         self.stats: dict[str, float] = {}
+        self.save_hyperparameters()
         if self.source == "synthetic":
-            self.corpus = MarkovCorpus(vocab_size=vocab_size or DEFAULT_SYNTHETIC_VOCAB, seed=corpus_seed)
-            self.vocab_size = self.corpus.vocab_size
-            self.pad_token_id = self.corpus.pad_token_id
-            self.mask_token_id = self.corpus.mask_token_id
-            self.special_token_ids = [
-                self.corpus.pad_token_id,
-                self.corpus.unk_token_id,
-                self.corpus.cls_token_id,
-                self.corpus.sep_token_id,
-                self.corpus.mask_token_id,
-            ]
+            self._draw_corpus()
         else:
-            # Real text is tokenised (or read from its cache) now: the vocabulary the model must
-            # match is only known once the tokenizer is loaded or trained.
-            from tiedemb.data.text import prepare_text  # datasets and pyarrow: real text only
-
-            self.prepared = prepare_text(
-                objective=objective,
-                tokenizer=tokenizer,
-                vocab_size=vocab_size,
-                dataset=dataset,
-                dataset_config=dataset_config,
-                train_files=train_files,
-                val_files=val_files,
-                text_column=text_column,
-                block_size=block_size,
-                val_fraction=val_fraction,
-                num_proc=num_proc,
-                cache_dir=cache_dir,
-                seed=corpus_seed,
-                encoding_errors=encoding_errors,
-            )
-            self.tokenizer = self.prepared.tokenizer
-            self.ood_val = None
-            if ood_val_files:
-                from tiedemb.data.text import prepare_extra_text
-
-                self.ood_val = prepare_extra_text(
-                    ood_val_files,
-                    self.prepared,
-                    objective=objective,
-                    block_size=block_size,
-                    cache_dir=cache_dir,
-                    encoding_errors=encoding_errors,
-                    num_proc=num_proc,
-                    max_blocks=ood_val_blocks,
-                )
-            self.vocab_size = len(self.tokenizer)
-            self.pad_token_id = self.tokenizer.pad_token_id if self.tokenizer.pad_token_id is not None else 0
-            self.mask_token_id = self.tokenizer.mask_token_id
-            self.special_token_ids = list(self.tokenizer.all_special_ids)
+            self._plan_text()
         # The resolved size is the one number the model is built with (linked by the CLI); the
         # hyperparameters record it too, so the run's logged config holds one vocabulary size
         # whatever decided it (the corpus default, a given tokenizer or a trained one).
-        self.save_hyperparameters()
         self.save_hyperparameters({**self.hparams, "vocab_size": self.vocab_size, "seed": self.seed})
         self.train_set: Dataset | None = None
         self.val_set: Dataset | None = None
         self.ood_val_set: Dataset | None = None
 
+    def _draw_corpus(self) -> None:
+        """The embedded Markov corpus and its special ids."""
+        corpus = self.corpus = MarkovCorpus(
+            vocab_size=self.hparams.vocab_size or DEFAULT_SYNTHETIC_VOCAB, seed=self.hparams.corpus_seed
+        )
+        self.vocab_size, self.pad_token_id, self.mask_token_id = (
+            corpus.vocab_size,
+            corpus.pad_token_id,
+            corpus.mask_token_id,
+        )
+        self.special_token_ids = [
+            corpus.pad_token_id,
+            corpus.unk_token_id,
+            corpus.cls_token_id,
+            corpus.sep_token_id,
+            corpus.mask_token_id,
+        ]
+
+    def _plan_text(self) -> None:
+        """The text's tokenizer, decided now (loaded, or trained on the training text and kept): the
+        vocabulary the model must match is its size. The text is tokenised in ``prepare_data``."""
+        from tiedemb.data.text import plan_extra_text, plan_text  # datasets and pyarrow: real text only
+
+        hp = self.hparams
+        self.text = plan_text(
+            objective=self.objective,
+            tokenizer=hp.tokenizer,
+            vocab_size=hp.vocab_size,
+            dataset=hp.dataset,
+            dataset_config=hp.dataset_config,
+            train_files=hp.train_files,
+            val_files=hp.val_files,
+            text_column=hp.text_column,
+            block_size=self.block_size,
+            val_fraction=hp.val_fraction,
+            num_proc=hp.num_proc,
+            cache_dir=hp.cache_dir,
+            seed=hp.corpus_seed,
+            encoding_errors=hp.encoding_errors,
+        )
+        if hp.ood_val_files:
+            self.ood_text = plan_extra_text(
+                hp.ood_val_files,
+                self.text,
+                objective=self.objective,
+                cache_dir=hp.cache_dir,
+                encoding_errors=hp.encoding_errors,
+                max_blocks=hp.ood_val_blocks,
+            )
+        tokenizer = self.tokenizer = self.text.tokenizer
+        self.vocab_size = len(tokenizer)
+        self.pad_token_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0
+        self.mask_token_id = tokenizer.mask_token_id
+        self.special_token_ids = list(tokenizer.all_special_ids)
+
     def check_one_batch(self) -> None:
         """Refuse training data of fewer blocks than one batch: every batch would be dropped as
         incomplete, and Lightning would end the run at once, with nothing trained. The command
-        line calls it before ``fit`` (evaluation never reads the training blocks)."""
+        line calls it before ``fit`` (evaluation never reads the training blocks); real text is
+        prepared for it, so the ``prepare_data`` of the fit finds it cached."""
         if self.source == "synthetic":
             blocks = self._synthetic_block_count(self.hparams.synthetic_tokens)
             more = "or raise data.synthetic_tokens"
         else:
-            blocks = int(self.prepared.stats["train_blocks"])
+            self.prepare_data()
+            blocks = int(self.text.stats()["train_blocks"])
             more = "or give more text"
         if blocks < self.batch_size:
             raise UserError(
@@ -319,7 +338,15 @@ class PretrainData(ResumableTraining, L.LightningDataModule):
         return described
 
     # -- Lightning hooks ----------------------------------------------------------------------------
+    def prepare_data(self) -> None:
+        """Tokenise the text into blocks and cache them, once (on one process per machine; an entry
+        already cached is left as it is). The embedded corpus is drawn in ``setup``: nothing to prepare."""
+        for cache in (self.text, self.ood_text):
+            if cache is not None:
+                cache.write()
+
     def setup(self, stage: str | None = None) -> None:
+        """Open the blocks ``prepare_data`` cached (or draw the embedded corpus's)."""
         if self.train_set is not None:
             return
         if self.source == "synthetic":
@@ -327,15 +354,16 @@ class PretrainData(ResumableTraining, L.LightningDataModule):
             self.train_set, self.val_set = BlockTensor(train), BlockTensor(val)
             self.stats = {"train_tokens": float(train.numel()), "val_tokens": float(val.numel())}
         else:
-            self.train_set = self.prepared.train.with_format("torch")
-            self.val_set = self.prepared.val.with_format("torch")
-            self.stats = {k: float(v) for k, v in self.prepared.stats.items()}
-            val_ids = np.asarray(self.prepared.val["input_ids"][:2048])
+            prepared = self.text.open()
+            self.train_set = prepared.train.with_format("torch")
+            self.val_set = prepared.val.with_format("torch")
+            self.stats = {k: float(v) for k, v in prepared.stats.items()}
+            val_ids = np.asarray(prepared.val["input_ids"][:2048])
             # the theory's CLM correction: how often a token is followed by itself
             self.stats["repeat_rate"] = float((val_ids[:, 1:] == val_ids[:, :-1]).mean()) if val_ids.size else 0.0
-            if self.ood_val is not None:
-                self.ood_val_set = self.ood_val.with_format("torch")
-                self.stats["ood_val_blocks"] = float(len(self.ood_val))
+            if self.ood_text is not None:
+                self.ood_val_set = self.ood_text.open().with_format("torch")
+                self.stats["ood_val_blocks"] = float(len(self.ood_val_set))
         log.info("pretraining data: %s", ", ".join(f"{k}={v:g}" for k, v in self.stats.items()))
 
     def baselines(self, limit_val_blocks: int | None = None) -> dict[str, float]:
@@ -345,6 +373,7 @@ class PretrainData(ResumableTraining, L.LightningDataModule):
         ``limit_val_blocks``: only the first blocks, as a run limited by ``limit_val_batches`` sees."""
         from tiedemb.data.baselines import ngram_baselines
 
+        self.prepare_data()
         self.setup()
         train = _block_array(self.train_set)
         collator = self._collator(validation=True)

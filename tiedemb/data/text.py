@@ -1,10 +1,12 @@
 """Real text for pretraining: read a corpus, tokenise it, cut it into fixed-size blocks, cache it.
 
-``prepare_text`` turns a hub dataset or local files into two ``datasets.Dataset`` objects whose
-rows are exactly ``block_size`` token ids. Documents are concatenated with one separator token
-after each and the stream is cut into blocks, so only the final partial block of each split is
-dropped (and counted). The result is saved under ``cache_dir`` keyed by the source, the
-tokenizer and the block size, and later runs load it instead of tokenising again.
+``plan_text`` decides a hub dataset's or local files' tokenizer and the cache entry of their
+blocks; its ``TextCache`` writes the entry (``PretrainData.prepare_data``) and opens it as two
+``datasets.Dataset`` objects whose rows are exactly ``block_size`` token ids (``setup``).
+Documents are concatenated with one separator token after each and the stream is cut into blocks,
+so only the final partial block of each split is dropped (and counted). The entry is keyed by the
+source, the tokenizer and the block size, and later runs open it instead of tokenising again.
+``run_tokenizer`` finds a run's tokenizer again from the settings its checkpoint recorded.
 
 No step holds the corpus in Python objects: local files are read into memory-mapped Arrow
 files (``tiedemb.data.text_files``), tokenised by ``datasets.map`` into more of them, and cut into
@@ -22,8 +24,8 @@ import json
 import logging
 import os
 import tempfile
-from collections.abc import Iterator, Mapping
-from dataclasses import dataclass
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -34,14 +36,16 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from transformers import PreTrainedTokenizerFast
 
-from tiedemb.data.catalog import prepare_hint
+from tiedemb.data.catalog import file_sha256, prepare_hint
 from tiedemb.data.text_files import SUFFIXES, read_files
-from tiedemb.data.text_settings import TEXT_COLUMN, VAL_FRACTION, check_encoding_errors
+from tiedemb.data.text_settings import TEXT_COLUMN, VAL_FRACTION
 from tiedemb.data.tokenizers import (
     DISK_REMEDY,
     check_vocab_size,
     configure_for_objective,
+    has_no_tokenizer,
     load_tokenizer,
+    recorded_fingerprint,
     tokenizer_fingerprint,
     train_tokenizer,
 )
@@ -50,7 +54,15 @@ from tiedemb.options import changed_from_default, no_effect, warn_no_effect
 from tiedemb.training.files import atomic_directory, disk_full_is_reported
 from tiedemb.training.hub import hub_access
 
-__all__ = ["PreparedText", "prepare_text", "tokenizer_of_run", "train_tokenizer", "trained_tokenizer_dirs"]
+__all__ = [
+    "PreparedText",
+    "TextCache",
+    "plan_text",
+    "prepare_text",
+    "run_tokenizer",
+    "tokenizer_of_run",
+    "train_tokenizer",
+]
 
 log = logging.getLogger("tiedemb.data")
 
@@ -115,15 +127,7 @@ def _file_identity(paths: list[Path]) -> list[tuple[str, int, str]]:
     tokens of equal standing in an order that differs from process to process, so a model
     pretrained with one and fine-tuned or resumed with the other reads the wrong rows.
     """
-    return [(str(path), path.stat().st_size, _content_hash(path)) for path in paths]
-
-
-def _content_hash(path: Path) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as handle:
-        for chunk in iter(lambda: handle.read(1 << 20), b""):
-            digest.update(chunk)
-    return digest.hexdigest()
+    return [(str(path), path.stat().st_size, file_sha256(path)) for path in paths]
 
 
 def _read_documents(
@@ -254,25 +258,17 @@ def _cache_key(parts: dict) -> str:
     return hashlib.sha256(json.dumps(parts, sort_keys=True, default=str).encode()).hexdigest()[:20]
 
 
-def _open(folder: Path, tokenizer) -> PreparedText:
-    """The saved entry, memory-mapped (cheap to hand to data-loader worker processes)."""
-    stats = json.loads((folder / "stats.json").read_text())
-    tokenizer = tokenizer if tokenizer is not None else load_tokenizer(folder / "tokenizer")
-    return PreparedText(
-        datasets.load_from_disk(str(folder / "train")), datasets.load_from_disk(str(folder / "val")), tokenizer, stats
-    )
-
-
-def _save(folder: Path, prepared: PreparedText) -> None:
-    """Write the cache entry atomically, so a crash (or a full disk) never leaves a half-written one."""
+def _save(folder: Path, parts: dict[str, datasets.Dataset], stats: dict, tokenizer=None) -> None:
+    """Write a cache entry atomically, so a crash (or a full disk) never leaves a half-written one."""
     with (
         disk_full_is_reported(folder.parent, "the prepared text", DISK_REMEDY),
         atomic_directory(folder, "stats.json") as staging,
     ):
-        prepared.train.save_to_disk(str(staging / "train"))
-        prepared.val.save_to_disk(str(staging / "val"))
-        prepared.tokenizer.save_pretrained(staging / "tokenizer")
-        (staging / "stats.json").write_text(json.dumps(prepared.stats, indent=2))
+        for name, part in parts.items():
+            part.save_to_disk(str(staging / name))
+        if tokenizer is not None:
+            tokenizer.save_pretrained(staging / "tokenizer")
+        (staging / "stats.json").write_text(json.dumps(stats, indent=2))
 
 
 def _source_identity(
@@ -299,35 +295,27 @@ def _trained_tokenizer_dir(cache_dir: str, kind: str, size: str, source: dict) -
     return Path(cache_dir).expanduser() / "tokenizers" / f"{kind}-{size}-{_cache_key(source)}"
 
 
-def trained_tokenizer_dirs(
-    *,
-    objective: str,
-    dataset: str | None = None,
-    dataset_config: str | None = None,
-    train_files: list[str] | None = None,
-    val_files: list[str] | None = None,
-    text_column: str = TEXT_COLUMN,
-    val_fraction: float = VAL_FRACTION,
-    seed: int = 0,
-    cache_dir: str = "data/cache",
-    encoding_errors: str = "strict",
-    **_: object,
-) -> list[Path]:
-    """The saved tokenizers ``prepare_text`` trained for this text (one per requested size), if any.
-
-    Takes the text's settings, with ``seed`` the seed that split it. Local files are identified by
-    path, size and a hash of their bytes, so a text file changed since the run finds nothing.
-    """
-    check_choice("objective", objective, TOKENIZER_KIND)
+def _trained_tokenizer_dirs(settings: Mapping[str, Any]) -> list[Path]:
+    """The saved tokenizers ``plan_text`` trained for the text a run's data ``settings`` describe (one
+    per requested size), if any; ``seed`` is the seed that split it. Local files are identified by
+    path, size and a hash of their bytes, so a text file changed since the run finds nothing."""
+    objective = check_choice("objective", settings["objective"], TOKENIZER_KIND)
     try:
-        train_paths = _expand(train_files, "train") if train_files else []
-        val_paths = _expand(val_files, "val") if val_files else []
+        train_paths = _expand(settings["train_files"], "train") if settings.get("train_files") else []
+        val_paths = _expand(settings["val_files"], "val") if settings.get("val_files") else []
     except UserError:
         return []  # the text is gone, and with it the key its tokenizer was saved under
     source = _source_identity(
-        dataset, dataset_config, text_column, train_paths, val_paths, val_fraction, seed, encoding_errors
+        settings.get("dataset"),
+        settings.get("dataset_config"),
+        settings.get("text_column", TEXT_COLUMN),
+        train_paths,
+        val_paths,
+        settings.get("val_fraction", VAL_FRACTION),
+        settings["seed"],
+        settings.get("encoding_errors", "strict"),
     )
-    pattern = _trained_tokenizer_dir(cache_dir, TOKENIZER_KIND[objective], "*", source)
+    pattern = _trained_tokenizer_dir(settings.get("cache_dir", "data/cache"), TOKENIZER_KIND[objective], "*", source)
     return sorted(path for path in pattern.parent.glob(pattern.name) if (path / "tokenizer.json").is_file())
 
 
@@ -352,7 +340,7 @@ def tokenizer_of_run(
     split_seed = data["corpus_seed"] if "corpus_seed" in data else data.get("seed", 0)
     settings = {**data, "seed": split_seed, "objective": data.get("objective") or objective}
     # One folder per requested size; the data records the size the tokenizer came out at.
-    candidates = list(trained_tokenizer_dirs(**settings))
+    candidates = _trained_tokenizer_dirs(settings)
     if fingerprint is not None:
         # A recorded fingerprint names the ids exactly: any tokenizer kept in the run's cache with
         # that fingerprint is the one, also when its folder's name came from an older key of its text.
@@ -366,25 +354,92 @@ def tokenizer_of_run(
     return None
 
 
+def run_tokenizer(checkpoint: Mapping[str, Any], path: str | os.PathLike):
+    """The tokenizer a run's checkpoint was trained with (checked against the model's vocabulary), or
+    ``None`` for the embedded corpus, found from any folder.
+
+    The checkpoint records its data settings as the run was given them: a tokenizer folder
+    (``data.tokenizer``) or, for pretraining text, the cache the run trained its tokenizer into
+    (``data.cache_dir``), both relative to the folder the run started in. Each is looked for there
+    first, then in the current folder (``tiedemb.training.evaluation.locate``).
+    """
+    from tiedemb.training.evaluation import locate, run_folder
+
+    if has_no_tokenizer(checkpoint):
+        return None
+    hparams = checkpoint.get("hyper_parameters") or {}
+    vocab_size = int(hparams.get("vocab_size") or 0)
+    data = dict(checkpoint.get("datamodule_hyper_parameters") or {})
+    started = run_folder(checkpoint, path)
+    for name in ("tokenizer", "cache_dir"):
+        if data.get(name):
+            data[name] = locate(str(data[name]), started) or data[name]
+    found = tokenizer_of_run(
+        data, vocab_size, str(hparams.get("objective") or "mlm"), fingerprint=recorded_fingerprint(checkpoint)
+    )
+    if found is None:
+        cache = Path(str(data.get("cache_dir") or "data/cache")) / "tokenizers"
+        raise UserError(
+            f"the tokenizer the run of {str(path)!r} trained is not in {str(cache)!r} (its data.cache_dir); "
+            "run from the folder the run was started in, or keep its cache"
+        )
+    tokenizer = load_tokenizer(found)
+    if vocab_size and len(tokenizer) != vocab_size:
+        raise UserError(
+            f"the run's tokenizer {found!r} has {len(tokenizer)} tokens, but the model's vocabulary has {vocab_size}"
+        )
+    return tokenizer
+
+
 # --------------------------------------------------------------------------- entry point
 
 
-def _check_arguments(
-    objective: str, dataset, train_files, block_size: int, val_fraction: float, encoding_errors: str
-) -> None:
-    check_choice("objective", objective, TOKENIZER_KIND)
-    check_encoding_errors(encoding_errors)
-    if (dataset is None) == (not train_files):
-        raise UserError(
-            "pass exactly one text source: `dataset` (a hub dataset name) or `train_files` (local paths or globs)"
+@dataclass
+class TextCache:
+    """A text's tokenizer and the cache entry its blocks go in, known before any text is tokenised.
+
+    ``PretrainData.prepare_data`` makes the entry once (``write``; an entry already there is left
+    as it is) and ``setup`` opens it (``open``), as Lightning's data hooks are meant to be used.
+    """
+
+    folder: Path
+    tokenizer: PreTrainedTokenizerFast
+    separator: int
+    block_size: int
+    num_proc: int | None
+    read_documents: Callable[[Path], tuple[datasets.Dataset, datasets.Dataset]] = field(repr=False)
+
+    @property
+    def ready(self) -> bool:
+        return (self.folder / "stats.json").is_file()
+
+    def write(self) -> None:
+        """Read, tokenise and block the text into the cache entry, unless it is there already."""
+        if self.ready:
+            return
+        with _working_folder(self.folder.parent) as work:
+            train_docs, val_docs = self.read_documents(work)
+            key = self.folder.name
+            blocks = _build(
+                train_docs, val_docs, self.tokenizer, self.separator, self.block_size, self.num_proc, key, work
+            )
+            _save(self.folder, {"train": blocks.train, "val": blocks.val}, blocks.stats, blocks.tokenizer)
+        log.info("saved prepared text to %s", self.folder)
+
+    def stats(self) -> dict[str, float]:
+        return json.loads((self.folder / "stats.json").read_text())
+
+    def open(self) -> PreparedText:
+        """The saved entry, memory-mapped (cheap to hand to data-loader worker processes)."""
+        stats = self.stats()
+        log.info(
+            "prepared text in %s: %d train and %d val blocks", self.folder, stats["train_blocks"], stats["val_blocks"]
         )
-    if block_size < 2:
-        raise UserError(f"block_size={block_size} is too small; it must be at least 2")
-    if not 0 <= val_fraction < 1:
-        raise UserError(f"val_fraction={val_fraction} must be in [0, 1)")
+        train, val = (datasets.load_from_disk(str(self.folder / split)) for split in ("train", "val"))
+        return PreparedText(train, val, self.tokenizer, stats)
 
 
-def prepare_text(
+def plan_text(
     *,
     objective: str,
     tokenizer: str | None,
@@ -400,16 +455,16 @@ def prepare_text(
     cache_dir: str = "data/cache",
     seed: int = 0,
     encoding_errors: str = "strict",
-) -> PreparedText:
-    """Read, tokenise and block a corpus for ``objective`` ("mlm" or "clm"), from the cache when possible.
+) -> TextCache:
+    """The tokenizer of a corpus for ``objective`` ("mlm" or "clm") and the cache entry of its blocks.
 
     ``tokenizer`` is a hub name or local directory; if None a WordPiece (mlm) or byte-level BPE
-    (clm) tokenizer of ``vocab_size`` tokens is trained on the training text and kept in the cache.
+    (clm) tokenizer of ``vocab_size`` tokens is trained on the training text and kept in the cache
+    (the one text tokenised before ``prepare_data``: the model's vocabulary is its size).
     Validation text comes from ``val_files``, else the dataset's validation split, else a seeded
     ``val_fraction`` of the documents. ``encoding_errors`` is "strict" (a local file that is not
-    UTF-8 is refused, naming the first bad byte) or "replace" (such bytes are read as U+FFFD).
+    UTF-8 is refused) or "replace" (such bytes are read as U+FFFD).
     """
-    _check_arguments(objective, dataset, train_files, block_size, val_fraction, encoding_errors)
     kind = TOKENIZER_KIND[objective]
     train_paths = _expand(train_files, "train") if train_files else []
     val_paths = _expand(val_files, "val") if val_files else []
@@ -422,20 +477,7 @@ def prepare_text(
     source = _source_identity(
         dataset, dataset_config, text_column, train_paths, val_paths, val_fraction, seed, encoding_errors
     )
-    loaded = load_tokenizer(tokenizer) if tokenizer is not None else None
-    if loaded is not None and vocab_size is not None and vocab_size != len(loaded):
-        # A warning, not an error: overlays such as configs/scale/tiny.yaml size a trained tokenizer and
-        # compose with data configs that name a tokenizer.
-        warn_no_effect(
-            "data.vocab_size",
-            vocab_size,
-            f"with data.tokenizer={tokenizer!r}, which has {len(loaded)} tokens: "
-            "the vocabulary is the tokenizer's; drop data.vocab_size",
-        )
-    if loaded is None:
-        identity = {"trained": kind, "vocab_size": check_vocab_size(kind, vocab_size)}
-    else:
-        identity = {"name": tokenizer, "size": len(loaded), "hash": tokenizer_fingerprint(loaded)}
+    loaded, identity = _given_tokenizer(tokenizer, vocab_size, kind)
     key = _cache_key(
         {
             "format": CACHE_FORMAT,
@@ -446,50 +488,98 @@ def prepare_text(
         }
     )
     folder = Path(cache_dir).expanduser() / "text" / key
-    if (folder / "stats.json").is_file():
-        prepared = _open(folder, loaded)
-        configure_for_objective(prepared.tokenizer, objective)
-        log.info(
-            "loaded prepared text from %s: %d train and %d val blocks",
-            folder,
-            prepared.stats["train_blocks"],
-            prepared.stats["val_blocks"],
+    read = partial(
+        _read_splits,
+        dataset=dataset,
+        dataset_config=dataset_config,
+        train_paths=train_paths,
+        val_paths=val_paths,
+        text_column=text_column,
+        val_fraction=val_fraction,
+        seed=seed,
+        encoding_errors=encoding_errors,
+        num_proc=num_proc,
+    )
+    if loaded is None and (folder / "stats.json").is_file():
+        loaded = load_tokenizer(folder / "tokenizer")  # the one the cached blocks were cut with
+    elif loaded is None:
+        save_dir = _trained_tokenizer_dir(cache_dir, kind, str(vocab_size), source)
+        loaded = _trained(read, kind, vocab_size, save_dir, folder.parent)
+    separator = configure_for_objective(loaded, objective)
+    return TextCache(folder, loaded, separator, block_size, num_proc, read)
+
+
+def _given_tokenizer(tokenizer: str | None, vocab_size: int | None, kind: str) -> tuple[Any, dict]:
+    """The tokenizer named (``None`` when one is to be trained) and what identifies it in cache keys."""
+    if tokenizer is None:
+        return None, {"trained": kind, "vocab_size": check_vocab_size(kind, vocab_size)}
+    loaded = load_tokenizer(tokenizer)
+    if vocab_size is not None and vocab_size != len(loaded):
+        # A warning, not an error: overlays such as configs/scale/tiny.yaml size a trained tokenizer and
+        # compose with data configs that name a tokenizer.
+        warn_no_effect(
+            "data.vocab_size",
+            vocab_size,
+            f"with data.tokenizer={tokenizer!r}, which has {len(loaded)} tokens: "
+            "the vocabulary is the tokenizer's; drop data.vocab_size",
         )
-        return prepared
+    return loaded, {"name": tokenizer, "size": len(loaded), "hash": tokenizer_fingerprint(loaded)}
 
-    with _working_folder(folder.parent) as work:
-        if dataset is not None:
-            train_docs, val_docs = _load_hub_splits(dataset, dataset_config, text_column)
-            described = f"dataset {dataset!r}"
-            if val_docs is not None and not val_paths and changed_from_default(val_fraction, VAL_FRACTION):
-                raise no_effect(
-                    "data.val_fraction",
-                    val_fraction,
-                    f"with data.dataset={dataset!r}, whose own validation split is the validation text",
-                )
-        else:
-            train_docs = _read_documents(train_paths, text_column, "train", encoding_errors, work, num_proc)
-            val_docs, described = None, ", ".join(repr(str(p)) for p in train_paths)
-        if not len(train_docs):
-            raise UserError(f"the training text is empty (no non-blank documents in {described})")
-        if val_paths:
-            val_docs = _read_documents(val_paths, text_column, "val", encoding_errors, work, num_proc)
-            if not len(val_docs):
-                raise UserError(
-                    "the validation text is empty (no non-blank documents in "
-                    f"{', '.join(repr(str(p)) for p in val_paths)})"
-                )
-        if val_docs is None:
-            train_docs, val_docs = _hold_out(train_docs, val_fraction, seed)
 
-        if loaded is None:
-            save_dir = _trained_tokenizer_dir(cache_dir, kind, str(vocab_size), source)
-            texts = (doc for batch in train_docs.iter(batch_size=1000) for doc in batch["text"])
-            loaded = train_tokenizer(texts, kind=kind, vocab_size=vocab_size, save_dir=save_dir, length=len(train_docs))
-        separator = configure_for_objective(loaded, objective)
-        _save(folder, _build(train_docs, val_docs, loaded, separator, block_size, num_proc, key, work))
-    log.info("saved prepared text to %s", folder)
-    return _open(folder, loaded)
+def _trained(read: Callable, kind: str, vocab_size: int, save_dir: Path, parent: Path) -> PreTrainedTokenizerFast:
+    """The tokenizer trained on the training documents (read only when it is not kept already)."""
+    if (save_dir / "tokenizer.json").is_file():
+        return train_tokenizer((), kind=kind, vocab_size=vocab_size, save_dir=save_dir)
+    with _working_folder(parent) as work:
+        train_docs, _ = read(work)
+        texts = (doc for batch in train_docs.iter(batch_size=1000) for doc in batch["text"])
+        return train_tokenizer(texts, kind=kind, vocab_size=vocab_size, save_dir=save_dir, length=len(train_docs))
+
+
+def _read_splits(
+    work: Path,
+    *,
+    dataset: str | None,
+    dataset_config: str | None,
+    train_paths: list[Path],
+    val_paths: list[Path],
+    text_column: str,
+    val_fraction: float,
+    seed: int,
+    encoding_errors: str,
+    num_proc: int | None,
+) -> tuple[datasets.Dataset, datasets.Dataset]:
+    """The training and validation documents, read into Arrow files under ``work``."""
+    if dataset is not None:
+        train_docs, val_docs = _load_hub_splits(dataset, dataset_config, text_column)
+        described = f"dataset {dataset!r}"
+        if val_docs is not None and not val_paths and changed_from_default(val_fraction, VAL_FRACTION):
+            raise no_effect(
+                "data.val_fraction",
+                val_fraction,
+                f"with data.dataset={dataset!r}, whose own validation split is the validation text",
+            )
+    else:
+        train_docs = _read_documents(train_paths, text_column, "train", encoding_errors, work, num_proc)
+        val_docs, described = None, ", ".join(repr(str(p)) for p in train_paths)
+    if not len(train_docs):
+        raise UserError(f"the training text is empty (no non-blank documents in {described})")
+    if val_paths:
+        val_docs = _read_documents(val_paths, text_column, "val", encoding_errors, work, num_proc)
+        if not len(val_docs):
+            raise UserError(
+                f"the validation text is empty (no non-blank documents in {', '.join(repr(str(p)) for p in val_paths)})"
+            )
+    if val_docs is None:
+        train_docs, val_docs = _hold_out(train_docs, val_fraction, seed)
+    return train_docs, val_docs
+
+
+def prepare_text(**settings: Any) -> PreparedText:
+    """``plan_text``'s text tokenised and blocked (from the cache when it is there), in one call."""
+    cache = plan_text(**settings)
+    cache.write()
+    return cache.open()
 
 
 @contextlib.contextmanager
@@ -547,57 +637,61 @@ def _build(
     return PreparedText(splits["train"], splits["val"], tokenizer, stats)
 
 
-def prepare_extra_text(
-    files: list[str],
-    prepared: PreparedText,
-    *,
-    objective: str,
-    block_size: int,
-    cache_dir: str = "data/cache",
-    encoding_errors: str = "strict",
-    num_proc: int | None = None,
-    max_blocks: int | None = None,
-) -> datasets.Dataset:
-    """Blocks of another text (``files``) cut with ``prepared``'s tokenizer: a second validation text.
+@dataclass
+class ExtraTextCache:
+    """Blocks of another text cut with a ``TextCache``'s tokenizer (a second validation text): made
+    by ``write`` in ``prepare_data``, read by ``open`` in ``setup``, cached like the text's own blocks."""
 
-    Cached like ``prepare_text``'s entries, keyed by the files, the tokenizer and the block size;
-    ``max_blocks`` keeps the first blocks only (the whole text is tokenised and cached once).
-    """
-    paths = _expand(files, "ood_val")
-    tokenizer = prepared.tokenizer
-    key = _cache_key(
-        {
-            "format": CACHE_FORMAT,
-            "extra": _file_identity(paths),
-            "encoding_errors": encoding_errors,
-            "tokenizer": tokenizer_fingerprint(tokenizer),
-            "block_size": block_size,
-            "objective": objective,
-        }
-    )
-    folder = Path(cache_dir).expanduser() / "text" / f"extra-{key}"
-    if not (folder / "stats.json").is_file():
-        separator = configure_for_objective(tokenizer, objective)
-        with _working_folder(folder.parent) as work:
-            documents = _read_documents(paths, TEXT_COLUMN, "ood_val", encoding_errors, work, num_proc)
-            tokenized = _tokenize_documents(documents, tokenizer, separator, num_proc, f"tiedemb-{key}-extra")
+    folder: Path
+    paths: list[Path]
+    text: TextCache
+    encoding_errors: str
+    max_blocks: int | None
+
+    def write(self) -> None:
+        if (self.folder / "stats.json").is_file():
+            return
+        text, block_size = self.text, self.text.block_size
+        with _working_folder(self.folder.parent) as work:
+            documents = _read_documents(self.paths, TEXT_COLUMN, "ood_val", self.encoding_errors, work, text.num_proc)
+            fingerprint = f"tiedemb-{self.folder.name.removeprefix('extra-')}-extra"
+            tokenized = _tokenize_documents(documents, text.tokenizer, text.separator, text.num_proc, fingerprint)
             blocks, total, dropped = _group_into_blocks(tokenized, block_size, work / "extra-blocks.arrow")
             if not len(blocks):
                 raise UserError(
                     f"data.ood_val_files make no block of data.block_size={block_size} tokens ({total} tokens in all)"
                 )
-            with (
-                disk_full_is_reported(folder.parent, "the prepared text", DISK_REMEDY),
-                atomic_directory(folder, "stats.json") as staging,
-            ):
-                blocks.save_to_disk(str(staging / "blocks"))
-                stats = {
-                    "tokens": total,
-                    "blocks": len(blocks),
-                    "discarded_tokens": dropped,
-                    "documents": len(documents),
-                }
-                (staging / "stats.json").write_text(json.dumps(stats, indent=2))
-        log.info("saved the out-of-domain validation text to %s", folder)
-    blocks = datasets.load_from_disk(str(folder / "blocks"))
-    return blocks.select(range(min(max_blocks, len(blocks)))) if max_blocks is not None else blocks
+            stats = {"tokens": total, "blocks": len(blocks), "discarded_tokens": dropped, "documents": len(documents)}
+            _save(self.folder, {"blocks": blocks}, stats)
+        log.info("saved the out-of-domain validation text to %s", self.folder)
+
+    def open(self) -> datasets.Dataset:
+        """The blocks, the first ``max_blocks`` only when given (the whole text is cached once)."""
+        blocks = datasets.load_from_disk(str(self.folder / "blocks"))
+        return blocks.select(range(min(self.max_blocks, len(blocks)))) if self.max_blocks is not None else blocks
+
+
+def plan_extra_text(
+    files: list[str],
+    text: TextCache,
+    *,
+    objective: str,
+    cache_dir: str = "data/cache",
+    encoding_errors: str = "strict",
+    max_blocks: int | None = None,
+) -> ExtraTextCache:
+    """Where the blocks of ``files`` cut with ``text``'s tokenizer are cached, keyed by the files, the
+    tokenizer and the block size."""
+    paths = _expand(files, "ood_val")
+    key = _cache_key(
+        {
+            "format": CACHE_FORMAT,
+            "extra": _file_identity(paths),
+            "encoding_errors": encoding_errors,
+            "tokenizer": tokenizer_fingerprint(text.tokenizer),
+            "block_size": text.block_size,
+            "objective": objective,
+        }
+    )
+    folder = Path(cache_dir).expanduser() / "text" / f"extra-{key}"
+    return ExtraTextCache(folder, paths, text, encoding_errors, max_blocks)

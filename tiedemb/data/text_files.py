@@ -32,7 +32,6 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from tiedemb.data.text_settings import check_encoding_errors
 from tiedemb.errors import UserError, first_line
 from tiedemb.training.files import out_of_space
 
@@ -169,7 +168,6 @@ def read_files(
     The Arrow files are written under ``work_dir``, which the caller removes when done. Values
     are as stored (not yet stripped; missing ones are null).
     """
-    check_encoding_errors(encoding_errors)
     for path in paths:
         if path.suffix.lower() == ".parquet":
             names = pq.read_schema(path).names
@@ -179,7 +177,7 @@ def read_files(
                 )
         else:
             check_bytes(path, role, encoding_errors)
-    paths = [path for path in paths if not _holds_no_records(path)]  # the builders refuse those
+    paths = [path for path in paths if not holds_no_rows(path)]  # the builders refuse those
     if not paths:
         return datasets.Dataset.from_dict({column: []}, features=datasets.Features({column: datasets.Value("string")}))
     parts = []
@@ -198,17 +196,22 @@ def read_files(
     return parts[0] if len(parts) == 1 else datasets.concatenate_datasets(parts)
 
 
-def _holds_no_records(path: Path) -> bool:
-    """Whether a file has no document to give (as an empty list of them, not an error)."""
+def holds_no_rows(path: Path) -> bool:
+    """Whether a file has no document or example to give (the ``datasets`` builders refuse such a
+    file rather than read none): an empty file, parquet without rows, CSV or TSV with a header alone,
+    JSON holding only an empty array."""
     suffix, size = path.suffix.lower(), path.stat().st_size
     if suffix == ".parquet":
         return pq.read_metadata(path).num_rows == 0
+    if suffix in (".csv", ".tsv"):
+        with path.open(encoding="utf-8-sig", errors="replace") as handle:
+            return sum(1 for line in handle if line.strip()) <= 1
     if size == 0 or suffix == ".txt":
         return size == 0
-    return holds_empty_json(path)
+    return _holds_empty_json(path)
 
 
-def holds_empty_json(path: Path) -> bool:
+def _holds_empty_json(path: Path) -> bool:
     """Whether a JSON or JSON-lines file holds only whitespace or an empty array.
 
     Only a file up to ``SMALL_FILE_BYTES`` is parsed whole; a larger one holds something, and

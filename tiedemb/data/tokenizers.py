@@ -1,4 +1,4 @@
-"""Loading tokenizers from a local directory or the Hugging Face hub, and training new ones."""
+"""Loading tokenizers from a local directory or the Hugging Face hub, finding a run's, and training new ones."""
 
 from __future__ import annotations
 
@@ -46,11 +46,6 @@ BYTE_ALPHABET_SIZE = 256
 # --------------------------------------------------------------------------- loading
 
 
-def _looks_local(text: str, path: Path) -> bool:
-    """A path (existing, or spelled like one) rather than a hub ``name`` or ``org/name``."""
-    return path.exists() or spelled_as_path(text)
-
-
 def load_tokenizer(name_or_path: str | os.PathLike) -> PreTrainedTokenizerBase:
     """Load a tokenizer from a directory or a hub name, with presets cleared.
 
@@ -60,7 +55,7 @@ def load_tokenizer(name_or_path: str | os.PathLike) -> PreTrainedTokenizerBase:
     """
     text = str(name_or_path)
     path = Path(text).expanduser()
-    looks_local = _looks_local(text, path)
+    looks_local = path.exists() or spelled_as_path(text)  # else a hub name or org/name
     if looks_local and not path.is_dir():
         raise UserError(f"tokenizer directory {text!r} does not exist{prepare_hint(path)}")
     try:
@@ -99,6 +94,16 @@ def recorded_fingerprint(checkpoint: Mapping[str, Any]) -> str | None:
         if isinstance(value, Mapping) and isinstance(value.get(TOKENIZER_STATE), str):
             return value[TOKENIZER_STATE]
     return None
+
+
+SYNTHETIC = "synthetic_tokens"
+"""The data setting only the embedded corpus records: a run of it has no tokenizer."""
+
+
+def has_no_tokenizer(checkpoint: Mapping[str, Any]) -> bool:
+    """Whether the run trained on the embedded corpus (token ids are the corpus's word ids)."""
+    data = checkpoint.get("datamodule_hyper_parameters") or {}
+    return not (data.get("tokenizer") or data.get("dataset") or data.get("train_files")) and SYNTHETIC in data
 
 
 def tokenizer_fingerprint(tokenizer: PreTrainedTokenizerBase) -> str:
@@ -232,15 +237,11 @@ def train_tokenizer(
             len(tokenizer),
             vocab_size,
         )
-    _save_atomically(tokenizer, save_dir)
-    log.info("trained a %s tokenizer of %d tokens, saved in %s", kind, len(tokenizer), save_dir)
-    return tokenizer
-
-
-def _save_atomically(tokenizer: PreTrainedTokenizerBase, save_dir: Path) -> None:
-    """Save so that an interrupted run leaves no half tokenizer."""
+    # Saved whole or not at all: an interrupted run leaves no half tokenizer.
     with (
         disk_full_is_reported(save_dir.parent, "the trained tokenizer", DISK_REMEDY),
         atomic_directory(save_dir, "tokenizer.json") as staging,
     ):
         tokenizer.save_pretrained(staging)
+    log.info("trained a %s tokenizer of %d tokens, saved in %s", kind, len(tokenizer), save_dir)
+    return tokenizer

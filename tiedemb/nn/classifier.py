@@ -57,7 +57,7 @@ class SequenceClassifier(nn.Module):
         # Only [CLS] is read, so the last block computes only its row (keys and values still come
         # from every position): that query's attention, the output projection, feed-forward and
         # norms skip the other positions. Same values as encode()[:, 0].
-        first = self.encoder(self.embedding(input_ids, token_type_ids), attention_mask, rows=0)  # (B, hidden)
+        first = self.encoder(self.embedding(input_ids, token_type_ids), attention_mask, positions=0)  # (B, hidden)
         if self.pooler is not None:
             first = torch.tanh(self.pooler(first))
         return self.classifier(self.dropout(first))  # (B, num_labels)

@@ -111,9 +111,9 @@ class SelfAttention(nn.Module):
             else None
         )
 
-    def forward(self, x: Tensor, attention_mask: Tensor | None, rows: fast.Rows = None) -> Tensor:
-        """(B, T, hidden) -> (B, T, hidden). ``rows`` (``tiedemb.nn.fast.rows``): only those
-        positions' outputs, (len(rows), hidden), or (B, hidden) for one position (an int) of every
+    def forward(self, x: Tensor, attention_mask: Tensor | None, positions: fast.Positions = None) -> Tensor:
+        """(B, T, hidden) -> (B, T, hidden). ``positions`` (``tiedemb.nn.fast.rows``): only those
+        positions' outputs, (len(positions), hidden), or (B, hidden) for one position (an int) of every
         sequence; keys and values still come from every position."""
         batch, length, hidden = x.shape
         # Split, then view each part as (B, heads, T, head_dim): the backward is one concatenation
@@ -126,15 +126,15 @@ class SelfAttention(nn.Module):
         if self.rotary is not None:
             q, k = self.rotary(q), self.rotary(k)
         dropout = self.dropout if self.training else 0.0
-        if isinstance(rows, int):
+        if isinstance(positions, int):
             # One query per sequence (a classifier's [CLS]): the attention of that query alone.
-            q = q[:, :, rows : rows + 1]
-            if self.causal:  # the query at `rows` sees keys up to itself
-                attention_mask = (torch.arange(length, device=x.device) <= rows).expand(1, 1, 1, length)
+            q = q[:, :, positions : positions + 1]
+            if self.causal:  # the query at `positions` sees keys up to itself
+                attention_mask = (torch.arange(length, device=x.device) <= positions).expand(1, 1, 1, length)
             y = fast.attention(q, k, v, attention_mask, dropout, is_causal=False)
             return self.out(y.reshape(batch, hidden))  # (B, heads, 1, head_dim) -> (B, hidden)
         y = fast.attention(q, k, v, attention_mask, dropout, is_causal=self.causal and attention_mask is None)
-        return self.out(fast.take_rows(y.transpose(1, 2).reshape(batch, length, hidden), rows))
+        return self.out(fast.take_rows(y.transpose(1, 2).reshape(batch, length, hidden), positions))
 
 
 class FeedForward(nn.Module):
@@ -163,13 +163,15 @@ class Block(nn.Module):
         # DeepNorm up-weights the residual stream so that post-norm stays stable when deep.
         self.alpha = (2.0 * config.num_layers) ** 0.25 if config.residual_init == "deepnorm" else 1.0
 
-    def forward(self, x: Tensor, attention_mask: Tensor | None, rows: fast.Rows = None) -> Tensor:
-        """``rows``: as for ``SelfAttention``; everything after attention runs on those rows only."""
+    def forward(self, x: Tensor, attention_mask: Tensor | None, positions: fast.Positions = None) -> Tensor:
+        """``positions``: as for ``SelfAttention``; everything after attention runs on those positions only."""
         if self.pre_norm:
-            x = fast.take_rows(x, rows) + self.dropout(self.attention(self.attention_norm(x), attention_mask, rows))
+            x = fast.take_rows(x, positions) + self.dropout(
+                self.attention(self.attention_norm(x), attention_mask, positions)
+            )
             return x + self.dropout(self.ffn(self.ffn_norm(x)))
         x = self.attention_norm(
-            self.residual(fast.take_rows(x, rows)) + self.dropout(self.attention(x, attention_mask, rows))
+            self.residual(fast.take_rows(x, positions)) + self.dropout(self.attention(x, attention_mask, positions))
         )
         return self.ffn_norm(self.residual(x) + self.dropout(self.ffn(x)))
 
@@ -191,15 +193,15 @@ class Encoder(nn.Module):
             make_norm(config.norm, config.hidden_size, config.norm_eps) if config.norm_position == "pre" else None
         )
 
-    def forward(self, x: Tensor, attention_mask: Tensor | None = None, rows: fast.Rows = None) -> Tensor:
-        """(B, T, hidden) states; with ``rows`` only those positions' final states: (len(rows),
-        hidden) for flat B * T indices, (B, hidden) for an int. Only the last block uses ``rows``."""
+    def forward(self, x: Tensor, attention_mask: Tensor | None = None, positions: fast.Positions = None) -> Tensor:
+        """(B, T, hidden) states; with ``positions`` only those positions' final states: (len(positions),
+        hidden) for flat B * T indices, (B, hidden) for an int. Only the last block uses ``positions``."""
         mask = self.attention_bias(attention_mask, x.dtype)
         last = len(self.blocks) - 1
         for index, block in enumerate(self.blocks):
-            x = block(x, mask, rows if index == last else None)
-        if rows is not None and not self.blocks:
-            x = fast.take_rows(x, rows)
+            x = block(x, mask, positions if index == last else None)
+        if positions is not None and not self.blocks:
+            x = fast.take_rows(x, positions)
         return self.final_norm(x) if self.final_norm is not None else x
 
     def attention_bias(self, attention_mask: Tensor | None, dtype: torch.dtype) -> Tensor | None:
@@ -250,10 +252,10 @@ class Transformer(nn.Module):
         input_ids: Tensor,
         attention_mask: Tensor | None = None,
         token_type_ids: Tensor | None = None,
-        rows: Tensor | None = None,
+        positions: Tensor | None = None,
     ) -> Tensor:
-        """(B, T, hidden); with ``rows`` (flat B * T indices) only those positions, (len(rows), hidden)."""
-        return self.encoder(self.embedding(input_ids, token_type_ids), attention_mask, rows)
+        """(B, T, hidden); with ``positions`` (flat B * T indices) only those positions, (len(positions), hidden)."""
+        return self.encoder(self.embedding(input_ids, token_type_ids), attention_mask, positions)
 
     def scored_positions(self, labels: Tensor) -> tuple[Tensor | None, Tensor]:
         """Which positions the loss reads (flat B * T indices; None: all) and each one's target.
@@ -282,7 +284,7 @@ class Transformer(nn.Module):
         if labels is None:
             return LMOutput(loss=None, logits=self.head(self.encode(input_ids, attention_mask, token_type_ids)))
         positions, targets = self.scored_positions(labels)
-        hidden = self.encode(input_ids, attention_mask, token_type_ids, rows=positions)
+        hidden = self.encode(input_ids, attention_mask, token_type_ids, positions=positions)
         hidden = hidden.reshape(-1, hidden.shape[-1])  # (scored positions, hidden)
         num_targets = int((targets != IGNORE_INDEX).sum())  # after the encoder is queued: a GPU sync
         if not return_logits and num_targets > 0:

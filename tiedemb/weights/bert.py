@@ -13,8 +13,9 @@ is tiedemb's ``tied_orth`` head with a bias, the encoder's activation, a norm an
 
 from __future__ import annotations
 
+import contextlib
 import json
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -27,6 +28,8 @@ from tiedemb.errors import UserError, first_line
 #: "gelu" is the exact (erf) GELU in both; the tanh approximations are refused rather than
 #: silently swapped, because outputs would then differ from the pretrained model's.
 ACTIVATIONS = {"gelu": "gelu", "relu": "relu", "tanh": "tanh", "silu": "silu", "swish": "silu"}
+#: tiedemb's activations -> transformers' ``hidden_act`` names for the same function, on the way out.
+HIDDEN_ACTS = {ours: theirs for theirs, ours in ACTIVATIONS.items() if theirs == ours}
 
 #: Per-layer parameters: transformers name (under ``encoder.layer.<i>.``) -> tiedemb name
 #: (under ``encoder.blocks.<i>.``); q, k, v are handled apart because they are fused.
@@ -175,6 +178,23 @@ def tiedemb_head_to_bert(state: Mapping[str, Tensor]) -> dict[str, Tensor]:
     return out
 
 
+def copied(
+    inner: Mapping[str, Tensor],
+    source: str,
+    target: str,
+    names: Mapping[str, str],
+    change: Callable[[Tensor], Tensor] = lambda tensor: tensor,
+) -> dict[str, Tensor]:
+    """The weights and biases of ``names`` (ours -> theirs) under ``source`` that ``inner`` holds, in
+    float32, renamed under ``target``: the mapping out of tiedemb's names every export makes."""
+    return {
+        f"{target}{theirs}.{leaf}": change(inner[f"{source}{ours}.{leaf}"].float())
+        for ours, theirs in names.items()
+        for leaf in ("weight", "bias")
+        if f"{source}{ours}.{leaf}" in inner
+    }
+
+
 def tiedemb_to_bert(state: Mapping[str, Tensor], num_layers: int) -> dict[str, Tensor]:
     """The inverse of ``bert_to_tiedemb``: tiedemb's ``embedding.*``, ``encoder.*`` and ``pooler.*``
     as a ``BertModel`` state dict (no ``bert.`` prefix), the fused ``qkv`` split into query, key, value.
@@ -182,36 +202,35 @@ def tiedemb_to_bert(state: Mapping[str, Tensor], num_layers: int) -> dict[str, T
     The embedding tables must already be hidden wide; keys outside those three parts are ignored,
     and a missing pooler stays missing.
     """
-    out: dict[str, Tensor] = {}
-
-    def give(source: str, target: str) -> None:
-        for leaf in ("weight", "bias"):
-            if f"{source}.{leaf}" in state:
-                out[f"{target}.{leaf}"] = state[f"{source}.{leaf}"]
-
-    for target, source in module_names(num_layers):
-        give(source, target)
+    names = {ours: theirs for theirs, ours in (*module_names(num_layers), POOLER_NAME)}
+    out = copied(state, "", "", names)
     for layer in range(num_layers):
         source, prefix = f"encoder.blocks.{layer}.", f"encoder.layer.{layer}."
         for leaf in ("weight", "bias"):
-            query, key, value = state[f"{source}attention.qkv.{leaf}"].chunk(3, dim=0)
+            query, key, value = state[f"{source}attention.qkv.{leaf}"].float().chunk(3, dim=0)
             for part, tensor in zip(("query", "key", "value"), (query, key, value)):
                 out[f"{prefix}attention.self.{part}.{leaf}"] = tensor.contiguous()
-    give(POOLER_NAME[1], POOLER_NAME[0])
     return out
 
 
-def read_bert(name_or_path: str, origin: str, with_head: bool = False) -> tuple[dict[str, Any], dict[str, Tensor]]:
-    """``TransformerConfig`` field values and tiedemb-named float weights of a BERT model.
-
-    Read through transformers, which reads every format it writes (safetensors, bin, shards), from
-    a local directory or a hub name (the local cache when the hub cannot be reached). With
-    ``with_head``, a model saved with BERT's masked-LM head (``BertForMaskedLM``,
-    ``BertForPreTraining``) also gives that head, as ``head.*`` weights and the head's field values
-    (``masked_lm_head_fields``); any other gives the encoder alone, as without it.
-    """
-    from transformers import AutoConfig, BertForMaskedLM, BertModel
+@contextlib.contextmanager
+def no_progress_bars() -> Iterator[None]:
+    """transformers' progress bars off for one load or save (a bar per call is noise in a log)."""
     from transformers.utils import logging as transformers_logging
+
+    was_on = transformers_logging.is_progress_bar_enabled()
+    transformers_logging.disable_progress_bar()
+    try:
+        yield
+    finally:
+        if was_on:
+            transformers_logging.enable_progress_bar()
+
+
+def load_bert_model(name_or_path: str, origin: str, with_head: bool) -> tuple[Any, dict[str, Any]]:
+    """The transformers BERT model (``BertForMaskedLM`` when ``with_head`` and it was saved with that
+    head, else ``BertModel``) and transformers' loading info, or a ``UserError`` saying why not."""
+    from transformers import AutoConfig, BertForMaskedLM, BertModel
 
     from tiedemb.training.hub import hub_access
 
@@ -219,8 +238,6 @@ def read_bert(name_or_path: str, origin: str, with_head: bool = False) -> tuple[
     if local:
         config = json.loads((Path(name_or_path) / "config.json").read_text())
         fields_from_bert_config(config, origin)  # refuse other architectures before reading weights
-    bar_was_on = transformers_logging.is_progress_bar_enabled()
-    transformers_logging.disable_progress_bar()  # one bar per load is noise in a training log
     online = True
 
     def load():
@@ -233,17 +250,28 @@ def read_bert(name_or_path: str, origin: str, with_head: bool = False) -> tuple[
         return model_class.from_pretrained(name_or_path, output_loading_info=True)
 
     try:
-        if local:
-            model, info = load()
-        else:
+        with no_progress_bars():
+            if local:
+                return load()
             with hub_access() as online:
-                model, info = load()
+                return load()
     except (OSError, ValueError) as error:
         where = "" if local or online else " (the hub is unreachable and it is not in the local cache)"
         raise UserError(f"could not load pretrained BERT model {origin!r}{where}: {first_line(error)}") from None
-    finally:
-        if bar_was_on:
-            transformers_logging.enable_progress_bar()
+
+
+def read_bert(name_or_path: str, origin: str, with_head: bool = False) -> tuple[dict[str, Any], dict[str, Tensor]]:
+    """``TransformerConfig`` field values and tiedemb-named float weights of a BERT model.
+
+    Read through transformers, which reads every format it writes (safetensors, bin, shards), from
+    a local directory or a hub name (the local cache when the hub cannot be reached). With
+    ``with_head``, a model saved with BERT's masked-LM head (``BertForMaskedLM``,
+    ``BertForPreTraining``) also gives that head, as ``head.*`` weights and the head's field values
+    (``masked_lm_head_fields``); any other gives the encoder alone, as without it.
+    """
+    from transformers import BertForMaskedLM
+
+    model, info = load_bert_model(name_or_path, origin, with_head)
     fields = fields_from_bert_config(model.config.to_dict(), origin)
     state = model.state_dict()
     missing = set(info.get("missing_keys", ()))

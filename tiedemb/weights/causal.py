@@ -33,7 +33,7 @@ Exactness rests on these identities:
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from typing import Any
 
 import torch
@@ -42,6 +42,7 @@ from torch import Tensor, nn
 from tiedemb.nn.config import TransformerConfig
 from tiedemb.nn.heads import build_head
 from tiedemb.nn.model import Embedding
+from tiedemb.weights.bert import HIDDEN_ACTS, copied
 
 NEOX = "GPTNeoXForCausalLM"
 LLAMA = "LlamaForCausalLM"
@@ -49,8 +50,6 @@ GPT2 = "GPT2LMHeadModel"
 CAUSAL_CLASSES = (NEOX, LLAMA, GPT2)
 CONFIG_CLASSES = {NEOX: "GPTNeoXConfig", LLAMA: "LlamaConfig", GPT2: "GPT2Config"}
 NAMES = {NEOX: "GPT-NeoX", LLAMA: "Llama", GPT2: "GPT-2"}
-#: tiedemb's activations -> transformers' ``ACT2FN`` names for the same function ("gelu": erf).
-HIDDEN_ACTS = {"gelu": "gelu", "relu": "relu", "silu": "silu", "tanh": "tanh"}
 OUTPUT_WEIGHT = "lm_head.weight"
 NO_CAUSAL_CLASS = "no transformers causal-LM class (GPT-NeoX, Llama, GPT-2) holds it exactly"
 
@@ -169,22 +168,6 @@ def output_matrix(inner: Mapping[str, Tensor], config: TransformerConfig) -> Ten
 
 
 # --------------------------------------------------------------------------- the encoder's weights
-
-
-def copied(
-    inner: Mapping[str, Tensor],
-    source: str,
-    target: str,
-    names: Mapping[str, str],
-    change: Callable[[Tensor], Tensor] = lambda tensor: tensor,
-) -> dict[str, Tensor]:
-    """The weights and biases of ``names`` (ours -> theirs) under ``source``, renamed under ``target``."""
-    return {
-        f"{target}{theirs}.{leaf}": change(inner[f"{source}{ours}.{leaf}"].float())
-        for ours, theirs in names.items()
-        for leaf in ("weight", "bias")
-        if f"{source}{ours}.{leaf}" in inner
-    }
 
 
 def neox_block(inner: Mapping[str, Tensor], source: str, target: str, config: TransformerConfig) -> dict[str, Tensor]:

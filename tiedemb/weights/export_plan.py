@@ -29,7 +29,7 @@ from torch import Tensor
 
 from tiedemb.errors import UserError
 from tiedemb.nn.config import TransformerConfig
-from tiedemb.weights.bert import ACTIVATIONS, tiedemb_head_to_bert, tiedemb_to_bert
+from tiedemb.weights.bert import HIDDEN_ACTS, tiedemb_head_to_bert, tiedemb_to_bert
 from tiedemb.weights.causal import (
     CAUSAL_CLASSES,
     CONFIG_CLASSES,
@@ -50,8 +50,6 @@ MODEL_CLASSES = (BERT_MODEL, MASKED_LM, CLASSIFIER)
 #: Every class ``--model-class`` may name: BERT's, then the causal LMs.
 EXPORT_CLASSES = (*MODEL_CLASSES, *CAUSAL_CLASSES)
 
-#: tiedemb's activations -> transformers' ``hidden_act`` names for the same function ("gelu": erf).
-HIDDEN_ACTS = {ours: theirs for theirs, ours in ACTIVATIONS.items() if theirs == ours}
 #: Segment rows written for a model without segments: token types 0 and 1 both add nothing.
 ZERO_SEGMENT_ROWS = 2
 NO_BERT_CLASS = "no transformers BERT class holds it (each has BERT's encoder)"
@@ -74,11 +72,6 @@ class ExportPlan:
 
 
 # --------------------------------------------------------------------------- which settings fit
-
-
-def model_config(hparams: Mapping[str, Any], origin: str) -> TransformerConfig:
-    """The ``TransformerConfig`` a checkpoint's hyperparameters describe (unsaved fields at their defaults)."""
-    return config_from_hparams(hparams, f"checkpoint {origin!r}")
 
 
 def encoder_problem(config: TransformerConfig) -> str | None:
@@ -247,7 +240,7 @@ def plan_export(
     A next-token pretraining model goes to a causal-LM class unless a BERT class is requested (and
     refused). ``labels``: a classifier's class names in id order (``None``: transformers' LABEL_0 ...).
     """
-    config = model_config({**hparams, "objective": hparams.get("objective") or "mlm"}, origin)
+    config = config_from_hparams({**hparams, "objective": hparams.get("objective") or "mlm"}, f"checkpoint {origin!r}")
     if requested in CAUSAL_CLASSES or (requested is None and kind == "pretrain" and config.causal):
         return causal_plan(config, state, kind, requested, origin)
     model_class = choose_class(kind, config, requested, bool(hparams.get("pooler", True)), origin)

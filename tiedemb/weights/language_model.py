@@ -11,7 +11,6 @@ pretrained model (the same checks ``python -m tiedemb.export`` makes on the way 
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -20,7 +19,13 @@ from tiedemb.errors import UserError
 from tiedemb.nn.config import TransformerConfig
 from tiedemb.options import changed_from_default, no_effect
 from tiedemb.weights.export_plan import encoder_problem, masked_lm_head_problem
-from tiedemb.weights.source import PretrainedWeights, architecture_defaults, load_pretrained, resolve_fields
+from tiedemb.weights.source import (
+    ARCHITECTURE_FIELDS,
+    PretrainedWeights,
+    config_defaults,
+    load_pretrained,
+    resolve_fields,
+)
 
 #: The head settings BERT's masked-LM head fixes; unset, they are the pretrained head's (or the
 #: config's defaults when the source has no head).
@@ -44,17 +49,13 @@ def has_head(source: PretrainedWeights) -> bool:
     return any(key.startswith("head.") for key in source.state)
 
 
-def head_defaults() -> dict[str, Any]:
-    return {field.name: field.default for field in dataclasses.fields(TransformerConfig) if field.name in HEAD_SETTINGS}
-
-
 def resolve_settings(requested: Mapping[str, Any], source: PretrainedWeights | None) -> dict[str, Any]:
     """Concrete architecture and head values: the user's where set, else the source's, else the defaults.
 
     Without a source an unset ``embedding_dim`` stays unset (the hidden size, as the config has it);
     with one it must be the pretrained width, which the tied head and the tables are.
     """
-    resolved = resolve_fields(requested, source, {**architecture_defaults(), **head_defaults()})
+    resolved = resolve_fields(requested, source, config_defaults((*ARCHITECTURE_FIELDS, *HEAD_SETTINGS)))
     given = requested.get("embedding_dim")
     if source is None:
         resolved["embedding_dim"] = given

@@ -100,67 +100,77 @@ def run_settings(checkpoint: Mapping[str, Any]) -> tuple[dict[str, Any], dict[st
     return model, training, data
 
 
+CARD = """---
+{{ card_data }}
+---
+
+# {{ title }}
+
+A {{ kind }} trained with tiedemb and exported as transformers' `{{ model_class }}`: it loads without \
+`trust_remote_code` and computes what the tiedemb model computed (to float rounding).
+
+## Loading
+
+```python
+from transformers import {{ auto }}{% if has_tokenizer %}, AutoTokenizer{% endif %}
+
+model = {{ auto }}.from_pretrained({{ location }})
+{% if has_tokenizer %}tokenizer = AutoTokenizer.from_pretrained({{ location }})
+{% endif %}```
+{% if not has_tokenizer %}
+The folder holds no tokenizer: token ids are the ones the run was trained on.
+{% endif %}
+## Model
+
+{{ model }}
+{% if folded %}
+How the weights map:
+
+{% for note in folded %}- {{ note }}
+{% endfor %}{% endif %}
+## Training
+
+{{ training }}
+
+## Data
+
+{{ data }}
+
+## Metrics
+
+{{ metrics }}
+
+## License
+
+Apache-2.0.
+"""
+"""The card's text (``huggingface_hub``'s Jinja template; ``card_data`` is the hub's metadata)."""
+
+
 def model_card(checkpoint: Mapping[str, Any], plan: ExportPlan, location: str, has_tokenizer: bool) -> str:
     """The folder's README.md: hub metadata, loading, the run's settings and metrics, the license."""
+    from huggingface_hub import ModelCard, ModelCardData
+
     model, training, data = run_settings(checkpoint)
     metrics = recorded_metrics(checkpoint)
     kind = OBJECTIVES.get(str(model.get("objective") or "mlm"), "model")
     if plan.model_class == CLASSIFIER:
         kind = f"{str(training.get('task') or 'sequence').upper()} classifier"
-    auto = AUTO_CLASSES.get(plan.model_class, CAUSAL_AUTO_CLASS)
-    sections = [
-        "---",
-        f"license: {LICENSE}",
-        "library_name: transformers",
-        f"pipeline_tag: {PIPELINES.get(plan.model_class, CAUSAL_PIPELINE)}",
-        "tags:",
-        "- tiedemb",
-        "---",
-        "",
-        f"# {Path(location).name or location}",
-        "",
-        f"A {kind} trained with tiedemb and exported as transformers' `{plan.model_class}`: it loads without "
-        "`trust_remote_code` and computes what the tiedemb model computed (to float rounding).",
-        "",
-        "## Loading",
-        "",
-        load_snippet(auto, location, has_tokenizer),
-        "",
-        "## Model",
-        "",
-        table(model, "setting"),
-        "",
-    ]
-    if plan.folded:
-        sections += ["How the weights map:", "", *[f"- {note}" for note in plan.folded], ""]
-    sections += [
-        "## Training",
-        "",
-        table(training, "setting"),
-        "",
-        "## Data",
-        "",
-        table(data, "setting") if data else "The checkpoint records no data settings.",
-        "",
-        "## Metrics",
-        "",
-        table(metrics, "metric") if metrics else "The checkpoint records no metrics.",
-        "",
-        "## License",
-        "",
-        "Apache-2.0.",
-        "",
-    ]
-    return "\n".join(sections)
-
-
-def load_snippet(auto: str, location: str, has_tokenizer: bool) -> str:
-    """Python that loads the folder (and its tokenizer, when it has one)."""
-    imports = f"{auto}, AutoTokenizer" if has_tokenizer else auto
-    lines = ["```python", f"from transformers import {imports}", "", f"model = {auto}.from_pretrained({location!r})"]
-    if has_tokenizer:
-        lines.append(f"tokenizer = AutoTokenizer.from_pretrained({location!r})")
-    lines.append("```")
-    if not has_tokenizer:
-        lines += ["", "The folder holds no tokenizer: token ids are the ones the run was trained on."]
-    return "\n".join(lines)
+    pipeline = PIPELINES.get(plan.model_class, CAUSAL_PIPELINE)
+    metadata = ModelCardData(license=LICENSE, library_name="transformers", pipeline_tag=pipeline, tags=["tiedemb"])
+    card = ModelCard.from_template(
+        metadata,
+        template_str=CARD,
+        title=Path(location).name or location,
+        kind=kind,
+        model_class=plan.model_class,
+        auto=AUTO_CLASSES.get(plan.model_class, CAUSAL_AUTO_CLASS),
+        location=repr(location),
+        has_tokenizer=has_tokenizer,
+        model=table(model, "setting"),
+        folded=plan.folded,
+        training=table(training, "setting"),
+        data=table(data, "setting") if data else "The checkpoint records no data settings.",
+        metrics=table(metrics, "metric") if metrics else "The checkpoint records no metrics.",
+    )
+    return str(card)

@@ -56,34 +56,6 @@ class Narrowing:
     kept: list[float]  # per table: ||T V_k||² / ||T||², 1.0 for an all-zero table
 
 
-@dataclass
-class TruncatedSVD:
-    """``matrix ≈ left @ right`` with ``left = U_k Σ_k`` (m × k) and ``right = V_kᵀ`` (k × n)."""
-
-    left: Tensor
-    right: Tensor
-    singular_values: Tensor  # all of them, descending, so the discarded part stays inspectable
-
-    @property
-    def rank(self) -> int:
-        return self.left.shape[1]
-
-    def discarded_energy(self) -> Tensor:
-        """Sum of the squared singular values left out: the squared Frobenius error."""
-        return (self.singular_values[self.rank :] ** 2).sum()
-
-
-def truncated_svd(matrix: Tensor, rank: int) -> TruncatedSVD:
-    """Best rank-``rank`` factorisation of a 2-D ``matrix``, computed in float64 for accuracy."""
-    if matrix.ndim != 2:
-        raise ValueError(f"expected a matrix, got shape {tuple(matrix.shape)}")
-    if not 0 < rank <= min(matrix.shape):
-        raise ValueError(f"rank must be in 1..{min(matrix.shape)}, got {rank}")
-    u, s, vh = torch.linalg.svd(matrix.detach().double(), full_matrices=False)
-    left = (u[:, :rank] * s[:rank]).to(matrix.dtype)
-    return TruncatedSVD(left=left, right=vh[:rank].to(matrix.dtype), singular_values=s.to(matrix.dtype))
-
-
 def factorise_tables(
     tables: list[Tensor], projection: Tensor | None, rank: int, weighting: str = "balanced"
 ) -> Narrowing:
@@ -106,8 +78,11 @@ def factorise_tables(
     originals = [table.detach().double() for table in tables]
     norms = [float(table.norm()) for table in originals]
     scale = [1.0 / norm if weighting == "balanced" and norm > 0 else 1.0 for norm in norms]
-    basis = truncated_svd(torch.cat([table * factor for table, factor in zip(originals, scale)], dim=0), rank).right.T
-    basis = basis.double()  # (d, rank) = V_k
+    if not 0 < rank <= min(sum(len(table) for table in originals), originals[0].shape[1]):
+        raise ValueError(f"rank must be at least 1 and at most the tables' width and rows, got {rank}")
+    # The basis V_k (d, rank): the top right singular vectors, computed in float64 for accuracy.
+    stacked = torch.cat([table * factor for table, factor in zip(originals, scale)], dim=0)
+    basis = torch.linalg.svd(stacked, full_matrices=False).Vh[:rank].T
     narrow = [table @ basis for table in originals]
     kept = [float(fitted.norm() ** 2 / norm**2) if norm > 0 else 1.0 for fitted, norm in zip(narrow, norms)]
     dtype = tables[0].dtype

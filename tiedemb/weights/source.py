@@ -10,7 +10,7 @@ requested d_e.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -98,6 +98,18 @@ def _load_checkpoint(path: Path, origin: str) -> PretrainedWeights:
     )
 
 
+def checkpoint_kind(checkpoint: Mapping[str, Any]) -> str | None:
+    """ "glue" for a ``GlueModule``'s checkpoint, "pretrain" for a ``PretrainModule``'s (by the class
+    its hyperparameters name, else by its weights), ``None`` for neither."""
+    class_path = str((checkpoint.get("hyper_parameters") or {}).get("_class_path", ""))
+    state = checkpoint.get("state_dict") or {}
+    if class_path.endswith("GlueModule") or "model.classifier.weight" in state:
+        return "glue"
+    if class_path.endswith("PretrainModule") or "model.head.decoder.weight" in state:
+        return "pretrain"
+    return None
+
+
 def config_from_hparams(hparams: Mapping[str, Any], described: str) -> TransformerConfig:
     """The ``TransformerConfig`` a checkpoint's hyperparameters describe (unsaved fields at their
     defaults); ``described`` names the checkpoint in the message when they describe none."""
@@ -108,15 +120,15 @@ def config_from_hparams(hparams: Mapping[str, Any], described: str) -> Transform
         raise UserError(f"{described} does not describe a tiedemb model: {error}") from None
 
 
-def architecture_defaults() -> dict[str, Any]:
-    """The architecture fields a pretrained source decides, with the value used when there is no
-    source and the field is unset: the config's default (BERT-base's, the model the d_e ablation is
-    defined on). ``vocab_size`` has none; ``embedding_dim`` follows the hidden size."""
-    return {
-        field.name: field.default
-        for field in dataclasses.fields(TransformerConfig)
-        if field.name in TransformerConfig.field_names_of(ARCHITECTURE) and field.name != "embedding_dim"
-    }
+def config_defaults(names: Iterable[str]) -> dict[str, Any]:
+    """The ``TransformerConfig`` defaults of the fields ``names``: what a field unset here and in the
+    pretrained source is (``dataclasses.MISSING`` for ``vocab_size``, which has none)."""
+    wanted = set(names)
+    return {field.name: field.default for field in dataclasses.fields(TransformerConfig) if field.name in wanted}
+
+
+#: The architecture fields a pretrained source decides but ``embedding_dim``, which follows the hidden size.
+ARCHITECTURE_FIELDS = tuple(name for name in TransformerConfig.field_names_of(ARCHITECTURE) if name != "embedding_dim")
 
 
 def resolve_architecture(requested: dict[str, Any], source: PretrainedWeights | None) -> dict[str, Any]:
@@ -126,7 +138,7 @@ def resolve_architecture(requested: dict[str, Any], source: PretrainedWeights | 
     may be narrower than the source's (the SVD narrows the embedding) and is settled in
     ``fit_embedding``.
     """
-    resolved = resolve_fields(requested, source, architecture_defaults())
+    resolved = resolve_fields(requested, source, config_defaults(ARCHITECTURE_FIELDS))
     given_de = requested.get("embedding_dim")
     source_de = source.fields["embedding_dim"] if source is not None else None
     resolved["embedding_dim"] = given_de if given_de is not None else (source_de or resolved["hidden_size"])

@@ -23,7 +23,7 @@ behind each choice are in benchmarks/RESULTS.md; ``tests/nn/test_dropout.py``,
 from __future__ import annotations
 
 from tiedemb.nn.fast.dropout import Dropout, attention, dropout
-from tiedemb.nn.fast.rows import Rows, take_rows
+from tiedemb.nn.fast.rows import Positions, take_rows
 from tiedemb.nn.fast.sliced_loss import linear_cross_entropy
 
-__all__ = ["Dropout", "Rows", "attention", "dropout", "linear_cross_entropy", "take_rows"]
+__all__ = ["Dropout", "Positions", "attention", "dropout", "linear_cross_entropy", "take_rows"]

@@ -57,7 +57,7 @@ def lines(audit: Audit) -> list[str]:
         f"architecture     {arch.model_type} ({arch.class_name}, {arch.family.label}): {arch.layers} layers, hidden "
         f"{arch.hidden_size}{width}, vocabulary {arch.vocab_size}, {tie}, {arch.parameters / 1e6:.1f}M parameters",
         f"embedding/output {_scales(audit)}",
-        f"tokens           {audit.source}",
+        f"tokens           {audit.tokens}",
         f"residual ratio   {audit.branch_ratio:.3f}  (|branches' output| / |embedding| at initialisation)",
         f"predicted        {audit.predicted.loss:.2f} nats (near identity); "
         f"{audit.predicted_with_branches.loss:.2f} with the measured branches",

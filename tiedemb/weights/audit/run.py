@@ -26,7 +26,7 @@ COPYING = 0.5
 @dataclass
 class Audit:
     arch: Architecture
-    source: str  # the batch, in words
+    tokens: str  # the batch, in words
     predicted: Prediction  # the theory's, near identity
     predicted_with_branches: Prediction  # the measured branches counted as noise
     measured: float
@@ -69,7 +69,7 @@ def audit(
     rate = batch.repeat_rate
     result = Audit(
         arch=arch,
-        source=batch.source,
+        tokens=batch.described,
         predicted=predict(arch, repeat_rate=rate),
         predicted_with_branches=predict(arch, repeat_rate=rate, branch_ratio=base.branch_ratio),
         measured=base.loss,

@@ -25,21 +25,21 @@ import torch
 from torch import Tensor
 
 from tiedemb.errors import UserError
+from tiedemb.nn.layers import IGNORE_INDEX
 
-IGNORE = -100
 MASK_SHARE, MASK_AS_MASK, MASK_AS_RANDOM = 0.15, 0.8, 0.1
 
 
 @dataclass
 class Batch:
     inputs: dict[str, Tensor]  # the model's keyword arguments
-    targets: Tensor  # (batch, positions) aligned with the logits; IGNORE where not scored
+    targets: Tensor  # (batch, positions) aligned with the logits; IGNORE_INDEX where not scored
     current: Tensor  # (batch, positions) the id read at each position
-    source: str  # where the ids came from, in words
+    described: str  # where the ids came from, in words
 
     @property
     def scored(self) -> Tensor:
-        return self.targets != IGNORE
+        return self.targets != IGNORE_INDEX
 
     @property
     def repeat_rate(self) -> float:
@@ -91,23 +91,23 @@ def make_batch(
     pad = config.pad_token_id if isinstance(config.pad_token_id, int) and 0 <= config.pad_token_id < n else None
     if text is not None:
         ids = text_ids(text, tokenizer, n, shape)
-        source = f"{shape[0]} x {shape[1]} ids of {text.name} tokenised by {tokenizer}"
+        described = f"{shape[0]} x {shape[1]} ids of {text.name} tokenised by {tokenizer}"
         mask_id = _tokenizer_mask(tokenizer)
     else:
         ids = zipf_ids(n, shape, generator, pad)
-        source = f"{shape[0]} x {shape[1]} ids drawn from a Zipf distribution (exponent 1) over the vocabulary"
+        described = f"{shape[0]} x {shape[1]} ids drawn from a Zipf distribution (exponent 1) over the vocabulary"
         mask_id = None
     if objective == "mlm":
-        return _masked(ids, n, generator, pad, mask_id, source)
+        return _masked(ids, n, generator, pad, mask_id, described)
     if objective == "seq2seq":
         start = getattr(config, "decoder_start_token_id", None)
         start = start if start is not None else pad or 0  # T5 starts the decoder with its padding id
         encoder = zipf_ids(n, shape, generator, pad) if text is None else ids.roll(1, dims=0)
         decoder = torch.cat((torch.full((shape[0], 1), start), ids[:, :-1]), dim=1)
         inputs = {"input_ids": encoder, "decoder_input_ids": decoder}
-        return Batch(inputs, ids, decoder, source + "; the decoder predicts them after its start id")
-    targets = torch.cat((ids[:, 1:], torch.full((shape[0], 1), IGNORE)), dim=1)
-    return Batch({"input_ids": ids}, targets, ids, source + "; each position scored on the next id")
+        return Batch(inputs, ids, decoder, described + "; the decoder predicts them after its start id")
+    targets = torch.cat((ids[:, 1:], torch.full((shape[0], 1), IGNORE_INDEX)), dim=1)
+    return Batch({"input_ids": ids}, targets, ids, described + "; each position scored on the next id")
 
 
 def _tokenizer_mask(tokenizer: str) -> int | None:
@@ -117,7 +117,7 @@ def _tokenizer_mask(tokenizer: str) -> int | None:
 
 
 def _masked(
-    ids: Tensor, n: int, generator: torch.Generator, pad: int | None, mask_id: int | None, source: str
+    ids: Tensor, n: int, generator: torch.Generator, pad: int | None, mask_id: int | None, described: str
 ) -> Batch:
     rows, width = ids.shape
     # Without a tokenizer the mask id is the last id of the vocabulary: at initialisation every
@@ -132,9 +132,9 @@ def _masked(
     randomised = selected & (kind >= MASK_AS_MASK) & (kind < MASK_AS_MASK + MASK_AS_RANDOM)
     if randomised.any():
         shown[randomised] = zipf_ids(n, (1, int(randomised.sum())), generator, pad).flatten()
-    targets = torch.where(selected, ids, torch.full_like(ids, IGNORE))
+    targets = torch.where(selected, ids, torch.full_like(ids, IGNORE_INDEX))
     text = (
-        f"{source}; {count} of {width} positions a row masked as BERT does "
+        f"{described}; {count} of {width} positions a row masked as BERT does "
         f"(80% mask id {mask_id}, 10% random, 10% kept) and scored"
     )
     return Batch({"input_ids": shown}, targets, shown, text)
