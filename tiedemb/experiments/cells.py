@@ -360,6 +360,8 @@ def write_manifest(sweep: Sweep, out: Path) -> None:
             "wandb": sweep.wandb,
             # the claims and margins as the file stated them when the sweep ran (experiments/claims.py)
             **({"analysis": analysis_record(sweep.analysis)} if sweep.analysis else {}),
+            # the report's sections as declared when the sweep ran (experiments/sections.py)
+            **({"report": sweep.report} if sweep.report else {}),
         },
     )
 

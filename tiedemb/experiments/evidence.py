@@ -24,8 +24,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import torch
-
 from tiedemb.experiments.aggregate import Interval, Table, pretraining_runs, sort_value, summarise
 from tiedemb.experiments.claims import (
     Analysis,
@@ -36,7 +34,6 @@ from tiedemb.experiments.claims import (
     verdict,
 )
 from tiedemb.experiments.runs import Run
-from tiedemb.modules.similarity import SCORES_FILE, paired_auroc_difference, read_scores
 from tiedemb.training.metric_names import STEP_TARGETS, UNIGRAM_LOSS, VAL_LOSS
 
 SEED_LABEL = "seed"
@@ -532,6 +529,8 @@ PAIRED_INTERVAL = "95% paired bootstrap"
 
 
 def _scores_file(run: Run) -> Path | None:
+    from tiedemb.modules.similarity import SCORES_FILE  # torch: only where a probe is read
+
     return next(iter(sorted(run.folder.rglob(SCORES_FILE))), None)
 
 
@@ -552,6 +551,10 @@ def _paired_with(run: Run, reference: Run | None) -> dict[str, Any]:
     mine, theirs = _scores_file(run), _scores_file(reference)
     if mine is None or theirs is None:
         return empty
+    import torch
+
+    from tiedemb.modules.similarity import paired_auroc_difference, read_scores
+
     (scores, labels), (reference_scores, reference_labels) = read_scores(mine), read_scores(theirs)
     if not torch.equal(labels, reference_labels):  # not the same pairs: nothing to pair
         return empty

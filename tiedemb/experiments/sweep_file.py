@@ -47,6 +47,12 @@ A sweep file is YAML::
             model.learning_rate: {distribution: log_uniform_values, min: 1.0e-4, max: 3.0e-3}
             model.warmup_steps: {distribution: int_uniform, min: 10, max: 100}
           run_cap: 20                           # the most runs the W&B sweep starts (optional)
+    analysis: {axis: variant, reference: tied, claims: [...]}   # the claims and margins the report
+                                                # decides (experiments/claims.py)
+    report:                                     # the report's sections, in order (experiments/sections.py;
+      - baselines                               # without it: sections.DEFAULT_REPORT)
+      - claims
+      - {kind: embedding_dim, downstream: true}
 
 Every cell is one ``main.py fit`` run: the configs in order (file, study, named levels), then
 the overrides as ``--key=value`` flags (file, study, levels, rules, grid values). Each axis has a
@@ -85,6 +91,7 @@ import yaml
 from tiedemb.data.catalog import prepare_hint
 from tiedemb.errors import UserError
 from tiedemb.experiments.claims import Analysis, parse_analysis
+from tiedemb.experiments.sections import parse_report
 from tiedemb.training.shipped_configs import resolve_config
 
 FILE_KEYS = (
@@ -102,6 +109,7 @@ FILE_KEYS = (
     "search",
     "studies",
     "analysis",
+    "report",
 )
 STUDY_KEYS = (
     "description",
@@ -247,6 +255,7 @@ class Sweep:
     threads: int | None = None  # CPU threads of each cell's process; None: the machine's default
     studies: list[Study] = field(default_factory=list)
     analysis: Analysis | None = None  # the claims the report decides (experiments/claims.py)
+    report: list[dict[str, Any]] | None = None  # the report's sections (experiments/sections.py); None: the default
 
     @property
     def cells(self) -> list[Cell]:
@@ -356,6 +365,7 @@ def load_sweep(path: str | Path, workdir: str | Path | None = None) -> Sweep:
         if study.chain is not None:
             _link(study, study.chain, sweep.study(study.chain.study), f"{where}: study {study.name!r}: pretrained_from")
     sweep.analysis = parse_analysis(content.get("analysis"), [study.name for study in sweep.studies], where)
+    sweep.report = parse_report(content.get("report"), sweep.analysis, where)
     return sweep
 
 
