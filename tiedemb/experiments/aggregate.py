@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from tiedemb.experiments.runs import Run
-from tiedemb.training.metric_names import MAJORITY_PREFIX
+from tiedemb.training.metric_names import INIT_LOSS, INIT_LOSS_PREDICTED, MAJORITY_PREFIX, VAL_LOSS, eval_name
 
 SEED_LABEL = "seed"
 GLUE_COLUMNS: dict[str, list[tuple[str, str]]] = {
@@ -24,6 +24,7 @@ GLUE_COLUMNS: dict[str, list[tuple[str, str]]] = {
 MAIN_METRICS = ("accuracy_matched", "accuracy", "matthews")
 """The metric that picks a GLUE run's best dev evaluation, first present wins (as GlueModule's)."""
 DEV_SKIPPED = ("loss", "epochs_to_converge")
+EPOCHS_TO_CONVERGE = eval_name("val", "epochs_to_converge")
 
 
 def t_quantile_975(df: int) -> float:
@@ -136,7 +137,7 @@ def pretraining_runs(runs: Iterable[Run]) -> list[Run]:
     return [run for run in runs if run.ok and run.kind == "pretrain"]
 
 
-def common_steps(runs: list[Run], metric: str = "val/loss") -> list[int]:
+def common_steps(runs: list[Run], metric: str = VAL_LOSS) -> list[int]:
     """Steps at which every run logged ``metric``."""
     steps = [set(run.metrics.get(metric, {})) for run in runs]
     return sorted(set.intersection(*steps)) if steps else []
@@ -152,11 +153,11 @@ def default_fixed_steps(runs: list[Run], count: int = 3) -> list[int]:
 
 def default_target_loss(runs: list[Run]) -> float | None:
     """The highest final validation loss among the runs: every run reaches it, the question is when."""
-    finals = [run.last("val/loss") for run in runs if run.last("val/loss") is not None]
+    finals = [run.last(VAL_LOSS) for run in runs if run.last(VAL_LOSS) is not None]
     return math.ceil(max(finals) * 1000) / 1000 if finals else None
 
 
-def steps_to_reach(run: Run, target: float, metric: str = "val/loss") -> int | None:
+def steps_to_reach(run: Run, target: float, metric: str = VAL_LOSS) -> int | None:
     """The first step at which ``metric`` is at or below ``target``; ``None`` if never."""
     return next((step for step, value in run.series(metric) if value <= target), None)
 
@@ -208,12 +209,12 @@ def tied_table(
     rows = []
     for (study, key), members in groups.items():
         row: dict[str, Any] = {"study": study, **dict(key), "seeds": len(members)}
-        row["initial loss"] = summarise(run.first("init/loss") for run in members)
-        row["predicted"] = summarise(run.first("init/loss_pred") for run in members)
+        row["initial loss"] = summarise(run.first(INIT_LOSS) for run in members)
+        row["predicted"] = summarise(run.first(INIT_LOSS_PREDICTED) for run in members)
         row["ln n"] = summarise(run.first("init/log_n") for run in members)
         for step, column in zip(steps, step_columns):
-            row[column] = summarise(run.metrics.get("val/loss", {}).get(step) for run in members)
-        row["final val loss"] = summarise(run.last("val/loss") for run in members)
+            row[column] = summarise(run.metrics.get(VAL_LOSS, {}).get(step) for run in members)
+        row["final val loss"] = summarise(run.last(VAL_LOSS) for run in members)
         row["final 95% CI"] = Interval(row["final val loss"]) if row["final val loss"] is not None else None
         target = targets.get(study)
         reached = [steps_to_reach(run, target) for run in members] if target is not None else []
@@ -353,7 +354,7 @@ def embedding_dim_table(runs: Iterable[Run], extra: Callable[[list[Run]], dict[s
             stat = summarise(final_dev_score(run, metric) for run in members if task_of(run) == task)
             row[column] = Stat(100 * stat.mean, None if stat.std is None else 100 * stat.std, stat.n) if stat else None
         for task, column in converge_columns:
-            row[column] = summarise(run.last("val/epochs_to_converge") for run in members if task_of(run) == task)
+            row[column] = summarise(run.last(EPOCHS_TO_CONVERGE) for run in members if task_of(run) == task)
         mains = [
             row[column].mean
             for task, column, metric in metric_columns

@@ -34,10 +34,17 @@ from tiedemb.experiments.claims import (
     verdict,
 )
 from tiedemb.experiments.runs import Run
-from tiedemb.training.metric_names import STEP_TARGETS, UNIGRAM_LOSS, VAL_LOSS
+from tiedemb.training.metric_names import (
+    INIT_LOSS,
+    INIT_LOSS_PREDICTED,
+    STEP_TARGETS,
+    UNIGRAM_LOSS,
+    VAL_LOSS,
+    loss_name,
+)
 
 SEED_LABEL = "seed"
-VAL, OOD = VAL_LOSS, "val_ood/loss"
+VAL, OOD = VAL_LOSS, loss_name("val_ood")
 TRAIN_FLOPS_PER_SEC, TRAIN_BATCHES_PER_SEC = "train/device/flops_per_sec", "train/device/batches_per_sec"
 BASELINES = {
     "unigram": UNIGRAM_LOSS,
@@ -407,8 +414,8 @@ def run_metrics_table(runs: Iterable[Run], analysis: Analysis | None) -> Table:
             "data seed": run.hparams.get("seed", data.get("seed")),
             "corpus seed": run.hparams.get("corpus_seed", data.get("corpus_seed")),
             "tokenizer": run.tokenizer_fingerprint,
-            "initial loss": run.first("init/loss"),
-            "predicted": run.first("init/loss_pred"),
+            "initial loss": run.first(INIT_LOSS),
+            "predicted": run.first(INIT_LOSS_PREDICTED),
             "last step": found.last_step,
             "final val loss": found.final,
             "final ood loss": found.final_ood,
