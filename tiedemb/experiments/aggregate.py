@@ -310,6 +310,63 @@ def task_columns(task: str, scores: Iterable[str]) -> list[tuple[str, str]]:
     return [(f"{task.upper()} {metric}", metric) for metric in sorted(scores)]
 
 
+def _percent(stat: Stat | None) -> Stat | None:
+    return Stat(100 * stat.mean, None if stat.std is None else 100 * stat.std, stat.n) if stat else None
+
+
+def _score_columns(chosen: list[Run], tasks: list[str]) -> list[tuple[str, str, str]]:
+    """(task, column, metric) of every dev metric the runs of each task logged, in the tasks' order."""
+    found = []
+    for task in tasks:
+        seen = {name for run in chosen if task_of(run) == task for name in dev_scores(run)}
+        found += [(task, column, metric) for column, metric in task_columns(task, seen) if metric in seen]
+    return found
+
+
+def _dim_row(members: list[Run], metric_columns: list[tuple[str, str, str]], tasks: list[str]) -> dict[str, Any]:
+    """One route and width: sizes, dev scores (best of run, majority floor, interval, final), convergence."""
+    row: dict[str, Any] = {"runs": len(members)}
+    total = summarise(run.last("params/total") for run in members)
+    embedding = summarise(run.last("params/embedding") for run in members)
+    row["total params (M)"] = total.mean / 1e6 if total else None
+    row["embedding params (M)"] = embedding.mean / 1e6 if embedding else None
+    row["embedding share (%)"] = 100 * embedding.mean / total.mean if total and embedding else None
+    for task, column, metric in metric_columns:
+        of_task = [run for run in members if task_of(run) == task]
+        row[column] = _percent(summarise(dev_scores(run).get(metric) for run in of_task))
+        floor = [run.last(f"{MAJORITY_PREFIX}{metric}") for run in of_task]  # always the most frequent label
+        row[majority_column(column)] = next((100 * value for value in floor if value is not None), None)
+        if metric in MAIN_METRICS:
+            row[f"{column} 95% CI"] = Interval(row[column]) if row[column] is not None else None
+            row[f"{column} final"] = _percent(summarise(final_dev_score(run, metric) for run in of_task))
+    for task in tasks:
+        of_task = [run for run in members if task_of(run) == task]
+        row[f"epochs to converge ({task.upper()})"] = summarise(run.last(EPOCHS_TO_CONVERGE) for run in of_task)
+    mains = [row[column].mean for _, column, metric in metric_columns if metric in MAIN_METRICS and row[column]]
+    row["score"] = statistics.fmean(mains) if mains else None
+    return row
+
+
+DIM_NOTES = [
+    "dev-set scores in percent: mean ± sample standard deviation over seeds; runs = finished runs averaged",
+    "each run's scores come from its best dev evaluation (by accuracy, matched accuracy for MNLI): the "
+    "test stage's figures on the best checkpoint where the sweep ran it",
+    "parameters: total of the fine-tuned model and its embedding (token, position and segment tables, "
+    "the d_e -> hidden projection, the embedding norm)",
+    "95% CI: the confidence interval of the mean over seeds (Student's t); final: the main metric at the "
+    "run's last dev evaluation, beside the best-of-run figure",
+    "epochs to converge: the first dev evaluation (in fractional epochs) at which the main metric is "
+    "within 1% (relative) of the run's best; meaningful when the schedule does not force convergence "
+    "(a constant learning rate after warmup) and the run is long enough to plateau",
+    "majority: the score of always answering the training set's most frequent label, which every run "
+    "logs at its start (data/majority/...); – where the runs predate it",
+    "score: mean over tasks of the main metric (MNLI-m accuracy, MRPC accuracy, ...)",
+    "MDE: the minimum detectable difference, in points, between this row and another of the same route "
+    "with as many seeds: (t_0.975 + t_0.80) x the route's pooled seed standard deviation x sqrt(2 / seeds) "
+    "(two-sided 5% test, 80% power); a difference between widths smaller than it is not claimed",
+]
+
+
 def embedding_dim_table(runs: Iterable[Run], extra: Callable[[list[Run]], dict[str, Any]] | None = None) -> Table:
     """d_e, parameters, dev scores per task, epochs to converge, points per million parameters.
 
@@ -319,92 +376,44 @@ def embedding_dim_table(runs: Iterable[Run], extra: Callable[[list[Run]], dict[s
     # One row per route to a width (the study: pretrained at d_e, SVD-narrowed, re-initialised ...)
     # and d_e, so the routes stand side by side; a single-route sweep has rows per d_e alone.
     routes = list(dict.fromkeys(route_of(run) for run in chosen))
-    by_dim: dict[tuple[int, str], list[Run]] = {}
+    by_dim: dict[tuple[int, int], list[Run]] = {}
     for run in chosen:
         by_dim.setdefault((routes.index(route_of(run)), embedding_dim_of(run)), []).append(run)
     tasks = list(dict.fromkeys(task_of(run) for run in chosen))
-    metric_columns: list[tuple[str, str, str]] = []  # (task, column, metric)
-    for task in tasks:
-        seen = {name for run in chosen if task_of(run) == task for name in dev_scores(run)}
-        metric_columns += [(task, column, metric) for column, metric in task_columns(task, seen) if metric in seen]
-    converge_columns = [(task, f"epochs to converge ({task.upper()})") for task in tasks]
-    main_columns = [(task, column, metric) for task, column, metric in metric_columns if metric in MAIN_METRICS]
-    interval_columns = [(column, f"{column} 95% CI") for _, column, _ in main_columns]
-    final_columns = [(task, metric, f"{column} final") for task, column, metric in main_columns]
+    metric_columns = _score_columns(chosen, tasks)
+    mains = [column for _, column, metric in metric_columns if metric in MAIN_METRICS]
     rows = []
-    for route_index, dim in sorted(by_dim):
-        members = by_dim[(route_index, dim)]
-        row: dict[str, Any] = {"route": routes[route_index], "d_e": dim, "runs": len(members)}
-        total = summarise(run.last("params/total") for run in members)
-        embedding = summarise(run.last("params/embedding") for run in members)
-        row["total params (M)"] = total.mean / 1e6 if total else None
-        row["embedding params (M)"] = embedding.mean / 1e6 if embedding else None
-        row["embedding share (%)"] = 100 * embedding.mean / total.mean if total and embedding else None
-        for task, column, metric in metric_columns:
-            values = [dev_scores(run).get(metric) for run in members if task_of(run) == task]
-            stat = summarise(values)
-            row[column] = Stat(100 * stat.mean, None if stat.std is None else 100 * stat.std, stat.n) if stat else None
-        for task, column, metric in metric_columns:  # the floor: always the most frequent label
-            floor = [run.last(f"{MAJORITY_PREFIX}{metric}") for run in members if task_of(run) == task]
-            floor = [value for value in floor if value is not None]
-            row[majority_column(column)] = 100 * floor[0] if floor else None
-        for column, interval in interval_columns:
-            row[interval] = Interval(row[column]) if isinstance(row.get(column), Stat) else None
-        for task, metric, column in final_columns:
-            stat = summarise(final_dev_score(run, metric) for run in members if task_of(run) == task)
-            row[column] = Stat(100 * stat.mean, None if stat.std is None else 100 * stat.std, stat.n) if stat else None
-        for task, column in converge_columns:
-            row[column] = summarise(run.last(EPOCHS_TO_CONVERGE) for run in members if task_of(run) == task)
-        mains = [
-            row[column].mean
-            for task, column, metric in metric_columns
-            if metric in MAIN_METRICS and isinstance(row.get(column), Stat)
-        ]
-        row["score"] = statistics.fmean(mains) if mains else None
-        if extra is not None:
-            row.update(extra(members))
-        rows.append(row)
+    for route, dim in sorted(by_dim):
+        row = {"route": routes[route], "d_e": dim, **_dim_row(by_dim[(route, dim)], metric_columns, tasks)}
+        rows.append({**row, **(extra(by_dim[(route, dim)]) if extra is not None else {})})
     for route in routes:
         _points_per_million([row for row in rows if row["route"] == route])
-        for _, column, _ in main_columns:
+        for column in mains:
             _minimum_detectable([row for row in rows if row["route"] == route], column)
-    extra_columns = [
-        column for row in rows for column in row if column not in ("route", "d_e", "runs", "score", "pts per M params")
+    majority = [majority_column(column) for _, column, _ in metric_columns]
+    numbers = [
+        *(column for _, column, _ in metric_columns),
+        *majority,
+        *(f"{column} 95% CI" for column in mains),
+        *(mde_column(column) for column in mains),
+        *(f"{column} final" for column in mains),
+        *(f"epochs to converge ({task.upper()})" for task in tasks),
     ]
-    base = (["route"] if len(routes) > 1 else []) + [
+    base = [
+        *(["route"] if len(routes) > 1 else []),
         "d_e",
         "runs",
         "total params (M)",
         "embedding params (M)",
         "embedding share (%)",
-        *(column for _, column, _ in metric_columns),
-        *(majority_column(column) for _, column, _ in metric_columns),
-        *(interval for _, interval in interval_columns),
-        *(mde_column(column) for _, column, _ in main_columns),
-        *(column for _, _, column in final_columns),
-        *(column for _, column in converge_columns),
+        *numbers,
     ]
-    columns = base + [c for c in dict.fromkeys(extra_columns) if c not in base] + ["score", "pts per M params"]
-    smallest = rows[0]["d_e"] if rows else None
-    notes = [
-        "dev-set scores in percent: mean ± sample standard deviation over seeds; runs = finished runs averaged",
-        "each run's scores come from its best dev evaluation (by accuracy, matched accuracy for MNLI): the "
-        "test stage's figures on the best checkpoint where the sweep ran it",
-        "parameters: total of the fine-tuned model and its embedding (token, position and segment tables, "
-        "the d_e -> hidden projection, the embedding norm)",
-        "95% CI: the confidence interval of the mean over seeds (Student's t); final: the main metric at the "
-        "run's last dev evaluation, beside the best-of-run figure",
-        "epochs to converge: the first dev evaluation (in fractional epochs) at which the main metric is "
-        "within 1% (relative) of the run's best; meaningful when the schedule does not force convergence "
-        "(a constant learning rate after warmup) and the run is long enough to plateau",
-        "majority: the score of always answering the training set's most frequent label, which every run "
-        "logs at its start (data/majority/...); – where the runs predate it",
-        "score: mean over tasks of the main metric (MNLI-m accuracy, MRPC accuracy, ...)",
-        "MDE: the minimum detectable difference, in points, between this row and another of the same route "
-        "with as many seeds: (t_0.975 + t_0.80) x the route's pooled seed standard deviation x sqrt(2 / seeds) "
-        "(two-sided 5% test, 80% power); a difference between widths smaller than it is not claimed",
-    ]
-    if smallest is not None:
+    last = ("score", "pts per M params")
+    extra_columns = [column for row in rows for column in row if column not in (*base, "route", *last)]
+    columns = [*base, *dict.fromkeys(extra_columns), *last]
+    notes = list(DIM_NOTES)
+    if rows:
+        smallest = rows[0]["d_e"]
         notes.append(
             f"pts per M params: (score - score at d_e={smallest}) / (params - params at d_e={smallest}) in millions"
         )
@@ -422,11 +431,8 @@ def embedding_dim_table(runs: Iterable[Run], extra: Callable[[list[Run]], dict[s
             "embedding share (%)": 1,
             "score": 2,
             "pts per M params": 3,
-            **{column: 2 for _, column, _ in metric_columns},
-            **{column: 2 for _, column in interval_columns},
-            **{mde_column(column): 2 for _, column, _ in main_columns},
-            **{column: 2 for _, _, column in final_columns},
-            **{column: 2 for _, column in converge_columns},
+            # the majority floor keeps the default 3 decimals
+            **{column: 2 for column in numbers if column not in majority},
         },
         score_columns=[column for _, column, _ in metric_columns],
     )

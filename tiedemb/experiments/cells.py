@@ -492,8 +492,31 @@ def run_cell(sweep: Sweep, cell: Cell, out: Path, workdir: Path) -> bool:
         "stages": dict(completed),
         **slurm_record(),
     }
-    begin = time.monotonic()
     stages = [stage for stage in [cell.command] + (["test"] if cell.test else []) if stage not in completed]
+    begin = time.monotonic()
+    if not _run_stages(sweep, cell, folder, workdir, stages, commands, status, upstream):
+        return False
+    layout.write_json(
+        folder / layout.CELL_FILE, {**(layout.read_json(folder / layout.CELL_FILE) or {}), "commands": commands}
+    )
+    status.update(state=layout.FINISHED, finished=now(), seconds=round(time.monotonic() - begin, 1))
+    status.pop("stage", None)
+    layout.write_json(folder / layout.STATUS_FILE, status)
+    return True
+
+
+def _run_stages(
+    sweep: Sweep,
+    cell: Cell,
+    folder: Path,
+    workdir: Path,
+    stages: list[str],
+    commands: dict[str, list[str]],
+    status: dict[str, Any],
+    upstream: str | None,
+) -> bool:
+    """Run a cell's stages in order, recording each in ``status``; return whether every one succeeded."""
+    begin, attempt = time.monotonic(), status["attempt"]
     for stage in stages:
         status["stage"] = stage
         if STOP.received:  # told to stop before this stage started: it is not started
@@ -530,12 +553,6 @@ def run_cell(sweep: Sweep, cell: Cell, out: Path, workdir: Path) -> bool:
             )
             layout.write_json(folder / layout.STATUS_FILE, status)
             return False
-    layout.write_json(
-        folder / layout.CELL_FILE, {**(layout.read_json(folder / layout.CELL_FILE) or {}), "commands": commands}
-    )
-    status.update(state=layout.FINISHED, finished=now(), seconds=round(time.monotonic() - begin, 1))
-    status.pop("stage", None)
-    layout.write_json(folder / layout.STATUS_FILE, status)
     return True
 
 
