@@ -77,6 +77,11 @@ class RunNumbers:
         return None if unigram is None or self.final is None else unigram - self.final
 
 
+def labels_of(runs: Iterable[Run]) -> list[str]:
+    """Every label the runs carry, in first-seen order."""
+    return list(dict.fromkeys(label for run in runs for label in run.labels))
+
+
 def level_of(labels: dict[str, str], axis: str) -> str:
     """A run's level: its value on the analysis axis, then any other label but the seed
     (``32, head=untied``), so runs that differ in more than the axis are never pooled."""
@@ -396,11 +401,7 @@ def run_metrics_table(runs: Iterable[Run], analysis: Analysis | None) -> Table:
     axis = analysis.axis if analysis else "variant"
     targets = analysis.targets if analysis and analysis.targets else DEFAULT_TARGETS
     rows = []
-    label_names: list[str] = []
-    for run in runs:
-        for label in run.labels:
-            if label not in label_names:
-                label_names.append(label)
+    label_names = labels_of(runs)
     step_columns = [f"steps to unigram - {target:g}" for target in targets]
     for run in runs:
         found = run_numbers(run, axis, targets)
@@ -478,11 +479,7 @@ def _commit(run: Run) -> str | None:
 def curve_rows(runs: Iterable[Run]) -> tuple[list[str], list[list[Any]]]:
     """Every run's validation curve: one row per run and evaluation step."""
     runs = list(runs)
-    label_names: list[str] = []
-    for run in runs:
-        for label in run.labels:
-            if label not in label_names:
-                label_names.append(label)
+    label_names = labels_of(runs)
     columns = ["run", "study", *label_names, "step", VAL, OOD]
     rows = []
     for run in runs:
@@ -573,12 +570,8 @@ def zero_shot_table(runs: Iterable[Run]) -> Table:
     """The zero-shot similarity probes (``tiedemb similarity``): ROC-AUC and its bootstrap interval per
     run, beside the share of each embedding table that narrowing kept."""
     rows = []
-    label_names: list[str] = []
     probes = [run for run in runs if run.ok and "zero_shot/auroc" in run.metrics]
-    for run in probes:
-        for label in run.labels:
-            if label not in label_names:
-                label_names.append(label)
+    label_names = labels_of(probes)
     references = _full_width_probes(probes)
     for run in sorted(probes, key=lambda run: [run.study, *(sort_value(run.labels.get(n, "")) for n in label_names)]):
         rows.append(

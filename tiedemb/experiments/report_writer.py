@@ -64,34 +64,34 @@ def markdown_table(table: Table) -> str:
     return "\n".join([header, rule, *body, "", *notes]) + "\n"
 
 
+def _spread(value: Any, kind: type | None) -> list[Any]:
+    """A table value over its CSV columns: a ``Stat`` as mean, std and n; an ``Interval`` as low and high."""
+    if kind is Stat:
+        return [value.mean, value.std, value.n] if isinstance(value, Stat) else [value, None, None]
+    if kind is Interval:
+        half = value.stat.ci95 if isinstance(value, Interval) else None
+        return [None, None] if half is None else [value.stat.mean - half, value.stat.mean + half]
+    return [value]
+
+
 def flat_rows(table: Table) -> tuple[list[str], list[list[Any]]]:
     """Columns and rows with every statistic spread over ``mean``, ``std`` and ``n`` columns, and
     every confidence interval over ``low`` and ``high``."""
-    stat_columns = {column for column in table.columns if any(isinstance(row.get(column), Stat) for row in table.rows)}
-    interval_columns = {
-        column for column in table.columns if any(isinstance(row.get(column), Interval) for row in table.rows)
+    kinds = {
+        column: next(
+            (kind for kind in (Stat, Interval) if any(isinstance(row.get(column), kind) for row in table.rows)), None
+        )
+        for column in table.columns
     }
-    columns: list[str] = []
-    for column in table.columns:
-        if column in stat_columns:
-            columns += [f"{column} mean", f"{column} std", f"{column} n"]
-        elif column in interval_columns:
-            columns += [f"{column} low", f"{column} high"]
-        else:
-            columns.append(column)
-    rows = []
-    for row in table.rows:
-        values: list[Any] = []
-        for column in table.columns:
-            value = row.get(column)
-            if column in stat_columns:
-                values += [value.mean, value.std, value.n] if isinstance(value, Stat) else [value, None, None]
-            elif column in interval_columns:
-                half = value.stat.ci95 if isinstance(value, Interval) else None
-                values += [None, None] if half is None else [value.stat.mean - half, value.stat.mean + half]
-            else:
-                values.append(value)
-        rows.append(values)
+    suffixes = {Stat: ("mean", "std", "n"), Interval: ("low", "high")}
+    columns = [
+        f"{column} {suffix}" if kind else column
+        for column, kind in kinds.items()
+        for suffix in suffixes.get(kind, ("",))
+    ]
+    rows = [
+        [value for column in table.columns for value in _spread(row.get(column), kinds[column])] for row in table.rows
+    ]
     return columns, rows
 
 
