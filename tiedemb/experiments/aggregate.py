@@ -162,6 +162,45 @@ def steps_to_reach(run: Run, target: float, metric: str = VAL_LOSS) -> int | Non
     return next((step for step, value in run.series(metric) if value <= target), None)
 
 
+TIED_NOTES = [
+    "mean ± sample standard deviation over seeds (n - 1 in the denominator); seeds = finished runs averaged",
+    "initial loss: the untrained model on the first training batch, without dropout; predicted: "
+    "tiedemb.theory for the run's configuration; ln n: the uniform model's loss",
+    "losses are validation cross-entropy in nats per predicted token, at the steps the runs logged",
+    "final 95% CI: the confidence interval of the mean final loss over seeds (Student's t)",
+]
+
+
+def _study_targets(chosen: list[Run], target_loss: float | None, default_target: bool) -> dict[str, float | None]:
+    """Each study's target loss: the one given, else (``default_target``) its runs' highest final loss.
+
+    Each study is its own comparison (a masked-token arm's losses are on another scale than the
+    next-token arm's), so the default target is taken per study.
+    """
+    by_study: dict[str, list[Run]] = {}
+    for run in chosen:
+        by_study.setdefault(run.study, []).append(run)
+    if target_loss is not None:
+        return dict.fromkeys(by_study, target_loss)
+    return {study: default_target_loss(members) if default_target else None for study, members in by_study.items()}
+
+
+def _tied_row(members: list[Run], steps: list[int], target: float | None) -> dict[str, Any]:
+    """One setting's seeds: initial losses, losses at ``steps``, final loss, steps to ``target``."""
+    row: dict[str, Any] = {"seeds": len(members)}
+    row["initial loss"] = summarise(run.first(INIT_LOSS) for run in members)
+    row["predicted"] = summarise(run.first(INIT_LOSS_PREDICTED) for run in members)
+    row["ln n"] = summarise(run.first("init/log_n") for run in members)
+    for step in steps:
+        row[f"val loss @ step {step}"] = summarise(run.metrics.get(VAL_LOSS, {}).get(step) for run in members)
+    row["final val loss"] = summarise(run.last(VAL_LOSS) for run in members)
+    row["final 95% CI"] = Interval(row["final val loss"]) if row["final val loss"] is not None else None
+    reached = [steps_to_reach(run, target) for run in members] if target is not None else []
+    row["steps to target"] = summarise(reached)  # over the runs that reached it
+    row["reached"] = f"{sum(value is not None for value in reached)}/{len(members)}" if reached else None
+    return row
+
+
 def tied_table(
     runs: Iterable[Run],
     target_loss: float | None = None,
@@ -175,18 +214,7 @@ def tied_table(
     """
     chosen = pretraining_runs(runs)
     groups = group_runs(chosen)
-    # Each study is its own comparison (a masked-token arm's losses are on another scale than the
-    # next-token arm's), so the default target is taken per study.
-    by_study: dict[str, list[Run]] = {}
-    for run in chosen:
-        by_study.setdefault(run.study, []).append(run)
-
-    def target_of(members: list[Run]) -> float | None:
-        if target_loss is not None:
-            return target_loss
-        return default_target_loss(members) if default_target else None
-
-    targets = {study: target_of(members) for study, members in by_study.items()}
+    targets = _study_targets(chosen, target_loss, default_target)
     steps = at_steps if at_steps is not None else default_fixed_steps(chosen)
     studies = {study for study, _ in groups}
     labels = label_columns(groups)
@@ -206,29 +234,12 @@ def tied_table(
             *target_columns,
         ]
     )
-    rows = []
-    for (study, key), members in groups.items():
-        row: dict[str, Any] = {"study": study, **dict(key), "seeds": len(members)}
-        row["initial loss"] = summarise(run.first(INIT_LOSS) for run in members)
-        row["predicted"] = summarise(run.first(INIT_LOSS_PREDICTED) for run in members)
-        row["ln n"] = summarise(run.first("init/log_n") for run in members)
-        for step, column in zip(steps, step_columns):
-            row[column] = summarise(run.metrics.get(VAL_LOSS, {}).get(step) for run in members)
-        row["final val loss"] = summarise(run.last(VAL_LOSS) for run in members)
-        row["final 95% CI"] = Interval(row["final val loss"]) if row["final val loss"] is not None else None
-        target = targets.get(study)
-        reached = [steps_to_reach(run, target) for run in members] if target is not None else []
-        row["steps to target"] = summarise(reached)  # over the runs that reached it
-        row["reached"] = f"{sum(value is not None for value in reached)}/{len(members)}" if reached else None
-        rows.append(row)
-    rows.sort(key=lambda row: [row["study"], *(sort_value(str(row.get(label, ""))) for label in labels)])
-    notes = [
-        "mean ± sample standard deviation over seeds (n - 1 in the denominator); seeds = finished runs averaged",
-        "initial loss: the untrained model on the first training batch, without dropout; predicted: "
-        "tiedemb.theory for the run's configuration; ln n: the uniform model's loss",
-        "losses are validation cross-entropy in nats per predicted token, at the steps the runs logged",
+    rows = [
+        {"study": study, **dict(key), **_tied_row(members, steps, targets.get(study))}
+        for (study, key), members in groups.items()
     ]
-    notes.append("final 95% CI: the confidence interval of the mean final loss over seeds (Student's t)")
+    rows.sort(key=lambda row: [row["study"], *(sort_value(str(row.get(label, ""))) for label in labels)])
+    notes = list(TIED_NOTES)
     shown = {study: target for study, target in targets.items() if target is not None}
     if shown:
         per_study = ", ".join(
