@@ -1,13 +1,13 @@
 """The report of a folder of runs: tables (Markdown and CSV), figures, ``report.md``, a W&B report run.
 
-Everything is written into the folder itself, each file atomically::
+Everything is written into the folder itself, each file atomically: ``report.md``, and the tables
+and figures of the sections the sweep file declares (``tiedemb.experiments.sections``: one CSV per
+table, mean, std and n columns per statistic), beside what every report writes::
 
-    report.md                 the tables, figures and notes together
-    tied_embeddings.csv       the tied-embedding table (mean, std and n columns per statistic)
-    embedding_dim.csv         the embedding-dimension table
-    embedding_analysis.csv    effective rank, isotropy and cosines per setting
     runs.csv                  every run and its state
-    loss_curves.png, dev_score_vs_de.png, effective_rank_vs_de.png
+    run_metrics.csv           every run's final metrics, seeds, baselines and commit
+    curves.csv                every run's validation losses at every evaluation
+    configs/<run>.yaml        every run's resolved configuration
 
 and, unless ``wandb=False``, one W&B run (job type ``report``) with the tables as ``wandb.Table``,
 the curves as W&B line charts (``tiedemb.experiments.charts``) and the PNG figures as images. It
