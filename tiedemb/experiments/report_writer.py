@@ -142,21 +142,23 @@ def write_rows(columns: list[str], rows: list[list[Any]], path: Path) -> Path:
 
 def study_analysis(manifest: dict[str, Any], echo: Callable[[str], None]) -> tuple[Analysis | None, list | None]:
     """The claims and the report's sections the sweep declared: as recorded when it ran, else as its
-    sweep file states them now (a sweep started before sweeps recorded its sections)."""
+    sweep file states them now (a sweep started before sweeps recorded their sections)."""
     studies = list(dict.fromkeys(str(cell.get("study")) for cell in manifest.get("cells", [])))
-    analysis, report = None, manifest.get("report")
-    try:
-        if manifest.get("analysis"):
-            analysis = parse_analysis(manifest["analysis"], studies, "sweep.json")
-        path = manifest.get("sweep_file")
-        if (not analysis or not report) and path and Path(path).is_file():
-            from tiedemb.experiments.sweep_file import load_sweep
+    path, sweep = manifest.get("sweep_file"), None
+    if (not manifest.get("analysis") or not manifest.get("report")) and path and Path(path).is_file():
+        from tiedemb.experiments.sweep_file import load_sweep
 
+        try:
             sweep = load_sweep(path)
-            analysis, report = analysis or sweep.analysis, report or sweep.report
-    except UserError as error:
-        echo(f"note: the sweep's claims could not be read, so no verdicts are given: {error}")
-    return analysis, report
+        except UserError as error:
+            echo(f"note: the sweep file could not be read, so what it states is left out: {error}")
+    analysis = sweep.analysis if sweep else None
+    if manifest.get("analysis"):
+        try:
+            analysis = parse_analysis(manifest["analysis"], studies, "sweep.json")
+        except UserError as error:
+            echo(f"note: the sweep's claims could not be read, so no verdicts are given: {error}")
+    return analysis, manifest.get("report") or (sweep.report if sweep else None)
 
 
 def build_report(
