@@ -98,6 +98,8 @@ def test_a_sweep_file_without_a_report_gets_every_section_that_needs_no_width_an
     ("report", "message"),
     [
         (["claims", "loss_table"], "report[1]: unknown section kind 'loss_table'; the kinds are baselines, "),
+        (["claim"], "report[0]: unknown section kind 'claim'; did you mean claims? the kinds are baselines, "),
+        ([{"kind": "embedding_dim", "downstream": "yes"}], "report[0]: embedding_dim's downstream must be true or"),
         ([{"kind": "claims", "digits": 2}], "report[0]: claims has no option 'digits' (its options: none)"),
         ([{"kind": "embedding_dim", "downstrem": True}], "embedding_dim has no option 'downstrem' (its options: "),
         (["width_gains"], "report[0]: width_gains compares widths at analysis.common_target, which the file"),

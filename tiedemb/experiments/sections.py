@@ -22,6 +22,7 @@ must set them.
 
 from __future__ import annotations
 
+import difflib
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import cached_property
@@ -255,11 +256,16 @@ def parse_report(raw: Any, analysis: Analysis | None, where: str) -> list[dict[s
             raise UserError(f"{here}: expected a section kind or a mapping with a kind, got {entry!r}")
         kind = section["kind"]
         if kind not in SECTIONS:
-            raise UserError(f"{here}: unknown section kind {kind!r}; the kinds are {', '.join(SECTIONS)}")
+            nearest = difflib.get_close_matches(kind, SECTIONS, n=1)
+            hint = f"did you mean {nearest[0]}? " if nearest else ""
+            raise UserError(f"{here}: unknown section kind {kind!r}; {hint}the kinds are {', '.join(SECTIONS)}")
         unknown = sorted(set(section) - {"kind", *OPTIONS.get(kind, ())})
         if unknown:
             allowed = ", ".join(OPTIONS.get(kind, ())) or "none"
             raise UserError(f"{here}: {kind} has no option {unknown[0]!r} (its options: {allowed})")
+        for option in set(section) - {"kind"}:  # every option is a switch
+            if not isinstance(section[option], bool):
+                raise UserError(f"{here}: {kind}'s {option} must be true or false, got {section[option]!r}")
         if kind in WIDTH_KINDS and (analysis is None or analysis.common_target is None):
             raise UserError(f"{here}: {kind} compares widths at analysis.common_target, which the file does not set")
         sections.append(dict(section))
