@@ -398,60 +398,41 @@ def verdicts(numbers: dict[str, dict[str, dict[str, RunNumbers]]], analysis: Ana
 
 def run_metrics_table(runs: Iterable[Run], analysis: Analysis | None) -> Table:
     """One row per run (every state): labels, what the seed set, final metrics, steps to targets."""
+    runs = list(runs)
     axis = analysis.axis if analysis else "variant"
     targets = analysis.targets if analysis and analysis.targets else DEFAULT_TARGETS
-    rows = []
     label_names = labels_of(runs)
     step_columns = [f"steps to unigram - {target:g}" for target in targets]
+    rows = []
     for run in runs:
         found = run_numbers(run, axis, targets)
         data = (run.config.get("data") or {}).get("init_args") or {}
-        row: dict[str, Any] = {
-            "run": run.id,
-            "study": run.study,
-            **run.labels,
-            "state": run.state,
-            "seed_everything": run.config.get("seed_everything"),
-            "data seed": run.hparams.get("seed", data.get("seed")),
-            "corpus seed": run.hparams.get("corpus_seed", data.get("corpus_seed")),
-            "tokenizer": run.tokenizer_fingerprint,
-            "initial loss": run.first(INIT_LOSS),
-            "predicted": run.first(INIT_LOSS_PREDICTED),
-            "last step": found.last_step,
-            "final val loss": found.final,
-            "final ood loss": found.final_ood,
-            **{name: found.baselines[name] for name in BASELINES},
-            "params": run.first("params/total"),
-            "commit": _commit(run),
-            "started": _started(run),
-        }
-        for target, column in zip(targets, step_columns):
-            row[column] = found.steps[target]
-        rows.append(row)
-    columns = [
-        "run",
-        "study",
-        *label_names,
-        "state",
-        "seed_everything",
-        "data seed",
-        "corpus seed",
-        "tokenizer",
-        "initial loss",
-        "predicted",
-        "last step",
-        "final val loss",
-        "final ood loss",
-        *BASELINES,
-        *step_columns,
-        "params",
-        "commit",
-        "started",
-    ]
+        rows.append(
+            {
+                "run": run.id,
+                "study": run.study,
+                **{name: run.labels.get(name) for name in label_names},
+                "state": run.state,
+                "seed_everything": run.config.get("seed_everything"),
+                "data seed": run.hparams.get("seed", data.get("seed")),
+                "corpus seed": run.hparams.get("corpus_seed", data.get("corpus_seed")),
+                "tokenizer": run.tokenizer_fingerprint,
+                "initial loss": run.first(INIT_LOSS),
+                "predicted": run.first(INIT_LOSS_PREDICTED),
+                "last step": found.last_step,
+                "final val loss": found.final,
+                "final ood loss": found.final_ood,
+                **{name: found.baselines[name] for name in BASELINES},
+                **{column: found.steps[target] for target, column in zip(targets, step_columns)},
+                "params": run.first("params/total"),
+                "commit": _commit(run),
+                "started": _started(run),
+            }
+        )
     return Table(
         name="run_metrics",
         title="Every run's final metrics",
-        columns=columns,
+        columns=list(rows[0]) if rows else ["run", "study"],  # every row has the same columns
         rows=rows,
         notes=[
             "tokenizer: the fingerprint of the tokenizer the run read, as it logged it (blank: a run from "
