@@ -123,11 +123,8 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _main(args: argparse.Namespace, selection: dict[str, str]) -> int:
-    from tiedemb.experiments import layout
     from tiedemb.experiments.cells import apply_settings, cell_args, cell_dir, cell_state, run_sweep, validate_cell
-    from tiedemb.experiments.emit import slurm_script, wandb_sweep_configs
-    from tiedemb.experiments.sweep_file import load_sweep, parse_metric, searched_cell, typical_value
-    from tiedemb.training.files import atomic_write_text
+    from tiedemb.experiments.sweep_file import load_sweep
 
     workdir = Path.cwd()
     settings = parse_settings(args.set)
@@ -138,15 +135,40 @@ def _main(args: argparse.Namespace, selection: dict[str, str]) -> int:
     if out.exists() and not out.is_dir():
         raise UserError(f"--out {str(args.out)!r} is a file; pass a folder for the cells (created if absent)")
     apply_settings(sweep, settings, out)
+    cells = _chosen_cells(sweep, args, selection)
+    if cells is None:  # the one cell asked for belongs to a skipped study: said so, nothing to do
+        return 0
+    if args.list:
+        for cell in cells:
+            state, note = cell_state(sweep, cell, out)
+            print(f"{cell.index:>4}  {state:<12} {cell.id}{f'  {note}' if note else ''}")
+        return 0
+    for cell in cells if args.emit or args.dry_run else []:
+        validate_cell(sweep, cell, cell_dir(out, cell))
+    if args.emit:
+        (_emit_slurm if args.emit == "slurm" else _emit_wandb)(sweep, out, workdir, args)
+        return 0
+    if args.dry_run:
+        for cell in cells:
+            print(f"{cell.id}: tiedemb {shlex.join(cell_args(sweep, cell, cell_dir(out, cell), cell.command))}")
+        print(f"{len(cells)} cells are valid")
+        return 0
+    return _summary(sweep.name, out, run_sweep(sweep, out, cells, workdir))
+
+
+def _chosen_cells(sweep: Any, args: argparse.Namespace, selection: dict[str, str]) -> list[Any] | None:
+    """The cells to act on: all, ``--cell I``, or ``--study S --LABEL=VALUE ...``; ``None``: a skipped cell."""
+    from tiedemb.experiments.sweep_file import searched_cell
+
     cells = sweep.cells
     if args.cell is not None:
         chosen = [cell for cell in sweep.all_cells if cell.index == args.cell]
         if not chosen:
             raise UserError(f"--cell {args.cell}: the sweep has cells 0..{len(sweep.all_cells) - 1}")
-        study = next(study for study in sweep.studies if study.name == chosen[0].study)
+        study = sweep.study(chosen[0].study)
         if study.skipped_because:
             print(f"cell {chosen[0].id} is skipped: {study.skipped_because}")
-            return 0
+            return None
         cells = chosen
     if args.study is not None:
         studies = {study.name: study for study in sweep.studies}
@@ -165,50 +187,47 @@ def _main(args: argparse.Namespace, selection: dict[str, str]) -> int:
         ]
         if not cells:
             raise UserError(f"no cell of study {args.study!r} has {selection}; the grid may leave it out by a rule")
-    if args.list:
-        for cell in cells:
-            state, note = cell_state(sweep, cell, out)
-            print(f"{cell.index:>4}  {state:<12} {cell.id}{f'  {note}' if note else ''}")
-        return 0
-    if args.emit == "slurm":
-        for cell in cells:
-            validate_cell(sweep, cell, cell_dir(out, cell))
-        (out / "slurm").mkdir(parents=True, exist_ok=True)  # SLURM opens the job logs there before any job runs
-        atomic_write_text(out / "sweep.slurm", slurm_script(sweep, out, workdir, args.set))
-        print(
-            f"wrote {out / 'sweep.slurm'} ({len(sweep.all_cells)} array tasks); "
-            f"submit with: sbatch {out / 'sweep.slurm'}"
-        )
-        if any(study.chain for study in sweep.studies):
-            print("chained studies: submit it once more to run after the first array, as the script's comment says")
-        return 0
-    if args.emit == "wandb":
-        for cell in cells:
-            validate_cell(sweep, cell, cell_dir(out, cell))
-        for study in sweep.studies:  # a searched key the command line does not know fails here, not in the agent
-            if study.search.parameters and study.cells and not study.skipped_because:
-                cell = searched_cell(
-                    study.cells[0],
-                    {key: typical_value(distribution) for key, distribution in study.search.parameters.items()},
-                )
-                validate_cell(sweep, cell, cell_dir(out, cell))
-        metric = parse_metric(args.metric, "--metric") if args.metric else None
-        for study, text in wandb_sweep_configs(sweep, out, args.set, args.method, metric).items():
-            path = out / f"wandb_sweep.{study}.yaml"
-            atomic_write_text(path, text)
-            chain = sweep.study(study).chain
-            after = f" (once the sweep of study {chain.study!r} has finished)" if chain else ""
-            print(f"wrote {path}; start with: wandb sweep {path}, then wandb agent <sweep id>{after}")
-        return 0
-    if args.dry_run:
-        for cell in cells:
-            validate_cell(sweep, cell, cell_dir(out, cell))
-            print(f"{cell.id}: tiedemb {shlex.join(cell_args(sweep, cell, cell_dir(out, cell), cell.command))}")
-        print(f"{len(cells)} cells are valid")
-        return 0
-    outcome = run_sweep(sweep, out, cells, workdir)
+    return cells
+
+
+def _emit_slurm(sweep: Any, out: Path, workdir: Path, args: argparse.Namespace) -> None:
+    from tiedemb.experiments.emit import slurm_script
+    from tiedemb.training.files import atomic_write_text
+
+    (out / "slurm").mkdir(parents=True, exist_ok=True)  # SLURM opens the job logs there before any job runs
+    atomic_write_text(out / "sweep.slurm", slurm_script(sweep, out, workdir, args.set))
     print(
-        f"sweep {sweep.name!r}: {len(outcome['finished'])} finished, {len(outcome['failed'])} failed, "
+        f"wrote {out / 'sweep.slurm'} ({len(sweep.all_cells)} array tasks); submit with: sbatch {out / 'sweep.slurm'}"
+    )
+    if any(study.chain for study in sweep.studies):
+        print("chained studies: submit it once more to run after the first array, as the script's comment says")
+
+
+def _emit_wandb(sweep: Any, out: Path, workdir: Path, args: argparse.Namespace) -> None:
+    from tiedemb.experiments.cells import cell_dir, validate_cell
+    from tiedemb.experiments.emit import wandb_sweep_configs
+    from tiedemb.experiments.sweep_file import parse_metric, searched_cell, typical_value
+    from tiedemb.training.files import atomic_write_text
+
+    for study in sweep.studies:  # a searched key the command line does not know fails here, not in the agent
+        if study.search.parameters and study.cells and not study.skipped_because:
+            typical = {key: typical_value(distribution) for key, distribution in study.search.parameters.items()}
+            cell = searched_cell(study.cells[0], typical)
+            validate_cell(sweep, cell, cell_dir(out, cell))
+    metric = parse_metric(args.metric, "--metric") if args.metric else None
+    for study, text in wandb_sweep_configs(sweep, out, args.set, args.method, metric).items():
+        path = out / f"wandb_sweep.{study}.yaml"
+        atomic_write_text(path, text)
+        chain = sweep.study(study).chain
+        after = f" (once the sweep of study {chain.study!r} has finished)" if chain else ""
+        print(f"wrote {path}; start with: wandb sweep {path}, then wandb agent <sweep id>{after}")
+
+
+def _summary(name: str, out: Path, outcome: dict[str, list[str]]) -> int:
+    from tiedemb.experiments import layout
+
+    print(
+        f"sweep {name!r}: {len(outcome['finished'])} finished, {len(outcome['failed'])} failed, "
         f"{len(outcome['waiting'])} waiting, {len(outcome['skipped'])} already done; "
         f"report with: python -m tiedemb.report {out}"
     )

@@ -44,4 +44,4 @@ def test_each_study_of_a_shipped_sweep_validates(path, tmp_path, prepared):
     for study in runnable:
         cell = study.cells[0]
         resolved = validate_cell(sweep, cell, cell_dir(tmp_path, cell))
-        assert "model:" in resolved and "trainer:" in resolved, (study.name, resolved[:300])
+        assert resolved["model"]["class_path"] and "max_steps" in resolved["trainer"], (study.name, resolved)

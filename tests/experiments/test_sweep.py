@@ -293,3 +293,14 @@ def test_without_out_the_cells_go_to_runs_and_the_sweeps_name(tmp_path, fake_run
     (cell,) = [cell for cell in load_sweep(sweep_file).cells if cell.index == 0]
     assert len(calls) == 1
     assert layout.read_status(tmp_path / "runs" / "t" / cell.id)["state"] == "finished"
+
+
+def test_a_cell_is_validated_by_the_clis_parser_alone_nothing_run_or_built(tmp_path, monkeypatch):
+    import tiedemb.cli
+
+    monkeypatch.setattr(tiedemb.cli, "main", lambda *args, **kwargs: pytest.fail("ran the CLI"))
+    monkeypatch.setattr(tiedemb.cli.TiedembCLI, "instantiate_classes", lambda self: pytest.fail("built the classes"))
+    sweep = load_sweep(tiny_sweep(tmp_path))
+    config = validate_cell(sweep, sweep.cells[2], tmp_path / "out")  # variant=untied,seed=0
+    assert config["model"]["init_args"]["head"] == "untied" and config["trainer"]["max_steps"] == 2
+    assert not (tmp_path / "out").exists()

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import csv
 import math
+from pathlib import Path
 
 import pytest
 import yaml
@@ -22,6 +23,8 @@ FINAL = {21: 5.16, 43: 5.15, 64: 5.145, 85: 5.14, 128: 5.14}
 TAU = {21: 600, 43: 550, 64: 500, 85: 500, 128: 500}
 STEPS = range(0, 4001, 100)
 ANALYSIS = {"axis": "d_e", "reference": "128, output=tied", "targets": [0.5], "common_target": 0.5, "claims": []}
+SHIPPED = Path(__file__).resolve().parents[2] / "configs" / "sweeps" / "width_ratios_cpu.yaml"
+REPORT = yaml.safe_load(SHIPPED.read_text(encoding="utf-8"))["report"]  # the width study's sections
 
 
 def loss(d_e: int, step: int) -> float:
@@ -46,7 +49,8 @@ def width_sweep(tmp_path):
                 yaml.safe_dump({"head": "tied_orth", "tokenizer_fingerprint": "one"})
             )
             cells.append({"id": f"pretrain/{folder.name}", "study": "pretrain", "labels": labels})
-    layout.write_json(root / layout.MANIFEST_FILE, {"name": "width", "cells": cells, "analysis": ANALYSIS})
+    manifest = {"name": "width", "cells": cells, "analysis": ANALYSIS, "report": REPORT}
+    layout.write_json(root / layout.MANIFEST_FILE, manifest)
     return root
 
 

@@ -2,10 +2,12 @@
 
 - ``sweep_file``: the sweep file format, expanded into labelled cells
 - ``cells``: validating and running a sweep's cells, one ``main.py`` process each; ``emit``: SLURM and W&B sweeps
-- ``preemption``: a sweep stopped by SIGTERM or SLURM's time-limit warning; requeueing its SLURM task
+- ``requeue``: a sweep stopped by SIGTERM or SLURM's time-limit warning; requeueing its SLURM task
 - ``layout``: what a sweep's output folder holds
 - ``runs``: reading run folders (the CSV metrics, settings and config Lightning's CSVLogger writes)
-- ``aggregate``: the tables; ``plots``: the figures; ``report``: report.md and the W&B report run
+- ``sections``: the report's section kinds, which a sweep file's ``report:`` names
+- ``aggregate``, ``evidence``, ``width_study``: the tables; ``plots``: the figures; ``report_writer``:
+  report.md and the W&B report run
 - ``dashboard``: the studies' W&B views (``tiedemb dashboard``)
 - ``analysis``: effective rank, isotropy and near-synonym cosines of a checkpoint's token embedding
 

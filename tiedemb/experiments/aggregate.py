@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from tiedemb.experiments.runs import Run
-from tiedemb.training.metric_names import MAJORITY_PREFIX
+from tiedemb.training.metric_names import INIT_LOSS, INIT_LOSS_PREDICTED, MAJORITY_PREFIX, VAL_LOSS, eval_name
 
 SEED_LABEL = "seed"
 GLUE_COLUMNS: dict[str, list[tuple[str, str]]] = {
@@ -24,6 +24,7 @@ GLUE_COLUMNS: dict[str, list[tuple[str, str]]] = {
 MAIN_METRICS = ("accuracy_matched", "accuracy", "matthews")
 """The metric that picks a GLUE run's best dev evaluation, first present wins (as GlueModule's)."""
 DEV_SKIPPED = ("loss", "epochs_to_converge")
+EPOCHS_TO_CONVERGE = eval_name("val", "epochs_to_converge")
 
 
 def t_quantile_975(df: int) -> float:
@@ -136,7 +137,7 @@ def pretraining_runs(runs: Iterable[Run]) -> list[Run]:
     return [run for run in runs if run.ok and run.kind == "pretrain"]
 
 
-def common_steps(runs: list[Run], metric: str = "val/loss") -> list[int]:
+def common_steps(runs: list[Run], metric: str = VAL_LOSS) -> list[int]:
     """Steps at which every run logged ``metric``."""
     steps = [set(run.metrics.get(metric, {})) for run in runs]
     return sorted(set.intersection(*steps)) if steps else []
@@ -152,13 +153,52 @@ def default_fixed_steps(runs: list[Run], count: int = 3) -> list[int]:
 
 def default_target_loss(runs: list[Run]) -> float | None:
     """The highest final validation loss among the runs: every run reaches it, the question is when."""
-    finals = [run.last("val/loss") for run in runs if run.last("val/loss") is not None]
+    finals = [run.last(VAL_LOSS) for run in runs if run.last(VAL_LOSS) is not None]
     return math.ceil(max(finals) * 1000) / 1000 if finals else None
 
 
-def steps_to_reach(run: Run, target: float, metric: str = "val/loss") -> int | None:
+def steps_to_reach(run: Run, target: float, metric: str = VAL_LOSS) -> int | None:
     """The first step at which ``metric`` is at or below ``target``; ``None`` if never."""
     return next((step for step, value in run.series(metric) if value <= target), None)
+
+
+TIED_NOTES = [
+    "mean ± sample standard deviation over seeds (n - 1 in the denominator); seeds = finished runs averaged",
+    "initial loss: the untrained model on the first training batch, without dropout; predicted: "
+    "tiedemb.theory for the run's configuration; ln n: the uniform model's loss",
+    "losses are validation cross-entropy in nats per predicted token, at the steps the runs logged",
+    "final 95% CI: the confidence interval of the mean final loss over seeds (Student's t)",
+]
+
+
+def _study_targets(chosen: list[Run], target_loss: float | None, default_target: bool) -> dict[str, float | None]:
+    """Each study's target loss: the one given, else (``default_target``) its runs' highest final loss.
+
+    Each study is its own comparison (a masked-token arm's losses are on another scale than the
+    next-token arm's), so the default target is taken per study.
+    """
+    by_study: dict[str, list[Run]] = {}
+    for run in chosen:
+        by_study.setdefault(run.study, []).append(run)
+    if target_loss is not None:
+        return dict.fromkeys(by_study, target_loss)
+    return {study: default_target_loss(members) if default_target else None for study, members in by_study.items()}
+
+
+def _tied_row(members: list[Run], steps: list[int], target: float | None) -> dict[str, Any]:
+    """One setting's seeds: initial losses, losses at ``steps``, final loss, steps to ``target``."""
+    row: dict[str, Any] = {"seeds": len(members)}
+    row["initial loss"] = summarise(run.first(INIT_LOSS) for run in members)
+    row["predicted"] = summarise(run.first(INIT_LOSS_PREDICTED) for run in members)
+    row["ln n"] = summarise(run.first("init/log_n") for run in members)
+    for step in steps:
+        row[f"val loss @ step {step}"] = summarise(run.metrics.get(VAL_LOSS, {}).get(step) for run in members)
+    row["final val loss"] = summarise(run.last(VAL_LOSS) for run in members)
+    row["final 95% CI"] = Interval(row["final val loss"]) if row["final val loss"] is not None else None
+    reached = [steps_to_reach(run, target) for run in members] if target is not None else []
+    row["steps to target"] = summarise(reached)  # over the runs that reached it
+    row["reached"] = f"{sum(value is not None for value in reached)}/{len(members)}" if reached else None
+    return row
 
 
 def tied_table(
@@ -174,18 +214,7 @@ def tied_table(
     """
     chosen = pretraining_runs(runs)
     groups = group_runs(chosen)
-    # Each study is its own comparison (a masked-token arm's losses are on another scale than the
-    # next-token arm's), so the default target is taken per study.
-    by_study: dict[str, list[Run]] = {}
-    for run in chosen:
-        by_study.setdefault(run.study, []).append(run)
-
-    def target_of(members: list[Run]) -> float | None:
-        if target_loss is not None:
-            return target_loss
-        return default_target_loss(members) if default_target else None
-
-    targets = {study: target_of(members) for study, members in by_study.items()}
+    targets = _study_targets(chosen, target_loss, default_target)
     steps = at_steps if at_steps is not None else default_fixed_steps(chosen)
     studies = {study for study, _ in groups}
     labels = label_columns(groups)
@@ -205,29 +234,12 @@ def tied_table(
             *target_columns,
         ]
     )
-    rows = []
-    for (study, key), members in groups.items():
-        row: dict[str, Any] = {"study": study, **dict(key), "seeds": len(members)}
-        row["initial loss"] = summarise(run.first("init/loss") for run in members)
-        row["predicted"] = summarise(run.first("init/loss_pred") for run in members)
-        row["ln n"] = summarise(run.first("init/log_n") for run in members)
-        for step, column in zip(steps, step_columns):
-            row[column] = summarise(run.metrics.get("val/loss", {}).get(step) for run in members)
-        row["final val loss"] = summarise(run.last("val/loss") for run in members)
-        row["final 95% CI"] = Interval(row["final val loss"]) if row["final val loss"] is not None else None
-        target = targets.get(study)
-        reached = [steps_to_reach(run, target) for run in members] if target is not None else []
-        row["steps to target"] = summarise(reached)  # over the runs that reached it
-        row["reached"] = f"{sum(value is not None for value in reached)}/{len(members)}" if reached else None
-        rows.append(row)
-    rows.sort(key=lambda row: [row["study"], *(sort_value(str(row.get(label, ""))) for label in labels)])
-    notes = [
-        "mean ± sample standard deviation over seeds (n - 1 in the denominator); seeds = finished runs averaged",
-        "initial loss: the untrained model on the first training batch, without dropout; predicted: "
-        "tiedemb.theory for the run's configuration; ln n: the uniform model's loss",
-        "losses are validation cross-entropy in nats per predicted token, at the steps the runs logged",
+    rows = [
+        {"study": study, **dict(key), **_tied_row(members, steps, targets.get(study))}
+        for (study, key), members in groups.items()
     ]
-    notes.append("final 95% CI: the confidence interval of the mean final loss over seeds (Student's t)")
+    rows.sort(key=lambda row: [row["study"], *(sort_value(str(row.get(label, ""))) for label in labels)])
+    notes = list(TIED_NOTES)
     shown = {study: target for study, target in targets.items() if target is not None}
     if shown:
         per_study = ", ".join(
@@ -309,6 +321,63 @@ def task_columns(task: str, scores: Iterable[str]) -> list[tuple[str, str]]:
     return [(f"{task.upper()} {metric}", metric) for metric in sorted(scores)]
 
 
+def _percent(stat: Stat | None) -> Stat | None:
+    return Stat(100 * stat.mean, None if stat.std is None else 100 * stat.std, stat.n) if stat else None
+
+
+def _score_columns(chosen: list[Run], tasks: list[str]) -> list[tuple[str, str, str]]:
+    """(task, column, metric) of every dev metric the runs of each task logged, in the tasks' order."""
+    found = []
+    for task in tasks:
+        seen = {name for run in chosen if task_of(run) == task for name in dev_scores(run)}
+        found += [(task, column, metric) for column, metric in task_columns(task, seen) if metric in seen]
+    return found
+
+
+def _dim_row(members: list[Run], metric_columns: list[tuple[str, str, str]], tasks: list[str]) -> dict[str, Any]:
+    """One route and width: sizes, dev scores (best of run, majority floor, interval, final), convergence."""
+    row: dict[str, Any] = {"runs": len(members)}
+    total = summarise(run.last("params/total") for run in members)
+    embedding = summarise(run.last("params/embedding") for run in members)
+    row["total params (M)"] = total.mean / 1e6 if total else None
+    row["embedding params (M)"] = embedding.mean / 1e6 if embedding else None
+    row["embedding share (%)"] = 100 * embedding.mean / total.mean if total and embedding else None
+    for task, column, metric in metric_columns:
+        of_task = [run for run in members if task_of(run) == task]
+        row[column] = _percent(summarise(dev_scores(run).get(metric) for run in of_task))
+        floor = [run.last(f"{MAJORITY_PREFIX}{metric}") for run in of_task]  # always the most frequent label
+        row[majority_column(column)] = next((100 * value for value in floor if value is not None), None)
+        if metric in MAIN_METRICS:
+            row[f"{column} 95% CI"] = Interval(row[column]) if row[column] is not None else None
+            row[f"{column} final"] = _percent(summarise(final_dev_score(run, metric) for run in of_task))
+    for task in tasks:
+        of_task = [run for run in members if task_of(run) == task]
+        row[f"epochs to converge ({task.upper()})"] = summarise(run.last(EPOCHS_TO_CONVERGE) for run in of_task)
+    mains = [row[column].mean for _, column, metric in metric_columns if metric in MAIN_METRICS and row[column]]
+    row["score"] = statistics.fmean(mains) if mains else None
+    return row
+
+
+DIM_NOTES = [
+    "dev-set scores in percent: mean ± sample standard deviation over seeds; runs = finished runs averaged",
+    "each run's scores come from its best dev evaluation (by accuracy, matched accuracy for MNLI): the "
+    "test stage's figures on the best checkpoint where the sweep ran it",
+    "parameters: total of the fine-tuned model and its embedding (token, position and segment tables, "
+    "the d_e -> hidden projection, the embedding norm)",
+    "95% CI: the confidence interval of the mean over seeds (Student's t); final: the main metric at the "
+    "run's last dev evaluation, beside the best-of-run figure",
+    "epochs to converge: the first dev evaluation (in fractional epochs) at which the main metric is "
+    "within 1% (relative) of the run's best; meaningful when the schedule does not force convergence "
+    "(a constant learning rate after warmup) and the run is long enough to plateau",
+    "majority: the score of always answering the training set's most frequent label, which every run "
+    "logs at its start (data/majority/...); – where the runs predate it",
+    "score: mean over tasks of the main metric (MNLI-m accuracy, MRPC accuracy, ...)",
+    "MDE: the minimum detectable difference, in points, between this row and another of the same route "
+    "with as many seeds: (t_0.975 + t_0.80) x the route's pooled seed standard deviation x sqrt(2 / seeds) "
+    "(two-sided 5% test, 80% power); a difference between widths smaller than it is not claimed",
+]
+
+
 def embedding_dim_table(runs: Iterable[Run], extra: Callable[[list[Run]], dict[str, Any]] | None = None) -> Table:
     """d_e, parameters, dev scores per task, epochs to converge, points per million parameters.
 
@@ -318,92 +387,44 @@ def embedding_dim_table(runs: Iterable[Run], extra: Callable[[list[Run]], dict[s
     # One row per route to a width (the study: pretrained at d_e, SVD-narrowed, re-initialised ...)
     # and d_e, so the routes stand side by side; a single-route sweep has rows per d_e alone.
     routes = list(dict.fromkeys(route_of(run) for run in chosen))
-    by_dim: dict[tuple[int, str], list[Run]] = {}
+    by_dim: dict[tuple[int, int], list[Run]] = {}
     for run in chosen:
         by_dim.setdefault((routes.index(route_of(run)), embedding_dim_of(run)), []).append(run)
     tasks = list(dict.fromkeys(task_of(run) for run in chosen))
-    metric_columns: list[tuple[str, str, str]] = []  # (task, column, metric)
-    for task in tasks:
-        seen = {name for run in chosen if task_of(run) == task for name in dev_scores(run)}
-        metric_columns += [(task, column, metric) for column, metric in task_columns(task, seen) if metric in seen]
-    converge_columns = [(task, f"epochs to converge ({task.upper()})") for task in tasks]
-    main_columns = [(task, column, metric) for task, column, metric in metric_columns if metric in MAIN_METRICS]
-    interval_columns = [(column, f"{column} 95% CI") for _, column, _ in main_columns]
-    final_columns = [(task, metric, f"{column} final") for task, column, metric in main_columns]
+    metric_columns = _score_columns(chosen, tasks)
+    mains = [column for _, column, metric in metric_columns if metric in MAIN_METRICS]
     rows = []
-    for route_index, dim in sorted(by_dim):
-        members = by_dim[(route_index, dim)]
-        row: dict[str, Any] = {"route": routes[route_index], "d_e": dim, "runs": len(members)}
-        total = summarise(run.last("params/total") for run in members)
-        embedding = summarise(run.last("params/embedding") for run in members)
-        row["total params (M)"] = total.mean / 1e6 if total else None
-        row["embedding params (M)"] = embedding.mean / 1e6 if embedding else None
-        row["embedding share (%)"] = 100 * embedding.mean / total.mean if total and embedding else None
-        for task, column, metric in metric_columns:
-            values = [dev_scores(run).get(metric) for run in members if task_of(run) == task]
-            stat = summarise(values)
-            row[column] = Stat(100 * stat.mean, None if stat.std is None else 100 * stat.std, stat.n) if stat else None
-        for task, column, metric in metric_columns:  # the floor: always the most frequent label
-            floor = [run.last(f"{MAJORITY_PREFIX}{metric}") for run in members if task_of(run) == task]
-            floor = [value for value in floor if value is not None]
-            row[majority_column(column)] = 100 * floor[0] if floor else None
-        for column, interval in interval_columns:
-            row[interval] = Interval(row[column]) if isinstance(row.get(column), Stat) else None
-        for task, metric, column in final_columns:
-            stat = summarise(final_dev_score(run, metric) for run in members if task_of(run) == task)
-            row[column] = Stat(100 * stat.mean, None if stat.std is None else 100 * stat.std, stat.n) if stat else None
-        for task, column in converge_columns:
-            row[column] = summarise(run.last("val/epochs_to_converge") for run in members if task_of(run) == task)
-        mains = [
-            row[column].mean
-            for task, column, metric in metric_columns
-            if metric in MAIN_METRICS and isinstance(row.get(column), Stat)
-        ]
-        row["score"] = statistics.fmean(mains) if mains else None
-        if extra is not None:
-            row.update(extra(members))
-        rows.append(row)
+    for route, dim in sorted(by_dim):
+        row = {"route": routes[route], "d_e": dim, **_dim_row(by_dim[(route, dim)], metric_columns, tasks)}
+        rows.append({**row, **(extra(by_dim[(route, dim)]) if extra is not None else {})})
     for route in routes:
         _points_per_million([row for row in rows if row["route"] == route])
-        for _, column, _ in main_columns:
+        for column in mains:
             _minimum_detectable([row for row in rows if row["route"] == route], column)
-    extra_columns = [
-        column for row in rows for column in row if column not in ("route", "d_e", "runs", "score", "pts per M params")
+    majority = [majority_column(column) for _, column, _ in metric_columns]
+    numbers = [
+        *(column for _, column, _ in metric_columns),
+        *majority,
+        *(f"{column} 95% CI" for column in mains),
+        *(mde_column(column) for column in mains),
+        *(f"{column} final" for column in mains),
+        *(f"epochs to converge ({task.upper()})" for task in tasks),
     ]
-    base = (["route"] if len(routes) > 1 else []) + [
+    base = [
+        *(["route"] if len(routes) > 1 else []),
         "d_e",
         "runs",
         "total params (M)",
         "embedding params (M)",
         "embedding share (%)",
-        *(column for _, column, _ in metric_columns),
-        *(majority_column(column) for _, column, _ in metric_columns),
-        *(interval for _, interval in interval_columns),
-        *(mde_column(column) for _, column, _ in main_columns),
-        *(column for _, _, column in final_columns),
-        *(column for _, column in converge_columns),
+        *numbers,
     ]
-    columns = base + [c for c in dict.fromkeys(extra_columns) if c not in base] + ["score", "pts per M params"]
-    smallest = rows[0]["d_e"] if rows else None
-    notes = [
-        "dev-set scores in percent: mean ± sample standard deviation over seeds; runs = finished runs averaged",
-        "each run's scores come from its best dev evaluation (by accuracy, matched accuracy for MNLI): the "
-        "test stage's figures on the best checkpoint where the sweep ran it",
-        "parameters: total of the fine-tuned model and its embedding (token, position and segment tables, "
-        "the d_e -> hidden projection, the embedding norm)",
-        "95% CI: the confidence interval of the mean over seeds (Student's t); final: the main metric at the "
-        "run's last dev evaluation, beside the best-of-run figure",
-        "epochs to converge: the first dev evaluation (in fractional epochs) at which the main metric is "
-        "within 1% (relative) of the run's best; meaningful when the schedule does not force convergence "
-        "(a constant learning rate after warmup) and the run is long enough to plateau",
-        "majority: the score of always answering the training set's most frequent label, which every run "
-        "logs at its start (data/majority/...); – where the runs predate it",
-        "score: mean over tasks of the main metric (MNLI-m accuracy, MRPC accuracy, ...)",
-        "MDE: the minimum detectable difference, in points, between this row and another of the same route "
-        "with as many seeds: (t_0.975 + t_0.80) x the route's pooled seed standard deviation x sqrt(2 / seeds) "
-        "(two-sided 5% test, 80% power); a difference between widths smaller than it is not claimed",
-    ]
-    if smallest is not None:
+    last = ("score", "pts per M params")
+    extra_columns = [column for row in rows for column in row if column not in (*base, "route", *last)]
+    columns = [*base, *dict.fromkeys(extra_columns), *last]
+    notes = list(DIM_NOTES)
+    if rows:
+        smallest = rows[0]["d_e"]
         notes.append(
             f"pts per M params: (score - score at d_e={smallest}) / (params - params at d_e={smallest}) in millions"
         )
@@ -421,11 +442,8 @@ def embedding_dim_table(runs: Iterable[Run], extra: Callable[[list[Run]], dict[s
             "embedding share (%)": 1,
             "score": 2,
             "pts per M params": 3,
-            **{column: 2 for _, column, _ in metric_columns},
-            **{column: 2 for _, column in interval_columns},
-            **{mde_column(column): 2 for _, column, _ in main_columns},
-            **{column: 2 for _, _, column in final_columns},
-            **{column: 2 for _, column in converge_columns},
+            # the majority floor keeps the default 3 decimals
+            **{column: 2 for column in numbers if column not in majority},
         },
         score_columns=[column for _, column, _ in metric_columns],
     )

@@ -12,9 +12,8 @@ looked up when the cell starts, in the output folder as it is then.
 
 from __future__ import annotations
 
-import contextlib
+import argparse
 import importlib
-import io
 import json
 import os
 import shlex
@@ -27,8 +26,6 @@ import warnings
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
-
-import yaml
 
 from tiedemb.errors import UserError
 from tiedemb.experiments import layout
@@ -130,46 +127,77 @@ def cell_args(
 # --------------------------------------------------------------------------- validation
 
 
-def validate_cell(sweep: Sweep, cell: Cell, folder: Path) -> str:
-    """Parse the cell's command line with the real CLI; return the resolved config (YAML).
+def validate_cell(sweep: Sweep, cell: Cell, folder: Path) -> dict[str, Any]:
+    """Parse the cell's command line with the CLI's parser; return the resolved config.
 
     Raises ``UserError`` naming the cell and the rejected key. Beyond what the parser checks
     (unknown keys, types), a pretraining model's settings are checked as the model would
     check them (known head, widths that divide), without building it.
     """
-    resolved = resolved_config(sweep, cell, folder)
-    config = yaml.safe_load(resolved) or {}
+    config = resolved_config(sweep, cell, folder)
     _check_model_settings(sweep, cell, config)
     _check_test_stage(sweep, cell, config)
-    return resolved
+    return config
 
 
-def resolved_config(sweep: Sweep, cell: Cell, folder: Path) -> str:
-    """The cell's configuration as the real CLI resolves it (``--print_config``), as YAML."""
-    from tiedemb.cli import main
+class _Parsed(Exception):
+    """Raised by ``_ParseOnly`` once the command line is parsed, carrying its config: nothing is built."""
 
-    stdout, stderr = io.StringIO(), io.StringIO()
-    code: Any = 0
-    with contextlib.redirect_stdout(stdout), contextlib.redirect_stderr(stderr), warnings.catch_warnings():
-        # The cell's command line is given as a list on purpose; the sweep's own arguments are not its.
-        warnings.filterwarnings("ignore", message=".*args parameter is intended to run from within Python")
-        try:
-            main([*cell_args(sweep, cell, folder, cell.command), "--print_config"])
-        except SystemExit as exited:
-            code = exited.code
-        except UserError as error:  # a check that raises instead of exiting
-            stderr.write(f"error: {error}")
-            code = 2
-    if code not in (0, None):
-        lines = stderr.getvalue().splitlines()
-        # The CLI ends on one ``error:`` line (and a hint); anything printed before it is not the reason.
-        errors = [line for line in lines if line.startswith("error:")]
-        message = errors[-1] if errors else " ".join(line for line in lines if not line.startswith("hint:"))
+
+def _parse_only_cli() -> type:
+    from tiedemb.cli import TiedembCLI
+
+    class ParseOnly(TiedembCLI):
+        """The CLI up to its parse: LightningCLI's hooks hand over the subcommand's parser and the config."""
+
+        def add_arguments_to_parser(self, parser: Any) -> None:
+            super().add_arguments_to_parser(parser)
+            self.subcommand_parser = parser  # only the cell's subcommand is built in full (TiedembCLI)
+
+        def parse_arguments(self, parser: Any, args: Any) -> None:
+            try:
+                super().parse_arguments(parser, args)
+            except argparse.ArgumentError as error:
+                from tiedemb.training.arguments import choice_mismatch, condense_parse_error, nearest_valid_key
+
+                message = str(error)
+                nearest = nearest_valid_key(message, getattr(self, "subcommand_parser", parser))
+                condensed = choice_mismatch(condense_parse_error(message))
+                raise UserError(condensed + (f"; did you mean {nearest}?" if nearest else "")) from None
+            raise _Parsed(self.config[self.config["subcommand"]])
+
+    return ParseOnly
+
+
+def resolved_config(sweep: Sweep, cell: Cell, folder: Path) -> dict[str, Any]:
+    """The cell's configuration as the CLI's parser resolves it (jsonargparse; nothing instantiated)."""
+    import lightning as L
+
+    from tiedemb.cli import ArgumentParser, Trainer
+
+    try:
+        with warnings.catch_warnings():
+            # The cell's command line is given as a list on purpose; the sweep's own arguments are not its.
+            warnings.filterwarnings("ignore", message=".*args parameter is intended to run from within Python")
+            _parse_only_cli()(
+                model_class=L.LightningModule,
+                datamodule_class=L.LightningDataModule,
+                subclass_mode_model=True,
+                subclass_mode_data=True,
+                trainer_class=Trainer,
+                parser_class=ArgumentParser,
+                save_config_callback=None,
+                seed_everything_default=0,
+                parser_kwargs={"exit_on_error": False},  # a mistake is raised to here, not printed
+                args=cell_args(sweep, cell, folder, cell.command),
+            )
+    except _Parsed as parsed:
+        return parsed.args[0].as_dict()
+    except UserError as error:
         raise UserError(
-            f"sweep {sweep.name!r}, cell {cell.id!r}: the command line is rejected: "
-            f"{message.removeprefix('error: ').strip()}{_blame(cell, message)}"
-        )
-    return stdout.getvalue()
+            f"sweep {sweep.name!r}, cell {cell.id!r}: the command line is rejected: {error}{_blame(cell, str(error))}"
+        ) from None
+    raise AssertionError("the CLI's parse_arguments hook was not called")
 
 
 def _blame(cell: Cell, message: str) -> str:
@@ -231,7 +259,7 @@ def apply_settings(sweep: Sweep, settings: dict[str, Any], out: Path) -> None:
         return
     keys: dict[str, list[str]] = {}  # cell id -> the setting keys its configuration has
     for cell in sweep.all_cells:
-        config = yaml.safe_load(resolved_config(sweep, cell, cell_dir(out, cell))) or {}
+        config = resolved_config(sweep, cell, cell_dir(out, cell))
         keys[cell.id] = [key for key in settings if has_key(config, key)]
         if cell.upstream is not None and cell.upstream.key in keys[cell.id]:
             raise UserError(
@@ -360,6 +388,8 @@ def write_manifest(sweep: Sweep, out: Path) -> None:
             "wandb": sweep.wandb,
             # the claims and margins as the file stated them when the sweep ran (experiments/claims.py)
             **({"analysis": analysis_record(sweep.analysis)} if sweep.analysis else {}),
+            # the report's sections as declared when the sweep ran (experiments/sections.py)
+            **({"report": sweep.report} if sweep.report else {}),
         },
     )
 
@@ -462,8 +492,31 @@ def run_cell(sweep: Sweep, cell: Cell, out: Path, workdir: Path) -> bool:
         "stages": dict(completed),
         **slurm_record(),
     }
-    begin = time.monotonic()
     stages = [stage for stage in [cell.command] + (["test"] if cell.test else []) if stage not in completed]
+    begin = time.monotonic()
+    if not _run_stages(sweep, cell, folder, workdir, stages, commands, status, upstream):
+        return False
+    layout.write_json(
+        folder / layout.CELL_FILE, {**(layout.read_json(folder / layout.CELL_FILE) or {}), "commands": commands}
+    )
+    status.update(state=layout.FINISHED, finished=now(), seconds=round(time.monotonic() - begin, 1))
+    status.pop("stage", None)
+    layout.write_json(folder / layout.STATUS_FILE, status)
+    return True
+
+
+def _run_stages(
+    sweep: Sweep,
+    cell: Cell,
+    folder: Path,
+    workdir: Path,
+    stages: list[str],
+    commands: dict[str, list[str]],
+    status: dict[str, Any],
+    upstream: str | None,
+) -> bool:
+    """Run a cell's stages in order, recording each in ``status``; return whether every one succeeded."""
+    begin, attempt = time.monotonic(), status["attempt"]
     for stage in stages:
         status["stage"] = stage
         if STOP.received:  # told to stop before this stage started: it is not started
@@ -500,12 +553,6 @@ def run_cell(sweep: Sweep, cell: Cell, out: Path, workdir: Path) -> bool:
             )
             layout.write_json(folder / layout.STATUS_FILE, status)
             return False
-    layout.write_json(
-        folder / layout.CELL_FILE, {**(layout.read_json(folder / layout.CELL_FILE) or {}), "commands": commands}
-    )
-    status.update(state=layout.FINISHED, finished=now(), seconds=round(time.monotonic() - begin, 1))
-    status.pop("stage", None)
-    layout.write_json(folder / layout.STATUS_FILE, status)
     return True
 
 

@@ -90,8 +90,8 @@ def parse_analysis(raw: Any, studies: Sequence[str], where: str) -> Analysis | N
     if raw is None:
         return None
     where = f"{where}: analysis"
-    raw = _mapping(raw, where)
-    _check_keys(raw, ANALYSIS_KEYS, where)
+    raw = mapping_of(raw, where)
+    check_keys(raw, ANALYSIS_KEYS, where)
     for key in ("axis", "reference"):
         if not isinstance(raw.get(key), (str, int)) or isinstance(raw.get(key), bool):
             raise UserError(f"{where}: {key} must be a label value (a string), got {raw.get(key)!r}")
@@ -99,8 +99,8 @@ def parse_analysis(raw: Any, studies: Sequence[str], where: str) -> Analysis | N
     claims = []
     for index, item in enumerate(_list(raw.get("claims", []), f"{where}: claims")):
         claim_where = f"{where}: claims[{index}]"
-        item = _mapping(item, claim_where)
-        _check_keys(item, CLAIM_KEYS, claim_where)
+        item = mapping_of(item, claim_where)
+        check_keys(item, CLAIM_KEYS, claim_where)
         missing = [key for key in ("text", "study", "levels", "metric", "expect", "margin") if key not in item]
         if missing:
             raise UserError(f"{claim_where}: {', '.join(missing)} missing")
@@ -321,9 +321,12 @@ def describe_rule(claim: Claim) -> str:
 # --------------------------------------------------------------------------- checks
 
 
-def _mapping(value: Any, where: str) -> dict[str, Any]:
+def mapping_of(value: Any, where: str) -> dict[str, Any]:
+    """A YAML mapping of a sweep or claims file (unset: empty), else a ``UserError`` naming ``where``."""
+    if value is None:
+        return {}
     if not isinstance(value, dict):
-        raise UserError(f"{where} must be a mapping, got {type(value).__name__}")
+        raise UserError(f"{where}: expected a mapping, got {type(value).__name__} {value!r}")
     return value
 
 
@@ -333,10 +336,10 @@ def _list(value: Any, where: str) -> list[Any]:
     return value
 
 
-def _check_keys(mapping: dict[str, Any], allowed: tuple[str, ...], where: str) -> None:
-    unknown = [key for key in mapping if key not in allowed]
-    if unknown:
-        raise UserError(f"{where}: unknown key {unknown[0]!r}; valid: {', '.join(allowed)}")
+def check_keys(mapping: dict[str, Any], allowed: tuple[str, ...], where: str) -> None:
+    for key in mapping:
+        if key not in allowed:
+            raise UserError(f"{where}: unknown key {key!r}; valid: {', '.join(allowed)}")
 
 
 def _number(value: Any, where: str) -> float:

@@ -24,8 +24,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import torch
-
 from tiedemb.experiments.aggregate import Interval, Table, pretraining_runs, sort_value, summarise
 from tiedemb.experiments.claims import (
     Analysis,
@@ -36,11 +34,17 @@ from tiedemb.experiments.claims import (
     verdict,
 )
 from tiedemb.experiments.runs import Run
-from tiedemb.modules.similarity import SCORES_FILE, paired_auroc_difference, read_scores
-from tiedemb.training.metric_names import STEP_TARGETS, UNIGRAM_LOSS, VAL_LOSS
+from tiedemb.training.metric_names import (
+    INIT_LOSS,
+    INIT_LOSS_PREDICTED,
+    STEP_TARGETS,
+    UNIGRAM_LOSS,
+    VAL_LOSS,
+    loss_name,
+)
 
 SEED_LABEL = "seed"
-VAL, OOD = VAL_LOSS, "val_ood/loss"
+VAL, OOD = VAL_LOSS, loss_name("val_ood")
 TRAIN_FLOPS_PER_SEC, TRAIN_BATCHES_PER_SEC = "train/device/flops_per_sec", "train/device/batches_per_sec"
 BASELINES = {
     "unigram": UNIGRAM_LOSS,
@@ -71,6 +75,11 @@ class RunNumbers:
     def below_unigram(self) -> float | None:
         unigram = self.baselines.get("unigram")
         return None if unigram is None or self.final is None else unigram - self.final
+
+
+def labels_of(runs: Iterable[Run]) -> list[str]:
+    """Every label the runs carry, in first-seen order."""
+    return list(dict.fromkeys(label for run in runs for label in run.labels))
 
 
 def level_of(labels: dict[str, str], axis: str) -> str:
@@ -389,64 +398,41 @@ def verdicts(numbers: dict[str, dict[str, dict[str, RunNumbers]]], analysis: Ana
 
 def run_metrics_table(runs: Iterable[Run], analysis: Analysis | None) -> Table:
     """One row per run (every state): labels, what the seed set, final metrics, steps to targets."""
+    runs = list(runs)
     axis = analysis.axis if analysis else "variant"
     targets = analysis.targets if analysis and analysis.targets else DEFAULT_TARGETS
-    rows = []
-    label_names: list[str] = []
-    for run in runs:
-        for label in run.labels:
-            if label not in label_names:
-                label_names.append(label)
+    label_names = labels_of(runs)
     step_columns = [f"steps to unigram - {target:g}" for target in targets]
+    rows = []
     for run in runs:
         found = run_numbers(run, axis, targets)
         data = (run.config.get("data") or {}).get("init_args") or {}
-        row: dict[str, Any] = {
-            "run": run.id,
-            "study": run.study,
-            **run.labels,
-            "state": run.state,
-            "seed_everything": run.config.get("seed_everything"),
-            "data seed": run.hparams.get("seed", data.get("seed")),
-            "corpus seed": run.hparams.get("corpus_seed", data.get("corpus_seed")),
-            "tokenizer": run.tokenizer_fingerprint,
-            "initial loss": run.first("init/loss"),
-            "predicted": run.first("init/loss_pred"),
-            "last step": found.last_step,
-            "final val loss": found.final,
-            "final ood loss": found.final_ood,
-            **{name: found.baselines[name] for name in BASELINES},
-            "params": run.first("params/total"),
-            "commit": _commit(run),
-            "started": _started(run),
-        }
-        for target, column in zip(targets, step_columns):
-            row[column] = found.steps[target]
-        rows.append(row)
-    columns = [
-        "run",
-        "study",
-        *label_names,
-        "state",
-        "seed_everything",
-        "data seed",
-        "corpus seed",
-        "tokenizer",
-        "initial loss",
-        "predicted",
-        "last step",
-        "final val loss",
-        "final ood loss",
-        *BASELINES,
-        *step_columns,
-        "params",
-        "commit",
-        "started",
-    ]
+        rows.append(
+            {
+                "run": run.id,
+                "study": run.study,
+                **{name: run.labels.get(name) for name in label_names},
+                "state": run.state,
+                "seed_everything": run.config.get("seed_everything"),
+                "data seed": run.hparams.get("seed", data.get("seed")),
+                "corpus seed": run.hparams.get("corpus_seed", data.get("corpus_seed")),
+                "tokenizer": run.tokenizer_fingerprint,
+                "initial loss": run.first(INIT_LOSS),
+                "predicted": run.first(INIT_LOSS_PREDICTED),
+                "last step": found.last_step,
+                "final val loss": found.final,
+                "final ood loss": found.final_ood,
+                **{name: found.baselines[name] for name in BASELINES},
+                **{column: found.steps[target] for target, column in zip(targets, step_columns)},
+                "params": run.first("params/total"),
+                "commit": _commit(run),
+                "started": _started(run),
+            }
+        )
     return Table(
         name="run_metrics",
         title="Every run's final metrics",
-        columns=columns,
+        columns=list(rows[0]) if rows else ["run", "study"],  # every row has the same columns
         rows=rows,
         notes=[
             "tokenizer: the fingerprint of the tokenizer the run read, as it logged it (blank: a run from "
@@ -474,11 +460,7 @@ def _commit(run: Run) -> str | None:
 def curve_rows(runs: Iterable[Run]) -> tuple[list[str], list[list[Any]]]:
     """Every run's validation curve: one row per run and evaluation step."""
     runs = list(runs)
-    label_names: list[str] = []
-    for run in runs:
-        for label in run.labels:
-            if label not in label_names:
-                label_names.append(label)
+    label_names = labels_of(runs)
     columns = ["run", "study", *label_names, "step", VAL, OOD]
     rows = []
     for run in runs:
@@ -532,6 +514,8 @@ PAIRED_INTERVAL = "95% paired bootstrap"
 
 
 def _scores_file(run: Run) -> Path | None:
+    from tiedemb.modules.similarity import SCORES_FILE  # torch: only where a probe is read
+
     return next(iter(sorted(run.folder.rglob(SCORES_FILE))), None)
 
 
@@ -552,6 +536,10 @@ def _paired_with(run: Run, reference: Run | None) -> dict[str, Any]:
     mine, theirs = _scores_file(run), _scores_file(reference)
     if mine is None or theirs is None:
         return empty
+    import torch
+
+    from tiedemb.modules.similarity import paired_auroc_difference, read_scores
+
     (scores, labels), (reference_scores, reference_labels) = read_scores(mine), read_scores(theirs)
     if not torch.equal(labels, reference_labels):  # not the same pairs: nothing to pair
         return empty
@@ -563,12 +551,8 @@ def zero_shot_table(runs: Iterable[Run]) -> Table:
     """The zero-shot similarity probes (``tiedemb similarity``): ROC-AUC and its bootstrap interval per
     run, beside the share of each embedding table that narrowing kept."""
     rows = []
-    label_names: list[str] = []
     probes = [run for run in runs if run.ok and "zero_shot/auroc" in run.metrics]
-    for run in probes:
-        for label in run.labels:
-            if label not in label_names:
-                label_names.append(label)
+    label_names = labels_of(probes)
     references = _full_width_probes(probes)
     for run in sorted(probes, key=lambda run: [run.study, *(sort_value(run.labels.get(n, "")) for n in label_names)]):
         rows.append(

@@ -17,6 +17,7 @@ from typing import Any
 from tiedemb.experiments.aggregate import SEED_LABEL, Stat, group_runs, pretraining_runs
 from tiedemb.experiments.runs import Run
 from tiedemb.training.files import atomic_write_bytes
+from tiedemb.training.metric_names import INIT_LOSS, INIT_LOSS_PREDICTED, UNIGRAM_LOSS, VAL_LOSS
 
 MISSING = 'no figures: matplotlib is not installed (pip install "tiedemb[report]")'
 
@@ -85,7 +86,7 @@ class LossPanel:
 def loss_panels(runs: Iterable[Run]) -> list[LossPanel]:
     """Validation loss against step per variant (mean ± std over seeds), one panel per study and d_e:
     what ``loss_curves`` draws and the report logs to W&B as charts."""
-    chosen = [run for run in pretraining_runs(runs) if run.metrics.get("val/loss")]
+    chosen = [run for run in pretraining_runs(runs) if run.metrics.get(VAL_LOSS)]
     grouped: dict[tuple[str, str], list[Run]] = {}
     for run in chosen:
         grouped.setdefault((run.study, run.labels.get("d_e", "")), []).append(run)
@@ -107,13 +108,14 @@ def loss_panels(runs: Iterable[Run]) -> list[LossPanel]:
                 )
                 or group_study
             )
-            steps, means, stds = _mean_curve(members, "val/loss")
-            initial = [run.first("init/loss") for run in members if run.first("init/loss") is not None]
+            steps, means, stds = _mean_curve(members, VAL_LOSS)
+            initial = [run.first(INIT_LOSS) for run in members if run.first(INIT_LOSS) is not None]
             if initial:  # the curve starts where the untrained model stood
                 steps = [0, *steps]
                 means = [statistics.fmean(initial), *means]
                 stds = [statistics.stdev(initial) if len(initial) > 1 else 0.0, *stds]
-            predicted = [run.first("init/loss_pred") for run in members if run.first("init/loss_pred") is not None]
+            predicted = [run.first(INIT_LOSS_PREDICTED) for run in members]
+            predicted = [value for value in predicted if value is not None]
             panel.curves.append(
                 Curve(
                     name,
@@ -179,7 +181,7 @@ def loss_curves(runs: Iterable[Run], path: Path) -> Path | None:
         if log_n:
             axis.axhline(statistics.fmean(log_n), color="grey", linestyle="--", linewidth=1, label="ln n (uniform)")
         # the losses of token frequencies and pairs on the same validation blocks (runs on text log them)
-        for metric, style, name in (("data/unigram_loss", ":", "unigram"), ("data/bigram_loss", "-.", "bigram")):
+        for metric, style, name in ((UNIGRAM_LOSS, ":", "unigram"), ("data/bigram_loss", "-.", "bigram")):
             values = [value for value in (run.first(metric) for run in panel.runs) if value is not None]
             if values:
                 for each in (axis, zoomed):

@@ -20,7 +20,7 @@ from typing import Any
 import yaml
 
 from tiedemb.experiments import layout
-from tiedemb.training.metric_names import TOKENIZER_FINGERPRINT
+from tiedemb.training.metric_names import INIT_LOSS, TOKENIZER_FINGERPRINT, VAL_LOSS
 from tiedemb.training.status_file import LOST, lost_process
 
 VERSION = re.compile(r"version_(\d+)$")
@@ -65,7 +65,7 @@ class Run:
         """``glue`` (classification metrics), ``pretrain`` (language-model losses) or ``other``."""
         if any(name.split("/", 1)[-1].startswith(("accuracy", "f1", "matthews")) for name in self.metrics):
             return "glue"
-        if "head" in self.hparams or "init/loss" in self.metrics or "val/loss" in self.metrics:
+        if "head" in self.hparams or INIT_LOSS in self.metrics or VAL_LOSS in self.metrics:
             return "pretrain" if "num_labels" not in self.hparams else "glue"
         return "other"
 

@@ -47,6 +47,12 @@ A sweep file is YAML::
             model.learning_rate: {distribution: log_uniform_values, min: 1.0e-4, max: 3.0e-3}
             model.warmup_steps: {distribution: int_uniform, min: 10, max: 100}
           run_cap: 20                           # the most runs the W&B sweep starts (optional)
+    analysis: {axis: variant, reference: tied, claims: [...]}   # the claims and margins the report
+                                                # decides (experiments/claims.py)
+    report:                                     # the report's sections, in order (experiments/sections.py;
+      - baselines                               # without it: sections.DEFAULT_REPORT)
+      - claims
+      - {kind: embedding_dim, downstream: true}
 
 Every cell is one ``main.py fit`` run: the configs in order (file, study, named levels), then
 the overrides as ``--key=value`` flags (file, study, levels, rules, grid values). Each axis has a
@@ -84,7 +90,8 @@ import yaml
 
 from tiedemb.data.catalog import prepare_hint
 from tiedemb.errors import UserError
-from tiedemb.experiments.claims import Analysis, parse_analysis
+from tiedemb.experiments.claims import Analysis, check_keys, mapping_of, parse_analysis
+from tiedemb.experiments.sections import parse_report
 from tiedemb.training.shipped_configs import resolve_config
 
 FILE_KEYS = (
@@ -102,6 +109,7 @@ FILE_KEYS = (
     "search",
     "studies",
     "analysis",
+    "report",
 )
 STUDY_KEYS = (
     "description",
@@ -247,6 +255,7 @@ class Sweep:
     threads: int | None = None  # CPU threads of each cell's process; None: the machine's default
     studies: list[Study] = field(default_factory=list)
     analysis: Analysis | None = None  # the claims the report decides (experiments/claims.py)
+    report: list[dict[str, Any]] | None = None  # the report's sections (experiments/sections.py); None: the default
 
     @property
     def cells(self) -> list[Cell]:
@@ -320,8 +329,8 @@ def load_sweep(path: str | Path, workdir: str | Path | None = None) -> Sweep:
     except yaml.YAMLError as error:
         raise UserError(f"sweep file {str(path)!r} is not valid YAML: {error}") from None
     where = f"sweep file {str(path)!r}"
-    content = _mapping(content, where)
-    _check_keys(content, FILE_KEYS, where)
+    content = mapping_of(content, where)
+    check_keys(content, FILE_KEYS, where)
     name = str(content.get("name") or file.stem)
     base = file.resolve().parent
     workdir = Path(workdir or Path.cwd())
@@ -330,7 +339,7 @@ def load_sweep(path: str | Path, workdir: str | Path | None = None) -> Sweep:
         name=name,
         description=str(content.get("description") or ""),
         wandb=_wandb_settings(content.get("wandb", {}), where),
-        slurm=_mapping(content.get("slurm", {}), f"{where}: slurm"),
+        slurm=mapping_of(content.get("slurm", {}), f"{where}: slurm"),
         threads=_threads(content.get("threads"), where),
     )
     shared = {key: content[key] for key in STUDY_KEYS if key in content and key != "description"}
@@ -338,14 +347,14 @@ def load_sweep(path: str | Path, workdir: str | Path | None = None) -> Sweep:
     if studies is None:
         raw_studies = {name: {}}
     else:
-        raw_studies = _mapping(studies, f"{where}: studies")
+        raw_studies = mapping_of(studies, f"{where}: studies")
         if not raw_studies:
             raise UserError(f"{where}: studies is empty")
     index = 0
     for study_name, raw in raw_studies.items():
         study_where = f"{where}: study {study_name!r}"
-        raw = _mapping(raw, study_where)
-        _check_keys(raw, STUDY_KEYS, study_where)
+        raw = mapping_of(raw, study_where)
+        check_keys(raw, STUDY_KEYS, study_where)
         study = _expand_study(str(study_name), shared, raw, base, workdir, study_where, index)
         index += len(study.cells)
         sweep.studies.append(study)
@@ -356,6 +365,7 @@ def load_sweep(path: str | Path, workdir: str | Path | None = None) -> Sweep:
         if study.chain is not None:
             _link(study, study.chain, sweep.study(study.chain.study), f"{where}: study {study.name!r}: pretrained_from")
     sweep.analysis = parse_analysis(content.get("analysis"), [study.name for study in sweep.studies], where)
+    sweep.report = parse_report(content.get("report"), sweep.analysis, where)
     return sweep
 
 
@@ -389,7 +399,7 @@ def _expand_study(
         raise UserError(f"{where}: command={command!r} is not a known choice; valid: {', '.join(COMMAND_CHOICES)}")
     if command != "fit" and test:
         raise UserError(f"{where}: test={test!r} has no effect with command={command!r}: it tests what fit trained")
-    grid = {**_mapping(shared.get("grid", {}), f"{where}: grid"), **_mapping(own.get("grid", {}), f"{where}: grid")}
+    grid = {**mapping_of(shared.get("grid", {}), f"{where}: grid"), **mapping_of(own.get("grid", {}), f"{where}: grid")}
     axes = [_axis(key, values, base, f"{where}: grid.{key}") for key, values in grid.items()]
     labels = [axis[0].label for axis in axes]
     duplicated = sorted({label for label in labels if labels.count(label) > 1})
@@ -403,8 +413,8 @@ def _expand_study(
     missing = [entry for entry in required if not (workdir / Path(entry).expanduser()).exists()]
     chain = _chain(own["pretrained_from"], f"{where}: pretrained_from") if "pretrained_from" in own else None
     search = _search(
-        _mapping(shared.get("search"), f"{where}: search"),
-        _mapping(own.get("search"), f"{where}: search"),
+        mapping_of(shared.get("search"), f"{where}: search"),
+        mapping_of(own.get("search"), f"{where}: search"),
         grid,
         labels,
         f"{where}: search",
@@ -447,8 +457,8 @@ def _axis(key: str, values: Any, base: Path, where: str) -> list[_Level]:
             raise UserError(f"{where}: a named axis needs at least one level")
         levels = []
         for level, bundle in values.items():
-            bundle = _mapping(bundle if bundle is not None else {}, f"{where}.{level}")
-            _check_keys(bundle, LEVEL_KEYS, f"{where}.{level}")
+            bundle = mapping_of(bundle if bundle is not None else {}, f"{where}.{level}")
+            check_keys(bundle, LEVEL_KEYS, f"{where}.{level}")
             levels.append(
                 _Level(
                     label=key,
@@ -465,9 +475,9 @@ def _axis(key: str, values: Any, base: Path, where: str) -> list[_Level]:
 
 
 def _rule(rule: Any, labels: list[str], where: str) -> dict[str, Any]:
-    rule = _mapping(rule, where)
-    _check_keys(rule, RULE_KEYS, where)
-    condition = _mapping(rule.get("where", {}), f"{where}.where")
+    rule = mapping_of(rule, where)
+    check_keys(rule, RULE_KEYS, where)
+    condition = mapping_of(rule.get("where", {}), f"{where}.where")
     for label in condition:
         if label not in labels:
             raise UserError(
@@ -489,13 +499,13 @@ def _rule(rule: Any, labels: list[str], where: str) -> dict[str, Any]:
 def _search(shared: dict[str, Any], own: dict[str, Any], grid: dict[str, Any], labels: list[str], where: str) -> Search:
     """A study's ``search``: the file's, with the study's keys winning and parameters merged."""
     for raw in (shared, own):
-        _check_keys(raw, SEARCH_KEYS, where)
+        check_keys(raw, SEARCH_KEYS, where)
     merged = {
         **shared,
         **own,
         "parameters": {
-            **_mapping(shared.get("parameters"), f"{where}.parameters"),
-            **_mapping(own.get("parameters"), f"{where}.parameters"),
+            **mapping_of(shared.get("parameters"), f"{where}.parameters"),
+            **mapping_of(own.get("parameters"), f"{where}.parameters"),
         },
     }
     method = merged.get("method", "grid")
@@ -536,8 +546,8 @@ def parse_metric(value: Any, where: str) -> tuple[str, str]:
     if isinstance(value, str):
         name, _, goal = value.partition(":")
         value = {"name": name, "goal": goal or "minimize"}
-    value = _mapping(value, where)
-    _check_keys(value, ("name", "goal"), where)
+    value = mapping_of(value, where)
+    check_keys(value, ("name", "goal"), where)
     name, goal = value.get("name"), value.get("goal", "minimize")
     if not isinstance(name, str) or not name:
         raise UserError(f"{where}: name must be a logged metric, e.g. val/loss, got {name!r}")
@@ -553,12 +563,12 @@ def typical_value(distribution: dict[str, Any]) -> int | float:
 
 
 def _distribution(value: Any, where: str) -> dict[str, Any]:
-    value = _mapping(value, where)
+    value = mapping_of(value, where)
     name = value.get("distribution")
     if name not in DISTRIBUTIONS:
         raise UserError(f"{where}: distribution={name!r} is not one of W&B's: {', '.join(DISTRIBUTIONS)}")
     needed = DISTRIBUTIONS[name]
-    _check_keys(value, ("distribution", *needed, "q"), where)
+    check_keys(value, ("distribution", *needed, "q"), where)
     for key in needed + (("q",) if "q" in value else ()):
         if isinstance(value.get(key), bool) or not isinstance(value.get(key), (int, float)):
             raise UserError(f"{where}: {name} needs a number for {key}, got {value.get(key)!r}")
@@ -577,8 +587,8 @@ def _distribution(value: Any, where: str) -> dict[str, Any]:
 
 
 def _chain(raw: Any, where: str) -> Chain:
-    raw = _mapping(raw, where)
-    _check_keys(raw, CHAIN_KEYS, where)
+    raw = mapping_of(raw, where)
+    check_keys(raw, CHAIN_KEYS, where)
     if not isinstance(raw.get("study"), str):
         raise UserError(f"{where}: study must name the upstream study of this file, got {raw.get('study')!r}")
     match = raw.get("match") or []
@@ -592,7 +602,7 @@ def _chain(raw: Any, where: str) -> Chain:
     key = raw.get("key", DEFAULT_CHAIN_KEY)
     _check_cli_key(key, f"{where}: key")
     labels = {
-        str(label): format_value(value) for label, value in _mapping(raw.get("labels"), f"{where}: labels").items()
+        str(label): format_value(value) for label, value in mapping_of(raw.get("labels"), f"{where}: labels").items()
     }
     return Chain(study=raw["study"], match=tuple(match), labels=labels, checkpoint=checkpoint, key=key)
 
@@ -661,20 +671,6 @@ def _link(study: Study, chain: Chain, upstream: Study, where: str) -> None:
 # --------------------------------------------------------------------------- small checks
 
 
-def _mapping(value: Any, where: str) -> dict[str, Any]:
-    if value is None:
-        return {}
-    if not isinstance(value, dict):
-        raise UserError(f"{where}: expected a mapping, got {type(value).__name__} {value!r}")
-    return value
-
-
-def _check_keys(mapping: dict[str, Any], allowed: tuple[str, ...], where: str) -> None:
-    for key in mapping:
-        if key not in allowed:
-            raise UserError(f"{where}: unknown key {key!r}; valid: {', '.join(allowed)}")
-
-
 def _check_cli_key(key: Any, where: str) -> None:
     if not isinstance(key, str) or not key or key.startswith("-") or " " in key:
         raise UserError(
@@ -683,7 +679,7 @@ def _check_cli_key(key: Any, where: str) -> None:
 
 
 def _overrides(value: Any, where: str) -> dict[str, Any]:
-    overrides = _mapping(value, f"{where}: overrides")
+    overrides = mapping_of(value, f"{where}: overrides")
     for key in overrides:
         _check_cli_key(key, f"{where}: overrides")
     return dict(overrides)
@@ -706,8 +702,8 @@ def _configs(value: Any, base: Path, where: str) -> tuple[Path, ...]:
 def _wandb_settings(value: Any, where: str) -> dict[str, Any] | None:
     if value is False:
         return None
-    settings = _mapping(value, f"{where}: wandb")
-    _check_keys(settings, WANDB_KEYS, f"{where}: wandb")
+    settings = mapping_of(value, f"{where}: wandb")
+    check_keys(settings, WANDB_KEYS, f"{where}: wandb")
     return {"project": "tiedemb", **settings}
 
 

@@ -470,15 +470,3 @@ def downstream_notes(dims: Table) -> list[str]:
                     f"class ({floor:.1f}), within the MDE of {mde:.1f}; no downstream claim is made"
                 )
     return notes
-
-
-def width_tables(numbers: Numbers, analysis: Analysis | None) -> list[Table]:
-    """The three tables of a width study (an analysis with a common_target); none for other sweeps."""
-    if analysis is None or analysis.common_target is None:
-        return []
-    return [
-        control_table(numbers, analysis),
-        gain_table(numbers, analysis),
-        convergence_cost_table(numbers, analysis),
-        parameters_table(numbers, analysis),
-    ]
