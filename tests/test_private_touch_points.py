@@ -17,20 +17,15 @@ import pytest
 import torch
 from jsonargparse import ArgumentError
 from jsonargparse import ArgumentParser as JsonArgumentParser
-from lightning.fabric.utilities.throughput import Throughput
 from lightning.pytorch.callbacks import ModelCheckpoint
 from lightning.pytorch.cli import LightningCLI
-from lightning.pytorch.loggers import WandbLogger
 from lightning.pytorch.loops import evaluation_loop, fit_loop, training_epoch_loop
 
 from tiedemb.cli import ArgumentParser, TiedembCLI, Trainer
-from tiedemb.modules.throughput import ModelThroughput
 from tiedemb.training.arguments import NO_CLASS, condense_parse_error, nearest_valid_key
 from tiedemb.training.lightning_internals import (
     count_the_step_as_lightning_does,
     stop_after_this_step,
-    unstarted_wandb_init,
-    use_peak_flops,
 )
 
 PRIVATE_OVERRIDES = {"tiedemb.cli.TiedembCLI": ["_parse_ckpt_path", "_prepare_subcommand_parser"]}
@@ -131,32 +126,6 @@ def test_the_flag_lightnings_sigterm_handler_sets_stops_the_fit_after_the_step()
 def test_model_checkpoint_keeps_its_last_checkpoint_step(name, expected):
     assert hasattr(ModelCheckpoint, name), f"ModelCheckpoint.{name} is gone (ResumableCheckpoint, SaveOnPreemption)"
     assert parameters(getattr(ModelCheckpoint, name)) == expected, f"ModelCheckpoint.{name} changed"
-
-
-# -- 5. WandbLogger's arguments for wandb.init before its run starts --------------------------------
-def test_an_unstarted_wandb_logger_keeps_its_wandb_init_arguments_with_anonymous(tmp_path):
-    logger = WandbLogger(save_dir=str(tmp_path), id="abc123", resume="allow")
-    init = unstarted_wandb_init(logger)
-    assert isinstance(init, dict) and "anonymous" in init, "WandbLogger._wandb_init changed"
-    assert init["anonymous"] is None, "WandbLogger no longer passes an unset anonymous as None"
-    # the resumed run's id goes through the public constructor (tiedemb.cli), reaching wandb.init
-    assert init["id"] == "abc123" and init["resume"] == "allow" and logger.version == "abc123"
-    assert logger._experiment is None  # still not started: nothing was sent anywhere
-
-
-# -- 6. ThroughputMonitor's per-stage counters ------------------------------------------------------
-def test_throughput_monitor_keeps_its_per_stage_counters_where_a_peak_can_be_given_them():
-    trainer = L.Trainer(logger=False, enable_checkpointing=False, enable_progress_bar=False, accelerator="cpu")
-    trainer.state.fn, trainer.state.stage = "fit", "train"
-    monitor = ModelThroughput(peak_flops=1e12)
-    monitor.setup(trainer, L.LightningModule(), "fit")
-    counters = list(monitor._throughputs.values())
-    assert counters and all(isinstance(counter, Throughput) for counter in counters), (
-        "ThroughputMonitor._throughputs changed: the peak tiedemb gives is not used"
-    )
-    assert all(counter.available_flops == 1e12 for counter in counters)
-    use_peak_flops(monitor, None)
-    assert all(counter.available_flops is None for counter in counters)
 
 
 # -- 7. jsonargparse's error report ------------------------------------------------------------------

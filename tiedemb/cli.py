@@ -91,12 +91,7 @@ from tiedemb.training.run_summary import RunKind, say_summary, summary_lines
 from tiedemb.training.status_callback import RunStatus
 from tiedemb.training.strategy import check_cpu_processes, check_strategy_config
 from tiedemb.training.wandb_checkpoints import apply_log_model
-from tiedemb.training.wandb_mode import (
-    WandbRunId,
-    choose_wandb_mode,
-    quiet_wandb_start,
-    wandb_run_id,
-)
+from tiedemb.training.wandb_mode import WandbRunId, make_wandb_folders, wandb_mode, wandb_run_id
 from tiedemb.training.wandb_names import name_wandb_runs
 from tiedemb.weights.restoring import weights_from_checkpoint
 
@@ -685,7 +680,7 @@ class TiedembCLI(LightningCLI):
         check_sequence_length(self.model, self.datamodule)
         self._prepare_checkpoint(fitting)  # before W&B makes its folder: the checkpoint may be refused
         say(f"run folder: {self.run_dir}{' (continued)' if self._continued else ''}")
-        quiet_wandb_start(self.trainer.loggers)
+        make_wandb_folders(self.trainer.loggers)
 
     def _prepare_checkpoint(self, fitting: bool = False) -> None:
         """Resolve ``--ckpt_path`` and vet the checkpoint."""
@@ -811,6 +806,8 @@ class TiedembCLI(LightningCLI):
         specs, built = (specs, built) if isinstance(specs, list) else ([specs], [built])
         root = str(settings.trainer.default_root_dir or "runs")
         run_id = self._wandb_run_to_continue()
+        # offline where W&B cannot go online, through the logger's own mode (wandb.init's argument)
+        mode = wandb_mode() if any(isinstance(logger, WandbLogger) for logger in built) else None
         loggers = []
         for spec, logger in zip(specs, built):
             init = spec.get("init_args") if hasattr(spec, "get") else None
@@ -825,6 +822,10 @@ class TiedembCLI(LightningCLI):
                     log.warning("the W&B logger was given its own id; it does not continue the resumed run %s", run_id)
                 else:
                     changed.update(id=run_id, resume="allow")
+            if mode and isinstance(logger, WandbLogger) and not (arguments.get("mode") or arguments.get("offline")):
+                changed["mode"] = mode
+                if "WANDB_SILENT" not in os.environ and arguments.get("settings") is None:
+                    changed["settings"] = {"silent": True}  # nothing to link to: keep the log quiet
             if changed:
                 logger = type(logger)(**{**arguments, **changed})
             loggers.append(logger)
@@ -1016,9 +1017,6 @@ _SUMMARY_MIXED_PRECISION_WARNING = r"Precision (bf16-|16-)?mixed is not supporte
 def build_cli(args: list[str] | None = None, run: bool = True) -> TiedembCLI:
     set_log_level_from_env()
     hide_lightning_advert()
-    choose_wandb_mode()
-    warnings.filterwarnings("ignore", message=_LIGHTNING_LEAFSPEC_WARNING, category=FutureWarning)
-    warnings.filterwarnings("ignore", message=_SUMMARY_MIXED_PRECISION_WARNING, category=UserWarning)
     # validate/test/predict RUN_DIR: the run's folder stands for its checkpoint (training/evaluation.py)
     argv = sys.argv[1:] if args is None else args
     if isinstance(argv, (list, tuple)):
@@ -1029,19 +1027,24 @@ def build_cli(args: list[str] | None = None, run: bool = True) -> TiedembCLI:
                 sys.argv[1:] = rewritten
             else:
                 args = rewritten
-    return TiedembCLI(
-        model_class=L.LightningModule,
-        datamodule_class=L.LightningDataModule,
-        subclass_mode_model=True,
-        subclass_mode_data=True,
-        trainer_class=Trainer,
-        parser_class=ArgumentParser,
-        save_config_callback=ConfigSaver,
-        seed_everything_default=0,
-        parser_kwargs=parser_help_kwargs(TiedembCLI.subcommands()),
-        args=args,
-        run=run,
-    )
+    # The warnings silenced here and while the run is prepared (TiedembCLI._prepare_checkpoint) are
+    # silenced for this command only: the filters are restored when it returns.
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message=_LIGHTNING_LEAFSPEC_WARNING, category=FutureWarning)
+        warnings.filterwarnings("ignore", message=_SUMMARY_MIXED_PRECISION_WARNING, category=UserWarning)
+        return TiedembCLI(
+            model_class=L.LightningModule,
+            datamodule_class=L.LightningDataModule,
+            subclass_mode_model=True,
+            subclass_mode_data=True,
+            trainer_class=Trainer,
+            parser_class=ArgumentParser,
+            save_config_callback=ConfigSaver,
+            seed_everything_default=0,
+            parser_kwargs=parser_help_kwargs(TiedembCLI.subcommands()),
+            args=args,
+            run=run,
+        )
 
 
 def main(args: list[str] | None = None, run: bool = True) -> TiedembCLI | None:

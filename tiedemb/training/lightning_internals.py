@@ -12,8 +12,7 @@ from __future__ import annotations
 from typing import Any
 
 import lightning as L
-from lightning.pytorch.callbacks import ModelCheckpoint, ThroughputMonitor
-from lightning.pytorch.loggers import WandbLogger
+from lightning.pytorch.callbacks import ModelCheckpoint
 
 
 def stop_after_this_step(trainer: L.Trainer, stop: bool = True) -> None:
@@ -54,24 +53,3 @@ def saved_this_step(callback: ModelCheckpoint, trainer: L.Trainer) -> bool:
 def saves_at_train_epoch_end(callback: ModelCheckpoint, trainer: L.Trainer) -> bool:
     """Whether ``callback`` saves at the end of a training epoch rather than after a validation."""
     return callback._should_save_on_train_epoch_end(trainer)
-
-
-def unstarted_wandb_init(logger: WandbLogger) -> dict[str, Any] | None:
-    """The arguments ``logger`` will pass to ``wandb.init``, to change before its run starts; None once started.
-
-    ``WandbLogger`` takes them at construction and reads them when its run starts (at setup), and
-    always includes ``anonymous``, which W&B warns about when unset (``quiet_wandb_start``).
-    """
-    if logger._experiment is not None:
-        return None
-    return logger._wandb_init
-
-
-def use_peak_flops(monitor: ThroughputMonitor, peak: float | None) -> None:
-    """Have the per-stage ``Throughput`` counters ``monitor`` made in its ``setup`` compute MFU against ``peak``.
-
-    ``ThroughputMonitor.setup`` looks the peak up in Lightning's table and hands it to the counters
-    it creates there, in one step; a peak of tiedemb's own can only be given to them afterwards.
-    """
-    for throughput in monitor._throughputs.values():
-        throughput.available_flops = peak
