@@ -305,25 +305,6 @@ def test_print_shtab_prints_a_bash_completion_script(tmp_path):
     assert syntax.returncode == 0, syntax.stderr
 
 
-@pytest.mark.parametrize(
-    ("args", "built"),
-    [
-        (["fit", "--config", "x.yaml"], "fit"),
-        (["initloss"], "initloss"),
-        (["validate", "--help"], "validate"),
-        (["--help"], None),  # the top-level help: every subcommand
-        (["--config", "x.yaml", "fit"], None),  # an option before the subcommand
-        (["fit", "--print_shtab=bash"], None),  # the completion script covers every subcommand
-        (["fitt"], None),  # not a subcommand: the error lists them all
-        ({"fit": {}}, None),
-    ],
-)
-def test_only_the_subcommand_named_first_gets_its_arguments(args, built):
-    from tiedemb.cli import TiedembCLI, subcommand_named_first
-
-    assert subcommand_named_first(args, TiedembCLI.subcommands()) == built
-
-
 def test_a_subcommand_run_alone_still_lists_and_checks_every_subcommand(capsys):
     with pytest.raises(SystemExit):
         main(["validate", "--help"])

@@ -18,18 +18,15 @@ import torch
 from jsonargparse import ArgumentError
 from jsonargparse import ArgumentParser as JsonArgumentParser
 from lightning.pytorch.callbacks import ModelCheckpoint
-from lightning.pytorch.cli import LightningCLI
 from lightning.pytorch.loops import evaluation_loop, fit_loop, training_epoch_loop
 
-from tiedemb.cli import ArgumentParser, TiedembCLI, Trainer
 from tiedemb.training.arguments import NO_CLASS, condense_parse_error, nearest_valid_key
 from tiedemb.training.lightning_internals import (
-    count_the_step_as_lightning_does,
     stop_after_this_step,
 )
 
-PRIVATE_OVERRIDES = {"tiedemb.cli.TiedembCLI": ["_parse_ckpt_path", "_prepare_subcommand_parser"]}
-"""The private methods of a library class that a tiedemb subclass overrides: touch point 1 only."""
+PRIVATE_OVERRIDES: dict[str, list[str]] = {}
+"""The private methods of a library class that a tiedemb subclass overrides: none."""
 LIBRARIES = ("lightning", "jsonargparse", "argparse")
 
 
@@ -61,44 +58,6 @@ def test_no_other_private_method_of_lightning_or_jsonargparse_is_overridden():
 
 def parameters(function) -> list[str]:
     return list(inspect.signature(function).parameters)
-
-
-# -- 1. LightningCLI._prepare_subcommand_parser ----------------------------------------------------
-def test_lightningcli_builds_every_subcommand_parser_through_prepare_subcommand_parser():
-    assert parameters(LightningCLI._prepare_subcommand_parser) == ["self", "klass", "subcommand", "kwargs"], (
-        "LightningCLI._prepare_subcommand_parser changed: TiedembCLI's override (one subcommand's parser built whole)"
-    )
-    built: dict[str, object] = {}
-
-    class Recording(TiedembCLI):
-        def _prepare_subcommand_parser(self, klass, subcommand, **kwargs):
-            built[subcommand] = parser = super()._prepare_subcommand_parser(klass, subcommand, **kwargs)
-            return parser
-
-    with pytest.raises(SystemExit):
-        Recording(
-            model_class=L.LightningModule,
-            datamodule_class=L.LightningDataModule,
-            subclass_mode_model=True,
-            subclass_mode_data=True,
-            trainer_class=Trainer,
-            parser_class=ArgumentParser,
-            args=["validate", "--help"],
-        )
-    assert set(built) == set(TiedembCLI.subcommands()), "LightningCLI no longer builds its subcommands' parsers here"
-    assert "trainer.max_steps" in built["validate"].get_defaults()
-    assert "trainer.max_steps" not in built["fit"].get_defaults()  # only the subcommand run is built whole
-
-
-# -- 2. LightningCLI._parse_ckpt_path ---------------------------------------------------------------
-def test_lightningcli_puts_a_checkpoints_hyperparameters_over_the_config_in_parse_ckpt_path():
-    assert parameters(LightningCLI._parse_ckpt_path) == ["self"], "LightningCLI._parse_ckpt_path changed"
-    source = inspect.getsource(LightningCLI.__init__)
-    steps = ["self.parse_arguments(", "self._parse_ckpt_path()", "self.before_instantiate_classes()"]
-    assert all(step in source for step in steps), "LightningCLI.__init__ no longer calls _parse_ckpt_path"
-    assert [source.index(step) for step in steps] == sorted(source.index(step) for step in steps), (
-        "LightningCLI reads --ckpt_path's hyperparameters elsewhere than between parsing and instantiation"
-    )
 
 
 # -- 3. the Trainer's SIGTERM flag ------------------------------------------------------------------
@@ -160,16 +119,3 @@ def test_jsonargparses_error_text_is_what_the_short_report_is_read_from(tmp_path
     # The parser an error in a subcommand is reported against, and the option names a typo is matched to.
     assert "subcommand_parser" in inspect.getsource(JsonArgumentParser.error)
     assert all(isinstance(action, argparse.Action) for action in plain._actions)
-
-
-# -- 8. the logging step in a checkpoint's loop state ------------------------------------------------
-def test_a_checkpoints_loop_state_holds_the_logging_step_a_signal_save_counts_back():
-    trainer = L.Trainer(logger=False, enable_checkpointing=False, enable_progress_bar=False)
-    trainer.fit_loop.epoch_loop._batches_that_stepped = 7
-    checkpoint = {"loops": {"fit_loop": trainer.fit_loop.state_dict()}}
-    count_the_step_as_lightning_does(checkpoint)
-    trainer.fit_loop.load_state_dict(checkpoint["loops"]["fit_loop"])
-    assert trainer.fit_loop.epoch_loop._batches_that_stepped == 6, "the epoch loop's saved logging step moved"
-    source = inspect.getsource(training_epoch_loop._TrainingEpochLoop)
-    # the restart that re-enters a step that validated and raises the count there (SaveOnPreemption)
-    assert "self._skip_next_val = True" in source and "self._batches_that_stepped += 1" in source

@@ -9,8 +9,6 @@ jsonargparse's errors (``tiedemb.training.arguments``) are the others.
 
 from __future__ import annotations
 
-from typing import Any
-
 import lightning as L
 from lightning.pytorch.callbacks import ModelCheckpoint
 
@@ -31,18 +29,6 @@ def save_last_checkpoint(callback: ModelCheckpoint, trainer: L.Trainer) -> None:
     set before the save so that the checkpoint's callback state names it, the previous one removed.
     """
     callback._save_last_checkpoint(trainer, callback._monitor_candidates(trainer))
-
-
-def count_the_step_as_lightning_does(checkpoint: dict[str, Any]) -> None:
-    """Give a checkpoint written at a signal, after a step that validated, the logging step Lightning's own hold.
-
-    Lightning counts logged steps in ``_batches_that_stepped`` (the x-axis every logger writes),
-    raised at the very end of a step, after its validation. Its own checkpoints at a validation are
-    written before that raise, and a run resumed from one re-enters that step, skips the validation
-    it already ran and raises the count then. A signal stops the fit after the raise: saved as it
-    is, the resumed run would raise it twice and log every later metric one step late.
-    """
-    checkpoint["loops"]["fit_loop"]["epoch_loop.state_dict"]["_batches_that_stepped"] -= 1
 
 
 def saved_this_step(callback: ModelCheckpoint, trainer: L.Trainer) -> bool:
