@@ -501,6 +501,11 @@ class TiedembCLI(LightningCLI):
             # status.json also at the top of its run folder, except in a folder whose status.json a sweep keeps
             if isinstance(callback, RunStatus) and self._run_name() != HERE:
                 callback.run_dir = str(folder)
+            # Checkpoints go to <run>/checkpoints, not Lightning's <save_dir>/<name>/<version>/checkpoints.
+            # As given (a relative root stays relative): the run's folder is then found from a
+            # checkpoint's recorded folder wherever the run folder is moved (training/evaluation.py).
+            if isinstance(callback, ModelCheckpoint) and callback.dirpath is None:
+                callback.dirpath = str(folder / CHECKPOINTS)
         kwargs = {
             "default_root_dir": str(folder),
             **loggers,
@@ -509,15 +514,7 @@ class TiedembCLI(LightningCLI):
             **kwargs,
         }
         self.save_config_kwargs = {**self.save_config_kwargs, "run_dir": folder}
-        trainer = super().instantiate_trainer(**kwargs)
-        # Checkpoints go to <run>/checkpoints, not Lightning's <save_dir>/<name>/<version>/checkpoints
-        # (the config's checkpoint callbacks and the one Lightning adds where it lists none).
-        # As given (a relative root stays relative): the run's folder is then found from a
-        # checkpoint's recorded folder wherever the run folder is moved (training/evaluation.py).
-        for callback in trainer.checkpoint_callbacks:
-            if isinstance(callback, ModelCheckpoint) and callback.dirpath is None:
-                callback.dirpath = str(folder / CHECKPOINTS)
-        return trainer
+        return super().instantiate_trainer(**kwargs)
 
     def _run_callbacks(self, given: list[Any], settings: Any, has_loggers: bool) -> list[Any]:
         """The config's callbacks and, where it lists none of a kind, the ones every run gets."""
@@ -525,8 +522,8 @@ class TiedembCLI(LightningCLI):
         def missing(kind: type) -> bool:
             return not any(isinstance(callback, kind) for callback in given)
 
-        def shown(option: str) -> bool:
-            return settings.get(option) is not False  # unset: Lightning shows it
+        def enabled(option: str) -> bool:
+            return settings.get(option) is not False  # unset: Lightning's default, on
 
         # Without a logger (--trainer.logger=false) LearningRateMonitor would stop the run, having
         # nowhere to write: it is left out.
@@ -544,15 +541,13 @@ class TiedembCLI(LightningCLI):
             # pretraining: gradient norms and token-table statistics (training/monitor.py)
             *([(TrainingMonitor, TrainingMonitor)] if has_loggers and isinstance(self.model, PretrainModule) else []),
             # "Epoch 0", not Lightning's "Epoch 0/-2", on the bar of a run bounded by max_steps; no v_num
-            *([(ProgressBar, RunProgressBar)] if RICH and settings.get("enable_progress_bar") is not False else []),
+            *([(ProgressBar, RunProgressBar)] if RICH and enabled("enable_progress_bar") else []),
+            # Lightning's own checkpoint callback where the config lists none (given its folder above)
+            *([(ModelCheckpoint, ModelCheckpoint)] if enabled("enable_checkpointing") else []),
             # the model summary without Lightning's FLOPs column, which counts nothing here (0)
-            *(
-                [(ModelSummary, SummaryWithoutFlops)]
-                if RICH and settings.get("enable_model_summary") is not False
-                else []
-            ),
+            *([(ModelSummary, SummaryWithoutFlops)] if RICH and enabled("enable_model_summary") else []),
         ]
-        # random states travel in checkpoints whatever callbacks the config lists (first, as before)
+        # random states travel in checkpoints whatever callbacks the config lists
         first = [RandomState()] if missing(RandomState) else []
         return [*first, *kept, *(make() for kind, make in wanted if missing(kind))]
 
