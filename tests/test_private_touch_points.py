@@ -1,10 +1,10 @@
-"""The private names of Lightning, its W&B logger and jsonargparse that tiedemb relies on, checked
-against the installed versions.
+"""The private names of Lightning and jsonargparse that tiedemb relies on, checked against the
+installed versions.
 
 docs/architecture.md ("Private touch points") lists each with the reason no public API serves.
 An upgrade that renames or reshapes one fails here, naming it, instead of changing the behaviour
 built on it without a word. What each is for is tested where that behaviour is (test_resume.py,
-test_checkpoint_alone.py, test_wandb_resume.py, test_user_errors.py).
+test_sigterm_during_validation.py, test_user_errors.py).
 """
 
 from __future__ import annotations
@@ -60,7 +60,7 @@ def parameters(function) -> list[str]:
     return list(inspect.signature(function).parameters)
 
 
-# -- 3. the Trainer's SIGTERM flag ------------------------------------------------------------------
+# -- 1. the Trainer's SIGTERM flag ------------------------------------------------------------------
 def test_the_flag_lightnings_sigterm_handler_sets_stops_the_fit_after_the_step():
     trainer = L.Trainer(logger=False, enable_checkpointing=False, enable_progress_bar=False)
     assert trainer.received_sigterm is False
@@ -72,7 +72,7 @@ def test_the_flag_lightnings_sigterm_handler_sets_stops_the_fit_after_the_step()
         assert "received_sigterm" in inspect.getsource(loop), f"{loop.__name__} no longer stops on the flag"
 
 
-# -- 4. ModelCheckpoint's last-checkpoint step ------------------------------------------------------
+# -- 2. ModelCheckpoint's last-checkpoint step ------------------------------------------------------
 @pytest.mark.parametrize(
     ("name", "expected"),
     [
@@ -87,7 +87,7 @@ def test_model_checkpoint_keeps_its_last_checkpoint_step(name, expected):
     assert parameters(getattr(ModelCheckpoint, name)) == expected, f"ModelCheckpoint.{name} changed"
 
 
-# -- 7. jsonargparse's error report ------------------------------------------------------------------
+# -- 3. jsonargparse's error report ------------------------------------------------------------------
 def parse_error(parser: JsonArgumentParser, args: list[str]) -> str:
     with pytest.raises(ArgumentError) as raised:
         parser.parse_args(args)

@@ -2,9 +2,8 @@
 
 Every one is listed in docs/architecture.md ("Private touch points") with the reason no public API
 serves; tests/test_private_touch_points.py fails, naming it, when a Lightning upgrade renames or
-reshapes one, instead of letting the behaviour change silently. The two ``LightningCLI`` methods
-``tiedemb.cli.TiedembCLI`` overrides (they have to be methods of the CLI class) and the text of
-jsonargparse's errors (``tiedemb.training.arguments``) are the others.
+reshapes one, instead of letting the behaviour change silently. The text of jsonargparse's errors
+(``tiedemb.training.arguments``) is the one other.
 """
 
 from __future__ import annotations
