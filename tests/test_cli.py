@@ -122,9 +122,9 @@ def test_default_logger_records_offline_without_credentials(tmp_path):
 
     W&B speaks here (``WANDB_SILENT=false``, as for a user with credentials), and the log carries
     none of the warnings the default loggers used to cause without any setting of the user's: W&B's
-    on Lightning's unset ``anonymous`` and on the git root it looks for in a save folder not yet
-    made, torch's deprecation of the pytree class Lightning builds, and Lightning's advertisement for
-    its own cloud logger; Lightning's other start-up lines stay.
+    on the git root it looks for in a save folder not yet made, torch's deprecation of the pytree
+    class Lightning builds, and Lightning's advertisement for its own cloud logger; Lightning's other
+    start-up lines stay. (W&B's word on the ``anonymous`` argument Lightning always passes is left.)
     """
     env = {"WANDB_API_KEY": "", "NETRC": str(tmp_path / "no-netrc"), "HOME": str(tmp_path), "WANDB_SILENT": "false"}
     clean = {k: v for k, v in os.environ.items() if not k.startswith("WANDB_")}
@@ -153,27 +153,39 @@ def test_default_logger_records_offline_without_credentials(tmp_path):
     assert offline_runs, "no offline W&B run directory was written"
     log = result.stdout + result.stderr
     assert "wandb: Tracking run" in log  # W&B did speak
-    for noise in ("anonymous setting", "git root", "LeafSpec", "litlogger"):
+    for noise in ("git root", "LeafSpec", "litlogger"):
         assert noise not in log, log[-3000:]
     assert "GPU available: False" in log  # the filter takes that one line only
 
 
-def test_quieting_the_wandb_start_keeps_what_the_user_set(tmp_path):
-    """Only Lightning's unset ``anonymous`` is dropped; each W&B logger's save folder exists before its run starts."""
+def test_each_wandb_logger_has_its_save_folder_before_its_run_starts(tmp_path):
     from lightning.pytorch.loggers import CSVLogger, WandbLogger
 
-    from tiedemb.training.wandb_mode import quiet_wandb_start
+    from tiedemb.training.wandb_mode import make_wandb_folders
 
-    unset = WandbLogger(save_dir=str(tmp_path / "unset"))
-    given = WandbLogger(save_dir=str(tmp_path / "given"), anonymous=True)
+    wandb_logger = WandbLogger(save_dir=str(tmp_path / "wandb"))
     csv = CSVLogger(save_dir=str(tmp_path / "csv"))
-    assert "anonymous" in unset._wandb_init  # what Lightning passes to wandb.init unasked
-    quiet_wandb_start([unset, given, csv])
-    assert "anonymous" not in unset._wandb_init
-    assert given._wandb_init["anonymous"] == "allow"
-    assert (tmp_path / "unset").is_dir() and (tmp_path / "given").is_dir()
+    make_wandb_folders([wandb_logger, csv])
+    assert (tmp_path / "wandb").is_dir()
     assert not (tmp_path / "csv").exists()  # other loggers are left alone
-    assert unset._experiment is None and given._experiment is None  # nothing started
+
+
+def test_without_credentials_the_wandb_logger_is_told_offline_and_the_environment_is_left(tmp_path, monkeypatch):
+    from lightning.pytorch.loggers import WandbLogger
+
+    for name in ("WANDB_MODE", "WANDB_API_KEY", "WANDB_SILENT"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("NETRC", str(tmp_path / "no-netrc"))
+    args = ["--config", str(CONFIGS / "tied.yaml"), "--config", str(TINY), f"--trainer.default_root_dir={tmp_path}"]
+    cli = main(args, run=False)
+    (logger,) = [logger for logger in cli.trainer.loggers if isinstance(logger, WandbLogger)]
+    # the arguments the logger passes to wandb.init when its run starts (read here, not changed)
+    assert logger._wandb_init["mode"] == "offline" and logger._wandb_init["settings"] == {"silent": True}
+    assert not [name for name in os.environ if name.startswith("WANDB_")]
+    monkeypatch.setenv("WANDB_MODE", "disabled")  # a mode the user set is W&B's to read
+    given = main(args, run=False)
+    (logger,) = [logger for logger in given.trainer.loggers if isinstance(logger, WandbLogger)]
+    assert logger._wandb_init.get("mode") is None
 
 
 GLUE_CONFIGS = sorted((CONFIGS / "glue").glob("*.yaml"))
@@ -291,25 +303,6 @@ def test_print_shtab_prints_a_bash_completion_script(tmp_path):
     (tmp_path / "completion.sh").write_text(script)
     syntax = subprocess.run(["bash", "-n", str(tmp_path / "completion.sh")], capture_output=True, text=True)
     assert syntax.returncode == 0, syntax.stderr
-
-
-@pytest.mark.parametrize(
-    ("args", "built"),
-    [
-        (["fit", "--config", "x.yaml"], "fit"),
-        (["initloss"], "initloss"),
-        (["validate", "--help"], "validate"),
-        (["--help"], None),  # the top-level help: every subcommand
-        (["--config", "x.yaml", "fit"], None),  # an option before the subcommand
-        (["fit", "--print_shtab=bash"], None),  # the completion script covers every subcommand
-        (["fitt"], None),  # not a subcommand: the error lists them all
-        ({"fit": {}}, None),
-    ],
-)
-def test_only_the_subcommand_named_first_gets_its_arguments(args, built):
-    from tiedemb.cli import TiedembCLI, subcommand_named_first
-
-    assert subcommand_named_first(args, TiedembCLI.subcommands()) == built
 
 
 def test_a_subcommand_run_alone_still_lists_and_checks_every_subcommand(capsys):

@@ -234,19 +234,10 @@ def _schedule(module) -> dict[str, Any]:
 
 
 def _peak(module) -> float | None:
-    from lightning.pytorch.callbacks import ThroughputMonitor
-
     from tiedemb.modules.throughput import ModelThroughput
 
-    callback = ModelThroughput()
-    original = ThroughputMonitor.setup
-    ThroughputMonitor.setup = lambda self, *args: setattr(self, "_throughputs", {})  # the peak is what is read
-    try:
-        trainer = SimpleNamespace(strategy=SimpleNamespace(root_device=torch.device("cpu")), precision="32-true")
-        callback.setup(trainer, module, "fit")
-    finally:
-        ThroughputMonitor.setup = original
-    return callback.available_flops
+    trainer = SimpleNamespace(strategy=SimpleNamespace(root_device=torch.device("cpu")), precision="32-true")
+    return ModelThroughput().own_peak(trainer, module)  # the peak MFU is measured against
 
 
 def pretrain_module_does(module: PretrainModule) -> dict[str, Any]:

@@ -1,10 +1,10 @@
-"""The private names of Lightning, its W&B logger and jsonargparse that tiedemb relies on, checked
-against the installed versions.
+"""The private names of Lightning and jsonargparse that tiedemb relies on, checked against the
+installed versions.
 
 docs/architecture.md ("Private touch points") lists each with the reason no public API serves.
 An upgrade that renames or reshapes one fails here, naming it, instead of changing the behaviour
 built on it without a word. What each is for is tested where that behaviour is (test_resume.py,
-test_checkpoint_alone.py, test_wandb_resume.py, test_user_errors.py).
+test_sigterm_during_validation.py, test_user_errors.py).
 """
 
 from __future__ import annotations
@@ -17,24 +17,16 @@ import pytest
 import torch
 from jsonargparse import ArgumentError
 from jsonargparse import ArgumentParser as JsonArgumentParser
-from lightning.fabric.utilities.throughput import Throughput
 from lightning.pytorch.callbacks import ModelCheckpoint
-from lightning.pytorch.cli import LightningCLI
-from lightning.pytorch.loggers import WandbLogger
 from lightning.pytorch.loops import evaluation_loop, fit_loop, training_epoch_loop
 
-from tiedemb.cli import ArgumentParser, TiedembCLI, Trainer
-from tiedemb.modules.throughput import ModelThroughput
 from tiedemb.training.arguments import NO_CLASS, condense_parse_error, nearest_valid_key
 from tiedemb.training.lightning_internals import (
-    count_the_step_as_lightning_does,
     stop_after_this_step,
-    unstarted_wandb_init,
-    use_peak_flops,
 )
 
-PRIVATE_OVERRIDES = {"tiedemb.cli.TiedembCLI": ["_parse_ckpt_path", "_prepare_subcommand_parser"]}
-"""The private methods of a library class that a tiedemb subclass overrides: touch point 1 only."""
+PRIVATE_OVERRIDES: dict[str, list[str]] = {}
+"""The private methods of a library class that a tiedemb subclass overrides: none."""
 LIBRARIES = ("lightning", "jsonargparse", "argparse")
 
 
@@ -68,45 +60,7 @@ def parameters(function) -> list[str]:
     return list(inspect.signature(function).parameters)
 
 
-# -- 1. LightningCLI._prepare_subcommand_parser ----------------------------------------------------
-def test_lightningcli_builds_every_subcommand_parser_through_prepare_subcommand_parser():
-    assert parameters(LightningCLI._prepare_subcommand_parser) == ["self", "klass", "subcommand", "kwargs"], (
-        "LightningCLI._prepare_subcommand_parser changed: TiedembCLI's override (one subcommand's parser built whole)"
-    )
-    built: dict[str, object] = {}
-
-    class Recording(TiedembCLI):
-        def _prepare_subcommand_parser(self, klass, subcommand, **kwargs):
-            built[subcommand] = parser = super()._prepare_subcommand_parser(klass, subcommand, **kwargs)
-            return parser
-
-    with pytest.raises(SystemExit):
-        Recording(
-            model_class=L.LightningModule,
-            datamodule_class=L.LightningDataModule,
-            subclass_mode_model=True,
-            subclass_mode_data=True,
-            trainer_class=Trainer,
-            parser_class=ArgumentParser,
-            args=["validate", "--help"],
-        )
-    assert set(built) == set(TiedembCLI.subcommands()), "LightningCLI no longer builds its subcommands' parsers here"
-    assert "trainer.max_steps" in built["validate"].get_defaults()
-    assert "trainer.max_steps" not in built["fit"].get_defaults()  # only the subcommand run is built whole
-
-
-# -- 2. LightningCLI._parse_ckpt_path ---------------------------------------------------------------
-def test_lightningcli_puts_a_checkpoints_hyperparameters_over_the_config_in_parse_ckpt_path():
-    assert parameters(LightningCLI._parse_ckpt_path) == ["self"], "LightningCLI._parse_ckpt_path changed"
-    source = inspect.getsource(LightningCLI.__init__)
-    steps = ["self.parse_arguments(", "self._parse_ckpt_path()", "self.before_instantiate_classes()"]
-    assert all(step in source for step in steps), "LightningCLI.__init__ no longer calls _parse_ckpt_path"
-    assert [source.index(step) for step in steps] == sorted(source.index(step) for step in steps), (
-        "LightningCLI reads --ckpt_path's hyperparameters elsewhere than between parsing and instantiation"
-    )
-
-
-# -- 3. the Trainer's SIGTERM flag ------------------------------------------------------------------
+# -- 1. the Trainer's SIGTERM flag ------------------------------------------------------------------
 def test_the_flag_lightnings_sigterm_handler_sets_stops_the_fit_after_the_step():
     trainer = L.Trainer(logger=False, enable_checkpointing=False, enable_progress_bar=False)
     assert trainer.received_sigterm is False
@@ -118,7 +72,7 @@ def test_the_flag_lightnings_sigterm_handler_sets_stops_the_fit_after_the_step()
         assert "received_sigterm" in inspect.getsource(loop), f"{loop.__name__} no longer stops on the flag"
 
 
-# -- 4. ModelCheckpoint's last-checkpoint step ------------------------------------------------------
+# -- 2. ModelCheckpoint's last-checkpoint step ------------------------------------------------------
 @pytest.mark.parametrize(
     ("name", "expected"),
     [
@@ -133,33 +87,7 @@ def test_model_checkpoint_keeps_its_last_checkpoint_step(name, expected):
     assert parameters(getattr(ModelCheckpoint, name)) == expected, f"ModelCheckpoint.{name} changed"
 
 
-# -- 5. WandbLogger's arguments for wandb.init before its run starts --------------------------------
-def test_an_unstarted_wandb_logger_keeps_its_wandb_init_arguments_with_anonymous(tmp_path):
-    logger = WandbLogger(save_dir=str(tmp_path), id="abc123", resume="allow")
-    init = unstarted_wandb_init(logger)
-    assert isinstance(init, dict) and "anonymous" in init, "WandbLogger._wandb_init changed"
-    assert init["anonymous"] is None, "WandbLogger no longer passes an unset anonymous as None"
-    # the resumed run's id goes through the public constructor (tiedemb.cli), reaching wandb.init
-    assert init["id"] == "abc123" and init["resume"] == "allow" and logger.version == "abc123"
-    assert logger._experiment is None  # still not started: nothing was sent anywhere
-
-
-# -- 6. ThroughputMonitor's per-stage counters ------------------------------------------------------
-def test_throughput_monitor_keeps_its_per_stage_counters_where_a_peak_can_be_given_them():
-    trainer = L.Trainer(logger=False, enable_checkpointing=False, enable_progress_bar=False, accelerator="cpu")
-    trainer.state.fn, trainer.state.stage = "fit", "train"
-    monitor = ModelThroughput(peak_flops=1e12)
-    monitor.setup(trainer, L.LightningModule(), "fit")
-    counters = list(monitor._throughputs.values())
-    assert counters and all(isinstance(counter, Throughput) for counter in counters), (
-        "ThroughputMonitor._throughputs changed: the peak tiedemb gives is not used"
-    )
-    assert all(counter.available_flops == 1e12 for counter in counters)
-    use_peak_flops(monitor, None)
-    assert all(counter.available_flops is None for counter in counters)
-
-
-# -- 7. jsonargparse's error report ------------------------------------------------------------------
+# -- 3. jsonargparse's error report ------------------------------------------------------------------
 def parse_error(parser: JsonArgumentParser, args: list[str]) -> str:
     with pytest.raises(ArgumentError) as raised:
         parser.parse_args(args)
@@ -191,16 +119,3 @@ def test_jsonargparses_error_text_is_what_the_short_report_is_read_from(tmp_path
     # The parser an error in a subcommand is reported against, and the option names a typo is matched to.
     assert "subcommand_parser" in inspect.getsource(JsonArgumentParser.error)
     assert all(isinstance(action, argparse.Action) for action in plain._actions)
-
-
-# -- 8. the logging step in a checkpoint's loop state ------------------------------------------------
-def test_a_checkpoints_loop_state_holds_the_logging_step_a_signal_save_counts_back():
-    trainer = L.Trainer(logger=False, enable_checkpointing=False, enable_progress_bar=False)
-    trainer.fit_loop.epoch_loop._batches_that_stepped = 7
-    checkpoint = {"loops": {"fit_loop": trainer.fit_loop.state_dict()}}
-    count_the_step_as_lightning_does(checkpoint)
-    trainer.fit_loop.load_state_dict(checkpoint["loops"]["fit_loop"])
-    assert trainer.fit_loop.epoch_loop._batches_that_stepped == 6, "the epoch loop's saved logging step moved"
-    source = inspect.getsource(training_epoch_loop._TrainingEpochLoop)
-    # the restart that re-enters a step that validated and raises the count there (SaveOnPreemption)
-    assert "self._skip_next_val = True" in source and "self._batches_that_stepped += 1" in source

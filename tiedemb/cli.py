@@ -7,6 +7,7 @@ LightningCLI object, so tests drive the real command line with a list of argumen
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import inspect
 import logging
 import math
@@ -20,10 +21,16 @@ from typing import Any, Literal
 import lightning as L
 import torch
 from jsonargparse import DefaultHelpFormatter
-from lightning.pytorch.callbacks import LearningRateMonitor, ModelCheckpoint, ThroughputMonitor
+from lightning.pytorch.callbacks import (
+    LearningRateMonitor,
+    ModelCheckpoint,
+    ModelSummary,
+    ProgressBar,
+    ThroughputMonitor,
+)
 from lightning.pytorch.cli import LightningArgumentParser, LightningCLI, SaveConfigCallback
 from lightning.pytorch.loggers import CSVLogger, WandbLogger
-from lightning.pytorch.plugins.io import TorchCheckpointIO
+from lightning.pytorch.plugins.io import CheckpointIO
 from lightning.pytorch.utilities.exceptions import SIGTERMException
 
 from tiedemb.data.pretrain import PretrainData
@@ -60,12 +67,12 @@ from tiedemb.training.exits import INTERRUPTED_EXIT, PREEMPTED_EXIT, report_user
 from tiedemb.training.files import first_free
 from tiedemb.training.log_level import LEVELS, hide_lightning_advert, set_log_level, set_log_level_from_env
 from tiedemb.training.metric_names import MAJORITY_PREFIX
-from tiedemb.training.model_summary import use_summary_without_flops
+from tiedemb.training.model_summary import SummaryWithoutFlops
 from tiedemb.training.monitor import TrainingMonitor
 from tiedemb.training.parameter_counts import ParameterCounts
 from tiedemb.training.precision import LightningPrecision, PrecisionIfNative, resolve_precision
 from tiedemb.training.preemption import SaveOnPreemption, saved_at_stop, stop_signal
-from tiedemb.training.progress_bar import use_run_progress_bar
+from tiedemb.training.progress_bar import RunProgressBar
 from tiedemb.training.random_state import RandomState
 from tiedemb.training.run_checks import (
     check_checkpoint_name,
@@ -91,12 +98,7 @@ from tiedemb.training.run_summary import RunKind, say_summary, summary_lines
 from tiedemb.training.status_callback import RunStatus
 from tiedemb.training.strategy import check_cpu_processes, check_strategy_config
 from tiedemb.training.wandb_checkpoints import apply_log_model
-from tiedemb.training.wandb_mode import (
-    WandbRunId,
-    choose_wandb_mode,
-    quiet_wandb_start,
-    wandb_run_id,
-)
+from tiedemb.training.wandb_mode import WandbRunId, make_wandb_folders, wandb_mode, wandb_run_id
 from tiedemb.training.wandb_names import name_wandb_runs
 
 
@@ -141,6 +143,9 @@ def parser_help_kwargs(subcommands: dict[str, Any]) -> dict[str, Any]:
 
 
 log = logging.getLogger("tiedemb")
+
+RICH = importlib.util.find_spec("rich") is not None
+"""Whether Lightning's rich bar and summary can be used (it picks them itself then, else tqdm's and the plain one)."""
 
 # save_dir ".": the run's own folder under trainer.default_root_dir (training/run_dir.py).
 DEFAULT_LOGGERS = [
@@ -327,8 +332,7 @@ class ConfigSaver(SaveConfigCallback):
 
 class TiedembCLI(LightningCLI):
     def __init__(self, *args: Any, **kwargs: Any) -> None:
-        self._building_only = subcommand_named_first(kwargs.get("args"), self.subcommands())
-        self._parsers_by_subcommand: dict[str, LightningArgumentParser] = {}
+        self._parsers_seen: list[LightningArgumentParser] = []  # in the order of subcommands()
         self._started = time.monotonic()  # the wall time the end-of-run summary reports
         super().__init__(*args, **kwargs)
 
@@ -340,19 +344,6 @@ class TiedembCLI(LightningCLI):
             "baselines": {"model", "datamodule"},
             "similarity": {"model", "datamodule"},
         }
-
-    # Private touch point (docs/architecture.md, tests/test_private_touch_points.py): LightningCLI
-    # builds every subcommand's parser through this method, and offers no public hook to build fewer.
-    def _prepare_subcommand_parser(self, klass: type, subcommand: str, **kwargs: Any) -> LightningArgumentParser:
-        # Each subcommand's parser reads the signatures of the Trainer, the model and data classes and
-        # the optimisers: most of a second each. Only the subcommand being run needs its arguments;
-        # the others are there for the list of subcommands in errors and --help, which needs names only.
-        if self._building_only is not None and subcommand != self._building_only:
-            parser = self.init_parser(**kwargs)
-        else:
-            parser = super()._prepare_subcommand_parser(klass, subcommand, **kwargs)
-        self._parsers_by_subcommand[subcommand] = parser  # parse_arguments sets a checkpoint's defaults on it
-        return parser
 
     def parse_arguments(self, parser: LightningArgumentParser, args: Any) -> None:
         """Parse the command line; a checkpoint file it evaluates stands in for the config's classes.
@@ -368,7 +359,9 @@ class TiedembCLI(LightningCLI):
             else []
         )
         path = checkpoint_to_evaluate(self._argv)
-        subcommand_parser = self._parsers_by_subcommand.get(self._argv[0] if self._argv else None)
+        # add_arguments_to_parser saw each subcommand's parser, in the order LightningCLI builds them
+        parsers = dict(zip(self.subcommands(), self._parsers_seen)) if self._argv else {}
+        subcommand_parser = parsers.get(self._argv[0]) if len(parsers) == len(self.subcommands()) else None
         if path is not None and subcommand_parser is not None:
             self._checkpoint = read_checkpoint(path, weights_only=weights_only_given(self._argv))
             self._checkpoint_path = path
@@ -378,8 +371,16 @@ class TiedembCLI(LightningCLI):
             subcommand_parser.set_defaults({f"trainer.{name}": value for name, value in self._run_limits.items()})
             self._data_from_checkpoint = True
         super().parse_arguments(parser, args)
+        # LightningCLI then puts a --ckpt_path file's hyperparameters over the parsed model, fit
+        # included, reading the file unchecked; it finds none here, and before_instantiate_classes
+        # reads the checkpoint as tiedemb does (_take_checkpoint_settings) and puts the path back.
+        subcommand = self.config.get("subcommand")
+        self._ckpt_path = self.config[subcommand].get("ckpt_path") if subcommand else None
+        if self._ckpt_path is not None:
+            self.config[subcommand]["ckpt_path"] = None
 
     def add_arguments_to_parser(self, parser: LightningArgumentParser) -> None:
+        self._parsers_seen.append(parser)  # parse_arguments sets a checkpoint's defaults on it
         parser.add_argument(
             "--log_level",
             type=Literal[LEVELS] | None,
@@ -425,6 +426,9 @@ class TiedembCLI(LightningCLI):
         )
 
     def before_instantiate_classes(self) -> None:
+        if self.subcommand and self._ckpt_path is not None:
+            self.config[self.subcommand]["ckpt_path"] = self._ckpt_path
+            self._take_checkpoint_settings()
         config = self.config[self.subcommand] if self.subcommand else self.config
         set_log_level(config.get("log_level"))
         check_no_optimizer_options(config)
@@ -476,73 +480,81 @@ class TiedembCLI(LightningCLI):
 
     # -- reliability: trainer extras and the checkpoint a run starts from --------------------------
     def instantiate_trainer(self, **kwargs: Any) -> L.Trainer:
+        """The Trainer, built once with the run's folder, loggers, plugins and the callbacks every run gets."""
         folder = self._choose_run_dir()
-        kwargs = {"default_root_dir": str(folder), **self._loggers_in(folder), **kwargs}
-        self.save_config_kwargs = {**self.save_config_kwargs, "run_dir": folder}
-        trainer = super().instantiate_trainer(**kwargs)
-        # Checkpoints go to <run>/checkpoints, not Lightning's <save_dir>/<name>/<version>/checkpoints.
-        # As given (a relative root stays relative): the run's folder is then found from a
-        # checkpoint's recorded folder wherever the run folder is moved (training/evaluation.py).
-        for callback in trainer.checkpoint_callbacks:
-            if isinstance(callback, ModelCheckpoint) and callback.dirpath is None:
-                callback.dirpath = str(folder / CHECKPOINTS)
-        # Random states travel in checkpoints whatever callbacks the config lists.
-        if not any(isinstance(callback, RandomState) for callback in trainer.callbacks):
-            trainer.callbacks.insert(0, RandomState())
-        # A run stopped by SIGTERM saves its state at the signal (training/preemption.py).
-        if not any(isinstance(callback, SaveOnPreemption) for callback in trainer.callbacks):
-            trainer.callbacks.append(SaveOnPreemption())
-        # Every run records its size (params/total, params/embedding) for the reports.
-        if not any(isinstance(callback, ParameterCounts) for callback in trainer.callbacks):
-            trainer.callbacks.append(ParameterCounts())
-        # Every checkpoint records the folder its run started in: the run's relative data
-        # locations are relative to it (training/evaluation.py).
-        if not any(isinstance(callback, RunFolder) for callback in trainer.callbacks):
-            trainer.callbacks.append(RunFolder())
-        # Every run says how it ended (status.json beside its CSV metrics), so reports leave out
-        # runs that stopped half-way.
-        if not any(isinstance(callback, RunStatus) for callback in trainer.callbacks):
-            trainer.callbacks.append(RunStatus())
-        for callback in trainer.callbacks:
-            # and at the top of its run folder, except in a folder whose status.json a sweep keeps
+        loggers = self._loggers_in(folder)
+        settings = (self.config_init[self.subcommand] if self.subcommand else self.config_init)["trainer"]
+        logger = loggers.get("logger", settings.get("logger"))
+        has_loggers = logger is None or logger is True or bool(logger)
+        given = settings.get("callbacks") or []
+        callbacks = self._run_callbacks(given if isinstance(given, list) else [given], settings, has_loggers)
+        for callback in callbacks:
+            # status.json also at the top of its run folder, except in a folder whose status.json a sweep keeps
             if isinstance(callback, RunStatus) and self._run_name() != HERE:
                 callback.run_dir = str(folder)
-        # A resumed run continues its W&B run: the run's id travels in its checkpoints.
-        if not any(isinstance(callback, WandbRunId) for callback in trainer.callbacks):
-            trainer.callbacks.append(WandbRunId())
-        # The learning rate and throughput are logged also where a config lists its own callbacks
-        # (the GLUE configs checkpoint on a dev metric). Without a logger (--trainer.logger=false)
-        # LearningRateMonitor would stop the run, having nowhere to write: it is left out.
-        if not trainer.loggers:
-            trainer.callbacks = [
-                callback for callback in trainer.callbacks if not isinstance(callback, LearningRateMonitor)
-            ]
-        elif not any(isinstance(callback, LearningRateMonitor) for callback in trainer.callbacks):
-            trainer.callbacks.append(LearningRateMonitor())
-        if not any(isinstance(callback, ThroughputMonitor) for callback in trainer.callbacks):
-            trainer.callbacks.append(ModelThroughput())
-        # Pretraining records gradient norms and token-table statistics every log_every_n_steps
-        # (training/monitor.py); a config that lists TrainingMonitor chooses its own interval.
-        if (
-            trainer.loggers
-            and isinstance(self.model, PretrainModule)
-            and not any(isinstance(callback, TrainingMonitor) for callback in trainer.callbacks)
-        ):
-            trainer.callbacks.append(TrainingMonitor())
-        # "Epoch 0", not Lightning's "Epoch 0/-2", on the bar of a run bounded by max_steps; no v_num.
-        use_run_progress_bar(trainer)
-        # The model summary without Lightning's FLOPs column, which counts nothing here (0).
-        use_summary_without_flops(trainer)
-        # Crash-safe checkpoint files, where the strategy uses Lightning's plain writer (single
-        # device, DDP, FSDP full state); strategies with their own writer keep it.
-        if type(trainer.strategy.checkpoint_io) is TorchCheckpointIO:
-            trainer.strategy.checkpoint_io = AtomicCheckpointIO()
-        return trainer
+            # Checkpoints go to <run>/checkpoints, not Lightning's <save_dir>/<name>/<version>/checkpoints.
+            # As given (a relative root stays relative): the run's folder is then found from a
+            # checkpoint's recorded folder wherever the run folder is moved (training/evaluation.py).
+            if isinstance(callback, ModelCheckpoint) and callback.dirpath is None:
+                callback.dirpath = str(folder / CHECKPOINTS)
+        kwargs = {
+            "default_root_dir": str(folder),
+            **loggers,
+            **self._plugins(),
+            "callbacks": callbacks,
+            **kwargs,
+        }
+        self.save_config_kwargs = {**self.save_config_kwargs, "run_dir": folder}
+        return super().instantiate_trainer(**kwargs)
 
-    # Private touch point (docs/architecture.md, tests/test_private_touch_points.py): LightningCLI
-    # calls this between parse_arguments and before_instantiate_classes to put a checkpoint's
-    # hyperparameters over the parsed model, for fit too; no public setting turns that off.
-    def _parse_ckpt_path(self) -> None:
+    def _run_callbacks(self, given: list[Any], settings: Any, has_loggers: bool) -> list[Any]:
+        """The config's callbacks and, where it lists none of a kind, the ones every run gets."""
+
+        def missing(kind: type) -> bool:
+            return not any(isinstance(callback, kind) for callback in given)
+
+        def enabled(option: str) -> bool:
+            return settings.get(option) is not False  # unset: Lightning's default, on
+
+        # Without a logger (--trainer.logger=false) LearningRateMonitor would stop the run, having
+        # nowhere to write: it is left out.
+        kept = [c for c in given if has_loggers or not isinstance(c, LearningRateMonitor)]
+        wanted: list[tuple[type, Any]] = [
+            (SaveOnPreemption, SaveOnPreemption),  # a run stopped by SIGTERM saves its state (training/preemption.py)
+            (ParameterCounts, ParameterCounts),  # params/total, params/embedding for the reports
+            # the folder the run started in: its relative data locations are relative to it (training/evaluation.py)
+            (RunFolder, RunFolder),
+            (RunStatus, RunStatus),  # status.json: how the run ended, so reports leave out half-done runs
+            (WandbRunId, WandbRunId),  # a resumed run continues its W&B run: the id travels in checkpoints
+            # the learning rate and throughput, also where a config lists its own callbacks (GLUE's)
+            *([(LearningRateMonitor, LearningRateMonitor)] if has_loggers else []),
+            (ThroughputMonitor, ModelThroughput),
+            # pretraining: gradient norms and token-table statistics (training/monitor.py)
+            *([(TrainingMonitor, TrainingMonitor)] if has_loggers and isinstance(self.model, PretrainModule) else []),
+            # "Epoch 0", not Lightning's "Epoch 0/-2", on the bar of a run bounded by max_steps; no v_num
+            *([(ProgressBar, RunProgressBar)] if RICH and enabled("enable_progress_bar") else []),
+            # Lightning's own checkpoint callback where the config lists none (given its folder above)
+            *([(ModelCheckpoint, ModelCheckpoint)] if enabled("enable_checkpointing") else []),
+            # the model summary without Lightning's FLOPs column, which counts nothing here (0)
+            *([(ModelSummary, SummaryWithoutFlops)] if RICH and enabled("enable_model_summary") else []),
+        ]
+        # random states travel in checkpoints whatever callbacks the config lists
+        first = [RandomState()] if missing(RandomState) else []
+        return [*first, *kept, *(make() for kind, make in wanted if missing(kind))]
+
+    def _plugins(self) -> dict[str, Any]:
+        """The Trainer's ``plugins`` with crash-safe checkpoint files, unless the config gives a writer of its own.
+
+        Lightning's strategies write through it where they write whole files (single device, DDP,
+        FSDP's full state); DeepSpeed and sharded states are written by the strategy itself.
+        """
+        given = (self.config_init[self.subcommand] if self.subcommand else self.config_init)["trainer"].get("plugins")
+        given = [] if given is None else given if isinstance(given, list) else [given]
+        if any(isinstance(plugin, CheckpointIO) for plugin in given):
+            return {}
+        return {"plugins": [*given, AtomicCheckpointIO()]}
+
+    def _take_checkpoint_settings(self) -> None:
         """Read a ``--ckpt_path`` file once, up front, reporting a bad one as a user error.
 
         Evaluation builds the model the checkpoint describes (Lightning's behaviour), with the
@@ -552,9 +564,7 @@ class TiedembCLI(LightningCLI):
         the checkpoint's, so resuming with another variant or size in the config is reported
         instead (see ``_prepare_checkpoint``).
         """
-        subcommand = self.config.get("subcommand")
-        if not subcommand:
-            return
+        subcommand = self.subcommand
         settings = self.config[subcommand]
         path = settings.get("ckpt_path")
         if not path or path in ("last", "best", "hpc") or "://" in str(path):
@@ -679,7 +689,7 @@ class TiedembCLI(LightningCLI):
         check_sequence_length(self.model, self.datamodule)
         self._prepare_checkpoint(fitting)  # before W&B makes its folder: the checkpoint may be refused
         say(f"run folder: {self.run_dir}{' (continued)' if self._continued else ''}")
-        quiet_wandb_start(self.trainer.loggers)
+        make_wandb_folders(self.trainer.loggers)
 
     def _prepare_checkpoint(self, fitting: bool = False) -> None:
         """Resolve ``--ckpt_path`` and vet the checkpoint."""
@@ -805,6 +815,8 @@ class TiedembCLI(LightningCLI):
         specs, built = (specs, built) if isinstance(specs, list) else ([specs], [built])
         root = str(settings.trainer.default_root_dir or "runs")
         run_id = self._wandb_run_to_continue()
+        # offline where W&B cannot go online, through the logger's own mode (wandb.init's argument)
+        mode = wandb_mode() if any(isinstance(logger, WandbLogger) for logger in built) else None
         loggers = []
         for spec, logger in zip(specs, built):
             init = spec.get("init_args") if hasattr(spec, "get") else None
@@ -819,6 +831,10 @@ class TiedembCLI(LightningCLI):
                     log.warning("the W&B logger was given its own id; it does not continue the resumed run %s", run_id)
                 else:
                     changed.update(id=run_id, resume="allow")
+            if mode and isinstance(logger, WandbLogger) and not (arguments.get("mode") or arguments.get("offline")):
+                changed["mode"] = mode
+                if "WANDB_SILENT" not in os.environ and arguments.get("settings") is None:
+                    changed["settings"] = {"silent": True}  # nothing to link to: keep the log quiet
             if changed:
                 logger = type(logger)(**{**arguments, **changed})
             loggers.append(logger)
@@ -910,21 +926,6 @@ LINKED_FROM_DATA = {
 """Model settings the command line takes from the data (``link_arguments`` above), and from where."""
 
 
-def subcommand_named_first(args: Any, subcommands: dict[str, set[str]]) -> str | None:
-    """The subcommand a command line runs when it names one first (``fit --config ...``), else None.
-
-    None (every subcommand's parser is built whole) for options before the subcommand (a top-level
-    ``--config``), a command line given as a dict or Namespace, and ``--print_shtab``, whose
-    completion script covers every subcommand.
-    """
-    argv = sys.argv[1:] if args is None else args
-    if not isinstance(argv, (list, tuple)) or not argv or argv[0] not in subcommands:
-        return None
-    if any(str(arg).startswith("--print_shtab") for arg in argv):
-        return None
-    return argv[0]
-
-
 def refuse_linked_settings(model: Any) -> None:
     """A model setting the data decides, given anyway with another value than unset, is refused.
 
@@ -1009,9 +1010,6 @@ _SUMMARY_MIXED_PRECISION_WARNING = r"Precision (bf16-|16-)?mixed is not supporte
 def build_cli(args: list[str] | None = None, run: bool = True) -> TiedembCLI:
     set_log_level_from_env()
     hide_lightning_advert()
-    choose_wandb_mode()
-    warnings.filterwarnings("ignore", message=_LIGHTNING_LEAFSPEC_WARNING, category=FutureWarning)
-    warnings.filterwarnings("ignore", message=_SUMMARY_MIXED_PRECISION_WARNING, category=UserWarning)
     # validate/test/predict RUN_DIR: the run's folder stands for its checkpoint (training/evaluation.py)
     argv = sys.argv[1:] if args is None else args
     if isinstance(argv, (list, tuple)):
@@ -1022,19 +1020,24 @@ def build_cli(args: list[str] | None = None, run: bool = True) -> TiedembCLI:
                 sys.argv[1:] = rewritten
             else:
                 args = rewritten
-    return TiedembCLI(
-        model_class=L.LightningModule,
-        datamodule_class=L.LightningDataModule,
-        subclass_mode_model=True,
-        subclass_mode_data=True,
-        trainer_class=Trainer,
-        parser_class=ArgumentParser,
-        save_config_callback=ConfigSaver,
-        seed_everything_default=0,
-        parser_kwargs=parser_help_kwargs(TiedembCLI.subcommands()),
-        args=args,
-        run=run,
-    )
+    # The warnings silenced here and while the run is prepared (TiedembCLI._prepare_checkpoint) are
+    # silenced for this command only: the filters are restored when it returns.
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message=_LIGHTNING_LEAFSPEC_WARNING, category=FutureWarning)
+        warnings.filterwarnings("ignore", message=_SUMMARY_MIXED_PRECISION_WARNING, category=UserWarning)
+        return TiedembCLI(
+            model_class=L.LightningModule,
+            datamodule_class=L.LightningDataModule,
+            subclass_mode_model=True,
+            subclass_mode_data=True,
+            trainer_class=Trainer,
+            parser_class=ArgumentParser,
+            save_config_callback=ConfigSaver,
+            seed_everything_default=0,
+            parser_kwargs=parser_help_kwargs(TiedembCLI.subcommands()),
+            args=args,
+            run=run,
+        )
 
 
 def main(args: list[str] | None = None, run: bool = True) -> TiedembCLI | None:

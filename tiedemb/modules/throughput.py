@@ -23,9 +23,12 @@ from typing import Any
 
 import lightning as L
 from lightning.pytorch.callbacks import ThroughputMonitor
+from lightning.pytorch.utilities import rank_zero_only
 
 from tiedemb.modules.flops import device_peak_flops
-from tiedemb.training.lightning_internals import use_peak_flops
+
+FLOPS_PER_SEC = "train/device/flops_per_sec"
+MFU = "train/device/mfu"
 
 
 def batch_sequences(batch: Any) -> int:
@@ -52,15 +55,21 @@ class ModelThroughput(ThroughputMonitor):
         super().__init__(batch_size_fn=batch_sequences, length_fn=batch_tokens, window_size=window_size)
         self.peak_flops = peak_flops
 
-    def setup(self, trainer: L.Trainer, pl_module: L.LightningModule, stage: str) -> None:
-        super().setup(trainer, pl_module, stage)
-        peak = (
-            self.peak_flops
-            or getattr(pl_module, "hparams", {}).get("peak_flops")
-            or self.available_flops
-            or device_peak_flops(trainer.strategy.root_device, str(trainer.precision))
-        )
-        self.available_flops = float(peak) if peak else None
-        # ThroughputMonitor hands its peak to one Throughput per stage when it sets up; they take the
-        # chosen one instead.
-        use_peak_flops(self, self.available_flops)
+    def own_peak(self, trainer: L.Trainer, pl_module: L.LightningModule) -> float | None:
+        """The peak MFU is measured against where Lightning's own (``available_flops``) is not the one."""
+        given = self.peak_flops or getattr(pl_module, "hparams", {}).get("peak_flops")
+        if given:
+            return float(given)
+        if self.available_flops:
+            return None  # Lightning's table knows the device: its MFU stands
+        return device_peak_flops(trainer.strategy.root_device, str(trainer.precision))
+
+    @rank_zero_only
+    def on_train_batch_end(self, trainer: L.Trainer, pl_module: L.LightningModule, *args: Any, **kwargs: Any) -> None:
+        super().on_train_batch_end(trainer, pl_module, *args, **kwargs)
+        # Lightning's MFU uses the peak its table gives the device; another peak divides the FLOP rate it
+        # has just logged, at the same step (ThroughputMonitor and the module's logs both go at this batch).
+        peak = self.own_peak(trainer, pl_module)
+        rate = trainer.logged_metrics.get(FLOPS_PER_SEC)
+        if peak and rate is not None:
+            pl_module.log(MFU, float(rate) / peak, on_step=True, on_epoch=False, rank_zero_only=True)

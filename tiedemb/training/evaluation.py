@@ -224,7 +224,7 @@ def recorded_defaults(checkpoint: Mapping[str, Any], path: str) -> dict[str, Any
     """The model and data classes (and the data's settings) a checkpoint records, as parser defaults.
 
     A config or the command line still overrides each. Only the model's class is a default here:
-    its settings are put over the parsed ones afterwards (``TiedembCLI._parse_ckpt_path``), as they
+    its settings are put over the parsed ones afterwards (``TiedembCLI._take_checkpoint_settings``), as they
     describe the weights. A data setting the class no longer has (a checkpoint older than a
     change of options) is left out, with a warning.
     """

@@ -2,18 +2,14 @@
 
 Every one is listed in docs/architecture.md ("Private touch points") with the reason no public API
 serves; tests/test_private_touch_points.py fails, naming it, when a Lightning upgrade renames or
-reshapes one, instead of letting the behaviour change silently. The two ``LightningCLI`` methods
-``tiedemb.cli.TiedembCLI`` overrides (they have to be methods of the CLI class) and the text of
-jsonargparse's errors (``tiedemb.training.arguments``) are the others.
+reshapes one, instead of letting the behaviour change silently. The text of jsonargparse's errors
+(``tiedemb.training.arguments``) is the one other.
 """
 
 from __future__ import annotations
 
-from typing import Any
-
 import lightning as L
-from lightning.pytorch.callbacks import ModelCheckpoint, ThroughputMonitor
-from lightning.pytorch.loggers import WandbLogger
+from lightning.pytorch.callbacks import ModelCheckpoint
 
 
 def stop_after_this_step(trainer: L.Trainer, stop: bool = True) -> None:
@@ -34,18 +30,6 @@ def save_last_checkpoint(callback: ModelCheckpoint, trainer: L.Trainer) -> None:
     callback._save_last_checkpoint(trainer, callback._monitor_candidates(trainer))
 
 
-def count_the_step_as_lightning_does(checkpoint: dict[str, Any]) -> None:
-    """Give a checkpoint written at a signal, after a step that validated, the logging step Lightning's own hold.
-
-    Lightning counts logged steps in ``_batches_that_stepped`` (the x-axis every logger writes),
-    raised at the very end of a step, after its validation. Its own checkpoints at a validation are
-    written before that raise, and a run resumed from one re-enters that step, skips the validation
-    it already ran and raises the count then. A signal stops the fit after the raise: saved as it
-    is, the resumed run would raise it twice and log every later metric one step late.
-    """
-    checkpoint["loops"]["fit_loop"]["epoch_loop.state_dict"]["_batches_that_stepped"] -= 1
-
-
 def saved_this_step(callback: ModelCheckpoint, trainer: L.Trainer) -> bool:
     """Whether ``callback`` writes nothing now: saved at this step already, or not fitting."""
     return callback._should_skip_saving_checkpoint(trainer)
@@ -54,24 +38,3 @@ def saved_this_step(callback: ModelCheckpoint, trainer: L.Trainer) -> bool:
 def saves_at_train_epoch_end(callback: ModelCheckpoint, trainer: L.Trainer) -> bool:
     """Whether ``callback`` saves at the end of a training epoch rather than after a validation."""
     return callback._should_save_on_train_epoch_end(trainer)
-
-
-def unstarted_wandb_init(logger: WandbLogger) -> dict[str, Any] | None:
-    """The arguments ``logger`` will pass to ``wandb.init``, to change before its run starts; None once started.
-
-    ``WandbLogger`` takes them at construction and reads them when its run starts (at setup), and
-    always includes ``anonymous``, which W&B warns about when unset (``quiet_wandb_start``).
-    """
-    if logger._experiment is not None:
-        return None
-    return logger._wandb_init
-
-
-def use_peak_flops(monitor: ThroughputMonitor, peak: float | None) -> None:
-    """Have the per-stage ``Throughput`` counters ``monitor`` made in its ``setup`` compute MFU against ``peak``.
-
-    ``ThroughputMonitor.setup`` looks the peak up in Lightning's table and hands it to the counters
-    it creates there, in one step; a peak of tiedemb's own can only be given to them afterwards.
-    """
-    for throughput in monitor._throughputs.values():
-        throughput.available_flops = peak

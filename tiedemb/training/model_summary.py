@@ -11,7 +11,6 @@ from __future__ import annotations
 
 from typing import Any
 
-import lightning as L
 from lightning.pytorch.callbacks import RichModelSummary
 from lightning.pytorch.utilities.model_summary import get_formatted_model_size, get_human_readable_count
 
@@ -68,11 +67,3 @@ class SummaryWithoutFlops(RichModelSummary):
         ):
             grid.add_row(f"[bold]{label}[/]: {value}")
         console.print(grid)
-
-
-def use_summary_without_flops(trainer: L.Trainer) -> None:
-    """Make the trainer's ``RichModelSummary`` (Lightning's own class) a ``SummaryWithoutFlops`` in place;
-    the subclass adds no state, so its settings (``max_depth``) stay."""
-    for callback in trainer.callbacks:
-        if type(callback) is RichModelSummary:
-            callback.__class__ = SummaryWithoutFlops

@@ -22,12 +22,15 @@ checkpoints written) and the run stops after it, at the end of the same step.
 
 Two places in a fit are not states a run can be resumed from exactly, and a signal there is
 dealt with so that the state saved is one. After a step that validated, Lightning's counter of
-logged steps has been raised once more than its own checkpoints (written at the validation) hold;
-the saved checkpoint holds their count (``count_the_step_as_lightning_does``), or the resumed run
-would log every later metric a step late. After an epoch's last step the epoch has been counted
-as completed but its batches not reset, and a run resumed from there would run one batch and skip
-the rest of the next epoch; so a signal in an epoch's last step is held back until the next
-epoch's first step has ended, one step later than elsewhere.
+logged steps has been raised once more than its own checkpoints (written at the validation) hold,
+and a run resumed from a checkpoint written after it would log every later metric a step late; so
+nothing is written then: the ``last`` checkpoint that validation wrote is that step's state, and
+Lightning resumes it as its own. (``ResumableCheckpoint`` writes it at every validation; a plain
+``ModelCheckpoint`` only when its metric improved, and otherwise the state at the signal is not
+saved, which is said.) After an epoch's last step the epoch has been counted as completed but its
+batches not reset, and a run resumed from there would run one batch and skip the rest of the next
+epoch; so a signal in an epoch's last step is held back until the next epoch's first step has
+ended, one step later than elsewhere.
 """
 
 from __future__ import annotations
@@ -42,11 +45,7 @@ from lightning.pytorch.callbacks import Callback, ModelCheckpoint
 from lightning.pytorch.trainer.states import TrainerFn
 from lightning.pytorch.utilities.exceptions import SIGTERMException
 
-from tiedemb.training.lightning_internals import (
-    count_the_step_as_lightning_does,
-    save_last_checkpoint,
-    stop_after_this_step,
-)
+from tiedemb.training.lightning_internals import save_last_checkpoint, saved_this_step, stop_after_this_step
 
 _CTRL_C = threading.Event()
 """Set when Ctrl-C, not SIGTERM, is what the current stop of a fit comes from."""
@@ -74,7 +73,6 @@ class SaveOnPreemption(Callback):
         self._previous_handler: Any = None
         self._held_past_epoch_end = False
         self._validated_at: int | None = None  # the step whose validation ended last
-        self._saving_after_validation = False
 
     # -- Ctrl-C: the first one stops after the current step, a second one at once --------------------
     def on_fit_start(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
@@ -136,10 +134,6 @@ class SaveOnPreemption(Callback):
             stop_after_this_step(trainer)  # the loop stops after this epoch's first step
             self._held_past_epoch_end = False
 
-    def on_save_checkpoint(self, trainer: L.Trainer, pl_module: L.LightningModule, checkpoint: dict[str, Any]) -> None:
-        if self._saving_after_validation:
-            count_the_step_as_lightning_does(checkpoint)
-
     def on_exception(self, trainer: L.Trainer, pl_module: L.LightningModule, exception: BaseException) -> None:
         self._restore_handler()
         if not isinstance(exception, SIGTERMException):
@@ -168,15 +162,21 @@ class SaveOnPreemption(Callback):
                     file=sys.stderr,
                 )
             return
-        self._saving_after_validation = self._validated_at == trainer.global_step
-        try:
-            for callback in savers:
+        validated = self._validated_at == trainer.global_step  # its checkpoints were written at that validation
+        for callback in savers:
+            if not validated:
                 save_last_checkpoint(callback, trainer)
-                _SAVED_AT_STOP.append(str(callback.last_model_path))
+            elif not saved_this_step(callback, trainer):
                 if trainer.is_global_zero:
                     print(
-                        f"{what}: saved the state after step {trainer.global_step} to {callback.last_model_path}",
+                        f"{what}: the state after step {trainer.global_step} is not saved ({type(callback).__name__} "
+                        f"wrote no last checkpoint at its validation); --ckpt_path=last resumes from an earlier one",
                         file=sys.stderr,
                     )
-        finally:
-            self._saving_after_validation = False
+                continue
+            _SAVED_AT_STOP.append(str(callback.last_model_path))
+            if trainer.is_global_zero:
+                print(
+                    f"{what}: saved the state after step {trainer.global_step} to {callback.last_model_path}",
+                    file=sys.stderr,
+                )

@@ -5,8 +5,8 @@ rich progress bar (up to 2.6.6 at least) labels the bar "Epoch 0/-2", the last e
 computed from that -1. ``RunProgressBar`` drops the "/-2" from the bar's training task, through
 the bar's rich ``Progress`` (``RichProgressBar.progress``, ``train_progress_bar_id``); with
 ``max_epochs`` set, the label is Lightning's. It also leaves out ``v_num``, the loggers' version.
-The CLI makes Lightning's own ``RichProgressBar`` one (``use_run_progress_bar``); a subclass or
-another bar keeps its labels.
+The CLI gives every run one where the config lists no bar of its own (``TiedembCLI._run_callbacks``);
+a bar the config lists keeps its labels.
 """
 
 from __future__ import annotations
@@ -54,15 +54,3 @@ def _relabel(bar: RichProgressBar, trainer: L.Trainer) -> None:
     relabelled = step_bound_label(label, trainer.current_epoch, trainer.max_epochs)
     if relabelled != label:
         bar.progress.update(bar.train_progress_bar_id, description=relabelled)
-
-
-def use_run_progress_bar(trainer: L.Trainer) -> None:
-    """Make the trainer's rich bar a ``RunProgressBar``, if it is Lightning's own class.
-
-    The bar the Trainer made (or one a config lists with its own theme) becomes an instance of the
-    subclass in place: the subclass adds no state, so the bar's settings stay as they were. A
-    subclass of the user's or another kind of bar keeps its behaviour.
-    """
-    bar = trainer.progress_bar_callback
-    if type(bar) is RichProgressBar:
-        bar.__class__ = RunProgressBar

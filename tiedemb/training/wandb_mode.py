@@ -4,7 +4,8 @@ W&B must never prompt or wait for a server. Without credentials (no ``WANDB_API_
 ``api.wandb.ai`` entry in ``~/.netrc``) runs are recorded offline, for ``wandb sync`` later. With
 credentials the W&B server is probed once (a HEAD request, ``WANDB_PROBE_TIMEOUT_S``): if it does
 not answer, the run is recorded offline and one line says so, instead of the logger's own retries
-holding the run for minutes. A ``WANDB_MODE`` the user set is always kept.
+holding the run for minutes. A ``WANDB_MODE`` the user set is always kept. The command line passes
+the mode to its ``WandbLogger`` (``mode=``, which goes to ``wandb.init``); the environment is left as it is.
 
 A resumed run continues the W&B run it resumes: ``WandbRunId`` keeps the run's id in every
 checkpoint, and the command line builds the resumed run's ``WandbLogger`` with that ``id`` (and
@@ -26,7 +27,6 @@ from lightning.pytorch.callbacks import Callback
 from lightning.pytorch.loggers import Logger, WandbLogger
 
 from tiedemb.training.hub import url_problem
-from tiedemb.training.lightning_internals import unstarted_wandb_init
 
 log = logging.getLogger("tiedemb")
 
@@ -51,21 +51,28 @@ def server_problem(timeout: float = WANDB_PROBE_TIMEOUT_S) -> str | None:
     return f"the W&B server {problem}" if problem else None
 
 
-def choose_wandb_mode() -> str | None:
-    """Set ``WANDB_MODE=offline`` where a run cannot go online; return the mode set (None: untouched)."""
+def wandb_mode() -> str | None:
+    """``"offline"`` where a run cannot go online (said in one line when the server does not answer);
+    None where W&B decides: a ``WANDB_MODE`` the user set, or credentials and a server that answers."""
     if "WANDB_MODE" in os.environ:
         return None
     if not has_credentials():
-        os.environ["WANDB_MODE"] = "offline"
-        os.environ.setdefault("WANDB_SILENT", "true")  # nothing to link to: keep the log quiet
         return "offline"
     problem = server_problem()
     if problem is not None:
         print(f"{problem}: W&B records this run offline; upload it later with `wandb sync`", file=sys.stderr)
-        os.environ["WANDB_MODE"] = "offline"
-        os.environ.setdefault("WANDB_SILENT", "true")
         return "offline"
     return None  # online: W&B prints the run's URL
+
+
+def choose_wandb_mode() -> str | None:
+    """Set ``WANDB_MODE=offline`` where a W&B run made with ``wandb.init`` cannot go online (the report's
+    run, in a process of its own); return the mode set (None: untouched)."""
+    mode = wandb_mode()
+    if mode is not None:
+        os.environ["WANDB_MODE"] = mode
+        os.environ.setdefault("WANDB_SILENT", "true")  # nothing to link to: keep the log quiet
+    return mode
 
 
 class WandbRunId(Callback):
@@ -83,20 +90,13 @@ def wandb_run_id(checkpoint_path: str) -> str | None:
     return torch.load(checkpoint_path, map_location="cpu", weights_only=True, mmap=True).get(WANDB_ID_KEY)
 
 
-def quiet_wandb_start(loggers: Sequence[Logger]) -> None:
-    """Spare a W&B logger's start two warnings that say nothing about the user's run.
+def make_wandb_folders(loggers: Sequence[Logger]) -> None:
+    """Make each W&B logger's save folder before its run starts.
 
-    Lightning's ``WandbLogger`` always passes ``anonymous`` to ``wandb.init``, as None when the user
-    set nothing, and W&B (0.2x on) then warns that the setting has no effect: the unset value is
-    left out (one the user gave is kept, and W&B's word on it). W&B looks for a git repository from
-    the logger's ``save_dir`` before it creates that folder, and warns when it is missing: the
-    folder is made first.
+    W&B looks for a git repository from that folder before it creates it, and warns when it is
+    missing. (Its other start-up warning, that the ``anonymous`` setting Lightning always passes has
+    no effect, is W&B's word on Lightning's call and is left to them.)
     """
     for logger in loggers:
-        if not isinstance(logger, WandbLogger):
-            continue
-        init = unstarted_wandb_init(logger)
-        if init is not None and "anonymous" in init and init["anonymous"] is None:
-            del init["anonymous"]
-        if logger.save_dir:
+        if isinstance(logger, WandbLogger) and logger.save_dir:
             os.makedirs(logger.save_dir, exist_ok=True)
