@@ -150,10 +150,6 @@ def _parse_only_cli() -> type:
     class ParseOnly(TiedembCLI):
         """The CLI up to its parse: LightningCLI's hooks hand over the subcommand's parser and the config."""
 
-        def add_arguments_to_parser(self, parser: Any) -> None:
-            super().add_arguments_to_parser(parser)
-            self.subcommand_parser = parser  # only the cell's subcommand is built in full (TiedembCLI)
-
         def parse_arguments(self, parser: Any, args: Any) -> None:
             try:
                 super().parse_arguments(parser, args)
@@ -161,7 +157,9 @@ def _parse_only_cli() -> type:
                 from tiedemb.training.arguments import choice_mismatch, condense_parse_error, nearest_valid_key
 
                 message = str(error)
-                nearest = nearest_valid_key(message, getattr(self, "subcommand_parser", parser))
+                # add_arguments_to_parser saw each subcommand's parser, in the order LightningCLI builds them
+                subcommand_parser = dict(zip(self.subcommands(), self._parsers_seen)).get(args[0], parser)
+                nearest = nearest_valid_key(message, subcommand_parser)
                 condensed = choice_mismatch(condense_parse_error(message))
                 raise UserError(condensed + (f"; did you mean {nearest}?" if nearest else "")) from None
             raise _Parsed(self.config[self.config["subcommand"]])
