@@ -1026,18 +1026,25 @@ def build_cli(args: list[str] | None = None, run: bool = True) -> TiedembCLI:
         warnings.filterwarnings("ignore", message=_LIGHTNING_LEAFSPEC_WARNING, category=FutureWarning)
         warnings.filterwarnings("ignore", message=_SUMMARY_MIXED_PRECISION_WARNING, category=UserWarning)
         return TiedembCLI(
-            model_class=L.LightningModule,
-            datamodule_class=L.LightningDataModule,
-            subclass_mode_model=True,
-            subclass_mode_data=True,
-            trainer_class=Trainer,
-            parser_class=ArgumentParser,
+            **cli_kwargs(),
             save_config_callback=ConfigSaver,
-            seed_everything_default=0,
             parser_kwargs=parser_help_kwargs(TiedembCLI.subcommands()),
             args=args,
             run=run,
         )
+
+
+def cli_kwargs() -> dict[str, Any]:
+    """What every TiedembCLI is built with: any module and data module by class path, tiedemb's Trainer and parser."""
+    return {
+        "model_class": L.LightningModule,
+        "datamodule_class": L.LightningDataModule,
+        "subclass_mode_model": True,
+        "subclass_mode_data": True,
+        "trainer_class": Trainer,
+        "parser_class": ArgumentParser,
+        "seed_everything_default": 0,
+    }
 
 
 def main(args: list[str] | None = None, run: bool = True) -> TiedembCLI | None:

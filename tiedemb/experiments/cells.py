@@ -169,23 +169,15 @@ def _parse_only_cli() -> type:
 
 def resolved_config(sweep: Sweep, cell: Cell, folder: Path) -> dict[str, Any]:
     """The cell's configuration as the CLI's parser resolves it (jsonargparse; nothing instantiated)."""
-    import lightning as L
-
-    from tiedemb.cli import ArgumentParser, Trainer
+    from tiedemb.cli import cli_kwargs
 
     try:
         with warnings.catch_warnings():
             # The cell's command line is given as a list on purpose; the sweep's own arguments are not its.
             warnings.filterwarnings("ignore", message=".*args parameter is intended to run from within Python")
             _parse_only_cli()(
-                model_class=L.LightningModule,
-                datamodule_class=L.LightningDataModule,
-                subclass_mode_model=True,
-                subclass_mode_data=True,
-                trainer_class=Trainer,
-                parser_class=ArgumentParser,
+                **cli_kwargs(),
                 save_config_callback=None,
-                seed_everything_default=0,
                 parser_kwargs={"exit_on_error": False},  # a mistake is raised to here, not printed
                 args=cell_args(sweep, cell, folder, cell.command),
             )
