@@ -29,6 +29,13 @@ def test_every_subcommand_names_a_module_with_a_main():
         assert importlib.util.find_spec(module) is not None, f"{name}: no module {module}"
 
 
+def test_the_command_hands_to_lightningcli_exactly_its_subcommands():
+    from tiedemb.cli import TiedembCLI
+    from tiedemb.command import LIGHTNING_SUBCOMMANDS
+
+    assert LIGHTNING_SUBCOMMANDS == set(TiedembCLI.subcommands())
+
+
 def test_help_gives_each_subcommand_one_line():
     from tiedemb.command import usage
 

@@ -66,7 +66,7 @@ from tiedemb.training.evaluation import (
 from tiedemb.training.exits import INTERRUPTED_EXIT, PREEMPTED_EXIT, report_user_errors
 from tiedemb.training.files import first_free
 from tiedemb.training.log_level import LEVELS, hide_lightning_advert, set_log_level, set_log_level_from_env
-from tiedemb.training.metric_names import MAJORITY_PREFIX
+from tiedemb.training.metric_names import MAJORITY_PREFIX, kept_name
 from tiedemb.training.model_summary import SummaryWithoutFlops
 from tiedemb.training.monitor import TrainingMonitor
 from tiedemb.training.parameter_counts import ParameterCounts
@@ -254,7 +254,7 @@ class Trainer(L.Trainer):
         )
         labels = torch.tensor(raw["label"])
         result = bootstrap_auroc(scores, labels, samples=samples)
-        metrics = {**result.metrics(), **{f"narrow/kept_{name}": share for name, share in model.narrowing_kept.items()}}
+        metrics = {**result.metrics(), **{kept_name(name): share for name, share in model.narrowing_kept.items()}}
         if readapted is not None:
             metrics.update(readapted.metrics())
         for logger in self.loggers:

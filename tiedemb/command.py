@@ -47,7 +47,8 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "data": ("tiedemb.data_command", "fetch the studies' text, GLUE and tokenizer into data/ (data prepare NAME ...)"),
     "audit": ("tiedemb.audit", "whether a transformers architecture starts as a tied 2-gram model, far above ln n"),
 }
-LIGHTNING_SUBCOMMANDS = {"fit", "validate", "test", "predict", "initloss", "baselines", "similarity"}
+LIGHTNING_SUBCOMMANDS = {name for name, (module, _) in COMMANDS.items() if module == "tiedemb.cli"}
+"""The LightningCLI's subcommands (``tiedemb.cli.TiedembCLI.subcommands``; tests/test_command.py checks they agree)."""
 RUN_PREDICT = "tiedemb.predict"
 """``tiedemb predict RUN --input FILE``: a run's classifier on new pairs (the LightningCLI's ``predict`` takes
 options only, never a first argument of its own, nor ``--input``)."""

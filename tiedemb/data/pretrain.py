@@ -38,6 +38,7 @@ from tiedemb.options import (
     option_types,
     warn_no_effect,
 )
+from tiedemb.training.metric_names import baseline_name
 
 if TYPE_CHECKING:
     from tiedemb.data.text import ExtraTextCache, TextCache
@@ -378,14 +379,14 @@ class PretrainData(ResumableTraining, L.LightningDataModule):
         train = _block_array(self.train_set)
         collator = self._collator(validation=True)
         results: dict[str, float] = {}
-        for prefix, dataset in (("", self.val_set), ("ood_", self.ood_val_set)):
+        for ood, dataset in ((False, self.val_set), (True, self.ood_val_set)):
             if dataset is None:
                 continue
             blocks = _block_array(dataset, limit_val_blocks)
             losses = ngram_baselines(
                 train, blocks, vocab_size=self.vocab_size, objective=self.objective, collator=collator
             )
-            results |= {f"data/{prefix}{name}_loss": value for name, value in losses.items()}
+            results |= {baseline_name(name, ood=ood): value for name, value in losses.items()}
         return results
 
     # -- what a checkpoint records of the data ------------------------------------------------------

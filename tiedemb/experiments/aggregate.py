@@ -13,7 +13,16 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from tiedemb.experiments.runs import Run
-from tiedemb.training.metric_names import INIT_LOSS, INIT_LOSS_PREDICTED, MAJORITY_PREFIX, VAL_LOSS, eval_name
+from tiedemb.training.metric_names import (
+    INIT_LOSS,
+    INIT_LOSS_PREDICTED,
+    LOG_N,
+    MAJORITY_PREFIX,
+    PARAMS_EMBEDDING,
+    PARAMS_TOTAL,
+    VAL_LOSS,
+    eval_name,
+)
 
 SEED_LABEL = "seed"
 GLUE_COLUMNS: dict[str, list[tuple[str, str]]] = {
@@ -190,7 +199,7 @@ def _tied_row(members: list[Run], steps: list[int], target: float | None) -> dic
     row: dict[str, Any] = {"seeds": len(members)}
     row["initial loss"] = summarise(run.first(INIT_LOSS) for run in members)
     row["predicted"] = summarise(run.first(INIT_LOSS_PREDICTED) for run in members)
-    row["ln n"] = summarise(run.first("init/log_n") for run in members)
+    row["ln n"] = summarise(run.first(LOG_N) for run in members)
     for step in steps:
         row[f"val loss @ step {step}"] = summarise(run.metrics.get(VAL_LOSS, {}).get(step) for run in members)
     row["final val loss"] = summarise(run.last(VAL_LOSS) for run in members)
@@ -337,8 +346,8 @@ def _score_columns(chosen: list[Run], tasks: list[str]) -> list[tuple[str, str, 
 def _dim_row(members: list[Run], metric_columns: list[tuple[str, str, str]], tasks: list[str]) -> dict[str, Any]:
     """One route and width: sizes, dev scores (best of run, majority floor, interval, final), convergence."""
     row: dict[str, Any] = {"runs": len(members)}
-    total = summarise(run.last("params/total") for run in members)
-    embedding = summarise(run.last("params/embedding") for run in members)
+    total = summarise(run.last(PARAMS_TOTAL) for run in members)
+    embedding = summarise(run.last(PARAMS_EMBEDDING) for run in members)
     row["total params (M)"] = total.mean / 1e6 if total else None
     row["embedding params (M)"] = embedding.mean / 1e6 if embedding else None
     row["embedding share (%)"] = 100 * embedding.mean / total.mean if total and embedding else None

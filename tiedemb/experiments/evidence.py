@@ -35,22 +35,28 @@ from tiedemb.experiments.claims import (
 )
 from tiedemb.experiments.runs import Run
 from tiedemb.training.metric_names import (
+    BIGRAM_LOSS,
     INIT_LOSS,
     INIT_LOSS_PREDICTED,
+    PARAMS_TOTAL,
     STEP_TARGETS,
+    TRAIN_BATCHES_PER_SEC,
+    TRAIN_FLOPS_PER_SEC,
     UNIGRAM_LOSS,
     VAL_LOSS,
+    ZERO_SHOT,
+    baseline_name,
+    kept_name,
     loss_name,
 )
 
 SEED_LABEL = "seed"
 VAL, OOD = VAL_LOSS, loss_name("val_ood")
-TRAIN_FLOPS_PER_SEC, TRAIN_BATCHES_PER_SEC = "train/device/flops_per_sec", "train/device/batches_per_sec"
 BASELINES = {
     "unigram": UNIGRAM_LOSS,
-    "bigram": "data/bigram_loss",
-    "ood unigram": "data/ood_unigram_loss",
-    "ood bigram": "data/ood_bigram_loss",
+    "bigram": BIGRAM_LOSS,
+    "ood unigram": baseline_name("unigram", ood=True),
+    "ood bigram": baseline_name("bigram", ood=True),
 }
 DEFAULT_TARGETS = STEP_TARGETS  # the targets runs log their steps to (training/monitor.py)
 
@@ -116,7 +122,7 @@ def run_numbers(run: Run, axis: str, targets: Iterable[float]) -> RunNumbers:
         last_step=curve[-1][0] if curve else None,
         baselines=baselines,
         steps=steps,
-        params=run.first("params/total"),
+        params=run.first(PARAMS_TOTAL),
         training_flops=training_flops(run, curve[-1][0] if curve else None),
         tokenizer=run.tokenizer_fingerprint,
     )
@@ -424,7 +430,7 @@ def run_metrics_table(runs: Iterable[Run], analysis: Analysis | None) -> Table:
                 "final ood loss": found.final_ood,
                 **{name: found.baselines[name] for name in BASELINES},
                 **{column: found.steps[target] for target, column in zip(targets, step_columns)},
-                "params": run.first("params/total"),
+                "params": run.first(PARAMS_TOTAL),
                 "commit": _commit(run),
                 "started": _started(run),
             }
@@ -523,7 +529,7 @@ def _full_width_probes(probes: list[Run]) -> dict[str, Run]:
     """Per study, its one probe of the encoder as it is (no narrowing recorded) that wrote its pairs' scores."""
     found: dict[str, list[Run]] = {}
     for run in probes:
-        if run.first("narrow/kept_token") is None and _scores_file(run) is not None:
+        if run.first(kept_name("token")) is None and _scores_file(run) is not None:
             found.setdefault(run.study, []).append(run)
     return {study: runs[0] for study, runs in found.items() if len(runs) == 1}
 
@@ -551,7 +557,7 @@ def zero_shot_table(runs: Iterable[Run]) -> Table:
     """The zero-shot similarity probes (``tiedemb similarity``): ROC-AUC and its bootstrap interval per
     run, beside the share of each embedding table that narrowing kept."""
     rows = []
-    probes = [run for run in runs if run.ok and "zero_shot/auroc" in run.metrics]
+    probes = [run for run in runs if run.ok and f"{ZERO_SHOT}/auroc" in run.metrics]
     label_names = labels_of(probes)
     references = _full_width_probes(probes)
     for run in sorted(probes, key=lambda run: [run.study, *(sort_value(run.labels.get(n, "")) for n in label_names)]):
@@ -559,11 +565,13 @@ def zero_shot_table(runs: Iterable[Run]) -> Table:
             {
                 "study": run.study,
                 **run.labels,
-                "ROC-AUC": run.first("zero_shot/auroc"),
-                "95% bootstrap": f"[{run.first('zero_shot/auroc_low'):.3f}, {run.first('zero_shot/auroc_high'):.3f}]",
-                "pairs": run.first("zero_shot/examples"),
+                "ROC-AUC": run.first(f"{ZERO_SHOT}/auroc"),
+                "95% bootstrap": "[{:.3f}, {:.3f}]".format(
+                    run.first(f"{ZERO_SHOT}/auroc_low"), run.first(f"{ZERO_SHOT}/auroc_high")
+                ),
+                "pairs": run.first(f"{ZERO_SHOT}/examples"),
                 **_paired_with(run, references.get(run.study)),
-                **{f"kept {name}": run.first(f"narrow/kept_{name}") for name in ("token", "position", "segment")},
+                **{f"kept {name}": run.first(kept_name(name)) for name in ("token", "position", "segment")},
             }
         )
     notes = [

@@ -17,7 +17,7 @@ from typing import Any
 from tiedemb.experiments.aggregate import SEED_LABEL, Stat, group_runs, pretraining_runs
 from tiedemb.experiments.runs import Run
 from tiedemb.training.files import atomic_write_bytes
-from tiedemb.training.metric_names import INIT_LOSS, INIT_LOSS_PREDICTED, UNIGRAM_LOSS, VAL_LOSS
+from tiedemb.training.metric_names import BIGRAM_LOSS, INIT_LOSS, INIT_LOSS_PREDICTED, LOG_N, UNIGRAM_LOSS, VAL_LOSS
 
 MISSING = 'no figures: matplotlib is not installed (pip install "tiedemb[report]")'
 
@@ -177,11 +177,11 @@ def loss_curves(runs: Iterable[Run], path: Path) -> Path | None:
                 axis.plot([0], [means[0]], "o", color=colour)
             if curve.predicted is not None:
                 axis.plot([0], [curve.predicted], "x", color=colour, markersize=10, markeredgewidth=2)
-        log_n = [run.first("init/log_n") for run in panel.runs if run.first("init/log_n") is not None]
+        log_n = [run.first(LOG_N) for run in panel.runs if run.first(LOG_N) is not None]
         if log_n:
             axis.axhline(statistics.fmean(log_n), color="grey", linestyle="--", linewidth=1, label="ln n (uniform)")
         # the losses of token frequencies and pairs on the same validation blocks (runs on text log them)
-        for metric, style, name in ((UNIGRAM_LOSS, ":", "unigram"), ("data/bigram_loss", "-.", "bigram")):
+        for metric, style, name in ((UNIGRAM_LOSS, ":", "unigram"), (BIGRAM_LOSS, "-.", "bigram")):
             values = [value for value in (run.first(metric) for run in panel.runs) if value is not None]
             if values:
                 for each in (axis, zoomed):

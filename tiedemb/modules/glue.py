@@ -41,7 +41,7 @@ from tiedemb.options import (
     warn_no_effect,
 )
 from tiedemb.training.files import write_tsv
-from tiedemb.training.metric_names import eval_name
+from tiedemb.training.metric_names import eval_name, kept_name
 from tiedemb.weights.narrow import TABLES, fit_embedding
 from tiedemb.weights.readapt import Readaptation, readapt_embedding
 from tiedemb.weights.source import PretrainedWeights, load_pretrained, resolve_architecture
@@ -332,7 +332,7 @@ class GlueModule(TransformerModule):
             return  # a resumed run logged these at its start
         # What narrowing the pretrained embedding kept, and the scores of always answering the most
         # frequent label, beside the scores the run reaches.
-        described = {f"narrow/kept_{name}": share for name, share in self.narrowing_kept.items()}
+        described = {kept_name(name): share for name, share in self.narrowing_kept.items()}
         described.update(majority_floor(getattr(self.trainer, "datamodule", None)) or {})
         if described:
             for logger in self.loggers:

@@ -30,6 +30,7 @@ from tiedemb.options import (
 )
 from tiedemb.theory import predict_for_config
 from tiedemb.training import metric_names
+from tiedemb.training.metric_names import LOG_N
 from tiedemb.training.ties import TieGuard, restore_tied_entries, tied_prefixes_of
 from tiedemb.weights.language_model import (
     check_trainable,
@@ -245,7 +246,7 @@ class PretrainModule(TransformerModule):
 
     # -- training ------------------------------------------------------------------------------------
     def on_train_start(self) -> None:
-        described = {"init/log_n": math.log(self.config.vocab_size)}
+        described = {LOG_N: math.log(self.config.vocab_size)}
         datamodule = getattr(self.trainer, "datamodule", None)
         repeat_rate = getattr(datamodule, "repeat_rate", 0.0) or 0.0
         described[metric_names.INIT_LOSS_PREDICTED] = predict_for_config(self.config, repeat_rate=repeat_rate).loss

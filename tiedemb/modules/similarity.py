@@ -21,6 +21,7 @@ from torch import Tensor
 from torchmetrics.functional.classification import binary_auroc
 
 from tiedemb.training.files import atomic_write_text
+from tiedemb.training.metric_names import ZERO_SHOT
 
 BOOTSTRAP_SAMPLES = 1000
 BATCH_SIZE = 64
@@ -36,7 +37,7 @@ class SimilarityScore:
     high: float
     examples: int
 
-    def metrics(self, prefix: str = "zero_shot") -> dict[str, float]:
+    def metrics(self, prefix: str = ZERO_SHOT) -> dict[str, float]:
         return {
             f"{prefix}/auroc": self.auroc,
             f"{prefix}/auroc_low": self.low,

@@ -26,8 +26,34 @@ INIT_LOSS = "init/loss"
 """The loss of the untouched model on the first training batch (dropout off), at step 0."""
 INIT_LOSS_PREDICTED = "init/loss_pred"
 """The initial loss ``tiedemb.theory`` predicts for the run's settings, at step 0."""
-UNIGRAM_LOSS = "data/unigram_loss"
+
+
+def baseline_name(kind: str, ood: bool = False) -> str:
+    """``data/[ood_]<kind>_loss``: an add-one n-gram loss (``unigram``, ``bigram``) of the validation
+    text, or of the out-of-domain text (``PretrainData.baselines``)."""
+    return f"data/{'ood_' if ood else ''}{kind}_loss"
+
+
+UNIGRAM_LOSS = baseline_name("unigram")
 """The add-one unigram loss of the validation text, the bar the step targets are read against."""
+BIGRAM_LOSS = baseline_name("bigram")
+LOG_N = "init/log_n"
+"""ln of the vocabulary size, the loss of a uniform prediction, logged at step 0."""
+PARAMS_TOTAL = "params/total"
+PARAMS_EMBEDDING = "params/embedding"
+"""Every parameter, and those of the embedding (tables and projection), logged once a run starts."""
+TRAIN_FLOPS_PER_SEC = "train/device/flops_per_sec"
+TRAIN_BATCHES_PER_SEC = "train/device/batches_per_sec"
+"""What Lightning's ThroughputMonitor logs per device (modules/throughput.py)."""
+ZERO_SHOT = "zero_shot"
+"""The prefix of the zero-shot probe's metrics (``zero_shot/auroc``, ``_low``, ``_high``, ``examples``)."""
+
+
+def kept_name(table: str) -> str:
+    """``narrow/kept_<table>``: the share of a table's energy a narrowing to a smaller d_e keeps."""
+    return f"narrow/kept_{table}"
+
+
 TOKENIZER_FINGERPRINT = "tokenizer_fingerprint"
 """The logged setting (hparams.yaml, W&B's config) naming the tokenizer a pretraining run read."""
 MAJORITY_PREFIX = "data/majority/"

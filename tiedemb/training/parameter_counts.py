@@ -11,6 +11,8 @@ import lightning as L
 from lightning.pytorch.callbacks import Callback
 from torch import nn
 
+from tiedemb.training.metric_names import PARAMS_EMBEDDING, PARAMS_TOTAL
+
 
 def parameter_counts(model: nn.Module) -> dict[str, float]:
     """``params/total``, ``params/embedding`` and ``params/non_embedding`` of ``model``.
@@ -23,8 +25,8 @@ def parameter_counts(model: nn.Module) -> dict[str, float]:
     embedding = next((module for name, module in model.named_modules() if name.rsplit(".", 1)[-1] == "embedding"), None)
     in_embedding = sum(parameter.numel() for parameter in embedding.parameters()) if embedding is not None else 0
     return {
-        "params/total": float(total),
-        "params/embedding": float(in_embedding),
+        PARAMS_TOTAL: float(total),
+        PARAMS_EMBEDDING: float(in_embedding),
         "params/non_embedding": float(total - in_embedding),
     }
 
