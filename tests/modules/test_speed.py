@@ -109,15 +109,15 @@ def test_training_loss_and_gradients_equal_the_full_logits_reference(objective):
         dict(norm_position="post", residual_init="deepnorm"),
     ],
 )
-def test_encoding_selected_rows_equals_selecting_from_the_full_output(layout):
+def test_encoding_selected_positions_equals_selecting_from_the_full_output(layout):
     torch.manual_seed(0)
     model = Transformer(TransformerConfig(vocab_size=60, **layout, **TINY))
     ids = torch.randint(5, 60, (3, 9))
     padding = torch.ones_like(ids)
     padding[1, 6:] = 0
-    rows = torch.tensor([0, 4, 8, 10, 14, 20, 26])
+    positions = torch.tensor([0, 4, 8, 10, 14, 20, 26])
     full = model.encode(ids, padding).reshape(-1, 32)
-    torch.testing.assert_close(model.encode(ids, padding, rows=rows), full[rows])
+    torch.testing.assert_close(model.encode(ids, padding, positions=positions), full[positions])
 
 
 def test_fused_qkv_is_q_then_k_then_v():
