@@ -21,7 +21,6 @@ SPELLED = {
         ["--model-class", "BertModel", "--no-tokenizer", "--push-to-hub", "me/model", "--weights-only", "false"],
     ),
     "consolidate": (["run.ckpt", "one.ckpt"], ["--weights-only=false"]),
-    "dashboard": ([], ["--dry-run"]),
     "audit": ([], ["--model-type", "gpt2", "--seq-len", "8", "--max-params", "1000"]),
     "generate": (["runs/a", "--prompt", "x"], ["--max-new-tokens", "5", "--top-k", "3", "--top-p", "0.9"]),
 }

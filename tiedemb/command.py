@@ -38,7 +38,6 @@ COMMANDS: dict[str, tuple[str, str]] = {
         "tiedemb.rate_report",
         "each variant at the learning rate a fixed rule picks: the picks and the claims at every rate",
     ),
-    "dashboard": ("tiedemb.dashboard", "the studies' comparison views as W&B workspaces (--dry-run: as JSON)"),
     "analyse": ("tiedemb.experiments.analysis", "embedding analyses of a checkpoint (effective rank, synonyms)"),
     "consolidate": ("tiedemb.training.single_checkpoint", "one single-device checkpoint from any strategy's"),
     "generate": ("tiedemb.generate", "RUN --prompt TEXT: a next-token run continues a prompt"),

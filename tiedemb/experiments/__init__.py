@@ -8,7 +8,6 @@
 - ``sections``: the report's section kinds, which a sweep file's ``report:`` names
 - ``aggregate``, ``evidence``, ``width_study``: the tables; ``plots``: the figures; ``report_writer``:
   report.md and the W&B report run
-- ``dashboard``: the studies' W&B views (``tiedemb dashboard``)
 - ``analysis``: effective rank, isotropy and near-synonym cosines of a checkpoint's token embedding
 
 Nothing here trains: a report can be rebuilt anywhere from the run folders alone.

@@ -1,8 +1,7 @@
 """The names of the metrics that the modules and the training monitor log, in one place.
 
-Everything that reads metrics back by name (the report's tables, the W&B dashboard's panels)
-takes them from here, so that renaming a metric is one change, and a panel that names a metric
-nobody logs fails its test (tests/test_dashboard.py).
+Everything that reads metrics back by name (the report's tables and figures) takes them from
+here, so that renaming a metric is one change.
 """
 
 from __future__ import annotations

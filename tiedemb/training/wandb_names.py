@@ -7,7 +7,7 @@ A run's W&B logger that was given none gets, through ``WandbLogger``'s own argum
   their mean and spread as one line);
 * ``tags``: ``head=...``, ``objective=...``, ``task=...``, ``d_e=...``, ``seed=...``;
 * ``config``: ``d_e`` and ``seed_everything``, beside the module's settings the logger records
-  anyway, so the dashboard (``tiedemb dashboard``) can group and plot by them.
+  anyway, so W&B's workspace can group, filter and plot by them.
 
 A name, group or tags set in a config or on the command line are kept; sweep cells set their
 own (study and cell, ``experiments/cells.py``), and get only the ``config`` entries added.
