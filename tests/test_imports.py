@@ -33,7 +33,6 @@ LAYERS = [
         "tiedemb.narrowing",
         "tiedemb.data_command",
         "tiedemb.audit",
-        "tiedemb.generate",
         "tiedemb.predict",
         "tiedemb.command",
     ],

@@ -22,7 +22,6 @@ SPELLED = {
     ),
     "consolidate": (["run.ckpt", "one.ckpt"], ["--weights-only=false"]),
     "audit": ([], ["--model-type", "gpt2", "--seq-len", "8", "--max-params", "1000"]),
-    "generate": (["runs/a", "--prompt", "x"], ["--max-new-tokens", "5", "--top-k", "3", "--top-p", "0.9"]),
 }
 
 

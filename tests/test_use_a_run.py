@@ -1,5 +1,5 @@
-"""Using a trained run: ``tiedemb generate`` on a next-token run, ``tiedemb predict`` on a GLUE run, the
-summary a finished fit ends with, and ``fit --save_transformers``.
+"""Using a trained run: ``tiedemb predict`` on a GLUE run, the summary a finished fit ends with, and
+``fit --save_transformers``.
 
 Two tiny runs, each made once: tied.yaml (next-token) on made-up text with the tokenizer it trains, and
 MRPC from scratch on a made-up MRPC folder with the tiny tokenizer. Both commands are run through the
@@ -15,15 +15,12 @@ import random
 from pathlib import Path
 
 import pytest
-import torch
 from bert_helpers import write_mrpc
 from tiny_runs import TINY_TIED
 
 from tiedemb.cli import main as cli_main
 from tiedemb.command import main as tiedemb
 from tiedemb.command import predicts_from_a_run
-from tiedemb.generate import continue_tokens, next_token_scores
-from tiedemb.nn import Transformer, TransformerConfig
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 
@@ -114,7 +111,7 @@ def test_a_fit_ends_naming_its_folder_best_checkpoint_score_and_next_commands(cl
         summary[1].startswith(f"  best checkpoint: {best} (val/loss ") and (folder / "checkpoints/best.ckpt").is_file()
     )
     assert summary[2].startswith("  final val/loss: ")
-    assert f"  tiedemb generate {Path('runs/clm')} --prompt 'The'" in summary
+    assert f"  tiedemb validate --ckpt_path {best}" in summary
     assert summary[-1].startswith(
         f"  train on: the same fit command with --ckpt_path {Path('runs/clm/checkpoints/last.ckpt')}"
     )
@@ -149,68 +146,6 @@ def test_save_transformers_outside_fit_is_refused(tmp_path, capsys):
     assert capsys.readouterr().err.strip().splitlines()[-1] == (
         "error: --save_transformers saves what a fit trained; validate trains nothing"
     )
-
-
-# --------------------------------------------------------------------------- generate
-
-
-@pytest.mark.end_to_end
-def test_generate_continues_a_prompt_with_the_runs_tokenizer_from_another_folder(
-    clm_run, tmp_path, monkeypatch, capsys
-):
-    folder, _ = clm_run
-    monkeypatch.chdir(tmp_path)
-    args = ["generate", str(folder), "--prompt", "the cat", "--temperature", "0", "--max-new-tokens", "4"]
-    status, out, err = run_tiedemb(args, capsys)
-    assert status == 0, err
-    assert out.startswith("the cat") and len(out.strip()) > len("the cat")
-    assert run_tiedemb(args, capsys)[1] == out  # greedy: the same text again
-    assert list(tmp_path.iterdir()) == []  # nothing written
-
-
-@pytest.mark.end_to_end
-def test_generate_refuses_a_glue_run_and_a_missing_run_in_one_line(mrpc_run, tmp_path, capsys):
-    status, out, err = run_tiedemb(["generate", str(mrpc_run), "--prompt", "hello"], capsys)
-    assert status == 2 and out == ""
-    assert err.strip().splitlines() == [
-        f"error: {str(mrpc_run)!r} is a GLUE classifier, which does not generate text; `tiedemb predict "
-        f"{mrpc_run} --input pairs.tsv` labels sentence pairs with it"
-    ]
-    status, _, err = run_tiedemb(["generate", str(tmp_path / "nothing"), "--prompt", "x"], capsys)
-    assert status == 2 and err.startswith("error: ") and "does not exist" in err and len(err.strip().splitlines()) == 1
-
-
-def test_prompt_ids_without_a_tokenizer_are_token_ids_or_refused():
-    from tiedemb.errors import UserError
-    from tiedemb.generate import prompt_ids
-
-    assert prompt_ids("5 17 3", None, 64) == [5, 17, 3]
-    with pytest.raises(UserError, match="no tokenizer; give token ids"):
-        prompt_ids("the cat", None, 64)
-    with pytest.raises(UserError, match="token ids run from 0 to 63"):
-        prompt_ids("5 64", None, 64)
-
-
-def test_greedy_continuation_is_the_models_most_likely_token_each_time():
-    torch.manual_seed(0)
-    config = TransformerConfig(
-        vocab_size=40, hidden_size=16, num_layers=1, num_heads=2, intermediate_size=32, objective="clm", position="rope"
-    )
-    model = Transformer(config).eval()
-    out = continue_tokens(model, torch.tensor([[1, 2, 3]]), 5, temperature=0)
-    ids = torch.tensor([[1, 2, 3]])
-    for _ in range(5):
-        ids = torch.cat([ids, model(ids).logits[:, -1].argmax(-1, keepdim=True)], dim=1)
-    assert torch.equal(out, ids)
-    stopped = continue_tokens(model, torch.tensor([[1, 2, 3]]), 5, temperature=0, stop_id=int(ids[0, 3]))
-    assert stopped.tolist() == [ids[0, :4].tolist()]
-
-
-def test_top_k_and_top_p_keep_only_the_likeliest_tokens():
-    logits = torch.log(torch.tensor([[0.5, 0.3, 0.15, 0.05]]))
-    assert torch.isfinite(next_token_scores(logits, 1.0, 2, None)).tolist() == [[True, True, False, False]]
-    assert torch.isfinite(next_token_scores(logits, 1.0, None, 0.7)).tolist() == [[True, True, False, False]]
-    assert torch.isfinite(next_token_scores(logits, 1.0, None, 0.4)).tolist() == [[True, False, False, False]]
 
 
 # --------------------------------------------------------------------------- predict
@@ -265,7 +200,7 @@ def test_predict_refuses_a_next_token_run_a_missing_file_and_wrong_rows_writing_
         (
             [str(clm_run[0]), "--input", "pairs.tsv"],
             f"error: {str(clm_run[0])!r} is a next-token pretraining run, not a GLUE classifier; "
-            f"`tiedemb generate {clm_run[0]} --prompt TEXT` continues text with it",
+            "`tiedemb export` makes it a transformers causal LM, whose generate() continues text",
         ),
         ([str(mrpc_run), "--input", "missing.tsv"], "error: --input 'missing.tsv' does not exist; pass a .tsv file"),
         (

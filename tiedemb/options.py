@@ -296,7 +296,7 @@ def add_weights_only(parser: argparse.ArgumentParser) -> None:
 
 def add_run_checkpoint_options(parser: argparse.ArgumentParser) -> None:
     """``--checkpoint`` (which checkpoint of a run folder) and ``--weights-only``: what the commands
-    that load a run (generate, predict) share."""
+    that load a run (predict) share."""
     parser.add_argument(
         "--checkpoint", default=None, help="in a run folder: best (default, else last), last, or a file name"
     )

@@ -1,6 +1,6 @@
 """The checkpoint a command that uses a trained model reads: a run folder's, or a checkpoint file.
 
-``tiedemb generate RUN`` and ``tiedemb predict RUN`` take a run folder (``runs/<name>``, from any
+``tiedemb predict RUN`` takes a run folder (``runs/<name>``, from any
 folder) or a ``.ckpt`` file. In a run folder the best checkpoint by the run's monitored metric
 (``checkpoints/best.ckpt``) is used, else its newest state (``checkpoints/last.ckpt``);
 ``--checkpoint last`` (or ``best``, or a file name inside ``checkpoints/``) picks another. Anything

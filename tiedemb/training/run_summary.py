@@ -102,9 +102,6 @@ def summary_lines(trainer: L.Trainer, run_dir: Path, seconds: float, run: RunKin
         lines.append(f"  tiedemb predict {run_dir} --input pairs.tsv")
     else:
         lines.append(f"  tiedemb validate --ckpt_path {chosen}")
-        if run.kind == "clm":
-            prompt = "'5 17 3'" if not run.has_tokenizer else "'The'"
-            lines.append(f"  tiedemb generate {run_dir} --prompt {prompt}")
     if run.exportable and (run.transformers_dir is None or not run.transformers_dir.is_dir()):
         tokenizer = "" if run.has_tokenizer else " --no-tokenizer"
         lines.append(f"  tiedemb export {chosen} exported/{run_dir.name}{tokenizer}")
