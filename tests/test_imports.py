@@ -28,7 +28,6 @@ LAYERS = [
         "tiedemb.sweep",
         "tiedemb.report",
         "tiedemb.rate_report",
-        "tiedemb.consolidate",
         "tiedemb.export",
         "tiedemb.narrowing",
         "tiedemb.data_command",

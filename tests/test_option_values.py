@@ -63,7 +63,6 @@ COMMANDS = {
     "tiedemb.sweep": ["sweep.yaml", "--out", "out"],
     "tiedemb.report": ["runs"],
     "tiedemb.experiments.analysis": ["last.ckpt"],
-    "tiedemb.consolidate": ["a.ckpt", "b.ckpt"],
     "tiedemb.export": ["last.ckpt", "exported"],
     "tiedemb.audit": ["config.json"],
 }

@@ -32,8 +32,6 @@ from tiedemb.data import PretrainData
 from tiedemb.errors import UserError
 from tiedemb.nn import Transformer, TransformerConfig
 from tiedemb.nn.model import Block
-from tiedemb.training.single_checkpoint import consolidate_checkpoint
-from tiedemb.training.single_checkpoint import main as consolidate_main
 from tiedemb.training.strategy import check_strategy_config, strategy_kind
 from tiedemb.training.ties import TieBroken, check_ties
 
@@ -242,14 +240,6 @@ def test_a_checkpoint_naming_the_shared_matrix_once_loads_tied(tmp_path, tied_ch
     assert reloaded.model.is_tied
     torch.testing.assert_close(reloaded.model.embedding.token.weight.detach(), matrix, rtol=0, atol=0)
 
-    consolidated = torch.load(
-        consolidate_checkpoint(tmp_path / "one_name.ckpt", tmp_path / "out.ckpt"), weights_only=False
-    )
-    assert torch.equal(
-        consolidated["state_dict"]["model.embedding.token.weight"],
-        consolidated["state_dict"]["model.head.decoder.weight"],
-    )
-
 
 @pytest.mark.end_to_end
 def test_a_checkpoint_with_two_different_matrices_is_refused_for_a_tied_model(tmp_path, tied_checkpoint):
@@ -258,46 +248,6 @@ def test_a_checkpoint_with_two_different_matrices_is_refused_for_a_tied_model(tm
     torch.save(checkpoint, tmp_path / "untied.ckpt")
     with pytest.raises(TieBroken, match="written by an untied model"):
         PretrainModule.load_from_checkpoint(tmp_path / "untied.ckpt")
-
-
-@pytest.mark.end_to_end
-def test_the_consolidate_command_reads_a_file_as_training_does_and_never_writes_over_one(
-    tmp_path, tied_checkpoint, capsys
-):
-    def command(*args: str) -> tuple[int, list[str]]:
-        code = consolidate_main([*map(str, args)])
-        return code, [line for line in capsys.readouterr().err.splitlines() if line.startswith("error:")]
-
-    corrupt = tmp_path / "half.ckpt"
-    corrupt.write_bytes(tied_checkpoint.read_bytes()[:4000])
-    code, errors = command(corrupt, tmp_path / "a.ckpt")
-    assert code == 2 and len(errors) == 1 and f"checkpoint '{corrupt}' could not be read" in errors[0]
-
-    unsafe = tmp_path / "unsafe.ckpt"
-    checkpoint = torch.load(tied_checkpoint, weights_only=True)
-    torch.save({**checkpoint, "extra": re.compile("any pickled object")}, unsafe)
-    code, errors = command(unsafe, tmp_path / "b.ckpt")
-    assert code == 2 and len(errors) == 1 and "pass --weights_only=false" in errors[0]
-    assert not (tmp_path / "b.ckpt").exists()
-    assert command(unsafe, tmp_path / "b.ckpt", "--weights_only=false") == (0, [])
-    assert torch.load(tmp_path / "b.ckpt", weights_only=False)["extra"].pattern == "any pickled object"
-
-    before = (tmp_path / "b.ckpt").read_bytes()
-    code, errors = command(tied_checkpoint, tmp_path / "b.ckpt")
-    assert code == 2 and errors == [
-        f"error: output '{tmp_path / 'b.ckpt'}' already exists; the consolidated "
-        "checkpoint is never written over a file: pass a new path"
-    ]
-    assert (tmp_path / "b.ckpt").read_bytes() == before
-
-
-@run_if(without_packages=["deepspeed"])
-def test_consolidating_a_deepspeed_folder_without_deepspeed_says_what_to_install(tmp_path):
-    folder = tmp_path / "last.ckpt"
-    (folder / "checkpoint").mkdir(parents=True)
-    (folder / "latest").write_text("checkpoint")
-    with pytest.raises(UserError, match="pip install deepspeed"):
-        consolidate_checkpoint(folder, tmp_path / "model.ckpt")
 
 
 # -- FSDP on two CPU processes --------------------------------------------------------------------

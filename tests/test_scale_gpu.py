@@ -1,7 +1,7 @@
 """Lightning's FSDP and DeepSpeed strategies end to end: CUDA only (``pytest -m gpu``).
 
 Each test runs the real command line with a configs/strategy overlay at tiny scale, then loads the
-checkpoint on a single device (after consolidation where the strategy writes a folder) and checks
+checkpoint on a single device (gathered by Lightning's tools where the strategy writes a folder) and checks
 that the tied matrix is one parameter with one value. The CPU counterparts (configs, refusals,
 FSDP sharding with gloo, DDP equivalence) are tests/test_scale.py and tests/test_ddp.py.
 """
@@ -18,7 +18,6 @@ import torch
 from run_if import run_if
 
 from tiedemb import PretrainModule
-from tiedemb.training.single_checkpoint import consolidate_checkpoint
 
 ROOT = Path(__file__).resolve().parents[1]
 CONFIGS = ROOT / "configs"
@@ -83,10 +82,13 @@ def test_fsdp_full_state_checkpoint_loads_on_one_device_tied(tmp_path, variant):
     assert_reloads_tied(last, variant)
 
 
-def test_fsdp_sharded_checkpoint_consolidates_tied(tmp_path):
+def test_fsdp_sharded_checkpoint_consolidated_by_lightnings_command_loads_tied(tmp_path):
     last = fit(tmp_path, "tied_orth", "fsdp", "--trainer.strategy.init_args.state_dict_type=sharded")
     assert last.is_dir()
-    assert_reloads_tied(consolidate_checkpoint(last, tmp_path / "model.ckpt"), "tied_orth")
+    consolidated = tmp_path / "model.ckpt"
+    command = [sys.executable, "-m", "lightning.pytorch.utilities.consolidate_checkpoint", str(last)]
+    subprocess.run([*command, "--output_file", str(consolidated)], check=True, capture_output=True)
+    assert_reloads_tied(consolidated, "tied_orth")
 
 
 def test_fsdp_refuses_a_policy_that_wraps_the_head_apart_from_the_embedding(tmp_path):
@@ -128,12 +130,13 @@ def test_fsdp_on_two_gpus_matches_one_gpu_with_the_global_batch(tmp_path):
     ids=["zero2", "zero3", "zero3-learned-positions"],
 )
 @run_if(packages=["deepspeed"])
-def test_deepspeed_checkpoint_consolidates_and_loads_on_one_device_tied(tmp_path, stage, args):
+def test_deepspeed_checkpoint_gathered_by_lightning_loads_on_one_device_tied(tmp_path, stage, args):
+    from lightning.pytorch.utilities.deepspeed import convert_zero_checkpoint_to_fp32_state_dict
+
     last = fit(tmp_path, "tied", stage, *args)
     assert last.is_dir()  # DeepSpeed writes one folder of partitions
-    consolidated = consolidate_checkpoint(last, tmp_path / "model.ckpt")
-    saved = torch.load(consolidated, map_location="cpu", weights_only=False)["state_dict"]
-    assert torch.equal(saved["model.embedding.token.weight"], saved["model.head.decoder.weight"])
+    consolidated = tmp_path / "model.ckpt"
+    convert_zero_checkpoint_to_fp32_state_dict(str(last), str(consolidated))
     assert_reloads_tied(consolidated, "tied")
 
 

@@ -39,7 +39,6 @@ COMMANDS: dict[str, tuple[str, str]] = {
         "each variant at the learning rate a fixed rule picks: the picks and the claims at every rate",
     ),
     "analyse": ("tiedemb.experiments.analysis", "embedding analyses of a checkpoint (effective rank, synonyms)"),
-    "consolidate": ("tiedemb.training.single_checkpoint", "one single-device checkpoint from any strategy's"),
     "export": ("tiedemb.export", "a checkpoint as a transformers model folder (BERT, GPT-NeoX, Llama or GPT-2)"),
     "narrowing": ("tiedemb.narrowing", "the share of each embedding table narrowing to a smaller d_e keeps"),
     "data": ("tiedemb.data_command", "fetch the studies' text, GLUE and tokenizer into data/ (data prepare NAME ...)"),

@@ -10,7 +10,6 @@
 - ``wandb_names``: a run's W&B name, group, tags and config from its settings
 - ``strategy``: refusing a strategy this machine cannot run, before anything is built
 - ``ties``: tied weights kept tied under DDP, FSDP and DeepSpeed, and in checkpoints
-- ``single_checkpoint``: any strategy's checkpoint as one single-device file (``python -m tiedemb.consolidate``)
 - ``files``: atomic file writes and the next free file name
 - ``hub``: whether the Hugging Face hub can be reached, probed once
 - ``wandb_mode``: W&B online or offline, probed once; one W&B run across resumes

@@ -11,7 +11,7 @@ See docs/scale-out.md.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping, MutableMapping
+from collections.abc import Iterator, MutableMapping
 from typing import Any
 
 import lightning as L
@@ -113,16 +113,6 @@ def _strategy_model(trainer: L.Trainer, pl_module: L.LightningModule) -> nn.Modu
     # The strategy's model includes the FSDP root unit, which pl_module itself does not.
     model = getattr(trainer.strategy, "model", None)
     return model if isinstance(model, nn.Module) else pl_module
-
-
-def tied_prefixes_in(state_dict: Mapping[str, Any]) -> list[str]:
-    """Prefixes ``p`` for which ``p + EMBEDDING_KEY`` or ``p + DECODER_KEY`` is in ``state_dict``."""
-    prefixes = []
-    for key in state_dict:
-        for suffix in (EMBEDDING_KEY, DECODER_KEY):
-            if key.endswith(suffix) and (key == suffix or key[: -len(suffix)].endswith(".")):
-                prefixes.append(key[: -len(suffix)])
-    return list(dict.fromkeys(prefixes))
 
 
 def restore_tied_entries(state_dict: MutableMapping[str, Any], prefixes: list[str]) -> None:
