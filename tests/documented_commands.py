@@ -59,7 +59,7 @@ SHELL_LANGUAGES = {"bash", "sh", "shell"}
 TIMEOUT_S = 900
 
 #: README.md's commands today (Quick start 1; Data 1, the download; common tasks 8: a tiny fit and its
-#: export, an MRPC fit and its test, a sweep and its report, an audit): fewer found means
+#: export, an MRPC fit and its test, a sweep and its report): fewer found means
 #: the extractor broke, not that docs shrank.
 README_COMMANDS_TODAY = 9
 

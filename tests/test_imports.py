@@ -31,7 +31,6 @@ LAYERS = [
         "tiedemb.export",
         "tiedemb.narrowing",
         "tiedemb.data_command",
-        "tiedemb.audit",
         "tiedemb.predict",
         "tiedemb.command",
     ],

@@ -20,7 +20,6 @@ SPELLED = {
         ["run.ckpt", "out"],
         ["--model-class", "BertModel", "--no-tokenizer", "--push-to-hub", "me/model", "--weights-only", "false"],
     ),
-    "audit": ([], ["--model-type", "gpt2", "--seq-len", "8", "--max-params", "1000"]),
 }
 
 

@@ -64,7 +64,6 @@ COMMANDS = {
     "tiedemb.report": ["runs"],
     "tiedemb.experiments.analysis": ["last.ckpt"],
     "tiedemb.export": ["last.ckpt", "exported"],
-    "tiedemb.audit": ["config.json"],
 }
 
 

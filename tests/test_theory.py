@@ -85,15 +85,3 @@ def test_predictor_matches_measured_initial_loss(vocab, hidden, d_e, sigma, obje
     predicted = predict_for_config(config).loss
     measured = measured_initial_loss(config)
     assert measured == pytest.approx(predicted, rel=0.03, abs=0.15)
-
-
-def test_branches_shrink_the_self_logit_and_a_soft_cap_bounds_it():
-    """tiedemb audit's extensions: residual branches unrelated to the token join the norm's
-    denominator (the self-logit over sqrt(1 + ratio^2)), and a soft-cap maps it through c tanh(a/c)."""
-    plain = predict_initial_loss(vocab_size=1000, hidden_size=512, init_std=0.02)
-    assert predict_initial_loss(vocab_size=1000, hidden_size=512, init_std=0.02, branch_ratio=0.0) == plain
-    branched = predict_initial_loss(vocab_size=1000, hidden_size=512, init_std=0.02, branch_ratio=2.0)
-    assert branched.self_logit == pytest.approx(plain.self_logit / 5**0.5)
-    assert branched.logit_var == plain.logit_var
-    capped = predict_initial_loss(vocab_size=1000, hidden_size=512, init_std=0.02, logit_softcap=5.0)
-    assert capped.self_logit == pytest.approx(5.0 * math.tanh(plain.self_logit / 5.0))

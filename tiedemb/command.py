@@ -42,7 +42,6 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "export": ("tiedemb.export", "a checkpoint as a transformers model folder (BERT, GPT-NeoX, Llama or GPT-2)"),
     "narrowing": ("tiedemb.narrowing", "the share of each embedding table narrowing to a smaller d_e keeps"),
     "data": ("tiedemb.data_command", "fetch the studies' text, GLUE and tokenizer into data/ (data prepare NAME ...)"),
-    "audit": ("tiedemb.audit", "whether a transformers architecture starts as a tied 2-gram model, far above ln n"),
 }
 LIGHTNING_SUBCOMMANDS = {name for name, (module, _) in COMMANDS.items() if module == "tiedemb.cli"}
 """The LightningCLI's subcommands (``tiedemb.cli.TiedembCLI.subcommands``; tests/test_command.py checks they agree)."""

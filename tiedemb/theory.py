@@ -24,12 +24,11 @@ from dataclasses import dataclass
 
 # The model's own head classes and scale arithmetic: the prediction speaks of exactly the heads and
 # scale settings a config accepts.
-from tiedemb.nn.config import SCALE_KEYWORDS, readout_width, resolve_scale
+from tiedemb.nn.config import readout_width, resolve_scale
 from tiedemb.nn.heads import HEADS, FreshReadout, OutputHead
 
 __all__ = [
     "MLM_KEPT_FRACTION",
-    "SCALE_KEYWORDS",
     "Prediction",
     "predict_for_config",
     "predict_initial_loss",
@@ -91,8 +90,6 @@ def predict_initial_loss(
     embedding_scale: float = 1.0,
     embedding_init_std: float | None = None,
     embedding_projection: str = "auto",
-    branch_ratio: float = 0.0,
-    logit_softcap: float | None = None,
 ) -> Prediction:
     """Expected initial loss of a near-identity network; see the module docstring.
 
@@ -105,12 +102,6 @@ def predict_initial_loss(
     ``embedding_projection``: ``"always"`` puts the Xavier projection (and the tied heads' down-map)
     in place at d_e = hidden too. Whether the embedding's own norm is there changes nothing here:
     the final norm (pre-norm) or the block norms (post-norm) normalise the near-identity stream.
-    ``branch_ratio``: the residual branches' output at the final norm relative to the embedding's
-    (0: the near-identity network). Drawn through random matrices, that output is unrelated to the
-    input token: it only joins the norm's denominator, so the token's share shrinks by
-    sqrt(1 + ratio^2) and the spread of the other scores is unchanged.
-    ``logit_softcap``: c of Gemma 2's soft-capping, logits -> c tanh(logits / c). The self score
-    a becomes c tanh(a / c); the other scores lie near 0, where tanh is the identity.
     """
     head_type = _head(head)
     n, hidden = vocab_size, hidden_size
@@ -133,15 +124,13 @@ def predict_initial_loss(
         embedding_dim=d_e,
         token_std=sigma_t,
         init_std=init_std,
-        token_share=embedding_scale * sigma_t / rms / math.sqrt(1.0 + branch_ratio**2),
+        token_share=embedding_scale * sigma_t / rms,
         aligned_gain=aligned_gain,
         mixed_width=var_width,
     )
     self_logit, logit_var = head_type.initial_logits(readout)
     self_logit *= output_scale
     logit_var *= output_scale**2
-    if logit_softcap:
-        self_logit = logit_softcap * math.tanh(self_logit / logit_softcap)
 
     loss_other = _log_add_exp(self_logit, math.log(n - 1) + logit_var / 2.0)
     loss_same = loss_other - self_logit
