@@ -270,8 +270,6 @@ def glue_module_does(module: GlueModule) -> dict[str, Any]:
         "labels": torch.tensor([0, 1, 1, 0]),
         "idx": torch.arange(4),
     }
-    if module.readapt_pending:  # what fit and similarity do before anything else
-        module.readapt([batch])
     module.train()
     torch.manual_seed(4)
     logits = module(batch["input_ids"], batch["attention_mask"], batch["token_type_ids"])
@@ -560,21 +558,6 @@ GLUE_MODULE: dict[str, Callable[[str], Rule]] = {
                 effect("energy", embedding_dim=8),
                 lambda name, place: [Check({name: "energy"}, warned("is not narrowed"))],
             ),
-        }
-    ),
-    "readapt_steps": by_context(
-        {
-            "random": refusal(5, "without model.pretrained"),
-            "bert": both(
-                effect(5, embedding_dim=8),
-                lambda name, place: [Check({name: 5}, refused("is not narrowed"))],
-            ),
-        }
-    ),
-    "readapt_learning_rate": by_context(
-        {
-            "random": refusal(0.01, "without model.readapt_steps"),
-            "bert": both(refusal(0.01, "without model.readapt_steps"), effect(0.01, readapt_steps=5, embedding_dim=8)),
         }
     ),
     "pooler": always(False),

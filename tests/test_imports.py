@@ -29,7 +29,6 @@ LAYERS = [
         "tiedemb.report",
         "tiedemb.rate_report",
         "tiedemb.export",
-        "tiedemb.narrowing",
         "tiedemb.data_command",
         "tiedemb.predict",
         "tiedemb.command",

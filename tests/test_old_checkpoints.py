@@ -22,7 +22,7 @@ CONFIGS = ROOT / "configs"
 
 ADDED = {
     PretrainModule: {"pretrained": None},
-    GlueModule: {"narrowing": "balanced", "readapt_steps": 0, "readapt_learning_rate": 1e-3},
+    GlueModule: {"narrowing": "balanced"},
 }
 """Options a module gained after these checkpoints were written, with the default a reload gives them."""
 

@@ -67,8 +67,6 @@ ADDED = {
     ("data", "init_args", "ood_val_blocks"): None,
     # balanced narrowing keeps the position table; only runs that narrow a pretrained embedding change
     ("model", "init_args", "narrowing"): "balanced",
-    ("model", "init_args", "readapt_steps"): 0,
-    ("model", "init_args", "readapt_learning_rate"): 0.001,
     ("save_transformers",): False,  # fit --save_transformers: a transformers folder beside the checkpoints
 }
 """Options added since, with the default that keeps a configuration as it was: (path) -> default.

@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import csv
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -179,68 +177,3 @@ def test_a_sweep_study_runs_the_probe_and_the_report_tables_it(tmp_path, probe_i
     assert float(rows["16"][PAIRED_DIFFERENCE]) == pytest.approx(0.0, abs=1e-6)
     assert low == pytest.approx(0.0, abs=1e-3) and high == pytest.approx(0.0, abs=1e-3)
     assert rows["48"][PAIRED_DIFFERENCE] == ""
-
-
-def csv_values(folder: Path) -> dict[str, float]:
-    found = sorted(folder.rglob("metrics.csv"))
-    rows = list(csv.DictReader(open(found[-1])))
-    return {key: float(value) for row in rows for key, value in row.items() if value and key != "step"}
-
-
-@pytest.mark.end_to_end
-@pytest.mark.parametrize("subcommand", ["similarity", "fit"])
-def test_readapting_the_narrowed_embedding_lowers_its_output_error_before_use(tmp_path, probe_inputs, subcommand):
-    # A process per run, as a user runs it: one W&B run per process.
-    extra = (
-        ["--samples=50"] if subcommand == "similarity" else ["--trainer.max_steps=1", "--trainer.limit_val_batches=1"]
-    )
-    command = [
-        sys.executable,
-        str(ROOT / "main.py"),
-        subcommand,
-        "--config",
-        str(ROOT / "configs/glue/mrpc.yaml"),
-        f"--model.pretrained={probe_inputs['bert']}",
-        f"--data.tokenizer={probe_inputs['tokenizer']}",
-        f"--data.data_dir={probe_inputs['glue']}",
-        "--model.embedding_dim=8",
-        "--model.readapt_steps=60",
-        "--model.readapt_learning_rate=0.01",
-        "--data.max_length=32",
-        *extra,
-    ]
-    done = subprocess.run(command, cwd=tmp_path, capture_output=True, text=True, timeout=600)
-    assert done.returncode == 0, done.stderr[-2000:]
-    assert "re-adapted the narrowed embedding in 60 steps" in done.stderr
-    runs = tmp_path / "runs"  # the default loggers write under ./runs
-    values = csv_values(runs)
-    assert values["narrow/readapt_mse_after"] < values["narrow/readapt_mse_before"]
-
-
-@pytest.mark.parametrize(
-    ("settings", "message"),
-    [
-        (["--model.pretrained=null"], "model.readapt_steps=5 has no effect without model.pretrained"),
-        (
-            ["--model.embedding_dim=48"],
-            "model.readapt_steps=5 has no effect here: the pretrained embedding is not narrowed",
-        ),
-    ],
-)
-def test_readapting_what_is_not_narrowed_is_refused(tmp_path, probe_inputs, capsys, settings, message):
-    with pytest.raises(SystemExit) as stop:
-        main(
-            [
-                "similarity",
-                "--config",
-                str(ROOT / "configs/glue/mrpc.yaml"),
-                f"--model.pretrained={probe_inputs['bert']}",
-                f"--data.tokenizer={probe_inputs['tokenizer']}",
-                f"--data.data_dir={probe_inputs['glue']}",
-                "--model.readapt_steps=5",
-                f"--trainer.default_root_dir={tmp_path / 'runs'}",
-                *settings,
-            ]
-        )
-    assert stop.value.code == 2
-    assert message in capsys.readouterr().err

@@ -245,7 +245,6 @@ class Trainer(L.Trainer):
                 f"{len(task.text_columns)} text column(s) and {task.num_labels} labels"
             )
         split = split or task.validation_splits[0]
-        readapted = model.readapt(datamodule.split_loader("train")) if model.readapt_pending else None
         raw = datamodule.raw_split(split)
         model.eval()
         first, second = task.text_columns
@@ -255,8 +254,6 @@ class Trainer(L.Trainer):
         labels = torch.tensor(raw["label"])
         result = bootstrap_auroc(scores, labels, samples=samples)
         metrics = {**result.metrics(), **{kept_name(name): share for name, share in model.narrowing_kept.items()}}
-        if readapted is not None:
-            metrics.update(readapted.metrics())
         for logger in self.loggers:
             logger.log_metrics(metrics, step=0)
             logger.save()

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable
-from dataclasses import replace
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
@@ -43,13 +41,10 @@ from tiedemb.options import (
 from tiedemb.training.files import write_tsv
 from tiedemb.training.metric_names import eval_name, kept_name
 from tiedemb.weights.narrow import TABLES, fit_embedding
-from tiedemb.weights.readapt import Readaptation, readapt_embedding
 from tiedemb.weights.source import PretrainedWeights, load_pretrained, resolve_architecture
 
 WARMUP_RATIO = 0.1
 """BERT's fine-tuning warmup, a tenth of the steps; ``warmup_steps``, when given, replaces it."""
-READAPT_LEARNING_RATE = 1e-3
-"""Adam's step size for re-adapting a narrowed embedding (``readapt_steps``)."""
 
 
 def _check_vocabulary(vocab_size: int | None, source: PretrainedWeights) -> None:
@@ -101,8 +96,6 @@ class GlueModule(TransformerModule):
         pretrained: str | None = None,
         reinit_embeddings: bool = False,
         narrowing: Literal["balanced", "energy"] = "balanced",
-        readapt_steps: NonNegativeInt = 0,
-        readapt_learning_rate: PositiveFloat = READAPT_LEARNING_RATE,
         pooler: bool = True,
         classifier_dropout: Rate | None = None,
         learning_rate: NonNegativeFloat = 2e-5,
@@ -132,12 +125,6 @@ class GlueModule(TransformerModule):
                 counts equally, so the positions keep theirs) or ``energy`` (a plain truncated SVD of the
                 stacked rows, dominated by the token table). The share each table kept is logged as
                 ``narrow/kept_*``.
-            readapt_steps: after narrowing, fit the narrow tables and projection for this many Adam steps
-                so the embedding's output matches the full-width one's on the task's training inputs
-                (labels unread; ``tiedemb.weights.readapt``), before fine-tuning (``fit``) or scoring
-                (``similarity``) starts. 0: the narrowing's fit as it is. The error before and after is
-                logged as ``narrow/readapt_mse_before`` and ``narrow/readapt_mse_after``.
-            readapt_learning_rate: Adam's step size for that fit.
             pooler: BERT's dense + tanh on [CLS] before the classifier.
             classifier_dropout: Dropout before the classifier. Unset: model.dropout.
             learning_rate: AdamW's peak learning rate, reached at the end of warmup.
@@ -185,32 +172,8 @@ class GlueModule(TransformerModule):
                 "model.narrowing", narrowing, "without model.pretrained: there is no pretrained embedding to narrow"
             )
         self.narrowing_kept: dict[str, float] = {}  # table -> share of its energy kept by narrowing
-        if not readapt_steps and changed_from_default(readapt_learning_rate, READAPT_LEARNING_RATE):
-            raise no_effect(
-                "model.readapt_learning_rate",
-                readapt_learning_rate,
-                "without model.readapt_steps (0: no re-adaptation)",
-            )
-        if readapt_steps and pretrained is None:
-            raise no_effect(
-                "model.readapt_steps",
-                readapt_steps,
-                "without model.pretrained: there is no pretrained embedding to narrow",
-            )
-        # The full-width embedding a narrowed one is re-adapted to, until that is done; held in a
-        # tuple so that it is not a submodule (it never reaches checkpoints or the optimiser).
-        self._readapt_target: tuple[nn.Module, ...] = ()
         if source is not None:
             self._load_source(source, reinit_embeddings, narrowing)
-            if readapt_steps:
-                if not self.narrowing_kept:
-                    raise no_effect(
-                        "model.readapt_steps",
-                        readapt_steps,
-                        "here: the pretrained embedding is not narrowed "
-                        "(model.embedding_dim is its width, or model.reinit_embeddings draws new tables)",
-                    )
-                self._readapt_target = (self._full_width_embedding(source),)
         # Model FLOPs of the batch just run, for the Trainer's ThroughputMonitor (tiedemb.modules.throughput).
         self._matmul_weights = MatmulWeights.of(self.model)
         self.flops_per_batch: float | None = None
@@ -266,46 +229,6 @@ class GlueModule(TransformerModule):
             )
         rank_zero_info(f"loaded the embedding and encoder from {source.kind} {source.origin!r}")
 
-    def _full_width_embedding(self, source: PretrainedWeights) -> nn.Module:
-        """The pretrained embedding at its own width, as the narrowed one is built."""
-        width = source.fields["embedding_dim"]
-        projection = "always" if "embedding.projection.weight" in source.state else "auto"
-        config = replace(self.config, embedding_dim=width, embedding_projection=projection)
-        full = type(self.model.embedding)(config)
-        prefix = "embedding."
-        state = {key.removeprefix(prefix): value for key, value in source.state.items() if key.startswith(prefix)}
-        full.load_state_dict(state)
-        return full.requires_grad_(False)
-
-    @property
-    def readapt_pending(self) -> bool:
-        """Whether the narrowed embedding still waits for its re-adaptation (``readapt``)."""
-        return bool(self._readapt_target)
-
-    def readapt(self, batches: Iterable[dict[str, Tensor]]) -> Readaptation | None:
-        """Re-adapt the narrowed embedding on ``batches`` (``model.readapt_steps``), once; log the errors."""
-        if not self._readapt_target:
-            return None
-        (full,) = self._readapt_target
-        device = next(self.model.embedding.parameters()).device
-        full.to(device)
-        moved = ({k: v.to(device) for k, v in batch.items() if isinstance(v, Tensor)} for batch in batches)
-        result = readapt_embedding(
-            self.model.embedding,
-            full,
-            moved,
-            steps=self.hparams.readapt_steps,
-            learning_rate=self.hparams.readapt_learning_rate,
-        )
-        self._readapt_target = ()
-        rank_zero_info(
-            f"re-adapted the narrowed embedding in {result.steps} steps: output error "
-            f"{result.error_before:.4g} -> {result.error_after:.4g} (mean squared, per hidden unit)"
-        )
-        for logger in self.loggers if self._trainer is not None else ():
-            logger.log_metrics(result.metrics(), step=0)
-        return result
-
     # -- forward -----------------------------------------------------------------------------------
     def forward(
         self, input_ids: Tensor, attention_mask: Tensor | None = None, token_type_ids: Tensor | None = None
@@ -319,13 +242,6 @@ class GlueModule(TransformerModule):
         batch_size, length = batch["input_ids"].shape
         self.flops_per_batch = count(batch_size, length, output_positions=batch_size)
         return self(batch["input_ids"], batch.get("attention_mask"), batch.get("token_type_ids"))
-
-    def on_fit_start(self) -> None:
-        # A narrowed embedding built from its pretrained source is re-adapted before the first step;
-        # a run resumed from a checkpoint has the re-adapted weights already.
-        if self.readapt_pending and self.trainer.ckpt_path is None:
-            self.readapt(self.trainer.datamodule.split_loader("train"))
-        self._readapt_target = ()
 
     def on_train_start(self) -> None:
         if self.global_step != 0:

@@ -5,7 +5,7 @@ Each sentence of a pair is encoded on its own, its last hidden states averaged o
 the cosine of the two averages. The area under the ROC curve of that score against the gold label
 says how well the encoder ranks paraphrases above non-paraphrases (0.5: chance), with a 95%
 bootstrap interval over the examples. Nothing is fitted, so no seed noise enters: the interval is
-the dev set's sampling noise alone, which makes it a probe of an embedding (narrowed, re-adapted)
+the dev set's sampling noise alone, which makes it a probe of an embedding (narrowed, say)
 that fine-tuned accuracy on a 408-example dev set cannot resolve.
 """
 

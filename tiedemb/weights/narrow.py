@@ -18,8 +18,7 @@ The basis is the top-k right singular vectors of the tables stacked, each table 
   rank-k fit of all rows together in Frobenius norm, the error being the sum of the discarded σ².
 
 ``Narrowing.kept`` says, per table, the share of its energy (squared Frobenius norm) the basis
-keeps; fine-tuning logs it (``narrow/kept_token`` ...), and ``python -m tiedemb.narrowing`` prints
-it for any width.
+keeps; fine-tuning and ``similarity`` print it and log it (``narrow/kept_token`` ...).
 """
 
 from __future__ import annotations
@@ -127,17 +126,3 @@ def fit_embedding(
     if kept is not None:
         kept.update({TABLE_NAMES[key]: share for key, share in zip(present, narrowed.kept)})
     return state
-
-
-def narrowing_table(
-    source: PretrainedWeights, widths: list[int], weighting: str = "balanced"
-) -> list[dict[str, float]]:
-    """Per width: the share of each table's energy that narrowing ``source`` to it keeps."""
-    present = [key for key in TABLES if key in source.state]
-    rows = []
-    for width in widths:
-        narrowed = factorise_tables(
-            [source.state[key] for key in present], source.state.get(PROJECTION), width, weighting
-        )
-        rows.append({"d_e": width, **{TABLE_NAMES[key]: share for key, share in zip(present, narrowed.kept)}})
-    return rows
