@@ -32,7 +32,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
         "the unigram and bigram losses of the configured text's validation blocks (a GLUE task: its majority floor)",
     ),
     "similarity": ("tiedemb.cli", "zero-shot paraphrase ROC-AUC of a sentence encoder (cosine of mean-pooled vectors)"),
-    "sweep": ("tiedemb.sweep", "run, list or emit the cells of a sweep file"),
+    "sweep": ("tiedemb.sweep", "run, list or check the cells of a sweep file"),
     "report": ("tiedemb.report", "tables, curves and analyses of a folder of runs"),
     "rate-report": (
         "tiedemb.rate_report",
