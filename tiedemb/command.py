@@ -42,7 +42,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "analyse": ("tiedemb.experiments.analysis", "embedding analyses of a checkpoint (effective rank, synonyms)"),
     "consolidate": ("tiedemb.training.single_checkpoint", "one single-device checkpoint from any strategy's"),
     "generate": ("tiedemb.generate", "RUN --prompt TEXT: a next-token run continues a prompt"),
-    "export": ("tiedemb.export", "a checkpoint as a transformers model folder (BERT, GPT-NeoX, Llama or GPT-2)"),
+    "export": ("tiedemb.export", "a checkpoint as a transformers model folder (BERT or GPT-NeoX)"),
     "narrowing": ("tiedemb.narrowing", "the share of each embedding table narrowing to a smaller d_e keeps"),
     "data": ("tiedemb.data_command", "fetch the studies' text, GLUE and tokenizer into data/ (data prepare NAME ...)"),
     "audit": ("tiedemb.audit", "whether a transformers architecture starts as a tied 2-gram model, far above ln n"),
