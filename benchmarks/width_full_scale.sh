@@ -9,7 +9,7 @@
 # Estimated device time on one H100/H200 (from FLOP counts at an assumed 400 TFLOP/s, not measured):
 # about 8.5 GPU-hours of pretraining (7 runs x 100k steps x ~1.2 h) and 3.5-7 of fine-tuning
 # (15 MNLI x 10-25 min, 15 MRPC x a few minutes): about 12-16 GPU-hours. It does not fit a
-# 15-minute device loan; run it where a GPU is held for a day (--emit slurm writes the job array).
+# 15-minute device loan; run it where a GPU is held for a day, or one cell per job with --cell N.
 # A resumed command skips finished cells and continues the others from their last checkpoints.
 set -euo pipefail
 cd "$(dirname "$0")/.."

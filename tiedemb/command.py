@@ -32,14 +32,14 @@ COMMANDS: dict[str, tuple[str, str]] = {
         "the unigram and bigram losses of the configured text's validation blocks (a GLUE task: its majority floor)",
     ),
     "similarity": ("tiedemb.cli", "zero-shot paraphrase ROC-AUC of a sentence encoder (cosine of mean-pooled vectors)"),
-    "sweep": ("tiedemb.sweep", "run, list or emit the cells of a sweep file"),
+    "sweep": ("tiedemb.sweep", "run, list or check the cells of a sweep file"),
     "report": ("tiedemb.report", "tables, curves and analyses of a folder of runs"),
     "rate-report": (
         "tiedemb.rate_report",
         "each variant at the learning rate a fixed rule picks: the picks and the claims at every rate",
     ),
     "analyse": ("tiedemb.experiments.analysis", "embedding analyses of a checkpoint (effective rank, synonyms)"),
-    "export": ("tiedemb.export", "a checkpoint as a transformers model folder (BERT, GPT-NeoX, Llama or GPT-2)"),
+    "export": ("tiedemb.export", "a checkpoint as a transformers model folder (BERT or GPT-NeoX)"),
     "data": ("tiedemb.data_command", "fetch the studies' text, GLUE and tokenizer into data/ (data prepare NAME ...)"),
 }
 LIGHTNING_SUBCOMMANDS = {name for name, (module, _) in COMMANDS.items() if module == "tiedemb.cli"}

@@ -4,10 +4,9 @@ OUT gets ``config.json``, ``model.safetensors``, the run's tokenizer and a model
 (``README.md``), and loads with transformers' Auto classes without ``trust_remote_code``: a GLUE
 classifier as ``BertForSequenceClassification``, a pretraining model with BERT's masked-LM head
 as ``BertForMaskedLM``, any other masked-LM model BERT's encoder can hold as ``BertModel``, a
-next-token model as ``GPTNeoXForCausalLM``, ``LlamaForCausalLM`` or ``GPT2LMHeadModel``. Which
-settings fit and how the weights map is ``tiedemb.weights.export_plan`` (BERT) and
-``tiedemb.weights.causal``; a model no class holds exactly is refused with the setting that
-stands in the way.
+next-token model as ``GPTNeoXForCausalLM``. Which settings fit and how the weights map is
+``tiedemb.weights.export_plan`` (BERT) and ``tiedemb.weights.causal`` (GPT-NeoX); a model no class
+holds exactly is refused with the setting that stands in the way.
 
 The folder is filled beside OUT and renamed at the end, so a failure leaves nothing; an OUT that
 exists and is not empty is never touched. Its folders and files get the modes the umask gives
@@ -33,7 +32,7 @@ EXPORT_COMPLETE = "config.json"
 """The file whose presence marks a written export folder."""
 MODEL_CARD = "README.md"
 CAUSAL_INPUTS = ["input_ids", "attention_mask"]
-"""What a causal LM's tokenizer hands the model: no token types, which GPT-2 would add as word vectors."""
+"""What a causal LM's tokenizer hands the model: no token types, which GPT-NeoX's forward does not take."""
 
 
 # --------------------------------------------------------------------------- the checkpoint
@@ -234,7 +233,7 @@ def parser() -> CommandParser:
         prog="tiedemb export",
         description="Write a tiedemb checkpoint as a transformers model folder (config.json, "
         "model.safetensors, tokenizer, README.md model card) that AutoModel* classes load without "
-        "trust_remote_code (BERT for masked-LM and GLUE models; GPT-NeoX, Llama or GPT-2 for next-token models).",
+        "trust_remote_code (BERT for masked-LM and GLUE models; GPT-NeoX for next-token models).",
     )
     parser.add_argument("checkpoint", help="a GlueModule or PretrainModule .ckpt file")
     parser.add_argument("out", help="the folder to write (new or empty)")
@@ -242,10 +241,9 @@ def parser() -> CommandParser:
         "--model-class",
         choices=EXPORT_CLASSES,
         default=None,
-        help="default: BertForSequenceClassification for GLUE; for next-token models the causal LM "
-        "that holds them (GPTNeoXForCausalLM: LayerNorm and rotary or no positions, "
-        "LlamaForCausalLM: RMSNorm and rotary, GPT2LMHeadModel: learned positions); else "
-        "BertForMaskedLM for BERT's MLM head, BertModel (the encoder alone) for any other",
+        help="default: BertForSequenceClassification for GLUE; GPTNeoXForCausalLM for next-token models "
+        "(LayerNorm, rotary or no positions); else BertForMaskedLM for BERT's MLM head, BertModel (the "
+        "encoder alone) for any other",
     )
     parser.add_argument(
         "--tokenizer", default=None, help="tokenizer directory or hub name; default: the one the run used"

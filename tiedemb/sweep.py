@@ -4,14 +4,8 @@
                      everything the sweep file sets: another text without editing the file
     --list           the cells and their state (a chained cell may be waiting), nothing run
     --dry-run        validate every cell and print its command line, nothing run
-    --cell I         only cell I (a SLURM array task)
-    --study S --LABEL=VALUE ...   only the cell of study S with those labels (a W&B agent's call)
-    --emit slurm     write DIR/sweep.slurm, a job array of all cells
-    --emit wandb     write DIR/wandb_sweep.<study>.yaml, W&B sweeps (``wandb sweep FILE``): grids, or the
-                     random or Bayesian searches of the studies' ``search`` sections
-    --method M       with --emit wandb: grid, random or bayes for every study, over its own choice
-    --metric NAME[:GOAL]  with --emit wandb: the metric to optimise (goal minimize, the default, or
-                     maximize), over the studies' own
+    --cell I         only cell I (e.g. one task of a job array: --cell $SLURM_ARRAY_TASK_ID)
+    --study S --LABEL=VALUE ...   only the cell of study S with those labels
 
 A chained study's cell (``pretrained_from`` in the sweep file) runs after its upstream cell and
 starts from its checkpoint; while that cell has not finished it is skipped as waiting ("mrpc/...
@@ -29,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from tiedemb.errors import UserError
-from tiedemb.experiments.requeue import SweepStopped
+from tiedemb.experiments.stopping import SweepStopped
 from tiedemb.options import NonNegativeInt, number_type
 from tiedemb.training.exits import PREEMPTED_EXIT, CommandParser, report_user_errors
 from tiedemb.training.shipped_configs import resolve_config
@@ -51,19 +45,10 @@ def parser() -> CommandParser:
     parser.add_argument(
         "--out", type=Path, help="folder for the cells (created if absent; default: runs/<the sweep's name>)"
     )
-    parser.add_argument("--emit", choices=("slurm", "wandb"), help="write cluster files instead of running")
     parser.add_argument("--cell", type=number_type(NonNegativeInt), help="run only the cell with this index")
     parser.add_argument("--study", help="with --LABEL=VALUE flags: run only that cell of this study")
     parser.add_argument("--list", action="store_true", help="list the cells and their state")
     parser.add_argument("--dry-run", action="store_true", help="validate and print the commands only")
-    parser.add_argument(
-        "--method", choices=("grid", "random", "bayes"), help="with --emit wandb: the W&B search method of every study"
-    )
-    parser.add_argument(
-        "--metric",
-        metavar="NAME[:GOAL]",
-        help="with --emit wandb: the metric to optimise, e.g. val/loss or val/accuracy:maximize",
-    )
     parser.add_argument(
         "--set",
         action="append",
@@ -85,8 +70,6 @@ def parse_args(argv: list[str] | None) -> tuple[argparse.Namespace, dict[str, st
         selection[label] = value
     if selection and args.study is None:
         command_line.error("--LABEL=VALUE selections need --study")
-    if (args.method or args.metric) and args.emit != "wandb":
-        command_line.error("--method and --metric shape W&B sweep files: use them with --emit wandb")
     return args, selection
 
 
@@ -143,12 +126,9 @@ def _main(args: argparse.Namespace, selection: dict[str, str]) -> int:
             state, note = cell_state(sweep, cell, out)
             print(f"{cell.index:>4}  {state:<12} {cell.id}{f'  {note}' if note else ''}")
         return 0
-    for cell in cells if args.emit or args.dry_run else []:
-        validate_cell(sweep, cell, cell_dir(out, cell))
-    if args.emit:
-        (_emit_slurm if args.emit == "slurm" else _emit_wandb)(sweep, out, workdir, args)
-        return 0
     if args.dry_run:
+        for cell in cells:
+            validate_cell(sweep, cell, cell_dir(out, cell))
         for cell in cells:
             print(f"{cell.id}: tiedemb {shlex.join(cell_args(sweep, cell, cell_dir(out, cell), cell.command))}")
         print(f"{len(cells)} cells are valid")
@@ -158,8 +138,6 @@ def _main(args: argparse.Namespace, selection: dict[str, str]) -> int:
 
 def _chosen_cells(sweep: Any, args: argparse.Namespace, selection: dict[str, str]) -> list[Any] | None:
     """The cells to act on: all, ``--cell I``, or ``--study S --LABEL=VALUE ...``; ``None``: a skipped cell."""
-    from tiedemb.experiments.sweep_file import searched_cell
-
     cells = sweep.cells
     if args.cell is not None:
         chosen = [cell for cell in sweep.all_cells if cell.index == args.cell]
@@ -174,53 +152,14 @@ def _chosen_cells(sweep: Any, args: argparse.Namespace, selection: dict[str, str
         studies = {study.name: study for study in sweep.studies}
         if args.study not in studies:
             raise UserError(f"--study {args.study!r}: the sweep's studies are {', '.join(studies)}")
-        # A random or Bayesian W&B search passes its drawn values by CLI key, beside the grid's labels.
-        drawn = {
-            key: parse_settings([f"{key}={selection.pop(key)}"])[key]
-            for key in studies[args.study].search.parameters
-            if key in selection
-        }
         cells = [
-            searched_cell(cell, drawn)
+            cell
             for cell in studies[args.study].cells
             if all(cell.labels.get(label) == value for label, value in selection.items())
         ]
         if not cells:
             raise UserError(f"no cell of study {args.study!r} has {selection}; the grid may leave it out by a rule")
     return cells
-
-
-def _emit_slurm(sweep: Any, out: Path, workdir: Path, args: argparse.Namespace) -> None:
-    from tiedemb.experiments.emit import slurm_script
-    from tiedemb.training.files import atomic_write_text
-
-    (out / "slurm").mkdir(parents=True, exist_ok=True)  # SLURM opens the job logs there before any job runs
-    atomic_write_text(out / "sweep.slurm", slurm_script(sweep, out, workdir, args.set))
-    print(
-        f"wrote {out / 'sweep.slurm'} ({len(sweep.all_cells)} array tasks); submit with: sbatch {out / 'sweep.slurm'}"
-    )
-    if any(study.chain for study in sweep.studies):
-        print("chained studies: submit it once more to run after the first array, as the script's comment says")
-
-
-def _emit_wandb(sweep: Any, out: Path, workdir: Path, args: argparse.Namespace) -> None:
-    from tiedemb.experiments.cells import cell_dir, validate_cell
-    from tiedemb.experiments.emit import wandb_sweep_configs
-    from tiedemb.experiments.sweep_file import parse_metric, searched_cell, typical_value
-    from tiedemb.training.files import atomic_write_text
-
-    for study in sweep.studies:  # a searched key the command line does not know fails here, not in the agent
-        if study.search.parameters and study.cells and not study.skipped_because:
-            typical = {key: typical_value(distribution) for key, distribution in study.search.parameters.items()}
-            cell = searched_cell(study.cells[0], typical)
-            validate_cell(sweep, cell, cell_dir(out, cell))
-    metric = parse_metric(args.metric, "--metric") if args.metric else None
-    for study, text in wandb_sweep_configs(sweep, out, args.set, args.method, metric).items():
-        path = out / f"wandb_sweep.{study}.yaml"
-        atomic_write_text(path, text)
-        chain = sweep.study(study).chain
-        after = f" (once the sweep of study {chain.study!r} has finished)" if chain else ""
-        print(f"wrote {path}; start with: wandb sweep {path}, then wandb agent <sweep id>{after}")
 
 
 def _summary(name: str, out: Path, outcome: dict[str, list[str]]) -> int:

@@ -7,14 +7,12 @@ import sys
 from pathlib import Path
 
 import pytest
-import yaml
 from sweep_files import tiny_sweep, write_sweep
 
 from tiedemb.errors import UserError
 from tiedemb.experiments import cells as sweep_module
 from tiedemb.experiments import layout
 from tiedemb.experiments.cells import cell_args, pending_cells, run_sweep, validate_cell
-from tiedemb.experiments.emit import slurm_script, wandb_sweep_configs
 from tiedemb.experiments.sweep_file import load_sweep
 from tiedemb.sweep import main as sweep_main
 
@@ -229,21 +227,7 @@ def test_cells_own_their_folders_and_loggers(tmp_path):
     assert f'"save_dir": "{folder}"' in logger and "CSVLogger" in logger
 
 
-# --------------------------------------------------------------------------- clusters
-
-
-def test_slurm_and_wandb_outputs(tmp_path):
-    sweep = load_sweep(tiny_sweep(tmp_path, slurm={"partition": "gpu", "gres": "gpu:1"}))
-    script = slurm_script(sweep, tmp_path / "out", tmp_path)
-    assert "#SBATCH --array=0-3" in script and "#SBATCH --partition=gpu" in script and "#SBATCH --gres=gpu:1" in script
-    assert '--cell "$SLURM_ARRAY_TASK_ID"' in script and "-m tiedemb.sweep" in script
-    config = yaml.safe_load(wandb_sweep_configs(sweep, tmp_path / "out")["t"])
-    assert config["method"] == "grid"
-    assert config["parameters"] == {"variant": {"values": ["tied", "untied"]}, "seed": {"values": ["0", "1"]}}
-    assert config["command"][-1] == "${args}" and "--study" in config["command"]
-
-
-def test_entry_point_selects_cells_like_an_agent_and_lists_states(tmp_path, fake_runs, capsys):
+def test_entry_point_selects_cells_by_study_and_labels_or_index_and_lists_states(tmp_path, fake_runs, capsys):
     calls, _ = fake_runs
     path = tiny_sweep(tmp_path)
     out = tmp_path / "out"

@@ -13,7 +13,6 @@ from tiedemb.errors import UserError
 from tiedemb.experiments import cells as sweep_module
 from tiedemb.experiments import layout
 from tiedemb.experiments.cells import apply_settings, cell_args, run_sweep
-from tiedemb.experiments.emit import slurm_script, wandb_sweep_configs
 from tiedemb.experiments.sweep_file import load_sweep
 from tiedemb.sweep import main as sweep_main
 
@@ -192,19 +191,6 @@ def test_a_skipped_upstream_study_leaves_its_chained_cells_waiting(tmp_path, fak
         "'no/such/data' is absent" in line
         for line in lines
     )
-
-
-def test_cluster_outputs_tell_how_chained_studies_run(tmp_path):
-    sweep = load_sweep(chain_sweep(tmp_path))
-    script = slurm_script(sweep, tmp_path / "out", tmp_path, ["data.block_size=16"])
-    assert "#      0  mrpc/d_e=16,seed=0  <- pretrain/d_e=16,seed=0" in script
-    assert "sbatch --dependency=afterany:<job id of the first array>" in script
-    assert script.rstrip().endswith('--cell "$SLURM_ARRAY_TASK_ID" --set data.block_size=16')
-    configs = wandb_sweep_configs(sweep, tmp_path / "out", ["data.block_size=16"])
-    mrpc = yaml.safe_load(configs["mrpc"])
-    assert "Start after the sweep of study 'pretrain' has finished" in mrpc["description"]
-    assert mrpc["command"][-3:] == ["--set", "data.block_size=16", "${args}"]
-    assert "Start after" not in yaml.safe_load(configs["pretrain"])["description"]
 
 
 # --------------------------------------------------------------------------- --set

@@ -30,8 +30,8 @@ from typing import Any
 from tiedemb.errors import UserError
 from tiedemb.experiments import layout
 from tiedemb.experiments.claims import analysis_record
-from tiedemb.experiments.requeue import STOP_SIGNALS_RECEIVED as STOP
-from tiedemb.experiments.requeue import SweepStopped, requeue_slurm_task, slurm_record
+from tiedemb.experiments.stopping import STOP_SIGNALS_RECEIVED as STOP
+from tiedemb.experiments.stopping import SweepStopped
 from tiedemb.experiments.sweep_file import Cell, Sweep, Upstream, replace_cells
 from tiedemb.training.exits import PREEMPTED_EXIT
 from tiedemb.training.status_file import now, process_fields
@@ -480,7 +480,6 @@ def run_cell(sweep: Sweep, cell: Cell, out: Path, workdir: Path) -> bool:
         **process_fields(),
         "resumed": resume is not None and cell.command not in completed,
         "stages": dict(completed),
-        **slurm_record(),
     }
     stages = [stage for stage in [cell.command] + (["test"] if cell.test else []) if stage not in completed]
     begin = time.monotonic()
@@ -552,27 +551,14 @@ def _preempted(stage: str) -> str:
 
 
 def _record_stop(folder: Path, status: dict[str, Any], stage: str, begin: float) -> None:
-    """Record a cell whose sweep got SIGTERM or SIGUSR1 as preempted, requeue it on SIGUSR1, stop the sweep.
+    """Record a cell whose sweep got SIGTERM as preempted, and stop the sweep.
 
     The cell stays unfinished; a stage that completed before the signal counts as done.
     """
     status.update(
         state=layout.FAILED, finished=now(), seconds=round(time.monotonic() - begin, 1), message=_preempted(stage)
     )
-    if STOP.requeue:
-        status["message"] = f"preempted in {stage} before the time limit (SIGUSR1): requeuing the SLURM job"
-    # Written before any requeue: SLURM ends the job as soon as it is requeued.
     layout.write_json(folder / layout.STATUS_FILE, status)
-    if STOP.requeue:
-        job, what = requeue_slurm_task()
-        status["requeued"] = job is not None
-        status["message"] = (
-            f"preempted in {stage} before the time limit (SIGUSR1): {what}; the requeued job resumes "
-            "it from its checkpoint"
-            if job
-            else f"preempted in {stage} (SIGUSR1), not requeued ({what}): run the sweep again to resume it"
-        )
-        layout.write_json(folder / layout.STATUS_FILE, status)
     raise SweepStopped(STOP.received[0])
 
 
@@ -667,7 +653,7 @@ def run_sweep(
         validate_cell(sweep, cell, cell_dir(out, cell))
     out.mkdir(parents=True, exist_ok=True)
     write_manifest(sweep, out)
-    with STOP.watching():  # SIGTERM or SLURM's SIGUSR1 stops the running cell, records it and ends the sweep
+    with STOP.watching():  # SIGTERM stops the running cell, records it and ends the sweep
         _run_cells(sweep, out, workdir, todo, outcome, echo)
     return outcome
 

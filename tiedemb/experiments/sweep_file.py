@@ -5,7 +5,6 @@ A sweep file is YAML::
     name: smoke                          # the experiment: W&B group, tag and report title
     description: ...
     wandb: {project: tiedemb}            # or false: CSV metrics only
-    slurm: {time: "24:00:00", gres: "gpu:1"}   # #SBATCH lines for --emit slurm
     threads: 1                           # CPU threads of each cell (OMP_NUM_THREADS); with
                                          # trainer.deterministic a rerun repeats to the bit
     configs: [../tied.yaml]              # base configs, relative to this file (every study)
@@ -37,16 +36,6 @@ A sweep file is YAML::
           checkpoint: last                      # last (default) or best
           key: model.pretrained                 # the CLI key that receives the path (default)
         grid: {model.embedding_dim: [32, 64], seed_everything: [0, 1, 2]}
-      lr:                                       # a W&B random or Bayesian search (--emit wandb)
-        configs: [../tied_orth.yaml]
-        grid: {seed_everything: [0, 1]}         # grid axes: categorical values the search picks from
-        search:                                 # file level too; a study's keys win, parameters merge
-          method: bayes                         # grid (the default), random or bayes
-          metric: {name: val/loss, goal: minimize}   # what bayes optimises (needed for bayes)
-          parameters:                           # CLI keys drawn from W&B's distributions
-            model.learning_rate: {distribution: log_uniform_values, min: 1.0e-4, max: 3.0e-3}
-            model.warmup_steps: {distribution: int_uniform, min: 10, max: 100}
-          run_cap: 20                           # the most runs the W&B sweep starts (optional)
     analysis: {axis: variant, reference: tied, claims: [...]}   # the claims and margins the report
                                                 # decides (experiments/claims.py)
     report:                                     # the report's sections, in order (experiments/sections.py;
@@ -68,11 +57,6 @@ moved output folder is still the same sweep. Upstream studies run first, whateve
 in the file. A chained cell whose upstream cell has not finished (failed, not run, its study
 skipped) is never started: it is recorded as waiting, and a later run of the sweep runs it once
 the upstream cell has finished.
-
-A study's ``search`` section only shapes the W&B sweep files (``--emit wandb``): runs of the sweep
-file itself still run the grid. The agent of a random or Bayesian sweep passes the drawn values
-(``--model.learning_rate=0.0012``) beside the grid labels; the cell of those labels then runs with
-the drawn values as overrides, in its own folder labelled with them (``seed=0,learning_rate=0.0012``).
 """
 
 from __future__ import annotations
@@ -98,7 +82,6 @@ FILE_KEYS = (
     "name",
     "description",
     "wandb",
-    "slurm",
     "threads",
     "configs",
     "overrides",
@@ -106,7 +89,6 @@ FILE_KEYS = (
     "rules",
     "requires",
     "test",
-    "search",
     "studies",
     "analysis",
     "report",
@@ -120,7 +102,6 @@ STUDY_KEYS = (
     "requires",
     "test",
     "pretrained_from",
-    "search",
     "command",
 )
 COMMAND_CHOICES = ("fit", "similarity")
@@ -132,28 +113,6 @@ TEST_CHOICES = ("best", "last")
 CHAIN_KEYS = ("study", "match", "labels", "checkpoint", "key")
 CHECKPOINT_CHOICES = ("last", "best")
 DEFAULT_CHAIN_KEY = "model.pretrained"
-SEARCH_KEYS = ("method", "metric", "parameters", "run_cap")
-SEARCH_METHODS = ("grid", "random", "bayes")
-METRIC_GOALS = ("minimize", "maximize")
-#: W&B's distributions for numeric parameters and the numbers each needs (``q``: optional step).
-DISTRIBUTIONS = {
-    **dict.fromkeys(
-        (
-            "int_uniform",
-            "uniform",
-            "q_uniform",
-            "log_uniform",
-            "q_log_uniform",
-            "log_uniform_values",
-            "q_log_uniform_values",
-            "inv_log_uniform",
-            "inv_log_uniform_values",
-        ),
-        ("min", "max"),
-    ),
-    **dict.fromkeys(("normal", "q_normal", "log_normal", "q_log_normal"), ("mu", "sigma")),
-    **dict.fromkeys(("beta", "q_beta"), ("a", "b")),
-}
 
 #: Labels of the axes that the reports and dashboards know by name.
 AXIS_LABELS = {"model.head": "variant", "model.embedding_dim": "d_e", "seed_everything": "seed", "data.task": "task"}
@@ -168,7 +127,7 @@ class Cell:
     configs: tuple[Path, ...]
     overrides: dict[str, Any]  # CLI key -> value, later entries winning
     test: str | None
-    index: int = 0  # position in the whole sweep: the SLURM array index
+    index: int = 0  # position in the whole sweep: what --cell names (e.g. a job array's task id)
     root: Path = Path(".")  # the sweep file's folder: configs are named relative to it in the spec
     upstream: Upstream | None = None  # a chained cell: whose checkpoint it starts from
     command: str = "fit"  # the subcommand the cell runs (COMMAND_CHOICES)
@@ -224,16 +183,6 @@ class Chain:
     key: str
 
 
-@dataclass(frozen=True)
-class Search:
-    """How a study's W&B sweep searches: its method, the metric it optimises, numeric parameters' distributions."""
-
-    method: str = "grid"
-    metric: tuple[str, str] | None = None  # (name, goal)
-    parameters: dict[str, dict[str, Any]] = field(default_factory=dict)  # CLI key -> W&B distribution
-    run_cap: int | None = None
-
-
 @dataclass
 class Study:
     name: str
@@ -242,7 +191,6 @@ class Study:
     labels: tuple[str, ...] = ()  # its grid's axis labels, in order
     chain: Chain | None = None
     depth: int = 0  # studies it starts from, transitively: upstream studies run first
-    search: Search = field(default_factory=Search)
 
 
 @dataclass
@@ -251,7 +199,6 @@ class Sweep:
     name: str
     description: str
     wandb: dict[str, Any] | None  # None: no W&B logger
-    slurm: dict[str, Any]
     threads: int | None = None  # CPU threads of each cell's process; None: the machine's default
     studies: list[Study] = field(default_factory=list)
     analysis: Analysis | None = None  # the claims the report decides (experiments/claims.py)
@@ -306,15 +253,6 @@ def axis_label(key: str) -> str:
     return AXIS_LABELS.get(key, key.rsplit(".", 1)[-1])
 
 
-def searched_cell(cell: Cell, values: dict[str, Any]) -> Cell:
-    """``cell`` with values a W&B search drew for its parameters (CLI key -> value): they are
-    overrides, and labels, so that each draw runs in a folder of its own."""
-    if not values:
-        return cell
-    labels = {**cell.labels, **{axis_label(key): format_value(value) for key, value in values.items()}}
-    return replace(cell, labels=labels, overrides={**cell.overrides, **values})
-
-
 def load_sweep(path: str | Path, workdir: str | Path | None = None) -> Sweep:
     """Read and check a sweep file; raises ``UserError`` naming the place and key of any mistake.
 
@@ -339,7 +277,6 @@ def load_sweep(path: str | Path, workdir: str | Path | None = None) -> Sweep:
         name=name,
         description=str(content.get("description") or ""),
         wandb=_wandb_settings(content.get("wandb", {}), where),
-        slurm=mapping_of(content.get("slurm", {}), f"{where}: slurm"),
         threads=_threads(content.get("threads"), where),
     )
     shared = {key: content[key] for key in STUDY_KEYS if key in content and key != "description"}
@@ -412,14 +349,7 @@ def _expand_study(
     required = [str(entry) for entry in [*(shared.get("requires") or []), *(own.get("requires") or [])]]
     missing = [entry for entry in required if not (workdir / Path(entry).expanduser()).exists()]
     chain = _chain(own["pretrained_from"], f"{where}: pretrained_from") if "pretrained_from" in own else None
-    search = _search(
-        mapping_of(shared.get("search"), f"{where}: search"),
-        mapping_of(own.get("search"), f"{where}: search"),
-        grid,
-        labels,
-        f"{where}: search",
-    )
-    study = Study(name=name, cells=[], labels=tuple(labels), chain=chain, search=search)
+    study = Study(name=name, cells=[], labels=tuple(labels), chain=chain)
     if missing:
         study.skipped_because = (
             f"required path {missing[0]!r} is absent (relative to {str(workdir)!r}){prepare_hint(missing[0])}"
@@ -491,96 +421,6 @@ def _rule(rule: Any, labels: list[str], where: str) -> dict[str, Any]:
     if not isinstance(skip, bool):
         raise UserError(f"{where}.skip must be true or false, got {skip!r}")
     return {"where": values, "overrides": _overrides(rule.get("overrides", {}), where), "skip": skip}
-
-
-# --------------------------------------------------------------------------- W&B searches
-
-
-def _search(shared: dict[str, Any], own: dict[str, Any], grid: dict[str, Any], labels: list[str], where: str) -> Search:
-    """A study's ``search``: the file's, with the study's keys winning and parameters merged."""
-    for raw in (shared, own):
-        check_keys(raw, SEARCH_KEYS, where)
-    merged = {
-        **shared,
-        **own,
-        "parameters": {
-            **mapping_of(shared.get("parameters"), f"{where}.parameters"),
-            **mapping_of(own.get("parameters"), f"{where}.parameters"),
-        },
-    }
-    method = merged.get("method", "grid")
-    if method not in SEARCH_METHODS:
-        raise UserError(f"{where}.method={method!r} is not a known choice; valid: {', '.join(SEARCH_METHODS)}")
-    metric = parse_metric(merged["metric"], f"{where}.metric") if merged.get("metric") is not None else None
-    parameters = {}
-    for key, distribution in merged["parameters"].items():
-        _check_cli_key(key, f"{where}.parameters")
-        if key in grid:
-            raise UserError(f"{where}.parameters: {key} is also a grid axis; give it one place")
-        if axis_label(key) in labels:
-            raise UserError(f"{where}.parameters: {key}'s label {axis_label(key)!r} is also a grid axis's label")
-        parameters[key] = _distribution(distribution, f"{where}.parameters.{key}")
-    run_cap = merged.get("run_cap")
-    if run_cap is not None and (isinstance(run_cap, bool) or not isinstance(run_cap, int) or run_cap < 1):
-        raise UserError(f"{where}.run_cap must be a positive whole number, got {run_cap!r}")
-    search = Search(method=method, metric=metric, parameters=parameters, run_cap=run_cap)
-    check_search(search, where)
-    return search
-
-
-def check_search(search: Search, where: str) -> None:
-    """What W&B would refuse: distributions in a grid search, a Bayesian search without a metric."""
-    if search.method == "grid" and search.parameters:
-        raise UserError(
-            f"{where}: parameters drawn from distributions ({', '.join(search.parameters)}) need "
-            "method random or bayes; a grid search only takes the grid's values"
-        )
-    if search.method == "bayes" and search.metric is None:
-        raise UserError(
-            f"{where}: method bayes needs a metric to optimise, e.g. metric: {{name: val/loss, goal: minimize}}"
-        )
-
-
-def parse_metric(value: Any, where: str) -> tuple[str, str]:
-    """A metric as ``{name, goal}`` or ``NAME[:GOAL]`` (goal: minimize, the default, or maximize)."""
-    if isinstance(value, str):
-        name, _, goal = value.partition(":")
-        value = {"name": name, "goal": goal or "minimize"}
-    value = mapping_of(value, where)
-    check_keys(value, ("name", "goal"), where)
-    name, goal = value.get("name"), value.get("goal", "minimize")
-    if not isinstance(name, str) or not name:
-        raise UserError(f"{where}: name must be a logged metric, e.g. val/loss, got {name!r}")
-    if goal not in METRIC_GOALS:
-        raise UserError(f"{where}: goal={goal!r} is not a known choice; valid: {', '.join(METRIC_GOALS)}")
-    return name, goal
-
-
-def typical_value(distribution: dict[str, Any]) -> int | float:
-    """A value the distribution can draw, of the type it draws: to check a searched key before any agent runs."""
-    value = distribution.get("min", distribution.get("mu", 0.5))
-    return int(value) if distribution["distribution"] == "int_uniform" else float(value)
-
-
-def _distribution(value: Any, where: str) -> dict[str, Any]:
-    value = mapping_of(value, where)
-    name = value.get("distribution")
-    if name not in DISTRIBUTIONS:
-        raise UserError(f"{where}: distribution={name!r} is not one of W&B's: {', '.join(DISTRIBUTIONS)}")
-    needed = DISTRIBUTIONS[name]
-    check_keys(value, ("distribution", *needed, "q"), where)
-    for key in needed + (("q",) if "q" in value else ()):
-        if isinstance(value.get(key), bool) or not isinstance(value.get(key), (int, float)):
-            raise UserError(f"{where}: {name} needs a number for {key}, got {value.get(key)!r}")
-    if needed == ("min", "max") and not value["min"] < value["max"]:
-        raise UserError(f"{where}: min ({value['min']}) must be below max ({value['max']})")
-    if name.endswith("_values") and value["min"] <= 0:
-        raise UserError(f"{where}: {name} draws on a log scale of the values themselves; min must be positive")
-    if name == "int_uniform" and not all(isinstance(value[key], int) for key in ("min", "max")):
-        raise UserError(f"{where}: int_uniform needs whole numbers for min and max")
-    if needed == ("mu", "sigma") and value["sigma"] <= 0:
-        raise UserError(f"{where}: sigma must be positive, got {value['sigma']}")
-    return dict(value)
 
 
 # --------------------------------------------------------------------------- chained studies

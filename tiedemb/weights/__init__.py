@@ -4,5 +4,6 @@
   and the architecture it fixes
 - ``bert``: transformers' BERT names and settings as tiedemb's, and reading a BERT model
 - ``narrow``: a pretrained embedding narrowed to a smaller d_e by truncated SVD
-- ``export``: the way out: tiedemb's settings and weights in BERT's layout (``python -m tiedemb.export``)
+- ``export_plan``, ``causal``, ``model_card``: the way out: tiedemb's settings and weights in BERT's or
+  GPT-NeoX's layout, and the model card (``python -m tiedemb.export``)
 """

@@ -3,7 +3,7 @@
 Pure: a checkpoint's hyperparameters and state dict in, a transformers config mapping and a
 state dict in its names out (``plan_export``), or one ``UserError`` naming the setting the layout
 cannot hold and the class that would work. Masked-LM and GLUE models go to BERT's classes (here);
-next-token models to a causal-LM class (``tiedemb.weights.causal``). ``python -m tiedemb.export``
+next-token models to GPT-NeoX (``tiedemb.weights.causal``). ``python -m tiedemb.export``
 writes the result as a transformers folder.
 
 BERT's exactness rests on three identities:
@@ -31,14 +31,12 @@ from tiedemb.errors import UserError
 from tiedemb.nn.config import TransformerConfig
 from tiedemb.weights.bert import HIDDEN_ACTS, tiedemb_head_to_bert, tiedemb_to_bert
 from tiedemb.weights.causal import (
-    CAUSAL_CLASSES,
-    CONFIG_CLASSES,
+    NEOX,
+    NEOX_CONFIG,
     NO_CAUSAL_CLASS,
-    causal_class,
     causal_config,
     causal_problem,
     causal_state,
-    class_mismatch,
     folded,
 )
 from tiedemb.weights.source import config_from_hparams
@@ -47,8 +45,8 @@ BERT_MODEL = "BertModel"
 MASKED_LM = "BertForMaskedLM"
 CLASSIFIER = "BertForSequenceClassification"
 MODEL_CLASSES = (BERT_MODEL, MASKED_LM, CLASSIFIER)
-#: Every class ``--model-class`` may name: BERT's, then the causal LMs.
-EXPORT_CLASSES = (*MODEL_CLASSES, *CAUSAL_CLASSES)
+#: Every class ``--model-class`` may name: BERT's, then the causal LM.
+EXPORT_CLASSES = (*MODEL_CLASSES, NEOX)
 
 #: Segment rows written for a model without segments: token types 0 and 1 both add nothing.
 ZERO_SEGMENT_ROWS = 2
@@ -68,7 +66,7 @@ class ExportPlan:
 
     @property
     def causal(self) -> bool:
-        return self.model_class in CAUSAL_CLASSES
+        return self.model_class == NEOX
 
 
 # --------------------------------------------------------------------------- which settings fit
@@ -237,12 +235,12 @@ def plan_export(
 ) -> ExportPlan:
     """Everything ``python -m tiedemb.export`` writes but the tokenizer and the model card, or a ``UserError``.
 
-    A next-token pretraining model goes to a causal-LM class unless a BERT class is requested (and
-    refused). ``labels``: a classifier's class names in id order (``None``: transformers' LABEL_0 ...).
+    A next-token pretraining model goes to GPT-NeoX unless a BERT class is requested (and refused).
+    ``labels``: a classifier's class names in id order (``None``: transformers' LABEL_0 ...).
     """
     config = config_from_hparams({**hparams, "objective": hparams.get("objective") or "mlm"}, f"checkpoint {origin!r}")
-    if requested in CAUSAL_CLASSES or (requested is None and kind == "pretrain" and config.causal):
-        return causal_plan(config, state, kind, requested, origin)
+    if requested == NEOX or (requested is None and kind == "pretrain" and config.causal):
+        return causal_plan(config, state, kind, origin)
     model_class = choose_class(kind, config, requested, bool(hparams.get("pooler", True)), origin)
     if labels is None and model_class == CLASSIFIER:
         labels = tuple(f"LABEL_{index}" for index in range(int(hparams["num_labels"])))
@@ -255,34 +253,20 @@ def plan_export(
     )
 
 
-def causal_plan(
-    config: TransformerConfig, state: Mapping[str, Tensor], kind: str, requested: str | None, origin: str
-) -> ExportPlan:
-    """A next-token model as the causal-LM class that holds it (``requested`` only if it is that one)."""
+def causal_plan(config: TransformerConfig, state: Mapping[str, Tensor], kind: str, origin: str) -> ExportPlan:
+    """A next-token model as ``GPTNeoXForCausalLM``, or the setting that stands in the way."""
     if kind == "glue":
         raise UserError(
             f"checkpoint {origin!r} is a GLUE classifier, which attends both ways, so it cannot be a "
-            f"{requested}; export it as {CLASSIFIER} (the default) or {BERT_MODEL}"
+            f"{NEOX}; export it as {CLASSIFIER} (the default) or {BERT_MODEL}"
         )
     problem = causal_problem(config)
     if problem is not None and not config.causal:
         raise UserError(
-            f"checkpoint {origin!r} cannot be a {requested}: {problem}; export it as {MASKED_LM} or {BERT_MODEL}"
+            f"checkpoint {origin!r} cannot be a {NEOX}: {problem}; export it as {MASKED_LM} or {BERT_MODEL}"
         )
     if problem is not None:
         raise UserError(f"checkpoint {origin!r} cannot be exported to a causal LM: {problem}; {NO_CAUSAL_CLASS}")
-    model_class = causal_class(config)
-    mismatch = class_mismatch(config, requested) if requested is not None else None
-    if mismatch is not None:
-        raise UserError(
-            f"checkpoint {origin!r} cannot be a {requested}: {mismatch}; export it as {model_class} (the default)"
-        )
     inner = {key.removeprefix("model."): value for key, value in state.items()}
-    weights, tied = causal_state(inner, config, model_class)
-    return ExportPlan(
-        model_class,
-        causal_config(config, model_class, tied),
-        weights,
-        CONFIG_CLASSES[model_class],
-        folded(config, model_class, tied),
-    )
+    weights, tied = causal_state(inner, config)
+    return ExportPlan(NEOX, causal_config(config, tied), weights, NEOX_CONFIG, folded(config, tied))
