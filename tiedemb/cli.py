@@ -7,7 +7,7 @@ LightningCLI object, so tests drive the real command line with a list of argumen
 from __future__ import annotations
 
 import argparse
-import importlib.util
+import importlib
 import inspect
 import logging
 import math
@@ -24,8 +24,6 @@ from jsonargparse import DefaultHelpFormatter
 from lightning.pytorch.callbacks import (
     LearningRateMonitor,
     ModelCheckpoint,
-    ModelSummary,
-    ProgressBar,
     ThroughputMonitor,
 )
 from lightning.pytorch.cli import LightningArgumentParser, LightningCLI, SaveConfigCallback
@@ -67,12 +65,10 @@ from tiedemb.training.exits import INTERRUPTED_EXIT, PREEMPTED_EXIT, report_user
 from tiedemb.training.files import first_free
 from tiedemb.training.log_level import LEVELS, hide_lightning_advert, set_log_level, set_log_level_from_env
 from tiedemb.training.metric_names import MAJORITY_PREFIX, kept_name
-from tiedemb.training.model_summary import SummaryWithoutFlops
 from tiedemb.training.monitor import TrainingMonitor
 from tiedemb.training.parameter_counts import ParameterCounts
 from tiedemb.training.precision import LightningPrecision, PrecisionIfNative, resolve_precision
 from tiedemb.training.preemption import SaveOnPreemption, saved_at_stop, stop_signal
-from tiedemb.training.progress_bar import RunProgressBar
 from tiedemb.training.random_state import RandomState
 from tiedemb.training.run_checks import (
     check_checkpoint_name,
@@ -143,9 +139,6 @@ def parser_help_kwargs(subcommands: dict[str, Any]) -> dict[str, Any]:
 
 
 log = logging.getLogger("tiedemb")
-
-RICH = importlib.util.find_spec("rich") is not None
-"""Whether Lightning's rich bar and summary can be used (it picks them itself then, else tqdm's and the plain one)."""
 
 # save_dir ".": the run's own folder under trainer.default_root_dir (training/run_dir.py).
 DEFAULT_LOGGERS = [
@@ -531,12 +524,8 @@ class TiedembCLI(LightningCLI):
             (ThroughputMonitor, ModelThroughput),
             # pretraining: gradient norms and token-table statistics (training/monitor.py)
             *([(TrainingMonitor, TrainingMonitor)] if has_loggers and isinstance(self.model, PretrainModule) else []),
-            # "Epoch 0", not Lightning's "Epoch 0/-2", on the bar of a run bounded by max_steps; no v_num
-            *([(ProgressBar, RunProgressBar)] if RICH and enabled("enable_progress_bar") else []),
             # Lightning's own checkpoint callback where the config lists none (given its folder above)
             *([(ModelCheckpoint, ModelCheckpoint)] if enabled("enable_checkpointing") else []),
-            # the model summary without Lightning's FLOPs column, which counts nothing here (0)
-            *([(ModelSummary, SummaryWithoutFlops)] if RICH and enabled("enable_model_summary") else []),
         ]
         # random states travel in checkpoints whatever callbacks the config lists
         first = [RandomState()] if missing(RandomState) else []
@@ -932,7 +921,6 @@ def refuse_linked_settings(model: Any) -> None:
     jsonargparse would parse it and then overwrite it with the data's value, so the user's value
     would be dropped without a word. ``null`` (or the parameter's default) means "from the data".
     """
-    import importlib
 
     module_name, _, class_name = str(model.get("class_path", "")).rpartition(".")
     try:
