@@ -13,7 +13,6 @@ import logging
 import math
 import os
 import sys
-import time
 import warnings
 from pathlib import Path
 from typing import Any, Literal
@@ -90,7 +89,6 @@ from tiedemb.training.run_dir import (
     share_run_dir,
     writes_in_run_dir,
 )
-from tiedemb.training.run_summary import RunKind, say_summary, summary_lines
 from tiedemb.training.status_callback import RunStatus
 from tiedemb.training.strategy import check_cpu_processes, check_strategy_config
 from tiedemb.training.wandb_checkpoints import apply_log_model
@@ -326,7 +324,6 @@ class ConfigSaver(SaveConfigCallback):
 class TiedembCLI(LightningCLI):
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         self._parsers_seen: list[LightningArgumentParser] = []  # in the order of subcommands()
-        self._started = time.monotonic()  # the wall time the end-of-run summary reports
         super().__init__(*args, **kwargs)
 
     @staticmethod
@@ -636,26 +633,16 @@ class TiedembCLI(LightningCLI):
         self._prepare_run(fitting=True)
 
     def after_fit(self) -> None:
-        """The run's transformers folder (``--save_transformers``), then the summary, after W&B's lines."""
+        """``--save_transformers``: the run's best checkpoint (else its newest) as a transformers folder."""
         from tiedemb.training.fit_export import export_beside
-        from tiedemb.training.run_summary import best_checkpoint, monitored
 
-        if not self.trainer.is_global_zero:
+        callback = self.trainer.checkpoint_callback
+        if not self._settings().get("save_transformers") or not self.trainer.is_global_zero or callback is None:
             return
-        kind = RunKind(
-            kind="glue" if isinstance(self.model, GlueModule) else str(getattr(self.model.config, "objective", "mlm")),
-            has_tokenizer=getattr(self.datamodule, "source", None) != "synthetic",
-            # a sharded model's full weights take every process to gather: with more than one the
-            # export is suggested unchecked (only this process is left here)
-            exportable=self.trainer.world_size > 1 or exportable(self.model),
-        )
-        if self._settings().get("save_transformers"):
-            chosen = best_checkpoint(self.run_dir, monitored(self.trainer))
-            if chosen is not None:
-                kind.transformers_dir, said = export_beside(chosen, self.run_dir, kind.has_tokenizer)
-                say(said)
-        # printed by main() once the fit is over: from the command line after W&B's run is finished
-        self.summary = summary_lines(self.trainer, self.run_dir, time.monotonic() - self._started, kind)
+        chosen = callback.best_model_path or callback.last_model_path
+        if chosen:
+            has_tokenizer = getattr(self.datamodule, "source", None) != "synthetic"
+            say(export_beside(Path(chosen), self.run_dir, has_tokenizer)[1])
 
     def before_validate(self) -> None:
         self._prepare_run()
@@ -884,15 +871,6 @@ def check_exportable(model: L.LightningModule) -> None:
         raise UserError(f"--save_transformers: {error}") from None
 
 
-def exportable(model: L.LightningModule) -> bool:
-    """Whether ``tiedemb export`` can write this run's model (the end-of-run summary suggests it then)."""
-    try:
-        check_exportable(model)
-    except Exception:  # a summary's hint: a sharded or unusual model is simply not offered an export
-        return False
-    return True
-
-
 def untrained_weights(model: L.LightningModule) -> str:
     """What a model built from the config alone holds, in words: a pretrained source or a fresh draw.
 
@@ -1053,10 +1031,4 @@ def main(args: list[str] | None = None, run: bool = True) -> TiedembCLI | None:
         raise SystemExit(INTERRUPTED_EXIT if signal == "Ctrl-C" else PREEMPTED_EXIT) from None
     if isinstance(outcome, int):  # the exit status of a user error, already reported
         raise SystemExit(outcome)
-    lines = getattr(outcome, "summary", None)
-    if lines:
-        # From the command line the process ends next: W&B's run is finished first, so its closing
-        # lines come before the summary. Called from Python (args given), the W&B run is left to its
-        # caller: finishing it would stop the process's W&B service for every later run.
-        say_summary(lines, finish=args is None)
     return outcome
