@@ -91,7 +91,6 @@ from tiedemb.training.run_dir import (
 )
 from tiedemb.training.status_callback import RunStatus
 from tiedemb.training.strategy import check_cpu_processes, check_strategy_config
-from tiedemb.training.wandb_checkpoints import apply_log_model
 from tiedemb.training.wandb_mode import WandbRunId, make_wandb_folders, wandb_mode, wandb_run_id
 from tiedemb.training.wandb_names import name_wandb_runs
 
@@ -462,9 +461,6 @@ class TiedembCLI(LightningCLI):
         check_strategy_config(config.get("trainer"))
         # More CPU processes than cores: refused before the data is prepared or a run folder made.
         check_cpu_processes(config.get("trainer"))
-        # Checkpoints as W&B artifacts when TIEDEMB_WANDB_LOG_MODEL asks for them, in whatever
-        # logger list the config has (training/wandb_checkpoints.py).
-        apply_log_model(config.get("trainer"))
         # A W&B run named, grouped and tagged by its head, objective, d_e and seed, unless given its own.
         name_wandb_runs(config)
 
