@@ -128,15 +128,15 @@ def test_the_runs_limits_are_restored_and_an_override_is_said(project, elsewhere
 
 
 def test_a_run_folder_without_a_checkpoint_is_one_line(tmp_path, monkeypatch, capsys):
-    (tmp_path / "runs" / "x").mkdir(parents=True)
+    (tmp_path / "runs" / "x" / "checkpoints").mkdir(parents=True)
     monkeypatch.chdir(tmp_path)
     with pytest.raises(SystemExit) as exited:
         main(["test", "runs/x"])
     assert exited.value.code == 2
     err = capsys.readouterr().err
     assert [line for line in err.splitlines() if line.strip()] == [
-        "error: 'runs/x' holds no checkpoint to evaluate: looked for runs/x/checkpoints/best.ckpt and "
-        "runs/x/checkpoints/last.ckpt"
+        "error: run folder 'runs/x' has no checkpoint (it holds none): the run ended before its first "
+        "validation saved one"
     ]
     with pytest.raises(SystemExit) as exited:
         main(["validate", "runs/nothing"])

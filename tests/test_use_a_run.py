@@ -1,4 +1,4 @@
-"""Using a trained run: ``tiedemb predict`` on a GLUE run, the summary a finished fit ends with, and
+"""Using a trained run: ``tiedemb predict`` on a GLUE run, and
 ``fit --save_transformers``.
 
 Two tiny runs, each made once: tied.yaml (next-token) on made-up text with the tokenizer it trains, and
@@ -100,29 +100,11 @@ def run_tiedemb(args: list[str], capsys) -> tuple[int, str, str]:
 
 
 @pytest.mark.end_to_end
-def test_a_fit_ends_naming_its_folder_best_checkpoint_score_and_next_commands(clm_run):
-    folder, said = clm_run
-    lines = said.strip().splitlines()
-    start = next(index for index, line in enumerate(lines) if line.startswith("run finished in "))
-    summary = lines[start:]
-    assert summary[0].endswith("(2 steps): runs/clm")
-    best = Path("runs/clm/checkpoints/best.ckpt")
-    assert (
-        summary[1].startswith(f"  best checkpoint: {best} (val/loss ") and (folder / "checkpoints/best.ckpt").is_file()
-    )
-    assert summary[2].startswith("  final val/loss: ")
-    assert f"  tiedemb validate --ckpt_path {best}" in summary
-    assert summary[-1].startswith(
-        f"  train on: the same fit command with --ckpt_path {Path('runs/clm/checkpoints/last.ckpt')}"
-    )
-
-
-@pytest.mark.end_to_end
 def test_save_transformers_writes_a_folder_transformers_loads_beside_the_checkpoints(clm_run):
     from transformers import AutoModelForCausalLM
 
     folder, said = clm_run
-    assert f"  transformers folder: {Path('runs/clm/transformers')}" in said
+    assert f"wrote {Path('runs/clm/transformers')} (" in said
     model = AutoModelForCausalLM.from_pretrained(str(folder / "transformers"))
     assert model.config.vocab_size == 300 and (folder / "transformers" / "tokenizer.json").is_file()
 

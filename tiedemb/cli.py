@@ -7,13 +7,12 @@ LightningCLI object, so tests drive the real command line with a list of argumen
 from __future__ import annotations
 
 import argparse
-import importlib.util
+import importlib
 import inspect
 import logging
 import math
 import os
 import sys
-import time
 import warnings
 from pathlib import Path
 from typing import Any, Literal
@@ -24,8 +23,6 @@ from jsonargparse import DefaultHelpFormatter
 from lightning.pytorch.callbacks import (
     LearningRateMonitor,
     ModelCheckpoint,
-    ModelSummary,
-    ProgressBar,
     ThroughputMonitor,
 )
 from lightning.pytorch.cli import LightningArgumentParser, LightningCLI, SaveConfigCallback
@@ -67,12 +64,10 @@ from tiedemb.training.exits import INTERRUPTED_EXIT, PREEMPTED_EXIT, report_user
 from tiedemb.training.files import first_free
 from tiedemb.training.log_level import LEVELS, hide_lightning_advert, set_log_level, set_log_level_from_env
 from tiedemb.training.metric_names import MAJORITY_PREFIX, kept_name
-from tiedemb.training.model_summary import SummaryWithoutFlops
 from tiedemb.training.monitor import TrainingMonitor
 from tiedemb.training.parameter_counts import ParameterCounts
 from tiedemb.training.precision import LightningPrecision, PrecisionIfNative, resolve_precision
 from tiedemb.training.preemption import SaveOnPreemption, saved_at_stop, stop_signal
-from tiedemb.training.progress_bar import RunProgressBar
 from tiedemb.training.random_state import RandomState
 from tiedemb.training.run_checks import (
     check_checkpoint_name,
@@ -94,10 +89,8 @@ from tiedemb.training.run_dir import (
     share_run_dir,
     writes_in_run_dir,
 )
-from tiedemb.training.run_summary import RunKind, say_summary, summary_lines
 from tiedemb.training.status_callback import RunStatus
 from tiedemb.training.strategy import check_cpu_processes, check_strategy_config
-from tiedemb.training.wandb_checkpoints import apply_log_model
 from tiedemb.training.wandb_mode import WandbRunId, make_wandb_folders, wandb_mode, wandb_run_id
 from tiedemb.training.wandb_names import name_wandb_runs
 
@@ -143,9 +136,6 @@ def parser_help_kwargs(subcommands: dict[str, Any]) -> dict[str, Any]:
 
 
 log = logging.getLogger("tiedemb")
-
-RICH = importlib.util.find_spec("rich") is not None
-"""Whether Lightning's rich bar and summary can be used (it picks them itself then, else tqdm's and the plain one)."""
 
 # save_dir ".": the run's own folder under trainer.default_root_dir (training/run_dir.py).
 DEFAULT_LOGGERS = [
@@ -330,7 +320,6 @@ class ConfigSaver(SaveConfigCallback):
 class TiedembCLI(LightningCLI):
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         self._parsers_seen: list[LightningArgumentParser] = []  # in the order of subcommands()
-        self._started = time.monotonic()  # the wall time the end-of-run summary reports
         super().__init__(*args, **kwargs)
 
     @staticmethod
@@ -469,9 +458,6 @@ class TiedembCLI(LightningCLI):
         check_strategy_config(config.get("trainer"))
         # More CPU processes than cores: refused before the data is prepared or a run folder made.
         check_cpu_processes(config.get("trainer"))
-        # Checkpoints as W&B artifacts when TIEDEMB_WANDB_LOG_MODEL asks for them, in whatever
-        # logger list the config has (training/wandb_checkpoints.py).
-        apply_log_model(config.get("trainer"))
         # A W&B run named, grouped and tagged by its head, objective, d_e and seed, unless given its own.
         name_wandb_runs(config)
 
@@ -528,12 +514,8 @@ class TiedembCLI(LightningCLI):
             (ThroughputMonitor, ModelThroughput),
             # pretraining: gradient norms and token-table statistics (training/monitor.py)
             *([(TrainingMonitor, TrainingMonitor)] if has_loggers and isinstance(self.model, PretrainModule) else []),
-            # "Epoch 0", not Lightning's "Epoch 0/-2", on the bar of a run bounded by max_steps; no v_num
-            *([(ProgressBar, RunProgressBar)] if RICH and enabled("enable_progress_bar") else []),
             # Lightning's own checkpoint callback where the config lists none (given its folder above)
             *([(ModelCheckpoint, ModelCheckpoint)] if enabled("enable_checkpointing") else []),
-            # the model summary without Lightning's FLOPs column, which counts nothing here (0)
-            *([(ModelSummary, SummaryWithoutFlops)] if RICH and enabled("enable_model_summary") else []),
         ]
         # random states travel in checkpoints whatever callbacks the config lists
         first = [RandomState()] if missing(RandomState) else []
@@ -644,26 +626,16 @@ class TiedembCLI(LightningCLI):
         self._prepare_run(fitting=True)
 
     def after_fit(self) -> None:
-        """The run's transformers folder (``--save_transformers``), then the summary, after W&B's lines."""
+        """``--save_transformers``: the run's best checkpoint (else its newest) as a transformers folder."""
         from tiedemb.training.fit_export import export_beside
-        from tiedemb.training.run_summary import best_checkpoint, monitored
 
-        if not self.trainer.is_global_zero:
+        callback = self.trainer.checkpoint_callback
+        if not self._settings().get("save_transformers") or not self.trainer.is_global_zero or callback is None:
             return
-        kind = RunKind(
-            kind="glue" if isinstance(self.model, GlueModule) else str(getattr(self.model.config, "objective", "mlm")),
-            has_tokenizer=getattr(self.datamodule, "source", None) != "synthetic",
-            # a sharded model's full weights take every process to gather: with more than one the
-            # export is suggested unchecked (only this process is left here)
-            exportable=self.trainer.world_size > 1 or exportable(self.model),
-        )
-        if self._settings().get("save_transformers"):
-            chosen = best_checkpoint(self.run_dir, monitored(self.trainer))
-            if chosen is not None:
-                kind.transformers_dir, said = export_beside(chosen, self.run_dir, kind.has_tokenizer)
-                say(said)
-        # printed by main() once the fit is over: from the command line after W&B's run is finished
-        self.summary = summary_lines(self.trainer, self.run_dir, time.monotonic() - self._started, kind)
+        chosen = callback.best_model_path or callback.last_model_path
+        if chosen:
+            has_tokenizer = getattr(self.datamodule, "source", None) != "synthetic"
+            say(export_beside(Path(chosen), self.run_dir, has_tokenizer)[1])
 
     def before_validate(self) -> None:
         self._prepare_run()
@@ -892,15 +864,6 @@ def check_exportable(model: L.LightningModule) -> None:
         raise UserError(f"--save_transformers: {error}") from None
 
 
-def exportable(model: L.LightningModule) -> bool:
-    """Whether ``tiedemb export`` can write this run's model (the end-of-run summary suggests it then)."""
-    try:
-        check_exportable(model)
-    except Exception:  # a summary's hint: a sharded or unusual model is simply not offered an export
-        return False
-    return True
-
-
 def untrained_weights(model: L.LightningModule) -> str:
     """What a model built from the config alone holds, in words: a pretrained source or a fresh draw.
 
@@ -929,7 +892,6 @@ def refuse_linked_settings(model: Any) -> None:
     jsonargparse would parse it and then overwrite it with the data's value, so the user's value
     would be dropped without a word. ``null`` (or the parameter's default) means "from the data".
     """
-    import importlib
 
     module_name, _, class_name = str(model.get("class_path", "")).rpartition(".")
     try:
@@ -1062,10 +1024,4 @@ def main(args: list[str] | None = None, run: bool = True) -> TiedembCLI | None:
         raise SystemExit(INTERRUPTED_EXIT if signal == "Ctrl-C" else PREEMPTED_EXIT) from None
     if isinstance(outcome, int):  # the exit status of a user error, already reported
         raise SystemExit(outcome)
-    lines = getattr(outcome, "summary", None)
-    if lines:
-        # From the command line the process ends next: W&B's run is finished first, so its closing
-        # lines come before the summary. Called from Python (args given), the W&B run is left to its
-        # caller: finishing it would stop the process's W&B service for every later run.
-        say_summary(lines, finish=args is None)
     return outcome

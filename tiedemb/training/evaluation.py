@@ -39,6 +39,7 @@ from tiedemb.errors import UserError
 from tiedemb.options import as_written
 from tiedemb.training.checkpoints import comparable
 from tiedemb.training.hub import spelled_as_path
+from tiedemb.training.run_checkpoint import run_checkpoint
 
 log = logging.getLogger("tiedemb")
 
@@ -59,8 +60,6 @@ tokenizer folder or hub name, and a cache (made afresh where it is missing)."""
 READS_TEXT = ("dataset", *FOLDERS, *FILE_LISTS, *FILE_MAPPINGS)
 """Data settings that name text to read: only a run that read text used its cache (the embedded
 corpus refuses a ``cache_dir`` other than the default, as it caches nothing)."""
-RUN_CHECKPOINTS = ("best.ckpt", "last.ckpt")
-"""The checkpoints a run's folder stands for, in order: the one its monitored metric chose, else the newest."""
 RUN_LIMITS = ("limit_val_batches", "limit_test_batches", "limit_predict_batches")
 """Trainer settings that decide which batches an evaluation scores, restored from the run's config.yaml."""
 REMEDY = {
@@ -122,23 +121,11 @@ def checkpoint_to_evaluate(argv: Sequence[str]) -> str | None:
     return path
 
 
-def run_folder_checkpoint(folder: Path) -> Path:
-    """The checkpoint a run's folder stands for (``RUN_CHECKPOINTS`` in its ``checkpoints/``, or in
-    the folder itself when it is a checkpoints folder); a ``UserError`` naming what was looked for."""
-    looked = [folder / "checkpoints" / name for name in RUN_CHECKPOINTS]
-    if folder.name == "checkpoints":
-        looked = [folder / name for name in RUN_CHECKPOINTS]
-    for path in looked:
-        if path.is_file():
-            return path
-    raise UserError(f"{str(folder)!r} holds no checkpoint to evaluate: looked for {' and '.join(map(str, looked))}")
-
-
 def with_run_checkpoint(argv: Sequence[str]) -> list[str]:
     """An evaluating command line with a run's folder replaced by its checkpoint file.
 
     ``test RUN_DIR`` (the folder as the subcommand's first argument) and ``--ckpt_path RUN_DIR`` both
-    become ``--ckpt_path RUN_DIR/checkpoints/best.ckpt`` (``run_folder_checkpoint``); a checkpoint
+    become ``--ckpt_path RUN_DIR/checkpoints/best.ckpt``, else ``last.ckpt`` (``run_checkpoint``); a checkpoint
     file given first stands for ``--ckpt_path FILE``. Anything else is left as it is.
     """
     argv = [str(argument) for argument in argv]
@@ -151,12 +138,12 @@ def with_run_checkpoint(argv: Sequence[str]) -> list[str]:
                 f"{argv[0]} {argv[1]}: no such run folder or checkpoint file (give a run's folder, e.g. runs/<name>, "
                 "or --ckpt_path=<file>)"
             )
-        path = run_folder_checkpoint(given) if given.is_dir() else given
+        path = run_checkpoint(given) if given.is_dir() else given
         say_evaluating(path, argv[1])
         argv = [argv[0], f"--ckpt_path={path}", *argv[2:]]
     path = option_value(argv, "--ckpt_path")
     if path and path not in NAMED_CHECKPOINTS and "://" not in path and Path(path).expanduser().is_dir():
-        found = run_folder_checkpoint(Path(path).expanduser())
+        found = run_checkpoint(Path(path).expanduser())
         say_evaluating(found, path)
         argv = [*argv, f"--ckpt_path={found}"]  # jsonargparse takes the last
     return argv
