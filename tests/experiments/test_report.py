@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import csv
-import json
 import os
 import subprocess
 import sys
@@ -226,14 +225,14 @@ def test_report_on_an_empty_folder_says_so(tmp_path):
 
 
 @pytest.mark.end_to_end
-def test_report_logs_tables_charts_and_figures_to_an_offline_wandb_run(runs_folder, monkeypatch):
+def test_report_logs_tables_and_figures_to_an_offline_wandb_run(runs_folder, monkeypatch):
     monkeypatch.setenv("WANDB_MODE", "offline")
     build_report(runs_folder, echo=lambda _: None)
     logs = list((runs_folder / ".report").rglob("run-*.wandb"))
     assert len(logs) == 1
     from wandb_records import read_wandb_run
 
-    expected = {"tied_embeddings", "embedding_dim", "runs", "loss_curves", "dev_score_vs_de", "charts"}
+    expected = {"tied_embeddings", "embedding_dim", "runs", "loss_curves", "dev_score_vs_de"}
     # W&B's service writes the offline log behind the process: on a busy machine the history
     # records can land a moment after finish() returns, so the read is retried for a bounded time.
     deadline = time.monotonic() + 60
@@ -246,20 +245,6 @@ def test_report_logs_tables_charts_and_figures_to_an_offline_wandb_run(runs_fold
     assert expected <= logged
     history = {key: value for row in run.history for key, value in row.items()}
     assert history["report/tied_embeddings/_type"] == "table-file"  # the table as a wandb.Table
-    # the curves as W&B's own line-series charts: a chart panel in the run's config, its points in a table file
-    panels = {
-        key.removeprefix("_wandb/visualize/"): value
-        for key, value in run.config.items()
-        if key.startswith("_wandb/visualize/")
-    }
-    assert panels["report/charts/loss_curves"]["panel_config"]["panelDefId"] == "wandb/lineseries/v0"
-    assert panels["report/charts/dev_score_vs_de/MRPC_acc"]["panel_config"]["panelDefId"] == "wandb/lineseries/v0"
-    table = json.loads((logs[0].parent / "files" / history["report/charts/loss_curves_table/path"]).read_text())
-    assert table["columns"] == ["step", "lineKey", "lineVal"]
-    points = {(row[1], row[0]): row[2] for row in table["data"]}
-    # tied: seeds 0 and 1 (the failed seed 2 is left out), from the measured initial loss at step 0
-    assert points[("tied", 0)] == pytest.approx(15.1) and points[("tied", 19)] == pytest.approx(4.1)
-    assert points[("untied", 9)] == pytest.approx(5.1)
 
 
 def test_the_report_run_goes_online_when_credentials_exist_and_the_server_answers(runs_folder, monkeypatch):
@@ -288,16 +273,7 @@ def test_the_report_run_goes_online_when_credentials_exist_and_the_server_answer
     monkeypatch.setattr(wandb_mode, "server_problem", lambda timeout=3.0: None)  # the server answers
     build_report(runs_folder, analyses=False, echo=lambda _: None)
     assert calls[0] == ("init", (None, None))  # nothing forces it offline
-    assert (
-        "log",
-        sorted(
-            [
-                "report/charts/dev_score_vs_de/MRPC_acc",
-                "report/charts/dev_score_vs_de/MRPC_F1",
-                "report/charts/loss_curves",
-            ]
-        ),
-    ) in calls
+    assert ("log", ["report/runs"]) in calls and calls[-1] == ("finish", None)
     calls.clear()
     monkeypatch.setattr(wandb_mode, "server_problem", lambda timeout=3.0: "the W&B server is unreachable")
     build_report(runs_folder, analyses=False, echo=lambda _: None)

@@ -42,7 +42,6 @@ from tiedemb.experiments.aggregate import (
     task_of,
     tied_table,
 )
-from tiedemb.experiments.charts import Chart, dev_score_charts, effective_rank_chart, loss_charts
 from tiedemb.experiments.claims import Analysis
 from tiedemb.experiments.runs import Run
 
@@ -57,7 +56,7 @@ OPTIONS: dict[str, tuple[str, ...]] = {"embedding_dim": ("downstream",)}
 
 @dataclass
 class Part:
-    """What one section adds: tables (each also a CSV), figures, W&B charts and Markdown.
+    """What one section adds: tables (each also a CSV), figures and Markdown.
 
     ``heading``: a chapter's title; ``None`` for an evidence section, shown under the shared heading.
     """
@@ -65,7 +64,6 @@ class Part:
     heading: str | None = None
     tables: list[Table] = field(default_factory=list)
     figures: list[tuple[str, Path | None]] = field(default_factory=list)  # (Markdown image, written file or None)
-    charts: dict[str, Chart] = field(default_factory=dict)
     lines: list[str] = field(default_factory=list)
 
 
@@ -136,7 +134,6 @@ def tied_embeddings(inputs: Inputs) -> Part:
         heading="Tied embeddings",
         tables=[table],
         figures=[inputs.figure("loss_curves.png", caption, lambda path: plots.loss_curves(inputs.runs, path))],
-        charts=loss_charts(plots.loss_panels(inputs.runs)),
     )
 
 
@@ -163,7 +160,6 @@ def embedding_dim(inputs: Inputs, downstream: bool = False) -> Part:
                 lambda path: plots.effective_rank_vs_dim(points, path),
             ),
         ],
-        charts={**dev_score_charts(dims.rows, dims.score_columns), **effective_rank_chart(points)},
     )
 
 
