@@ -114,61 +114,47 @@ def test_report_without_matplotlib_writes_its_tables_and_says_why_no_figures(run
     assert any("matplotlib is not installed" in note and "tiedemb[report]" in note for note in notes)
 
 
+def plain_run(folder, metrics, settings, record, versions=1):
+    """A plain run's folder as ``tiedemb fit`` leaves it: CSV versions, and its record at the top."""
+    from tiedemb.training.status_file import write_status
+
+    for version in range(versions):
+        write_metrics(folder / "csv" / f"version_{version}", metrics[version] if versions > 1 else metrics, settings)
+    write_status(folder, record)
+
+
 def test_plain_run_folders_are_read_with_labels_from_their_settings(tmp_path):
     from tiedemb.experiments.runs import find_runs
 
-    write_metrics(
-        tmp_path / "csv" / "version_0",
-        pretrain_metrics(15.0, 15.0, {9: 5.0}),
-        {"head": "tied", "output_scale": "rsqrt_d", "embedding_dim": 64, "config": {"seed_everything": 3}},
-    )
+    settings = {"head": "tied", "output_scale": "rsqrt_d", "embedding_dim": 64, "config": {"seed_everything": 3}}
+    plain_run(tmp_path / "tied-0a1b", pretrain_metrics(15.0, 15.0, {9: 5.0}), settings, {"state": "finished"})
     (run,) = find_runs(tmp_path)
-    assert run.ok and run.kind == "pretrain"
+    assert run.id == "tied-0a1b" and run.ok and run.kind == "pretrain"
     assert run.labels == {"variant": "tied (output_scale=rsqrt_d)", "d_e": "64", "seed": "3"}
 
 
 def test_the_report_averages_finished_plain_runs_and_lists_the_others(tmp_path):
-    from tiedemb.experiments.runs import find_runs
-    from tiedemb.training.status_file import write_status
-
     metrics = pretrain_metrics(15.0, 15.0, {9: 5.0})
     settings = {"head": "tied", "embedding_dim": 64}
-    for version, record in enumerate(
-        [{"state": "finished"}, {"state": "failed", "message": "RuntimeError: nan"}, None]
-    ):  # the last: a run from before runs wrote their status
-        write_metrics(tmp_path / "csv" / f"version_{version}", metrics, settings)
-        if record:
-            write_status(tmp_path / "csv" / f"version_{version}", record)
-    write_status(tmp_path / "csv" / "version_3", {"state": "failed", "message": "ValueError: before any metrics"})
-    runs = {run.id: run for run in find_runs(tmp_path)}
-    assert {name: (run.state, run.ok) for name, run in runs.items()} == {
-        "csv/version_0": ("finished", True),
-        "csv/version_1": ("failed", False),
-        "csv/version_2": ("unknown", True),
-        "csv/version_3": ("failed", False),
-    }
+    plain_run(tmp_path / "a", metrics, settings, {"state": "finished"})
+    plain_run(tmp_path / "b", metrics, settings, {"state": "failed", "message": "RuntimeError: nan"})
+    plain_run(tmp_path / "c", {}, settings, {"state": "failed", "message": "ValueError: before any metrics"})
     text = build_report(tmp_path, wandb=False, analyses=False, echo=lambda _: None).read_text()
-    assert "runs: 4 (2 failed, 1 finished, 1 unknown)" in text
+    assert "runs: 3 (2 failed, 1 finished); averaged: 1" in text
     not_averaged = text.split("Runs not averaged", 1)[1]
-    assert "| csv/version_1 | failed | RuntimeError: nan |" in not_averaged
-    assert "| csv/version_3 | failed | ValueError: before any metrics |" in not_averaged
+    assert "| b | failed | RuntimeError: nan |" in not_averaged
+    assert "| c | failed | ValueError: before any metrics |" in not_averaged
 
 
 def test_the_versions_of_a_resumed_plain_run_are_one_run(tmp_path):
     from tiedemb.experiments.runs import find_runs
-    from tiedemb.training.status_file import write_status
 
     settings = {"head": "tied", "embedding_dim": 64}
-    attempts = [
-        (pretrain_metrics(15.0, 15.0, {9: 5.0}), {"state": "failed", "run": "a", "message": "stopped by SIGTERM"}),
-        ({"val/loss": {9: 5.0, 19: 4.0}}, {"state": "finished", "run": "a"}),  # resumed at step 9
-        (pretrain_metrics(15.5, 15.0, {9: 5.5, 19: 4.5}), {"state": "finished", "run": "b"}),
-    ]
-    for version, (metrics, record) in enumerate(attempts):
-        write_metrics(tmp_path / "csv" / f"version_{version}", metrics, settings)
-        write_status(tmp_path / "csv" / f"version_{version}", record)
+    attempts = [pretrain_metrics(15.0, 15.0, {9: 5.0}), {"val/loss": {9: 5.0, 19: 4.0}}]  # resumed at step 9
+    plain_run(tmp_path / "a", attempts, settings, {"state": "finished"}, versions=2)
+    plain_run(tmp_path / "b", pretrain_metrics(15.5, 15.0, {9: 5.5, 19: 4.5}), settings, {"state": "finished"})
     first, other = find_runs(tmp_path)
-    assert (first.id, first.state, first.ok, other.id) == ("csv/version_0", "finished", True, "csv/version_2")
+    assert (first.id, first.state, first.ok, other.id) == ("a", "finished", True, "b")
     assert first.series("val/loss") == [(9, 5.0), (19, 4.0)] and first.first("init/loss") == 15.0
     text = build_report(tmp_path, wandb=False, analyses=False, echo=lambda _: None).read_text()
     assert "runs: 2 (2 finished); averaged: 2" in text
@@ -185,12 +171,12 @@ def test_a_run_whose_process_ended_without_a_word_is_lost_not_running(tmp_path):
     ended.wait()
     here = socket.gethostname()
     records = {
-        "version_0": {"state": "running", "host": here, "pid": ended.pid},  # SIGKILLed, say
-        "version_1": {"state": "running", "host": here, "pid": os.getpid()},  # still running
-        "version_2": {"state": "running", "host": "another-host", "pid": ended.pid},
+        "killed": {"state": "running", "host": here, "pid": ended.pid},  # SIGKILLed, say
+        "running": {"state": "running", "host": here, "pid": os.getpid()},  # still running
+        "elsewhere": {"state": "running", "host": "another-host", "pid": ended.pid},
     }  # can't tell
-    for version, record in records.items():
-        write_status(tmp_path / "csv" / version, {**record, "run": version})
+    for name, record in records.items():
+        write_status(tmp_path / name, {**record, "run": name})
     make_cell(
         tmp_path / "sweep",
         "tied",
@@ -203,11 +189,11 @@ def test_a_run_whose_process_ended_without_a_word_is_lost_not_running(tmp_path):
     runs = {run.id: run for run in find_runs(tmp_path)}
     assert {name: run.state for name, run in runs.items()} == {
         "sweep/tied/variant=tied": "lost",
-        "csv/version_0": "lost",
-        "csv/version_1": "running",
-        "csv/version_2": "running",
+        "killed": "lost",
+        "running": "running",
+        "elsewhere": "running",
     }
-    assert runs["csv/version_0"].message == (
+    assert runs["killed"].message == (
         f"process {ended.pid} ended without recording how (killed, out of memory?); --ckpt_path=last resumes it"
     )
     assert runs["sweep/tied/variant=tied"].message.endswith("running the sweep again resumes it")

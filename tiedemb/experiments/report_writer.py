@@ -140,24 +140,15 @@ def write_rows(columns: list[str], rows: list[list[Any]], path: Path) -> Path:
 
 
 def study_analysis(manifest: dict[str, Any], echo: Callable[[str], None]) -> tuple[Analysis | None, list | None]:
-    """The claims and the report's sections the sweep declared: as recorded when it ran, else as its
-    sweep file states them now (a sweep started before sweeps recorded their sections)."""
+    """The claims and the report's sections the sweep declared, as its ``sweep.json`` recorded them."""
     studies = list(dict.fromkeys(str(cell.get("study")) for cell in manifest.get("cells", [])))
-    path, sweep = manifest.get("sweep_file"), None
-    if (not manifest.get("analysis") or not manifest.get("report")) and path and Path(path).is_file():
-        from tiedemb.experiments.sweep_file import load_sweep
-
-        try:
-            sweep = load_sweep(path)
-        except UserError as error:
-            echo(f"note: the sweep file could not be read, so what it states is left out: {error}")
-    analysis = sweep.analysis if sweep else None
+    analysis = None
     if manifest.get("analysis"):
         try:
             analysis = parse_analysis(manifest["analysis"], studies, "sweep.json")
         except UserError as error:
             echo(f"note: the sweep's claims could not be read, so no verdicts are given: {error}")
-    return analysis, manifest.get("report") or (sweep.report if sweep else None)
+    return analysis, manifest.get("report")
 
 
 def build_report(
@@ -184,10 +175,10 @@ def build_report(
     if not plots.available():
         echo(f"note: {plots.MISSING}")
     try:
-        sections = parse_report(declared, claims, "sweep.json") or default_report(claims)
+        sections = parse_report(declared, claims, "sweep.json") or default_report()
     except UserError as error:  # a width kind without the claims it reads: the rest of the report
         echo(f"note: {error}")
-        sections = default_report(claims)
+        sections = default_report()
     parts = build_parts(sections, inputs)
     tables = [table for part in parts for table in part.tables]
     always = [runs_table(runs), evidence.run_metrics_table(runs, claims)]
