@@ -40,7 +40,7 @@ from typing import Any
 
 from tiedemb.experiments.aggregate import Table
 from tiedemb.experiments.claims import Analysis, Difference, paired_difference, steps_to_target
-from tiedemb.experiments.evidence import VAL, RunNumbers, refused_pairs
+from tiedemb.experiments.evidence import VAL, RunNumbers, paired, refused_pairs
 
 Numbers = Mapping[str, Mapping[str, Mapping[str, RunNumbers]]]  # study -> level -> seed -> numbers
 
@@ -192,20 +192,9 @@ def pilot_reading(
 # --------------------------------------------------------------------------- (a) diminishing returns
 
 
-def _finals(levels: Mapping[str, Mapping[str, RunNumbers]], level: str, skip: set[str]) -> dict[str, float]:
-    return {
-        seed: found.final
-        for seed, found in levels.get(level, {}).items()
-        if found.final is not None and found.run.id not in skip
-    }
-
-
 def _paired_final(levels: Mapping[str, Mapping[str, RunNumbers]], first: str, second: str) -> Difference:
     """``first - second`` in final loss, by seed, leaving out pairs of different tokenizers."""
-    refused = refused_pairs(levels, first, second)
-    return paired_difference(
-        _finals(levels, first, {a for a, _ in refused}), _finals(levels, second, {b for _, b in refused})
-    )
+    return paired(levels, first, second, "final_loss", None)
 
 
 def gain_table(numbers: Numbers, analysis: Analysis) -> Table:
