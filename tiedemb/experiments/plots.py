@@ -116,25 +116,13 @@ def loss_curves(runs: Iterable[Run], path: Path) -> Path | None:
                 steps = [0, *steps]
                 means = [statistics.fmean(initial), *means]
                 stds = [statistics.stdev(initial) if len(initial) > 1 else 0.0, *stds]
-            axis.plot(steps, means, color=colour, label=f"{name} (n={len(members)})")
-            axis.fill_between(
-                steps,
-                [m - s for m, s in zip(means, stds)],
-                [m + s for m, s in zip(means, stds)],
-                color=colour,
-                alpha=0.2,
-                linewidth=0,
-            )
+            # top: from the measured initial loss; bottom: from the first evaluation on
             start = 1 if initial else 0
-            zoomed.plot(steps[start:], means[start:], color=colour, label=name)
-            zoomed.fill_between(
-                steps[start:],
-                [m - s for m, s in zip(means[start:], stds[start:])],
-                [m + s for m, s in zip(means[start:], stds[start:])],
-                color=colour,
-                alpha=0.2,
-                linewidth=0,
-            )
+            for each, first, label in ((axis, 0, f"{name} (n={len(members)})"), (zoomed, start, name)):
+                xs, ys, spread = steps[first:], means[first:], stds[first:]
+                each.plot(xs, ys, color=colour, label=label)
+                lows, highs = [m - s for m, s in zip(ys, spread)], [m + s for m, s in zip(ys, spread)]
+                each.fill_between(xs, lows, highs, color=colour, alpha=0.2, linewidth=0)
             if initial:
                 axis.plot([0], [means[0]], "o", color=colour)
             predicted = [value for value in (run.first(INIT_LOSS_PREDICTED) for run in members) if value is not None]
