@@ -38,6 +38,8 @@ from dataclasses import dataclass
 from fractions import Fraction
 from typing import Any
 
+import numpy
+
 from tiedemb.experiments.aggregate import Table
 from tiedemb.experiments.claims import Analysis, Difference, paired_difference, steps_to_target
 from tiedemb.experiments.evidence import VAL, RunNumbers, paired, refused_pairs
@@ -153,10 +155,9 @@ class PilotReading:
 
 def _at(curve: Sequence[tuple[int, float]], step: float) -> float | None:
     """The curve at ``step``, interpolated linearly between evaluations; None outside them."""
-    for (s0, v0), (s1, v1) in zip(curve, curve[1:]):
-        if s0 <= step <= s1:
-            return v0 if s1 == s0 else v0 + (v1 - v0) * (step - s0) / (s1 - s0)
-    return curve[-1][1] if curve and curve[-1][0] == step else None
+    if not curve or not curve[0][0] <= step <= curve[-1][0]:
+        return None
+    return float(numpy.interp(step, [s for s, _ in curve], [v for _, v in curve]))
 
 
 def pilot_reading(
