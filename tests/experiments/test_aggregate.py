@@ -13,11 +13,11 @@ from tiedemb.experiments.aggregate import (
     default_fixed_steps,
     dev_scores,
     embedding_dim_table,
-    minimum_detectable_difference,
     steps_to_reach,
     summarise,
     tied_table,
 )
+from tiedemb.experiments.claims import detectable_difference
 from tiedemb.experiments.runs import find_runs
 
 
@@ -157,25 +157,26 @@ def test_embedding_dim_table_gives_exact_means_stds_and_points_per_million(glue_
 
 def test_the_minimum_detectable_difference_takes_t_quantiles_from_the_tables():
     # Student's t table: t_0.975 = 2.776 and t_0.80 = 0.941 at 4 degrees of freedom (two levels x 3 seeds)
-    assert minimum_detectable_difference(1.0, 3, 4) == pytest.approx((2.776 + 0.941) * math.sqrt(2 / 3), abs=2e-3)
+    assert detectable_difference(1.0, 3, 4, groups=2) == pytest.approx((2.776 + 0.941) * math.sqrt(2 / 3), abs=2e-3)
     # 8 degrees of freedom (two levels x 5 seeds): 2.306 and 0.889
-    assert minimum_detectable_difference(2.0, 5, 8) == pytest.approx((2.306 + 0.889) * 2.0 * math.sqrt(2 / 5), abs=2e-3)
+    assert detectable_difference(2.0, 5, 8, groups=2) == pytest.approx(
+        (2.306 + 0.889) * 2.0 * math.sqrt(2 / 5), abs=2e-3
+    )
 
 
 def test_each_width_states_the_difference_its_seeds_could_detect(glue_folder):
     small, large = embedding_dim_table(find_runs(glue_folder)).rows
     pooled = math.sqrt((statistics.variance([80.0, 79.0]) + statistics.variance([83.0, 84.0])) / 2)  # df = 2
-    expected = minimum_detectable_difference(pooled, 2, 2)
+    expected = detectable_difference(pooled, 2, 2, groups=2)
     assert small["MRPC acc MDE"] == pytest.approx(expected) and large["MRPC acc MDE"] == pytest.approx(expected)
 
 
 def test_confidence_interval_uses_students_t():
-    from tiedemb.experiments.aggregate import Interval, t_quantile_975
+    from tiedemb.experiments.aggregate import Interval
 
-    assert t_quantile_975(2) == pytest.approx(4.303, abs=1e-3)  # three seeds
-    assert t_quantile_975(40) == pytest.approx(2.021, abs=1e-3)
-    assert t_quantile_975(1000) == pytest.approx(1.962, abs=1e-3)
-    stat = summarise([70.0, 72.0, 74.0])  # mean 72, sample std 2
+    # two seeds: std sqrt(2), standard error 1, so the half-width is t_0.975 at 1 d.f.
+    assert summarise([0.0, 2.0]).ci95 == pytest.approx(12.706, rel=1e-4)
+    stat = summarise([70.0, 72.0, 74.0])  # mean 72, sample std 2; t_0.975 = 4.303 at three seeds
     assert stat.ci95 == pytest.approx(4.303 * 2 / math.sqrt(3), rel=1e-4)
     assert Interval(stat).format(2) == f"[{72 - stat.ci95:.2f}, {72 + stat.ci95:.2f}]"
     assert summarise([1.0]).ci95 is None and Interval(summarise([1.0])).format() == "–"

@@ -51,8 +51,11 @@ def test_a_cells_csv_is_read_wherever_its_logger_wrote_it(tmp_path, monkeypatch)
 
 
 def test_a_plain_runs_metrics_csv_outside_a_version_folder_is_a_run(tmp_path, monkeypatch):
+    from tiedemb.training.status_file import write_status
+
     without_wandb(monkeypatch)
     write_metrics(tmp_path / "tied-abc123", pretrain_metrics(15.0, 15.0, {9: 5.0}), {"head": "tied"})
+    write_status(tmp_path / "tied-abc123", {"state": "finished"})
     (run,) = find_runs(tmp_path)
     assert run.id == "tied-abc123" and run.labels["variant"] == "tied" and run.metrics["val/loss"] == {9: 5.0}
 

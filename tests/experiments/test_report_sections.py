@@ -10,7 +10,6 @@ from run_folders import make_cell, pretrain_metrics
 from sweep_files import CONFIGS, write_sweep
 
 from tiedemb.errors import UserError
-from tiedemb.experiments import layout
 from tiedemb.experiments.cells import write_manifest
 from tiedemb.experiments.report_writer import build_report
 from tiedemb.experiments.sections import SECTIONS
@@ -119,27 +118,3 @@ def test_every_shipped_sweep_declares_a_report_of_known_sections():
     for path in sorted((CONFIGS / "sweeps").glob("*.yaml")):
         sweep = load_sweep(path)
         assert sweep.report and all(section["kind"] in SECTIONS for section in sweep.report), path.name
-
-
-def test_a_sweep_recorded_before_reports_were_declared_takes_its_sections_from_its_file(tmp_path):
-    """A study already running: its sweep.json holds the claims but no report; its file now declares one."""
-    path = write_sweep(tmp_path, NEW_STUDY)
-    sweep = load_sweep(path)
-    out = tmp_path / "out"
-    write_manifest(sweep, out)
-    manifest = layout.read_json(out / layout.MANIFEST_FILE)
-    del manifest["report"]
-    layout.write_json(out / layout.MANIFEST_FILE, manifest)
-    for cell in sweep.cells:
-        final = FINAL[cell.labels["variant"]]
-        make_cell(out, cell.study, cell.labels, pretrain_metrics(9.0, 9.0, {10: 7.0, 20: final}))
-    build_report(out, wandb=False, analyses=False, echo=lambda _: None)
-    assert "## 2. Runs not averaged" in (out / "report.md").read_text(encoding="utf-8")
-    assert not (out / "baselines.csv").exists()
-
-    path.write_text("name: [", encoding="utf-8")  # the file broken since: the recorded claims still decide
-    notes: list[str] = []
-    build_report(out, wandb=False, analyses=False, echo=notes.append)
-    assert [note for note in notes if "sweep file could not be read" in note] and (out / "baselines.csv").exists()
-    (claim,) = read(out / "claims.csv")
-    assert claim["verdict"].startswith("holds"), claim

@@ -1,5 +1,5 @@
 """One folder per run (tiedemb.training.run_dir): its name, collisions, continuing one, the loggers
-that write into it, best.ckpt; and the report reading run folders beside the layout before them."""
+that write into it, best.ckpt; and the report reading run folders."""
 
 from __future__ import annotations
 
@@ -206,7 +206,7 @@ def test_a_fit_with_the_default_loggers_leaves_one_run_folder_and_a_resume_conti
     assert not (work / "runs").exists()
 
 
-# --------------------------------------------------------------------------- the report, old and new layouts
+# --------------------------------------------------------------------------- the report
 
 
 def write_run_csv(folder: Path, steps: dict[int, float], run_id: str) -> None:
@@ -217,23 +217,20 @@ def write_run_csv(folder: Path, steps: dict[int, float], run_id: str) -> None:
     layout.write_json(folder / layout.STATUS_FILE, {"state": "finished", "run": run_id})
 
 
-def test_the_report_reads_run_folders_beside_runs_of_the_layout_before_them(tmp_path):
-    """Before run folders every plain run shared runs/csv/version_N, its checkpoints in
-    runs/tiedemb/<W&B id>/checkpoints; both layouts are read, each run once."""
+def test_the_report_reads_each_run_folder_as_one_run(tmp_path):
+    """Every attempt in a run folder is that run's, whatever run id its CSV version recorded."""
     root = tmp_path / "runs"
-    write_run_csv(root / "csv" / "version_0", {5: 6.0}, "old")
-    write_run_csv(root / "csv" / "version_1", {10: 5.5}, "old")  # its resumed attempt
-    (root / "config.yaml").write_text("{}\n")
-    (root / "tiedemb" / "abc" / "checkpoints").mkdir(parents=True)
-    (root / "tiedemb" / "abc" / "checkpoints" / "last.ckpt").write_bytes(b"")
     new = root / "tied-0123abcd"
     write_run_csv(new / "csv" / "version_0", {5: 4.0}, "new")
     write_run_csv(new / "csv" / "version_1", {10: 3.5}, "evaluated")  # an attempt with another run id
     layout.write_json(new / layout.STATUS_FILE, {"state": "finished", "run": "new"})
     (new / "checkpoints").mkdir()
     (new / "checkpoints" / "last.ckpt").write_bytes(b"")
+    other = root / "untied-4567"
+    write_run_csv(other / "csv" / "version_0", {5: 6.0}, "other")
+    layout.write_json(other / layout.STATUS_FILE, {"state": "failed", "run": "other"})
     runs = {run.id: run for run in find_runs(root)}
-    assert sorted(runs) == ["csv/version_0", "tied-0123abcd"]
-    assert runs["csv/version_0"].series("val/loss") == [(5, 6.0), (10, 5.5)]
+    assert sorted(runs) == ["tied-0123abcd", "untied-4567"]
     assert runs["tied-0123abcd"].series("val/loss") == [(5, 4.0), (10, 3.5)]
     assert runs["tied-0123abcd"].checkpoints() == [new / "checkpoints" / "last.ckpt"]
+    assert (runs["tied-0123abcd"].state, runs["untied-4567"].state) == ("finished", "failed")

@@ -218,11 +218,6 @@ def analyse(
 # --------------------------------------------------------------------------- checkpoints and tokenizers
 
 
-def token_embedding(checkpoint: str | Path) -> Tensor:
-    """The token embedding matrix in a Lightning checkpoint (or a plain state dict file)."""
-    return embedding_weights(checkpoint)["token"]
-
-
 def embedding_weights(checkpoint: str | Path, weights_only: bool = True) -> dict[str, Tensor | None]:
     """The token table, and the projection and embedding-norm weights where the model has them."""
     from tiedemb.training.checkpoints import load_checkpoint_file

@@ -23,13 +23,12 @@ import subprocess
 import sys
 import time
 import warnings
-from dataclasses import replace
+from dataclasses import asdict, replace
 from pathlib import Path
 from typing import Any
 
 from tiedemb.errors import UserError
 from tiedemb.experiments import layout
-from tiedemb.experiments.claims import analysis_record
 from tiedemb.experiments.stopping import STOP_SIGNALS_RECEIVED as STOP
 from tiedemb.experiments.stopping import SweepStopped
 from tiedemb.experiments.sweep_file import Cell, Sweep, Upstream, replace_cells
@@ -376,8 +375,9 @@ def write_manifest(sweep: Sweep, out: Path) -> None:
             ],
             "skipped_studies": {study.name: study.skipped_because for study in sweep.studies if study.skipped_because},
             "wandb": sweep.wandb,
-            # the claims and margins as the file stated them when the sweep ran (experiments/claims.py)
-            **({"analysis": analysis_record(sweep.analysis)} if sweep.analysis else {}),
+            # the claims and margins as the file stated them when the sweep ran (claims.parse_analysis reads
+            # its fields back)
+            **({"analysis": asdict(sweep.analysis)} if sweep.analysis else {}),
             # the report's sections as declared when the sweep ran (experiments/sections.py)
             **({"report": sweep.report} if sweep.report else {}),
         },

@@ -139,29 +139,6 @@ def parse_analysis(raw: Any, studies: Sequence[str], where: str) -> Analysis | N
     return Analysis(str(raw["axis"]), str(raw["reference"]), targets, tuple(claims), common)
 
 
-def analysis_record(analysis: Analysis) -> dict[str, Any]:
-    """The analysis as its YAML section would state it (``parse_analysis`` reads it back)."""
-    claims = []
-    for claim in analysis.claims:
-        item = {
-            "text": claim.text,
-            "study": claim.study,
-            "levels": list(claim.levels),
-            "metric": claim.metric,
-            "expect": claim.expect,
-            "margin": claim.margin,
-        }
-        if claim.target is not None:
-            item["target"] = claim.target
-        if claim.reference is not None:
-            item["reference"] = claim.reference
-        claims.append(item)
-    record = {"axis": analysis.axis, "reference": analysis.reference, "targets": list(analysis.targets)}
-    if analysis.common_target is not None:
-        record["common_target"] = analysis.common_target
-    return {**record, "claims": claims}
-
-
 # --------------------------------------------------------------------------- numbers
 
 
@@ -289,19 +266,25 @@ def holm_verdict(raw: str, adjusted_p: float, alpha: float = (1 - CONFIDENCE) / 
     return raw
 
 
-def seeds_needed(sd: float, margin: float, power: float = 0.8, limit: int = 1000) -> int | None:
-    """The smallest n at which a paired difference of standard deviation ``sd`` is detected at the
-    margin with this power (two-sided 5%): (t_0.975 + t_power, n - 1 d.f.) * sd / sqrt(n) <= margin.
-    ``None`` when the spread is unknown or more than ``limit`` seeds would be needed."""
+def detectable_difference(sd: float, n: int, df: int, power: float = 0.8, groups: int = 1) -> float:
+    """The smallest true difference a two-sided 5% t-test detects with ``power``:
+    (t_0.975 + t_power, ``df`` d.f.) * sd * sqrt(groups / n). ``groups=1``: a mean of ``n`` paired
+    differences; ``groups=2``: two means of ``n`` seeds each, ``sd`` their pooled spread."""
     from scipy import stats
 
+    if df < 1 or n < 1:
+        raise ValueError(f"need df >= 1 and n >= 1, got df={df}, n={n}")
+    t = stats.t.ppf(0.5 + CONFIDENCE / 2, df) + stats.t.ppf(power, df)
+    return float(t * sd * math.sqrt(groups / n))
+
+
+def seeds_needed(sd: float, margin: float, power: float = 0.8, limit: int = 1000) -> int | None:
+    """The smallest n at which a paired difference of standard deviation ``sd`` is detected at the
+    margin with this power (``detectable_difference`` with n - 1 d.f. at most ``margin``).
+    ``None`` when the spread is unknown or more than ``limit`` seeds would be needed."""
     if not math.isfinite(sd) or margin <= 0:
         return None
-    for n in range(2, limit + 1):
-        t = stats.t.ppf(0.5 + CONFIDENCE / 2, n - 1) + stats.t.ppf(power, n - 1)
-        if t * sd / math.sqrt(n) <= margin:
-            return n
-    return None
+    return next((n for n in range(2, limit + 1) if detectable_difference(sd, n, n - 1, power) <= margin), None)
 
 
 def describe_rule(claim: Claim) -> str:

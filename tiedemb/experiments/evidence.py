@@ -259,7 +259,7 @@ def refusal_note(refused: Iterable[tuple[str, str]]) -> str | None:
     return f"left out, their tokenizer fingerprints differ (tokenizer_fingerprint in hparams.yaml): {named}"
 
 
-def _paired(
+def paired(
     levels: dict[str, dict[str, RunNumbers]], level: str, reference: str, metric: str, target: float | None
 ) -> Difference:
     """``level - reference`` over shared seeds; steps a run never reached are lower bounds (its last step).
@@ -322,11 +322,11 @@ def differences_table(numbers: dict[str, dict[str, dict[str, RunNumbers]]], anal
                 "study": study,
                 axis: level,
                 "reference": ref,
-                "Δ final val loss": _paired(levels, level, ref, "final_loss", None).format(3),
+                "Δ final val loss": paired(levels, level, ref, "final_loss", None).format(3),
                 "Δ params (M)": _params_difference(levels, level, ref),
             }
             for target, column in zip(targets, step_columns):
-                row[column] = _paired(levels, level, ref, "steps", target).format(0)
+                row[column] = paired(levels, level, ref, "steps", target).format(0)
             rows.append(row)
     notes = [
         f"each level minus its study's reference ({reference}, or the reference the study's claims name), "
@@ -353,7 +353,7 @@ def claims_table(numbers: dict[str, dict[str, dict[str, RunNumbers]]], analysis:
         reference = claim.reference or analysis.reference
         levels = numbers.get(claim.study, {})
         for level in claim.levels:
-            difference = _paired(levels, level, reference, claim.metric, claim.target)
+            difference = paired(levels, level, reference, claim.metric, claim.target)
             refused += refused_pairs(levels, level, reference)
             decided = verdict(difference, claim.expect, claim.margin)
             if level not in levels or reference not in levels:
@@ -395,11 +395,6 @@ def claims_table(numbers: dict[str, dict[str, dict[str, RunNumbers]]], analysis:
         rows=rows,
         notes=notes,
     )
-
-
-def verdicts(numbers: dict[str, dict[str, dict[str, RunNumbers]]], analysis: Analysis | None) -> list[dict[str, Any]]:
-    """The claims table's rows: what the README's Findings quote."""
-    return claims_table(numbers, analysis).rows
 
 
 def run_metrics_table(runs: Iterable[Run], analysis: Analysis | None) -> Table:

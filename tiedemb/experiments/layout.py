@@ -13,8 +13,7 @@
         csv/version_*/metrics.csv      Lightning's CSVLogger (a resumed or test stage adds a version)
         csv/version_*/status.json      that process's own record (every run writes one: status_callback.py)
         wandb/offline-run-*/           W&B's records (synced later with `wandb sync`)
-        checkpoints/                   last.ckpt, best.ckpt and the best ones by name; cells run
-                                       before run folders keep them in tiedemb/<run id>/checkpoints/
+        checkpoints/                   last.ckpt, best.ckpt and the best ones by name
 
 A cell's folder is its run's folder (``--run_name=.``, ``tiedemb.training.run_dir``).
 

@@ -10,7 +10,6 @@ from __future__ import annotations
 import io
 import statistics
 from collections.abc import Iterable
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -61,74 +60,31 @@ def _mean_curve(runs: list[Run], metric: str) -> tuple[list[int], list[float], l
     return steps, means, stds
 
 
-@dataclass
-class Curve:
-    """One variant's mean validation-loss curve over its seeds, from step 0 when the initial loss was measured."""
-
-    name: str
-    runs: int
-    steps: list[int]
-    means: list[float]
-    stds: list[float]
-    initial: bool  # steps[0] is 0, the measured initial loss
-    predicted: float | None  # the predicted initial loss
-
-
-@dataclass
-class LossPanel:
-    """The curves of one study and d_e."""
-
-    title: str
-    runs: list[Run]
-    curves: list[Curve] = field(default_factory=list)
-
-
-def loss_panels(runs: Iterable[Run]) -> list[LossPanel]:
-    """Validation loss against step per variant (mean ± std over seeds), one panel per study and d_e:
-    what ``loss_curves`` draws and the report logs to W&B as charts."""
-    chosen = [run for run in pretraining_runs(runs) if run.metrics.get(VAL_LOSS)]
+def _panels(runs: Iterable[Run]) -> list[tuple[str, list[Run]]]:
+    """The pretraining runs with a validation curve by study and d_e, titled, in display order."""
     grouped: dict[tuple[str, str], list[Run]] = {}
-    for run in chosen:
-        grouped.setdefault((run.study, run.labels.get("d_e", "")), []).append(run)
+    for run in pretraining_runs(runs):
+        if run.metrics.get(VAL_LOSS):
+            grouped.setdefault((run.study, run.labels.get("d_e", "")), []).append(run)
     keys = sorted(grouped, key=lambda key: (key[0], len(key[1]), key[1]))
     several_studies = len({study for study, _ in keys}) > 1
     panels = []
-    for key in keys:
-        study, d_e = key
+    for study, d_e in keys:
         title = ", ".join(
             part for part in ((study if several_studies else ""), (f"d_e = {d_e}" if d_e else "")) if part
         )
-        panel = LossPanel(title or "validation loss", grouped[key])
-        for (group_study, labels), members in group_runs(grouped[key]).items():
-            name = (
-                ", ".join(
-                    f"{value}" if label == "variant" else f"{label}={value}"
-                    for label, value in labels
-                    if label not in ("d_e", SEED_LABEL)
-                )
-                or group_study
-            )
-            steps, means, stds = _mean_curve(members, VAL_LOSS)
-            initial = [run.first(INIT_LOSS) for run in members if run.first(INIT_LOSS) is not None]
-            if initial:  # the curve starts where the untrained model stood
-                steps = [0, *steps]
-                means = [statistics.fmean(initial), *means]
-                stds = [statistics.stdev(initial) if len(initial) > 1 else 0.0, *stds]
-            predicted = [run.first(INIT_LOSS_PREDICTED) for run in members]
-            predicted = [value for value in predicted if value is not None]
-            panel.curves.append(
-                Curve(
-                    name,
-                    len(members),
-                    steps,
-                    means,
-                    stds,
-                    bool(initial),
-                    statistics.fmean(predicted) if predicted else None,
-                )
-            )
-        panels.append(panel)
+        panels.append((title or "validation loss", grouped[(study, d_e)]))
     return panels
+
+
+def _curve_name(study: str, labels: tuple[tuple[str, str], ...]) -> str:
+    """A variant's legend entry: its labels but d_e and the seed (the variant's value bare)."""
+    shown = [
+        value if label == "variant" else f"{label}={value}"
+        for label, value in labels
+        if label not in ("d_e", SEED_LABEL)
+    ]
+    return ", ".join(shown) or study
 
 
 def loss_curves(runs: Iterable[Run], path: Path) -> Path | None:
@@ -144,45 +100,40 @@ def loss_curves(runs: Iterable[Run], path: Path) -> Path | None:
     plt = _pyplot()
     if plt is None:
         return None
-    panels = loss_panels(runs)
+    panels = _panels(runs)
     if not panels:
         return None
     figure, axes = plt.subplots(2, len(panels), figsize=(6.4 * len(panels), 9.0), squeeze=False, sharey="row")
     colours = plt.rcParams["axes.prop_cycle"].by_key()["color"]
-    for column, panel in enumerate(panels):
+    for column, (title, panel_runs) in enumerate(panels):
         axis, zoomed = axes[0][column], axes[1][column]
-        for number, curve in enumerate(panel.curves):
+        for number, ((study, labels), members) in enumerate(group_runs(panel_runs).items()):
             colour = colours[number % len(colours)]
-            steps, means, stds = curve.steps, curve.means, curve.stds
-            axis.plot(steps, means, color=colour, label=f"{curve.name} (n={curve.runs})")
-            axis.fill_between(
-                steps,
-                [m - s for m, s in zip(means, stds)],
-                [m + s for m, s in zip(means, stds)],
-                color=colour,
-                alpha=0.2,
-                linewidth=0,
-            )
-            start = 1 if curve.initial else 0
-            zoomed.plot(steps[start:], means[start:], color=colour, label=curve.name)
-            zoomed.fill_between(
-                steps[start:],
-                [m - s for m, s in zip(means[start:], stds[start:])],
-                [m + s for m, s in zip(means[start:], stds[start:])],
-                color=colour,
-                alpha=0.2,
-                linewidth=0,
-            )
-            if curve.initial:
+            name = _curve_name(study, labels)
+            steps, means, stds = _mean_curve(members, VAL_LOSS)
+            initial = [run.first(INIT_LOSS) for run in members if run.first(INIT_LOSS) is not None]
+            if initial:  # the curve starts where the untrained model stood
+                steps = [0, *steps]
+                means = [statistics.fmean(initial), *means]
+                stds = [statistics.stdev(initial) if len(initial) > 1 else 0.0, *stds]
+            # top: from the measured initial loss; bottom: from the first evaluation on
+            start = 1 if initial else 0
+            for each, first, label in ((axis, 0, f"{name} (n={len(members)})"), (zoomed, start, name)):
+                xs, ys, spread = steps[first:], means[first:], stds[first:]
+                each.plot(xs, ys, color=colour, label=label)
+                lows, highs = [m - s for m, s in zip(ys, spread)], [m + s for m, s in zip(ys, spread)]
+                each.fill_between(xs, lows, highs, color=colour, alpha=0.2, linewidth=0)
+            if initial:
                 axis.plot([0], [means[0]], "o", color=colour)
-            if curve.predicted is not None:
-                axis.plot([0], [curve.predicted], "x", color=colour, markersize=10, markeredgewidth=2)
-        log_n = [run.first(LOG_N) for run in panel.runs if run.first(LOG_N) is not None]
+            predicted = [value for value in (run.first(INIT_LOSS_PREDICTED) for run in members) if value is not None]
+            if predicted:
+                axis.plot([0], [statistics.fmean(predicted)], "x", color=colour, markersize=10, markeredgewidth=2)
+        log_n = [run.first(LOG_N) for run in panel_runs if run.first(LOG_N) is not None]
         if log_n:
             axis.axhline(statistics.fmean(log_n), color="grey", linestyle="--", linewidth=1, label="ln n (uniform)")
         # the losses of token frequencies and pairs on the same validation blocks (runs on text log them)
         for metric, style, name in ((UNIGRAM_LOSS, ":", "unigram"), (BIGRAM_LOSS, "-.", "bigram")):
-            values = [value for value in (run.first(metric) for run in panel.runs) if value is not None]
+            values = [value for value in (run.first(metric) for run in panel_runs) if value is not None]
             if values:
                 for each in (axis, zoomed):
                     each.axhline(
@@ -190,8 +141,8 @@ def loss_curves(runs: Iterable[Run], path: Path) -> Path | None:
                     )
         axis.plot([], [], "x", color="black", label="predicted initial loss")
         axis.plot([], [], "o", color="black", label="measured initial loss")
-        axis.set_title(panel.title)
-        zoomed.set_title(f"{panel.title}: from the first evaluation")
+        axis.set_title(title)
+        zoomed.set_title(f"{title}: from the first evaluation")
         for each in (axis, zoomed):
             each.set_xlabel("step")
             each.grid(alpha=0.3)

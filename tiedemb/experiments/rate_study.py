@@ -318,37 +318,26 @@ def robustness(tuned: str, at_rates: Sequence[str]) -> str:
 # --------------------------------------------------------------------------- provenance
 
 
-def protocol_commits(protocol: Path) -> list[str]:
-    """The commits of the protocol file, newest first (empty outside a git checkout)."""
+def _git_log(protocol: Path, *args: str) -> str | None:
+    """``git log ARGS -- PROTOCOL`` in the protocol's folder; None outside a git checkout."""
     import subprocess
 
     try:
         found = subprocess.run(
-            ["git", "log", "--format=%H", "--", protocol.name],
-            cwd=protocol.parent,
-            capture_output=True,
-            text=True,
-            timeout=30,
+            ["git", "log", *args, "--", protocol.name], cwd=protocol.parent, capture_output=True, text=True, timeout=30
         )
     except (OSError, subprocess.TimeoutExpired):
-        return []
-    return found.stdout.split() if found.returncode == 0 else []
+        return None
+    return found.stdout if found.returncode == 0 else None
+
+
+def protocol_commits(protocol: Path) -> list[str]:
+    """The commits of the protocol file, newest first (empty outside a git checkout)."""
+    return (_git_log(protocol, "--format=%H") or "").split()
 
 
 def governing_commit(protocol: Path, commit: str) -> str | None:
     """The protocol's version at a run's commit: its newest commit that is an ancestor of it."""
-    import subprocess
-
     if not commit:
         return None
-    try:
-        found = subprocess.run(
-            ["git", "log", "-1", "--format=%H", commit, "--", protocol.name],
-            cwd=protocol.parent,
-            capture_output=True,
-            text=True,
-            timeout=30,
-        )
-    except (OSError, subprocess.TimeoutExpired):
-        return None
-    return found.stdout.strip() or None if found.returncode == 0 else None
+    return (_git_log(protocol, "-1", "--format=%H", commit) or "").strip() or None

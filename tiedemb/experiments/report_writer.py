@@ -9,9 +9,9 @@ table, mean, std and n columns per statistic), beside what every report writes::
     curves.csv                every run's validation losses at every evaluation
     configs/<run>.yaml        every run's resolved configuration
 
-and, unless ``wandb=False``, one W&B run (job type ``report``) with the tables as ``wandb.Table``,
-the curves as W&B line charts (``tiedemb.experiments.charts``) and the PNG figures as images. It
-goes online or offline as training runs do (``tiedemb.training.wandb_mode``).
+and, unless ``wandb=False``, one W&B run (job type ``report``) with the tables as ``wandb.Table``
+and the PNG figures as images. It goes online or offline as training runs do
+(``tiedemb.training.wandb_mode``).
 """
 
 from __future__ import annotations
@@ -26,7 +26,6 @@ from typing import Any
 from tiedemb.errors import UserError
 from tiedemb.experiments import evidence, layout, plots
 from tiedemb.experiments.aggregate import Interval, Stat, Table, runs_table
-from tiedemb.experiments.charts import Chart, log_charts
 from tiedemb.experiments.claims import Analysis, parse_analysis
 from tiedemb.experiments.runs import Run, find_runs
 from tiedemb.experiments.sections import EVIDENCE_HEADING, Inputs, Part, build_parts, default_report, parse_report
@@ -141,24 +140,15 @@ def write_rows(columns: list[str], rows: list[list[Any]], path: Path) -> Path:
 
 
 def study_analysis(manifest: dict[str, Any], echo: Callable[[str], None]) -> tuple[Analysis | None, list | None]:
-    """The claims and the report's sections the sweep declared: as recorded when it ran, else as its
-    sweep file states them now (a sweep started before sweeps recorded their sections)."""
+    """The claims and the report's sections the sweep declared, as its ``sweep.json`` recorded them."""
     studies = list(dict.fromkeys(str(cell.get("study")) for cell in manifest.get("cells", [])))
-    path, sweep = manifest.get("sweep_file"), None
-    if (not manifest.get("analysis") or not manifest.get("report")) and path and Path(path).is_file():
-        from tiedemb.experiments.sweep_file import load_sweep
-
-        try:
-            sweep = load_sweep(path)
-        except UserError as error:
-            echo(f"note: the sweep file could not be read, so what it states is left out: {error}")
-    analysis = sweep.analysis if sweep else None
+    analysis = None
     if manifest.get("analysis"):
         try:
             analysis = parse_analysis(manifest["analysis"], studies, "sweep.json")
         except UserError as error:
             echo(f"note: the sweep's claims could not be read, so no verdicts are given: {error}")
-    return analysis, manifest.get("report") or (sweep.report if sweep else None)
+    return analysis, manifest.get("report")
 
 
 def build_report(
@@ -185,10 +175,10 @@ def build_report(
     if not plots.available():
         echo(f"note: {plots.MISSING}")
     try:
-        sections = parse_report(declared, claims, "sweep.json") or default_report(claims)
+        sections = parse_report(declared, claims, "sweep.json") or default_report()
     except UserError as error:  # a width kind without the claims it reads: the rest of the report
         echo(f"note: {error}")
-        sections = default_report(claims)
+        sections = default_report()
     parts = build_parts(sections, inputs)
     tables = [table for part in parts for table in part.tables]
     always = [runs_table(runs), evidence.run_metrics_table(runs, claims)]
@@ -199,9 +189,8 @@ def build_report(
     text = render_markdown(root, manifest, runs, parts, evidence.seed_statement(runs))
     atomic_write_text(root / REPORT_FILE, text)
     if wandb:
-        charts = {name: chart for part in parts for name, chart in part.charts.items()}
         images = [path for part in parts for _, path in part.figures if path is not None]
-        log_report_to_wandb(root, manifest, [*tables, always[0]], images, echo, charts)
+        log_report_to_wandb(root, manifest, [*tables, always[0]], images, echo)
     return root / REPORT_FILE
 
 
@@ -272,9 +261,9 @@ def log_report_to_wandb(
     tables: list[Table],
     images: list[Path],
     echo: Callable[[str], None],
-    charts: dict[str, Chart] | None = None,
 ) -> None:
-    """The tables, charts and figures as one W&B run (job type ``report``).
+    """The tables and figures as one W&B run (job type ``report``); W&B draws the curves itself
+    from the training runs, which it groups by the sweep's name.
 
     Online or offline as a training run would be (``choose_wandb_mode``): offline without
     credentials or when the server does not answer, online otherwise; a ``WANDB_MODE`` the user
@@ -308,12 +297,11 @@ def log_report_to_wandb(
             run.log(
                 {f"report/{table.name}": wandb.Table(columns=columns, data=[[_plain(v) for v in row] for row in rows])}
             )
-        log_charts(run, charts or {})
         run.log({f"report/{path.stem}": wandb.Image(str(path)) for path in images})
     finally:
         run.finish()
     where = f" (offline: `wandb sync {folder}/wandb/offline-run-*`)" if run.offline else ""
-    echo(f"logged the tables, charts and figures to W&B run {run.id} under {folder}{where}")
+    echo(f"logged the tables and figures to W&B run {run.id} under {folder}{where}")
 
 
 def _plain(value: Any) -> Any:

@@ -1,12 +1,11 @@
 """Runs as the report sees them: labels, state, settings and metric series, read from folders.
 
-A run is a sweep cell (a folder with ``cell.json``), or, in a folder of plain ``main.py`` runs, a
-run folder (``<run>/csv/version_N`` beside ``<run>/status.json``: ``tiedemb.training.run_dir``) or
-a CSV logger version of the layout before run folders (``csv/version_N``, whose ``status.json`` says
-how it ended). Metrics, settings and config come from what Lightning's ``CSVLogger`` writes, found
-wherever it wrote them under a cell or run folder; W&B's own files are never read, so a report
-needs neither a W&B server nor W&B's internal record format.
-Within a cell, later CSV versions (a resumed attempt, the test stage) win for the same step.
+A run is a sweep cell (a folder with ``cell.json``) or, outside any cell, a plain run's folder (the
+folder ``tiedemb.training.run_dir`` gives every run, with the run's own ``status.json`` at its top).
+Metrics, settings and config come from what Lightning's ``CSVLogger`` writes, found wherever it
+wrote them under the folder; W&B's own files are never read, so a report needs neither a W&B
+server nor W&B's internal record format. Within a run, later CSV versions (a resumed attempt, the
+test stage) win for the same step.
 """
 
 from __future__ import annotations
@@ -26,7 +25,6 @@ from tiedemb.training.status_file import LOST, lost_process
 VERSION = re.compile(r"version_(\d+)$")
 METRICS_FILE = "metrics.csv"  # what Lightning's CSVLogger writes, beside its hparams.yaml
 NOT_METRICS = {"step", "epoch"}
-UNKNOWN = "unknown"  # a plain run's state when it left no status.json (written since 0.2.0)
 
 
 @dataclass
@@ -34,31 +32,20 @@ class Run:
     id: str  # path relative to the report folder
     folder: Path
     labels: dict[str, str]
-    state: str  # finished, failed, running, or UNKNOWN for plain runs without a status
+    state: str  # finished, failed, running, lost, waiting or not started
     message: str = ""
     study: str = ""
     hparams: dict[str, Any] = field(default_factory=dict)  # the module's and data module's settings
     config: dict[str, Any] = field(default_factory=dict)  # the resolved CLI config, where recorded
     metrics: dict[str, dict[int, float]] = field(default_factory=dict)  # name -> {step: value}
     workdir: Path | None = None  # where the run was started: relative data paths are relative to it
-    run_id: str = ""  # a plain run's id in its status.json, shared by its resumed attempts
     # The tokenizer the run trained with, as its attempts logged it (a test-only stage logs none).
     tokenizer_fingerprint: str | None = None
 
     @property
     def ok(self) -> bool:
-        """Whether the run's numbers may be averaged: finished, or a plain run without a status that has metrics."""
-        return self.state == layout.FINISHED or (self.state == UNKNOWN and bool(self.metrics))
-
-    def continue_with(self, later: Run) -> None:
-        """Take in a later CSV version of the same plain run: its metrics win for the same step."""
-        for name, values in later.metrics.items():
-            self.metrics.setdefault(name, {}).update(values)
-        self.state, self.message = later.state, later.message
-        self.hparams = later.hparams or self.hparams
-        self.config = later.config or self.config
-        self.tokenizer_fingerprint = later.tokenizer_fingerprint or self.tokenizer_fingerprint
-        _label_plain_run(self)
+        """Whether the run's numbers may be averaged: it finished."""
+        return self.state == layout.FINISHED
 
     @property
     def kind(self) -> str:
@@ -98,57 +85,22 @@ class Run:
 
 
 def find_runs(root: str | Path) -> list[Run]:
-    """Every run under ``root``: sweep cells, then plain runs outside any cell.
-
-    A plain run is a CSV logger version, or several: the versions whose ``status.json`` name the
-    same run id (a run and its resumed attempts, a ``test`` of its checkpoint) are one run, read
-    like a cell's versions (later ones win for the same step; the state is the last one's).
-    """
+    """Every run under ``root``: sweep cells, then plain run folders outside any cell."""
     root = Path(root)
-    runs = [read_cell(folder, root) for folder in layout.cell_dirs(root) if not _hidden(folder, root)]
-    cells = [run.folder for run in runs]
-    inside_cell = lambda path: any(folder in path.parents for folder in cells)  # noqa: E731
-    # A CSV logger's folder with metrics, or a version folder with only a status (a run that failed
-    # before its first metrics).
-    csv_versions = _csv_folders(
-        {
-            path.parent
-            for name in (METRICS_FILE, layout.STATUS_FILE)
-            for path in root.rglob(name)
-            if (name == METRICS_FILE or VERSION.search(path.parent.name))
-            and not inside_cell(path)
-            and not _hidden(path, root)
-        }
+    cells = [folder for folder in layout.cell_dirs(root) if not _hidden(folder, root)]
+    plain = sorted(
+        path.parent
+        for path in root.rglob(layout.STATUS_FILE)
+        # a CSV logger's version_N holds a copy of its attempt's record: not a run of its own
+        if not VERSION.search(path.parent.name)
+        and not _hidden(path, root)
+        and not any(cell == path.parent or cell in path.parents for cell in cells)
     )
-    same_run: dict[str, Run] = {}
-    for version in csv_versions:
-        run = _plain_run(version, root, *_read_csv_version(version))
-        folder = run_folder(version)
-        if folder is not None:  # every version in a run folder is an attempt of that run
-            run.folder, run.id = folder, str(folder.relative_to(root)) if folder != root else folder.name
-        key = f"folder {folder}" if folder is not None else run.run_id
-        earlier = same_run.get(key) if key else None
-        if earlier is None:
-            runs.append(run)
-            if key:
-                same_run[key] = run
-        else:
-            earlier.continue_with(run)
-    return runs
+    return [read_run(folder, root) for folder in [*cells, *plain]]
 
 
-def _csv_folders(folders: set[Path]) -> list[Path]:
-    """Plain runs' CSV logger folders: ``version_N`` by N within their folder, the rest by path."""
-
-    def key(folder: Path) -> tuple[Path, int]:
-        number = VERSION.search(folder.name)
-        return (folder.parent, int(number.group(1))) if number else (folder, -1)
-
-    return sorted(folders, key=key)
-
-
-def _cell_csv_folders(folder: Path) -> list[Path]:
-    """Every CSV logger folder under a cell, oldest first: its attempts by version, then by when written.
+def _csv_folders(folder: Path) -> list[Path]:
+    """Every CSV logger folder under a run's folder, oldest first: its attempts by version, then by when written.
 
     The CSV logger numbers the attempts that share a folder ``version_0``, ``version_1`` ...; attempts
     or stages in folders of their own (a run folder each) follow the time their files were last written.
@@ -167,47 +119,46 @@ def _cell_csv_folders(folder: Path) -> list[Path]:
     return sorted(found, key=key)
 
 
-def run_folder(version: Path) -> Path | None:
-    """The run folder holding a CSV version (``<run>/csv/version_N`` beside ``<run>/status.json``), or
-    None for the layout before run folders, where versions of every run shared ``runs/csv/``."""
-    folder = version.parent.parent
-    return folder if (folder / layout.STATUS_FILE).is_file() else None
-
-
 def _hidden(path: Path, root: Path) -> bool:
     return any(part.startswith(".") for part in path.relative_to(root).parts)
 
 
-def read_cell(folder: Path, root: Path) -> Run:
-    cell = layout.read_json(folder / layout.CELL_FILE) or {}
+def read_run(folder: Path, root: Path) -> Run:
+    """A cell or a plain run's folder: its CSV versions in order, its state from its ``status.json``."""
+    cell = layout.read_json(folder / layout.CELL_FILE)
     status = layout.read_status(folder) or {}
-    versions = _cell_csv_folders(folder)
     metrics: dict[str, dict[int, float]] = {}
     hparams: dict[str, Any] = {}
     config: dict[str, Any] = {}
     fingerprint = None
-    for version in versions:  # later versions (a resumed attempt, the test stage) win
+    for version in _csv_folders(folder):  # later versions (a resumed attempt, the test stage) win
         found, found_hparams, found_config = _read_csv_version(version)
         for name, values in found.items():
             metrics.setdefault(name, {}).update(values)
         hparams = found_hparams or hparams
         config = found_config or config
         fingerprint = _fingerprint(found_hparams) or fingerprint
-    state, message = _state(status, "running the sweep again resumes it") if status else ("not started", "")
-    workdir = cell.get("workdir")
-    return Run(
-        id=str(folder.relative_to(root)),
+    resume = "running the sweep again resumes it" if cell is not None else "--ckpt_path=last resumes it"
+    state, message = _state(status, resume) if status else ("not started", "")
+    run = Run(
+        id=str(folder.relative_to(root)) if folder != root else folder.name,
         folder=folder,
-        labels=dict(cell.get("labels") or {}),
+        labels=dict((cell or {}).get("labels") or {}),
         state=state,
         message=message,
-        study=str(cell.get("study") or ""),
+        study=str((cell or {}).get("study") or ""),
         hparams=hparams,
         config=config,
         metrics=metrics,
-        workdir=Path(workdir) if workdir else None,
         tokenizer_fingerprint=fingerprint,
     )
+    if cell is None:  # a plain run: labelled from its settings, its data paths relative to here
+        run.labels = derived_labels(run)
+        run.study = run.labels.get("task", "pretrain" if run.kind == "pretrain" else run.kind)
+        run.workdir = Path.cwd()
+    elif cell.get("workdir"):
+        run.workdir = Path(cell["workdir"])
+    return run
 
 
 def _fingerprint(hparams: dict[str, Any]) -> str | None:
@@ -220,34 +171,6 @@ def _state(status: dict[str, Any], resume: str) -> tuple[str, str]:
     if lost_process(status):
         return LOST, f"process {status['pid']} ended without recording how (killed, out of memory?); {resume}"
     return str(status.get("state") or layout.RUNNING), str(status.get("message") or "")
-
-
-def _plain_run(
-    folder: Path, root: Path, metrics: dict[str, dict[int, float]], hparams: dict[str, Any], config: dict[str, Any]
-) -> Run:
-    # The run's own record (training/status_callback.py); runs from before it was written have none.
-    status = layout.read_status(folder)
-    state, message = _state(status, "--ckpt_path=last resumes it") if status else (UNKNOWN, "")
-    run = Run(
-        id=str(folder.relative_to(root)),
-        folder=folder,
-        labels={},
-        state=state,
-        message=message,
-        hparams=hparams,
-        config=config,
-        metrics=metrics,
-        workdir=Path.cwd(),
-        run_id=str((status or {}).get("run") or ""),
-        tokenizer_fingerprint=_fingerprint(hparams),
-    )
-    _label_plain_run(run)
-    return run
-
-
-def _label_plain_run(run: Run) -> None:
-    run.labels = derived_labels(run)
-    run.study = run.labels.get("task", "pretrain" if run.kind == "pretrain" else run.kind)
 
 
 def derived_labels(run: Run) -> dict[str, str]:

@@ -13,11 +13,11 @@ or a mapping of ``kind`` and that kind's options::
 Evidence kinds (the tables of baselines, convergence, differences, claims, the width study's and the
 zero-shot probes) are shown under one heading, each only where it has rows; chapter kinds
 (``tied_embeddings``, ``embedding_dim``, ``embedding_analysis``, ``runs_not_averaged``) get a
-numbered heading of their own. Every report also writes ``runs.csv``,
-``run_metrics.csv``, ``curves.csv`` and each run's resolved config, whatever it declares. A sweep
-file without ``report:`` gets ``default_report``. The width kinds read the ``analysis`` block's
-``common_target`` and reference (``tiedemb.experiments.width_study``), so a sweep that names one
-must set them.
+numbered heading of their own. Every report also writes ``runs.csv``, ``run_metrics.csv``,
+``curves.csv`` and each run's resolved config, whatever it declares. A sweep file without
+``report:`` (and a folder of plain runs) gets ``default_report``. The width kinds read the
+``analysis`` block's ``common_target`` and reference (``tiedemb.experiments.width_study``), so a
+sweep that names one must set them.
 """
 
 from __future__ import annotations
@@ -42,7 +42,6 @@ from tiedemb.experiments.aggregate import (
     task_of,
     tied_table,
 )
-from tiedemb.experiments.charts import Chart, dev_score_charts, effective_rank_chart, loss_charts
 from tiedemb.experiments.claims import Analysis
 from tiedemb.experiments.runs import Run
 
@@ -57,7 +56,7 @@ OPTIONS: dict[str, tuple[str, ...]] = {"embedding_dim": ("downstream",)}
 
 @dataclass
 class Part:
-    """What one section adds: tables (each also a CSV), figures, W&B charts and Markdown.
+    """What one section adds: tables (each also a CSV), figures and Markdown.
 
     ``heading``: a chapter's title; ``None`` for an evidence section, shown under the shared heading.
     """
@@ -65,7 +64,6 @@ class Part:
     heading: str | None = None
     tables: list[Table] = field(default_factory=list)
     figures: list[tuple[str, Path | None]] = field(default_factory=list)  # (Markdown image, written file or None)
-    charts: dict[str, Chart] = field(default_factory=dict)
     lines: list[str] = field(default_factory=list)
 
 
@@ -136,7 +134,6 @@ def tied_embeddings(inputs: Inputs) -> Part:
         heading="Tied embeddings",
         tables=[table],
         figures=[inputs.figure("loss_curves.png", caption, lambda path: plots.loss_curves(inputs.runs, path))],
-        charts=loss_charts(plots.loss_panels(inputs.runs)),
     )
 
 
@@ -163,7 +160,6 @@ def embedding_dim(inputs: Inputs, downstream: bool = False) -> Part:
                 lambda path: plots.effective_rank_vs_dim(points, path),
             ),
         ],
-        charts={**dev_score_charts(dims.rows, dims.score_columns), **effective_rank_chart(points)},
     )
 
 
@@ -220,22 +216,10 @@ DEFAULT_REPORT = (
     "runs_not_averaged",
 )
 """The report of runs whose sweep declares none: every kind that needs no width analysis."""
-WIDTH_REPORT = (
-    *DEFAULT_REPORT[:4],
-    *WIDTH_KINDS[:4],
-    "zero_shot",
-    "gap_to_full_width",
-    "tied_embeddings",
-    {"kind": "embedding_dim", "downstream": True},
-    *DEFAULT_REPORT[-2:],
-)
-"""The report of runs whose sweep declares none but whose analysis sets a ``common_target`` (a width
-study started before sweeps declared their reports): configs/sweeps/width_ratios_cpu.yaml's."""
 
 
-def default_report(analysis: Analysis | None) -> list[dict[str, Any]]:
-    chosen = WIDTH_REPORT if analysis is not None and analysis.common_target is not None else DEFAULT_REPORT
-    return [section if isinstance(section, dict) else {"kind": section} for section in chosen]
+def default_report() -> list[dict[str, Any]]:
+    return [{"kind": section} for section in DEFAULT_REPORT]
 
 
 def parse_report(raw: Any, analysis: Analysis | None, where: str) -> list[dict[str, Any]] | None:

@@ -38,9 +38,11 @@ from dataclasses import dataclass
 from fractions import Fraction
 from typing import Any
 
+import numpy
+
 from tiedemb.experiments.aggregate import Table
 from tiedemb.experiments.claims import Analysis, Difference, paired_difference, steps_to_target
-from tiedemb.experiments.evidence import VAL, RunNumbers, refused_pairs
+from tiedemb.experiments.evidence import VAL, RunNumbers, paired, refused_pairs
 
 Numbers = Mapping[str, Mapping[str, Mapping[str, RunNumbers]]]  # study -> level -> seed -> numbers
 
@@ -153,10 +155,9 @@ class PilotReading:
 
 def _at(curve: Sequence[tuple[int, float]], step: float) -> float | None:
     """The curve at ``step``, interpolated linearly between evaluations; None outside them."""
-    for (s0, v0), (s1, v1) in zip(curve, curve[1:]):
-        if s0 <= step <= s1:
-            return v0 if s1 == s0 else v0 + (v1 - v0) * (step - s0) / (s1 - s0)
-    return curve[-1][1] if curve and curve[-1][0] == step else None
+    if not curve or not curve[0][0] <= step <= curve[-1][0]:
+        return None
+    return float(numpy.interp(step, [s for s, _ in curve], [v for _, v in curve]))
 
 
 def pilot_reading(
@@ -192,20 +193,9 @@ def pilot_reading(
 # --------------------------------------------------------------------------- (a) diminishing returns
 
 
-def _finals(levels: Mapping[str, Mapping[str, RunNumbers]], level: str, skip: set[str]) -> dict[str, float]:
-    return {
-        seed: found.final
-        for seed, found in levels.get(level, {}).items()
-        if found.final is not None and found.run.id not in skip
-    }
-
-
 def _paired_final(levels: Mapping[str, Mapping[str, RunNumbers]], first: str, second: str) -> Difference:
     """``first - second`` in final loss, by seed, leaving out pairs of different tokenizers."""
-    refused = refused_pairs(levels, first, second)
-    return paired_difference(
-        _finals(levels, first, {a for a, _ in refused}), _finals(levels, second, {b for _, b in refused})
-    )
+    return paired(levels, first, second, "final_loss", None)
 
 
 def gain_table(numbers: Numbers, analysis: Analysis) -> Table:
