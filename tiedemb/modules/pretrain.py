@@ -74,17 +74,11 @@ class PretrainModule(TransformerModule):
     values, or the config's defaults without one; a set one must equal the pretrained value, else
     construction fails naming both (``tiedemb.weights.language_model``).
 
-    Throughput: ``flops_per_batch`` is the model FLOPs of the batch just run, for the Trainer's
+    Throughput: ``flops_per_batch`` is the model FLOPs of the batch just run (PaLM's count,
+    ``tiedemb.modules.flops``: the output head only where logits are computed), for the Trainer's
     ``ThroughputMonitor`` (``tiedemb.modules.throughput``, a default callback), which logs tokens
-    per second, FLOPs per second and MFU. Model FLOPs are PaLM's count (``tiedemb.modules.flops``):
-    6 FLOPs per weight-matrix entry per row it multiplies (forward 2, backward 4), plus
-    12 * layers * T * d per token for attention. The embedding projection and encoder count at
-    every position; the output head (its transform and the vocabulary matrix) counts only where
-    logits are computed: every position for CLM, the masked positions for MLM, and so do the last
-    block's attention output projection and feed-forward, which run only there. Embedding lookups,
-    biases and norms are not counted. ``peak_flops`` (FLOP/s), when given, is the peak MFU is
-    measured against. How long the loop waits for data: ``--trainer.profiler=simple`` reports
-    Lightning's ``train_dataloader_next``.
+    per second, FLOPs per second and MFU (against ``peak_flops`` when given). How long the loop
+    waits for data: ``--trainer.profiler=simple`` reports Lightning's ``train_dataloader_next``.
     """
 
     def __init__(
