@@ -33,8 +33,9 @@ from typing import Any
 
 import lightning as L
 import torch
+from lightning.fabric.utilities.throughput import get_available_flops
 
-from tiedemb.modules.flops import MatmulWeights, device_peak_flops
+from tiedemb.modules.flops import MatmulWeights
 
 IGNORE_INDEX = -100  # label of positions without a loss (the collators' convention)
 
@@ -113,7 +114,8 @@ class FitProbe(L.Callback):
                     "bench/flops_per_sec": flops / seconds,
                 }
             )
-            spec = device_peak_flops(device, str(trainer.precision))
+            dtype = torch.bfloat16 if "bf16" in str(trainer.precision) else torch.float32
+            spec = get_available_flops(device, dtype)  # Lightning's table; None for a device it does not name
             if spec:
                 metrics["bench/mfu"] = flops / seconds / spec
             if self.peak_flops:

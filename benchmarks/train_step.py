@@ -67,13 +67,14 @@ from dataclasses import dataclass
 
 import torch
 from allocator import CpuTime, add_option, keep_freed_memory
+from lightning.fabric.utilities.throughput import get_available_flops
 from op_breakdown import op_breakdown
 from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_flatten
 
 from tiedemb import PretrainModule
 from tiedemb.data.collate import MaskingCollator
-from tiedemb.modules.flops import MatmulWeights, device_peak_flops
+from tiedemb.modules.flops import MatmulWeights
 from tiedemb.modules.optim import adamw_with_schedule
 from tiedemb.nn.fast.sliced_loss import kept_buffers
 
@@ -398,8 +399,8 @@ def main() -> None:
     )
     print(header)
     print("-" * len(header))
-    # The spec-sheet peak, for MFU as training logs it (perf/mfu); None off the known GPUs.
-    spec_peak = device_peak_flops(device, "bf16-mixed" if args.dtype == "bf16" else "32-true")
+    # The spec-sheet peak, for MFU as training logs it (train/device/mfu): Lightning's table, None off its GPUs.
+    spec_peak = get_available_flops(device, torch.bfloat16 if args.dtype == "bf16" else torch.float32)
     records: list[dict] = []
     breakdowns: dict[str, dict] = {}
     objectives = ("mlm", "clm") if args.objective == "both" else (args.objective,)

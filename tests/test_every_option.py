@@ -236,8 +236,7 @@ def _schedule(module) -> dict[str, Any]:
 def _peak(module) -> float | None:
     from tiedemb.modules.throughput import ModelThroughput
 
-    trainer = SimpleNamespace(strategy=SimpleNamespace(root_device=torch.device("cpu")), precision="32-true")
-    return ModelThroughput().own_peak(trainer, module)  # the peak MFU is measured against
+    return ModelThroughput().own_peak(module)  # the peak MFU is measured against
 
 
 def pretrain_module_does(module: PretrainModule) -> dict[str, Any]:

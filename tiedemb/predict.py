@@ -123,7 +123,7 @@ def probabilities(module, tokenizer, examples: Examples, max_length: int, batch_
 def predict(args: argparse.Namespace) -> list[Path]:
     """Write the predictions (and the submission file); the files written."""
     from tiedemb.data.text import run_tokenizer
-    from tiedemb.modules.glue import GlueModule
+    from tiedemb.modules.glue import GlueModule, write_predictions
     from tiedemb.training.checkpoints import read_checkpoint
     from tiedemb.training.files import write_tsv
     from tiedemb.training.run_checkpoint import run_checkpoint
@@ -152,16 +152,9 @@ def predict(args: argparse.Namespace) -> list[Path]:
     ]
     written = [write_tsv(output.parent, output.name, header, rows)]
     if submission is not None:
-        spelled = task.classic.label_values
         split = "test_mismatched" if "mismatched" in Path(args.input).name else task.test_splits[0]
-        written.append(
-            write_tsv(
-                submission,
-                task.submission_files[split],
-                ["index", "prediction"],
-                [[index, spelled[label]] for index, label in zip(examples.index, chosen)],
-            )
-        )
+        rows = zip(examples.index, chosen)
+        written.append(write_predictions(submission, task.submission_files[split], task, rows))
     return written
 
 

@@ -9,7 +9,7 @@ import torch.nn.functional as F
 
 from tiedemb import PretrainModule
 from tiedemb.data import PretrainData
-from tiedemb.modules.flops import MatmulWeights, device_peak_flops, gpu_peak_flops
+from tiedemb.modules.flops import MatmulWeights
 from tiedemb.modules.optim import adamw_with_schedule
 from tiedemb.nn import Transformer, TransformerConfig
 
@@ -61,15 +61,6 @@ def test_a_classifier_counts_its_pooler_and_classifier_at_the_cls_row():
     assert (
         with_pooler.forward_flops(2, 8, output_positions=2) == with_pooler.training_flops(2, 8, output_positions=2) / 3
     )
-
-
-def test_known_gpus_have_a_peak_and_others_none():
-    assert gpu_peak_flops("NVIDIA H200") == 989e12
-    assert gpu_peak_flops("NVIDIA H100 80GB HBM3") == 989e12
-    assert gpu_peak_flops("NVIDIA H100 PCIe") == 756e12
-    assert gpu_peak_flops("NVIDIA A100-SXM4-80GB") == 312e12
-    assert gpu_peak_flops("Tesla T4") is None
-    assert device_peak_flops(torch.device("cpu"), "bf16-mixed") is None
 
 
 # -- identical results -----------------------------------------------------------------------------
@@ -248,7 +239,6 @@ def test_fit_logs_throughput_and_mfu_only_with_a_peak(tmp_path, peak_flops):
     # the module's own count: flops per token of an MLM batch lie between the all-positions count and none
     weights = MatmulWeights.of(module.model)
     assert flops_per_sec / tokens_per_sec <= weights.training_flops(4, 16) / 64
-    assert 0.0 <= _last(rows, "perf/data_wait_fraction") <= 1.0
     if peak_flops is None:
         assert _last(rows, "train/device/mfu") is None  # a CPU has no peak in either table
     else:

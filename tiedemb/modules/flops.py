@@ -1,4 +1,4 @@
-"""Model FLOPs of a training step and the device peaks they are compared with.
+"""Model FLOPs of a training step (PaLM's count), what MFU divides by a device's peak.
 
 The count is PaLM's (Chowdhery et al. 2022, appendix B): a weight matrix of N entries costs
 2N FLOPs per row it multiplies in the forward pass and 4N in the backward pass (gradients for
@@ -26,18 +26,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-import torch
 from torch import nn
-
-# Dense (no sparsity) 16-bit tensor-core peaks in FLOP/s, by a substring of
-# torch.cuda.get_device_name(). Checked in order, so the more specific names come first.
-GPU_PEAK_FLOPS_16BIT: tuple[tuple[str, float], ...] = (
-    ("H200", 989e12),
-    ("GH200", 989e12),
-    ("H100 PCIe", 756e12),
-    ("H100", 989e12),
-    ("A100", 312e12),
-)
 
 
 @dataclass(frozen=True)
@@ -93,22 +82,3 @@ def _linear_weights(module: nn.Module) -> int:
     # A tied matrix is one Parameter but two uses (a lookup and a product); only the product is
     # a Linear, so the lookup never counts.
     return sum(m.weight.numel() for m in module.modules() if isinstance(m, nn.Linear))
-
-
-def gpu_peak_flops(device_name: str) -> float | None:
-    """The dense 16-bit peak of a known GPU, None for any other."""
-    for key, peak in GPU_PEAK_FLOPS_16BIT:
-        if key in device_name:
-            return peak
-    return None
-
-
-def device_peak_flops(device: torch.device, precision: str) -> float | None:
-    """The table's peak for ``device`` when training in 16-bit precision; None when unknown.
-
-    The table holds tensor-core bf16/fp16 peaks only: a 32-bit run (fp32 or tf32 matmuls) has a
-    different ceiling, so it gets no MFU unless the peak is given explicitly.
-    """
-    if device.type != "cuda" or not any(tag in str(precision) for tag in ("16", "bf16")):
-        return None
-    return gpu_peak_flops(torch.cuda.get_device_name(device))

@@ -77,6 +77,21 @@ def majority_floor(data: Any) -> dict[str, float] | None:
     return majority_scores(data.task_spec.name, data.num_labels, data.raw_split("train")["label"], dev)
 
 
+def write_predictions(directory: Path, filename: str, task: GlueTask | None, rows: Iterable[tuple[int, ...]]) -> Path:
+    """A GLUE-style TSV of ``(index, prediction)`` or ``(index, prediction, label)`` rows, labels
+    spelled as the task's classic files spell them (MRPC 0/1, MNLI names): a submission file, or a
+    dev split's predictions beside the gold labels."""
+    values = task.classic.label_values if task is not None else None
+
+    def spell(label: int) -> Any:
+        return values[label] if values is not None and 0 <= label < len(values) else label
+
+    rows = [(index, *map(spell, labels)) for index, *labels in rows]
+    with_labels = bool(rows) and len(rows[0]) == 3
+    header = ["index", "prediction", "label"] if with_labels else ["index", "prediction"]
+    return write_tsv(directory, filename, header, rows)
+
+
 class GlueModule(TransformerModule):
     """Embedding -> Encoder -> [CLS] (-> pooler) -> dropout -> classifier, fine-tuned on one task.
 
@@ -412,15 +427,13 @@ class GlueModule(TransformerModule):
         self._rows = {}
         if self.global_rank != 0:
             return
-        spell = self._label_spelling()
         directory = self._output_dir()
         for split, filename in filenames.items():
             rows = sorted(gathered[split])
             if not rows:
                 continue
-            header = ["index", "prediction", "label"] if with_labels else ["index", "prediction"]
-            body = [(i, spell(p), spell(y)) if with_labels else (i, spell(p)) for i, p, y in rows]
-            path = write_tsv(directory, filename, header, body)
+            body = [(i, p, y) if with_labels else (i, p) for i, p, y in rows]
+            path = write_predictions(directory, filename, self.task_spec, body)
             rank_zero_info(f"wrote {len(body)} predictions for {split} to {path}")
             self.written_files.append(path)
 
@@ -431,11 +444,6 @@ class GlueModule(TransformerModule):
         everyone: list[Any] = [None] * self.trainer.world_size
         torch.distributed.all_gather_object(everyone, rows)
         return list({row[0]: row for part in everyone for row in part}.values())
-
-    def _label_spelling(self):
-        """GLUE submissions spell labels as the task's classic files do: MRPC 0/1, MNLI names."""
-        values = self.task_spec.classic.label_values if self.task_spec is not None else None
-        return lambda label: values[label] if values is not None and 0 <= label < len(values) else label
 
     def _output_dir(self) -> Path:
         if self.hparams.predictions_dir:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import math
-import time
 from typing import Annotated, Any, Literal
 
 import lightning as L
@@ -75,20 +74,11 @@ class PretrainModule(TransformerModule):
     values, or the config's defaults without one; a set one must equal the pretrained value, else
     construction fails naming both (``tiedemb.weights.language_model``).
 
-    Throughput: ``flops_per_batch`` is the model FLOPs of the batch just run, for the Trainer's
+    Throughput: ``flops_per_batch`` is the model FLOPs of the batch just run (PaLM's count,
+    ``tiedemb.modules.flops``: the output head only where logits are computed), for the Trainer's
     ``ThroughputMonitor`` (``tiedemb.modules.throughput``, a default callback), which logs tokens
-    per second, FLOPs per second and MFU. Model FLOPs are PaLM's count (``tiedemb.modules.flops``):
-    6 FLOPs per weight-matrix entry per row it multiplies (forward 2, backward 4), plus
-    12 * layers * T * d per token for attention. The embedding projection and encoder count at
-    every position; the output head (its transform and the vocabulary matrix) counts only where
-    logits are computed: every position for CLM, the masked positions for MLM, and so do the last
-    block's attention output projection and feed-forward, which run only there. Embedding lookups,
-    biases and norms are not counted. ``peak_flops`` (FLOP/s), when given, is the peak MFU is
-    measured against.
-
-    ``perf/data_wait_fraction``, logged every training batch: the part of the batch's period (end
-    of the previous batch to end of this one) between the end of the previous batch's step and the
-    start of this one's, when the loop fetches and moves the batch.
+    per second, FLOPs per second and MFU (against ``peak_flops`` when given). How long the loop
+    waits for data: ``--trainer.profiler=simple`` reports Lightning's ``train_dataloader_next``.
     """
 
     def __init__(
@@ -178,8 +168,6 @@ class PretrainModule(TransformerModule):
         # Counted now, from full-size modules: a sharding strategy may later wrap or flatten them.
         self._matmul_weights = MatmulWeights.of(self.model)
         self.flops_per_batch: float | None = None  # read by ThroughputMonitor after every batch
-        self._batch_start: float | None = None
-        self._batch_end: float | None = None
 
     @torch.no_grad()
     def _load_source(self, source: PretrainedWeights) -> None:
@@ -297,32 +285,6 @@ class PretrainModule(TransformerModule):
     def _output_positions(self, output: LMOutput) -> int | None:
         # MLM computes logits at the masked positions only; None is every position.
         return None if self.config.causal else int(output.num_targets)
-
-    # -- data wait -------------------------------------------------------------------------------------
-    # A batch's period runs from the end of one training batch to the end of the next; the wait is its
-    # first part, from that end to the start of this batch's step (Lightning fetches and moves the
-    # batch in between). On a GPU these are host timestamps: the host runs ahead of the device until
-    # something synchronises, so the period still averages to the device's step time, and the wait
-    # counts only time the host did not spend queueing work.
-    def on_train_batch_start(self, batch: Any, batch_idx: int) -> None:
-        self._batch_start = time.perf_counter()
-
-    def on_train_batch_end(self, outputs: Any, batch: Any, batch_idx: int) -> None:
-        now = time.perf_counter()
-        if self._batch_end is not None and self._batch_start is not None:
-            period = max(now - self._batch_end, 1e-9)
-            self.log("perf/data_wait_fraction", max(self._batch_start - self._batch_end, 0.0) / period)
-        self._batch_end = now
-
-    def _reset_throughput_clock(self) -> None:
-        # Validation, checkpointing and epoch changes between two batches are not data waiting.
-        self._batch_start = self._batch_end = None
-
-    def on_train_epoch_start(self) -> None:
-        self._reset_throughput_clock()
-
-    def on_validation_start(self) -> None:
-        self._reset_throughput_clock()
 
     @torch.no_grad()
     def _log_initial_loss(self, batch: dict[str, Tensor]) -> None:

@@ -106,102 +106,58 @@ LANGUAGE_MODEL = "language model"
 PARTS = (ARCHITECTURE, TRAINING, LANGUAGE_MODEL)
 
 
-def setting(default: Any = dataclasses.MISSING, *, doc: str, part: str = ARCHITECTURE) -> Any:
-    """A field with its description and its part (``ARCHITECTURE`` ...)."""
+def setting(default: Any = dataclasses.MISSING, *, part: str = ARCHITECTURE) -> Any:
+    """A field with its part (``ARCHITECTURE`` ...)."""
     if part not in PARTS:
         raise ValueError(f"part must be one of {PARTS}, got {part!r}")
-    return dataclasses.field(default=default, metadata={"doc": doc, "part": part})
+    return dataclasses.field(default=default, metadata={"part": part})
 
 
 @dataclass
 class TransformerConfig:
-    """Every setting of the model, with its default and its meaning.
+    """Every setting of the model, with its type and default.
 
     The modules take these as flat keywords (``model.hidden_size`` ...), each declared in the
     ``__init__`` of the module its part belongs to: ``TransformerModule`` the architecture and
     training settings, ``PretrainModule`` the language model's (``tiedemb.modules``), with the type
-    and default given here (``tests/modules/test_settings.py`` checks that they agree). A setting
-    added here is added there too, where ``--help``, configs and checkpoints read it.
+    and default given here (``tests/modules/test_settings.py`` checks that they agree). Each
+    setting's meaning is written once, in that ``__init__``'s ``Args:``, which ``--model.help``
+    shows. A setting added here is added there too, where configs and checkpoints read it.
     """
 
-    vocab_size: PositiveInt = setting(doc="Vocabulary size n; the command line takes it from the data's tokenizer.")
-    objective: Objective = setting(
-        "mlm", doc="mlm (masked tokens) or clm (next token, causal attention).", part=LANGUAGE_MODEL
-    )
-    hidden_size: PositiveInt = setting(768, doc="Width of the residual stream.")
-    num_layers: PositiveInt = setting(12, doc="Number of Transformer blocks.")
-    num_heads: PositiveInt = setting(12, doc="Attention heads per block; must divide hidden_size.")
-    intermediate_size: PositiveInt = setting(3072, doc="Width of the feed-forward layer.")
-    embedding_dim: PositiveInt | None = setting(
-        None, doc="d_e, the width of the token table (1..hidden_size); unset: hidden_size."
-    )
-    embedding_projection: EmbeddingProjection = setting(
-        "auto",
-        doc="auto: a d_e -> hidden projection only when d_e < hidden (identity at full width); always: "
-        "also at d_e = hidden, so every width of a width study has the same parts.",
-    )
-    embedding_norm: bool = setting(True, doc="The norm after the embedding; off for Gemma's and T5's inputs.")
-    max_position_embeddings: PositiveInt = setting(512, doc="Longest sequence (rows of the learned position table).")
-    position: Position = setting("learned", doc="learned (a position table), rope (rotary) or none.")
-    type_vocab_size: NonNegativeInt = setting(2, doc="Segment (token type) vectors; 0 for none.")
-    norm: Norm = setting("layernorm", doc="layernorm or rmsnorm.")
-    norm_position: NormPosition = setting(
-        "post", doc="post: norm(x + f(x)) as in BERT; pre: x + f(norm(x)) with a final norm."
-    )
-    norm_eps: PositiveFloat = setting(1e-12, doc="Epsilon of every norm.")
-    activation: Activation = setting("gelu", doc="Feed-forward activation: gelu, relu, tanh or silu.")
-    dropout: Rate = setting(0.1, doc="Dropout on embeddings and residual branches, in [0, 1).", part=TRAINING)
-    attention_dropout: Rate = setting(0.1, doc="Dropout on attention weights, in [0, 1).", part=TRAINING)
-    init_std: PositiveFloat = setting(
-        0.02, doc="Std of the normal initialisation of weight matrices and tables.", part=TRAINING
-    )
-    residual_init: ResidualInit = setting(
-        "standard",
-        doc="How far from the identity residual branches start: standard, scaled (GPT-2), zero, "
-        "deepnorm (post-norm only).",
-    )
-    rope_base: PositiveFloat = setting(10000.0, doc="Base of the rotary frequencies (position=rope).")
-    head: str = setting(
-        "tied",
-        doc="Output layer: untied, tied, tied_scaled_init, tied_orth, untied_orth, tied_shuffle, or any head "
-        "registered in tiedemb.nn.heads.HEADS.",
-        part=LANGUAGE_MODEL,
-    )
-    output_bias: bool = setting(
-        False, doc="A vocabulary-sized output bias (never part of the tie).", part=LANGUAGE_MODEL
-    )
-    head_bias: bool = setting(False, doc="tied_orth and untied_orth: a bias on its projection.", part=LANGUAGE_MODEL)
-    head_activation: HeadActivation = setting(
-        "none",
-        doc="tied_orth and untied_orth: an activation after its projection (none, gelu, relu, tanh, silu).",
-        part=LANGUAGE_MODEL,
-    )
-    head_norm: bool = setting(
-        False,
-        doc="tied_orth and untied_orth: a norm after its projection (with head_bias and gelu: BERT's MLM transform).",
-        part=LANGUAGE_MODEL,
-    )
-    shuffle: Shuffle = setting(
-        "half_swap", doc="tied_shuffle: half_swap, or channel_shuffle in shuffle_groups groups.", part=LANGUAGE_MODEL
-    )
-    shuffle_groups: Annotated[int, Bounds(2)] = setting(
-        2, doc="tied_shuffle with channel_shuffle: groups; must divide d_e.", part=LANGUAGE_MODEL
-    )
+    vocab_size: PositiveInt = setting()
+    objective: Objective = setting("mlm", part=LANGUAGE_MODEL)
+    hidden_size: PositiveInt = setting(768)
+    num_layers: PositiveInt = setting(12)
+    num_heads: PositiveInt = setting(12)
+    intermediate_size: PositiveInt = setting(3072)
+    embedding_dim: PositiveInt | None = setting(None)
+    embedding_projection: EmbeddingProjection = setting("auto")
+    embedding_norm: bool = setting(True)
+    max_position_embeddings: PositiveInt = setting(512)
+    position: Position = setting("learned")
+    type_vocab_size: NonNegativeInt = setting(2)
+    norm: Norm = setting("layernorm")
+    norm_position: NormPosition = setting("post")
+    norm_eps: PositiveFloat = setting(1e-12)
+    activation: Activation = setting("gelu")
+    dropout: Rate = setting(0.1, part=TRAINING)
+    attention_dropout: Rate = setting(0.1, part=TRAINING)
+    init_std: PositiveFloat = setting(0.02, part=TRAINING)
+    residual_init: ResidualInit = setting("standard")
+    rope_base: PositiveFloat = setting(10000.0)
+    head: str = setting("tied", part=LANGUAGE_MODEL)
+    output_bias: bool = setting(False, part=LANGUAGE_MODEL)
+    head_bias: bool = setting(False, part=LANGUAGE_MODEL)
+    head_activation: HeadActivation = setting("none", part=LANGUAGE_MODEL)
+    head_norm: bool = setting(False, part=LANGUAGE_MODEL)
+    shuffle: Shuffle = setting("half_swap", part=LANGUAGE_MODEL)
+    shuffle_groups: Annotated[int, Bounds(2)] = setting(2, part=LANGUAGE_MODEL)
     # The wider field's remedies: a number or a keyword of the width d it applies to (resolve_scale).
-    embedding_scale: PositiveFloat | str = setting(
-        1.0, doc="Token vectors x this: a number, sqrt_d (Gemma), rsqrt_d or mup:<base_width>.", part=LANGUAGE_MODEL
-    )
-    output_scale: PositiveFloat | str = setting(
-        1.0,
-        doc="The vector meeting the output matrix x this: a number, rsqrt_d (T5), mup:<base_width> (muP) or sqrt_d.",
-        part=LANGUAGE_MODEL,
-    )
-    embedding_init_std: PositiveFloat | None = setting(
-        None, doc="Std of the token table (T5: 1.0); unset: init_std.", part=LANGUAGE_MODEL
-    )
-    pad_token_id: NonNegativeInt = setting(
-        0, doc="Id of the padding token; the command line takes it from the data.", part=TRAINING
-    )
+    embedding_scale: PositiveFloat | str = setting(1.0, part=LANGUAGE_MODEL)
+    output_scale: PositiveFloat | str = setting(1.0, part=LANGUAGE_MODEL)
+    embedding_init_std: PositiveFloat | None = setting(None, part=LANGUAGE_MODEL)
+    pad_token_id: NonNegativeInt = setting(0, part=TRAINING)
 
     def __post_init__(self) -> None:
         if self.embedding_dim is None:
