@@ -75,9 +75,9 @@ def a_100_mb_line(folder: Path) -> Callable[[], None]:
             handle.write(b"word " * (1 << 18))
 
     def run() -> None:
-        from tiedemb.data.text_files import check_bytes
+        from tiedemb.data.text_files import read_files
 
-        check_bytes(giant, "train", "strict")
+        read_files([giant], "train", folder / "work")
 
     return run
 

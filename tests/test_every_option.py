@@ -112,9 +112,6 @@ def place(tmp_path_factory) -> SimpleNamespace:
     (root / "train.txt").write_text("\n".join(lines) + "\n")
     (root / "other.txt").write_text("\n".join(reversed(lines)) + "\n")
     (root / "val.txt").write_text("\n".join(lines[-20:]) + "\n")
-    (root / "train.jsonl").write_text(
-        "".join(json.dumps({"text": line, "body": line.upper() + " the man"}) + "\n" for line in lines)
-    )
     pairs = [
         (sentences[i % 6] + " the man is", sentences[(i * 5 + 1) % 6] + " a dog" * (i % 4), i % 2) for i in range(16)
     ]
@@ -615,10 +612,7 @@ PRETRAIN_DATA: dict[str, Callable[[str], Rule]] = {
     "text_column": by_context(
         {
             "embedded": refusal("body", "it reads no text"),
-            "files": lambda name, place: [
-                Check({name: "body"}, refused("with .txt files only")),
-                Check({name: "body"}, EFFECT, {"train_files": [str(place.root / "train.jsonl")]}),
-            ],
+            "files": refusal("body", "without data.dataset"),
             "hub": effect("body"),
         }
     ),
@@ -703,14 +697,6 @@ PRETRAIN_DATA: dict[str, Callable[[str], Rule]] = {
                 refusal(2, "without data.ood_val_files"),
                 lambda name, place: [Check({name: 1}, EFFECT, {"ood_val_files": [str(place.root / "val.txt")]})],
             ),
-        }
-    ),
-    # How bytes that are not UTF-8 are read (tests/data/test_text_files.py shows the decoding); on
-    # clean text the visible effect is that the prepared text is cached under its own key.
-    "encoding_errors": by_context(
-        {
-            "files": lambda name, place: [Check({name: "replace"}, EFFECT, only="cached")],
-            "*": refusal("replace", "has no effect without data.train_files"),
         }
     ),
 }

@@ -61,7 +61,6 @@ ADDED = {
     ("data", "init_args", "sort_eval_by_length"): False,
     ("log_level",): None,
     ("run_name",): None,
-    ("data", "init_args", "encoding_errors"): "strict",
     ("data", "init_args", "corpus_seed"): 0,
     ("data", "init_args", "ood_val_files"): None,
     ("data", "init_args", "ood_val_blocks"): None,

@@ -10,8 +10,6 @@ from pathlib import Path
 
 import datasets
 import numpy as np
-import pyarrow as pa
-import pyarrow.parquet as pq
 import pytest
 from stand_in_data import TEXT_TITLE
 from text_helpers import prepare, sentences
@@ -151,42 +149,32 @@ def test_txt_strips_bom_and_skips_blank_lines(tmp_path, small_tokenizer):
     assert prepared.stats["train_tokens"] + prepared.stats["val_tokens"] == count_tokens(small_tokenizer, docs)
 
 
-def test_jsonl_and_json_use_the_text_column(tmp_path, small_tokenizer):
-    docs = sentences(30)
-    jsonl = tmp_path / "train.jsonl"
-    jsonl.write_text("".join(json.dumps({"id": i, "body": d}) + "\n" for i, d in enumerate(docs[:20])))
-    array = tmp_path / "val.json"
-    array.write_text(json.dumps([{"body": d} for d in docs[20:]] + [{"body": "   "}, {"body": None}]))
-    prepared = prepare(
-        tokenizer=small_tokenizer,
-        train_files=[str(jsonl)],
-        val_files=[str(array)],
-        text_column="body",
-        cache_dir=str(tmp_path / "c"),
-    )
-    assert prepared.stats["train_documents"] == 20 and prepared.stats["val_documents"] == 10
-    assert prepared.stats["train_tokens"] == count_tokens(small_tokenizer, docs[:20])
-    assert prepared.stats["val_tokens"] == count_tokens(small_tokenizer, docs[20:])
-    with pytest.raises(UserError, match="no record of .*train.jsonl.* has a 'text' field \\(fields: id, body\\)"):
-        prepare(
-            tokenizer=small_tokenizer, train_files=[str(jsonl)], val_files=[str(array)], cache_dir=str(tmp_path / "c")
-        )
-
-
-def test_parquet_uses_the_text_column(tmp_path, small_tokenizer):
+def test_json_lines_and_parquet_are_read_as_a_local_dataset_folder_with_its_text_column(tmp_path, small_tokenizer):
     docs = sentences(50)
-    pq.write_table(pa.table({"content": docs, "n": list(range(50))}), tmp_path / "part.parquet")
-    prepared = prepare(
+    folder = tmp_path / "corpus"
+    folder.mkdir()
+    (folder / "train.jsonl").write_text(
+        "".join(json.dumps({"id": i, "body": d}) + "\n" for i, d in enumerate(docs[:40]))
+    )
+    (folder / "validation.jsonl").write_text(
+        "".join(json.dumps({"id": 0, "body": d}) + "\n" for d in docs[40:] + ["  "])
+    )
+    arguments = dict(
         tokenizer=small_tokenizer,
-        train_files=[str(tmp_path / "part.parquet")],
-        text_column="content",
-        val_fraction=0.2,
+        dataset=str(folder),
+        text_column="body",
+        val_fraction=text.VAL_FRACTION,
         cache_dir=str(tmp_path / "c"),
     )
-    assert prepared.stats["documents"] == 50
-    assert prepared.stats["train_tokens"] + prepared.stats["val_tokens"] == count_tokens(small_tokenizer, docs)
-    with pytest.raises(UserError, match="no column 'text' \\(columns: content, n\\)"):
-        prepare(tokenizer=small_tokenizer, train_files=[str(tmp_path / "part.parquet")], cache_dir=str(tmp_path / "c"))
+    prepared = prepare(**arguments)
+    assert prepared.stats["train_documents"] == 40 and prepared.stats["val_documents"] == 10
+    assert prepared.stats["train_tokens"] == count_tokens(small_tokenizer, docs[:40])
+    assert prepared.stats["val_tokens"] == count_tokens(small_tokenizer, docs[40:])
+    # the folder's files decide its cache entry: changed text is prepared again
+    (folder / "train.jsonl").write_text("".join(json.dumps({"id": 0, "body": d}) + "\n" for d in docs[:30]))
+    assert prepare(**arguments).stats["train_documents"] == 30
+    with pytest.raises(UserError, match="has no column 'text' \\(columns: id, body\\); set text_column"):
+        prepare(**arguments | {"text_column": "text"})
 
 
 def test_glob_patterns_expand_in_sorted_order(tmp_path, small_tokenizer):
@@ -301,7 +289,7 @@ def test_missing_file_and_empty_glob_are_named(tmp_path, small_tokenizer):
             val_files=[str(tmp_path / "nothing-*.txt")],
             cache_dir=str(tmp_path),
         )
-    with pytest.raises(UserError, match="unsupported type"):
+    with pytest.raises(UserError, match="x.csv' is not a .txt file"):
         prepare(
             tokenizer=small_tokenizer,
             train_files=[str(write_lines(tmp_path / "x.csv", ["a"]))],

@@ -14,6 +14,7 @@ that format by ``conform``.
 from __future__ import annotations
 
 import csv
+import json
 from collections.abc import Callable, Iterable
 from itertools import chain
 from pathlib import Path
@@ -22,7 +23,6 @@ import datasets
 
 from tiedemb.data.catalog import prepare_hint
 from tiedemb.data.glue_tasks import ClassicLayout
-from tiedemb.data.text_files import holds_no_rows
 from tiedemb.errors import UserError
 
 UNLABELED = -1
@@ -166,6 +166,27 @@ def read_hub_format(path: Path, split: str) -> tuple[datasets.Dataset, RowName]:
             raise UserError(f"{path}: the {split} split has no examples") from None
         raise UserError(f"could not read the {split} file {str(path)!r}: {type(error).__name__}: {error}") from None
     return dataset, row_name
+
+
+def holds_no_rows(path: Path) -> bool:
+    """Whether a file has no example to give (the ``datasets`` builders refuse such a file rather than
+    read none): an empty file, parquet without rows, CSV or TSV with a header alone, JSON holding only
+    an empty array (parsed only up to 64 kB: a larger one holds something, and its builder says what)."""
+    suffix, size = path.suffix.lower(), path.stat().st_size
+    if suffix == ".parquet":
+        import pyarrow.parquet as pq
+
+        return pq.read_metadata(path).num_rows == 0
+    if suffix in (".csv", ".tsv"):
+        with path.open(encoding="utf-8-sig", errors="replace") as handle:
+            return sum(1 for line in handle if line.strip()) <= 1
+    if size == 0 or size > 1 << 16:
+        return size == 0
+    text = path.read_text(encoding="utf-8-sig", errors="replace").strip()
+    try:
+        return not text or json.loads(text) == []
+    except ValueError:
+        return False
 
 
 def conform(

@@ -91,11 +91,6 @@ def _check_source_options(source: str, options: dict[str, Any]) -> None:
         )
     if source == "dataset" and options.get("train_files"):
         raise UserError("data.dataset and data.train_files are both given; choose one source of text")
-    if options.get("encoding_errors", "strict") != "strict" and source != "files":
-        raise UserError(
-            f"data.encoding_errors={options['encoding_errors']!r} has no effect without data.train_files: it says how "
-            "local text files that are not UTF-8 are read"
-        )
     _check_corpus_sizes(source, changed)
     if options.get("val_files") and "val_fraction" in changed:
         raise no_effect(
@@ -139,12 +134,11 @@ def _check_corpus_sizes(source: str, changed: dict[str, Any]) -> None:
 class PretrainData(ResumableTraining, L.LightningDataModule):
     """Blocks of ``block_size`` tokens for MLM or CLM.
 
-    Sources, first match wins: ``dataset`` (a hub dataset name, with ``dataset_config``),
-    ``train_files`` (local text / JSON lines / parquet, globs allowed), else the embedded
-    Markov corpus (``vocab_size`` words, ``synthetic_tokens`` training tokens), whose exact
-    entropy rate is the best loss any causal model can reach on it. Local files must be UTF-8
-    (``encoding_errors="strict"``) unless ``encoding_errors="replace"`` lets undecodable bytes
-    be read as U+FFFD.
+    Sources, first match wins: ``dataset`` (a hub dataset name or a local folder ``datasets``
+    loads, with ``dataset_config``), ``train_files`` (local UTF-8 ``.txt`` files, one document a
+    line, globs allowed), else the embedded Markov corpus (``vocab_size`` words,
+    ``synthetic_tokens`` training tokens), whose exact entropy rate is the best loss any causal
+    model can reach on it.
     """
 
     def __init__(
@@ -171,16 +165,16 @@ class PretrainData(ResumableTraining, L.LightningDataModule):
         corpus_seed: NonNegativeInt = 0,
         ood_val_files: list[str] | str | None = None,
         ood_val_blocks: PositiveInt | None = None,
-        encoding_errors: Literal["strict", "replace"] = "strict",
     ) -> None:
         """
         Args:
-            dataset: a hub dataset name to pretrain on (``wikitext``), read through ``datasets``.
+            dataset: a hub dataset name to pretrain on (``wikitext``), or a local folder of JSON lines
+                or parquet files, read through ``datasets``.
             dataset_config: that dataset's configuration (``wikitext-2-raw-v1``).
-            train_files: local training text: plain text, JSON lines or parquet files, globs allowed.
+            train_files: local training text: UTF-8 ``.txt`` files, one document a line, globs allowed.
             val_files: local validation text. Unset: the dataset's validation split, else ``val_fraction``
                 of the training documents.
-            text_column: the column holding the text in a hub dataset or JSON/parquet files.
+            text_column: the column holding the text in ``dataset``.
             tokenizer: a tokenizer folder or hub name. Unset: one trained on the training text
                 (WordPiece for mlm, byte-level BPE for clm), kept under ``cache_dir``.
             vocab_size: the size of the trained tokenizer, or of the embedded corpus (default 4096).
@@ -204,7 +198,6 @@ class PretrainData(ResumableTraining, L.LightningDataModule):
             ood_val_files: a second validation text (local files), tokenised with the same
                 tokenizer and logged as ``val_ood/loss``: the out-of-domain column.
             ood_val_blocks: at most this many blocks of ``ood_val_files`` (its first ones).
-            encoding_errors: strict (local files must be UTF-8) or replace (undecodable bytes read as U+FFFD).
         """
         check_arguments("data", option_types(PretrainData.__init__), locals())
         # One file (or glob) may be given alone; it is recorded, and read, as a list of one.
@@ -277,7 +270,6 @@ class PretrainData(ResumableTraining, L.LightningDataModule):
             num_proc=hp.num_proc,
             cache_dir=hp.cache_dir,
             seed=hp.corpus_seed,
-            encoding_errors=hp.encoding_errors,
         )
         if hp.ood_val_files:
             self.ood_text = plan_extra_text(
@@ -285,7 +277,6 @@ class PretrainData(ResumableTraining, L.LightningDataModule):
                 self.text,
                 objective=self.objective,
                 cache_dir=hp.cache_dir,
-                encoding_errors=hp.encoding_errors,
                 max_blocks=hp.ood_val_blocks,
             )
         tokenizer = self.tokenizer = self.text.tokenizer

@@ -115,7 +115,10 @@ def _expand(patterns: list[str], role: str) -> list[Path]:
             )
     for path in files:
         if path.suffix.lower() not in SUFFIXES:
-            raise UserError(f"{role} file {str(path)!r} has an unsupported type; use one of {', '.join(SUFFIXES)}")
+            raise UserError(
+                f"{role} file {str(path)!r} is not a .txt file (one document a line); for JSON lines or parquet "
+                "files, pass their folder as data.dataset (and the field holding the text as data.text_column)"
+            )
     return list(dict.fromkeys(path.resolve() for path in files))
 
 
@@ -130,11 +133,9 @@ def _file_identity(paths: list[Path]) -> list[tuple[str, int, str]]:
     return [(str(path), path.stat().st_size, file_sha256(path)) for path in paths]
 
 
-def _read_documents(
-    paths: list[Path], column: str, role: str, encoding_errors: str, work_dir: Path, num_proc: int | None
-) -> datasets.Dataset:
-    """Non-empty, stripped documents from all files: one per line of .txt, one per record otherwise."""
-    return _clean_documents(read_files(paths, column, role, encoding_errors, work_dir, num_proc), column)
+def _read_documents(paths: list[Path], role: str, work_dir: Path) -> datasets.Dataset:
+    """Non-empty, stripped documents from all files: one per line."""
+    return _clean_documents(read_files(paths, role, work_dir), "text")
 
 
 def _clean(values: list) -> list[str]:
@@ -167,8 +168,8 @@ def _load_hub_splits(name: str, config: str | None, column: str) -> tuple[datase
                     "and the hub cannot be reached (or HF_HUB_OFFLINE is set)."
                 )
             raise UserError(
-                f"{problem} Pass local text instead with train_files (and val_files): paths or globs of .txt, .jsonl, "
-                ".json or .parquet files; or the name of a dataset already in the local cache."
+                f"{problem} Pass local text instead with train_files (and val_files): paths or globs of .txt files; "
+                "or a local folder of .jsonl or .parquet files; or the name of a dataset already in the local cache."
             ) from None
     if "train" not in splits:
         raise UserError(f"dataset {name!r} has no train split (splits: {', '.join(splits)})")
@@ -279,13 +280,13 @@ def _source_identity(
     val_paths: list[Path],
     val_fraction: float,
     seed: int,
-    encoding_errors: str = "strict",
 ) -> dict:
     """What decides the text a run reads: the cache keys of its prepared text and trained tokenizer."""
     source: dict = {"dataset": dataset, "config": dataset_config, "column": text_column}
     source |= {"train": _file_identity(train_paths), "val": _file_identity(val_paths)}
-    if encoding_errors != "strict":  # replaced bytes make other text; strict keeps the keys entries already have
-        source["encoding_errors"] = encoding_errors
+    if dataset is not None and Path(dataset).expanduser().is_dir():  # a local folder: its files decide the text
+        folder = Path(dataset).expanduser()
+        source["files"] = _file_identity(sorted(path for path in folder.rglob("*") if path.is_file()))
     if not val_paths:  # the split itself may decide the validation text
         source |= {"val_fraction": val_fraction, "seed": seed}
     return source
@@ -313,7 +314,6 @@ def _trained_tokenizer_dirs(settings: Mapping[str, Any]) -> list[Path]:
         val_paths,
         settings.get("val_fraction", VAL_FRACTION),
         settings["seed"],
-        settings.get("encoding_errors", "strict"),
     )
     pattern = _trained_tokenizer_dir(settings.get("cache_dir", "data/cache"), TOKENIZER_KIND[objective], "*", source)
     return sorted(path for path in pattern.parent.glob(pattern.name) if (path / "tokenizer.json").is_file())
@@ -454,7 +454,6 @@ def plan_text(
     num_proc: int | None = None,
     cache_dir: str = "data/cache",
     seed: int = 0,
-    encoding_errors: str = "strict",
 ) -> TextCache:
     """The tokenizer of a corpus for ``objective`` ("mlm" or "clm") and the cache entry of its blocks.
 
@@ -462,21 +461,14 @@ def plan_text(
     (clm) tokenizer of ``vocab_size`` tokens is trained on the training text and kept in the cache
     (the one text tokenised before ``prepare_data``: the model's vocabulary is its size).
     Validation text comes from ``val_files``, else the dataset's validation split, else a seeded
-    ``val_fraction`` of the documents. ``encoding_errors`` is "strict" (a local file that is not
-    UTF-8 is refused) or "replace" (such bytes are read as U+FFFD).
+    ``val_fraction`` of the documents.
     """
     kind = TOKENIZER_KIND[objective]
     train_paths = _expand(train_files, "train") if train_files else []
     val_paths = _expand(val_files, "val") if val_files else []
-    if (
-        dataset is None
-        and changed_from_default(text_column, TEXT_COLUMN)
-        and all(p.suffix.lower() == ".txt" for p in train_paths + val_paths)
-    ):
-        raise no_effect("data.text_column", text_column, "with .txt files only: each of their lines is a document")
-    source = _source_identity(
-        dataset, dataset_config, text_column, train_paths, val_paths, val_fraction, seed, encoding_errors
-    )
+    if dataset is None and changed_from_default(text_column, TEXT_COLUMN):
+        raise no_effect("data.text_column", text_column, "without data.dataset: each line of a .txt file is a document")
+    source = _source_identity(dataset, dataset_config, text_column, train_paths, val_paths, val_fraction, seed)
     loaded, identity = _given_tokenizer(tokenizer, vocab_size, kind)
     key = _cache_key(
         {
@@ -497,8 +489,6 @@ def plan_text(
         text_column=text_column,
         val_fraction=val_fraction,
         seed=seed,
-        encoding_errors=encoding_errors,
-        num_proc=num_proc,
     )
     if loaded is None and (folder / "stats.json").is_file():
         loaded = load_tokenizer(folder / "tokenizer")  # the one the cached blocks were cut with
@@ -546,8 +536,6 @@ def _read_splits(
     text_column: str,
     val_fraction: float,
     seed: int,
-    encoding_errors: str,
-    num_proc: int | None,
 ) -> tuple[datasets.Dataset, datasets.Dataset]:
     """The training and validation documents, read into Arrow files under ``work``."""
     if dataset is not None:
@@ -560,12 +548,12 @@ def _read_splits(
                 f"with data.dataset={dataset!r}, whose own validation split is the validation text",
             )
     else:
-        train_docs = _read_documents(train_paths, text_column, "train", encoding_errors, work, num_proc)
+        train_docs = _read_documents(train_paths, "train", work)
         val_docs, described = None, ", ".join(repr(str(p)) for p in train_paths)
     if not len(train_docs):
         raise UserError(f"the training text is empty (no non-blank documents in {described})")
     if val_paths:
-        val_docs = _read_documents(val_paths, text_column, "val", encoding_errors, work, num_proc)
+        val_docs = _read_documents(val_paths, "val", work)
         if not len(val_docs):
             raise UserError(
                 f"the validation text is empty (no non-blank documents in {', '.join(repr(str(p)) for p in val_paths)})"
@@ -645,7 +633,6 @@ class ExtraTextCache:
     folder: Path
     paths: list[Path]
     text: TextCache
-    encoding_errors: str
     max_blocks: int | None
 
     def write(self) -> None:
@@ -653,7 +640,7 @@ class ExtraTextCache:
             return
         text, block_size = self.text, self.text.block_size
         with _working_folder(self.folder.parent) as work:
-            documents = _read_documents(self.paths, TEXT_COLUMN, "ood_val", self.encoding_errors, work, text.num_proc)
+            documents = _read_documents(self.paths, "ood_val", work)
             fingerprint = f"tiedemb-{self.folder.name.removeprefix('extra-')}-extra"
             tokenized = _tokenize_documents(documents, text.tokenizer, text.separator, text.num_proc, fingerprint)
             blocks, total, dropped = _group_into_blocks(tokenized, block_size, work / "extra-blocks.arrow")
@@ -677,7 +664,6 @@ def plan_extra_text(
     *,
     objective: str,
     cache_dir: str = "data/cache",
-    encoding_errors: str = "strict",
     max_blocks: int | None = None,
 ) -> ExtraTextCache:
     """Where the blocks of ``files`` cut with ``text``'s tokenizer are cached, keyed by the files, the
@@ -687,11 +673,11 @@ def plan_extra_text(
         {
             "format": CACHE_FORMAT,
             "extra": _file_identity(paths),
-            "encoding_errors": encoding_errors,
+            "encoding_errors": "strict",  # kept so that entries cached before stay valid
             "tokenizer": tokenizer_fingerprint(text.tokenizer),
             "block_size": text.block_size,
             "objective": objective,
         }
     )
     folder = Path(cache_dir).expanduser() / "text" / f"extra-{key}"
-    return ExtraTextCache(folder, paths, text, encoding_errors, max_blocks)
+    return ExtraTextCache(folder, paths, text, max_blocks)
