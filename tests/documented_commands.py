@@ -58,9 +58,9 @@ DOCS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
 SHELL_LANGUAGES = {"bash", "sh", "shell"}
 TIMEOUT_S = 900
 
-#: README.md's commands today (Quick start 1; Data 1, the download; common tasks 8: a tiny fit and its
-#: export, an MRPC fit and its test, a sweep and its report): fewer found means
-#: the extractor broke, not that docs shrank.
+#: README.md's commands today (Quick start 1; Data 1, the download; common tasks 7: a tiny fit and its
+#: export, an MRPC fit, its test and a prediction, a sweep and its report): fewer found means the
+#: extractor broke, not that docs shrank.
 README_COMMANDS_TODAY = 9
 
 #: (regular expression searched in the command as written, why this machine cannot run it, the

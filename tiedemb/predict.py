@@ -53,8 +53,8 @@ def glue_task(checkpoint: dict[str, Any], origin: str):
     hparams = checkpoint.get("hyper_parameters") or {}
     if checkpoint_kind(checkpoint) != "glue":
         kind = "next-token" if hparams.get("objective") == "clm" else "masked-token"
-        hint = "; `tiedemb export` makes it a transformers causal LM, whose generate() continues text"
-        hint = hint if kind == "next-token" else ""
+        continues = "; `tiedemb export` makes it a transformers causal LM, whose generate() continues text"
+        hint = continues if kind == "next-token" else ""
         raise UserError(f"{origin!r} is a {kind} pretraining run, not a GLUE classifier{hint}")
     task = TASKS.get(str(hparams.get("task") or "").lower())
     if task is None:
