@@ -120,10 +120,8 @@ def glue_checkpoint(tmp_path_factory, glue_dir: Path, wordpiece_dir: Path) -> Pa
     return run_checkpoint(root)
 
 
-@pytest.fixture(scope="module")
-def mlm_checkpoint(tmp_path_factory) -> Path:
-    """BERT's masked-LM head on made-up text, with a WordPiece tokenizer the run trains itself."""
-    root = tmp_path_factory.mktemp("mlm_export")
+def fit_on_made_up_text(root: Path, vocab_size: int, *options: str) -> Path:
+    """tied_orth at the tiny size, trained 4 steps on made-up text with the tokenizer the run trains; its checkpoint."""
     rng = random.Random(0)
     text = root / "text.txt"
     text.write_text("\n".join(" ".join(rng.choice(WORDS) for _ in range(rng.randint(6, 14))) for _ in range(400)))
@@ -133,10 +131,10 @@ def mlm_checkpoint(tmp_path_factory) -> Path:
             "--config",
             str(CONFIGS / "tied_orth.yaml"),
             "--config",
-            str(CONFIGS / "scale" / "tiny.yaml"),
-            *BERT_HEAD,
+            str(TINY),
+            *options,
             f"--data.train_files=[{text}]",
-            "--data.vocab_size=120",
+            f"--data.vocab_size={vocab_size}",
             f"--data.cache_dir={root / 'cache'}",
             "--trainer.max_steps=4",
             "--trainer.val_check_interval=4",
@@ -146,6 +144,12 @@ def mlm_checkpoint(tmp_path_factory) -> Path:
         ]
     )
     return run_checkpoint(root)
+
+
+@pytest.fixture(scope="module")
+def mlm_checkpoint(tmp_path_factory) -> Path:
+    """BERT's masked-LM head on made-up text, with a WordPiece tokenizer the run trains itself."""
+    return fit_on_made_up_text(tmp_path_factory.mktemp("mlm_export"), 120, *BERT_HEAD)
 
 
 @pytest.mark.end_to_end
@@ -565,28 +569,7 @@ def test_no_positions_factorised_embeddings_and_scales_map_exactly_to_gpt_neox(s
 @pytest.fixture(scope="module")
 def clm_checkpoint(tmp_path_factory) -> Path:
     """tied_orth at the tiny size, trained a few steps on made-up text with the BPE tokenizer the run trains."""
-    root = tmp_path_factory.mktemp("clm_export")
-    rng = random.Random(0)
-    text = root / "text.txt"
-    text.write_text("\n".join(" ".join(rng.choice(WORDS) for _ in range(rng.randint(6, 14))) for _ in range(400)))
-    cli_main(
-        [
-            "fit",
-            "--config",
-            str(CONFIGS / "tied_orth.yaml"),
-            "--config",
-            str(TINY),
-            f"--data.train_files=[{text}]",
-            "--data.vocab_size=300",
-            f"--data.cache_dir={root / 'cache'}",
-            "--trainer.max_steps=4",
-            "--trainer.val_check_interval=4",
-            "--trainer.limit_val_batches=1",
-            *QUIET,
-            f"--trainer.default_root_dir={root}",
-        ]
-    )
-    return run_checkpoint(root)
+    return fit_on_made_up_text(tmp_path_factory.mktemp("clm_export"), 300)
 
 
 @pytest.mark.end_to_end
