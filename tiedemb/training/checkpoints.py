@@ -29,14 +29,12 @@ from lightning.pytorch.callbacks import ModelCheckpoint
 from tiedemb.errors import UserError, first_line
 from tiedemb.options import class_parameters
 from tiedemb.training.lightning_internals import save_last_checkpoint, saved_this_step, saves_at_train_epoch_end
+from tiedemb.training.run_dir import HPC_NAME
 
 log = logging.getLogger("tiedemb")
 
 LAST_NAME = re.compile(r"^last(-v?\d+)?\.ckpt$")
 """File names ``ModelCheckpoint(save_last=True)`` writes (``last.ckpt``, ``last-v1.ckpt``)."""
-HPC_NAME = re.compile(r"^hpc_ckpt_\d+\.ckpt$")
-"""File names of the checkpoints Lightning's SLURM handler writes on SIGUSR1 before requeueing a job
-(``SLURMEnvironment(auto_requeue=True)``, in ``trainer.default_root_dir``): a run's newest state too."""
 
 EXCLUDED_FROM_IDENTITY = frozenset(
     {

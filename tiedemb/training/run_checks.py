@@ -17,7 +17,7 @@ import lightning as L
 from tiedemb.errors import UserError
 from tiedemb.nn.config import TransformerConfig
 from tiedemb.options import NonNegativeFloat, PositiveInt, check_arguments
-from tiedemb.training.checkpoints import HPC_NAME
+from tiedemb.training.run_dir import HPC_NAME
 
 TRAINER_OPTIONS = {
     "accumulate_grad_batches": PositiveInt,
