@@ -287,6 +287,21 @@ def seeds_needed(sd: float, margin: float, power: float = 0.8, limit: int = 1000
     return next((n for n in range(2, limit + 1) if detectable_difference(sd, n, n - 1, power) <= margin), None)
 
 
+def decision_gap(difference: Difference, expect: str, margin: float) -> float:
+    """How far the measured mean lies from the nearest line the interval must clear to decide.
+
+    An "alike" claim is decided once the interval lies within ±margin or wholly outside it: the
+    gap is ``|margin - |mean||``. A directional claim is decided once the interval clears 0 (holds)
+    or stays on the near side of the margin while reaching 0 (does not hold): the larger of the
+    two distances. ``seeds_needed(sd, gap)`` is then the n at which a mean this far from the line
+    is told apart with 80% power; a mean on the margin needs more seeds than any budget."""
+    d = difference.mean
+    if expect == "alike":
+        return abs(margin - abs(d))
+    signed = margin if expect == "higher" else -margin
+    return max(abs(d), abs(signed - d))
+
+
 def describe_rule(claim: Claim) -> str:
     """The claim's decision rule in words, as the report prints it."""
     m = f"{claim.margin:g}"

@@ -231,7 +231,9 @@ def _markdown(analysis, run_rows, score_rows, picks, at_rates, tuned, current, f
         lines.append("No verdict runs yet: the claims are decided on them only.")
     else:
         lines.append(
-            f"{len(tuned)} claims tested; Holm's adjustment over all of them at a family-wise 0.025 (one-sided)."
+            f"{len(tuned)} claims tested; Holm's adjustment over all of them at a family-wise 0.025 (one-sided). "
+            "For an undecided claim, *seeds needed* is the n at which its measured spread would tell its "
+            "measured mean apart, with 80% power, from the nearest line of the rule (0 or the margin)."
         )
     lines += ["", *_table(tuned, [c for c in tuned[0] if c not in ("measure", "expected")]), ""]
     lines += ["## Claims at every shared rate (tuning runs)", ""]

@@ -35,6 +35,7 @@ from tiedemb.experiments.claims import (
     Claim,
     Difference,
     claim_p_value,
+    decision_gap,
     holm,
     holm_verdict,
     paired_difference,
@@ -272,7 +273,10 @@ def tuned_claims(
         theirs = [run for run in verdict_runs if run.variant == reference and run.rate == reference_rate]
         difference = compare(mine, theirs, claim)
         raw = verdict(difference, claim.expect, claim.margin) if difference.n else "no verdict runs"
-        needed = seeds_needed(difference.sd, claim.margin) if raw == UNDECIDED else None
+        # The n at which the measured spread would tell the measured mean apart from the nearest
+        # line of the rule (a mean on the margin: more than any budget, left empty).
+        gap = decision_gap(difference, claim.expect, claim.margin)
+        needed = (seeds_needed(difference.sd, gap) or "more than 1000") if raw == UNDECIDED else None
         rows.append(
             {
                 "claim": claim.text,
