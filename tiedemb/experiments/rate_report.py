@@ -96,7 +96,7 @@ def provenance(runs: Sequence[RunRow], protocol: Path) -> tuple[list[dict[str, A
 
 def figure(at_rates: Sequence[dict[str, Any]], tuned: Sequence[dict[str, Any]], path: Path) -> Path | None:
     """One panel per claim: the paired difference with its interval against the learning rate,
-    the margin dashed, the tuned-rate difference at the right."""
+    the margin dashed, and the verdict runs' difference (red square) beside its tuned rate."""
     if not plots.available() or not at_rates:
         return None
     plt = plots._pyplot()
@@ -111,7 +111,20 @@ def figure(at_rates: Sequence[dict[str, Any]], tuned: Sequence[dict[str, Any]], 
         lows = [row["mean"] - row["low"] if math.isfinite(row["low"]) else 0 for row in points]
         highs = [row["high"] - row["mean"] if math.isfinite(row["high"]) else 0 for row in points]
         ax.errorbar(rates, means, yerr=[lows, highs], fmt="o-", capsize=3, label="shared rate (tuning runs)")
-        margin = next((row["margin"] for row in tuned if row["claim"] == claim and row["level"] == level), None)
+        mine = next((row for row in tuned if row["claim"] == claim and row["level"] == level), None)
+        margin = mine["margin"] if mine is not None else None
+        if mine is not None and mine["n"] and mine["level rate"] and math.isfinite(mine["low"]):
+            # the verdict runs' difference, drawn just right of its rate so the two do not overlap
+            ax.errorbar(
+                [mine["level rate"] * 1.15],
+                [mine["mean"]],
+                yerr=[[mine["mean"] - mine["low"]], [mine["high"] - mine["mean"]]],
+                fmt="s",
+                color="tab:red",
+                capsize=3,
+                label=f"tuned rate, verdict runs (n = {mine['n']})",
+            )
+            ax.legend(fontsize=7)
         ax.axhline(0, color="grey", linewidth=0.8)
         if margin is not None:
             for sign in (1, -1):
@@ -235,7 +248,8 @@ def _markdown(analysis, run_rows, score_rows, picks, at_rates, tuned, current, f
             "For an undecided claim, *seeds needed* is the n at which its measured spread would tell its "
             "measured mean apart, with 80% power, from the nearest line of the rule (0 or the margin)."
         )
-    lines += ["", *_table(tuned, [c for c in tuned[0] if c not in ("measure", "expected")]), ""]
+    hidden = ("measure", "expected", "mean", "low", "high")  # the difference column says them
+    lines += ["", *_table(tuned, [c for c in tuned[0] if c not in hidden]), ""]
     lines += ["## Claims at every shared rate (tuning runs)", ""]
     lines += [*_table(at_rates, ["claim", "level", "reference", "learning rate", "n", "difference", "verdict"]), ""]
     if plot is not None:
