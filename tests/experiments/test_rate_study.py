@@ -219,6 +219,12 @@ def test_the_rate_report_writes_its_tables_and_names_the_protocol(tmp_path):
     # the rule's picks: ref at 0.001, slow at 0.003; the verdict runs pair across the two rates
     assert (claim["level rate"], claim["reference rate"], claim["n"]) == ("0.003", "0.001", "8")
     assert claim["verdict"] == claim["Holm verdict"] == "holds" and claim["across rates"] == "holds robustly"
+    # beside the tuned verdict, the claim at each shared rate of the tuning runs, in its own column
+    shared = {name: value for name, value in claim.items() if name.startswith("at lr ")}
+    assert shared == {
+        "at lr 0.001": "+100 [+88, +112] (n = 3): holds",
+        "at lr 0.003": "+30 [+18, +42] (n = 3): holds, smaller than the margin",
+    }
     report = (out / "report.md").read_text(encoding="utf-8")
     assert "Protocol: `protocol.md`" in report and "no git history" in report
 

@@ -21,6 +21,7 @@ from tiedemb.errors import UserError
 from tiedemb.experiments import plots
 from tiedemb.experiments.claims import Analysis, parse_analysis
 from tiedemb.experiments.rate_study import (
+    AT_RATE,
     RunRow,
     claims_at_rates,
     governing_commit,
@@ -196,6 +197,8 @@ def write_rate_report(
         "seeds needed",
         "across rates",
     ]
+    rates = sorted({float(key[len(AT_RATE) :]) for row in tuned for key in row if key.startswith(AT_RATE)})
+    claim_columns += [f"{AT_RATE}{rate:g}" for rate in rates]
     _write_csv(out / "claims.csv", tuned, claim_columns)
     plot = figure(at_rates, tuned, out / "claims_vs_rate.png")
     lines = _markdown(analysis, run_rows, score_rows, picks, at_rates, tuned, current, first, plot, protocol)
@@ -249,7 +252,8 @@ def _markdown(analysis, run_rows, score_rows, picks, at_rates, tuned, current, f
             "measured mean apart, with 80% power, from the nearest line of the rule (0 or the margin)."
         )
     hidden = ("measure", "expected", "mean", "low", "high")  # the difference column says them
-    lines += ["", *_table(tuned, [c for c in tuned[0] if c not in hidden]), ""]
+    columns = [c for c in tuned[0] if c not in hidden and not c.startswith(AT_RATE)]  # shared rates: next table
+    lines += ["", *_table(tuned, columns), ""]
     lines += ["## Claims at every shared rate (tuning runs)", ""]
     lines += [*_table(at_rates, ["claim", "level", "reference", "learning rate", "n", "difference", "verdict"]), ""]
     if plot is not None:

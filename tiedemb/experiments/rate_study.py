@@ -46,6 +46,7 @@ from tiedemb.experiments.claims import (
 PHASES = ("tuning", "verdict")
 RATE_COLUMN = "learning_rate"
 FINAL = "final val loss"
+AT_RATE = "at lr "  # claims.csv's columns of each claim at one shared rate: "at lr 0.003"
 
 
 @dataclass(frozen=True)
@@ -303,6 +304,8 @@ def tuned_claims(
     for row in rows:
         shared = [r for r in at_rates if r["claim"] == row["claim"] and r["level"] == row["level"]]
         row["across rates"] = robustness(row["verdict"], [r["verdict"] for r in shared if not r["diverged"]])
+        for r in shared:  # the claim at each shared rate, beside its tuned-rate verdict
+            row[f"{AT_RATE}{r['learning rate']:g}"] = f"{r['difference']}: {r['verdict']}"
     return rows
 
 
