@@ -6,9 +6,7 @@ LightningCLI object, so tests drive the real command line with a list of argumen
 
 from __future__ import annotations
 
-import argparse
 import importlib
-import inspect
 import logging
 import math
 import os
@@ -19,7 +17,6 @@ from typing import Any, Literal
 
 import lightning as L
 import torch
-from jsonargparse import DefaultHelpFormatter
 from lightning.pytorch.callbacks import (
     LearningRateMonitor,
     ModelCheckpoint,
@@ -47,7 +44,6 @@ from tiedemb.training.checkpoints import (
     read_checkpoint,
 )
 from tiedemb.training.evaluation import (
-    EVALUATING,
     RunFolder,
     checkpoint_to_evaluate,
     given_keys,
@@ -94,45 +90,16 @@ from tiedemb.training.strategy import check_cpu_processes, check_strategy_config
 from tiedemb.training.wandb_mode import WandbRunId, make_wandb_folders, wandb_mode, wandb_run_id
 from tiedemb.training.wandb_names import name_wandb_runs
 
-
-class GuideFormatter(argparse.RawDescriptionHelpFormatter, DefaultHelpFormatter):
-    """jsonargparse's help, with the description's lines kept as written (argparse's public mixin)."""
-
-
 USAGE = "%(prog)s [-h] [-c CONFIG] [--model CLASS] [--data CLASS] [--KEY VALUE ...]"
 """The usage line of every subcommand's --help (argparse's own lists each of its 100-odd options)."""
-EVALUATING_USAGE = "%(prog)s [RUN_DIR] [-h] [--ckpt_path FILE] [-c CONFIG] [--KEY VALUE ...]"
-"""The usage line of validate, test and predict, which take a run's folder for its checkpoint."""
-RUN_DIR_GUIDE = """\
-RUN_DIR (a run's folder: its best.ckpt, else last.ckpt) or --ckpt_path FILE evaluates that checkpoint
-with the model, data and Trainer limits its run had, from any folder; options given override them."""
-
-OPTIONS_GUIDE = """\
-A config names the model and data classes (--config configs/tied_orth.yaml); their options are
---model.KEY and --data.KEY, each listed with its description by:
-  --model.help PretrainModule   pretraining (masked or next-token); GlueModule: GLUE fine-tuning
-  --data.help PretrainData      the embedded corpus or text; tiedemb.data.GlueData: a GLUE task
-  --print_config                the resolved config of a command line, to start a config of your own
-The Trainer's options (--trainer.KEY) and the others follow below."""
-"""What every subcommand's --help says first: how to list the model's and the data's options."""
-
-
-def parser_help_kwargs(subcommands: dict[str, Any]) -> dict[str, Any]:
-    """LightningCLI's ``parser_kwargs`` for --help: each subcommand's parser gets a short usage line
-    and, before the long list of options, what it does and how to list the model's and the data's
-    options (each class has its own, shown on asking: ``OPTIONS_GUIDE``); the description's lines
-    are kept as written (``GuideFormatter``, which subcommand parsers take from the main one)."""
-    kwargs: dict[str, Any] = {"formatter_class": GuideFormatter}
-    for name in subcommands:
-        doc = inspect.getdoc(getattr(Trainer, name)) or ""
-        purpose = doc.split("\n\n", 1)[0].replace("\n", " ").split(". ", 1)[0].rstrip(".")
-        evaluating = name in EVALUATING
-        guide = f"{RUN_DIR_GUIDE}\n\n{OPTIONS_GUIDE}" if evaluating else OPTIONS_GUIDE
-        kwargs[name] = {
-            "usage": EVALUATING_USAGE if evaluating else USAGE,
-            "description": f"{purpose}.\n\n{guide}" if purpose else guide,
-        }
-    return kwargs
+GUIDE = (
+    "A config names the model and data classes (--config configs/tied_orth.yaml). "
+    "--model.help PretrainModule (or GlueModule) and --data.help PretrainData (or tiedemb.data.GlueData) "
+    "list their options; --print_config prints the resolved config of a command line. "
+    "validate, test and predict also take a run's folder (RUN_DIR: its best.ckpt, else last.ckpt) or "
+    "--ckpt_path FILE, and evaluate that checkpoint with the model, data and Trainer limits its run had."
+)
+"""What every subcommand's --help says before its long list of options (LightningCLI's ``parser_kwargs``)."""
 
 
 log = logging.getLogger("tiedemb")
@@ -987,7 +954,7 @@ def build_cli(args: list[str] | None = None, run: bool = True) -> TiedembCLI:
         return TiedembCLI(
             **cli_kwargs(),
             save_config_callback=ConfigSaver,
-            parser_kwargs=parser_help_kwargs(TiedembCLI.subcommands()),
+            parser_kwargs={name: {"usage": USAGE, "description": GUIDE} for name in TiedembCLI.subcommands()},
             args=args,
             run=run,
         )
