@@ -17,6 +17,7 @@ from typing import Any, Literal
 
 import lightning as L
 import torch
+from jsonargparse import set_parsing_settings
 from lightning.pytorch.callbacks import (
     LearningRateMonitor,
     ModelCheckpoint,
@@ -936,6 +937,8 @@ _SUMMARY_MIXED_PRECISION_WARNING = r"Precision (bf16-|16-)?mixed is not supporte
 def build_cli(args: list[str] | None = None, run: bool = True) -> TiedembCLI:
     set_log_level_from_env()
     hide_lightning_advert()
+    # ``main.py --print_completion=shtab-bash``: jsonargparse's completion script of every subcommand
+    set_parsing_settings(add_print_completion_argument=True)
     # validate/test/predict RUN_DIR: the run's folder stands for its checkpoint (training/evaluation.py)
     argv = sys.argv[1:] if args is None else args
     if isinstance(argv, (list, tuple)):
