@@ -384,6 +384,7 @@ class TiedembCLI(LightningCLI):
             self.config[self.subcommand]["ckpt_path"] = self._ckpt_path
             self._take_checkpoint_settings()
         config = self.config[self.subcommand] if self.subcommand else self.config
+        # --log_level, from the command line or a config (TIEDEMB_LOG_LEVEL applies from the start: build_cli)
         set_log_level(config.get("log_level"))
         check_no_optimizer_options(config)
         typed = any(arg.startswith("--save_transformers") for arg in getattr(self, "_argv", []))

@@ -18,9 +18,7 @@ from typing import Any, NoReturn
 from lightning.pytorch.cli import LightningArgumentParser
 
 from tiedemb.options import class_parameters
-from tiedemb.training.evaluation import option_value
 from tiedemb.training.exits import DEBUG_ENV, USER_ERROR_EXIT
-from tiedemb.training.log_level import LEVELS, set_log_level
 from tiedemb.training.shipped_configs import resolve_config_args
 
 NO_CLASS = re.compile(r"required: .*\b(model|data)\b|'lightning\.(LightningModule|LightningDataModule)'")
@@ -37,10 +35,6 @@ class ArgumentParser(LightningArgumentParser):
         # are meant for calls from Python), so the command line stays as given until here.
         if args is None or isinstance(args, (list, tuple)):
             args = [str(arg) for arg in (sys.argv[1:] if args is None else args)]
-            # --log_level applies once parsed; the lines that say which config was read come first
-            level = option_value(args, "--log_level")
-            if level in LEVELS:
-                set_log_level(level)
             args = resolve_config_args(args)
         return super().parse_args(args, *rest, **kwargs)
 
