@@ -371,13 +371,9 @@ class TiedembCLI(LightningCLI):
         # No default model or data class: every config names its class_path. With a default class,
         # jsonargparse would keep that class's values for the settings another class shares with it
         # (a GLUE config would inherit pretraining's warmup_steps, eps, hidden_size ...).
-        parser.set_defaults(
-            {
-                "trainer.logger": DEFAULT_LOGGERS,
-                "trainer.callbacks": DEFAULT_CALLBACKS,
-                "trainer.default_root_dir": "runs",
-            }
-        )
+        # The callbacks a config may replace (GLUE's list their own checkpoint); the ones every run
+        # gets whatever it lists are trainer_defaults' (cli_kwargs).
+        parser.set_defaults({"trainer.callbacks": DEFAULT_CALLBACKS})
 
     def before_instantiate_classes(self) -> None:
         if self.subcommand and self._ckpt_path is not None:
@@ -440,7 +436,7 @@ class TiedembCLI(LightningCLI):
         has_loggers = logger is None or logger is True or bool(logger)
         given = settings.get("callbacks") or []
         callbacks = self._run_callbacks(given if isinstance(given, list) else [given], settings, has_loggers)
-        for callback in callbacks:
+        for callback in [*callbacks, *self.trainer_defaults["callbacks"]]:
             # status.json also at the top of its run folder, except in a folder whose status.json a sweep keeps
             if isinstance(callback, RunStatus) and self._run_name() != HERE:
                 callback.run_dir = str(folder)
@@ -460,7 +456,7 @@ class TiedembCLI(LightningCLI):
         return super().instantiate_trainer(**kwargs)
 
     def _run_callbacks(self, given: list[Any], settings: Any, has_loggers: bool) -> list[Any]:
-        """The config's callbacks and, where it lists none of a kind, the ones every run gets."""
+        """The config's callbacks and, where it lists none of a kind, the ones a run of this configuration gets."""
 
         def missing(kind: type) -> bool:
             return not any(isinstance(callback, kind) for callback in given)
@@ -472,12 +468,6 @@ class TiedembCLI(LightningCLI):
         # nowhere to write: it is left out.
         kept = [c for c in given if has_loggers or not isinstance(c, LearningRateMonitor)]
         wanted: list[tuple[type, Any]] = [
-            (SaveOnPreemption, SaveOnPreemption),  # a run stopped by SIGTERM saves its state (training/preemption.py)
-            (ParameterCounts, ParameterCounts),  # params/total, params/embedding for the reports
-            # the folder the run started in: its relative data locations are relative to it (training/evaluation.py)
-            (RunFolder, RunFolder),
-            (RunStatus, RunStatus),  # status.json: how the run ended, so reports leave out half-done runs
-            (WandbRunId, WandbRunId),  # a resumed run continues its W&B run: the id travels in checkpoints
             # the learning rate and throughput, also where a config lists its own callbacks (GLUE's)
             *([(LearningRateMonitor, LearningRateMonitor)] if has_loggers else []),
             (ThroughputMonitor, ModelThroughput),
@@ -486,9 +476,7 @@ class TiedembCLI(LightningCLI):
             # Lightning's own checkpoint callback where the config lists none (given its folder above)
             *([(ModelCheckpoint, ModelCheckpoint)] if enabled("enable_checkpointing") else []),
         ]
-        # random states travel in checkpoints whatever callbacks the config lists
-        first = [RandomState()] if missing(RandomState) else []
-        return [*first, *kept, *(make() for kind, make in wanted if missing(kind))]
+        return [*kept, *(make() for kind, make in wanted if missing(kind))]
 
     def _plugins(self) -> dict[str, Any]:
         """The Trainer's ``plugins`` with crash-safe checkpoint files, unless the config gives a writer of its own.
@@ -965,7 +953,21 @@ def build_cli(args: list[str] | None = None, run: bool = True) -> TiedembCLI:
 
 
 def cli_kwargs() -> dict[str, Any]:
-    """What every TiedembCLI is built with: any module and data module by class path, tiedemb's Trainer and parser."""
+    """What every TiedembCLI is built with: any module and data module by class path, tiedemb's Trainer
+    and parser, and the Trainer's defaults: its loggers, runs/ and the callbacks every run gets."""
+    trainer_defaults = {
+        "logger": DEFAULT_LOGGERS,
+        "default_root_dir": "runs",
+        # Added to the callbacks of every run, whatever its config lists; made afresh for each command line.
+        "callbacks": [
+            RandomState(),  # random states travel in checkpoints
+            SaveOnPreemption(),  # a run stopped by SIGTERM saves its state (training/preemption.py)
+            ParameterCounts(),  # params/total, params/embedding for the reports
+            RunFolder(),  # the folder the run started in: its relative data locations are relative to it
+            RunStatus(),  # status.json: how the run ended, so reports leave out half-done runs
+            WandbRunId(),  # a resumed run continues its W&B run: the id travels in checkpoints
+        ],
+    }
     return {
         "model_class": L.LightningModule,
         "datamodule_class": L.LightningDataModule,
@@ -974,6 +976,7 @@ def cli_kwargs() -> dict[str, Any]:
         "trainer_class": Trainer,
         "parser_class": ArgumentParser,
         "seed_everything_default": 0,
+        "trainer_defaults": trainer_defaults,
     }
 
 
