@@ -513,7 +513,7 @@ def check_command(command: DocCommand, workspace: Workspace) -> None:
     assert result.returncode == 0, shown
     assert "Traceback (most recent call last)" not in result.stderr, shown
     if command.subcommand == "fit" and not any(
-        arg.startswith(("--print_config", "--print_shtab")) for arg in command.argv
+        arg.startswith(("--print_config", "--print_completion")) for arg in command.argv
     ):
         written = [p for p in workspace.repo.glob("runs/**/last.ckpt") if p.stat().st_mtime >= outcome.started]
         assert written, f"fit wrote no last.ckpt\n{shown}"

@@ -284,10 +284,10 @@ def test_default_loggers_record_the_learning_rate_and_throughput(tmp_path, monke
     assert all(value > 0 for value in tokens + flops)
 
 
-def test_print_shtab_prints_a_bash_completion_script(tmp_path):
-    """``main.py fit --print_shtab=bash``: a bash script completing the subcommands and their options."""
+def test_print_completion_prints_a_bash_completion_script(tmp_path):
+    """``main.py --print_completion=shtab-bash``: a bash script completing the subcommands and their options."""
     result = subprocess.run(
-        [sys.executable, str(ROOT / "main.py"), "fit", "--print_shtab=bash"],
+        [sys.executable, str(ROOT / "main.py"), "--print_completion=shtab-bash"],
         capture_output=True,
         text=True,
         cwd=tmp_path,
@@ -297,7 +297,7 @@ def test_print_shtab_prints_a_bash_completion_script(tmp_path):
     assert result.returncode == 0, result.stderr[-2000:]
     script = result.stdout
     assert "complete -o bashdefault -F _shtab_main_py main.py" in script  # registers itself for main.py
-    # every subcommand's options, though the command line names fit: --verbose is validate's and test's
+    # every subcommand's options: --verbose is validate's and test's, --heads initloss's
     for word in ("fit", "initloss", "--config", "--trainer.max_steps", "--log_level", "--verbose", "--heads"):
         assert word in script, word
     (tmp_path / "completion.sh").write_text(script)

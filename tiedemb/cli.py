@@ -6,9 +6,7 @@ LightningCLI object, so tests drive the real command line with a list of argumen
 
 from __future__ import annotations
 
-import argparse
 import importlib
-import inspect
 import logging
 import math
 import os
@@ -19,7 +17,7 @@ from typing import Any, Literal
 
 import lightning as L
 import torch
-from jsonargparse import DefaultHelpFormatter
+from jsonargparse import set_parsing_settings
 from lightning.pytorch.callbacks import (
     LearningRateMonitor,
     ModelCheckpoint,
@@ -47,7 +45,6 @@ from tiedemb.training.checkpoints import (
     read_checkpoint,
 )
 from tiedemb.training.evaluation import (
-    EVALUATING,
     RunFolder,
     checkpoint_to_evaluate,
     given_keys,
@@ -94,45 +91,16 @@ from tiedemb.training.strategy import check_cpu_processes, check_strategy_config
 from tiedemb.training.wandb_mode import WandbRunId, make_wandb_folders, wandb_mode, wandb_run_id
 from tiedemb.training.wandb_names import name_wandb_runs
 
-
-class GuideFormatter(argparse.RawDescriptionHelpFormatter, DefaultHelpFormatter):
-    """jsonargparse's help, with the description's lines kept as written (argparse's public mixin)."""
-
-
 USAGE = "%(prog)s [-h] [-c CONFIG] [--model CLASS] [--data CLASS] [--KEY VALUE ...]"
 """The usage line of every subcommand's --help (argparse's own lists each of its 100-odd options)."""
-EVALUATING_USAGE = "%(prog)s [RUN_DIR] [-h] [--ckpt_path FILE] [-c CONFIG] [--KEY VALUE ...]"
-"""The usage line of validate, test and predict, which take a run's folder for its checkpoint."""
-RUN_DIR_GUIDE = """\
-RUN_DIR (a run's folder: its best.ckpt, else last.ckpt) or --ckpt_path FILE evaluates that checkpoint
-with the model, data and Trainer limits its run had, from any folder; options given override them."""
-
-OPTIONS_GUIDE = """\
-A config names the model and data classes (--config configs/tied_orth.yaml); their options are
---model.KEY and --data.KEY, each listed with its description by:
-  --model.help PretrainModule   pretraining (masked or next-token); GlueModule: GLUE fine-tuning
-  --data.help PretrainData      the embedded corpus or text; tiedemb.data.GlueData: a GLUE task
-  --print_config                the resolved config of a command line, to start a config of your own
-The Trainer's options (--trainer.KEY) and the others follow below."""
-"""What every subcommand's --help says first: how to list the model's and the data's options."""
-
-
-def parser_help_kwargs(subcommands: dict[str, Any]) -> dict[str, Any]:
-    """LightningCLI's ``parser_kwargs`` for --help: each subcommand's parser gets a short usage line
-    and, before the long list of options, what it does and how to list the model's and the data's
-    options (each class has its own, shown on asking: ``OPTIONS_GUIDE``); the description's lines
-    are kept as written (``GuideFormatter``, which subcommand parsers take from the main one)."""
-    kwargs: dict[str, Any] = {"formatter_class": GuideFormatter}
-    for name in subcommands:
-        doc = inspect.getdoc(getattr(Trainer, name)) or ""
-        purpose = doc.split("\n\n", 1)[0].replace("\n", " ").split(". ", 1)[0].rstrip(".")
-        evaluating = name in EVALUATING
-        guide = f"{RUN_DIR_GUIDE}\n\n{OPTIONS_GUIDE}" if evaluating else OPTIONS_GUIDE
-        kwargs[name] = {
-            "usage": EVALUATING_USAGE if evaluating else USAGE,
-            "description": f"{purpose}.\n\n{guide}" if purpose else guide,
-        }
-    return kwargs
+GUIDE = (
+    "A config names the model and data classes (--config configs/tied_orth.yaml). "
+    "--model.help PretrainModule (or GlueModule) and --data.help PretrainData (or tiedemb.data.GlueData) "
+    "list their options; --print_config prints the resolved config of a command line. "
+    "validate, test and predict also take a run's folder (RUN_DIR: its best.ckpt, else last.ckpt) or "
+    "--ckpt_path FILE, and evaluate that checkpoint with the model, data and Trainer limits its run had."
+)
+"""What every subcommand's --help says before its long list of options (LightningCLI's ``parser_kwargs``)."""
 
 
 log = logging.getLogger("tiedemb")
@@ -403,19 +371,16 @@ class TiedembCLI(LightningCLI):
         # No default model or data class: every config names its class_path. With a default class,
         # jsonargparse would keep that class's values for the settings another class shares with it
         # (a GLUE config would inherit pretraining's warmup_steps, eps, hidden_size ...).
-        parser.set_defaults(
-            {
-                "trainer.logger": DEFAULT_LOGGERS,
-                "trainer.callbacks": DEFAULT_CALLBACKS,
-                "trainer.default_root_dir": "runs",
-            }
-        )
+        # The callbacks a config may replace (GLUE's list their own checkpoint); the ones every run
+        # gets whatever it lists are trainer_defaults' (cli_kwargs).
+        parser.set_defaults({"trainer.callbacks": DEFAULT_CALLBACKS})
 
     def before_instantiate_classes(self) -> None:
         if self.subcommand and self._ckpt_path is not None:
             self.config[self.subcommand]["ckpt_path"] = self._ckpt_path
             self._take_checkpoint_settings()
         config = self.config[self.subcommand] if self.subcommand else self.config
+        # --log_level, from the command line or a config (TIEDEMB_LOG_LEVEL applies from the start: build_cli)
         set_log_level(config.get("log_level"))
         check_no_optimizer_options(config)
         typed = any(arg.startswith("--save_transformers") for arg in getattr(self, "_argv", []))
@@ -471,7 +436,7 @@ class TiedembCLI(LightningCLI):
         has_loggers = logger is None or logger is True or bool(logger)
         given = settings.get("callbacks") or []
         callbacks = self._run_callbacks(given if isinstance(given, list) else [given], settings, has_loggers)
-        for callback in callbacks:
+        for callback in [*callbacks, *self.trainer_defaults["callbacks"]]:
             # status.json also at the top of its run folder, except in a folder whose status.json a sweep keeps
             if isinstance(callback, RunStatus) and self._run_name() != HERE:
                 callback.run_dir = str(folder)
@@ -491,7 +456,7 @@ class TiedembCLI(LightningCLI):
         return super().instantiate_trainer(**kwargs)
 
     def _run_callbacks(self, given: list[Any], settings: Any, has_loggers: bool) -> list[Any]:
-        """The config's callbacks and, where it lists none of a kind, the ones every run gets."""
+        """The config's callbacks and, where it lists none of a kind, the ones a run of this configuration gets."""
 
         def missing(kind: type) -> bool:
             return not any(isinstance(callback, kind) for callback in given)
@@ -503,12 +468,6 @@ class TiedembCLI(LightningCLI):
         # nowhere to write: it is left out.
         kept = [c for c in given if has_loggers or not isinstance(c, LearningRateMonitor)]
         wanted: list[tuple[type, Any]] = [
-            (SaveOnPreemption, SaveOnPreemption),  # a run stopped by SIGTERM saves its state (training/preemption.py)
-            (ParameterCounts, ParameterCounts),  # params/total, params/embedding for the reports
-            # the folder the run started in: its relative data locations are relative to it (training/evaluation.py)
-            (RunFolder, RunFolder),
-            (RunStatus, RunStatus),  # status.json: how the run ended, so reports leave out half-done runs
-            (WandbRunId, WandbRunId),  # a resumed run continues its W&B run: the id travels in checkpoints
             # the learning rate and throughput, also where a config lists its own callbacks (GLUE's)
             *([(LearningRateMonitor, LearningRateMonitor)] if has_loggers else []),
             (ThroughputMonitor, ModelThroughput),
@@ -517,9 +476,7 @@ class TiedembCLI(LightningCLI):
             # Lightning's own checkpoint callback where the config lists none (given its folder above)
             *([(ModelCheckpoint, ModelCheckpoint)] if enabled("enable_checkpointing") else []),
         ]
-        # random states travel in checkpoints whatever callbacks the config lists
-        first = [RandomState()] if missing(RandomState) else []
-        return [*first, *kept, *(make() for kind, make in wanted if missing(kind))]
+        return [*kept, *(make() for kind, make in wanted if missing(kind))]
 
     def _plugins(self) -> dict[str, Any]:
         """The Trainer's ``plugins`` with crash-safe checkpoint files, unless the config gives a writer of its own.
@@ -969,6 +926,8 @@ _SUMMARY_MIXED_PRECISION_WARNING = r"Precision (bf16-|16-)?mixed is not supporte
 def build_cli(args: list[str] | None = None, run: bool = True) -> TiedembCLI:
     set_log_level_from_env()
     hide_lightning_advert()
+    # ``main.py --print_completion=shtab-bash``: jsonargparse's completion script of every subcommand
+    set_parsing_settings(add_print_completion_argument=True)
     # validate/test/predict RUN_DIR: the run's folder stands for its checkpoint (training/evaluation.py)
     argv = sys.argv[1:] if args is None else args
     if isinstance(argv, (list, tuple)):
@@ -987,14 +946,28 @@ def build_cli(args: list[str] | None = None, run: bool = True) -> TiedembCLI:
         return TiedembCLI(
             **cli_kwargs(),
             save_config_callback=ConfigSaver,
-            parser_kwargs=parser_help_kwargs(TiedembCLI.subcommands()),
+            parser_kwargs={name: {"usage": USAGE, "description": GUIDE} for name in TiedembCLI.subcommands()},
             args=args,
             run=run,
         )
 
 
 def cli_kwargs() -> dict[str, Any]:
-    """What every TiedembCLI is built with: any module and data module by class path, tiedemb's Trainer and parser."""
+    """What every TiedembCLI is built with: any module and data module by class path, tiedemb's Trainer
+    and parser, and the Trainer's defaults: its loggers, runs/ and the callbacks every run gets."""
+    trainer_defaults = {
+        "logger": DEFAULT_LOGGERS,
+        "default_root_dir": "runs",
+        # Added to the callbacks of every run, whatever its config lists; made afresh for each command line.
+        "callbacks": [
+            RandomState(),  # random states travel in checkpoints
+            SaveOnPreemption(),  # a run stopped by SIGTERM saves its state (training/preemption.py)
+            ParameterCounts(),  # params/total, params/embedding for the reports
+            RunFolder(),  # the folder the run started in: its relative data locations are relative to it
+            RunStatus(),  # status.json: how the run ended, so reports leave out half-done runs
+            WandbRunId(),  # a resumed run continues its W&B run: the id travels in checkpoints
+        ],
+    }
     return {
         "model_class": L.LightningModule,
         "datamodule_class": L.LightningDataModule,
@@ -1003,6 +976,7 @@ def cli_kwargs() -> dict[str, Any]:
         "trainer_class": Trainer,
         "parser_class": ArgumentParser,
         "seed_everything_default": 0,
+        "trainer_defaults": trainer_defaults,
     }
 
 

@@ -1,4 +1,4 @@
-"""The command line's parser: a mistake reported in two lines, and ``--print_shtab``.
+"""The command line's parser: a mistake reported in two lines.
 
 jsonargparse reports a bad value as a failed match against every type and class it could have
 been, followed by the whole usage block. ``ArgumentParser.error`` cuts that down to the option and
@@ -17,57 +17,17 @@ from typing import Any, NoReturn
 
 from lightning.pytorch.cli import LightningArgumentParser
 
-from tiedemb.errors import UserError
 from tiedemb.options import class_parameters
-from tiedemb.training.evaluation import option_value
 from tiedemb.training.exits import DEBUG_ENV, USER_ERROR_EXIT
-from tiedemb.training.log_level import LEVELS, set_log_level
 from tiedemb.training.shipped_configs import resolve_config_args
 
 NO_CLASS = re.compile(r"required: .*\b(model|data)\b|'lightning\.(LightningModule|LightningDataModule)'")
 """A parse error caused by a command line that names no model or data class."""
 
 
-class PrintShtab(argparse.Action):
-    """``--print_shtab=SHELL``: print the whole program's completion script (every subcommand) and exit.
-
-    jsonargparse writes the script (completing option names, choices and class paths) with the
-    ``shtab`` package; since jsonargparse 4.47 it offers that only as an opt-in ``--print_completion``
-    on the top-level parser, so tiedemb keeps the familiar option, on every subcommand too.
-    """
-
-    def __init__(self, option_strings: list[str], dest: str = argparse.SUPPRESS, **kwargs: Any) -> None:
-        super().__init__(
-            option_strings,
-            dest=dest,
-            default=argparse.SUPPRESS,
-            metavar="SHELL",
-            help="Print a completion script for SHELL (bash, zsh, tcsh, ...) and exit.",
-            **kwargs,
-        )
-
-    def __call__(self, parser: Any, namespace: Any, shell: Any, option_string: str | None = None) -> None:
-        try:
-            import shtab
-        except ImportError:
-            raise UserError("--print_shtab needs the shtab package: pip install shtab") from None
-        if shell not in shtab.SUPPORTED_SHELLS:
-            raise UserError(f"--print_shtab={shell!r} is not a known shell; valid: {', '.join(shtab.SUPPORTED_SHELLS)}")
-        root = parser
-        while getattr(root, "parent_parser", None) is not None:
-            root = root.parent_parser
-        print(root.get_completion_script(f"shtab-{shell}"))
-        parser.exit(0)
-
-
 class ArgumentParser(LightningArgumentParser):
-    """Reports a command-line mistake in two lines instead of the whole usage block; ``--print_shtab``;
-    reads a ``--config`` that is not here but names a shipped config from the shipped copy."""
-
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
-        # Taken before jsonargparse would add its own --print_shtab, which only says it is gone.
-        self.add_argument("--print_shtab", action=PrintShtab)
+    """Reports a command-line mistake in two lines instead of the whole usage block; reads a
+    ``--config`` that is not here but names a shipped config from the shipped copy."""
 
     def parse_args(self, args: Any = None, *rest: Any, **kwargs: Any) -> Any:
         # The parser resolves the config paths, not LightningCLI's caller: LightningCLI reads the
@@ -75,10 +35,6 @@ class ArgumentParser(LightningArgumentParser):
         # are meant for calls from Python), so the command line stays as given until here.
         if args is None or isinstance(args, (list, tuple)):
             args = [str(arg) for arg in (sys.argv[1:] if args is None else args)]
-            # --log_level applies once parsed; the lines that say which config was read come first
-            level = option_value(args, "--log_level")
-            if level in LEVELS:
-                set_log_level(level)
             args = resolve_config_args(args)
         return super().parse_args(args, *rest, **kwargs)
 
