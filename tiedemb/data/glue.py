@@ -2,10 +2,9 @@
 
 Everything task-specific lives in one table, ``TASKS`` (``tiedemb.data.glue_tasks``: MRPC and
 MNLI). The data comes from ``data_dir`` (the classic ``glue_data`` folder) if it is given, else
-from the hub. Whatever the source, each
-split becomes a ``datasets.Dataset`` with the hub's text columns, ``label`` (hub label order,
-``-1`` when unlabeled) and ``idx``, is tokenised once with a batched ``map`` and is padded per
-batch, so short batches stay short.
+from the hub. Whatever the source, each split becomes a ``datasets.Dataset`` with the hub's text
+columns, ``label`` (hub label order, ``-1`` when unlabeled) and ``idx``, is tokenised once with a
+batched ``map`` and is padded per batch, so short batches stay short.
 """
 
 from __future__ import annotations
