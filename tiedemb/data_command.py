@@ -31,7 +31,8 @@ def parser() -> CommandParser:
         help="fetch and convert data sets into the data folder",
         description="Fetch each named data set once (the network is needed), convert it to the "
         f"files the shipped configs read and list their sha256 in {DATA_DIR}/{CHECKSUMS}. "
-        "A data set already there is left as it is.",
+        "A data set already there is left as it is. Without the network, copy a data folder prepared elsewhere "
+        f"(sha256sum -c {CHECKSUMS} in it checks the copy).",
         epilog=names_table(),
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
