@@ -164,18 +164,16 @@ def test_mnli_labels_come_from_the_last_column(glue_dir: Path, wordpiece_dir: Pa
 
 def write_hub_folder(folder: Path, train_labels: tuple[int, ...] = (1, 0, 1), second: str = "sentence2") -> Path:
     """A local folder laid out like ``nyu-mll/glue`` (parquet per config), which ``datasets`` loads as the
-    hub's; ``second`` names the second text column."""
+    hub's; ``second`` names the second text column. Its test split has no label column (the hub's
+    holds -1s): unlabelled splits get -1 whatever they hold."""
     import pyarrow as pa
     import pyarrow.parquet as pq
 
     (folder / "mrpc").mkdir(parents=True)
-    for split, labels in (("train", train_labels), ("validation", [0, 1, 1]), ("test", [-1, -1, -1])):
-        table = {
-            "sentence1": ["a man .", "a cat .", "the dog ."],
-            second: ["a dog .", "a cat .", "no"],
-            "label": list(labels),
-            "idx": [0, 1, 2],
-        }
+    for split, labels in (("train", train_labels), ("validation", [0, 1, 1]), ("test", None)):
+        table = {"sentence1": ["a man .", "a cat .", "the dog ."], second: ["a dog .", "a cat .", "no"]}
+        table |= {"label": list(labels)} if labels is not None else {}
+        table |= {"idx": [0, 1, 2]}
         pq.write_table(pa.table(table), folder / "mrpc" / f"{split}-00000-of-00001.parquet")
     splits = "".join(f"  - split: {split}\n    path: mrpc/{split}-*\n" for split in ("train", "validation", "test"))
     (folder / "README.md").write_text(f"---\nconfigs:\n- config_name: mrpc\n  data_files:\n{splits}---\n")
