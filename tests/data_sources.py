@@ -1,12 +1,12 @@
-"""Small inputs in each data source's own format, for ``tiedemb data prepare --from`` without the network.
+"""Small inputs in each data source's own format, for ``tiedemb data prepare`` without the network.
 
 * ``BROWN``: tests/fixtures/data_sources/brown, NLTK's tagged Brown files: the opening sentences of
   ``ca01`` and ``ca02`` as NLTK ships them, and a made-up ``cj01`` with the corpus's quirks (tokens
   holding ``/``, inch marks before a closing quote), beside ``cats.txt`` and a README that are not
   documents. ``write_made_up_brown`` writes a larger made-up corpus in the same format.
-* ``write_hub_parquet``: a folder of a hub dataset's parquet files (``<split>-00000-of-00001.parquet``,
-  as the hub stores one configuration), written with ``datasets``; ``WIKITEXT``, ``MRPC`` and
-  ``MNLI`` are rows with the hub's columns (test splits labelled ``-1``, as there).
+* ``hub_tables``: a hub dataset's splits as ``datasets`` hands them over (Arrow tables);
+  ``WIKITEXT``, ``MRPC`` and ``MNLI`` are rows with the hub's columns (test splits labelled ``-1``,
+  as there).
 * ``TOKENIZER``: tests/fixtures/data_sources/tokenizer, a tokenizer folder as the hub holds one
   (``vocab.txt`` and ``tokenizer_config.json``), of a few dozen words.
 """
@@ -88,15 +88,15 @@ MNLI = {
 """nyu-mll/glue mnli's columns and splits, with made-up pairs."""
 
 
-def write_hub_parquet(folder: Path, splits: dict) -> Path:
-    """``folder/<split>-00000-of-00001.parquet`` for each split: a dict of columns, or a WikiText list of rows."""
+def hub_tables(splits: dict) -> dict:
+    """Split -> its Arrow table, as ``datasets.load_dataset`` gives one: from a dict of columns, or a
+    WikiText list of rows."""
     import datasets
 
-    folder.mkdir(parents=True, exist_ok=True)
-    for split, columns in splits.items():
-        columns = {"text": columns} if isinstance(columns, list) else columns
-        datasets.Dataset.from_dict(columns).to_parquet(str(folder / f"{split}-00000-of-00001.parquet"))
-    return folder
+    return {
+        split: datasets.Dataset.from_dict({"text": columns} if isinstance(columns, list) else columns).data
+        for split, columns in splits.items()
+    }
 
 
 def write_made_up_brown(folder: Path, documents: int = 40, words: int = 700, seed: int = 0) -> Path:

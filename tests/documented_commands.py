@@ -95,7 +95,7 @@ NEEDS: list[tuple[str, str, str]] = [
     (r"\bwandb (sync|sweep|agent)\b", "needs a W&B server", "network"),
     (
         r"\btiedemb data prepare\b",
-        "fetches from NLTK's server and the Hugging Face hub (--from: files placed by hand)",
+        "fetches from NLTK's server and the Hugging Face hub",
         "network",
     ),
 ]

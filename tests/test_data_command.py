@@ -1,5 +1,5 @@
-"""``tiedemb data prepare``: every data set from files in its source's format (``--from``) with pinned
-checksums, the downloads' wiring with the downloaders replaced (no network), the refusals, and a
+"""``tiedemb data prepare``: every data set downloaded, with the downloaders replaced by ones that hand
+over files in each source's format (no network), written with pinned checksums; the refusals; and a
 shipped study run from a clean copy of the repository with a ``data/`` folder made this way."""
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from data_sources import BROWN, MNLI, MRPC, TOKENIZER, WIKITEXT, write_hub_parquet, write_made_up_brown
+from data_sources import BROWN, MNLI, MRPC, TOKENIZER, WIKITEXT, write_made_up_brown
 
 from tiedemb.data.catalog import ENTRIES
 from tiedemb.data_command import main
@@ -42,56 +42,9 @@ PINNED = {
 for byte, so theirs are the fixture's own."""
 
 
-def sources(folder: Path) -> dict[str, Path]:
-    """``--from`` for each name: the committed fixtures, and parquet folders written here."""
-    return {
-        "brown": BROWN,
-        "wikitext-2": write_hub_parquet(folder / "wikitext", WIKITEXT),
-        "mrpc": write_hub_parquet(folder / "mrpc", MRPC),
-        "mnli": write_hub_parquet(folder / "mnli", MNLI),
-        "bert-base-uncased": TOKENIZER,
-    }
-
-
 def checksums(data: Path) -> dict[str, str]:
     lines = (data / "SHA256SUMS").read_text(encoding="utf-8").splitlines()
     return {name: digest for digest, name in (line.split("  ", 1) for line in lines)}
-
-
-def test_every_name_from_files_in_its_source_format_writes_the_pinned_files(tmp_path, capsys):
-    data = tmp_path / "data"
-    for name, source in sources(tmp_path / "sources").items():
-        assert main(["prepare", name, "--dir", str(data), "--from", str(source)]) == 0
-        assert f"{name}: {data / ENTRIES[name].location} (" in capsys.readouterr().out
-    assert checksums(data) == PINNED
-    written = {path.relative_to(data).as_posix() for path in data.rglob("*") if path.is_file()}
-    assert written == {*PINNED, "SHA256SUMS"}  # no staging folder or download left behind
-    for name, digest in PINNED.items():
-        assert hashlib.sha256((data / name).read_bytes()).hexdigest() == digest, name
-
-
-def test_the_prepared_tokenizer_loads_as_tiedemb_loads_one(tmp_path):
-    from tiedemb.data.tokenizers import load_tokenizer
-
-    data = tmp_path / "data"
-    assert main(["prepare", "bert-base-uncased", "--dir", str(data), "--from", str(TOKENIZER)]) == 0
-    tokenizer = load_tokenizer(data / "tokenizers" / "bert-base-uncased")
-    assert tokenizer("The man is sleeping!")["input_ids"] == [2, 7, 8, 14, 17, 22, 3]
-
-
-def test_what_is_there_is_left_alone_and_force_makes_it_again(tmp_path, capsys):
-    data = tmp_path / "data"
-    assert main(["prepare", "brown", "--dir", str(data), "--from", str(BROWN)]) == 0
-    brown = data / "text" / "brown.txt"
-    brown.write_text("edited\n")
-    before = (data / "SHA256SUMS").read_text()
-    capsys.readouterr()
-    assert main(["prepare", "brown", "--dir", str(data), "--from", str(BROWN)]) == 0
-    assert capsys.readouterr().out == f"brown: {brown} is there (--force makes it again)\n"
-    assert brown.read_text() == "edited\n" and (data / "SHA256SUMS").read_text() == before
-    assert main(["prepare", "brown", "--dir", str(data), "--from", str(BROWN), "--force"]) == 0
-    assert hashlib.sha256(brown.read_bytes()).hexdigest() == PINNED["text/brown.txt"]
-    assert sorted(path.name for path in data.iterdir()) == ["SHA256SUMS", "text"]
 
 
 @pytest.mark.parametrize(
@@ -99,21 +52,13 @@ def test_what_is_there_is_left_alone_and_force_makes_it_again(tmp_path, capsys):
     [
         (["nope"], "unknown data name 'nope'; known: brown, wikitext-2, mrpc, mnli, bert-base-uncased"),
         ([], "name the data to prepare: brown, wikitext-2, mrpc, mnli, bert-base-uncased"),
-        (["mrpc", "--from", "{missing}"], "--from '{missing}' does not exist"),
-        (["brown", "mrpc", "--from", str(BROWN)], "--from names the files of one data set; 2 were named"),
-        (["mrpc", "--from", str(BROWN)], f"{str(BROWN)!r} holds no parquet files"),
-        (["bert-base-uncased", "--from", str(BROWN)], f"{str(BROWN)!r} holds no tokenizer.json or vocab.txt"),
-        (["brown", "--from", str(TOKENIZER)], f"{str(TOKENIZER)!r} holds none of NLTK's tagged Brown files"),
     ],
-    ids=["unknown", "no-name", "from-missing", "from-two", "mrpc-from-brown", "tok-from-brown", "brown-from-tok"],
+    ids=["unknown", "no-name"],
 )
 def test_what_it_cannot_do_is_refused_in_one_line_with_nothing_written(tmp_path, capsys, args, message):
-    missing = str(tmp_path / "missing")
-    args = [arg.format(missing=missing) for arg in args]
     assert main(["prepare", *args, "--dir", str(tmp_path / "data")]) == 2
     shown = capsys.readouterr()
-    assert shown.err.splitlines()[0].startswith("error: " + message.format(missing=missing))
-    assert len(shown.err.splitlines()) == 1
+    assert shown.err.splitlines() == ["error: " + message]
     assert list(tmp_path.iterdir()) == []
 
 
@@ -121,8 +66,7 @@ def test_brown_without_nltk_is_refused_naming_the_extra(tmp_path, capsys, monkey
     monkeypatch.setitem(sys.modules, "nltk", None)  # what an environment without nltk imports
     assert main(["prepare", "wikitext-2", "brown", "--dir", str(tmp_path / "data")]) == 2
     assert capsys.readouterr().err == (
-        "error: preparing brown downloads it with NLTK, which is not installed: pip install 'tiedemb[data]' "
-        "(or pass --from with NLTK's Brown folder)\n"
+        "error: preparing brown downloads it with NLTK, which is not installed: pip install 'tiedemb[data]'\n"
     )
     assert list(tmp_path.iterdir()) == []
 
@@ -130,23 +74,27 @@ def test_brown_without_nltk_is_refused_naming_the_extra(tmp_path, capsys, monkey
 @pytest.fixture
 def downloaders(monkeypatch, tmp_path):
     """NLTK's downloader, ``datasets.load_dataset`` and ``huggingface_hub.snapshot_download`` replaced by
-    ones that hand over the fixtures and record what they were asked for; the hub probe kept offline."""
+    ones that hand over the fixtures and record what they were asked for (``asked``); the hub probe kept
+    offline. A test may change what they hand over (``served``)."""
     import datasets
     import huggingface_hub
 
     asked = []
+    served = {
+        "brown": BROWN,
+        ("Salesforce/wikitext", "wikitext-2-v1"): WIKITEXT,
+        ("nyu-mll/glue", "mrpc"): MRPC,
+        ("nyu-mll/glue", "mnli"): MNLI,
+    }
 
     def download(name, download_dir, quiet, raise_on_error):
         asked.append(("nltk", name))
-        shutil.copytree(BROWN, Path(download_dir) / "corpora" / "brown")
+        shutil.copytree(served[name], Path(download_dir) / "corpora" / "brown")
         return True
-
-    hub = {("Salesforce/wikitext", "wikitext-2-v1"): WIKITEXT, ("nyu-mll/glue", "mrpc"): MRPC}
-    hub[("nyu-mll/glue", "mnli")] = MNLI
 
     def load_dataset(repo, config):
         asked.append(("datasets", repo, config))
-        splits = hub[(repo, config)]
+        splits = served[(repo, config)]
         return datasets.DatasetDict(
             {
                 split: datasets.Dataset.from_dict({"text": rows} if isinstance(rows, list) else rows)
@@ -162,13 +110,15 @@ def downloaders(monkeypatch, tmp_path):
     monkeypatch.setattr(datasets, "load_dataset", load_dataset)
     monkeypatch.setattr(huggingface_hub, "snapshot_download", snapshot_download)
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")  # no probe of the hub; the replaced loaders ignore it
-    return asked
+    return types.SimpleNamespace(asked=asked, served=served)
 
 
-def test_a_download_goes_through_nltk_datasets_and_the_hub(tmp_path, downloaders):
+def test_a_download_goes_through_nltk_datasets_and_the_hub_and_writes_the_pinned_files(tmp_path, capsys, downloaders):
     data = tmp_path / "data"
     assert main(["prepare", *ENTRIES, "--dir", str(data)]) == 0
-    assert downloaders == [
+    shown = capsys.readouterr().out
+    assert all(f"{name}: {data / entry.location} (" in shown for name, entry in ENTRIES.items())
+    assert downloaders.asked == [
         ("nltk", "brown"),
         ("datasets", "Salesforce/wikitext", "wikitext-2-v1"),
         ("datasets", "nyu-mll/glue", "mrpc"),
@@ -179,7 +129,35 @@ def test_a_download_goes_through_nltk_datasets_and_the_hub(tmp_path, downloaders
             ("config.json", "special_tokens_map.json", "tokenizer.json", "tokenizer_config.json", "vocab.txt"),
         ),
     ]
-    assert checksums(data) == PINNED  # the same files as from the sources' files on disk
+    assert checksums(data) == PINNED
+    written = {path.relative_to(data).as_posix() for path in data.rglob("*") if path.is_file()}
+    assert written == {*PINNED, "SHA256SUMS"}  # no staging folder or download left behind
+    for name, digest in PINNED.items():
+        assert hashlib.sha256((data / name).read_bytes()).hexdigest() == digest, name
+
+
+def test_the_prepared_tokenizer_loads_as_tiedemb_loads_one(tmp_path, downloaders):
+    from tiedemb.data.tokenizers import load_tokenizer
+
+    data = tmp_path / "data"
+    assert main(["prepare", "bert-base-uncased", "--dir", str(data)]) == 0
+    tokenizer = load_tokenizer(data / "tokenizers" / "bert-base-uncased")
+    assert tokenizer("The man is sleeping!")["input_ids"] == [2, 7, 8, 14, 17, 22, 3]
+
+
+def test_what_is_there_is_left_alone_and_force_makes_it_again(tmp_path, capsys, downloaders):
+    data = tmp_path / "data"
+    assert main(["prepare", "brown", "--dir", str(data)]) == 0
+    brown = data / "text" / "brown.txt"
+    brown.write_text("edited\n")
+    before = (data / "SHA256SUMS").read_text()
+    capsys.readouterr()
+    assert main(["prepare", "brown", "--dir", str(data)]) == 0
+    assert capsys.readouterr().out == f"brown: {brown} is there (--force makes it again)\n"
+    assert brown.read_text() == "edited\n" and (data / "SHA256SUMS").read_text() == before
+    assert main(["prepare", "brown", "--dir", str(data), "--force"]) == 0
+    assert hashlib.sha256(brown.read_bytes()).hexdigest() == PINNED["text/brown.txt"]
+    assert sorted(path.name for path in data.iterdir()) == ["SHA256SUMS", "text"]
 
 
 def test_a_failed_download_is_one_line_and_leaves_nothing(tmp_path, capsys, downloaders, monkeypatch):
@@ -192,7 +170,7 @@ def test_a_failed_download_is_one_line_and_leaves_nothing(tmp_path, capsys, down
     assert main(["prepare", "mrpc", "--dir", str(tmp_path / "data")]) == 2
     assert capsys.readouterr().err == (
         "error: could not fetch nyu-mll/glue mrpc from the hub (the hub cannot be reached, or HF_HUB_OFFLINE is "
-        "set): cannot reach nyu-mll/glue; elsewhere, download its parquet files and pass their folder with --from\n"
+        "set): cannot reach nyu-mll/glue; elsewhere, prepare it there and copy the data folder here\n"
     )
     assert list(tmp_path.iterdir()) == []
 
@@ -230,18 +208,17 @@ def test_the_command_line_refuses_an_unknown_name_in_one_line(tmp_path):
 
 
 @pytest.mark.end_to_end
-def test_a_shipped_study_runs_from_a_clean_copy_with_the_prepared_data(tmp_path):
+def test_a_shipped_study_runs_from_a_clean_copy_with_the_prepared_data(tmp_path, downloaders):
     """The tied study's first cell, two steps, in a copy of the repository without ../shared: its text
-    comes from ``data prepare`` (a made-up Brown in NLTK's format, WikiText rows in the hub's parquet)."""
+    comes from ``data prepare`` (a made-up Brown in NLTK's format, made-up WikiText rows as the hub's)."""
     repo = clean_copy(tmp_path)
     # 160 documents: the study validates every 50 steps, which an epoch of its training text must hold
     brown = write_made_up_brown(tmp_path / "sources" / "brown", documents=160)
     paragraphs = [f" = Made up {number} = \n" if number % 10 == 0 else "" for number in range(60)]
     paragraphs = [row or " ".join(["the river city of the king", "<unk>"] * 12) + " . \n" for row in paragraphs]
-    wikitext = write_hub_parquet(tmp_path / "sources" / "wikitext", {"validation": paragraphs})
-
-    for name, source in (("brown", brown), ("wikitext-2", wikitext)):  # the command's main, in this process
-        assert main(["prepare", name, "--dir", str(repo / "data"), "--from", str(source)]) == 0
+    downloaders.served["brown"] = brown
+    downloaders.served[("Salesforce/wikitext", "wikitext-2-v1")] = {"validation": paragraphs}
+    assert main(["prepare", "brown", "wikitext-2", "--dir", str(repo / "data")]) == 0  # in this process
     swept = run(
         [
             "-m",

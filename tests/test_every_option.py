@@ -20,7 +20,6 @@ and is refused without it. No network: the hub is a stand-in for ``datasets.load
 
 from __future__ import annotations
 
-import json
 import warnings
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -36,6 +35,7 @@ from transformers import BertConfig, BertForMaskedLM, BertModel, BertTokenizer
 
 from tiedemb.cli import refuse_linked_settings
 from tiedemb.data import GlueData, PretrainData
+from tiedemb.data.glue_tasks import TASKS
 from tiedemb.errors import UserError
 from tiedemb.modules.glue import GlueModule
 from tiedemb.modules.pretrain import PretrainModule
@@ -75,7 +75,7 @@ BERT_CONTEXTS = ("bert_mlm", "bert")  # a BertForMaskedLM (BERT's head comes wit
 PRETRAIN_CONTEXTS = (*HEADS, *BERT_CONTEXTS)
 GLUE_MODULE_CONTEXTS = ("random", "bert")
 PRETRAIN_DATA_CONTEXTS = ("embedded", "files", "hub")
-GLUE_DATA_CONTEXTS = ("glue_dir", "glue_files", "glue_hub")
+GLUE_DATA_CONTEXTS = ("glue_dir", "glue_hub")
 
 
 @pytest.fixture(scope="module")
@@ -115,28 +115,26 @@ def place(tmp_path_factory) -> SimpleNamespace:
     pairs = [
         (sentences[i % 6] + " the man is", sentences[(i * 5 + 1) % 6] + " a dog" * (i % 4), i % 2) for i in range(16)
     ]
-    for folder, header, spell in (
-        ("MRPC", "Quality\t#1 ID\t#2 ID\t#1 String\t#2 String\n", lambda i, a, b, y: f"{y}\t{i}\t{i + 100}\t{a}\t{b}"),
+    for folder, header, spell, dev in (
         (
-            "RTE",
-            "index\tsentence1\tsentence2\tlabel\n",
-            lambda i, a, b, y: f"{i}\t{a}\t{b}\t{('entailment', 'not_entailment')[y]}",
+            "MRPC",
+            "Quality\t#1 ID\t#2 ID\t#1 String\t#2 String\n",
+            lambda i, a, b, y: f"{y}\t{i}\t{i + 100}\t{a}\t{b}",
+            "dev.tsv",
+        ),
+        (
+            "MNLI",
+            "index\tsentence1\tsentence2\tgold_label\n",
+            lambda i, a, b, y: f"{i}\t{a}\t{b}\t{('entailment', 'neutral')[y]}",
+            "dev_matched.tsv",
         ),
     ):
         for glue, rows in (("glue", pairs), ("glue_other", pairs[::-1])):
             (root / glue / folder).mkdir(parents=True, exist_ok=True)
-            for split in ("train.tsv", "dev.tsv"):
+            for split in ("train.tsv", dev):
                 (root / glue / folder / split).write_text(
                     header + "\n".join(spell(i, a, b, y) for i, (a, b, y) in enumerate(rows)) + "\n"
                 )
-    for name, rows in (("files", pairs), ("files_other", pairs[::-1])):
-        for split in ("train", "validation"):
-            (root / f"{name}_{split}.jsonl").write_text(
-                "".join(
-                    json.dumps({"sentence1": a, "sentence2": b, "label": y, "idx": i}) + "\n"
-                    for i, (a, b, y) in enumerate(rows)
-                )
-            )
     return SimpleNamespace(root=root, bert=folders, tokenizer=tokenizers, pairs=pairs, lines=lines)
 
 
@@ -151,14 +149,16 @@ def fake_hub(monkeypatch, place):
             return real(name, config, *args, **kwargs)
         if config in TINY_GLUE_CONFIGS:  # GLUE: nyu-mll/glue or another name, task as config
             rows = place.pairs if name == "nyu-mll/glue" else place.pairs[::-1]
+            first, second = ("premise", "hypothesis") if config == "mnli" else ("sentence1", "sentence2")
             split = {
-                "sentence1": [a for a, _, _ in rows],
-                "sentence2": [b for _, b, _ in rows],
+                first: [a for a, _, _ in rows],
+                second: [b for _, b, _ in rows],
                 "label": [y for _, _, y in rows],
                 "idx": list(range(len(rows))),
             }
+            task = TASKS[config]  # the splits the hub has: MNLI's dev sets are two
             return datasets.DatasetDict(
-                {"train": datasets.Dataset.from_dict(split), "validation": datasets.Dataset.from_dict(split)}
+                {split_name: datasets.Dataset.from_dict(split) for split_name in ("train", *task.validation_splits)}
             )
         lines = place.lines if (name, config) == ("fake/text", None) else place.lines[::-1]
         split = {"text": lines, "body": [line.upper() + " the man" for line in lines]}
@@ -175,7 +175,7 @@ def fake_hub(monkeypatch, place):
     monkeypatch.setattr("tiedemb.data.glue.hub_offline_requested", lambda: True)
 
 
-TINY_GLUE_CONFIGS = ("mrpc", "rte")
+TINY_GLUE_CONFIGS = ("mrpc", "mnli")
 
 
 def pretrain_context(context: str, place: SimpleNamespace) -> dict[str, Any]:
@@ -201,11 +201,6 @@ def glue_data_context(context: str, place: SimpleNamespace) -> dict[str, Any]:
     base = {"task": "mrpc", "tokenizer": place.tokenizer["tiny"], "batch_size": 2}
     if context == "glue_dir":
         return {**base, "data_dir": str(place.root / "glue")}
-    if context == "glue_files":
-        return {
-            **base,
-            "data_files": {split: str(place.root / f"files_{split}.jsonl") for split in ("train", "validation")},
-        }
     return base
 
 
@@ -539,7 +534,7 @@ GLUE_MODULE: dict[str, Callable[[str], Rule]] = {
     ),
     "init_std": always(0.05),  # the classifier is always drawn afresh
     "num_labels": linked(3),
-    "task": linked("rte"),
+    "task": linked("mnli"),
     "pretrained": by_context(
         {
             "random": lambda name, place: [Check({name: place.bert["bert"]}, EFFECT)],
@@ -704,32 +699,15 @@ PRETRAIN_DATA: dict[str, Callable[[str], Rule]] = {
 GLUE_DATA: dict[str, Callable[[str], Rule]] = {
     "task": by_context(
         {
-            "glue_dir": effect("rte"),
-            "glue_hub": effect("rte"),
-            "glue_files": lambda name, place: [Check({name: "rte"}, EFFECT)],
+            "glue_dir": effect("mnli"),
+            "glue_hub": effect("mnli"),
         }
     ),
     "tokenizer": lambda name: lambda context, place: [Check({name: place.tokenizer["other"]}, EFFECT)],
     "data_dir": by_context(
         {
             "glue_dir": lambda name, place: [Check({name: str(place.root / "glue_other")}, EFFECT)],
-            "glue_files": lambda name, place: [
-                Check({name: str(place.root / "glue")}, refused("with data.data_files"))
-            ],
             "glue_hub": lambda name, place: [Check({name: str(place.root / "glue_other")}, EFFECT)],
-        }
-    ),
-    "data_files": by_context(
-        {
-            "glue_dir": lambda name, place: [
-                Check(
-                    {name: {s: str(place.root / f"files_other_{s}.jsonl") for s in ("train", "validation")}},
-                    refused("data.data_dir"),
-                )
-            ],
-            "*": lambda name, place: [
-                Check({name: {s: str(place.root / f"files_other_{s}.jsonl") for s in ("train", "validation")}}, EFFECT)
-            ],
         }
     ),
     "max_length": always(8),
@@ -741,7 +719,6 @@ GLUE_DATA: dict[str, Callable[[str], Rule]] = {
         {
             "glue_hub": effect("someone/glue"),
             "glue_dir": refusal("someone/glue", "data.data_dir"),
-            "glue_files": refusal("someone/glue", "data.data_files"),
         }
     ),
     "max_train_samples": always(5),

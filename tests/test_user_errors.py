@@ -375,24 +375,15 @@ def write_bad_data(kind: str, folder: Path, monkeypatch) -> tuple[list[str], str
             "--data.vocab_size=300",
             f"--data.cache_dir={folder}/cache",
         ], f"no space left on the device holding '{folder}/cache/text' while writing the prepared text"
-    glue = ["--data=tiedemb.data.GlueData", "--data.task=mrpc"]
-    (folder / "dev.jsonl").write_text('{"sentence1": "a", "sentence2": "a", "label": 1}\n')
+    glue = ["--data=tiedemb.data.GlueData", "--data.task=mrpc", f"--data.data_dir={folder}"]
+    header = "Quality\t#1 ID\t#2 ID\t#1 String\t#2 String\n"
+    (folder / "MRPC").mkdir()
+    (folder / "MRPC" / "dev.tsv").write_text(header + "1\t1\t2\ta\ta\n")
     if kind == "glue_no_rows":
-        (folder / "train.json").write_text("[ ]\n")
-        return [
-            *glue,
-            f"--data.data_files={{train: {folder}/train.json, validation: {folder}/dev.jsonl}}",
-        ], f"{folder}/train.json: the train split has no examples"
-    import pyarrow as pa
-    import pyarrow.parquet as pq
-
-    pq.write_table(
-        pa.table({"sentence1": ["a", "b"], "sentence2": ["a", "b"], "label": [1, 2]}), folder / "train.parquet"
-    )
-    return [
-        *glue,
-        f"--data.data_files={{train: {folder}/train.parquet, validation: {folder}/dev.jsonl}}",
-    ], f"{folder}/train.parquet, row 2: label 2 is not valid (expected an id 0-1"
+        (folder / "MRPC" / "train.tsv").write_text(header)
+        return glue, f"{folder}/MRPC/train.tsv: the train file has a header but no examples"
+    (folder / "MRPC" / "train.tsv").write_text(header + "1\t1\t2\ta\ta\n2\t3\t4\tb\tb\n")
+    return glue, f"{folder}/MRPC/train.tsv, line 3: label '2' is not a MRPC label (expected one of 0, 1)"
 
 
 @pytest.mark.parametrize("kind", ["not_utf8", "giant_line", "full_disk", "glue_no_rows", "glue_label_out_of_range"])

@@ -20,7 +20,6 @@ def names_table() -> str:
     for entry in ENTRIES.values():
         lines.append(f"  {entry.name:<{width}}  {entry.what}")
         lines.append(f"  {'':<{width}}    into {entry.location}, from {entry.source}")
-        lines.append(f"  {'':<{width}}    --from: {entry.offline}")
     return "\n".join(lines)
 
 
@@ -30,22 +29,16 @@ def parser() -> CommandParser:
     prepare = verbs.add_parser(
         "prepare",
         help="fetch and convert data sets into the data folder",
-        description="Fetch each named data set once (the network is needed, or --from), convert it to the "
+        description="Fetch each named data set once (the network is needed), convert it to the "
         f"files the shipped configs read and list their sha256 in {DATA_DIR}/{CHECKSUMS}. "
-        "A data set already there is left as it is.",
+        "A data set already there is left as it is. Without the network, copy a data folder prepared elsewhere "
+        f"(sha256sum -c {CHECKSUMS} in it checks the copy).",
         epilog=names_table(),
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     prepare.add_argument("names", nargs="*", metavar="NAME", help=f"one or more of: {', '.join(ENTRIES)}")
     prepare.add_argument(
         "--dir", type=Path, default=DATA_DIR, help=f"the data folder (default: {DATA_DIR}, what the configs read)"
-    )
-    prepare.add_argument(
-        "--from",
-        dest="from_path",
-        type=Path,
-        metavar="PATH",
-        help="convert the files at PATH instead of downloading (one NAME; what each takes is listed below)",
     )
     prepare.add_argument("--force", action="store_true", help="make a data set again even if it is there")
     return parser
@@ -55,7 +48,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser().parse_args(sys.argv[1:] if argv is None else argv)
     from tiedemb.data.preparing import prepare
 
-    done = report_user_errors(lambda: prepare(args.names, args.dir, args.from_path, args.force))
+    done = report_user_errors(lambda: prepare(args.names, args.dir, args.force))
     return done if isinstance(done, int) else 0
 
 

@@ -1,4 +1,4 @@
-"""GlueData: the three sources, the classic file quirks, batches, and every user mistake."""
+"""GlueData: both sources, the classic file quirks, batches, and every user mistake."""
 
 from __future__ import annotations
 
@@ -34,11 +34,6 @@ def mrpc_row(label: str, first: str = "the man is sleeping .", second: str = "a 
 
 def mnli_row(index: int, premise: str, hypothesis: str, gold: str) -> str:
     return f"{index}\t1\t1e\tfiction\t(x)\t(y)\t(x)\t(y)\t{premise}\t{hypothesis}\t{gold}\t{gold}"
-
-
-def write_jsonl(path: Path, records: list[dict]) -> Path:
-    path.write_text("".join(json.dumps(record) + "\n" for record in records), encoding="utf-8")
-    return path
 
 
 @contextmanager
@@ -164,82 +159,30 @@ def test_mnli_labels_come_from_the_last_column(glue_dir: Path, wordpiece_dir: Pa
         data.setup("predict")
 
 
-# --- files with hub column names -------------------------------------------------------------
+# --- the hub --------------------------------------------------------------------------------------
 
 
-def test_mnli_from_jsonl_data_files(tmp_path: Path, tiny_tokenizer_dir: Path) -> None:
-    train = write_jsonl(
-        tmp_path / "train.jsonl",
-        [
-            {"premise": "a man is sleeping .", "hypothesis": "a person is sleeping .", "label": 0, "idx": 0},
-            {"premise": "the cat sits .", "hypothesis": "the dog sits .", "label": 2, "idx": 1},
-            {"premise": "a woman is running .", "hypothesis": "people are running .", "label": 1, "idx": 2},
-        ],
-    )
-    dev = write_jsonl(
-        tmp_path / "dev.jsonl",
-        [  # label names and no idx are accepted too
-            {"premise": "the dog is running .", "hypothesis": "the dog is sleeping .", "label": "contradiction"},
-            {"premise": "an man .", "hypothesis": "a man .", "label": "entailment"},
-        ],
-    )
-    data = GlueData(
-        "mnli", str(tiny_tokenizer_dir), data_files={"train": str(train), "validation_matched": str(dev)}, batch_size=2
-    )
-    assert data.val_split_names == ["validation_matched"] and data.predict_split_names == []
-    data.setup("fit")
-    batch = next(iter(data.train_dataloader()))
-    assert set(batch) == {"input_ids", "attention_mask", "token_type_ids", "labels", "idx"}
-    assert sorted(data.split_dataset("train")["labels"]) == [0, 1, 2]
-    [loader] = data.val_dataloader()
-    dev_batch = next(iter(loader))
-    assert dev_batch["labels"].tolist() == [2, 0] and dev_batch["idx"].tolist() == [0, 1]
-    assert 1 not in data.split_dataset("validation_matched")[0]["input_ids"]  # no [UNK]: text kept intact
-
-
-def test_tsv_data_files_keep_quotes_and_na_as_text(tmp_path: Path, tiny_tokenizer_dir: Path) -> None:
-    path = tmp_path / "train.tsv"
-    path.write_text('sentence1\tsentence2\tlabel\n" yes\tNA\t1\n1996\tno "\t0\n', encoding="utf-8")
-    data = GlueData("mrpc", str(tiny_tokenizer_dir), data_files={"train": str(path)})
-    rows = data.split_dataset("train")
-    assert len(rows) == 2 and rows["labels"] == [1, 0]
-    assert data.tokenizer.decode(rows[0]["input_ids"]) == '[CLS] " yes [SEP] na [SEP]'
-    assert data.tokenizer.decode(rows[1]["input_ids"]) == '[CLS] 1996 [SEP] no " [SEP]'
-
-
-def test_unlabeled_test_file_gets_minus_one(tmp_path: Path, tiny_tokenizer_dir: Path) -> None:
-    test = write_jsonl(
-        tmp_path / "test.jsonl",
-        [
-            {"sentence1": "a man .", "sentence2": "a cat .", "label": -1, "idx": 7},
-            {"sentence1": "a dog .", "sentence2": "a cat .", "idx": 8},
-        ],
-    )
-    data = GlueData("mrpc", str(tiny_tokenizer_dir), data_files={"test": str(test)})
-    assert data.predict_split_names == ["test"] and data.val_split_names == []
-    batch = next(iter(data.predict_dataloader()[0]))
-    assert batch["labels"].tolist() == [-1, -1] and batch["idx"].tolist() == [7, 8]
-
-
-def test_hub_layout_from_a_local_folder(tmp_path: Path, tiny_tokenizer_dir: Path) -> None:
-    """The hub path end to end, on a local folder laid out like ``nyu-mll/glue`` (parquet per config)."""
+def write_hub_folder(folder: Path, train_labels: tuple[int, ...] = (1, 0, 1), second: str = "sentence2") -> Path:
+    """A local folder laid out like ``nyu-mll/glue`` (parquet per config), which ``datasets`` loads as the
+    hub's; ``second`` names the second text column. Its test split has no label column (the hub's
+    holds -1s): unlabelled splits get -1 whatever they hold."""
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    (tmp_path / "mrpc").mkdir()
-    for split, labels in (("train", [1, 0, 1]), ("validation", [0, 1, 1]), ("test", [-1, -1, -1])):
-        table = pa.table(
-            {
-                "sentence1": ["a man .", "a cat .", "the dog ."],
-                "sentence2": ["a dog .", "a cat .", "no"],
-                "label": labels,
-                "idx": [0, 1, 2],
-            }
-        )
-        pq.write_table(table, tmp_path / "mrpc" / f"{split}-00000-of-00001.parquet")
+    (folder / "mrpc").mkdir(parents=True)
+    for split, labels in (("train", train_labels), ("validation", [0, 1, 1]), ("test", None)):
+        table = {"sentence1": ["a man .", "a cat .", "the dog ."], second: ["a dog .", "a cat .", "no"]}
+        table |= {"label": list(labels)} if labels is not None else {}
+        table |= {"idx": [0, 1, 2]}
+        pq.write_table(pa.table(table), folder / "mrpc" / f"{split}-00000-of-00001.parquet")
     splits = "".join(f"  - split: {split}\n    path: mrpc/{split}-*\n" for split in ("train", "validation", "test"))
-    (tmp_path / "README.md").write_text(f"---\nconfigs:\n- config_name: mrpc\n  data_files:\n{splits}---\n")
-    data = GlueData("mrpc", str(tiny_tokenizer_dir), hub_dataset=str(tmp_path), max_train_samples=2)
+    (folder / "README.md").write_text(f"---\nconfigs:\n- config_name: mrpc\n  data_files:\n{splits}---\n")
+    return folder
+
+
+def test_hub_layout_from_a_local_folder(tmp_path: Path, tiny_tokenizer_dir: Path) -> None:
+    """The hub path end to end, on a local folder laid out like ``nyu-mll/glue``."""
+    data = GlueData("mrpc", str(tiny_tokenizer_dir), hub_dataset=str(write_hub_folder(tmp_path)), max_train_samples=2)
     data.prepare_data()
     data.setup(None)
     assert data.split_dataset("train")["labels"] == [1, 0]
@@ -248,26 +191,8 @@ def test_hub_layout_from_a_local_folder(tmp_path: Path, tiny_tokenizer_dir: Path
     assert next(iter(data.predict_dataloader()[0]))["idx"].tolist() == [0, 1, 2]
 
 
-# --- other classic layouts, from hand-written files ----------------------------------------------
-
-
-def test_cola_headerless_train_and_indexed_test(tmp_path: Path, tiny_tokenizer_dir: Path) -> None:
-    folder = tmp_path / "glue_data" / "CoLA"
-    folder.mkdir(parents=True)
-    (folder / "train.tsv").write_text("gj04\t1\t\tthe man is sleeping .\ngj04\t0\t*\tman the sleeping is .\n")
-    (folder / "dev.tsv").write_text("gj04\t1\t\ta dog is running .\n")
-    (folder / "test.tsv").write_text("index\tsentence\n0\tthe cat sits .\n1\ta cat sits .\n")
-    data = GlueData("cola", str(tiny_tokenizer_dir), data_dir=str(tmp_path / "glue_data"))
-    data.setup(None)
-    assert data.split_dataset("train")["labels"] == [1, 0]
-    assert data.split_dataset("validation")["labels"] == [1]
-    assert data.split_dataset("test")["idx"] == [0, 1]
-    tokens = data.tokenizer.convert_ids_to_tokens(data.split_dataset("train")[0]["input_ids"])
-    assert tokens == ["[CLS]", "the", "man", "is", "sleeping", ".", "[SEP]"]
-
-
 def test_task_table_is_consistent() -> None:
-    assert {"mnli", "mrpc", "rte", "sst2", "qnli", "qqp", "cola"} <= set(TASKS)
+    assert set(TASKS) == {"mnli", "mrpc"}
     for name, task in TASKS.items():
         assert task.name == name
         assert set(task.submission_files) == set(task.test_splits)
@@ -349,79 +274,16 @@ def test_empty_splits_are_named(tmp_path: Path, tiny_tokenizer_dir: Path) -> Non
     data = GlueData("mrpc", str(tiny_tokenizer_dir), data_dir=str(tmp_path))
     with raises_user_error(str(tmp_path / "dev.tsv"), "no examples"):
         data.setup("validate")
-    empty = tmp_path / "empty.jsonl"
-    empty.write_text("")
-    data = GlueData("mrpc", str(tiny_tokenizer_dir), data_files={"train": str(empty)})
-    with raises_user_error(str(empty), "empty"):
+
+
+def test_a_hub_split_with_a_bad_label_or_without_a_column_is_named(tmp_path: Path, tiny_tokenizer_dir: Path) -> None:
+    hub = write_hub_folder(tmp_path / "labels", train_labels=(1, 0, 2))
+    with raises_user_error(f"{hub}/mrpc, row 3: label 2 is not valid (expected an id 0-1)"):
+        GlueData("mrpc", str(tiny_tokenizer_dir), hub_dataset=str(hub)).split_dataset("train")
+    hub = write_hub_folder(tmp_path / "columns", second="second")
+    data = GlueData("mrpc", str(tiny_tokenizer_dir), hub_dataset=str(hub))
+    with raises_user_error(f"{hub}/mrpc: the train split lacks the column(s) sentence2 (found: sentence1, second"):
         data.split_dataset("train")
-    header_only = tmp_path / "header.csv"
-    header_only.write_text("sentence1,sentence2,label\n")
-    data = GlueData("mrpc", str(tiny_tokenizer_dir), data_files={"validation": str(header_only)})
-    with raises_user_error(str(header_only), "validation", "no examples"):
-        data.setup("validate")
-    import pyarrow as pa
-    import pyarrow.parquet as pq
-
-    no_rows = tmp_path / "test.parquet"
-    empty_column = pa.array([], pa.string())
-    pq.write_table(pa.table({"sentence1": empty_column, "sentence2": empty_column}), no_rows)
-    data = GlueData("mrpc", str(tiny_tokenizer_dir), data_files={"test": str(no_rows)})
-    with raises_user_error(str(no_rows), "test", "no examples"):
-        data.setup("predict")
-
-
-def test_hub_format_files_without_rows_or_with_bad_labels_name_file_and_row(
-    tmp_path: Path, tiny_tokenizer_dir: Path
-) -> None:
-    import pyarrow as pa
-    import pyarrow.parquet as pq
-
-    spaced = tmp_path / "spaced.json"
-    spaced.write_text("\ufeff  [ ]\n", encoding="utf-8")  # no rows, written as people write them
-    with raises_user_error(f"{spaced}: the train split has no examples"):
-        GlueData("mrpc", str(tiny_tokenizer_dir), data_files={"train": str(spaced)}).split_dataset("train")
-    pq.write_table(
-        pa.table({"sentence1": ["a", "b", "c"], "sentence2": ["a", "b", "c"], "label": [1, 0, -1]}),
-        tmp_path / "train.parquet",
-    )
-    with raises_user_error(f"{tmp_path / 'train.parquet'}, row 3: label -1 is not valid (expected an id 0-1"):
-        GlueData("mrpc", str(tiny_tokenizer_dir), data_files={"train": str(tmp_path / "train.parquet")}).split_dataset(
-            "train"
-        )
-    array = tmp_path / "dev.json"
-    array.write_text(
-        json.dumps(
-            [
-                {"sentence1": "a", "sentence2": "a", "label": "equivalent"},
-                {"sentence1": "a", "sentence2": "a", "label": 7},
-            ]
-        )
-    )
-    with raises_user_error(f"{array}, record 2: label 7 is not valid"):
-        GlueData("mrpc", str(tiny_tokenizer_dir), data_files={"validation": str(array)}).split_dataset("validation")
-
-
-def test_bad_data_files_are_named(tmp_path: Path, tiny_tokenizer_dir: Path) -> None:
-    good = write_jsonl(tmp_path / "train.jsonl", [{"sentence1": "a", "sentence2": "a", "label": 1}])
-    with raises_user_error(str(tmp_path / "missing.jsonl")):
-        GlueData("mrpc", str(tiny_tokenizer_dir), data_files={"train": str(tmp_path / "missing.jsonl")})
-    with raises_user_error("'dev'", "validation"):
-        GlueData("mrpc", str(tiny_tokenizer_dir), data_files={"dev": str(good)})
-    text = tmp_path / "train.txt"
-    text.write_text("a\n")
-    with raises_user_error("'.txt'", ".jsonl"):
-        GlueData("mrpc", str(tiny_tokenizer_dir), data_files={"train": str(text)})
-    bad = write_jsonl(
-        tmp_path / "bad.jsonl", [{"sentence1": "a", "sentence2": "a", "label": label} for label in (1, 0, 2)]
-    )
-    with raises_user_error(str(bad), "line 3", "label 2"):
-        GlueData("mrpc", str(tiny_tokenizer_dir), data_files={"train": str(bad)}).split_dataset("train")
-    columns = write_jsonl(tmp_path / "columns.jsonl", [{"premise": "a", "hypothesis": "a", "label": 1}])
-    with raises_user_error(str(columns), "sentence1, sentence2"):
-        GlueData("mrpc", str(tiny_tokenizer_dir), data_files={"train": str(columns)}).split_dataset("train")
-    data = GlueData("mrpc", str(tiny_tokenizer_dir), data_files={"validation": str(good)})
-    with raises_user_error("'train'"):
-        data.setup("fit")
 
 
 def test_unreachable_hub_fails_with_advice(monkeypatch: pytest.MonkeyPatch, tiny_tokenizer_dir: Path) -> None:
@@ -430,7 +292,7 @@ def test_unreachable_hub_fails_with_advice(monkeypatch: pytest.MonkeyPatch, tiny
     monkeypatch.setattr(huggingface_hub.constants, "ENDPOINT", "http://127.0.0.1:9")  # nothing listens there
     data = GlueData("mrpc", str(tiny_tokenizer_dir))
     assert data.val_split_names == ["validation"] and data.predict_split_names == ["test"]
-    with raises_user_error("nyu-mll/glue", "data_dir", "data_files", "HF_HUB_OFFLINE"):
+    with raises_user_error("nyu-mll/glue", "data_dir", "HF_HUB_OFFLINE"):
         data.prepare_data()
 
 
@@ -441,5 +303,5 @@ def test_offline_mode_fails_without_a_cached_copy(monkeypatch: pytest.MonkeyPatc
     monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_OFFLINE", True)
     monkeypatch.setattr(datasets.config, "HF_HUB_OFFLINE", True)
     data = GlueData("mrpc", str(tiny_tokenizer_dir), hub_dataset="tiedemb-tests/no-such-glue")
-    with raises_user_error("tiedemb-tests/no-such-glue", "data_dir", "data_files"):
+    with raises_user_error("tiedemb-tests/no-such-glue", "data_dir"):
         data.setup("fit")

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import statistics
 from pathlib import Path
 
@@ -133,26 +132,24 @@ def test_invalid_window_is_refused():
 
 # -- GlueData ------------------------------------------------------------------------------------------
 def write_pairs(path: Path, count: int) -> Path:
+    """A classic MRPC file of ``count`` pairs of random lengths."""
     words = "a man is sleeping the cat sits dog person woman running".split()
     generator = torch.Generator().manual_seed(7)
+    path.parent.mkdir(parents=True, exist_ok=True)
     with path.open("w", encoding="utf-8") as handle:
+        handle.write("Quality\t#1 ID\t#2 ID\t#1 String\t#2 String\n")
         for index in range(count):
             first, second = (torch.randint(1, 12, (1,), generator=generator).item() for _ in range(2))
             pick = lambda n, index=index: " ".join(words[(index + k) % len(words)] for k in range(n))  # noqa: E731
-            handle.write(
-                json.dumps({"sentence1": pick(first), "sentence2": pick(second), "label": index % 2, "idx": index})
-                + "\n"
-            )
+            handle.write(f"{index % 2}\t{index}\t{index}\t{pick(first)}\t{pick(second)}\n")
     return path
 
 
 def test_glue_data_groups_training_batches_when_asked(tmp_path, tiny_tokenizer_dir):
-    files = {
-        "train": str(write_pairs(tmp_path / "train.jsonl", 96)),
-        "validation": str(write_pairs(tmp_path / "dev.jsonl", 20)),
-    }
-    plain = GlueData("mrpc", str(tiny_tokenizer_dir), data_files=files, batch_size=8)
-    grouped = GlueData("mrpc", str(tiny_tokenizer_dir), data_files=files, batch_size=8, length_grouping=12)
+    write_pairs(tmp_path / "MRPC" / "train.tsv", 96)
+    write_pairs(tmp_path / "MRPC" / "dev.tsv", 20)
+    plain = GlueData("mrpc", str(tiny_tokenizer_dir), data_dir=str(tmp_path), batch_size=8)
+    grouped = GlueData("mrpc", str(tiny_tokenizer_dir), data_dir=str(tmp_path), batch_size=8, length_grouping=12)
     for data in (plain, grouped):
         data.setup("fit")
     assert isinstance(plain.train_dataloader().sampler, ResumableSampler)
@@ -169,16 +166,16 @@ def test_glue_data_groups_training_batches_when_asked(tmp_path, tiny_tokenizer_d
 
 
 def test_glue_data_reads_evaluation_longest_first_when_asked(tmp_path, tiny_tokenizer_dir):
-    files = {
-        "train": str(write_pairs(tmp_path / "train.jsonl", 8)),
-        "validation": str(write_pairs(tmp_path / "dev.jsonl", 30)),
-    }
-    data = GlueData("mrpc", str(tiny_tokenizer_dir), data_files=files, eval_batch_size=8, sort_eval_by_length=True)
+    write_pairs(tmp_path / "MRPC" / "train.tsv", 8)
+    write_pairs(tmp_path / "MRPC" / "dev.tsv", 30)
+    data = GlueData(
+        "mrpc", str(tiny_tokenizer_dir), data_dir=str(tmp_path), eval_batch_size=8, sort_eval_by_length=True
+    )
     data.setup("fit")
     batches = list(data.val_dataloader()[0])
     lengths = torch.cat([b["attention_mask"].sum(dim=1) for b in batches]).tolist()
     assert lengths == sorted(lengths, reverse=True)
     assert sorted(torch.cat([b["idx"] for b in batches]).tolist()) == list(range(30))
-    plain = GlueData("mrpc", str(tiny_tokenizer_dir), data_files=files, eval_batch_size=8)
+    plain = GlueData("mrpc", str(tiny_tokenizer_dir), data_dir=str(tmp_path), eval_batch_size=8)
     plain.setup("fit")
     assert torch.cat([b["idx"] for b in plain.val_dataloader()[0]]).tolist() == list(range(30))  # off by default

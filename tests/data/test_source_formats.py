@@ -8,24 +8,15 @@ pinned, so a change to a conversion shows here as a changed checksum. Where the 
 from __future__ import annotations
 
 import hashlib
-import shutil
 import zipfile
 from pathlib import Path
 
 import pytest
-from data_sources import BROWN, MNLI, MRPC, WIKITEXT, write_hub_parquet
+from data_sources import BROWN, MNLI, MRPC, WIKITEXT, hub_tables
 
 from tiedemb.data.glue_files import read_split
 from tiedemb.data.glue_tasks import TASKS
-from tiedemb.data.source_formats import (
-    brown_files,
-    brown_words,
-    column,
-    parquet_splits,
-    write_brown,
-    write_glue,
-    write_wikitext,
-)
+from tiedemb.data.source_formats import brown_files, brown_words, column, write_brown, write_glue, write_wikitext
 from tiedemb.errors import UserError
 
 BROWN_SHA256 = "b4ab91c2c12f7641dbb6e7da67314c7c688fc798ea73922858ad0aeaa0d15d05"
@@ -96,8 +87,7 @@ def test_brown_conversion_matches_the_real_text(tmp_path, shared_data):
 
 
 def test_wikitext_rows_become_the_original_lines(tmp_path):
-    splits = parquet_splits(write_hub_parquet(tmp_path / "hub", WIKITEXT))
-    assert sorted(splits) == ["train", "validation"]
+    splits = hub_tables(WIKITEXT)
     out = tmp_path / "wikitext-2-valid.txt"
     assert write_wikitext(column(splits["validation"], "text"), out) == len(WIKITEXT["validation"])
     lines = out.read_text(encoding="utf-8").split("\n")
@@ -109,7 +99,7 @@ def test_wikitext_rows_become_the_original_lines(tmp_path):
 def test_glue_splits_become_classic_files_the_glue_reader_reads_back(tmp_path, name, rows):
     task = TASKS[name]
     folder = tmp_path / "glue" / task.classic.folder
-    written = write_glue(task, parquet_splits(write_hub_parquet(tmp_path / "hub", rows)), folder, "hub")
+    written = write_glue(task, hub_tables(rows), folder, "hub")
     assert set(written) == set(task.classic.split_files.values())
     for split in task.splits:
         path = folder / task.classic.split_files[split]
@@ -127,24 +117,7 @@ def test_glue_without_a_split_or_with_a_wrong_label_is_refused(tmp_path):
     task = TASKS["mrpc"]
     partial = {split: columns for split, columns in MRPC.items() if split != "test"}
     with pytest.raises(UserError, match="has no test split of mrpc"):
-        write_glue(task, parquet_splits(write_hub_parquet(tmp_path / "partial", partial)), tmp_path / "a", "here")
+        write_glue(task, hub_tables(partial), tmp_path / "a", "here")
     wrong = {**MRPC, "train": {**MRPC["train"], "label": [1, 5, 0]}}
     with pytest.raises(UserError, match=r"row 2 of the train split has label 5, not a mrpc label id \(0-1\)"):
-        write_glue(task, parquet_splits(write_hub_parquet(tmp_path / "wrong", wrong)), tmp_path / "b", "here")
-
-
-def test_a_folder_without_parquet_files_is_refused(tmp_path):
-    with pytest.raises(UserError, match="holds no parquet files"):
-        parquet_splits(tmp_path)
-    (tmp_path / "train-00000-of-00001.parquet").write_text("not parquet")
-    with pytest.raises(UserError, match="could not read the parquet files"):
-        parquet_splits(tmp_path)
-
-
-def test_the_hub_split_name_is_read_from_each_file_name(tmp_path):
-    write_hub_parquet(tmp_path, {"validation_matched": MNLI["validation_matched"]})
-    shutil.copy(tmp_path / "validation_matched-00000-of-00001.parquet", tmp_path / "train-00000-of-00002.parquet")
-    shutil.copy(tmp_path / "validation_matched-00000-of-00001.parquet", tmp_path / "train-00001-of-00002.parquet")
-    splits = parquet_splits(tmp_path)
-    assert sorted(splits) == ["train", "validation_matched"]
-    assert len(column(splits["train"], "premise")) == 6  # both of train's files, in order
+        write_glue(task, hub_tables(wrong), tmp_path / "b", "here")

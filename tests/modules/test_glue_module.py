@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import csv
-import json
 import shutil
 from pathlib import Path
 
@@ -271,7 +270,7 @@ def test_a_fine_tuned_checkpoint_with_a_pretraining_config_is_refused_pointing_t
     ]
 
 
-# --- MNLI from JSON lines with the hub's column names ----------------------------------------------
+# --- MNLI from a classic glue_data folder ------------------------------------------------------------
 
 MNLI_EXAMPLES = [
     ("the man is sleeping .", "a man is sleeping .", 0),
@@ -283,25 +282,24 @@ MNLI_EXAMPLES = [
 ]
 
 
-def write_mnli_jsonl(path: Path, labelled: bool = True, repeat: int = 4) -> Path:
-    with path.open("w", encoding="utf-8") as handle:
+def write_mnli_folder(folder: Path) -> Path:
+    """A classic MNLI folder: train (the examples four times), dev_matched and an unlabelled test_matched."""
+    folder.mkdir(parents=True)
+    names = ("entailment", "neutral", "contradiction")
+    for name, repeat, labelled in (("train", 4, True), ("dev_matched", 1, True), ("test_matched", 1, False)):
+        rows = ["index\tsentence1\tsentence2" + ("\tgold_label" if labelled else "")]
         for number, (premise, hypothesis, label) in enumerate(MNLI_EXAMPLES * repeat):
-            record = {"premise": premise, "hypothesis": hypothesis, "label": label if labelled else -1, "idx": number}
-            handle.write(json.dumps(record) + "\n")
-    return path
+            rows.append(f"{number}\t{premise}\t{hypothesis}" + (f"\t{names[label]}" if labelled else ""))
+        (folder / f"{name}.tsv").write_text("\n".join(rows) + "\n", encoding="utf-8")
+    return folder
 
 
 @pytest.mark.end_to_end
-def test_mnli_json_lines_train_and_report_accuracy_matched_and_predict_label_names(tmp_path, tiny_tokenizer_dir):
-    files = {
-        "train": str(write_mnli_jsonl(tmp_path / "train.jsonl")),
-        "validation_matched": str(write_mnli_jsonl(tmp_path / "dev_matched.jsonl", repeat=1)),
-        "test_matched": str(write_mnli_jsonl(tmp_path / "test_matched.jsonl", labelled=False, repeat=1)),
-    }
+def test_mnli_trains_and_reports_accuracy_matched_and_predicts_label_names(tmp_path, tiny_tokenizer_dir):
     data = [
         "--config",
         str(MNLI_CONFIG),
-        f"--data.data_files={json.dumps(files)}",
+        f"--data.data_dir={write_mnli_folder(tmp_path / 'MNLI')}",
         f"--data.tokenizer={tiny_tokenizer_dir}",
         "--data.batch_size=8",
         *TINY_MODEL,
@@ -469,15 +467,10 @@ def test_a_fine_tuned_checkpoint_is_tested_and_predicts_without_its_pretrained_s
     source = tmp_path / "pretraining" / "last.ckpt"
     source.parent.mkdir()
     save_pretrain_checkpoint(source, vocab_size=vocab_size)
-    files = {
-        "train": str(write_mnli_jsonl(tmp_path / "train.jsonl")),
-        "validation_matched": str(write_mnli_jsonl(tmp_path / "dev_matched.jsonl", repeat=1)),
-        "test_matched": str(write_mnli_jsonl(tmp_path / "test_matched.jsonl", labelled=False, repeat=1)),
-    }
     data = [
         "--config",
         str(MNLI_CONFIG),
-        f"--data.data_files={json.dumps(files)}",
+        f"--data.data_dir={write_mnli_folder(tmp_path / 'MNLI')}",
         f"--data.tokenizer={tiny_tokenizer_dir}",
         "--data.batch_size=8",
         f"--model.pretrained={source}",

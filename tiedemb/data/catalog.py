@@ -42,8 +42,6 @@ class Entry:
     """The file or folder it makes, relative to the data folder (``text/brown.txt``)."""
     source: str
     """Where it is fetched from, in words."""
-    offline: str
-    """What ``--from`` takes instead of a download."""
 
     @property
     def command(self) -> str:
@@ -58,35 +56,30 @@ ENTRIES: dict[str, Entry] = {
             "the Brown corpus: 500 documents, one a line, word-tokenised, part-of-speech tags removed",
             "text/brown.txt",
             "NLTK's downloader (needs nltk: pip install 'tiedemb[data]')",
-            "NLTK's Brown folder (corpora/brown: ca01 ... cr09) or its brown.zip",
         ),
         Entry(
             "wikitext-2",
             "WikiText-2's validation text (wikitext-2-v1: word-tokenised, rare words as <unk>)",
             "text/wikitext-2-valid.txt",
             "the hub: Salesforce/wikitext, wikitext-2-v1, validation split",
-            "the hub dataset's parquet files of wikitext-2-v1 (validation-*.parquet)",
         ),
         Entry(
             "mrpc",
             "GLUE MRPC (train, dev, test) in the glue_data layout",
             "glue/MRPC",
             "the hub: nyu-mll/glue, mrpc",
-            "the hub dataset's parquet files of mrpc (train-*.parquet, validation-*, test-*)",
         ),
         Entry(
             "mnli",
             "GLUE MNLI (train, matched and mismatched dev and test) in the glue_data layout",
             "glue/MNLI",
             "the hub: nyu-mll/glue, mnli",
-            "the hub dataset's parquet files of mnli (train-*.parquet, validation_matched-* ...)",
         ),
         Entry(
             "bert-base-uncased",
             "the BERT uncased WordPiece tokenizer (30522 tokens)",
             "tokenizers/bert-base-uncased",
             "the hub: bert-base-uncased (its tokenizer, not the model)",
-            "a tokenizer folder transformers' AutoTokenizer loads",
         ),
     )
 }

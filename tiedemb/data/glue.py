@@ -1,11 +1,10 @@
 """GLUE classification tasks as a LightningDataModule.
 
-Everything task-specific lives in one table, ``TASKS`` (``tiedemb.data.glue_tasks``), so adding a
-task is one entry. The data comes from the first source given: ``data_files`` (one local file per split, hub column
-names), ``data_dir`` (the classic ``glue_data`` folder), or the hub. Whatever the source, each
-split becomes a ``datasets.Dataset`` with the hub's text columns, ``label`` (hub label order,
-``-1`` when unlabeled) and ``idx``, is tokenised once with a batched ``map`` and is padded per
-batch, so short batches stay short.
+Everything task-specific lives in one table, ``TASKS`` (``tiedemb.data.glue_tasks``: MRPC and
+MNLI). The data comes from ``data_dir`` (the classic ``glue_data`` folder) if it is given, else
+from the hub. Whatever the source, each split becomes a ``datasets.Dataset`` with the hub's text
+columns, ``label`` (hub label order, ``-1`` when unlabeled) and ``idx``, is tokenised once with a
+batched ``map`` and is padded per batch, so short batches stay short.
 """
 
 from __future__ import annotations
@@ -20,7 +19,7 @@ from lightning import LightningDataModule
 from torch.utils.data import DataLoader
 from transformers import DataCollatorWithPadding, PreTrainedTokenizerBase
 
-from tiedemb.data.glue_files import FILE_TYPES, conform, find_task_dir, read_hub_format, read_split
+from tiedemb.data.glue_files import UNLABELED, find_task_dir, read_split
 from tiedemb.data.glue_tasks import TASKS, GlueTask
 from tiedemb.data.length_grouping import length_grouped, longest_first
 from tiedemb.data.sampling import ResumableTraining, loader_generator
@@ -67,7 +66,6 @@ class GlueData(ResumableTraining, LightningDataModule):
         task: str = "mrpc",
         tokenizer: str = "bert-base-uncased",
         data_dir: str | None = None,
-        data_files: dict[str, str] | None = None,
         max_length: Annotated[int, Bounds(MIN_MAX_LENGTH)] = 128,
         batch_size: PositiveInt = 32,
         eval_batch_size: PositiveInt | None = None,
@@ -80,23 +78,26 @@ class GlueData(ResumableTraining, LightningDataModule):
     ) -> None:
         """
         Args:
-            task: the GLUE task (mrpc, mnli, ...: ``tiedemb.data.glue_tasks``).
+            task: the GLUE task: mrpc or mnli (``tiedemb.data.glue_tasks``).
             tokenizer: a tokenizer folder or hub name; ``pretrained``: model.pretrained's.
-            data_dir: a classic glue_data folder (the task's TSV files). Unset: data_files or the hub.
-            data_files: hub-format files per split (``{train: <file>, validation: <file>}``).
+            data_dir: a classic glue_data folder (the task's TSV files). Unset: the hub.
             max_length: tokens per example; longer pairs are cut.
             batch_size: examples per training batch.
             eval_batch_size: examples per evaluation batch. Unset: batch_size.
             num_workers: DataLoader worker processes.
             pin_memory: the DataLoader's page-locked batches (faster copies to a GPU).
-            hub_dataset: the hub dataset read without data_dir or data_files.
+            hub_dataset: the hub dataset read without data_dir.
             max_train_samples: train on the first this many examples only.
             length_grouping: batch training examples of similar length, sorting windows of this many
                 batches (0: uniform batches).
             sort_eval_by_length: read evaluation and prediction splits longest first (faster; same figures).
         """
         check_arguments("data", option_types(GlueData.__init__), locals())
-        _check_one_source(data_dir, data_files, hub_dataset)
+        if changed_from_default(hub_dataset, HUB_DATASET) and data_dir is not None:
+            # the folder is read: a hub dataset given too would be ignored without a word
+            raise no_effect(
+                "data.hub_dataset", hub_dataset, "with data.data_dir, which is read instead; give one source"
+            )
         super().__init__()
         self.save_hyperparameters()
         self.task_spec = TASKS[check_choice("data.task", task, TASKS)]
@@ -119,10 +120,8 @@ class GlueData(ResumableTraining, LightningDataModule):
         self.num_labels = self.task_spec.num_labels
         self.vocab_size = len(self.tokenizer)
         self.pad_token_id: int = self.tokenizer.pad_token_id
-        if data_files:
-            self._source: _ClassicSource | _FileSource | _HubSource = _FileSource(self.task_spec, data_files)
-        elif data_dir is not None:
-            self._source = _ClassicSource(self.task_spec, data_dir)
+        if data_dir is not None:
+            self._source: _ClassicSource | _HubSource = _ClassicSource(self.task_spec, data_dir)
         else:
             self._source = _HubSource(self.task_spec, hub_dataset)
         self.val_split_names: list[str] = self._source.present(self.task_spec.validation_splits)
@@ -225,15 +224,6 @@ class GlueData(ResumableTraining, LightningDataModule):
         )
 
 
-def _check_one_source(data_dir: str | None, data_files: dict[str, str] | None, hub_dataset: str) -> None:
-    """The first source given is read: a later one given too would be ignored without a word."""
-    if data_files and data_dir is not None:
-        raise no_effect("data.data_dir", data_dir, "with data.data_files, which is read instead; give one source")
-    if changed_from_default(hub_dataset, HUB_DATASET) and (data_files or data_dir is not None):
-        local = "data.data_files" if data_files else "data.data_dir"
-        raise no_effect("data.hub_dataset", hub_dataset, f"with {local}, which is read instead; give one source")
-
-
 def _lengths(dataset: datasets.Dataset) -> list[int]:
     """Tokens per example (before padding)."""
     return [len(ids) for ids in dataset["input_ids"]] if len(dataset) else []
@@ -284,46 +274,6 @@ class _ClassicSource:
         return datasets.Dataset.from_dict(columns)
 
 
-class _FileSource:
-    """One local file per split, with the hub's column names."""
-
-    def __init__(self, task: GlueTask, data_files: dict[str, str]) -> None:
-        self.task = task
-        self.paths: dict[str, Path] = {}
-        for split, path in data_files.items():
-            if split not in task.splits:
-                raise UserError(
-                    f"data_files has an entry for split {split!r}, which {task.name} does not have; "
-                    f"valid splits: {', '.join(task.splits)}"
-                )
-            self.paths[split] = Path(path).expanduser()
-            if not self.paths[split].is_file():
-                raise UserError(f"data_files[{split!r}]: file {str(path)!r} does not exist")
-            check_choice(f"data_files[{split!r}] file type", self.paths[split].suffix.lower(), FILE_TYPES)
-
-    def present(self, splits: tuple[str, ...]) -> list[str]:
-        return [split for split in splits if split in self.paths]
-
-    def expected(self, splits: tuple[str, ...]) -> str:
-        return "a data_files entry for " + " or ".join(repr(split) for split in splits)
-
-    prepare = _ClassicSource.prepare
-
-    def load(self, split: str) -> datasets.Dataset:
-        if split not in self.paths:
-            raise UserError(f"data_files has no {split!r} entry, which this run needs")
-        dataset, where = read_hub_format(self.paths[split], split)
-        return conform(
-            dataset,
-            self.task.text_columns,
-            self.task.label_names,
-            split,
-            labelled=split not in self.task.test_splits,
-            origin=str(self.paths[split]),
-            where=where,
-        )
-
-
 class _HubSource:
     """The hub dataset (``nyu-mll/glue``) with the task name as its configuration."""
 
@@ -347,15 +297,36 @@ class _HubSource:
             raise UserError(
                 f"hub dataset {self.name!r} ({self.task.name}) has no split {split!r}; it has {', '.join(splits)}"
             )
-        return conform(
-            splits[split],
-            self.task.text_columns,
-            self.task.label_names,
-            split,
-            labelled=split not in self.task.test_splits,
-            origin=f"{self.name}/{self.task.name}",
-            where=lambda row: f"row {row + 1}",
-        )
+        return self._conform(splits[split], split, labelled=split not in self.task.test_splits)
+
+    def _conform(self, dataset: datasets.Dataset, split: str, labelled: bool) -> datasets.Dataset:
+        """Check a hub split and reduce it to the text columns, ``label`` ids and ``idx``: unlabeled
+        splits get ``-1``, a missing ``idx`` becomes the row number. The result stays backed by the
+        hub's Arrow files, so its tokenised copy is cached on disk."""
+        origin = f"{self.name}/{self.task.name}"
+        required = [*self.task.text_columns, *(["label"] if labelled else [])]
+        missing = [column for column in required if column not in dataset.column_names]
+        if missing:
+            raise UserError(
+                f"{origin}: the {split} split lacks the column(s) {', '.join(missing)} "
+                f"(found: {', '.join(dataset.column_names) or 'none'})"
+            )
+        if len(dataset) == 0:
+            raise UserError(f"{origin}: the {split} split has no examples")
+        dataset = dataset.select_columns([column for column in (*required, "idx") if column in dataset.column_names])
+        if labelled:
+            for row, label in enumerate(dataset["label"]):
+                if not isinstance(label, int) or not 0 <= label < self.task.num_labels:
+                    raise UserError(
+                        f"{origin}, row {row + 1}: label {label!r} is not valid "
+                        f"(expected an id 0-{self.task.num_labels - 1})"
+                    )
+        else:
+            dataset = dataset.remove_columns([column for column in ("label",) if column in dataset.column_names])
+            dataset = dataset.add_column("label", [UNLABELED] * len(dataset))
+        if "idx" not in dataset.column_names:
+            dataset = dataset.add_column("idx", list(range(len(dataset))))
+        return dataset
 
     def _load(self) -> datasets.DatasetDict:
         if self._splits is None:
@@ -370,7 +341,6 @@ class _HubSource:
                 cache_hint = "" if offline else ", or set HF_HUB_OFFLINE=1 to use a copy in the local cache"
                 raise UserError(
                     f"could not load GLUE {self.task.name} from the hub dataset {self.name!r} ({error}). "
-                    "Pass data_dir (a classic glue_data folder) or data_files (split -> local "
-                    f".parquet/.jsonl/.json/.csv/.tsv file) instead{cache_hint}."
+                    f"Pass data_dir (a classic glue_data folder) instead{cache_hint}."
                 ) from None
         return self._splits

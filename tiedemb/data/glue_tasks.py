@@ -1,4 +1,4 @@
-"""The GLUE tasks tiedemb knows: names, columns, labels, splits and classic file layouts.
+"""The GLUE tasks tiedemb knows (MRPC and MNLI): names, columns, labels, splits and classic file layouts.
 
 One entry per task, in plain dataclasses: the classifier (``tiedemb.modules.glue``) reads label
 counts, metric and file names from here without loading the hub libraries the data module needs.
@@ -26,10 +26,6 @@ class ClassicLayout:
     MNLI files carry a different number of annotator-label columns before the gold label."""
     index_column: str = "index"
     """Header name of the example index that test files carry for submissions."""
-    headerless_columns: tuple[str, ...] | None = None
-    """Column names to assume when a file has no header row (CoLA's train and dev)."""
-    skip_malformed: bool = False
-    """Drop rows with missing fields instead of failing (QQP's train file has a few)."""
 
 
 @dataclass(frozen=True)
@@ -51,25 +47,6 @@ class GlueTask:
     @property
     def splits(self) -> tuple[str, ...]:
         return ("train", *self.validation_splits, *self.test_splits)
-
-
-def _simple_task(
-    name: str,
-    text_columns: tuple[str, ...],
-    label_names: tuple[str, ...],
-    folder: str,
-    file_columns: tuple[str, ...],
-    file_labels: tuple[str, ...],
-    **layout: object,
-) -> GlueTask:
-    """A task with one validation and one test split, as all GLUE tasks but MNLI have.
-
-    ``file_columns`` and ``file_labels`` are the text column names and label spellings of its
-    classic files; ``layout`` sets the remaining ``ClassicLayout`` fields.
-    """
-    files = {"train": "train.tsv", "validation": "dev.tsv", "test": "test.tsv"}
-    classic = ClassicLayout(folder, files, file_columns, file_labels, **layout)
-    return GlueTask(name, text_columns, label_names, ("validation",), ("test",), {"test": f"{folder}.tsv"}, classic)
 
 
 _MNLI = GlueTask(
@@ -94,62 +71,21 @@ _MNLI = GlueTask(
     ),
 )
 
-TASKS: dict[str, GlueTask] = {
-    task.name: task
-    for task in (
-        _MNLI,
-        _simple_task(
-            "mrpc",
-            ("sentence1", "sentence2"),
-            ("not_equivalent", "equivalent"),
-            folder="MRPC",
-            file_columns=("#1 String", "#2 String"),
-            file_labels=("0", "1"),
-            label_column="Quality",
-        ),
-        _simple_task(
-            "rte",
-            ("sentence1", "sentence2"),
-            ("entailment", "not_entailment"),
-            folder="RTE",
-            file_columns=("sentence1", "sentence2"),
-            file_labels=("entailment", "not_entailment"),
-        ),
-        _simple_task(
-            "qnli",
-            ("question", "sentence"),
-            ("entailment", "not_entailment"),
-            folder="QNLI",
-            file_columns=("question", "sentence"),
-            file_labels=("entailment", "not_entailment"),
-        ),
-        _simple_task(
-            "qqp",
-            ("question1", "question2"),
-            ("not_duplicate", "duplicate"),
-            folder="QQP",
-            file_columns=("question1", "question2"),
-            file_labels=("0", "1"),
-            label_column="is_duplicate",
-            index_column="id",
-            skip_malformed=True,
-        ),
-        _simple_task(
-            "sst2",
-            ("sentence",),
-            ("negative", "positive"),
-            folder="SST-2",
-            file_columns=("sentence",),
-            file_labels=("0", "1"),
-        ),
-        _simple_task(
-            "cola",
-            ("sentence",),
-            ("unacceptable", "acceptable"),
-            folder="CoLA",
-            file_columns=("sentence",),
-            file_labels=("0", "1"),
-            headerless_columns=("source", "label", "original_label", "sentence"),
-        ),
-    )
-}
+_MRPC = GlueTask(
+    name="mrpc",
+    text_columns=("sentence1", "sentence2"),
+    label_names=("not_equivalent", "equivalent"),
+    validation_splits=("validation",),
+    test_splits=("test",),
+    submission_files={"test": "MRPC.tsv"},
+    classic=ClassicLayout(
+        folder="MRPC",
+        split_files={"train": "train.tsv", "validation": "dev.tsv", "test": "test.tsv"},
+        text_columns=("#1 String", "#2 String"),
+        label_values=("0", "1"),
+        label_column="Quality",
+    ),
+)
+
+TASKS: dict[str, GlueTask] = {task.name: task for task in (_MNLI, _MRPC)}
+"""The tasks the studies fine-tune on: MNLI and MRPC."""

@@ -1,12 +1,11 @@
 """Fetching the named data sets (``tiedemb.data.catalog``) and writing them under the data folder.
 
 Brown comes through NLTK's downloader, WikiText-2, GLUE and the tokenizer from the Hugging Face
-hub; ``from_path`` (``--from``) names files already on this machine instead (NLTK's Brown folder, a
-folder of the hub dataset's parquet files, a tokenizer folder), for a machine without the network.
-What was fetched goes through ``tiedemb.data.source_formats``.
+hub; what was fetched goes through ``tiedemb.data.source_formats``. A machine without the network
+gets a copy of the data folder made elsewhere (``SHA256SUMS`` checks it).
 
-Everything is asked for before anything is written: an unknown name, a ``from_path`` that is not
-there, Brown without nltk are refused in one line with nothing written. Each data set is made in
+Everything is asked for before anything is written: an unknown name and Brown without nltk are
+refused in one line with nothing written. Each data set is made in
 a staging folder inside the data folder and renamed into place whole, so a failed download leaves
 no half-made file; ``SHA256SUMS`` then lists the sha256 of every file in place (``sha256sum -c
 SHA256SUMS`` in the data folder checks them).
@@ -24,14 +23,7 @@ from typing import Any
 
 from tiedemb.data.catalog import CHECKSUMS, DATA_DIR, ENTRIES, Entry, file_sha256
 from tiedemb.data.glue_tasks import TASKS
-from tiedemb.data.source_formats import (
-    brown_files,
-    column,
-    parquet_splits,
-    write_brown,
-    write_glue,
-    write_wikitext,
-)
+from tiedemb.data.source_formats import brown_files, column, write_brown, write_glue, write_wikitext
 from tiedemb.errors import UserError, first_line
 from tiedemb.training.files import atomic_write_text, disk_full_is_reported, ordinary_permissions
 
@@ -46,16 +38,13 @@ HUB_TOKENIZERS = {"bert-base-uncased": "bert-base-uncased"}
 TOKENIZER_FILES = ("config.json", "special_tokens_map.json", "tokenizer.json", "tokenizer_config.json", "vocab.txt")
 """What a tokenizer folder holds: the model's config.json too, which names the tokenizer's class when
 tokenizer_config.json does not (bert-base-uncased's)."""
-NLTK_MISSING = (
-    "preparing brown downloads it with NLTK, which is not installed: pip install 'tiedemb[data]' "
-    "(or pass --from with NLTK's Brown folder)"
-)
+NLTK_MISSING = "preparing brown downloads it with NLTK, which is not installed: pip install 'tiedemb[data]'"
 
 
 # --------------------------------------------------------------------------- the request, checked whole
 
 
-def requested(names: list[str], from_path: Path | None) -> list[Entry]:
+def requested(names: list[str]) -> list[Entry]:
     """The entries named, in order, once each; refuses what cannot be done before anything is written."""
     unknown = [name for name in names if name not in ENTRIES]
     if unknown:
@@ -63,12 +52,7 @@ def requested(names: list[str], from_path: Path | None) -> list[Entry]:
     entries = [ENTRIES[name] for name in dict.fromkeys(names)]
     if not entries:
         raise UserError(f"name the data to prepare: {', '.join(ENTRIES)}")
-    if from_path is not None:
-        if len(entries) > 1:
-            raise UserError(f"--from names the files of one data set; {len(entries)} were named")
-        if not from_path.expanduser().exists():
-            raise UserError(f"--from {str(from_path)!r} does not exist")
-    elif any(entry.name == "brown" for entry in entries):
+    if any(entry.name == "brown" for entry in entries):
         try:
             importlib.import_module("nltk")
         except ImportError:
@@ -109,28 +93,24 @@ def hub_splits(name: str) -> dict[str, Any]:
             reason = "" if online else " (the hub cannot be reached, or HF_HUB_OFFLINE is set)"
             raise UserError(
                 f"could not fetch {repo} {config} from the hub{reason}: {first_line(error)}; "
-                "elsewhere, download its parquet files and pass their folder with --from"
+                "elsewhere, prepare it there and copy the data folder here"
             ) from None
     return {split: dataset.data for split, dataset in loaded.items()}
-
-
-def splits_of(entry: Entry, from_path: Path | None) -> dict[str, Any]:
-    return parquet_splits(from_path) if from_path is not None else hub_splits(entry.name)
 
 
 # --------------------------------------------------------------------------- making one data set
 
 
-def make_brown(entry: Entry, from_path: Path | None, work: Path, out: Path) -> str:
-    origin = from_path if from_path is not None else download_brown(work)
+def make_brown(entry: Entry, work: Path, out: Path) -> str:
+    origin = download_brown(work)
     unpacked = work / "unpacked"
     unpacked.mkdir()
     return f"{write_brown(brown_files(origin, unpacked), out)} documents"
 
 
-def make_wikitext(entry: Entry, from_path: Path | None, work: Path, out: Path) -> str:
-    splits = splits_of(entry, from_path)
-    where = str(from_path) if from_path is not None else " ".join(HUB_DATASETS[entry.name])
+def make_wikitext(entry: Entry, work: Path, out: Path) -> str:
+    splits = hub_splits(entry.name)
+    where = " ".join(HUB_DATASETS[entry.name])
     if "validation" not in splits:
         raise UserError(f"{where} has no validation split (found: {', '.join(splits) or 'none'})")
     table = splits["validation"]
@@ -139,31 +119,28 @@ def make_wikitext(entry: Entry, from_path: Path | None, work: Path, out: Path) -
     return f"{write_wikitext(column(table, 'text'), out)} lines"
 
 
-def make_glue(entry: Entry, from_path: Path | None, work: Path, out: Path) -> str:
-    where = str(from_path) if from_path is not None else " ".join(HUB_DATASETS[entry.name])
-    written = write_glue(TASKS[entry.name], splits_of(entry, from_path), out, where)
+def make_glue(entry: Entry, work: Path, out: Path) -> str:
+    where = " ".join(HUB_DATASETS[entry.name])
+    written = write_glue(TASKS[entry.name], hub_splits(entry.name), out, where)
     return ", ".join(f"{name} {rows} rows" for name, rows in written.items())
 
 
-def make_tokenizer(entry: Entry, from_path: Path | None, work: Path, out: Path) -> str:
-    """The tokenizer's files as the hub holds them (or as ``from_path`` holds them), copied byte for byte, so
-    their checksums do not depend on the transformers version; checked to load."""
+def make_tokenizer(entry: Entry, work: Path, out: Path) -> str:
+    """The tokenizer's files as the hub holds them, copied byte for byte, so their checksums do not
+    depend on the transformers version; checked to load."""
     from transformers import AutoTokenizer
 
-    if from_path is None:
-        from_path = download_tokenizer(HUB_TOKENIZERS[entry.name])
-    elif not from_path.is_dir():
-        raise UserError(f"--from {str(from_path)!r} is not a tokenizer folder")
-    found = [from_path / name for name in TOKENIZER_FILES if (from_path / name).is_file()]
+    folder = download_tokenizer(HUB_TOKENIZERS[entry.name])
+    found = [folder / name for name in TOKENIZER_FILES if (folder / name).is_file()]
     if not any(path.name in ("tokenizer.json", "vocab.txt") for path in found):
-        raise UserError(f"{str(from_path)!r} holds no tokenizer.json or vocab.txt")
+        raise UserError(f"{str(folder)!r} holds no tokenizer.json or vocab.txt")
     out.mkdir()
     for path in found:
         shutil.copyfile(path, out / path.name)
     try:
         tokenizer = AutoTokenizer.from_pretrained(str(out))
     except Exception as error:  # OSError for a missing file; others for a broken one
-        raise UserError(f"the tokenizer files of {str(from_path)!r} do not load: {first_line(error)}") from None
+        raise UserError(f"the tokenizer files of {str(folder)!r} do not load: {first_line(error)}") from None
     return f"{len(tokenizer)} tokens"
 
 
@@ -183,14 +160,14 @@ def download_tokenizer(repo: str) -> Path:
             ) from None
 
 
-MAKERS: dict[str, Callable[[Entry, Path | None, Path, Path], str]] = {
+MAKERS: dict[str, Callable[[Entry, Path, Path], str]] = {
     "brown": make_brown,
     "wikitext-2": make_wikitext,
     "mrpc": make_glue,
     "mnli": make_glue,
     "bert-base-uncased": make_tokenizer,
 }
-"""Name -> what makes it: (entry, ``--from`` or None, a scratch folder, where to write) -> a summary."""
+"""Name -> what makes it: (entry, a scratch folder, where to write) -> a summary."""
 
 
 # --------------------------------------------------------------------------- checksums
@@ -245,13 +222,11 @@ def put_in_place(staged: Path, target: Path, aside: Path) -> None:
 def prepare(
     names: list[str],
     root: Path = DATA_DIR,
-    from_path: Path | None = None,
     force: bool = False,
     echo: Callable[[str], None] = print,
 ) -> list[Path]:
     """Make each named data set under ``root``; returns what was written (one path per data set)."""
-    from_path = from_path.expanduser() if from_path is not None else None
-    entries = requested(names, from_path)
+    entries = requested(names)
     if root.exists() and not root.is_dir():
         raise UserError(f"the data folder {str(root)!r} is a file")
     todo = []
@@ -270,7 +245,7 @@ def prepare(
                 staged = work / "out" / entry.location
                 staged.parent.mkdir(parents=True)
                 with disk_full_is_reported(root, entry.location, "prepare it into another folder with --dir"):
-                    summary = MAKERS[entry.name](entry, from_path, work, staged)
+                    summary = MAKERS[entry.name](entry, work, staged)
                 ordinary_permissions(work / "out")  # mkdtemp's folder is private; what goes in place is not
                 put_in_place(staged, root / entry.location, work / "replaced")
                 record_checksums(root, entry.location)

@@ -171,32 +171,3 @@ def write_glue(task: GlueTask, splits: Mapping[str, Any], folder: Path, where: s
             raise UserError(f"{where}: the {split} split of {task.name} has no examples")
         written[name] = count
     return written
-
-
-# --------------------------------------------------------------------------- the hub's parquet files
-
-_PARQUET_SPLIT = re.compile(r"(?P<split>[A-Za-z_]+)-\d+-of-\d+\.parquet")
-"""A hub dataset's parquet file name: ``<split>-00000-of-00001.parquet``."""
-
-
-def parquet_splits(folder: Path) -> dict[str, Any]:
-    """A folder of a hub dataset's parquet files (one configuration's, as the hub stores them) read as
-    split -> ``pyarrow.Table``: what ``--from`` takes instead of a download."""
-    import pyarrow as pa
-    import pyarrow.parquet as pq
-
-    if not folder.is_dir():
-        raise UserError(f"{str(folder)!r} is not a folder of a hub dataset's parquet files")
-    grouped: dict[str, list[Path]] = {}
-    for path in sorted(folder.glob("*.parquet")):
-        named = _PARQUET_SPLIT.fullmatch(path.name)
-        split = named["split"] if named else path.stem
-        grouped.setdefault(split, []).append(path)
-    if not grouped:
-        raise UserError(
-            f"{str(folder)!r} holds no parquet files (the hub stores a split as <split>-00000-of-00001.parquet)"
-        )
-    try:
-        return {split: pa.concat_tables([pq.read_table(path) for path in paths]) for split, paths in grouped.items()}
-    except (OSError, pa.ArrowException) as error:
-        raise UserError(f"could not read the parquet files in {str(folder)!r}: {error}") from None
