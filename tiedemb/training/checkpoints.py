@@ -4,7 +4,8 @@ Lightning restores weights, optimiser, scheduler and loop counters; the data pos
 datamodule's (``tiedemb.data.sampling``) and the random state ``RandomState``'s
 (``tiedemb.training.random_state``). What is left is here:
 
-* ``ResumableCheckpoint`` keeps ``last.ckpt`` the newest state, whatever the monitored metric did.
+* ``ResumableCheckpoint`` keeps ``last.ckpt`` the newest state at every validation, whatever the
+  monitored metric did; ``write_last`` writes a callback's ``last`` checkpoint through public API.
 * ``find_last_checkpoint`` gives ``--ckpt_path=last`` a meaning that survives new run folders:
   the newest ``last*.ckpt`` (or SLURM ``hpc_ckpt_N.ckpt``) under the run roots written by a run of
   the same configuration.
@@ -25,10 +26,10 @@ from typing import Any
 import lightning as L
 import torch
 from lightning.pytorch.callbacks import ModelCheckpoint
+from lightning.pytorch.trainer.states import TrainerFn
 
 from tiedemb.errors import UserError, first_line
 from tiedemb.options import class_parameters
-from tiedemb.training.lightning_internals import save_last_checkpoint, saved_this_step, saves_at_train_epoch_end
 from tiedemb.training.run_dir import HPC_NAME
 
 log = logging.getLogger("tiedemb")
@@ -74,37 +75,51 @@ TRAINING_SETTINGS = frozenset(
 
 
 class ResumableCheckpoint(ModelCheckpoint):
-    """``ModelCheckpoint`` whose ``last.ckpt`` always holds the newest state.
+    """``ModelCheckpoint`` whose ``last.ckpt`` holds the newest state at every validation and at the end.
 
-    Lightning refreshes ``last.ckpt`` at a validation or epoch end only when it also saved a
-    top-k checkpoint, i.e. when the monitored metric improved; after a worse validation,
-    ``last.ckpt`` would lag behind and a resumed run would silently repeat steps. Here it is
-    written at every validation (or epoch) end where checkpoints are due, besides the top-k, and
-    when training ends at a step no validation saved.
+    Lightning refreshes ``last.ckpt`` after a validation only when it also saved a top-k
+    checkpoint, i.e. when the monitored metric improved; after a worse validation, ``last.ckpt``
+    would lag behind and a resumed run would repeat steps. Here it is written at every validation
+    of a fit where no checkpoint was written at that step yet, and when training ends at a step no
+    validation saved.
     """
+
+    def on_save_checkpoint(self, trainer: L.Trainer, pl_module: L.LightningModule, checkpoint: dict[str, Any]) -> None:
+        # Lightning calls this for every checkpoint written, by any callback: the step is saved.
+        self.saved_at_step = trainer.global_step
 
     def on_validation_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
         super().on_validation_end(trainer, pl_module)
-        if not saves_at_train_epoch_end(self, trainer):
-            self._refresh_last(trainer)
-
-    def on_train_epoch_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
-        super().on_train_epoch_end(trainer, pl_module)
-        if saves_at_train_epoch_end(self, trainer):
-            self._refresh_last(trainer)
+        self._refresh_last(trainer)
 
     def on_train_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
         # A fit that ends between validations (max_steps not a multiple of the validation interval)
         # would leave last.ckpt at the last validation: the final steps are saved here.
         super().on_train_end(trainer, pl_module)
-        if self.save_last and not saved_this_step(self, trainer):
-            save_last_checkpoint(self, trainer)
+        self._refresh_last(trainer)
 
     def _refresh_last(self, trainer: L.Trainer) -> None:
-        every = self.every_n_epochs or 0
-        due = every >= 1 and (trainer.current_epoch + 1) % every == 0
-        if self.save_last and due and not saved_this_step(self, trainer):
-            save_last_checkpoint(self, trainer)
+        fitting = trainer.state.fn == TrainerFn.FITTING and not trainer.sanity_checking and not trainer.fast_dev_run
+        if self.save_last and fitting and getattr(self, "saved_at_step", None) != trainer.global_step:
+            write_last(self, trainer)
+
+
+def write_last(callback: ModelCheckpoint, trainer: L.Trainer) -> str:
+    """Write ``callback``'s ``last`` checkpoint now with ``Trainer.save_checkpoint``; the path written.
+
+    The file the callback's own ``last`` saves went to (``last_model_path``), else the name it
+    gives ``last`` (``last.ckpt``); ``last_model_path`` is set before the save, so that the
+    checkpoint's callback state names it, and the loggers are told, as after the callback's saves
+    (``WandbLogger(log_model="all")`` uploads it).
+    """
+    metrics = {**trainer.callback_metrics, "epoch": trainer.current_epoch, "step": trainer.global_step}
+    path = callback.last_model_path or callback.format_checkpoint_name(metrics, callback.CHECKPOINT_NAME_LAST)
+    callback.last_model_path = path
+    trainer.save_checkpoint(path, callback.save_weights_only)
+    if trainer.is_global_zero:
+        for logger in trainer.loggers:
+            logger.after_save_checkpoint(callback)
+    return path
 
 
 # --------------------------------------------------------------------------- reading checkpoints

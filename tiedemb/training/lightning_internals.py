@@ -9,7 +9,6 @@ reshapes one, instead of letting the behaviour change silently. The text of json
 from __future__ import annotations
 
 import lightning as L
-from lightning.pytorch.callbacks import ModelCheckpoint
 
 
 def stop_after_this_step(trainer: L.Trainer, stop: bool = True) -> None:
@@ -19,22 +18,3 @@ def stop_after_this_step(trainer: L.Trainer, stop: bool = True) -> None:
     training and validation batch; its own SIGTERM handler is the only public way to set it.
     """
     trainer._signal_connector.received_sigterm = stop
-
-
-def save_last_checkpoint(callback: ModelCheckpoint, trainer: L.Trainer) -> None:
-    """Write ``callback``'s ``last`` checkpoint now, as ``ModelCheckpoint`` itself does.
-
-    The same file name and version counter (``last.ckpt``, ``last-v1.ckpt``), ``last_model_path``
-    set before the save so that the checkpoint's callback state names it, the previous one removed.
-    """
-    callback._save_last_checkpoint(trainer, callback._monitor_candidates(trainer))
-
-
-def saved_this_step(callback: ModelCheckpoint, trainer: L.Trainer) -> bool:
-    """Whether ``callback`` writes nothing now: saved at this step already, or not fitting."""
-    return callback._should_skip_saving_checkpoint(trainer)
-
-
-def saves_at_train_epoch_end(callback: ModelCheckpoint, trainer: L.Trainer) -> bool:
-    """Whether ``callback`` saves at the end of a training epoch rather than after a validation."""
-    return callback._should_save_on_train_epoch_end(trainer)
