@@ -20,9 +20,7 @@ from jsonargparse import ArgumentParser as JsonArgumentParser
 from lightning.pytorch.loops import evaluation_loop, fit_loop, training_epoch_loop
 
 from tiedemb.training.arguments import NO_CLASS, condense_parse_error, nearest_valid_key
-from tiedemb.training.lightning_internals import (
-    stop_after_this_step,
-)
+from tiedemb.training.preemption import stop_after_this_step
 
 PRIVATE_OVERRIDES: dict[str, list[str]] = {}
 """The private methods of a library class that a tiedemb subclass overrides: none."""
