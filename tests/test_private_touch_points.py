@@ -17,13 +17,10 @@ import pytest
 import torch
 from jsonargparse import ArgumentError
 from jsonargparse import ArgumentParser as JsonArgumentParser
-from lightning.pytorch.callbacks import ModelCheckpoint
 from lightning.pytorch.loops import evaluation_loop, fit_loop, training_epoch_loop
 
 from tiedemb.training.arguments import NO_CLASS, condense_parse_error, nearest_valid_key
-from tiedemb.training.lightning_internals import (
-    stop_after_this_step,
-)
+from tiedemb.training.preemption import stop_after_this_step
 
 PRIVATE_OVERRIDES: dict[str, list[str]] = {}
 """The private methods of a library class that a tiedemb subclass overrides: none."""
@@ -72,22 +69,7 @@ def test_the_flag_lightnings_sigterm_handler_sets_stops_the_fit_after_the_step()
         assert "received_sigterm" in inspect.getsource(loop), f"{loop.__name__} no longer stops on the flag"
 
 
-# -- 2. ModelCheckpoint's last-checkpoint step ------------------------------------------------------
-@pytest.mark.parametrize(
-    ("name", "expected"),
-    [
-        ("_save_last_checkpoint", ["self", "trainer", "monitor_candidates"]),
-        ("_monitor_candidates", ["self", "trainer"]),
-        ("_should_skip_saving_checkpoint", ["self", "trainer"]),
-        ("_should_save_on_train_epoch_end", ["self", "trainer"]),
-    ],
-)
-def test_model_checkpoint_keeps_its_last_checkpoint_step(name, expected):
-    assert hasattr(ModelCheckpoint, name), f"ModelCheckpoint.{name} is gone (ResumableCheckpoint, SaveOnPreemption)"
-    assert parameters(getattr(ModelCheckpoint, name)) == expected, f"ModelCheckpoint.{name} changed"
-
-
-# -- 3. jsonargparse's error report ------------------------------------------------------------------
+# -- 2. jsonargparse's error report ------------------------------------------------------------------
 def parse_error(parser: JsonArgumentParser, args: list[str]) -> str:
     with pytest.raises(ArgumentError) as raised:
         parser.parse_args(args)

@@ -22,7 +22,7 @@ import yaml
 import tiedemb.cli as cli_module
 from tiedemb.cli import main
 from tiedemb.nn.config import ARCHITECTURE, TransformerConfig
-from tiedemb.training.wandb_names import WANDB_LOGGER, name_wandb_runs
+from tiedemb.training.wandb_mode import WANDB_LOGGER, name_wandb_runs
 from tiedemb.weights.language_model import HEAD_SETTINGS
 
 pytestmark = pytest.mark.end_to_end  # runs the real command line
@@ -72,7 +72,7 @@ ADDED = {
 A command line that resolves one of them to anything else resolves differently, and fails."""
 
 NAMED_WANDB_ARGS = ("name", "group", "tags", "config")
-"""The W&B logger's arguments a run now fills from its own settings when unset (training/wandb_names.py):
+"""The W&B logger's arguments a run now fills from its own settings when unset (training/wandb_mode.py):
 they name the run on the W&B page and change no result."""
 
 ADDED_CALLBACKS = {"lightning.pytorch.callbacks.LearningRateMonitor", "tiedemb.modules.throughput.ModelThroughput"}

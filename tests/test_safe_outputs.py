@@ -20,7 +20,7 @@ from run_dirs import run_checkpoint
 
 from tiedemb import PretrainModule
 from tiedemb.cli import main
-from tiedemb.training.checkpoint_io import AtomicCheckpointIO
+from tiedemb.training.checkpoints import AtomicCheckpointIO
 from tiedemb.training.files import PARTIAL_SUFFIX, atomic_write, atomic_write_text
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -37,8 +37,9 @@ from tiedemb.modules.throughput import ModelThroughput
 from tiedemb.nn.config import OBJECTIVES
 from tiedemb.options import as_written, changed_from_default, class_parameters
 from tiedemb.training.arguments import ArgumentParser
-from tiedemb.training.checkpoint_io import AtomicCheckpointIO
 from tiedemb.training.checkpoints import (
+    AtomicCheckpointIO,
+    RandomState,
     check_compatible,
     check_model_kind,
     find_last_checkpoint,
@@ -61,11 +62,9 @@ from tiedemb.training.exits import INTERRUPTED_EXIT, PREEMPTED_EXIT, report_user
 from tiedemb.training.files import first_free
 from tiedemb.training.log_level import LEVELS, hide_lightning_advert, set_log_level, set_log_level_from_env
 from tiedemb.training.metric_names import MAJORITY_PREFIX, kept_name
-from tiedemb.training.monitor import TrainingMonitor
-from tiedemb.training.parameter_counts import ParameterCounts
+from tiedemb.training.monitor import ParameterCounts, TrainingMonitor
 from tiedemb.training.precision import LightningPrecision, PrecisionIfNative, resolve_precision
 from tiedemb.training.preemption import SaveOnPreemption, saved_at_stop, stop_signal
-from tiedemb.training.random_state import RandomState
 from tiedemb.training.run_checks import (
     check_checkpoint_name,
     check_has_split,
@@ -88,8 +87,7 @@ from tiedemb.training.run_dir import (
 )
 from tiedemb.training.status_callback import RunStatus
 from tiedemb.training.strategy import check_cpu_processes, check_strategy_config
-from tiedemb.training.wandb_mode import WandbRunId, make_wandb_folders, wandb_mode, wandb_run_id
-from tiedemb.training.wandb_names import name_wandb_runs
+from tiedemb.training.wandb_mode import WandbRunId, make_wandb_folders, name_wandb_runs, wandb_mode, wandb_run_id
 
 USAGE = "%(prog)s [-h] [-c CONFIG] [--model CLASS] [--data CLASS] [--KEY VALUE ...]"
 """The usage line of every subcommand's --help (argparse's own lists each of its 100-odd options)."""
@@ -584,7 +582,7 @@ class TiedembCLI(LightningCLI):
 
     def after_fit(self) -> None:
         """``--save_transformers``: the run's best checkpoint (else its newest) as a transformers folder."""
-        from tiedemb.training.fit_export import export_beside
+        from tiedemb.training.run_dir import export_beside
 
         callback = self.trainer.checkpoint_callback
         if not self._settings().get("save_transformers") or not self.trainer.is_global_zero or callback is None:

@@ -126,7 +126,7 @@ def predict(args: argparse.Namespace) -> list[Path]:
     from tiedemb.modules.glue import GlueModule, write_predictions
     from tiedemb.training.checkpoints import read_checkpoint
     from tiedemb.training.files import write_tsv
-    from tiedemb.training.run_checkpoint import run_checkpoint
+    from tiedemb.training.run_dir import run_checkpoint
 
     path = run_checkpoint(args.run, args.checkpoint)
     checkpoint = read_checkpoint(path, weights_only=args.weights_only)

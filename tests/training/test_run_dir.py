@@ -17,8 +17,8 @@ from tiedemb.cli import main
 from tiedemb.errors import UserError
 from tiedemb.experiments import layout
 from tiedemb.experiments.runs import find_runs
-from tiedemb.training.checkpoint_io import BEST_NAME, keep_best_name
-from tiedemb.training.run_dir import base_name, choose_run_dir, run_dir_of_checkpoint, writes_in_run_dir
+from tiedemb.training.checkpoints import keep_best_name
+from tiedemb.training.run_dir import BEST_NAME, base_name, choose_run_dir, run_dir_of_checkpoint, writes_in_run_dir
 
 ROOT = Path(__file__).resolve().parents[2]
 CONFIGS = ROOT / "configs"

@@ -7,7 +7,7 @@ from pathlib import Path
 from tiny_runs import TINY_TIED
 
 from tiedemb.cli import main
-from tiedemb.training.wandb_names import D_E_KEY, SEED_KEY, WANDB_LOGGER, name_wandb_runs, run_labels
+from tiedemb.training.wandb_mode import D_E_KEY, SEED_KEY, WANDB_LOGGER, name_wandb_runs, run_labels
 
 CONFIGS = Path(__file__).resolve().parents[2] / "configs"
 

@@ -1,10 +1,14 @@
 """A run's checkpoints: where the newest state is written, and which checkpoint a run starts from.
 
 Lightning restores weights, optimiser, scheduler and loop counters; the data position is the
-datamodule's (``tiedemb.data.sampling``) and the random state ``RandomState``'s
-(``tiedemb.training.random_state``). What is left is here:
+datamodule's (``tiedemb.data.sampling``). What is left is here:
 
-* ``ResumableCheckpoint`` keeps ``last.ckpt`` the newest state, whatever the monitored metric did.
+* ``AtomicCheckpointIO``: Lightning's checkpoint writer, made crash-safe and refusing to save
+  diverged weights; the best checkpoint also under the stable name ``best.ckpt``.
+* ``RandomState``: every process's global random-number state in checkpoints, put back when
+  training resumes.
+* ``ResumableCheckpoint`` keeps ``last.ckpt`` the newest state at every validation, whatever the
+  monitored metric did; ``write_last`` writes a callback's ``last`` checkpoint through public API.
 * ``find_last_checkpoint`` gives ``--ckpt_path=last`` a meaning that survives new run folders:
   the newest ``last*.ckpt`` (or SLURM ``hpc_ckpt_N.ckpt``) under the run roots written by a run of
   the same configuration.
@@ -17,19 +21,25 @@ from __future__ import annotations
 import inspect
 import logging
 import os
+import random
 import re
-from collections.abc import Iterable, Mapping
+import shutil
+from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 import lightning as L
+import numpy as np
 import torch
-from lightning.pytorch.callbacks import ModelCheckpoint
+from lightning.fabric.utilities.cloud_io import get_filesystem
+from lightning.pytorch.callbacks import Callback, ModelCheckpoint
+from lightning.pytorch.plugins.io import TorchCheckpointIO
+from lightning.pytorch.trainer.states import TrainerFn
 
 from tiedemb.errors import UserError, first_line
 from tiedemb.options import class_parameters
-from tiedemb.training.lightning_internals import save_last_checkpoint, saved_this_step, saves_at_train_epoch_end
-from tiedemb.training.run_dir import HPC_NAME
+from tiedemb.training.files import atomic_write
+from tiedemb.training.run_dir import BEST_NAME, HPC_NAME
 
 log = logging.getLogger("tiedemb")
 
@@ -74,37 +84,222 @@ TRAINING_SETTINGS = frozenset(
 
 
 class ResumableCheckpoint(ModelCheckpoint):
-    """``ModelCheckpoint`` whose ``last.ckpt`` always holds the newest state.
+    """``ModelCheckpoint`` whose ``last.ckpt`` holds the newest state at every validation and at the end.
 
-    Lightning refreshes ``last.ckpt`` at a validation or epoch end only when it also saved a
-    top-k checkpoint, i.e. when the monitored metric improved; after a worse validation,
-    ``last.ckpt`` would lag behind and a resumed run would silently repeat steps. Here it is
-    written at every validation (or epoch) end where checkpoints are due, besides the top-k, and
-    when training ends at a step no validation saved.
+    Lightning refreshes ``last.ckpt`` after a validation only when it also saved a top-k
+    checkpoint, i.e. when the monitored metric improved; after a worse validation, ``last.ckpt``
+    would lag behind and a resumed run would repeat steps. Here it is written at every validation
+    of a fit where no checkpoint was written at that step yet, and when training ends at a step no
+    validation saved.
     """
+
+    def on_save_checkpoint(self, trainer: L.Trainer, pl_module: L.LightningModule, checkpoint: dict[str, Any]) -> None:
+        # Lightning calls this for every checkpoint written, by any callback: the step is saved.
+        self.saved_at_step = trainer.global_step
 
     def on_validation_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
         super().on_validation_end(trainer, pl_module)
-        if not saves_at_train_epoch_end(self, trainer):
-            self._refresh_last(trainer)
-
-    def on_train_epoch_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
-        super().on_train_epoch_end(trainer, pl_module)
-        if saves_at_train_epoch_end(self, trainer):
-            self._refresh_last(trainer)
+        self._refresh_last(trainer)
 
     def on_train_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
         # A fit that ends between validations (max_steps not a multiple of the validation interval)
         # would leave last.ckpt at the last validation: the final steps are saved here.
         super().on_train_end(trainer, pl_module)
-        if self.save_last and not saved_this_step(self, trainer):
-            save_last_checkpoint(self, trainer)
+        self._refresh_last(trainer)
 
     def _refresh_last(self, trainer: L.Trainer) -> None:
-        every = self.every_n_epochs or 0
-        due = every >= 1 and (trainer.current_epoch + 1) % every == 0
-        if self.save_last and due and not saved_this_step(self, trainer):
-            save_last_checkpoint(self, trainer)
+        fitting = trainer.state.fn == TrainerFn.FITTING and not trainer.sanity_checking and not trainer.fast_dev_run
+        if self.save_last and fitting and getattr(self, "saved_at_step", None) != trainer.global_step:
+            write_last(self, trainer)
+
+
+def write_last(callback: ModelCheckpoint, trainer: L.Trainer) -> str:
+    """Write ``callback``'s ``last`` checkpoint now with ``Trainer.save_checkpoint``; the path written.
+
+    The file the callback's own ``last`` saves went to (``last_model_path``), else the name it
+    gives ``last`` (``last.ckpt``); ``last_model_path`` is set before the save, so that the
+    checkpoint's callback state names it, and the loggers are told, as after the callback's saves
+    (``WandbLogger(log_model="all")`` uploads it).
+    """
+    metrics = {**trainer.callback_metrics, "epoch": trainer.current_epoch, "step": trainer.global_step}
+    path = callback.last_model_path or callback.format_checkpoint_name(metrics, callback.CHECKPOINT_NAME_LAST)
+    callback.last_model_path = path
+    trainer.save_checkpoint(path, callback.save_weights_only)
+    if trainer.is_global_zero:
+        for logger in trainer.loggers:
+            logger.after_save_checkpoint(callback)
+    return path
+
+
+# --------------------------------------------------------------------------- writing checkpoints
+
+
+class NonFiniteCheckpoint(UserError):
+    """A checkpoint was about to be written with NaN or infinite weights."""
+
+
+def non_finite_tensors(state_dict: dict[str, Any]) -> list[str]:
+    """Names of floating-point tensors in ``state_dict`` holding NaN or infinity."""
+    return [
+        name
+        for name, value in state_dict.items()
+        if isinstance(value, torch.Tensor) and value.is_floating_point() and not bool(torch.isfinite(value).all())
+    ]
+
+
+class AtomicCheckpointIO(TorchCheckpointIO):
+    """Lightning's checkpoint writer, made crash-safe and refusing to save diverged weights.
+
+    Lightning's own writer stages the file in the system temporary folder and moves it, which
+    is a copy (not atomic) whenever that folder is on another file system, and holds the whole
+    checkpoint in memory twice. This one streams ``torch.save`` into a temporary file in the
+    target's folder, fsyncs it and renames it over the target. Remote (fsspec) paths keep
+    Lightning's behaviour. Loading is unchanged.
+
+    Every checkpoint it writes records its checkpoint callbacks' best file (``best_model_path``,
+    set before the file is written); once that file exists, ``best.ckpt`` beside it is the same
+    file (``keep_best_name``), so a run's best checkpoint has a name that does not depend on the
+    monitored metric or the step.
+    """
+
+    def save_checkpoint(self, checkpoint: dict[str, Any], path: Any, storage_options: Any | None = None) -> None:
+        if storage_options is not None or not _is_local(path):
+            super().save_checkpoint(checkpoint, path, storage_options)
+            return
+        broken = non_finite_tensors(checkpoint.get("state_dict", {}))
+        if broken:
+            # The previous checkpoint stays: it is the last one whose weights were finite.
+            step = checkpoint.get("global_step", "?")
+            raise NonFiniteCheckpoint(
+                f"the weights became non-finite (NaN or infinite, e.g. {broken[0]}) by step {step}; the run stops "
+                f"and {str(path)!r} keeps its last good contents. "
+                "Lower model.learning_rate or raise model.warmup_steps."
+            )
+        save_atomically(checkpoint, path)
+        keep_best_name(checkpoint, path)
+
+
+def keep_best_name(checkpoint: dict[str, Any], path: str | os.PathLike) -> None:
+    """Make ``best.ckpt`` in ``path``'s folder the best checkpoint the callbacks' state names there.
+
+    Until a validation has scored a checkpoint (a run shorter than its first validation), the
+    best there is is the newest state: ``best.ckpt`` is then the file just written. A hard link
+    (no second copy on disk; it outlives the descriptive name when top-k rotation deletes that),
+    else a copy where the file system has no links; replaced atomically.
+    """
+    written = os.path.realpath(path)
+    folder = os.path.dirname(written)
+    for state in (checkpoint.get("callbacks") or {}).values():
+        if not isinstance(state, dict) or "best_model_path" not in state:
+            continue
+        best = state.get("best_model_path") or ""
+        if best and os.path.dirname(os.path.realpath(best)) == folder and os.path.isfile(best):
+            _link(best, os.path.join(folder, BEST_NAME))
+            return
+        if not best and state.get("dirpath") and os.path.realpath(str(state["dirpath"])) == folder:
+            _link(written, os.path.join(folder, BEST_NAME))
+            return
+
+
+def _link(source: str, target: str) -> None:
+    if os.path.realpath(source) == target or (os.path.exists(target) and os.path.samefile(source, target)):
+        return
+    staged = os.path.join(os.path.dirname(target), f".{os.path.basename(target)}.{os.getpid()}.link")
+    try:
+        os.link(source, staged)
+    except OSError:  # a file system without hard links (or a leftover staged file: copied over)
+        shutil.copyfile(source, staged)
+    os.replace(staged, target)
+
+
+def save_atomically(obj: Any, path: str | os.PathLike, save: Callable[[Any, IO], None] | None = None) -> None:
+    """``torch.save(obj, path)`` (or ``save(obj, file)``), but ``path`` only ever holds a complete file."""
+    with atomic_write(path, "wb") as handle:
+        (save or torch.save)(obj, handle)
+
+
+def _is_local(path: Any) -> bool:
+    from fsspec.implementations.local import LocalFileSystem
+
+    return isinstance(get_filesystem(str(path)), LocalFileSystem)
+
+
+# --------------------------------------------------------------------------- random states
+
+
+def _local_random_state() -> dict[str, Any]:
+    """This process's global RNG states, as tensors and plain values (loadable with weights_only)."""
+    kind, keys, position, has_gauss, cached = np.random.get_state()
+    version, python_state, gauss = random.getstate()
+    state: dict[str, Any] = {
+        "torch": torch.get_rng_state(),
+        "numpy": [
+            str(kind),
+            torch.from_numpy(np.asarray(keys, dtype=np.int64)),
+            int(position),
+            int(has_gauss),
+            float(cached),
+        ],
+        "python": [int(version), list(python_state), gauss],
+    }
+    if torch.cuda.is_available() and torch.cuda.is_initialized():
+        state["cuda"] = torch.cuda.get_rng_state_all()
+    return state
+
+
+def _set_local_random_state(state: Mapping[str, Any]) -> None:
+    torch.set_rng_state(state["torch"])
+    kind, keys, position, has_gauss, cached = state["numpy"]
+    np.random.set_state((kind, keys.numpy().astype(np.uint32), position, has_gauss, cached))
+    version, python_state, gauss = state["python"]
+    random.setstate((version, tuple(python_state), gauss))
+    cuda = state.get("cuda")
+    if cuda and torch.cuda.is_available() and len(cuda) == torch.cuda.device_count():
+        torch.cuda.set_rng_state_all(cuda)
+
+
+class RandomState(Callback):
+    """Keeps every process's global RNG state in checkpoints and restores it on resume.
+
+    Lightning does not store RNG states, so without this a resumed run re-seeds and its
+    dropout masks differ from an uninterrupted run's. States are restored in ``on_train_start``:
+    after the sanity check and the data loaders' setup, right before the next training step.
+    The data loaders own their generators (``tiedemb.data.sampling.loader_generator``), so
+    nothing between a checkpoint and the next step draws from the global RNGs.
+    """
+
+    def __init__(self) -> None:
+        self._pending: list[dict[str, Any]] | None = None
+
+    def state_dict(self) -> dict[str, Any]:
+        local = _local_random_state()
+        if (
+            torch.distributed.is_available()
+            and torch.distributed.is_initialized()
+            and torch.distributed.get_world_size() > 1
+        ):
+            gathered: list[Any] = [None] * torch.distributed.get_world_size()
+            torch.distributed.all_gather_object(gathered, local)
+            return {"ranks": gathered}
+        return {"ranks": [local]}
+
+    def load_state_dict(self, state_dict: dict[str, Any]) -> None:
+        self._pending = list(state_dict.get("ranks") or []) or None
+
+    def on_train_start(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
+        if self._pending is None:
+            return
+        rank = trainer.global_rank
+        if rank < len(self._pending):
+            _set_local_random_state(self._pending[rank])
+        else:
+            log.warning(
+                "the checkpoint holds random states of %d processes, this run has %d: process %d re-seeds",
+                len(self._pending),
+                trainer.world_size,
+                rank,
+            )
+        self._pending = None
 
 
 # --------------------------------------------------------------------------- reading checkpoints

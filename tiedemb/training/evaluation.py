@@ -39,7 +39,7 @@ from tiedemb.errors import UserError
 from tiedemb.options import as_written
 from tiedemb.training.checkpoints import comparable
 from tiedemb.training.hub import spelled_as_path
-from tiedemb.training.run_checkpoint import run_checkpoint
+from tiedemb.training.run_dir import run_checkpoint
 
 log = logging.getLogger("tiedemb")
 

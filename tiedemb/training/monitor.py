@@ -12,8 +12,13 @@
   as the reference the tied variants are read against.
 
 and at every validation: the effective rank of the token table, and the first step at which the
-validation loss reached each target below the unigram loss (text data only). The names are in
-``training/metric_names.py``.
+validation loss reached each target below the unigram loss (text data only).
+
+``ParameterCounts`` logs every run's parameter counts once it starts, so that reports never need to
+rebuild a model to know its size: the embedding-dimension study sets accuracy against parameters,
+total and the part that lives in the embedding (token, position and segment tables, the d_e ->
+hidden projection and the embedding norm). A tied output matrix is the token table and is counted
+once. The names are in ``training/metric_names.py``.
 """
 
 from __future__ import annotations
@@ -191,3 +196,35 @@ def _log(trainer: L.Trainer, metrics: dict[str, float]) -> None:
         return
     for logger in trainer.loggers:
         logger.log_metrics(metrics, step=trainer.global_step)
+
+
+def parameter_counts(model: nn.Module) -> dict[str, float]:
+    """``params/total``, ``params/embedding`` and ``params/non_embedding`` of ``model``.
+
+    ``model`` is a LightningModule or a plain network; its embedding is found as the submodule
+    named ``embedding`` (``Transformer`` and ``SequenceClassifier`` both have one). Shared
+    parameters count once, as ``nn.Module.parameters`` yields them once.
+    """
+    total = sum(parameter.numel() for parameter in model.parameters())
+    embedding = next((module for name, module in model.named_modules() if name.rsplit(".", 1)[-1] == "embedding"), None)
+    in_embedding = sum(parameter.numel() for parameter in embedding.parameters()) if embedding is not None else 0
+    return {
+        names.PARAMS_TOTAL: float(total),
+        names.PARAMS_EMBEDDING: float(in_embedding),
+        "params/non_embedding": float(total - in_embedding),
+    }
+
+
+class ParameterCounts(Callback):
+    """Logs ``parameter_counts`` of the trained module at the start of fit and of test."""
+
+    def _log(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
+        counts = parameter_counts(pl_module)
+        for logger in trainer.loggers:
+            logger.log_metrics(counts, step=trainer.global_step)
+
+    def on_train_start(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
+        self._log(trainer, pl_module)
+
+    def on_test_start(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
+        self._log(trainer, pl_module)

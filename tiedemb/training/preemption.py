@@ -3,8 +3,8 @@
 Lightning notes a SIGTERM (``trainer.received_sigterm``), lets the current training step complete,
 and then raises ``SIGTERMException``, which reaches every callback's ``on_exception`` before the
 run ends. ``SaveOnPreemption`` writes the ``last`` checkpoint of every ``ModelCheckpoint`` with
-``save_last`` there, through the same writer as the periodic ones (atomic, never non-finite
-weights; ``checkpoint_io.AtomicCheckpointIO``). It does so for SIGTERM only: after any other
+``save_last`` there (``checkpoints.write_last``), through the same writer as the periodic ones (atomic, never non-finite
+weights; ``checkpoints.AtomicCheckpointIO``). It does so for SIGTERM only: after any other
 exception the state may be half-way through a step, and the newest periodic checkpoint is the
 consistent one. ``tiedemb.cli.main`` then exits with ``PREEMPTED_EXIT`` (143).
 
@@ -45,7 +45,19 @@ from lightning.pytorch.callbacks import Callback, ModelCheckpoint
 from lightning.pytorch.trainer.states import TrainerFn
 from lightning.pytorch.utilities.exceptions import SIGTERMException
 
-from tiedemb.training.lightning_internals import save_last_checkpoint, saved_this_step, stop_after_this_step
+from tiedemb.training.checkpoints import write_last
+
+
+def stop_after_this_step(trainer: L.Trainer, stop: bool = True) -> None:
+    """Have the fit stop after the current step as on SIGTERM (``SIGTERMException``), or take that back.
+
+    The one reach into Lightning's private state (docs/architecture.md, "Private touch points";
+    tests/test_private_touch_points.py fails, naming it, when an upgrade renames it). Lightning
+    reads this flag (``trainer.received_sigterm``, public to read only) after every training and
+    validation batch; its own SIGTERM handler is the only public way to set it.
+    """
+    trainer._signal_connector.received_sigterm = stop
+
 
 _CTRL_C = threading.Event()
 """Set when Ctrl-C, not SIGTERM, is what the current stop of a fit comes from."""
@@ -73,6 +85,7 @@ class SaveOnPreemption(Callback):
         self._previous_handler: Any = None
         self._held_past_epoch_end = False
         self._validated_at: int | None = None  # the step whose validation ended last
+        self._saved_at: int | None = None  # the step the newest checkpoint (by any callback) holds
 
     # -- Ctrl-C: the first one stops after the current step, a second one at once --------------------
     def on_fit_start(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
@@ -114,6 +127,9 @@ class SaveOnPreemption(Callback):
         if trainer.state.fn == TrainerFn.FITTING and not trainer.sanity_checking and trainer.received_sigterm:
             stop_after_this_step(trainer, False)
             self._held_back = True
+
+    def on_save_checkpoint(self, trainer: L.Trainer, pl_module: L.LightningModule, checkpoint: dict[str, Any]) -> None:
+        self._saved_at = trainer.global_step
 
     def on_validation_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
         if trainer.state.fn == TrainerFn.FITTING and not trainer.sanity_checking:
@@ -163,10 +179,11 @@ class SaveOnPreemption(Callback):
                 )
             return
         validated = self._validated_at == trainer.global_step  # its checkpoints were written at that validation
+        saved = self._saved_at == trainer.global_step
         for callback in savers:
             if not validated:
-                save_last_checkpoint(callback, trainer)
-            elif not saved_this_step(callback, trainer):
+                write_last(callback, trainer)
+            elif not saved:
                 if trainer.is_global_zero:
                     print(
                         f"{what}: the state after step {trainer.global_step} is not saved ({type(callback).__name__} "

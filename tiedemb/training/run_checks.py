@@ -9,7 +9,6 @@ data is prepared or any logger starts.
 
 from __future__ import annotations
 
-from pathlib import PurePosixPath
 from typing import Any
 
 import lightning as L
@@ -17,7 +16,7 @@ import lightning as L
 from tiedemb.errors import UserError
 from tiedemb.nn.config import TransformerConfig
 from tiedemb.options import NonNegativeFloat, PositiveInt, check_arguments
-from tiedemb.training.run_dir import HPC_NAME
+from tiedemb.training.run_dir import newest_hpc_checkpoint
 
 TRAINER_OPTIONS = {
     "accumulate_grad_batches": PositiveInt,
@@ -96,25 +95,11 @@ def check_checkpoint_name(path: Any, subcommand: str, trainer: L.Trainer) -> Non
             f"which a {subcommand} command never has; pass the checkpoint file "
             "(<run>/checkpoints/<name>.ckpt) or --ckpt_path=last"
         )
-    if path == "hpc" and not has_hpc_checkpoint(trainer.default_root_dir):
+    if path == "hpc" and newest_hpc_checkpoint(trainer.default_root_dir) is None:
         raise UserError(
             f"--ckpt_path=hpc found no SLURM checkpoint (hpc_ckpt_<N>.ckpt) in {trainer.default_root_dir}; "
             "pass the checkpoint file or --ckpt_path=last"
         )
-
-
-def has_hpc_checkpoint(root: Any) -> bool:
-    """Whether ``root`` (a local folder or a URL) holds a checkpoint ``--ckpt_path=hpc`` names.
-
-    Lightning resumes ``hpc`` from the ``hpc_ckpt_<N>.ckpt`` with the highest N in
-    ``default_root_dir``; this looks for one the same way, through fsspec as Lightning does.
-    """
-    from fsspec.core import url_to_fs
-
-    fs, folder = url_to_fs(str(root))
-    if not fs.isdir(folder):
-        return False
-    return any(HPC_NAME.match(PurePosixPath(str(entry)).name) for entry in fs.ls(folder, detail=False))
 
 
 # What each evaluating subcommand needs from the data, and the line refusing data without it.

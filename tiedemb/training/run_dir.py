@@ -19,6 +19,18 @@ already holds something is refused, never merged into. ``--run_name=.`` makes
 
 A logger whose ``save_dir`` is ``.`` (the default loggers'), unset, or ``trainer.default_root_dir``
 writes into the run's folder; one given another folder keeps it.
+
+A command that uses a trained model (``tiedemb predict RUN``, ``test RUN``) takes a run folder, from
+any folder, or a ``.ckpt`` file: in a run folder the best checkpoint by the run's monitored metric
+(``checkpoints/best.ckpt``), else its newest state (``checkpoints/last.ckpt``); ``--checkpoint last``
+(or ``best``, or a file name inside ``checkpoints/``) picks another (``run_checkpoint``).
+
+``fit --save_transformers`` writes the finished run's model as ``transformers/`` in its folder
+(``export_beside``): ``tiedemb export`` itself (``tiedemb/export.py``: the layout, the tokenizer, the
+model card, a folder written whole or not at all), run on the run's best checkpoint in a process of
+its own, after training: the command sits above the training code, which does not import it. Whether
+the model fits a transformers class at all is checked before training (``cli.py``), so a run is not
+trained for an export that would be refused at its end. A failed export costs a line, not the run.
 """
 
 from __future__ import annotations
@@ -27,6 +39,8 @@ import logging
 import os
 import re
 import secrets
+import subprocess
+import sys
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 
@@ -38,6 +52,13 @@ HERE = "."
 """``--run_name=.``: ``trainer.default_root_dir`` is the run's own folder (a sweep cell's)."""
 CHECKPOINTS = "checkpoints"
 """The folder of a run's checkpoints, inside its run folder."""
+BEST_NAME = "best.ckpt"
+"""The best checkpoint of a run by its checkpoint callback's monitored metric, whatever that metric is."""
+LAST_FILE = "last.ckpt"
+PREFERRED = (BEST_NAME, LAST_FILE)
+"""A run folder's checkpoints in the order a command takes them when none is named."""
+TRANSFORMERS_FOLDER = "transformers"
+"""The folder in the run's folder that ``--save_transformers`` writes."""
 HPC_NAME = re.compile(r"^hpc_ckpt_\d+\.ckpt$")
 """Lightning's SLURM checkpoints, written into ``trainer.default_root_dir``: the run's folder."""
 FALLBACK_NAME = "run"
@@ -180,7 +201,7 @@ def clear_failed_run(folder: Path) -> None:
 def refusal(folder: Path) -> str:
     """Why a ``--run_name`` whose folder holds something is refused, naming only checkpoints that exist."""
     found = checkpoints_in(folder)
-    last = folder / CHECKPOINTS / "last.ckpt"
+    last = folder / CHECKPOINTS / LAST_FILE
     newest = last if last in found else max(found, key=lambda path: path.stat().st_mtime_ns) if found else None
     advice = f", or continue that run with --ckpt_path={newest}" if newest is not None else ""
     return f"run folder {str(folder)!r} already exists: choose another --run_name{advice}"
@@ -234,3 +255,64 @@ def writes_in_run_dir(save_dir: str | os.PathLike | None, root: str | os.PathLik
     if save_dir in (None, "", HERE):
         return True
     return Path(save_dir).expanduser().resolve() == Path(root).expanduser().resolve()
+
+
+# --------------------------------------------------------------------------- the checkpoint a command reads
+
+
+def run_checkpoint(target: str | os.PathLike, choice: str | None = None) -> Path:
+    """The checkpoint file ``target`` (a run folder or a ``.ckpt`` file) stands for.
+
+    ``choice``: ``best``, ``last`` or a file name in the run's ``checkpoints/``; default: best, else last.
+    """
+    path = Path(target).expanduser()
+    if not path.exists():
+        raise UserError(f"{str(target)!r} does not exist; pass a run folder (runs/<name>) or a .ckpt file")
+    if path.is_file():
+        if choice is not None:
+            raise UserError(f"--checkpoint {choice!r} picks a file in a run folder; {str(target)!r} is a file already")
+        return path
+    folder = path / CHECKPOINTS if (path / CHECKPOINTS).is_dir() else path
+    if folder == path and path.name != CHECKPOINTS:
+        raise UserError(
+            f"{str(target)!r} is not a run folder (it has no {CHECKPOINTS}/ folder); pass a run folder "
+            "(runs/<name>) or a .ckpt file"
+        )
+    if choice is not None:
+        name = choice if choice.endswith(".ckpt") else f"{choice}.ckpt"
+        if (folder / name).is_file():
+            return folder / name
+        raise UserError(f"{str(folder)!r} has no {name}; {found_checkpoints(folder)}")
+    for name in PREFERRED:
+        if (folder / name).is_file():
+            return folder / name
+    raise UserError(
+        f"run folder {str(path)!r} has no checkpoint ({found_checkpoints(folder)}): the run ended before "
+        "its first validation saved one"
+    )
+
+
+def found_checkpoints(folder: Path) -> str:
+    """The checkpoints ``folder`` holds, in words."""
+    names = sorted(path.name for path in folder.glob("*.ckpt") if path.is_file())
+    return f"it holds {', '.join(names)}" if names else "it holds none"
+
+
+# --------------------------------------------------------------------------- fit --save_transformers
+
+
+def export_beside(checkpoint: Path, run_dir: Path, has_tokenizer: bool) -> tuple[Path | None, str]:
+    """Export ``checkpoint`` to ``<run_dir>/transformers``; the folder (None if it failed) and what was said."""
+    out = run_dir / TRANSFORMERS_FOLDER
+    command = [sys.executable, "-m", "tiedemb.export", str(checkpoint), str(out)]
+    if not has_tokenizer:
+        command.append("--no-tokenizer")
+    # The same tiedemb as this process's, installed or not: its package's parent goes first on the path.
+    package_root = str(Path(__file__).resolve().parents[2])  # tiedemb/training/run_dir.py
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [package_root, os.environ.get("PYTHONPATH")]))}
+    result = subprocess.run(command, capture_output=True, text=True, env=env)
+    said = (result.stdout + result.stderr).strip().splitlines()
+    if result.returncode != 0:
+        reason = next((line for line in said if line.startswith("error:")), said[-1] if said else "")
+        return None, f"the transformers folder was not written: {reason.removeprefix('error: ')}"
+    return out, said[-1] if said else f"wrote {out}"
