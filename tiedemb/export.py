@@ -202,7 +202,7 @@ def export(args: argparse.Namespace) -> str:
     else:
         tokenizer = find_tokenizer(checkpoint, Path(args.checkpoint), origin)
     for_causal_lm(plan, tokenizer)
-    card = model_card(checkpoint, plan, f"./{out.name}", tokenizer is not None)
+    card = model_card(checkpoint, plan.model_class, f"./{out.name}", tokenizer is not None)
     write_folder(plan, tokenizer, out, card)
     print(f"wrote {out} ({plan.model_class}{'' if tokenizer is not None else ', no tokenizer'})")
     return plan.model_class

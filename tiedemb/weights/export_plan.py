@@ -37,7 +37,6 @@ from tiedemb.weights.causal import (
     causal_config,
     causal_problem,
     causal_state,
-    folded,
 )
 from tiedemb.weights.source import config_from_hparams
 
@@ -55,14 +54,12 @@ NO_BERT_CLASS = "no transformers BERT class holds it (each has BERT's encoder)"
 
 @dataclass
 class ExportPlan:
-    """What to build and save: a transformers class, its config class and keywords, its state dict,
-    and what the mapping computed ahead (for the model card)."""
+    """What to build and save: a transformers class, its config class and keywords, its state dict."""
 
     model_class: str
     config: dict[str, Any]
     state: dict[str, Tensor] = field(repr=False)
     config_class: str = "BertConfig"
-    folded: tuple[str, ...] = ()
 
     @property
     def causal(self) -> bool:
@@ -244,12 +241,10 @@ def plan_export(
     model_class = choose_class(kind, config, requested, bool(hparams.get("pooler", True)), origin)
     if labels is None and model_class == CLASSIFIER:
         labels = tuple(f"LABEL_{index}" for index in range(int(hparams["num_labels"])))
-    folds = ("embedding: each table times the d_e -> hidden projection",) if config.projected else ()
     return ExportPlan(
         model_class,
         bert_config(config, hparams, labels if model_class == CLASSIFIER else None),
         bert_state(state, config, model_class),
-        folded=folds,
     )
 
 
@@ -269,4 +264,4 @@ def causal_plan(config: TransformerConfig, state: Mapping[str, Tensor], kind: st
         raise UserError(f"checkpoint {origin!r} cannot be exported to a causal LM: {problem}; {NO_CAUSAL_CLASS}")
     inner = {key.removeprefix("model."): value for key, value in state.items()}
     weights, tied = causal_state(inner, config)
-    return ExportPlan(NEOX, causal_config(config, tied), weights, NEOX_CONFIG, folded(config, tied))
+    return ExportPlan(NEOX, causal_config(config, tied), weights, NEOX_CONFIG)
