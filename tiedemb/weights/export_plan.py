@@ -29,7 +29,7 @@ from torch import Tensor
 
 from tiedemb.errors import UserError
 from tiedemb.nn.config import TransformerConfig
-from tiedemb.weights.bert import HIDDEN_ACTS, tiedemb_head_to_bert, tiedemb_to_bert
+from tiedemb.weights.bert import HIDDEN_ACTS, tiedemb_to_bert
 from tiedemb.weights.causal import (
     NEOX,
     NEOX_CONFIG,
@@ -179,15 +179,15 @@ def full_width_embedding(state: Mapping[str, Tensor], config: TransformerConfig)
 def bert_state(state: Mapping[str, Tensor], config: TransformerConfig, model_class: str) -> dict[str, Tensor]:
     """A tiedemb model's weights (``model.``-prefixed, as in a Lightning checkpoint) named for ``model_class``."""
     inner = {key.removeprefix("model."): value for key, value in state.items()}
-    parts = {key: value.float() for key, value in inner.items() if key.startswith(("encoder.", "pooler."))}
-    encoder = tiedemb_to_bert({**parts, **full_width_embedding(inner, config)}, config.num_layers)
+    parts = {key: value for key, value in inner.items() if key.startswith(("encoder.", "pooler.", "head."))}
+    head = model_class == MASKED_LM
+    encoder = tiedemb_to_bert({**parts, **full_width_embedding(inner, config)}, config.num_layers, with_head=head)
     if model_class == BERT_MODEL:
         return encoder
-    out = {f"bert.{key}": value for key, value in encoder.items()}
+    # BERT's task models hold the encoder under ``bert.``, their head beside it
+    out = {key if key.startswith("cls.") else f"bert.{key}": value for key, value in encoder.items()}
     if model_class == CLASSIFIER:
         out.update({f"classifier.{leaf}": inner[f"classifier.{leaf}"].float() for leaf in ("weight", "bias")})
-        return out
-    out.update({key: value.float() for key, value in tiedemb_head_to_bert(inner).items()})
     return out
 
 
