@@ -14,7 +14,6 @@ factorised embedding first).
 from __future__ import annotations
 
 import contextlib
-import json
 from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
@@ -201,26 +200,16 @@ def load_bert_model(name_or_path: str, origin: str, with_head: bool) -> tuple[An
     from tiedemb.training.hub import hub_access
 
     local = Path(name_or_path).is_dir()
-    if local:
-        config = json.loads((Path(name_or_path) / "config.json").read_text())
-        fields_from_bert_config(config, origin)  # refuse other architectures before reading weights
     online = True
-
-    def load():
-        model_class = BertModel
-        if with_head:
-            # Decided from the saved class, not by trying: transformers fills an absent head randomly.
-            architectures = AutoConfig.from_pretrained(name_or_path).architectures or ()
-            if any(name in MLM_ARCHITECTURES for name in architectures):
-                model_class = BertForMaskedLM
-        return model_class.from_pretrained(name_or_path, output_loading_info=True)
-
     try:
-        with no_progress_bars():
-            if local:
-                return load()
-            with hub_access() as online:
-                return load()
+        with no_progress_bars(), contextlib.nullcontext(True) if local else hub_access() as online:
+            config = AutoConfig.from_pretrained(name_or_path)
+            fields_from_bert_config(config.to_dict(), origin)  # other architectures refused before any weights
+            # Decided from the saved class, not by trying: transformers fills an absent head randomly.
+            head = with_head and any(name in MLM_ARCHITECTURES for name in config.architectures or ())
+            return (BertForMaskedLM if head else BertModel).from_pretrained(name_or_path, output_loading_info=True)
+    except UserError:
+        raise
     except (OSError, ValueError) as error:
         where = "" if local or online else " (the hub is unreachable and it is not in the local cache)"
         raise UserError(f"could not load pretrained BERT model {origin!r}{where}: {first_line(error)}") from None

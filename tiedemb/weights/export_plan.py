@@ -43,9 +43,8 @@ from tiedemb.weights.source import config_from_hparams
 BERT_MODEL = "BertModel"
 MASKED_LM = "BertForMaskedLM"
 CLASSIFIER = "BertForSequenceClassification"
-MODEL_CLASSES = (BERT_MODEL, MASKED_LM, CLASSIFIER)
 #: Every class ``--model-class`` may name: BERT's, then the causal LM.
-EXPORT_CLASSES = (*MODEL_CLASSES, NEOX)
+EXPORT_CLASSES = (BERT_MODEL, MASKED_LM, CLASSIFIER, NEOX)
 
 #: Segment rows written for a model without segments: token types 0 and 1 both add nothing.
 ZERO_SEGMENT_ROWS = 2
@@ -124,8 +123,6 @@ def choose_class(kind: str, config: TransformerConfig, requested: str | None, po
         fits_causal = config.causal and causal_problem(config) is None
         other = "; export it as a causal LM (without --model-class)" if fits_causal else ""
         raise UserError(f"checkpoint {origin!r} cannot be exported to BERT: {problem}; {NO_BERT_CLASS}{other}")
-    if requested is not None and requested not in MODEL_CLASSES:
-        raise UserError(f"--model-class={requested!r} is not one of {', '.join(MODEL_CLASSES)}")
     if kind == "glue":
         return _glue_class(requested, pooler, origin)
     head_problem = masked_lm_head_problem(config)
