@@ -79,8 +79,8 @@ def module_names(num_layers: int, with_head: bool = False) -> dict[str, str]:
     for layer in range(num_layers):
         names.update(
             {
-                f"encoder.layer.{layer}.{ours}": f"encoder.blocks.{layer}.{theirs}"
-                for ours, theirs in LAYER_NAMES.items()
+                f"encoder.layer.{layer}.{source}": f"encoder.blocks.{layer}.{target}"
+                for source, target in LAYER_NAMES.items()
             }
         )
     return names
@@ -149,8 +149,9 @@ def copied(
     names: Mapping[str, str],
     change: Callable[[Tensor], Tensor] = lambda tensor: tensor,
 ) -> dict[str, Tensor]:
-    """The weights and biases of ``names`` (ours -> theirs) under ``source`` that ``inner`` holds, in
-    float32, renamed under ``target``: the mapping between tiedemb's names and another layout's."""
+    """The weights and biases of ``names`` (one layout's name -> the other's) under ``source`` that
+    ``inner`` holds, in float32, renamed under ``target``: the mapping between tiedemb's names and
+    another layout's, either way."""
     return {
         f"{target}{theirs}.{leaf}": change(inner[f"{source}{ours}.{leaf}"].float())
         for ours, theirs in names.items()
