@@ -18,7 +18,7 @@ SPELLED = {
     "analyse": (["run.ckpt"], ["--frequency-text", "a.txt", "b.txt", "--weights-only=false"]),
     "export": (
         ["run.ckpt", "out"],
-        ["--model-class", "BertModel", "--no-tokenizer", "--push-to-hub", "me/model", "--weights-only", "false"],
+        ["--model-class", "BertModel", "--no-tokenizer", "--weights-only", "false"],
     ),
 }
 

@@ -10,7 +10,8 @@ holds exactly is refused with the setting that stands in the way.
 
 The folder is filled beside OUT and renamed at the end, so a failure leaves nothing; an OUT that
 exists and is not empty is never touched. Its folders and files get the modes the umask gives
-new ones (libraries' temporary files are private). ``--push-to-hub REPO`` then uploads it.
+new ones (libraries' temporary files are private). ``hf upload REPO OUT`` (huggingface_hub's
+command line) puts the folder on the hub.
 """
 
 from __future__ import annotations
@@ -162,29 +163,11 @@ def for_causal_lm(plan: ExportPlan, tokenizer) -> None:
     tokenizer.init_kwargs["model_input_names"] = list(CAUSAL_INPUTS)  # what save_pretrained writes
 
 
-def push_to_hub(out: Path, repo: str) -> None:
-    """Upload the written folder as hub model ``repo``; a hub that cannot be reached is a ``UserError``."""
-    from tiedemb.training.hub import hub_offline_requested, hub_problem
-
-    problem = "offline mode is set (HF_HUB_OFFLINE)" if hub_offline_requested() else hub_problem()
-    if problem is None:
-        from huggingface_hub import HfApi
-
-        try:
-            api = HfApi()
-            api.create_repo(repo, exist_ok=True)
-            api.upload_folder(repo_id=repo, folder_path=str(out), commit_message="Export from tiedemb")
-            return
-        except Exception as error:
-            problem = first_line(error)
-    raise UserError(f"{str(out)!r} is written, but it was not uploaded to the hub as {repo!r}: {problem}")
-
-
 # --------------------------------------------------------------------------- the command
 
 
 def export(args: argparse.Namespace) -> str:
-    """Write the export folder (and upload it); returns the exported class's name."""
+    """Write the export folder; returns the exported class's name."""
     from tiedemb.training.checkpoints import read_checkpoint
     from tiedemb.weights.model_card import model_card
 
@@ -219,12 +202,9 @@ def export(args: argparse.Namespace) -> str:
     else:
         tokenizer = find_tokenizer(checkpoint, Path(args.checkpoint), origin)
     for_causal_lm(plan, tokenizer)
-    card = model_card(checkpoint, plan, args.push_to_hub or f"./{out.name}", tokenizer is not None)
+    card = model_card(checkpoint, plan.model_class, f"./{out.name}", tokenizer is not None)
     write_folder(plan, tokenizer, out, card)
     print(f"wrote {out} ({plan.model_class}{'' if tokenizer is not None else ', no tokenizer'})")
-    if args.push_to_hub:
-        push_to_hub(out, args.push_to_hub)
-        print(f"uploaded {out} to the hub as {args.push_to_hub}")
     return plan.model_class
 
 
@@ -249,12 +229,6 @@ def parser() -> CommandParser:
         "--tokenizer", default=None, help="tokenizer directory or hub name; default: the one the run used"
     )
     parser.add_argument("--no-tokenizer", action="store_true", help="write the model without a tokenizer")
-    parser.add_argument(
-        "--push-to-hub",
-        metavar="REPO",
-        default=None,
-        help="then upload the folder as this hub model (needs network and a hub token)",
-    )
     add_weights_only(parser)
     return parser
 

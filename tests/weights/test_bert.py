@@ -73,6 +73,23 @@ def test_other_architectures_and_missing_sources_are_user_errors(tmp_path):
         load_pretrained(str(tmp_path / "empty"))
 
 
+def test_a_bert_folder_missing_an_encoder_weight_is_refused_not_filled_randomly(tmp_path):
+    from safetensors.torch import load_file, save_file
+
+    save_tiny_bert(tmp_path)
+    weights = load_file(tmp_path / "model.safetensors")
+    del weights["encoder.layer.1.output.dense.weight"]
+    save_file(weights, tmp_path / "model.safetensors", metadata={"format": "pt"})
+    with pytest.raises(UserError, match="lacks 'encoder.layer.1.output.dense.weight'; it is not a complete BertModel"):
+        load_pretrained(str(tmp_path))
+
+
+def test_a_hub_name_neither_reachable_nor_cached_is_one_user_error(monkeypatch):
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    with pytest.raises(UserError, match="could not load pretrained BERT model 'someone/no-such-bert' .the hub is"):
+        load_pretrained("someone/no-such-bert")
+
+
 def test_energy_narrowing_from_bert_is_the_best_rank_k_stand_in(tmp_path):
     """d_e below BERT's hidden size, narrowing: energy: projected tables equal the stacked tables' rank-k SVD."""
     bert = save_tiny_bert(tmp_path)

@@ -4,17 +4,16 @@ tiedemb's post-norm encoder with learned positions and segments is BERT's archit
 the names differ, and tiedemb fuses the query, key and value projections into one matrix
 (``qkv`` = rows of q, then k, then v, which is how ``SelfAttention`` splits its output).
 ``fields_from_bert_config`` and ``bert_to_tiedemb`` are pure: a config mapping in, field values
-out; a state dict in, a state dict out. ``read_bert`` reads a model with transformers and
-applies both (and, for a masked LM, ``masked_lm_head_to_tiedemb`` to BERT's masked-LM head, which
-is tiedemb's ``tied_orth`` head with a bias, the encoder's activation, a norm and an output bias).
-``tiedemb_to_bert`` is the way back for weights already in BERT's shapes
-(``tiedemb.weights.export_plan`` multiplies out a factorised embedding first).
+out; a state dict in, a state dict out, for a masked LM with BERT's masked-LM head, which is
+tiedemb's ``tied_orth`` head with a bias, the encoder's activation, a norm and an output bias.
+``read_bert`` reads a model with transformers and applies both. ``tiedemb_to_bert`` is the way
+back for weights already in BERT's shapes (``tiedemb.weights.export_plan`` multiplies out a
+factorised embedding first).
 """
 
 from __future__ import annotations
 
 import contextlib
-import json
 from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
@@ -40,13 +39,14 @@ LAYER_NAMES = {
     "output.dense": "ffn.down",
     "output.LayerNorm": "ffn_norm",
 }
-EMBEDDING_NAMES = {
+#: The embedding and the pooler: the same modules in both layouts.
+OUTER_NAMES = {
     "embeddings.word_embeddings": "embedding.token",
     "embeddings.position_embeddings": "embedding.position",
     "embeddings.token_type_embeddings": "embedding.segment",
     "embeddings.LayerNorm": "embedding.norm",
+    "pooler.dense": "pooler",
 }
-POOLER_NAME = ("pooler.dense", "pooler")
 #: BERT's masked-LM transform (``cls.predictions.transform.*``) -> tiedemb's ``tied_orth`` head
 #: (``head.*``); the decoder is the word table in both, and the decoder's bias is ``head.bias``.
 MLM_HEAD_NAMES = {
@@ -56,6 +56,7 @@ MLM_HEAD_NAMES = {
 MLM_OUTPUT_BIAS = ("cls.predictions.bias", "head.bias")
 #: transformers classes whose saved weights hold BERT's masked-LM head.
 MLM_ARCHITECTURES = ("BertForMaskedLM", "BertForPreTraining")
+QKV = ("query", "key", "value")
 
 
 def masked_lm_head_fields(activation: str) -> dict[str, Any]:
@@ -71,13 +72,18 @@ def masked_lm_head_fields(activation: str) -> dict[str, Any]:
     }
 
 
-def module_names(num_layers: int) -> Iterator[tuple[str, str]]:
-    """(BERT name, tiedemb name) of every embedding and per-layer module but the fused attention
-    input projection, which the two layouts split differently."""
-    yield from EMBEDDING_NAMES.items()
+def module_names(num_layers: int, with_head: bool = False) -> dict[str, str]:
+    """BERT name -> tiedemb name of every module (the pooler, and BERT's masked-LM transform
+    ``with_head``) but the fused attention input projection, which the two layouts split differently."""
+    names = {**OUTER_NAMES, **(MLM_HEAD_NAMES if with_head else {})}
     for layer in range(num_layers):
-        for source, target in LAYER_NAMES.items():
-            yield f"encoder.layer.{layer}.{source}", f"encoder.blocks.{layer}.{target}"
+        names.update(
+            {
+                f"encoder.layer.{layer}.{source}": f"encoder.blocks.{layer}.{target}"
+                for source, target in LAYER_NAMES.items()
+            }
+        )
+    return names
 
 
 def fields_from_bert_config(config: Mapping[str, Any], origin: str) -> dict[str, Any]:
@@ -117,64 +123,22 @@ def fields_from_bert_config(config: Mapping[str, Any], origin: str) -> dict[str,
     }
 
 
-def bert_to_tiedemb(state: Mapping[str, Tensor], num_layers: int) -> dict[str, Tensor]:
-    """Rename a ``BertModel`` state dict to tiedemb's ``embedding.*``, ``encoder.*``, ``pooler.*``.
+def bert_to_tiedemb(state: Mapping[str, Tensor], num_layers: int, with_head: bool = False) -> dict[str, Tensor]:
+    """Rename a ``BertModel`` state dict to tiedemb's ``embedding.*``, ``encoder.*``, ``pooler.*``, the
+    query, key and value projections fused into ``qkv``; ``with_head``: BERT's masked-LM head
+    (``cls.predictions.*``) as tiedemb's ``head.*`` too, the tied decoder left out (it is the word table).
 
-    A leading ``bert.`` (how task models such as ``BertForMaskedLM`` save the encoder) is
-    dropped; heads of such models are ignored. A missing encoder parameter is an error, a
-    missing pooler is not (sentence-embedding exports often drop it).
+    A leading ``bert.`` (how task models such as ``BertForMaskedLM`` save the encoder) is dropped;
+    other heads are ignored, and a missing pooler stays missing.
     """
     state = {key.removeprefix("bert."): value for key, value in state.items()}
-    out: dict[str, Tensor] = {}
-
-    def take(source: str, target: str, required: bool = True) -> None:
-        for leaf in ("weight", "bias"):
-            key = f"{source}.{leaf}"
-            if key in state:
-                out[f"{target}.{leaf}"] = state[key]
-            elif required and not (leaf == "bias" and source.endswith("_embeddings")):
-                raise UserError(f"the BERT weights lack {key!r}; they are not a complete BertModel")
-
-    for source, target in module_names(num_layers):
-        take(source, target)
+    out = copied(state, "", "", module_names(num_layers, with_head))
     for layer in range(num_layers):
-        prefix, target = f"encoder.layer.{layer}.", f"encoder.blocks.{layer}."
         for leaf in ("weight", "bias"):
-            parts = [f"{prefix}attention.self.{part}.{leaf}" for part in ("query", "key", "value")]
-            missing = [key for key in parts if key not in state]
-            if missing:
-                raise UserError(f"the BERT weights lack {missing[0]!r}; they are not a complete BertModel")
-            out[f"{target}attention.qkv.{leaf}"] = torch.cat([state[key] for key in parts], dim=0)
-    take(*POOLER_NAME, required=False)
-    return out
-
-
-def masked_lm_head_to_tiedemb(state: Mapping[str, Tensor]) -> dict[str, Tensor]:
-    """BERT's masked-LM head (``cls.predictions.*``) as tiedemb's ``head.*``; the tied decoder is
-    left out, since it is the word table."""
-    out: dict[str, Tensor] = {}
-    for source, target in MLM_HEAD_NAMES.items():
-        for leaf in ("weight", "bias"):
-            key = f"{source}.{leaf}"
-            if key not in state:
-                raise UserError(f"the BERT weights lack {key!r}; they are not a complete BertForMaskedLM")
-            out[f"{target}.{leaf}"] = state[key]
-    source, target = MLM_OUTPUT_BIAS
-    if source not in state:
-        raise UserError(f"the BERT weights lack {source!r}; they are not a complete BertForMaskedLM")
-    out[target] = state[source]
-    return out
-
-
-def tiedemb_head_to_bert(state: Mapping[str, Tensor]) -> dict[str, Tensor]:
-    """The inverse of ``masked_lm_head_to_tiedemb``: tiedemb's ``head.*`` as ``cls.predictions.*``."""
-    out = {
-        f"{source}.{leaf}": state[f"{target}.{leaf}"]
-        for source, target in MLM_HEAD_NAMES.items()
-        for leaf in ("weight", "bias")
-    }
-    source, target = MLM_OUTPUT_BIAS
-    out[source] = state[target]
+            parts = [state[f"encoder.layer.{layer}.attention.self.{part}.{leaf}"].float() for part in QKV]
+            out[f"encoder.blocks.{layer}.attention.qkv.{leaf}"] = torch.cat(parts, dim=0)
+    if with_head:
+        out[MLM_OUTPUT_BIAS[1]] = state[MLM_OUTPUT_BIAS[0]].float()
     return out
 
 
@@ -185,8 +149,9 @@ def copied(
     names: Mapping[str, str],
     change: Callable[[Tensor], Tensor] = lambda tensor: tensor,
 ) -> dict[str, Tensor]:
-    """The weights and biases of ``names`` (ours -> theirs) under ``source`` that ``inner`` holds, in
-    float32, renamed under ``target``: the mapping out of tiedemb's names every export makes."""
+    """The weights and biases of ``names`` (one layout's name -> the other's) under ``source`` that
+    ``inner`` holds, in float32, renamed under ``target``: the mapping between tiedemb's names and
+    another layout's, either way."""
     return {
         f"{target}{theirs}.{leaf}": change(inner[f"{source}{ours}.{leaf}"].float())
         for ours, theirs in names.items()
@@ -195,21 +160,22 @@ def copied(
     }
 
 
-def tiedemb_to_bert(state: Mapping[str, Tensor], num_layers: int) -> dict[str, Tensor]:
+def tiedemb_to_bert(state: Mapping[str, Tensor], num_layers: int, with_head: bool = False) -> dict[str, Tensor]:
     """The inverse of ``bert_to_tiedemb``: tiedemb's ``embedding.*``, ``encoder.*`` and ``pooler.*``
-    as a ``BertModel`` state dict (no ``bert.`` prefix), the fused ``qkv`` split into query, key, value.
+    (and ``head.*`` ``with_head``) as a ``BertModel`` state dict (no ``bert.`` prefix), the fused
+    ``qkv`` split into query, key, value.
 
-    The embedding tables must already be hidden wide; keys outside those three parts are ignored,
-    and a missing pooler stays missing.
+    The embedding tables must already be hidden wide; keys outside those parts are ignored, and a
+    missing pooler stays missing.
     """
-    names = {ours: theirs for theirs, ours in (*module_names(num_layers), POOLER_NAME)}
-    out = copied(state, "", "", names)
+    out = copied(state, "", "", {ours: theirs for theirs, ours in module_names(num_layers, with_head).items()})
     for layer in range(num_layers):
-        source, prefix = f"encoder.blocks.{layer}.", f"encoder.layer.{layer}."
         for leaf in ("weight", "bias"):
-            query, key, value = state[f"{source}attention.qkv.{leaf}"].float().chunk(3, dim=0)
-            for part, tensor in zip(("query", "key", "value"), (query, key, value)):
-                out[f"{prefix}attention.self.{part}.{leaf}"] = tensor.contiguous()
+            parts = state[f"encoder.blocks.{layer}.attention.qkv.{leaf}"].float().chunk(3, dim=0)
+            for part, tensor in zip(QKV, parts):
+                out[f"encoder.layer.{layer}.attention.self.{part}.{leaf}"] = tensor.contiguous()
+    if with_head:
+        out[MLM_OUTPUT_BIAS[0]] = state[MLM_OUTPUT_BIAS[1]].float()
     return out
 
 
@@ -235,26 +201,16 @@ def load_bert_model(name_or_path: str, origin: str, with_head: bool) -> tuple[An
     from tiedemb.training.hub import hub_access
 
     local = Path(name_or_path).is_dir()
-    if local:
-        config = json.loads((Path(name_or_path) / "config.json").read_text())
-        fields_from_bert_config(config, origin)  # refuse other architectures before reading weights
     online = True
-
-    def load():
-        model_class = BertModel
-        if with_head:
-            # Decided from the saved class, not by trying: transformers fills an absent head randomly.
-            architectures = AutoConfig.from_pretrained(name_or_path).architectures or ()
-            if any(name in MLM_ARCHITECTURES for name in architectures):
-                model_class = BertForMaskedLM
-        return model_class.from_pretrained(name_or_path, output_loading_info=True)
-
     try:
-        with no_progress_bars():
-            if local:
-                return load()
-            with hub_access() as online:
-                return load()
+        with no_progress_bars(), contextlib.nullcontext(True) if local else hub_access() as online:
+            config = AutoConfig.from_pretrained(name_or_path)
+            fields_from_bert_config(config.to_dict(), origin)  # other architectures refused before any weights
+            # Decided from the saved class, not by trying: transformers fills an absent head randomly.
+            head = with_head and any(name in MLM_ARCHITECTURES for name in config.architectures or ())
+            return (BertForMaskedLM if head else BertModel).from_pretrained(name_or_path, output_loading_info=True)
+    except UserError:
+        raise
     except (OSError, ValueError) as error:
         where = "" if local or online else " (the hub is unreachable and it is not in the local cache)"
         raise UserError(f"could not load pretrained BERT model {origin!r}{where}: {first_line(error)}") from None
@@ -274,15 +230,17 @@ def read_bert(name_or_path: str, origin: str, with_head: bool = False) -> tuple[
     model, info = load_bert_model(name_or_path, origin, with_head)
     fields = fields_from_bert_config(model.config.to_dict(), origin)
     state = model.state_dict()
-    missing = set(info.get("missing_keys", ()))
-    # transformers fills absent weights randomly; a random pooler or head must not pass for a pretrained one.
-    if any(key.startswith("pooler.") for key in missing):
+    # transformers fills absent weights randomly: a random pooler is left out, and any other absent
+    # weight must not pass for a pretrained one.
+    missing = sorted(info.get("missing_keys", ()))
+    absent = [key for key in missing if not key.startswith("pooler.")]
+    if absent:
+        raise UserError(
+            f"pretrained BERT model {origin!r} lacks {absent[0]!r}; it is not a complete {type(model).__name__}"
+        )
+    if missing:
         state = {key: value for key, value in state.items() if not key.startswith("pooler.")}
-    mapped = bert_to_tiedemb(state, fields["num_layers"])
-    if isinstance(model, BertForMaskedLM):
-        absent = sorted(key for key in missing if key.startswith("cls."))
-        if absent:
-            raise UserError(f"pretrained BERT model {origin!r} is saved as a masked LM but lacks {absent[0]!r}")
-        mapped.update(masked_lm_head_to_tiedemb(state))
+    head = isinstance(model, BertForMaskedLM)
+    if head:
         fields.update(masked_lm_head_fields(fields["activation"]))
-    return fields, {key: value.float() for key, value in mapped.items()}
+    return fields, bert_to_tiedemb(state, fields["num_layers"], with_head=head)

@@ -174,26 +174,3 @@ def causal_config(config: TransformerConfig, tied: bool) -> dict[str, Any]:
         rotary_pct=1.0 if config.position == "rope" else 0.0,
         rotary_emb_base=config.rope_base,
     )
-
-
-def folded(config: TransformerConfig, tied: bool) -> tuple[str, ...]:
-    """What the export computed ahead, in words, for the model card."""
-    steps = [
-        step
-        for step, present in (
-            (f"the embedding scale (x {config.token_scale:g})", config.token_scale != 1.0),
-            ("adding segment row 0", config.type_vocab_size > 0),
-            ("the d_e -> hidden projection", config.projected),
-            ("the embedding norm", config.embedding_norm),
-        )
-        if present
-    ]
-    notes = (
-        [f"input table: each token's vector after {', then '.join(steps)}, computed once per token"] if steps else []
-    )
-    notes.append(
-        "output: tied to the input table"
-        if tied
-        else f"output: lm_head holds the {config.head} head multiplied out (tie_word_embeddings=false)"
-    )
-    return tuple(notes)

@@ -29,7 +29,7 @@ from torch import Tensor
 
 from tiedemb.errors import UserError
 from tiedemb.nn.config import TransformerConfig
-from tiedemb.weights.bert import HIDDEN_ACTS, tiedemb_head_to_bert, tiedemb_to_bert
+from tiedemb.weights.bert import HIDDEN_ACTS, tiedemb_to_bert
 from tiedemb.weights.causal import (
     NEOX,
     NEOX_CONFIG,
@@ -37,16 +37,14 @@ from tiedemb.weights.causal import (
     causal_config,
     causal_problem,
     causal_state,
-    folded,
 )
 from tiedemb.weights.source import config_from_hparams
 
 BERT_MODEL = "BertModel"
 MASKED_LM = "BertForMaskedLM"
 CLASSIFIER = "BertForSequenceClassification"
-MODEL_CLASSES = (BERT_MODEL, MASKED_LM, CLASSIFIER)
 #: Every class ``--model-class`` may name: BERT's, then the causal LM.
-EXPORT_CLASSES = (*MODEL_CLASSES, NEOX)
+EXPORT_CLASSES = (BERT_MODEL, MASKED_LM, CLASSIFIER, NEOX)
 
 #: Segment rows written for a model without segments: token types 0 and 1 both add nothing.
 ZERO_SEGMENT_ROWS = 2
@@ -55,14 +53,12 @@ NO_BERT_CLASS = "no transformers BERT class holds it (each has BERT's encoder)"
 
 @dataclass
 class ExportPlan:
-    """What to build and save: a transformers class, its config class and keywords, its state dict,
-    and what the mapping computed ahead (for the model card)."""
+    """What to build and save: a transformers class, its config class and keywords, its state dict."""
 
     model_class: str
     config: dict[str, Any]
     state: dict[str, Tensor] = field(repr=False)
     config_class: str = "BertConfig"
-    folded: tuple[str, ...] = ()
 
     @property
     def causal(self) -> bool:
@@ -127,8 +123,6 @@ def choose_class(kind: str, config: TransformerConfig, requested: str | None, po
         fits_causal = config.causal and causal_problem(config) is None
         other = "; export it as a causal LM (without --model-class)" if fits_causal else ""
         raise UserError(f"checkpoint {origin!r} cannot be exported to BERT: {problem}; {NO_BERT_CLASS}{other}")
-    if requested is not None and requested not in MODEL_CLASSES:
-        raise UserError(f"--model-class={requested!r} is not one of {', '.join(MODEL_CLASSES)}")
     if kind == "glue":
         return _glue_class(requested, pooler, origin)
     head_problem = masked_lm_head_problem(config)
@@ -182,15 +176,15 @@ def full_width_embedding(state: Mapping[str, Tensor], config: TransformerConfig)
 def bert_state(state: Mapping[str, Tensor], config: TransformerConfig, model_class: str) -> dict[str, Tensor]:
     """A tiedemb model's weights (``model.``-prefixed, as in a Lightning checkpoint) named for ``model_class``."""
     inner = {key.removeprefix("model."): value for key, value in state.items()}
-    parts = {key: value.float() for key, value in inner.items() if key.startswith(("encoder.", "pooler."))}
-    encoder = tiedemb_to_bert({**parts, **full_width_embedding(inner, config)}, config.num_layers)
+    parts = {key: value for key, value in inner.items() if key.startswith(("encoder.", "pooler.", "head."))}
+    head = model_class == MASKED_LM
+    encoder = tiedemb_to_bert({**parts, **full_width_embedding(inner, config)}, config.num_layers, with_head=head)
     if model_class == BERT_MODEL:
         return encoder
-    out = {f"bert.{key}": value for key, value in encoder.items()}
+    # BERT's task models hold the encoder under ``bert.``, their head beside it
+    out = {key if key.startswith("cls.") else f"bert.{key}": value for key, value in encoder.items()}
     if model_class == CLASSIFIER:
         out.update({f"classifier.{leaf}": inner[f"classifier.{leaf}"].float() for leaf in ("weight", "bias")})
-        return out
-    out.update({key: value.float() for key, value in tiedemb_head_to_bert(inner).items()})
     return out
 
 
@@ -244,12 +238,10 @@ def plan_export(
     model_class = choose_class(kind, config, requested, bool(hparams.get("pooler", True)), origin)
     if labels is None and model_class == CLASSIFIER:
         labels = tuple(f"LABEL_{index}" for index in range(int(hparams["num_labels"])))
-    folds = ("embedding: each table times the d_e -> hidden projection",) if config.projected else ()
     return ExportPlan(
         model_class,
         bert_config(config, hparams, labels if model_class == CLASSIFIER else None),
         bert_state(state, config, model_class),
-        folded=folds,
     )
 
 
@@ -269,4 +261,4 @@ def causal_plan(config: TransformerConfig, state: Mapping[str, Tensor], kind: st
         raise UserError(f"checkpoint {origin!r} cannot be exported to a causal LM: {problem}; {NO_CAUSAL_CLASS}")
     inner = {key.removeprefix("model."): value for key, value in state.items()}
     weights, tied = causal_state(inner, config)
-    return ExportPlan(NEOX, causal_config(config, tied), weights, NEOX_CONFIG, folded(config, tied))
+    return ExportPlan(NEOX, causal_config(config, tied), weights, NEOX_CONFIG)

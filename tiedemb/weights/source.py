@@ -15,12 +15,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import torch
 from torch import Tensor
 
 from tiedemb.errors import UserError
 from tiedemb.nn.config import ARCHITECTURE, TransformerConfig
-from tiedemb.training.checkpoints import describe_contents
+from tiedemb.training.checkpoints import read_checkpoint
 from tiedemb.weights.bert import read_bert
 
 KEPT_PREFIXES = ("embedding.", "encoder.", "pooler.")
@@ -44,7 +43,7 @@ def load_pretrained(source: str, with_head: bool = False) -> PretrainedWeights:
     """
     path = Path(source).expanduser()
     if path.is_file():
-        return _load_checkpoint(path, source)
+        return _load_checkpoint(source)
     if path.is_dir():
         if not (path / "config.json").is_file():
             raise UserError(
@@ -57,31 +56,12 @@ def load_pretrained(source: str, with_head: bool = False) -> PretrainedWeights:
     return PretrainedWeights(source, "BERT model", *read_bert(source, source, with_head))
 
 
-def _load_checkpoint(path: Path, origin: str) -> PretrainedWeights:
-    """A Lightning checkpoint of a PretrainModule or a GlueModule (weights under ``model.``)."""
-    try:
-        # Tensors and plain values only: unpickling arbitrary objects could run code.
-        checkpoint = torch.load(path, map_location="cpu", weights_only=True)
-    except Exception as error:
-        first = (str(error).strip().splitlines() or [type(error).__name__])[0]
-        raise UserError(
-            f"pretrained {origin!r} could not be read as a checkpoint of tensors and plain values ({first})"
-        ) from None
-    if not isinstance(checkpoint, dict) or "state_dict" not in checkpoint or "hyper_parameters" not in checkpoint:
-        described = (
-            describe_contents(checkpoint)
-            if not isinstance(checkpoint, dict) or "state_dict" not in checkpoint
-            else "a checkpoint without hyper_parameters"
-        )
-        hint = (
-            " BERT weights are read from their folder (with config.json), or by their hub name"
-            if described.startswith("transformers BERT")
-            else ""
-        )
-        raise UserError(
-            f"pretrained {origin!r} holds {described}, not a tiedemb checkpoint (a run's .ckpt with "
-            f"state_dict and hyper_parameters) or BERT weights in transformers format.{hint}"
-        )
+def _load_checkpoint(origin: str) -> PretrainedWeights:
+    """A Lightning checkpoint of a PretrainModule or a GlueModule (weights under ``model.``), read as
+    ``--ckpt_path`` reads one: tensors and plain values only, since unpickling objects could run code."""
+    checkpoint = read_checkpoint(origin)
+    if "hyper_parameters" not in checkpoint:
+        raise UserError(f"pretrained {origin!r} is a checkpoint without hyper_parameters, not a tiedemb run's .ckpt")
     hparams = dict(checkpoint["hyper_parameters"])
     # attention direction is the classifier's choice, not the checkpoint's
     config = config_from_hparams({**hparams, "objective": "mlm"}, f"pretrained {origin!r}")
