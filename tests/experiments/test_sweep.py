@@ -253,7 +253,7 @@ def stage(command: list[str]) -> str:
 
 def test_a_failed_test_stage_reruns_alone(tmp_path, fake_runs, monkeypatch):
     calls, _ = fake_runs
-    monkeypatch.setattr(sweep_module, "_test_checkpoint", lambda folder, which: folder / "best.ckpt")
+    monkeypatch.setattr(sweep_module, "_checkpoint", lambda folder, which: folder / "best.ckpt")
     sweep = load_sweep(tiny_sweep(tmp_path, test="best", grid={"seed_everything": [0]}))
     out = tmp_path / "out"
     real = sweep_module._run_logged
