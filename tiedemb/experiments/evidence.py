@@ -24,7 +24,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from tiedemb.experiments import layout
 from tiedemb.experiments.aggregate import SEED_LABEL, Interval, Table, pretraining_runs, sort_value, summarise
 from tiedemb.experiments.claims import (
     Analysis,
@@ -436,8 +435,8 @@ def run_metrics_table(runs: Iterable[Run], analysis: Analysis | None) -> Table:
                 **{name: found.baselines[name] for name in BASELINES},
                 **{column: found.steps[target] for target, column in zip(targets, step_columns)},
                 "params": run.first(PARAMS_TOTAL),
-                "commit": _commit(run),
-                "started": _started(run),
+                "commit": run.commit,
+                "started": run.started,
             }
         )
     return Table(
@@ -451,17 +450,6 @@ def run_metrics_table(runs: Iterable[Run], analysis: Analysis | None) -> Table:
         ],
         digits={"last step": 0, "params": 0, **dict.fromkeys(step_columns, 1)},
     )
-
-
-def _started(run: Run) -> str | None:
-    """When the cell's first attempt started (kept across resumed attempts; a plain run: its status)."""
-    status = layout.read_json(run.folder / layout.STATUS_FILE) or {}
-    return status.get("first_started") or status.get("started")
-
-
-def _commit(run: Run) -> str | None:
-    cell = layout.read_json(run.folder / layout.CELL_FILE) or {}
-    return cell.get("commit")
 
 
 def curve_rows(runs: Iterable[Run]) -> tuple[list[str], list[list[Any]]]:
