@@ -40,8 +40,8 @@ from typing import Any
 
 import numpy
 
-from tiedemb.experiments.aggregate import Table
-from tiedemb.experiments.claims import Analysis, Difference, paired_difference, steps_to_target
+from tiedemb.experiments.aggregate import Table, summarise
+from tiedemb.experiments.claims import Analysis, Difference, steps_to_target
 from tiedemb.experiments.evidence import VAL, RunNumbers, paired, refused_pairs
 
 Numbers = Mapping[str, Mapping[str, Mapping[str, RunNumbers]]]  # study -> level -> seed -> numbers
@@ -263,14 +263,14 @@ def common_target(reference: Mapping[str, RunNumbers], fraction: float) -> float
 
 
 def _ratio(values: Sequence[float], bounded: bool) -> str:
-    if not values:
+    """The seeds' ratios: mean [95% interval of the mean] (n)."""
+    stat = summarise(values)
+    if stat is None:
         return "no paired seeds"
-    mean = statistics.fmean(values)
     bound = ", lower bound" if bounded else ""
-    if len(values) < 2:
-        return f"{mean:.2f} (n = 1: no interval{bound})"
-    difference = paired_difference(dict(enumerate(values)), dict.fromkeys(range(len(values)), 0.0))
-    return f"{mean:.2f} [{difference.low:.2f}, {difference.high:.2f}] (n = {len(values)}{bound})"
+    if stat.ci95 is None:
+        return f"{stat.mean:.2f} (n = 1: no interval{bound})"
+    return f"{stat.mean:.2f} [{stat.mean - stat.ci95:.2f}, {stat.mean + stat.ci95:.2f}] (n = {stat.n}{bound})"
 
 
 def _ladders(numbers: Numbers, analysis: Analysis) -> Iterator[tuple[str, Any, Any, list[tuple[int, str]], int]]:
