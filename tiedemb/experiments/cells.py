@@ -304,11 +304,6 @@ def waiting_reason(sweep: Sweep, cell: Cell, out: Path) -> str | None:
     return None
 
 
-def upstream_checkpoint(upstream: Upstream, out: Path) -> Path:
-    """The checkpoint a chained cell starts from, found in its finished upstream cell's folder."""
-    return _checkpoint(cell_dir(out, upstream.cell), upstream.checkpoint)
-
-
 def record_waiting(sweep: Sweep, cell: Cell, out: Path, workdir: Path, message: str) -> None:
     """Mark a chained cell as waiting, keeping what earlier attempts recorded (attempts, stages)."""
     folder = cell_dir(out, cell)
@@ -448,7 +443,7 @@ def run_cell(sweep: Sweep, cell: Cell, out: Path, workdir: Path) -> bool:
     checkpoint = None
     if cell.upstream is not None:
         try:
-            checkpoint = upstream_checkpoint(cell.upstream, out)
+            checkpoint = _checkpoint(cell_dir(out, cell.upstream.cell), cell.upstream.checkpoint)
         except UserError as error:  # finished without a checkpoint: never start on random weights
             _record(folder, {**previous, "attempt": attempt}, layout.FAILED, message=f"error: {error}")
             return False
