@@ -156,6 +156,9 @@ def test_effective_rank_as_the_encoder_sees_the_table():
     normed = encoder_input(table, projection, torch.ones(32), torch.zeros(32))
     assert torch.allclose(normed.mean(dim=-1), torch.zeros(50, dtype=torch.float64), atol=1e-9)
     assert torch.allclose(normed.pow(2).mean(dim=-1), torch.ones(50, dtype=torch.float64), atol=1e-6)
+    rms = encoder_input(table, projection, 2 * torch.ones(32), None)  # RMSNorm: scaled, not centred
+    assert torch.allclose(rms.pow(2).mean(dim=-1), 4 * torch.ones(50, dtype=torch.float64), atol=1e-6)
+    assert torch.allclose(rms, 2 * rows / rows.pow(2).mean(dim=-1, keepdim=True).sqrt(), atol=1e-9)
 
 
 def test_token_counts_of_lines_longer_than_the_model_take_them_whole_and_quietly(tmp_path, caplog, tiny_tokenizer_dir):

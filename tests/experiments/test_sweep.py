@@ -253,7 +253,7 @@ def stage(command: list[str]) -> str:
 
 def test_a_failed_test_stage_reruns_alone(tmp_path, fake_runs, monkeypatch):
     calls, _ = fake_runs
-    monkeypatch.setattr(sweep_module, "_test_checkpoint", lambda folder, which: folder / "best.ckpt")
+    monkeypatch.setattr(sweep_module, "_checkpoint", lambda folder, which: folder / "best.ckpt")
     sweep = load_sweep(tiny_sweep(tmp_path, test="best", grid={"seed_everything": [0]}))
     out = tmp_path / "out"
     real = sweep_module._run_logged
@@ -267,6 +267,19 @@ def test_a_failed_test_stage_reruns_alone(tmp_path, fake_runs, monkeypatch):
     assert [stage(command) for command in calls] == ["fit", "test"]  # fit was not run again
     test_command = layout.read_json(out / "t" / "seed=0" / layout.CELL_FILE)["commands"]["test"]
     assert f"--ckpt_path={out / 't' / 'seed=0' / 'best.ckpt'}" in test_command
+
+
+def test_the_test_stage_and_a_chained_cell_take_the_run_folders_best_or_last_checkpoint(tmp_path):
+    checkpoints = tmp_path / "checkpoints"
+    checkpoints.mkdir()
+    (checkpoints / "last.ckpt").write_bytes(b"last")
+    assert sweep_module._checkpoint(tmp_path, "best") == checkpoints / "last.ckpt"  # no validation scored one yet
+    (checkpoints / "best.ckpt").write_bytes(b"best")
+    assert sweep_module._checkpoint(tmp_path, "best") == checkpoints / "best.ckpt"
+    assert sweep_module._checkpoint(tmp_path, "last") == checkpoints / "last.ckpt"
+    (checkpoints / "last.ckpt").unlink()
+    with pytest.raises(UserError, match="has no last.ckpt"):
+        sweep_module._checkpoint(tmp_path, "last")
 
 
 def test_without_out_the_cells_go_to_runs_and_the_sweeps_name(tmp_path, fake_runs, monkeypatch):

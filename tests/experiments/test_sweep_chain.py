@@ -67,7 +67,7 @@ def fake_runs(monkeypatch):
         log_file.write_text("error: boom\n" if cell_id in failing else "ok\n")
         if cell_id in failing:
             return 1
-        checkpoints = folder / "tiedemb" / "run1" / "checkpoints"
+        checkpoints = folder / "checkpoints"  # the cell's folder is its run's folder
         checkpoints.mkdir(parents=True, exist_ok=True)
         (checkpoints / "last.ckpt").write_bytes(b"")
         return 0
@@ -163,7 +163,7 @@ def test_a_cell_whose_upstream_failed_waits_and_runs_on_a_later_run(tmp_path, fa
     assert sweep_main([str(path), "--out", str(out)]) == 0
     assert "3 finished, 0 failed, 0 waiting, 3 already done" in capsys.readouterr().out
     assert list(calls) == ["pretrain/d_e=16,seed=0", "mrpc/d_e=16,seed=0", "mrpc/d_e=16,seed=1"]  # upstream first
-    checkpoint = out / "pretrain" / "d_e=16,seed=0" / "tiedemb" / "run1" / "checkpoints" / "last.ckpt"
+    checkpoint = out / "pretrain" / "d_e=16,seed=0" / "checkpoints" / "last.ckpt"
     assert f"--model.pretrained={checkpoint}" in calls["mrpc/d_e=16,seed=1"][0]
     record = layout.read_json(waiting / layout.CELL_FILE)
     assert record["pretrained_from"]["path"] == str(checkpoint)

@@ -372,6 +372,34 @@ DIM_NOTES = [
 ]
 
 
+def _dim_columns(
+    rows: list[dict[str, Any]], metric_columns: list[tuple[str, str, str]], tasks: list[str], several_routes: bool
+) -> tuple[list[str], list[str], list[str]]:
+    """The width table's columns in order, its score columns and their majority floors."""
+    mains = [column for _, column, metric in metric_columns if metric in MAIN_METRICS]
+    majority = [majority_column(column) for _, column, _ in metric_columns]
+    numbers = [
+        *(column for _, column, _ in metric_columns),
+        *majority,
+        *(f"{column} 95% CI" for column in mains),
+        *(mde_column(column) for column in mains),
+        *(f"{column} final" for column in mains),
+        *(f"epochs to converge ({task.upper()})" for task in tasks),
+    ]
+    base = [
+        *(["route"] if several_routes else []),
+        "d_e",
+        "runs",
+        "total params (M)",
+        "embedding params (M)",
+        "embedding share (%)",
+        *numbers,
+    ]
+    last = ("score", "pts per M params")
+    extra_columns = [column for row in rows for column in row if column not in (*base, "route", *last)]
+    return [*base, *dict.fromkeys(extra_columns), *last], numbers, majority
+
+
 def embedding_dim_table(runs: Iterable[Run], extra: Callable[[list[Run]], dict[str, Any]] | None = None) -> Table:
     """d_e, parameters, dev scores per task, epochs to converge, points per million parameters.
 
@@ -395,27 +423,7 @@ def embedding_dim_table(runs: Iterable[Run], extra: Callable[[list[Run]], dict[s
         _points_per_million([row for row in rows if row["route"] == route])
         for column in mains:
             _minimum_detectable([row for row in rows if row["route"] == route], column)
-    majority = [majority_column(column) for _, column, _ in metric_columns]
-    numbers = [
-        *(column for _, column, _ in metric_columns),
-        *majority,
-        *(f"{column} 95% CI" for column in mains),
-        *(mde_column(column) for column in mains),
-        *(f"{column} final" for column in mains),
-        *(f"epochs to converge ({task.upper()})" for task in tasks),
-    ]
-    base = [
-        *(["route"] if len(routes) > 1 else []),
-        "d_e",
-        "runs",
-        "total params (M)",
-        "embedding params (M)",
-        "embedding share (%)",
-        *numbers,
-    ]
-    last = ("score", "pts per M params")
-    extra_columns = [column for row in rows for column in row if column not in (*base, "route", *last)]
-    columns = [*base, *dict.fromkeys(extra_columns), *last]
+    columns, numbers, majority = _dim_columns(rows, metric_columns, tasks, several_routes=len(routes) > 1)
     notes = list(DIM_NOTES)
     if rows:
         smallest = rows[0]["d_e"]

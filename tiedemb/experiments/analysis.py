@@ -167,14 +167,9 @@ def encoder_input(
     rows = matrix.double() @ projection.double().T if projection is not None else matrix.double()
     if norm_weight is None:
         return rows
-    if norm_bias is not None:  # LayerNorm
-        rows = rows - rows.mean(dim=-1, keepdim=True)
-        rows = (
-            rows / torch.sqrt(rows.pow(2).mean(dim=-1, keepdim=True) + eps) * norm_weight.double() + norm_bias.double()
-        )
-    else:  # RMSNorm
-        rows = rows / torch.sqrt(rows.pow(2).mean(dim=-1, keepdim=True) + eps) * norm_weight.double()
-    return rows
+    if norm_bias is not None:
+        return torch.nn.functional.layer_norm(rows, rows.shape[-1:], norm_weight.double(), norm_bias.double(), eps)
+    return torch.nn.functional.rms_norm(rows, rows.shape[-1:], norm_weight.double(), eps)
 
 
 def analyse(

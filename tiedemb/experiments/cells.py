@@ -304,11 +304,6 @@ def waiting_reason(sweep: Sweep, cell: Cell, out: Path) -> str | None:
     return None
 
 
-def upstream_checkpoint(upstream: Upstream, out: Path) -> Path:
-    """The checkpoint a chained cell starts from, found in its finished upstream cell's folder."""
-    return _test_checkpoint(cell_dir(out, upstream.cell), upstream.checkpoint)
-
-
 def record_waiting(sweep: Sweep, cell: Cell, out: Path, workdir: Path, message: str) -> None:
     """Mark a chained cell as waiting, keeping what earlier attempts recorded (attempts, stages)."""
     folder = cell_dir(out, cell)
@@ -384,24 +379,24 @@ def write_manifest(sweep: Sweep, out: Path) -> None:
     )
 
 
+def git(args: list[str], folder: Path, timeout: float = 30) -> str | None:
+    """``git ARGS``'s output in ``folder``; ``None`` outside a git checkout or without git."""
+    try:
+        found = subprocess.run(["git", *args], cwd=folder, capture_output=True, text=True, timeout=timeout)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    return found.stdout if found.returncode == 0 else None
+
+
 def source_commit() -> str | None:
     """The git commit of the tiedemb source the cells run (``+`` if it has uncommitted changes), or
     ``None`` outside a git checkout: what a result can be traced back to."""
     source = Path(__file__).resolve().parents[2]
-    try:
-        commit = subprocess.run(["git", "rev-parse", "HEAD"], cwd=source, capture_output=True, text=True, timeout=10)
-        dirty = subprocess.run(
-            ["git", "status", "--porcelain", "--untracked-files=no", "--", "tiedemb"],
-            cwd=source,
-            capture_output=True,
-            text=True,
-            timeout=10,
-        )
-    except (OSError, subprocess.TimeoutExpired):
+    commit = git(["rev-parse", "HEAD"], source)
+    if commit is None:
         return None
-    if commit.returncode != 0:
-        return None
-    return commit.stdout.strip() + ("+" if dirty.stdout.strip() else "")
+    dirty = git(["status", "--porcelain", "--untracked-files=no", "--", "tiedemb"], source)
+    return commit.strip() + ("+" if (dirty or "").strip() else "")
 
 
 def discard_superseded(cell: Cell, folder: Path) -> bool:
@@ -448,18 +443,9 @@ def run_cell(sweep: Sweep, cell: Cell, out: Path, workdir: Path) -> bool:
     checkpoint = None
     if cell.upstream is not None:
         try:
-            checkpoint = upstream_checkpoint(cell.upstream, out)
+            checkpoint = _checkpoint(cell_dir(out, cell.upstream.cell), cell.upstream.checkpoint)
         except UserError as error:  # finished without a checkpoint: never start on random weights
-            layout.write_json(
-                folder / layout.STATUS_FILE,
-                {
-                    **previous,
-                    "state": layout.FAILED,
-                    "attempt": attempt,
-                    "finished": now(),
-                    "message": f"error: {error}",
-                },
-            )
+            _record(folder, {**previous, "attempt": attempt}, layout.FAILED, message=f"error: {error}")
             return False
     upstream = str(checkpoint) if checkpoint is not None else None
     # A stage an earlier attempt completed (fit, before a failed test) is not run again.
@@ -488,9 +474,8 @@ def run_cell(sweep: Sweep, cell: Cell, out: Path, workdir: Path) -> bool:
     layout.write_json(
         folder / layout.CELL_FILE, {**(layout.read_json(folder / layout.CELL_FILE) or {}), "commands": commands}
     )
-    status.update(state=layout.FINISHED, finished=now(), seconds=round(time.monotonic() - begin, 1))
     status.pop("stage", None)
-    layout.write_json(folder / layout.STATUS_FILE, status)
+    _record(folder, status, layout.FINISHED, seconds=round(time.monotonic() - begin, 1))
     return True
 
 
@@ -514,7 +499,7 @@ def _run_stages(
         if stage == "test":
             commands["test"] = [
                 *TIEDEMB_COMMAND,
-                *cell_args(sweep, cell, folder, "test", str(_test_checkpoint(folder, cell.test)), upstream),
+                *cell_args(sweep, cell, folder, "test", str(_checkpoint(folder, cell.test)), upstream),
             ]
         started = time.monotonic()
         try:
@@ -522,12 +507,8 @@ def _run_stages(
                 commands[stage], folder / layout.LOG_FILE, workdir, f"attempt {attempt}, {stage}", sweep.threads
             )
         except KeyboardInterrupt:
-            status.update(
-                state=layout.FAILED,
-                finished=now(),
-                message=f"interrupted (Ctrl-C) in {stage}: run the sweep again to resume from its last checkpoint",
-            )
-            layout.write_json(folder / layout.STATUS_FILE, status)
+            message = f"interrupted (Ctrl-C) in {stage}: run the sweep again to resume from its last checkpoint"
+            _record(folder, status, layout.FAILED, message=message)
             raise
         status["stages"][stage] = {"returncode": code, "seconds": round(time.monotonic() - started, 1)}
         if STOP.received and (code != 0 or stage != stages[-1]):
@@ -537,12 +518,15 @@ def _run_stages(
         if code != 0:
             preempted = code in (PREEMPTED_EXIT, -signal.SIGTERM)
             message = _preempted(stage) if preempted else _tail(folder / layout.LOG_FILE)
-            status.update(
-                state=layout.FAILED, finished=now(), seconds=round(time.monotonic() - begin, 1), message=message
-            )
-            layout.write_json(folder / layout.STATUS_FILE, status)
+            _record(folder, status, layout.FAILED, seconds=round(time.monotonic() - begin, 1), message=message)
             return False
     return True
+
+
+def _record(folder: Path, status: dict[str, Any], state: str, **fields: Any) -> None:
+    """End an attempt in ``state``: ``status`` updated with the time and ``fields``, and written."""
+    status.update(state=state, finished=now(), **fields)
+    layout.write_json(folder / layout.STATUS_FILE, status)
 
 
 def _preempted(stage: str) -> str:
@@ -555,10 +539,7 @@ def _record_stop(folder: Path, status: dict[str, Any], stage: str, begin: float)
 
     The cell stays unfinished; a stage that completed before the signal counts as done.
     """
-    status.update(
-        state=layout.FAILED, finished=now(), seconds=round(time.monotonic() - begin, 1), message=_preempted(stage)
-    )
-    layout.write_json(folder / layout.STATUS_FILE, status)
+    _record(folder, status, layout.FAILED, seconds=round(time.monotonic() - begin, 1), message=_preempted(stage))
     raise SweepStopped(STOP.received[0])
 
 
@@ -600,28 +581,12 @@ def _last_checkpoint(folder: Path) -> Path | None:
     return found[0] if found else None
 
 
-def _test_checkpoint(folder: Path, which: str) -> Path:
-    """The checkpoint ``test`` (or a chained cell) starts from: the monitored best of the newest run, else its last."""
-    from tiedemb.training.checkpoints import read_checkpoint
+def _checkpoint(folder: Path, which: str) -> Path:
+    """The checkpoint ``test`` (or a chained cell) starts from: ``best.ckpt`` (the monitored best, else the
+    newest state) or ``last.ckpt`` of the cell's run folder (``tiedemb.training.run_checkpoint``)."""
+    from tiedemb.training.run_checkpoint import run_checkpoint
 
-    last = _last_checkpoint(folder)
-    if last is None:
-        raise UserError(f"{folder}: fit finished but wrote no last checkpoint")
-    if which == "last":
-        return last
-    try:
-        states = read_checkpoint(last).get("callbacks") or {}
-    except UserError:
-        return last
-    for name, state in states.items():
-        best = state.get("best_model_path") if isinstance(state, dict) and "ModelCheckpoint" in str(name) else None
-        if best:
-            path = Path(best)
-            if path.is_file():
-                return path
-            if (last.parent / path.name).is_file():  # the folder moved since
-                return last.parent / path.name
-    return last
+    return run_checkpoint(folder, None if which == "best" else "last")
 
 
 def run_sweep(

@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from tiedemb.experiments.aggregate import Interval, Table, pretraining_runs, sort_value, summarise
+from tiedemb.experiments.aggregate import SEED_LABEL, Interval, Table, pretraining_runs, sort_value, summarise
 from tiedemb.experiments.claims import (
     Analysis,
     Difference,
@@ -50,7 +50,6 @@ from tiedemb.training.metric_names import (
     loss_name,
 )
 
-SEED_LABEL = "seed"
 VAL, OOD = VAL_LOSS, loss_name("val_ood")
 BASELINES = {
     "unigram": UNIGRAM_LOSS,
@@ -81,6 +80,13 @@ class RunNumbers:
     def below_unigram(self) -> float | None:
         unigram = self.baselines.get("unigram")
         return None if unigram is None or self.final is None else unigram - self.final
+
+
+def axis_and_targets(analysis: Analysis | None) -> tuple[str, tuple[float, ...]]:
+    """The analysis axis and its targets; without an analysis (or targets), the variant and the runs' own targets."""
+    if analysis is None:
+        return "variant", DEFAULT_TARGETS
+    return analysis.axis, analysis.targets or DEFAULT_TARGETS
 
 
 def labels_of(runs: Iterable[Run]) -> list[str]:
@@ -130,8 +136,7 @@ def run_numbers(run: Run, axis: str, targets: Iterable[float]) -> RunNumbers:
 
 def collect(runs: Iterable[Run], analysis: Analysis | None) -> dict[str, dict[str, dict[str, RunNumbers]]]:
     """study -> level -> seed -> numbers, for the finished pretraining runs."""
-    axis = analysis.axis if analysis else "variant"
-    targets = analysis.targets if analysis and analysis.targets else DEFAULT_TARGETS
+    axis, targets = axis_and_targets(analysis)
     numbers: dict[str, dict[str, dict[str, RunNumbers]]] = {}
     for run in pretraining_runs(runs):
         found = run_numbers(run, axis, targets)
@@ -176,9 +181,35 @@ def baselines_table(numbers: dict[str, dict[str, dict[str, RunNumbers]]]) -> Tab
     )
 
 
+def _convergence_row(
+    study: str, axis: str, level: str, members: list[RunNumbers], targets: Iterable[float], step_columns: list[str]
+) -> dict[str, Any]:
+    """One level's seeds: final losses with the interval, the margin below unigram, steps to each target, size."""
+    final = summarise(found.final for found in members)
+    params = [found.params for found in members if found.params is not None]
+    flops = [found.training_flops for found in members if found.training_flops is not None]
+    row: dict[str, Any] = {
+        "study": study,
+        axis: level,
+        "seeds": len(members),
+        "final val loss": final,
+        "95% CI": Interval(final) if final is not None else None,
+        "below unigram": summarise(found.below_unigram for found in members),
+        "final ood loss": summarise(found.final_ood for found in members),
+        "params (M)": sum(params) / len(params) / 1e6 if params else None,
+        "training PFLOP": sum(flops) / len(flops) / 1e15 if flops else None,
+    }
+    for target, column in zip(targets, step_columns):
+        reached = [found.steps[target] for found in members if found.steps[target] is not None]
+        stat = summarise(reached)
+        never = len(members) - len(reached)
+        text = "never" if stat is None else stat.format(0)
+        row[column] = text + (f" ({never} of {len(members)} never)" if never and stat is not None else "")
+    return row
+
+
 def convergence_table(numbers: dict[str, dict[str, dict[str, RunNumbers]]], analysis: Analysis | None) -> Table:
-    targets = analysis.targets if analysis and analysis.targets else DEFAULT_TARGETS
-    axis = analysis.axis if analysis else "variant"
+    axis, targets = axis_and_targets(analysis)
     step_columns = [f"steps to unigram - {target:g}" for target in targets]
     columns = [
         "study",
@@ -192,31 +223,11 @@ def convergence_table(numbers: dict[str, dict[str, dict[str, RunNumbers]]], anal
         "params (M)",
         "training PFLOP",
     ]
-    rows = []
-    for study, levels in numbers.items():
-        for level in _levels(levels):
-            members = list(levels[level].values())
-            final = summarise(found.final for found in members)
-            params = [found.params for found in members if found.params is not None]
-            flops = [found.training_flops for found in members if found.training_flops is not None]
-            row: dict[str, Any] = {
-                "study": study,
-                axis: level,
-                "seeds": len(members),
-                "final val loss": final,
-                "95% CI": Interval(final) if final is not None else None,
-                "below unigram": summarise(found.below_unigram for found in members),
-                "final ood loss": summarise(found.final_ood for found in members),
-                "params (M)": sum(params) / len(params) / 1e6 if params else None,
-                "training PFLOP": sum(flops) / len(flops) / 1e15 if flops else None,
-            }
-            for target, column in zip(targets, step_columns):
-                reached = [found.steps[target] for found in members if found.steps[target] is not None]
-                stat = summarise(reached)
-                never = len(members) - len(reached)
-                text = "never" if stat is None else stat.format(0)
-                row[column] = text + (f" ({never} of {len(members)} never)" if never and stat is not None else "")
-            rows.append(row)
+    rows = [
+        _convergence_row(study, axis, level, list(levels[level].values()), targets, step_columns)
+        for study, levels in numbers.items()
+        for level in _levels(levels)
+    ]
     notes = [
         "mean ± sample standard deviation over seeds; 95% CI: of the mean final loss (Student's t)",
         "below unigram: the in-domain unigram loss minus the final validation loss (positive: better than "
@@ -302,8 +313,7 @@ def _params_difference(levels: dict[str, dict[str, RunNumbers]], level: str, ref
 
 
 def differences_table(numbers: dict[str, dict[str, dict[str, RunNumbers]]], analysis: Analysis | None) -> Table:
-    targets = analysis.targets if analysis and analysis.targets else DEFAULT_TARGETS
-    axis = analysis.axis if analysis else "variant"
+    axis, targets = axis_and_targets(analysis)
     reference = analysis.reference if analysis else None
     step_columns = [f"Δ steps to unigram - {target:g}" for target in targets]
     columns = ["study", axis, "reference", "Δ final val loss", "Δ params (M)", *step_columns]
@@ -400,8 +410,7 @@ def claims_table(numbers: dict[str, dict[str, dict[str, RunNumbers]]], analysis:
 def run_metrics_table(runs: Iterable[Run], analysis: Analysis | None) -> Table:
     """One row per run (every state): labels, what the seed set, final metrics, steps to targets."""
     runs = list(runs)
-    axis = analysis.axis if analysis else "variant"
-    targets = analysis.targets if analysis and analysis.targets else DEFAULT_TARGETS
+    axis, targets = axis_and_targets(analysis)
     label_names = labels_of(runs)
     step_columns = [f"steps to unigram - {target:g}" for target in targets]
     rows = []
@@ -426,8 +435,8 @@ def run_metrics_table(runs: Iterable[Run], analysis: Analysis | None) -> Table:
                 **{name: found.baselines[name] for name in BASELINES},
                 **{column: found.steps[target] for target, column in zip(targets, step_columns)},
                 "params": run.first(PARAMS_TOTAL),
-                "commit": _commit(run),
-                "started": _started(run),
+                "commit": run.commit,
+                "started": run.started,
             }
         )
     return Table(
@@ -441,21 +450,6 @@ def run_metrics_table(runs: Iterable[Run], analysis: Analysis | None) -> Table:
         ],
         digits={"last step": 0, "params": 0, **dict.fromkeys(step_columns, 1)},
     )
-
-
-def _started(run: Run) -> str | None:
-    """When the cell's first attempt started (kept across resumed attempts; a plain run: its status)."""
-    from tiedemb.experiments import layout
-
-    status = layout.read_json(run.folder / layout.STATUS_FILE) or {}
-    return status.get("first_started") or status.get("started")
-
-
-def _commit(run: Run) -> str | None:
-    from tiedemb.experiments import layout
-
-    cell = layout.read_json(run.folder / layout.CELL_FILE) or {}
-    return cell.get("commit")
 
 
 def curve_rows(runs: Iterable[Run]) -> tuple[list[str], list[list[Any]]]:

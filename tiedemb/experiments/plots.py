@@ -23,10 +23,10 @@ MISSING = 'no figures: matplotlib is not installed (pip install "tiedemb[report]
 
 def available() -> bool:
     """Whether matplotlib can be imported, so that figures can be drawn."""
-    return _pyplot() is not None
+    return pyplot() is not None
 
 
-def _pyplot() -> Any:
+def pyplot() -> Any:
     # Imported on first use: the report's tables and every other command run without matplotlib.
     try:
         import matplotlib
@@ -41,10 +41,10 @@ def _pyplot() -> Any:
 DPI = 120
 
 
-def _save(figure: Any, path: Path) -> Path:
+def save(figure: Any, path: Path) -> Path:
     buffer = io.BytesIO()
     figure.savefig(buffer, format="png", dpi=DPI, bbox_inches="tight")
-    _pyplot().close(figure)
+    pyplot().close(figure)
     atomic_write_bytes(path, buffer.getvalue())
     return path
 
@@ -87,6 +87,28 @@ def _curve_name(study: str, labels: tuple[tuple[str, str], ...]) -> str:
     return ", ".join(shown) or study
 
 
+def _variant_curves(axis: Any, zoomed: Any, colour: str, name: str, members: list[Run]) -> None:
+    """One variant's mean validation curve with its ± std band on both rows, and its initial losses on the top."""
+    steps, means, stds = _mean_curve(members, VAL_LOSS)
+    initial = [run.first(INIT_LOSS) for run in members if run.first(INIT_LOSS) is not None]
+    if initial:  # the curve starts where the untrained model stood
+        steps = [0, *steps]
+        means = [statistics.fmean(initial), *means]
+        stds = [statistics.stdev(initial) if len(initial) > 1 else 0.0, *stds]
+    # top: from the measured initial loss; bottom: from the first evaluation on
+    start = 1 if initial else 0
+    for each, first, label in ((axis, 0, f"{name} (n={len(members)})"), (zoomed, start, name)):
+        xs, ys, spread = steps[first:], means[first:], stds[first:]
+        each.plot(xs, ys, color=colour, label=label)
+        lows, highs = [m - s for m, s in zip(ys, spread)], [m + s for m, s in zip(ys, spread)]
+        each.fill_between(xs, lows, highs, color=colour, alpha=0.2, linewidth=0)
+    if initial:
+        axis.plot([0], [means[0]], "o", color=colour)
+    predicted = [value for value in (run.first(INIT_LOSS_PREDICTED) for run in members) if value is not None]
+    if predicted:
+        axis.plot([0], [statistics.fmean(predicted)], "x", color=colour, markersize=10, markeredgewidth=2)
+
+
 def loss_curves(runs: Iterable[Run], path: Path) -> Path | None:
     """Validation loss against step per variant (mean ± std over seeds), one column per study and d_e.
 
@@ -97,7 +119,7 @@ def loss_curves(runs: Iterable[Run], path: Path) -> Path | None:
     the first evaluation on, where the variants' differences in training are visible at their own
     scale.
     """
-    plt = _pyplot()
+    plt = pyplot()
     if plt is None:
         return None
     panels = _panels(runs)
@@ -108,26 +130,7 @@ def loss_curves(runs: Iterable[Run], path: Path) -> Path | None:
     for column, (title, panel_runs) in enumerate(panels):
         axis, zoomed = axes[0][column], axes[1][column]
         for number, ((study, labels), members) in enumerate(group_runs(panel_runs).items()):
-            colour = colours[number % len(colours)]
-            name = _curve_name(study, labels)
-            steps, means, stds = _mean_curve(members, VAL_LOSS)
-            initial = [run.first(INIT_LOSS) for run in members if run.first(INIT_LOSS) is not None]
-            if initial:  # the curve starts where the untrained model stood
-                steps = [0, *steps]
-                means = [statistics.fmean(initial), *means]
-                stds = [statistics.stdev(initial) if len(initial) > 1 else 0.0, *stds]
-            # top: from the measured initial loss; bottom: from the first evaluation on
-            start = 1 if initial else 0
-            for each, first, label in ((axis, 0, f"{name} (n={len(members)})"), (zoomed, start, name)):
-                xs, ys, spread = steps[first:], means[first:], stds[first:]
-                each.plot(xs, ys, color=colour, label=label)
-                lows, highs = [m - s for m, s in zip(ys, spread)], [m + s for m, s in zip(ys, spread)]
-                each.fill_between(xs, lows, highs, color=colour, alpha=0.2, linewidth=0)
-            if initial:
-                axis.plot([0], [means[0]], "o", color=colour)
-            predicted = [value for value in (run.first(INIT_LOSS_PREDICTED) for run in members) if value is not None]
-            if predicted:
-                axis.plot([0], [statistics.fmean(predicted)], "x", color=colour, markersize=10, markeredgewidth=2)
+            _variant_curves(axis, zoomed, colours[number % len(colours)], _curve_name(study, labels), members)
         log_n = [run.first(LOG_N) for run in panel_runs if run.first(LOG_N) is not None]
         if log_n:
             axis.axhline(statistics.fmean(log_n), color="grey", linestyle="--", linewidth=1, label="ln n (uniform)")
@@ -149,7 +152,7 @@ def loss_curves(runs: Iterable[Run], path: Path) -> Path | None:
         axis.legend(fontsize=8)
     axes[0][0].set_ylabel("validation loss (nats/token)")
     axes[1][0].set_ylabel("validation loss (nats/token)")
-    return _save(figure, path)
+    return save(figure, path)
 
 
 def stat_series(rows: list[dict[str, Any]], column: str) -> tuple[list[float], list[float], list[float]]:
@@ -165,7 +168,7 @@ def stat_series(rows: list[dict[str, Any]], column: str) -> tuple[list[float], l
 
 def dev_score_vs_dim(rows: list[dict[str, Any]], score_columns: list[str], path: Path) -> Path | None:
     """Dev scores against d_e (mean ± std over seeds), total parameters on a second axis."""
-    plt = _pyplot()
+    plt = pyplot()
     if plt is None:
         return None
     columns = [column for column in score_columns if any(isinstance(row.get(column), Stat) for row in rows)]
@@ -201,12 +204,12 @@ def dev_score_vs_dim(rows: list[dict[str, Any]], score_columns: list[str], path:
     else:
         axis.legend(fontsize=8)
     axis.set_title("Dev score against embedding dimension")
-    return _save(figure, path)
+    return save(figure, path)
 
 
 def effective_rank_vs_dim(points: dict[str, dict[int, list[float]]], path: Path) -> Path | None:
     """Effective rank of the token embedding against d_e, one line per study/variant, y = d_e for reference."""
-    plt = _pyplot()
+    plt = pyplot()
     if plt is None:
         return None
     if not any(points.values()):
@@ -227,7 +230,7 @@ def effective_rank_vs_dim(points: dict[str, dict[int, list[float]]], path: Path)
     axis.grid(alpha=0.3)
     axis.legend(fontsize=8)
     axis.set_title("Effective rank against embedding dimension")
-    return _save(figure, path)
+    return save(figure, path)
 
 
 def gap_to_full_width(
@@ -235,7 +238,7 @@ def gap_to_full_width(
 ) -> Path | None:
     """Each width's validation loss minus the full width's against steps (``width_study.gap_curves``):
     the mean over seeds as a line, the seeds' range as a band, one panel per study."""
-    plt = _pyplot()
+    plt = pyplot()
     if plt is None:
         return None
     studies = [study for study, levels in curves.items() if any(levels.values())]
@@ -257,4 +260,4 @@ def gap_to_full_width(
         axis.grid(alpha=0.3)
         axis.legend(fontsize=8)
         axis.set_title(f"{study}: gap to the full width (band: the seeds' range)")
-    return _save(figure, path)
+    return save(figure, path)

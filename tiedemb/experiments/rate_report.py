@@ -9,7 +9,6 @@ it), ``tuning.csv`` (the rule's table), ``claims_by_rate.csv``, ``claims.csv``,
 
 from __future__ import annotations
 
-import csv
 import math
 from collections.abc import Sequence
 from pathlib import Path
@@ -22,6 +21,8 @@ from tiedemb.experiments import plots
 from tiedemb.experiments.claims import Analysis, parse_analysis
 from tiedemb.experiments.rate_study import (
     AT_RATE,
+    Pick,
+    RateScore,
     RunRow,
     claims_at_rates,
     governing_commit,
@@ -30,6 +31,7 @@ from tiedemb.experiments.rate_study import (
     rate_scores,
     tuned_claims,
 )
+from tiedemb.experiments.report_writer import write_rows
 
 STUDY = "clm"
 
@@ -46,11 +48,7 @@ def read_claims(path: Path) -> Analysis:
 
 
 def _write_csv(path: Path, rows: Sequence[dict[str, Any]], columns: Sequence[str]) -> None:
-    with open(path, "w", newline="", encoding="utf-8") as handle:
-        writer = csv.DictWriter(handle, fieldnames=list(columns), extrasaction="ignore")
-        writer.writeheader()
-        for row in rows:
-            writer.writerow({key: _cell(row.get(key)) for key in columns})
+    write_rows(list(columns), [[_cell(row.get(key)) for key in columns] for row in rows], path)
 
 
 def _cell(value: Any) -> Any:
@@ -98,9 +96,9 @@ def provenance(runs: Sequence[RunRow], protocol: Path) -> tuple[list[dict[str, A
 def figure(at_rates: Sequence[dict[str, Any]], tuned: Sequence[dict[str, Any]], path: Path) -> Path | None:
     """One panel per claim: the paired difference with its interval against the learning rate,
     the margin dashed, and the verdict runs' difference (red square) beside its tuned rate."""
-    if not plots.available() or not at_rates:
+    plt = plots.pyplot()
+    if plt is None or not at_rates:
         return None
-    plt = plots._pyplot()
     keys = list(dict.fromkeys((row["claim"], row["level"]) for row in at_rates))
     columns = 3
     rows_n = math.ceil(len(keys) / columns)
@@ -138,7 +136,44 @@ def figure(at_rates: Sequence[dict[str, Any]], tuned: Sequence[dict[str, Any]], 
     for ax in list(axes.flat)[len(keys) :]:
         ax.axis("off")
     fig.tight_layout()
-    return plots._save(fig, path)
+    return plots.save(fig, path)
+
+
+BY_RATE_COLUMNS = ["claim", "level", "reference", "learning rate", "diverged", "n", "difference", "verdict"]
+CLAIM_COLUMNS = [
+    "claim",
+    "level",
+    "reference",
+    "measure",
+    "expected",
+    "margin",
+    "level rate",
+    "reference rate",
+    "n",
+    "difference",
+    "verdict",
+    "p",
+    "Holm p",
+    "Holm verdict",
+    "seeds needed",
+    "across rates",
+]
+
+
+def _score_rows(scores: Sequence[RateScore], picks: dict[str, Pick]) -> list[dict[str, Any]]:
+    """The rule's table (``tuning.csv``): each variant and rate, whether eligible and whether picked."""
+    return [
+        {
+            "variant": s.variant,
+            "learning rate": s.rate,
+            "tuning seeds": s.n,
+            "mean final val loss": s.mean_final,
+            "diverged seeds": s.diverged,
+            "eligible": "yes" if s.eligible else "no" if s.complete else f"no: {s.n} of {s.seeds} seeds",
+            "picked": "yes" if picks[s.variant].rate == s.rate else "",
+        }
+        for s in scores
+    ]
 
 
 def write_rate_report(
@@ -160,46 +195,14 @@ def write_rate_report(
     out.mkdir(parents=True, exist_ok=True)
     run_rows, current, first = provenance(runs, protocol)
     _write_csv(out / "run_metrics.csv", run_rows, list(run_rows[0]))
-    scores = rate_scores(runs)
     picks = pick_rates(runs, grid)
-    score_rows = [
-        {
-            "variant": s.variant,
-            "learning rate": s.rate,
-            "tuning seeds": s.n,
-            "mean final val loss": s.mean_final,
-            "diverged seeds": s.diverged,
-            "eligible": "yes" if s.eligible else "no" if s.complete else f"no: {s.n} of {s.seeds} seeds",
-            "picked": "yes" if picks[s.variant].rate == s.rate else "",
-        }
-        for s in scores
-    ]
+    score_rows = _score_rows(rate_scores(runs), picks)
     _write_csv(out / "tuning.csv", score_rows, list(score_rows[0]))
     at_rates = claims_at_rates(runs, analysis)
-    by_rate_columns = ["claim", "level", "reference", "learning rate", "diverged", "n", "difference", "verdict"]
-    _write_csv(out / "claims_by_rate.csv", at_rates, by_rate_columns)
+    _write_csv(out / "claims_by_rate.csv", at_rates, BY_RATE_COLUMNS)
     tuned = tuned_claims(runs, analysis, picks, at_rates)
-    claim_columns = [
-        "claim",
-        "level",
-        "reference",
-        "measure",
-        "expected",
-        "margin",
-        "level rate",
-        "reference rate",
-        "n",
-        "difference",
-        "verdict",
-        "p",
-        "Holm p",
-        "Holm verdict",
-        "seeds needed",
-        "across rates",
-    ]
     rates = sorted({float(key[len(AT_RATE) :]) for row in tuned for key in row if key.startswith(AT_RATE)})
-    claim_columns += [f"{AT_RATE}{rate:g}" for rate in rates]
-    _write_csv(out / "claims.csv", tuned, claim_columns)
+    _write_csv(out / "claims.csv", tuned, [*CLAIM_COLUMNS, *(f"{AT_RATE}{rate:g}" for rate in rates)])
     plot = figure(at_rates, tuned, out / "claims_vs_rate.png")
     lines = _markdown(analysis, run_rows, score_rows, picks, at_rates, tuned, current, first, plot, protocol)
     path = out / "report.md"

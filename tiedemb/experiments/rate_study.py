@@ -330,15 +330,9 @@ def robustness(tuned: str, at_rates: Sequence[str]) -> str:
 
 def _git_log(protocol: Path, *args: str) -> str | None:
     """``git log ARGS -- PROTOCOL`` in the protocol's folder; None outside a git checkout."""
-    import subprocess
+    from tiedemb.experiments.cells import git
 
-    try:
-        found = subprocess.run(
-            ["git", "log", *args, "--", protocol.name], cwd=protocol.parent, capture_output=True, text=True, timeout=30
-        )
-    except (OSError, subprocess.TimeoutExpired):
-        return None
-    return found.stdout if found.returncode == 0 else None
+    return git(["log", *args, "--", protocol.name], protocol.parent)
 
 
 def protocol_commits(protocol: Path) -> list[str]:

@@ -41,6 +41,8 @@ class Run:
     workdir: Path | None = None  # where the run was started: relative data paths are relative to it
     # The tokenizer the run trained with, as its attempts logged it (a test-only stage logs none).
     tokenizer_fingerprint: str | None = None
+    commit: str | None = None  # the source commit a sweep cell ran (cell.json); None for a plain run
+    started: str | None = None  # when its first attempt started (kept across resumed attempts)
 
     @property
     def ok(self) -> bool:
@@ -151,6 +153,8 @@ def read_run(folder: Path, root: Path) -> Run:
         config=config,
         metrics=metrics,
         tokenizer_fingerprint=fingerprint,
+        commit=(cell or {}).get("commit"),
+        started=status.get("first_started") or status.get("started"),
     )
     if cell is None:  # a plain run: labelled from its settings, its data paths relative to here
         run.labels = derived_labels(run)

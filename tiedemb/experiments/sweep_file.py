@@ -326,16 +326,7 @@ def _expand_study(
         own.get("configs", []), base, where
     )
     overrides = {**_overrides(shared.get("overrides", {}), where), **_overrides(own.get("overrides", {}), where)}
-    test = own.get("test", shared.get("test"))
-    if test not in (None, False, *TEST_CHOICES):
-        raise UserError(
-            f"{where}: test={test!r} is not a known choice; valid: {', '.join(TEST_CHOICES)} (or leave it out)"
-        )
-    command = own.get("command", shared.get("command", "fit"))
-    if command not in COMMAND_CHOICES:
-        raise UserError(f"{where}: command={command!r} is not a known choice; valid: {', '.join(COMMAND_CHOICES)}")
-    if command != "fit" and test:
-        raise UserError(f"{where}: test={test!r} has no effect with command={command!r}: it tests what fit trained")
+    test, command = _stages(shared, own, where)
     grid = {**mapping_of(shared.get("grid", {}), f"{where}: grid"), **mapping_of(own.get("grid", {}), f"{where}: grid")}
     axes = [_axis(key, values, base, f"{where}: grid.{key}") for key, values in grid.items()]
     labels = [axis[0].label for axis in axes]
@@ -372,13 +363,28 @@ def _expand_study(
                     labels=cell_labels,
                     configs=cell_configs,
                     overrides=cell_overrides,
-                    test=test or None,
+                    test=test,
                     index=start + len(study.cells),
                     root=base,
                     command=command,
                 )
             )
     return study
+
+
+def _stages(shared: dict[str, Any], own: dict[str, Any], where: str) -> tuple[str | None, str]:
+    """A study's ``test`` (``best``, ``last`` or unset) and ``command``, checked."""
+    test = own.get("test", shared.get("test"))
+    if test not in (None, False, *TEST_CHOICES):
+        raise UserError(
+            f"{where}: test={test!r} is not a known choice; valid: {', '.join(TEST_CHOICES)} (or leave it out)"
+        )
+    command = own.get("command", shared.get("command", "fit"))
+    if command not in COMMAND_CHOICES:
+        raise UserError(f"{where}: command={command!r} is not a known choice; valid: {', '.join(COMMAND_CHOICES)}")
+    if command != "fit" and test:
+        raise UserError(f"{where}: test={test!r} has no effect with command={command!r}: it tests what fit trained")
+    return test or None, command
 
 
 def _axis(key: str, values: Any, base: Path, where: str) -> list[_Level]:

@@ -22,10 +22,10 @@ from tiedemb.experiments.width_study import (
     PILOT_ROUND,
     PILOT_WINDOW,
     SEED_NOISE,
-    _at,
     gap,
     pilot_reading,
     smoothed,
+    value_at,
 )
 from tiedemb.options import NonNegativeFloat, NonNegativeInt, PositiveInt, UnitFraction, number_type
 from tiedemb.training.exits import CommandParser, report_user_errors
@@ -53,7 +53,7 @@ def describe(root: Path, sigma: float, fraction: float, window: int, every: int)
     lines = [f"gap = val/loss at d_e {narrow} - at d_e {full} (each averaged over ±{window} steps)", ""]
     lines.append(f"{'step':>7} {'gap':>8} {'gap at ' + format(1 - fraction, 'g') + ' step':>16} {'change':>8}")
     for index, (step, value) in enumerate(gaps):
-        earlier = _at(gaps, (1 - fraction) * step)
+        earlier = value_at(gaps, (1 - fraction) * step)
         if index % every == 0 or index == len(gaps) - 1:
             shown = f"{earlier:8.4f}" if earlier is not None else f"{'–':>8}"
             change = f"{value - earlier:+8.4f}" if earlier is not None else f"{'–':>8}"

@@ -33,15 +33,15 @@ from __future__ import annotations
 
 import math
 import statistics
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from fractions import Fraction
 from typing import Any
 
 import numpy
 
-from tiedemb.experiments.aggregate import Table
-from tiedemb.experiments.claims import Analysis, Difference, paired_difference, steps_to_target
+from tiedemb.experiments.aggregate import Table, summarise
+from tiedemb.experiments.claims import Analysis, Difference, steps_to_target
 from tiedemb.experiments.evidence import VAL, RunNumbers, paired, refused_pairs
 
 Numbers = Mapping[str, Mapping[str, Mapping[str, RunNumbers]]]  # study -> level -> seed -> numbers
@@ -105,7 +105,7 @@ def gap(narrow: Sequence[tuple[int, float]], full: Sequence[tuple[int, float]]) 
     theirs = sorted(full)
     found = []
     for step, value in sorted(narrow):
-        other = _at(theirs, step)
+        other = value_at(theirs, step)
         if other is not None:
             found.append((step, value - other))
     return found
@@ -153,7 +153,7 @@ class PilotReading:
         return self.gap - self.earlier_gap
 
 
-def _at(curve: Sequence[tuple[int, float]], step: float) -> float | None:
+def value_at(curve: Sequence[tuple[int, float]], step: float) -> float | None:
     """The curve at ``step``, interpolated linearly between evaluations; None outside them."""
     if not curve or not curve[0][0] <= step <= curve[-1][0]:
         return None
@@ -176,7 +176,7 @@ def pilot_reading(
     readings = []  # (step, gap, earlier step, gap there) from min_step on
     for step, value in gaps:
         earlier = (1 - fraction) * step
-        earlier_value = _at(gaps, earlier)
+        earlier_value = value_at(gaps, earlier)
         if step >= max(min_step, 1) and earlier_value is not None:
             readings.append((step, value, earlier, earlier_value))
     settled = None
@@ -256,48 +256,63 @@ def common_target(reference: Mapping[str, RunNumbers], fraction: float) -> float
     for numbers in reference.values():
         curve = numbers.run.series(VAL)
         if curve:
-            value = _at(curve, fraction * curve[-1][0])
+            value = value_at(curve, fraction * curve[-1][0])
             if value is not None:
                 found.append(value)
     return statistics.fmean(found) if found else None
 
 
 def _ratio(values: Sequence[float], bounded: bool) -> str:
-    if not values:
+    """The seeds' ratios: mean [95% interval of the mean] (n)."""
+    stat = summarise(values)
+    if stat is None:
         return "no paired seeds"
-    mean = statistics.fmean(values)
     bound = ", lower bound" if bounded else ""
-    if len(values) < 2:
-        return f"{mean:.2f} (n = 1: no interval{bound})"
-    difference = paired_difference(dict(enumerate(values)), dict.fromkeys(range(len(values)), 0.0))
-    return f"{mean:.2f} [{difference.low:.2f}, {difference.high:.2f}] (n = {len(values)}{bound})"
+    if stat.ci95 is None:
+        return f"{stat.mean:.2f} (n = 1: no interval{bound})"
+    return f"{stat.mean:.2f} [{stat.mean - stat.ci95:.2f}, {stat.mean + stat.ci95:.2f}] (n = {stat.n}{bound})"
+
+
+def _ladders(numbers: Numbers, analysis: Analysis) -> Iterator[tuple[str, Any, Any, list[tuple[int, str]], int]]:
+    """(study, its levels, its reference level's runs, its ladder, the full width) of each study with both."""
+    for study, levels in numbers.items():
+        reference, widths = levels.get(analysis.reference), ladder(levels, analysis.reference)
+        if reference is not None and widths:
+            yield study, levels, reference, widths, widths[-1][0]
+
+
+def _steps_ratios(
+    levels: Mapping[str, Mapping[str, RunNumbers]],
+    level: str,
+    reference: str,
+    theirs: Mapping[str, float | None],
+    target: float,
+) -> tuple[list[float], list[float], bool]:
+    """A level's steps to ``target`` and their ratios to the reference's (``theirs``, by seed), and whether
+    any is a lower bound (a run that never reached the target: its last step stands in)."""
+    refused = {first for first, _ in refused_pairs(levels, level, reference)}
+    ratios, steps, bounded = [], [], False
+    for seed, found in levels[level].items():
+        if found.run.id in refused or not theirs.get(seed):
+            continue
+        mine = steps_to_target(found.run.series(VAL), target)
+        if mine is None:
+            mine, bounded = float(found.last_step or 0), True
+        steps.append(mine)
+        ratios.append(mine / theirs[seed])
+    return steps, ratios, bounded
 
 
 def convergence_cost_table(numbers: Numbers, analysis: Analysis) -> Table:
     fraction = analysis.common_target or 0.5
     rows = []
-    for study, levels in numbers.items():
-        reference = levels.get(analysis.reference)
-        widths = ladder(levels, analysis.reference)
-        if reference is None or not widths:
-            continue
-        full = widths[-1][0]
+    for study, levels, reference, widths, full in _ladders(numbers, analysis):
         target = common_target(reference, fraction)
         if target is None:
             continue
         reference_steps = {seed: steps_to_target(n.run.series(VAL), target) for seed, n in reference.items()}
         for d_e, level in widths:
-            refused = {first for first, _ in refused_pairs(levels, level, analysis.reference)}
-            ratios, steps, bounded = [], [], False
-            for seed, found in levels[level].items():
-                theirs = reference_steps.get(seed)
-                if found.run.id in refused or not theirs:
-                    continue
-                mine = steps_to_target(found.run.series(VAL), target)
-                if mine is None:  # never reached: its last step is a lower bound
-                    mine, bounded = float(found.last_step or 0), True
-                steps.append(mine)
-                ratios.append(mine / theirs)
+            steps, ratios, bounded = _steps_ratios(levels, level, analysis.reference, reference_steps, target)
             source = source_width(d_e, full)
             rows.append(
                 {
@@ -345,12 +360,7 @@ def convergence_cost_table(numbers: Numbers, analysis: Analysis) -> Table:
 
 def parameters_table(numbers: Numbers, analysis: Analysis) -> Table:
     rows = []
-    for study, levels in numbers.items():
-        reference = levels.get(analysis.reference)
-        widths = ladder(levels, analysis.reference)
-        if reference is None or not widths:
-            continue
-        full = widths[-1][0]
+    for study, levels, reference, widths, full in _ladders(numbers, analysis):
         full_params = next((n.params for n in reference.values() if n.params), None)
         for d_e, level in widths:
             params = next((n.params for n in levels[level].values() if n.params), None)
