@@ -583,8 +583,8 @@ def _last_checkpoint(folder: Path) -> Path | None:
 
 def _checkpoint(folder: Path, which: str) -> Path:
     """The checkpoint ``test`` (or a chained cell) starts from: ``best.ckpt`` (the monitored best, else the
-    newest state) or ``last.ckpt`` of the cell's run folder (``tiedemb.training.run_checkpoint``)."""
-    from tiedemb.training.run_checkpoint import run_checkpoint
+    newest state) or ``last.ckpt`` of the cell's run folder (``tiedemb.training.run_dir.run_checkpoint``)."""
+    from tiedemb.training.run_dir import run_checkpoint
 
     return run_checkpoint(folder, None if which == "best" else "last")
 
