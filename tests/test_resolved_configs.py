@@ -79,15 +79,20 @@ REMOVED = {
 configuration that set one to anything else relied on what was removed, and fails."""
 
 
-def without_removed(config: dict[str, Any]) -> dict[str, Any]:
-    """The frozen ``config`` without the options removed since, each checked to have been unused."""
-    config = json.loads(json.dumps(config))
-    for path, value in REMOVED.items():
+def pop_each(config: dict[str, Any], expected: dict[tuple[str, ...], Any], why: str) -> None:
+    """Take each option of ``expected`` out of ``config`` where present, checking it held its value."""
+    for path, value in expected.items():
         parent = config
         for key in path[:-1]:
             parent = parent.get(key) or {}
         if path[-1] in parent:
-            assert parent.pop(path[-1]) == value, f"{'.'.join(path)} was set: what it did is gone"
+            assert parent.pop(path[-1]) == value, f"{'.'.join(path)}: {why} {value!r}"
+
+
+def without_removed(config: dict[str, Any]) -> dict[str, Any]:
+    """The frozen ``config`` without the options removed since, each checked to have been unused."""
+    config = json.loads(json.dumps(config))
+    pop_each(config, REMOVED, "what it did is gone; every frozen configuration had")
     return config
 
 
@@ -106,12 +111,7 @@ def without_added(config: dict[str, Any]) -> dict[str, Any]:
     if "seed" in data and data["seed"] is None:
         # data.seed now follows seed_everything when unset, which is what the configs' 0 was
         data["seed"] = config.get("seed_everything")
-    for path, default in ADDED.items():
-        parent = config
-        for key in path[:-1]:
-            parent = parent.get(key) or {}
-        if path[-1] in parent:
-            assert parent.pop(path[-1]) == default, f"{'.'.join(path)} is not its default {default!r}"
+    pop_each(config, ADDED, "is not its default")
     trainer = config.get("trainer") or {}
     for logger in trainer.get("logger") or []:
         if isinstance(logger, dict) and logger.get("class_path") == WANDB_LOGGER:
