@@ -175,3 +175,40 @@ def test_mlm_needs_a_mask_token(tmp_path):
     tokenizer.mask_token = None
     with pytest.raises(UserError, match="no mask token"):
         configure_for_objective(tokenizer, "mlm")
+
+
+RACE = """
+import random, sys
+from pathlib import Path
+import time
+import tiedemb.data.tokenizers as tokenizers
+from tiedemb.data.tokenizers import tokenizer_fingerprint, train_tokenizer
+train = tokenizers._train_and_save
+tokenizers._train_and_save = lambda *args: (time.sleep(3), train(*args))[1]  # a training as long as a corpus's
+rng = random.Random(0)
+words = ["".join(rng.choice("abcdefghij") for _ in range(6)) for _ in range(3000)]
+lines = [" ".join(words[i : i + 10]) for i in range(0, len(words), 10)] * 2  # every word twice: ties
+print(tokenizer_fingerprint(train_tokenizer(lines, kind="wordpiece", vocab_size=400, save_dir=Path(sys.argv[1]))))
+"""
+
+
+def test_processes_side_by_side_share_the_tokenizer_one_of_them_trains(tmp_path):
+    """Training numbers tokens of equal count differently each time (two folders: two tokenizers), so
+    two sweep cells that start together on one cache must not each train their own."""
+
+    def start(folder):
+        env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2])}
+        return subprocess.Popen(
+            [sys.executable, "-c", RACE, str(folder)],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,
+            env=env,
+            text=True,
+        )
+
+    apart = [start(tmp_path / name / "tokenizer") for name in ("a", "b")]
+    together = [start(tmp_path / "shared" / "tokenizer") for _ in range(2)]
+    fingerprints = [process.communicate(timeout=300)[0].strip() for process in apart + together]
+    assert all(fingerprints), fingerprints
+    assert fingerprints[0] != fingerprints[1]  # what the lock guards against
+    assert fingerprints[2] == fingerprints[3]

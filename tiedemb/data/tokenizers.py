@@ -10,6 +10,7 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
+from filelock import FileLock
 from transformers import AutoTokenizer, PreTrainedTokenizerBase, PreTrainedTokenizerFast
 
 from tiedemb.data.catalog import prepare_hint
@@ -223,9 +224,20 @@ def train_tokenizer(
     """
     check_vocab_size(kind, vocab_size)
     save_dir = Path(save_dir)
-    if (save_dir / "tokenizer.json").is_file():
-        log.info("reusing the %s tokenizer in %s", kind, save_dir)
-        return load_tokenizer(save_dir)
+    save_dir.parent.mkdir(parents=True, exist_ok=True)
+    # Training is not deterministic: two trainings of the same text number tokens of equal count
+    # differently. Cells run side by side that share a cache must share one tokenizer, so the
+    # first trains it while the others wait for it, then read it.
+    with FileLock(save_dir.parent / f".{save_dir.name}.lock"):
+        if (save_dir / "tokenizer.json").is_file():
+            log.info("reusing the %s tokenizer in %s", kind, save_dir)
+            return load_tokenizer(save_dir)
+        return _train_and_save(texts, kind, vocab_size, save_dir, length)
+
+
+def _train_and_save(
+    texts: Iterable[str], kind: str, vocab_size: int, save_dir: Path, length: int | None
+) -> PreTrainedTokenizerFast:
     show = sys.stderr.isatty()
     backend, trainer = _wordpiece(vocab_size, show) if kind == "wordpiece" else _byte_level_bpe(vocab_size, show)
     backend.train_from_iterator(texts, trainer=trainer, length=length)
