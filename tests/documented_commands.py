@@ -430,7 +430,7 @@ class Workspace:
     def placeholders_unfilled(self, command: DocCommand) -> bool:
         """Whether ``command`` reads something under runs/ that no earlier command has written yet.
 
-        That is a placeholder with nothing to point at, or a runs/ folder a report or an analysis
+        That is a placeholder with nothing to point at, or a runs/ folder a report or an export
         reads (a sweep's ``--out`` folder is its output, not its input).
         """
         for arg in command.argv:
@@ -469,7 +469,7 @@ def wandb_credentials() -> bool:
 #: Pages whose commands after their opening section run in test_docs_commands.py, beside README.md's,
 #: not in test_docs_pages_commands.py. The two files run side by side on two workers, each in its own
 #: workspace; shrunk, docs/experiments.md's opening (the two studies and their reports) takes about
-#: 4 minutes, its later sections (the smoke sweep on WikiText-2, an analysis of it) about 2, README.md's
+#: 4 minutes, its later sections (the smoke sweep on WikiText-2) about 2, README.md's
 #: commands with docs/usage.md's and docs/findings.md's (the command line in detail, the initial-loss
 #: loop) about 3 and the other pages' well under 1. Split this way, neither file waits for the other;
 #: and the smoke sweep README.md and docs/usage.md both show runs once, in one workspace.

@@ -80,18 +80,18 @@ def test_placeholders_become_patterns():
 def test_a_command_waits_for_earlier_ones_only_while_what_it_reads_is_missing(tmp_path):
     """A test selected alone runs the commands documented before it; in a full run nothing extra runs."""
     space = Workspace(tmp_path)
-    analysis = DocCommand("x.md", 3, ("python", "-m", "tiedemb.experiments.analysis", "runs/.../last.ckpt"))
+    export = DocCommand("x.md", 3, ("python", "-m", "tiedemb.export", "runs/.../last.ckpt", "exported"))
     report = DocCommand("x.md", 2, ("python", "-m", "tiedemb.report", "runs/smoke"))
     sweep = DocCommand("x.md", 1, ("python", "-m", "tiedemb.sweep", "configs/sweeps/smoke.yaml", "--out", "runs/smoke"))
-    assert space.placeholders_unfilled(analysis) and space.placeholders_unfilled(report)
+    assert space.placeholders_unfilled(export) and space.placeholders_unfilled(report)
     assert not space.placeholders_unfilled(sweep)
     (space.repo / "runs" / "smoke" / "cell" / "checkpoints").mkdir(parents=True)
     (space.repo / "runs" / "smoke" / "cell" / "checkpoints" / "last.ckpt").write_bytes(b"")
-    assert not space.placeholders_unfilled(analysis) and not space.placeholders_unfilled(report)
+    assert not space.placeholders_unfilled(export) and not space.placeholders_unfilled(report)
     # a placeholder an earlier command also shows is filled by what it matches, not by its literal path
-    again = DocCommand("x.md", 4, ("python", "-m", "tiedemb.experiments.analysis", "runs/.../last.ckpt"))
+    again = DocCommand("x.md", 4, ("python", "-m", "tiedemb.export", "runs/.../last.ckpt", "again"))
     with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(documented_commands, "COMMANDS", [sweep, report, analysis, again])
+        patch.setattr(documented_commands, "COMMANDS", [sweep, report, export, again])
         assert not space.placeholders_unfilled(again)
     assert space.fill_placeholder("runs/.../last.ckpt") == "runs/smoke/cell/checkpoints/last.ckpt"
     with pytest.raises(AssertionError, match="matched no file"):
@@ -119,7 +119,6 @@ def test_a_scratch_sweep_keeps_one_seed_and_the_ends_of_each_studys_first_axis(t
         sweep = load_sweep(space.repo / relative, workdir=space.repo)
         cells[name] = sorted(cell.id for study in sweep.studies for cell in study.cells)
     # smoke's pretraining study compares both heads at its first width; MRPC keeps both widths
-    # (docs/experiments.md analyses mrpc/d_e=64,seed=0)
     assert cells["smoke"] == [
         "mrpc/d_e=32,seed=0",
         "mrpc/d_e=64,seed=0",

@@ -33,12 +33,11 @@ COMMANDS: dict[str, tuple[str, str]] = {
     ),
     "similarity": ("tiedemb.cli", "zero-shot paraphrase ROC-AUC of a sentence encoder (cosine of mean-pooled vectors)"),
     "sweep": ("tiedemb.sweep", "run, list or check the cells of a sweep file"),
-    "report": ("tiedemb.report", "tables, curves and analyses of a folder of runs"),
+    "report": ("tiedemb.report", "tables and curves of a folder of runs"),
     "rate-report": (
         "tiedemb.rate_report",
         "each variant at the learning rate a fixed rule picks: the picks and the claims at every rate",
     ),
-    "analyse": ("tiedemb.experiments.analysis", "embedding analyses of a checkpoint (effective rank, synonyms)"),
     "export": ("tiedemb.export", "a checkpoint as a transformers model folder (BERT or GPT-NeoX)"),
     "data": ("tiedemb.data_command", "fetch the studies' text, GLUE and tokenizer into data/ (data prepare NAME ...)"),
 }

@@ -57,7 +57,7 @@ def test_report_writes_tables_plots_and_lists_failed_runs(runs_folder):
     assert "| tied | 64 | 2 | 15.100 ± 0.141 | 15.000 ± 0.000 |" in text  # seeds 0 and 1 only
     # best evaluation (step 7) of each seed: 71% and 73%
     assert "| 32 | 2 | 2.00 | 1.00 | 50.0 | 72.00 ± 1.41 | 81.00 ± 0.00 |" in text
-    failed = text.split("## 4. Runs not averaged", 1)[1]
+    failed = text.split("## 3. Runs not averaged", 1)[1]
     assert "tied/variant=tied,d_e=64,seed=2 | failed | error: the training loss became nan" in failed
     for name in ("loss_curves.png", "dev_score_vs_de.png"):
         assert (runs_folder / name).read_bytes().startswith(PNG_SIGNATURE)
@@ -108,7 +108,7 @@ def test_report_without_matplotlib_writes_its_tables_and_says_why_no_figures(run
 
     monkeypatch.setattr(builtins, "__import__", no_matplotlib)
     notes: list[str] = []
-    path = build_report(runs_folder, wandb=False, analyses=False, echo=notes.append)
+    path = build_report(runs_folder, wandb=False, echo=notes.append)
     assert "## 1. Tied embeddings" in path.read_text() and (runs_folder / "tied_embeddings.csv").is_file()
     assert not list(runs_folder.glob("*.png"))
     assert any("matplotlib is not installed" in note and "tiedemb[report]" in note for note in notes)
@@ -139,7 +139,7 @@ def test_the_report_averages_finished_plain_runs_and_lists_the_others(tmp_path):
     plain_run(tmp_path / "a", metrics, settings, {"state": "finished"})
     plain_run(tmp_path / "b", metrics, settings, {"state": "failed", "message": "RuntimeError: nan"})
     plain_run(tmp_path / "c", {}, settings, {"state": "failed", "message": "ValueError: before any metrics"})
-    text = build_report(tmp_path, wandb=False, analyses=False, echo=lambda _: None).read_text()
+    text = build_report(tmp_path, wandb=False, echo=lambda _: None).read_text()
     assert "runs: 3 (2 failed, 1 finished); averaged: 1" in text
     not_averaged = text.split("Runs not averaged", 1)[1]
     assert "| b | failed | RuntimeError: nan |" in not_averaged
@@ -156,7 +156,7 @@ def test_the_versions_of_a_resumed_plain_run_are_one_run(tmp_path):
     first, other = find_runs(tmp_path)
     assert (first.id, first.state, first.ok, other.id) == ("a", "finished", True, "b")
     assert first.series("val/loss") == [(9, 5.0), (19, 4.0)] and first.first("init/loss") == 15.0
-    text = build_report(tmp_path, wandb=False, analyses=False, echo=lambda _: None).read_text()
+    text = build_report(tmp_path, wandb=False, echo=lambda _: None).read_text()
     assert "runs: 2 (2 finished); averaged: 2" in text
     assert "| tied | 64 | 2 | 15.250 ± 0.354 |" in text  # two runs, not three
 
@@ -257,16 +257,16 @@ def test_the_report_run_goes_online_when_credentials_exist_and_the_server_answer
     monkeypatch.delenv("WANDB_MODE", raising=False)
     monkeypatch.setenv("WANDB_API_KEY", "x" * 40)
     monkeypatch.setattr(wandb_mode, "server_problem", lambda timeout=3.0: None)  # the server answers
-    build_report(runs_folder, analyses=False, echo=lambda _: None)
+    build_report(runs_folder, echo=lambda _: None)
     assert calls[0] == ("init", (None, None))  # nothing forces it offline
     assert ("log", ["report/runs"]) in calls and calls[-1] == ("finish", None)
     calls.clear()
     monkeypatch.setattr(wandb_mode, "server_problem", lambda timeout=3.0: "the W&B server is unreachable")
-    build_report(runs_folder, analyses=False, echo=lambda _: None)
+    build_report(runs_folder, echo=lambda _: None)
     assert calls[0] == ("init", (None, "offline"))
     calls.clear()
     monkeypatch.delenv("WANDB_MODE")
     monkeypatch.delenv("WANDB_API_KEY")
     monkeypatch.setenv("NETRC", str(runs_folder / "no-netrc"))
-    build_report(runs_folder, analyses=False, echo=lambda _: None)
+    build_report(runs_folder, echo=lambda _: None)
     assert calls[0] == ("init", (None, "offline"))  # no credentials: offline, as for training runs

@@ -52,7 +52,7 @@ def test_a_new_study_is_one_sweep_file_and_its_report_has_the_sections_it_declar
     for cell in sweep.cells:  # each cell's run, as the sweep would leave it
         final = FINAL[cell.labels["variant"]] + 0.01 * int(cell.labels["seed"])
         make_cell(out, cell.study, cell.labels, pretrain_metrics(9.0, 9.0, {10: 7.0, 20: final}))
-    build_report(out, wandb=False, analyses=False, echo=lambda _: None)
+    build_report(out, wandb=False, echo=lambda _: None)
 
     text = (out / "report.md").read_text(encoding="utf-8")
     headings = [line for line in text.splitlines() if line.startswith("#")]
@@ -81,14 +81,13 @@ def test_a_sweep_file_without_a_report_gets_every_section_that_needs_no_width_an
     write_manifest(sweep, out)
     for cell in sweep.cells:
         make_cell(out, cell.study, cell.labels, pretrain_metrics(9.0, 9.0, {10: 7.0, 20: 5.0}))
-    build_report(out, wandb=False, analyses=False, echo=lambda _: None)
+    build_report(out, wandb=False, echo=lambda _: None)
     text = (out / "report.md").read_text(encoding="utf-8")
     chapters = [line for line in text.splitlines() if line.startswith("## ")]
     assert chapters[1:] == [
         "## 1. Tied embeddings",
         "## 2. Embedding dimension",
-        "## 3. Embedding analyses",
-        "## 4. Runs not averaged",
+        "## 3. Runs not averaged",
     ]
     assert "### Baselines" in text and "### Claims and verdicts" in text
 
@@ -112,6 +111,11 @@ def test_a_mistaken_report_is_named_in_one_line(tmp_path, capsys, report, messag
     assert sweep_main([str(path), "--out", str(tmp_path / "out"), "--list"]) == 2
     (line,) = capsys.readouterr().err.strip().splitlines()
     assert message in line and not (tmp_path / "out").exists()
+
+
+def test_a_kind_an_earlier_version_had_is_passed_over(tmp_path):
+    sweep = load_sweep(write_sweep(tmp_path, {**NEW_STUDY, "report": ["claims", "embedding_analysis"]}))
+    assert sweep.report == [{"kind": "claims"}]
 
 
 def test_every_shipped_sweep_declares_a_report_of_known_sections():

@@ -75,7 +75,6 @@ def test_named_axes_rules_and_studies(tmp_path):
     [
         ({"name": "x", "gird": {}}, "unknown key 'gird'; valid: name,"),
         ({"studies": {"a": {"grid": {"model.head": []}}}}, "study 'a': grid.model.head: expected a non-empty list"),
-        ({"studies": {"a": {"overrides": {"--model.head": "tied"}}}}, "'--model.head' is not a command-line key"),
         ({"studies": {"a": {"configs": ["missing.yaml"]}}}, "config 'missing.yaml' does not exist"),
         ({"grid": {"seed_everything": [0]}, "rules": [{"where": {"colour": 1}}]}, "unknown axis label 'colour'"),
         ({"test": "sometimes"}, "test='sometimes' is not a known choice"),

@@ -105,7 +105,7 @@ def test_the_gap_to_full_width_is_each_widths_loss_minus_the_full_ones(width_swe
 
 
 def test_the_report_sets_the_three_tables_beside_the_source(width_sweep):
-    report = build_report(width_sweep, wandb=False, analyses=False, echo=lambda _: None).read_text()
+    report = build_report(width_sweep, wandb=False, echo=lambda _: None).read_text()
     gains = {row["d_e step"]: row for row in read(width_sweep / "width_gains.csv")}
     gain = loss(21, 4000) - loss(43, 4000)  # the final losses, still a little above their limits
     assert gains["21 → 43"]["gain (nats)"] == f"{gain:+.3f} [{gain:+.3f}, {gain:+.3f}] (n = 3)"
@@ -148,7 +148,7 @@ def test_the_control_table_states_tied_minus_untied_at_each_width_both_ran(width
             (folder / "csv" / "version_0" / "hparams.yaml").write_text(
                 yaml.safe_dump({"head": "untied_orth", "tokenizer_fingerprint": "one"})
             )
-    build_report(width_sweep, wandb=False, analyses=False, echo=lambda _: None)
+    build_report(width_sweep, wandb=False, echo=lambda _: None)
     control = {row["d_e"]: row for row in read(width_sweep / "width_control.csv")}
     assert set(control) == {"21", "128"}
     assert control["21"]["tied - untied"].startswith("+0.033 [") and control["21"]["tied - untied"].endswith("(n = 3)")
@@ -161,14 +161,14 @@ def test_a_sweep_without_a_common_target_gets_no_width_tables(width_sweep):
     manifest = layout.read_json(width_sweep / layout.MANIFEST_FILE)
     manifest["analysis"] = {key: value for key, value in ANALYSIS.items() if key != "common_target"}
     layout.write_json(width_sweep / layout.MANIFEST_FILE, manifest)
-    build_report(width_sweep, wandb=False, analyses=False, echo=lambda _: None)
+    build_report(width_sweep, wandb=False, echo=lambda _: None)
     assert not (width_sweep / "width_gains.csv").exists() and not (width_sweep / "gap_to_full_width.png").exists()
 
 
 def test_width_steps_leave_out_seeds_of_another_tokenizer(width_sweep):
     path = width_sweep / "pretrain" / "d_e=21,output=tied,seed=2" / "csv" / "version_0" / "hparams.yaml"
     path.write_text(yaml.safe_dump({"head": "tied_orth", "tokenizer_fingerprint": "other"}))
-    build_report(width_sweep, wandb=False, analyses=False, echo=lambda _: None)
+    build_report(width_sweep, wandb=False, echo=lambda _: None)
     gains = {row["d_e step"]: row for row in read(width_sweep / "width_gains.csv")}
     assert "(n = 2)" in gains["21 → 43"]["gain (nats)"] and "(n = 3)" in gains["43 → 64"]["gain (nats)"]
     cost = {row["d_e"]: row for row in read(width_sweep / "width_convergence_cost.csv")}

@@ -1,4 +1,4 @@
-"""Experiments: sweeps of ordinary runs, and the reports and analyses read back from their folders.
+"""Experiments: sweeps of ordinary runs, and the reports read back from their folders.
 
 - ``sweep_file``: the sweep file format, expanded into labelled cells
 - ``cells``: validating and running a sweep's cells, one ``main.py`` process each
@@ -8,7 +8,6 @@
 - ``sections``: the report's section kinds, which a sweep file's ``report:`` names
 - ``aggregate``, ``evidence``, ``width_study``: the tables; ``plots``: the figures; ``report_writer``:
   report.md and the W&B report run
-- ``analysis``: effective rank, isotropy and near-synonym cosines of a checkpoint's token embedding
 
 Nothing here trains: a report can be rebuilt anywhere from the run folders alone.
 """

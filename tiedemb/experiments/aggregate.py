@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import math
 import statistics
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -198,7 +198,6 @@ def _tied_row(members: list[Run], steps: list[int], target: float | None) -> dic
 def tied_table(
     runs: Iterable[Run],
     target_loss: float | None = None,
-    at_steps: list[int] | None = None,
     default_target: bool = True,
 ) -> Table:
     """Variant, initial loss (measured, predicted, ln n), loss at fixed steps, final loss, steps to target.
@@ -209,7 +208,7 @@ def tied_table(
     chosen = pretraining_runs(runs)
     groups = group_runs(chosen)
     targets = _study_targets(chosen, target_loss, default_target)
-    steps = at_steps if at_steps is not None else default_fixed_steps(chosen)
+    steps = default_fixed_steps(chosen)
     studies = {study for study, _ in groups}
     labels = label_columns(groups)
     step_columns = [f"val loss @ step {step}" for step in steps]
@@ -373,7 +372,7 @@ DIM_NOTES = [
 
 
 def _dim_columns(
-    rows: list[dict[str, Any]], metric_columns: list[tuple[str, str, str]], tasks: list[str], several_routes: bool
+    metric_columns: list[tuple[str, str, str]], tasks: list[str], several_routes: bool
 ) -> tuple[list[str], list[str], list[str]]:
     """The width table's columns in order, its score columns and their majority floors."""
     mains = [column for _, column, metric in metric_columns if metric in MAIN_METRICS]
@@ -395,16 +394,11 @@ def _dim_columns(
         "embedding share (%)",
         *numbers,
     ]
-    last = ("score", "pts per M params")
-    extra_columns = [column for row in rows for column in row if column not in (*base, "route", *last)]
-    return [*base, *dict.fromkeys(extra_columns), *last], numbers, majority
+    return [*base, "score", "pts per M params"], numbers, majority
 
 
-def embedding_dim_table(runs: Iterable[Run], extra: Callable[[list[Run]], dict[str, Any]] | None = None) -> Table:
-    """d_e, parameters, dev scores per task, epochs to converge, points per million parameters.
-
-    ``extra(runs of one d_e)`` may add columns (the report adds embedding analyses).
-    """
+def embedding_dim_table(runs: Iterable[Run]) -> Table:
+    """d_e, parameters, dev scores per task, epochs to converge, points per million parameters."""
     chosen = [run for run in glue_runs(runs) if embedding_dim_of(run) is not None]
     # One row per route to a width (the study: pretrained at d_e, SVD-narrowed, re-initialised ...)
     # and d_e, so the routes stand side by side; a single-route sweep has rows per d_e alone.
@@ -417,13 +411,12 @@ def embedding_dim_table(runs: Iterable[Run], extra: Callable[[list[Run]], dict[s
     mains = [column for _, column, metric in metric_columns if metric in MAIN_METRICS]
     rows = []
     for route, dim in sorted(by_dim):
-        row = {"route": routes[route], "d_e": dim, **_dim_row(by_dim[(route, dim)], metric_columns, tasks)}
-        rows.append({**row, **(extra(by_dim[(route, dim)]) if extra is not None else {})})
+        rows.append({"route": routes[route], "d_e": dim, **_dim_row(by_dim[(route, dim)], metric_columns, tasks)})
     for route in routes:
         _points_per_million([row for row in rows if row["route"] == route])
         for column in mains:
             _minimum_detectable([row for row in rows if row["route"] == route], column)
-    columns, numbers, majority = _dim_columns(rows, metric_columns, tasks, several_routes=len(routes) > 1)
+    columns, numbers, majority = _dim_columns(metric_columns, tasks, several_routes=len(routes) > 1)
     notes = list(DIM_NOTES)
     if rows:
         smallest = rows[0]["d_e"]

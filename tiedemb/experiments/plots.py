@@ -207,32 +207,6 @@ def dev_score_vs_dim(rows: list[dict[str, Any]], score_columns: list[str], path:
     return save(figure, path)
 
 
-def effective_rank_vs_dim(points: dict[str, dict[int, list[float]]], path: Path) -> Path | None:
-    """Effective rank of the token embedding against d_e, one line per study/variant, y = d_e for reference."""
-    plt = pyplot()
-    if plt is None:
-        return None
-    if not any(points.values()):
-        return None
-    figure, axis = plt.subplots(figsize=(7.2, 4.6))
-    dims: set[int] = set()
-    for name, by_dim in points.items():
-        xs = sorted(by_dim)
-        dims.update(xs)
-        means = [statistics.fmean(by_dim[x]) for x in xs]
-        errors = [statistics.stdev(by_dim[x]) if len(by_dim[x]) > 1 else 0.0 for x in xs]
-        axis.errorbar(xs, means, yerr=errors, marker="o", capsize=4, label=name)
-    ordered = sorted(dims)
-    axis.plot(ordered, ordered, ":", color="grey", zorder=0, label="d_e (every dimension used equally)")
-    axis.set_xlabel("embedding dimension d_e")
-    axis.set_ylabel("effective rank of the token embedding")
-    axis.set_xticks(ordered)
-    axis.grid(alpha=0.3)
-    axis.legend(fontsize=8)
-    axis.set_title("Effective rank against embedding dimension")
-    return save(figure, path)
-
-
 def gap_to_full_width(
     curves: dict[str, dict[str, list[tuple[int, float, float, float]]]], reference: str, path: Path
 ) -> Path | None:

@@ -154,9 +154,7 @@ def study_analysis(manifest: dict[str, Any], echo: Callable[[str], None]) -> tup
 def build_report(
     root: str | Path,
     target_loss: float | None = None,
-    at_steps: list[int] | None = None,
     wandb: bool = True,
-    analyses: bool = True,
     echo: Callable[[str], None] = print,
 ) -> Path:
     """Write every report file into ``root``; return the path of ``report.md``."""
@@ -171,7 +169,7 @@ def build_report(
         )
     manifest = layout.read_json(root / layout.MANIFEST_FILE) or {}
     claims, declared = study_analysis(manifest, echo)
-    inputs = Inputs(root, runs, claims, target_loss, at_steps, analyses, echo)
+    inputs = Inputs(root, runs, claims, target_loss, echo)
     if not plots.available():
         echo(f"note: {plots.MISSING}")
     try:

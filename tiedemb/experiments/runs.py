@@ -74,17 +74,6 @@ class Run:
         found = [path for path in self.folder.rglob("last*.ckpt") if path.is_file()]
         return sorted(found, key=lambda path: path.stat().st_mtime_ns, reverse=True)
 
-    def tokenizer(self) -> str | None:
-        """The tokenizer the run's data used (a path made absolute, or a hub name), if any."""
-        data = (self.config.get("data") or {}).get("init_args") or {}
-        name = data.get("tokenizer") or self.hparams.get("tokenizer")
-        if not name:
-            return None
-        path = Path(str(name)).expanduser()
-        if not path.is_absolute() and self.workdir is not None and (self.workdir / path).exists():
-            return str((self.workdir / path).resolve())
-        return str(name)
-
 
 def find_runs(root: str | Path) -> list[Run]:
     """Every run under ``root``: sweep cells, then plain run folders outside any cell."""

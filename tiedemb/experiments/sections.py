@@ -12,7 +12,7 @@ or a mapping of ``kind`` and that kind's options::
 
 Evidence kinds (the tables of baselines, convergence, differences, claims, the width study's and the
 zero-shot probes) are shown under one heading, each only where it has rows; chapter kinds
-(``tied_embeddings``, ``embedding_dim``, ``embedding_analysis``, ``runs_not_averaged``) get a
+(``tied_embeddings``, ``embedding_dim``, ``runs_not_averaged``) get a
 numbered heading of their own. Every report also writes ``runs.csv``, ``run_metrics.csv``,
 ``curves.csv`` and each run's resolved config, whatever it declares. A sweep file without
 ``report:`` (and a folder of plain runs) gets ``default_report``. The width kinds read the
@@ -27,31 +27,24 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from tiedemb.errors import UserError
 from tiedemb.experiments import evidence, plots, width_study
 from tiedemb.experiments.aggregate import (
     Table,
-    embedding_dim_of,
     embedding_dim_table,
-    group_runs,
-    label_columns,
-    sort_value,
-    summarise,
-    task_of,
     tied_table,
 )
 from tiedemb.experiments.claims import Analysis
 from tiedemb.experiments.runs import Run
 
-if TYPE_CHECKING:  # the analyses read checkpoints with torch: imported where a report runs them
-    from tiedemb.experiments.analysis import EmbeddingAnalysis
-
 EVIDENCE_HEADING = "## Evidence: baselines, convergence, paired differences and verdicts"
 WIDTH_KINDS = ("width_control", "width_gains", "width_convergence_cost", "width_parameters", "gap_to_full_width")
 OPTIONS: dict[str, tuple[str, ...]] = {"embedding_dim": ("downstream",)}
 """Each kind's options beside ``kind`` (a kind not listed takes none)."""
+RETIRED = ("embedding_analysis",)
+"""Kinds of earlier versions, passed over: a sweep file or ``sweep.json`` naming one still reports."""
 
 
 @dataclass
@@ -75,17 +68,11 @@ class Inputs:
     runs: list[Run]
     analysis: Analysis | None
     target_loss: float | None = None
-    at_steps: list[int] | None = None
-    with_analyses: bool = True
     echo: Callable[[str], None] = print
 
     @cached_property
     def numbers(self) -> dict[str, dict[str, dict[str, evidence.RunNumbers]]]:
         return evidence.collect(self.runs, self.analysis)
-
-    @cached_property
-    def embedding_analyses(self) -> dict[str, EmbeddingAnalysis]:
-        return analyse_runs(self.runs, self.echo) if self.with_analyses else {}
 
     def figure(self, name: str, caption: str, draw: Callable[[Path], Path | None]) -> tuple[str, Path | None]:
         return f"![{caption}]({name})", draw(self.root / name)
@@ -128,7 +115,7 @@ def gap_to_full_width(inputs: Inputs) -> Part:
 
 def tied_embeddings(inputs: Inputs) -> Part:
     claims = inputs.analysis
-    table = tied_table(inputs.runs, inputs.target_loss, inputs.at_steps, default_target=not (claims and claims.targets))
+    table = tied_table(inputs.runs, inputs.target_loss, default_target=not (claims and claims.targets))
     caption = "Validation loss per variant; circles: measured initial loss, crosses: predicted, dashed: ln n"
     return Part(
         heading="Tied embeddings",
@@ -140,31 +127,19 @@ def tied_embeddings(inputs: Inputs) -> Part:
 def embedding_dim(inputs: Inputs, downstream: bool = False) -> Part:
     """The width table; ``downstream``: notes on whether a fine-tuned score clears the majority class
     by more than its minimum detectable effect (``width_study.downstream_notes``)."""
-    results = inputs.embedding_analyses
-    dims = embedding_dim_table(inputs.runs, extra=_analysis_columns(results) if results else None)
+    dims = embedding_dim_table(inputs.runs)
     if downstream:
         dims.notes += width_study.downstream_notes(dims)
-    points = _rank_points(inputs.runs, results)
+    caption = "Dev score and total parameters against d_e"
     return Part(
         heading="Embedding dimension",
         tables=[dims],
         figures=[
             inputs.figure(
-                "dev_score_vs_de.png",
-                "Dev score and total parameters against d_e",
-                lambda path: plots.dev_score_vs_dim(dims.rows, dims.score_columns, path),
-            ),
-            inputs.figure(
-                "effective_rank_vs_de.png",
-                "Effective rank of the token embedding against d_e",
-                lambda path: plots.effective_rank_vs_dim(points, path),
-            ),
+                "dev_score_vs_de.png", caption, lambda path: plots.dev_score_vs_dim(dims.rows, dims.score_columns, path)
+            )
         ],
     )
-
-
-def embedding_analysis(inputs: Inputs) -> Part:
-    return Part(heading="Embedding analyses", tables=[analysis_table(inputs.runs, inputs.embedding_analyses)])
 
 
 def runs_not_averaged(inputs: Inputs) -> Part:
@@ -201,7 +176,6 @@ SECTIONS: dict[str, Callable[..., Part]] = {
     "gap_to_full_width": gap_to_full_width,
     "tied_embeddings": tied_embeddings,
     "embedding_dim": embedding_dim,
-    "embedding_analysis": embedding_analysis,
     "runs_not_averaged": runs_not_averaged,
 }
 DEFAULT_REPORT = (
@@ -212,7 +186,6 @@ DEFAULT_REPORT = (
     "zero_shot",
     "tied_embeddings",
     "embedding_dim",
-    "embedding_analysis",
     "runs_not_averaged",
 )
 """The report of runs whose sweep declares none: every kind that needs no width analysis."""
@@ -239,6 +212,8 @@ def parse_report(raw: Any, analysis: Analysis | None, where: str) -> list[dict[s
         if not isinstance(section, dict) or not isinstance(section.get("kind"), str):
             raise UserError(f"{here}: expected a section kind or a mapping with a kind, got {entry!r}")
         kind = section["kind"]
+        if kind in RETIRED:
+            continue
         if kind not in SECTIONS:
             nearest = difflib.get_close_matches(kind, SECTIONS, n=1)
             hint = f"did you mean {nearest[0]}? " if nearest else ""
@@ -262,98 +237,3 @@ def build_parts(sections: list[dict[str, Any]], inputs: Inputs) -> list[Part]:
         options = {key: value for key, value in section.items() if key != "kind"}
         parts.append(SECTIONS[section["kind"]](inputs, **options))
     return parts
-
-
-# --------------------------------------------------------------------------- embedding analyses
-
-
-def analyse_runs(runs: list[Run], echo: Callable[[str], None]) -> dict[str, EmbeddingAnalysis]:
-    """Analyses of each finished run's newest last checkpoint, by run id (runs without one are left out)."""
-    from tiedemb.experiments.analysis import analyse_checkpoint
-
-    results: dict[str, EmbeddingAnalysis] = {}
-    for run in runs:
-        if not run.ok or run.kind not in ("pretrain", "glue"):
-            continue
-        checkpoints = run.checkpoints()
-        if not checkpoints:
-            continue
-        try:
-            results[run.id] = analyse_checkpoint(checkpoints[0], run.tokenizer())
-        except UserError as error:
-            echo(f"note: no embedding analysis for {run.id}: {error}")
-    return results
-
-
-ANALYSIS_COLUMNS: dict[str, Callable[[EmbeddingAnalysis], float | None]] = {
-    "effective rank": lambda r: r.effective_rank,
-    "effective rank / d_e": lambda r: r.effective_rank_share,
-    "encoder-input effective rank": lambda r: r.encoder_input_effective_rank,
-    "isotropy": lambda r: r.isotropy,
-    "random-pair cosine": lambda r: r.random_pair_cosine,
-    "frequency-matched cosine": lambda r: r.matched_random_cosine,
-    "near-synonym cosine": lambda r: r.synonym_cosine,
-    "synonym gap": lambda r: r.synonym_gap,
-}
-ANALYSIS_NOTES = [
-    "on each run's last checkpoint; mean ± sample std over seeds",
-    "effective rank: exp of the entropy of the normalised singular values of the token embedding; "
-    "encoder-input effective rank: the same of the table as the encoder receives it, norm(E P^T)",
-    "isotropy: min/max over the eigenvectors c of E^T E of Z(c) = sum_i exp(c . w_i) (1 = isotropic)",
-    "near-synonym cosine: mean over word pairs (good/great, big/large, ...) that are single tokens of the "
-    "run's tokenizer; – where the run has no word tokenizer (the embedded corpus)",
-    "frequency-matched cosine: random pairs whose tokens have the frequency ranks (in the run's training "
-    "text) of each synonym pair's words; synonym gap: near-synonym cosine minus it (minus the uniform "
-    "random-pair cosine where no training text is known)",
-]
-
-
-def analysis_table(runs: list[Run], analyses: dict[str, EmbeddingAnalysis]) -> Table:
-    groups = group_runs(run for run in runs if run.id in analyses)
-    labels = label_columns(groups)
-    rows = []
-    for (study, key), members in groups.items():
-        results = [analyses[run.id] for run in members]
-        rows.append(
-            {
-                "study": study,
-                **dict(key),
-                "runs": len(members),
-                **{column: summarise(map(read, results)) for column, read in ANALYSIS_COLUMNS.items()},
-                "synonym pairs": max(r.synonym_pairs for r in results) or None,
-            }
-        )
-    rows.sort(key=lambda row: [row["study"], *(sort_value(str(row.get(label, ""))) for label in labels)])
-    return Table(
-        name="embedding_analysis",
-        title="Embedding analyses",
-        columns=["study", *labels, "runs", *ANALYSIS_COLUMNS, "synonym pairs"],
-        rows=rows,
-        notes=ANALYSIS_NOTES,
-        digits={"runs": 0, "effective rank": 1, "synonym pairs": 0},
-    )
-
-
-def _analysis_columns(analyses: dict[str, EmbeddingAnalysis]) -> Callable[[list[Run]], dict[str, Any]]:
-    shown = ("effective rank", "near-synonym cosine", "random-pair cosine", "synonym gap")
-
-    def columns(members: list[Run]) -> dict[str, Any]:
-        results = [analyses[run.id] for run in members if run.id in analyses]
-        return {column: summarise(map(ANALYSIS_COLUMNS[column], results)) for column in shown}
-
-    return columns
-
-
-def _rank_points(runs: list[Run], analyses: dict[str, EmbeddingAnalysis]) -> dict[str, dict[int, list[float]]]:
-    points: dict[str, dict[int, list[float]]] = {}
-    for run in runs:
-        dim = embedding_dim_of(run)
-        if run.id not in analyses or dim is None:
-            continue
-        if run.kind == "glue":
-            name = f"fine-tuned on {task_of(run).upper()}"
-        else:
-            variant = run.labels.get("variant") or run.hparams.get("head") or ""
-            name = f"pretrained{f' ({variant})' if variant else ''}"
-        points.setdefault(name, {}).setdefault(dim, []).append(analyses[run.id].effective_rank)
-    return points

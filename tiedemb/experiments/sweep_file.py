@@ -328,7 +328,7 @@ def _expand_study(
     overrides = {**_overrides(shared.get("overrides", {}), where), **_overrides(own.get("overrides", {}), where)}
     test, command = _stages(shared, own, where)
     grid = {**mapping_of(shared.get("grid", {}), f"{where}: grid"), **mapping_of(own.get("grid", {}), f"{where}: grid")}
-    axes = [_axis(key, values, base, f"{where}: grid.{key}") for key, values in grid.items()]
+    axes = [_axis(str(key), values, base, f"{where}: grid.{key}") for key, values in grid.items()]
     labels = [axis[0].label for axis in axes]
     duplicated = sorted({label for label in labels if labels.count(label) > 1})
     if duplicated:
@@ -406,7 +406,6 @@ def _axis(key: str, values: Any, base: Path, where: str) -> list[_Level]:
         return levels
     if not isinstance(values, list) or not values:
         raise UserError(f"{where}: expected a non-empty list of values (or a mapping of named levels), got {values!r}")
-    _check_cli_key(key, where)
     return [_Level(label=axis_label(key), value=format_value(value), overrides=((key, value),)) for value in values]
 
 
@@ -445,8 +444,7 @@ def _chain(raw: Any, where: str) -> Chain:
         raise UserError(
             f"{where}: checkpoint={checkpoint!r} is not a known choice; valid: {', '.join(CHECKPOINT_CHOICES)}"
         )
-    key = raw.get("key", DEFAULT_CHAIN_KEY)
-    _check_cli_key(key, f"{where}: key")
+    key = str(raw.get("key", DEFAULT_CHAIN_KEY))
     labels = {
         str(label): format_value(value) for label, value in mapping_of(raw.get("labels"), f"{where}: labels").items()
     }
@@ -517,18 +515,9 @@ def _link(study: Study, chain: Chain, upstream: Study, where: str) -> None:
 # --------------------------------------------------------------------------- small checks
 
 
-def _check_cli_key(key: Any, where: str) -> None:
-    if not isinstance(key, str) or not key or key.startswith("-") or " " in key:
-        raise UserError(
-            f"{where}: {key!r} is not a command-line key (write model.hidden_size, not --model.hidden_size)"
-        )
-
-
 def _overrides(value: Any, where: str) -> dict[str, Any]:
-    overrides = mapping_of(value, f"{where}: overrides")
-    for key in overrides:
-        _check_cli_key(key, f"{where}: overrides")
-    return dict(overrides)
+    """CLI key -> value; a key the command line does not take is refused when the cells are validated."""
+    return dict(mapping_of(value, f"{where}: overrides"))
 
 
 def _configs(value: Any, base: Path, where: str) -> tuple[Path, ...]:
