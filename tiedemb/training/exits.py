@@ -1,7 +1,7 @@
 """How every command ends on a user's mistake: ``error: <message>`` on stderr, exit status 2.
 
 Anything a user can get wrong raises a ``UserError`` (``tiedemb.errors``); the commands (``python
-main.py``, ``python -m tiedemb.sweep``, ``.report``, ``.scale``, ``.experiments.analysis``) run
+main.py``, ``python -m tiedemb.sweep``, ``.report``, ``.rate_report``, ``.export``) run
 their work through ``report_user_errors``, which prints that message alone, without a traceback.
 Everything else is a bug and keeps its traceback. ``TIEDEMB_DEBUG=1`` re-raises user errors too.
 """
