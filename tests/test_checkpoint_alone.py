@@ -316,29 +316,3 @@ def test_fitting_from_last_when_there_is_none_starts_from_scratch_with_a_warning
         "scratch" in capsys.readouterr().err.splitlines()
     )
     assert cli.trainer.global_step == 1
-
-
-# --- optimiser options that would bypass the modules' own ------------------------------------------
-
-REFUSAL = (
-    "would replace the modules' own AdamW, its parameter groups (no weight decay on biases and norms) and its "
-    "warmup and decay; leave {option} out and set model.learning_rate, model.weight_decay, model.betas, "
-    "model.eps, model.warmup_steps or model.lr_decay instead"
-)
-
-
-@pytest.mark.parametrize(
-    ("args", "option", "shown"),
-    [
-        (["--optimizer=Adam"], "optimizer", "Adam"),
-        (["--lr_scheduler=torch.optim.lr_scheduler.StepLR", "--lr_scheduler.step_size=3"], "lr_scheduler", "StepLR"),
-        (["--config", "{config}"], "optimizer", "SGD"),
-    ],
-)
-def test_optimizer_and_lr_scheduler_options_are_refused(args, option, shown, tmp_path, capsys):
-    config = tmp_path / "sgd.yaml"
-    config.write_text("optimizer:\n  class_path: torch.optim.SGD\n  init_args:\n    lr: 0.1\n")
-    args = [arg.format(config=config) for arg in args]
-    assert exit_status(["fit", *TINY_PRETRAINING, f"--trainer.default_root_dir={tmp_path / 'runs'}", *args]) == 2
-    assert error_line(capsys.readouterr().err) == f"error: --{option}={shown} " + REFUSAL.format(option=option)
-    assert not (tmp_path / "runs").exists()

@@ -22,7 +22,6 @@ import yaml
 import tiedemb.cli as cli_module
 from tiedemb.cli import main
 from tiedemb.nn.config import ARCHITECTURE, TransformerConfig
-from tiedemb.training.wandb_mode import WANDB_LOGGER, name_wandb_runs
 from tiedemb.weights.language_model import HEAD_SETTINGS
 
 pytestmark = pytest.mark.end_to_end  # runs the real command line
@@ -74,6 +73,9 @@ A command line that resolves one of them to anything else resolves differently, 
 REMOVED = {
     # GLUE from local files goes through data.data_dir (a classic glue_data folder) alone
     ("data", "init_args", "data_files"): None,
+    # LightningCLI's optimiser options: the modules configure their own (auto_configure_optimizers=False)
+    ("optimizer",): None,
+    ("lr_scheduler",): None,
 }
 """Options removed since, with the value every frozen configuration had: (path) -> value. A frozen
 configuration that set one to anything else relied on what was removed, and fails."""
@@ -96,12 +98,9 @@ def without_removed(config: dict[str, Any]) -> dict[str, Any]:
     return config
 
 
+WANDB_LOGGER = "lightning.pytorch.loggers.WandbLogger"
 NAMED_WANDB_ARGS = ("name", "group", "tags", "config")
-"""The W&B logger's arguments a run now fills from its own settings when unset (training/wandb_mode.py):
-they name the run on the W&B page and change no result."""
-
-ADDED_CALLBACKS = {"lightning.pytorch.callbacks.LearningRateMonitor", "tiedemb.modules.throughput.ModelThroughput"}
-"""Default callbacks added since that only observe a run (what they log changes no result)."""
+"""The W&B logger's arguments that once named the run on the W&B page: they change no result."""
 
 
 def without_added(config: dict[str, Any]) -> dict[str, Any]:
@@ -115,26 +114,13 @@ def without_added(config: dict[str, Any]) -> dict[str, Any]:
     trainer = config.get("trainer") or {}
     for logger in trainer.get("logger") or []:
         if isinstance(logger, dict) and logger.get("class_path") == WANDB_LOGGER:
-            init = logger.get("init_args") or {}
-            # what the run's settings give an unnamed logger, and nothing else
-            unnamed = {**config, "trainer": {"logger": [{"class_path": WANDB_LOGGER, "init_args": {**init}}]}}
-            unnamed["trainer"]["logger"][0]["init_args"].update(dict.fromkeys(NAMED_WANDB_ARGS))
-            name_wandb_runs(unnamed)
-            derived = unnamed["trainer"]["logger"][0]["init_args"]
-            assert {key: init.get(key) for key in NAMED_WANDB_ARGS} == {key: derived[key] for key in NAMED_WANDB_ARGS}
-            init.update(dict.fromkeys(NAMED_WANDB_ARGS))
+            (logger.get("init_args") or {}).update(dict.fromkeys(NAMED_WANDB_ARGS))
     for logger in trainer.get("logger") if isinstance(trainer.get("logger"), list) else []:
         settings = logger.get("init_args") if isinstance(logger, dict) else None
         if settings and settings.get("save_dir") == ".":
             # "." is the run's own folder under trainer.default_root_dir (training/run_dir.py); the
             # default loggers named that root itself before each run had its folder
             settings["save_dir"] = trainer.get("default_root_dir")
-    if isinstance(trainer.get("callbacks"), list):
-        trainer["callbacks"] = [
-            callback
-            for callback in trainer["callbacks"]
-            if not (isinstance(callback, dict) and callback.get("class_path") in ADDED_CALLBACKS)
-        ]
     return config
 
 

@@ -7,7 +7,6 @@ LightningCLI object, so tests drive the real command line with a list of argumen
 from __future__ import annotations
 
 import importlib
-import logging
 import math
 import os
 import sys
@@ -29,12 +28,11 @@ from lightning.pytorch.plugins.io import CheckpointIO
 from lightning.pytorch.utilities.exceptions import SIGTERMException
 
 from tiedemb.data.pretrain import PretrainData
-from tiedemb.errors import UserError, check_choice
+from tiedemb.errors import UserError
 from tiedemb.modules.base import FROM_CHECKPOINT
 from tiedemb.modules.glue import GlueModule, majority_floor
 from tiedemb.modules.pretrain import PretrainModule
 from tiedemb.modules.throughput import ModelThroughput
-from tiedemb.nn.config import OBJECTIVES
 from tiedemb.options import as_written, changed_from_default, class_parameters
 from tiedemb.training.arguments import ArgumentParser
 from tiedemb.training.checkpoints import (
@@ -68,10 +66,8 @@ from tiedemb.training.preemption import SaveOnPreemption, saved_at_stop, stop_si
 from tiedemb.training.run_checks import (
     check_checkpoint_name,
     check_has_split,
-    check_no_optimizer_options,
     check_sequence_length,
     check_trainer_options,
-    small_vocabulary,
     validation_beyond_the_epoch,
 )
 from tiedemb.training.run_dir import (
@@ -86,8 +82,8 @@ from tiedemb.training.run_dir import (
     writes_in_run_dir,
 )
 from tiedemb.training.status_callback import RunStatus
-from tiedemb.training.strategy import check_cpu_processes, check_strategy_config
-from tiedemb.training.wandb_mode import WandbRunId, make_wandb_folders, name_wandb_runs, wandb_mode, wandb_run_id
+from tiedemb.training.strategy import check_strategy_config
+from tiedemb.training.wandb_mode import make_wandb_folders, wandb_mode
 
 USAGE = "%(prog)s [-h] [-c CONFIG] [--model CLASS] [--data CLASS] [--KEY VALUE ...]"
 """The usage line of every subcommand's --help (argparse's own lists each of its 100-odd options)."""
@@ -100,8 +96,6 @@ GUIDE = (
 )
 """What every subcommand's --help says before its long list of options (LightningCLI's ``parser_kwargs``)."""
 
-
-log = logging.getLogger("tiedemb")
 
 # save_dir ".": the run's own folder under trainer.default_root_dir (training/run_dir.py).
 DEFAULT_LOGGERS = [
@@ -121,18 +115,12 @@ DEFAULT_CALLBACKS = [
             "auto_insert_metric_name": False,
         },
     },
-    # The schedule's learning rate (lr/pg1, lr/pg2) at every logged step.
-    {"class_path": "lightning.pytorch.callbacks.LearningRateMonitor"},
-    # Tokens/s, model FLOPs/s and MFU from the modules' own FLOP count (tiedemb.modules.throughput).
-    {"class_path": "tiedemb.modules.throughput.ModelThroughput"},
 ]
 
 
 class Trainer(L.Trainer):
-    """Lightning's Trainer plus ``initloss`` (predicted vs measured initial loss, no training),
-    ``baselines`` (the unigram and bigram losses of the configured text),
-    the precision ``bf16-mixed-if-native`` (training/precision.py), and the values of its options
-    that would break a run refused as tiedemb's own are (training/run_checks.py)."""
+    """Lightning's Trainer plus the ``initloss``, ``similarity`` and ``baselines`` subcommands, the precision
+    ``bf16-mixed-if-native`` (training/precision.py) and its options that would break a run refused."""
 
     def __init__(self, *, precision: LightningPrecision | PrecisionIfNative | None = None, **kwargs: Any) -> None:
         """
@@ -253,11 +241,8 @@ class Trainer(L.Trainer):
 
 
 class ConfigSaver(SaveConfigCallback):
-    """Saves the resolved config in the run's folder and into every logger (W&B's run config).
-
-    A config already in the folder (an earlier attempt's, the fit's where a checkpoint of the run is
-    tested) is never overwritten: the new one gets the next free name (``config-1.yaml``).
-    """
+    """Saves the resolved config in the run's folder, never over an earlier one (``config-1.yaml`` ...),
+    and into every logger (W&B's run config)."""
 
     def __init__(self, *args: Any, run_dir: str | os.PathLike | None = None, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
@@ -300,11 +285,8 @@ class TiedembCLI(LightningCLI):
     def parse_arguments(self, parser: LightningArgumentParser, args: Any) -> None:
         """Parse the command line; a checkpoint file it evaluates stands in for the config's classes.
 
-        ``test --ckpt_path FILE`` needs no config: the model and data classes and the data's
-        settings the checkpoint records are the defaults a config or the command line overrides
-        (``training/evaluation.py``). They have to be in place before parsing, which would
-        otherwise stop at the missing model and data classes.
-        """
+        The classes and data settings the checkpoint records are the defaults a config or the command line
+        overrides (``training/evaluation.py``), set before parsing, which would stop at the missing classes."""
         self._argv = (
             [str(arg) for arg in (sys.argv[1:] if args is None else args)]
             if args is None or isinstance(args, (list, tuple))
@@ -380,7 +362,6 @@ class TiedembCLI(LightningCLI):
         config = self.config[self.subcommand] if self.subcommand else self.config
         # --log_level, from the command line or a config (TIEDEMB_LOG_LEVEL applies from the start: build_cli)
         set_log_level(config.get("log_level"))
-        check_no_optimizer_options(config)
         typed = any(arg.startswith("--save_transformers") for arg in getattr(self, "_argv", []))
         if typed and config.get("save_transformers") and self.subcommand != "fit":
             # (a fit's saved config.yaml that sets it is read by the other subcommands as it is)
@@ -397,7 +378,6 @@ class TiedembCLI(LightningCLI):
             # a checkpoint's own settings (evaluation) are the model's dict_kwargs, over its init_args
             wanted = (model.get("dict_kwargs") or {}).get("objective", model.init_args.objective)
             given = data.init_args.objective
-            check_choice("model.objective", wanted, OBJECTIVES)
             if given not in (None, wanted):
                 raise UserError(
                     f"data.objective={given!r} disagrees with model.objective={wanted!r}; set model.objective only"
@@ -419,17 +399,13 @@ class TiedembCLI(LightningCLI):
         # A strategy this machine cannot run (DeepSpeed not installed, FSDP without a GPU) is
         # refused before the data is prepared, in one sentence instead of a stack trace.
         check_strategy_config(config.get("trainer"))
-        # More CPU processes than cores: refused before the data is prepared or a run folder made.
-        check_cpu_processes(config.get("trainer"))
-        # A W&B run named, grouped and tagged by its head, objective, d_e and seed, unless given its own.
-        name_wandb_runs(config)
 
     # -- reliability: trainer extras and the checkpoint a run starts from --------------------------
     def instantiate_trainer(self, **kwargs: Any) -> L.Trainer:
         """The Trainer, built once with the run's folder, loggers, plugins and the callbacks every run gets."""
         folder = self._choose_run_dir()
         loggers = self._loggers_in(folder)
-        settings = (self.config_init[self.subcommand] if self.subcommand else self.config_init)["trainer"]
+        settings = self._built_trainer()
         logger = loggers.get("logger", settings.get("logger"))
         has_loggers = logger is None or logger is True or bool(logger)
         given = settings.get("callbacks") or []
@@ -477,12 +453,8 @@ class TiedembCLI(LightningCLI):
         return [*kept, *(make() for kind, make in wanted if missing(kind))]
 
     def _plugins(self) -> dict[str, Any]:
-        """The Trainer's ``plugins`` with crash-safe checkpoint files, unless the config gives a writer of its own.
-
-        Lightning's strategies write through it where they write whole files (single device, DDP,
-        FSDP's full state); DeepSpeed and sharded states are written by the strategy itself.
-        """
-        given = (self.config_init[self.subcommand] if self.subcommand else self.config_init)["trainer"].get("plugins")
+        """The Trainer's ``plugins`` with crash-safe checkpoint files, unless the config gives a writer of its own."""
+        given = self._built_trainer().get("plugins")
         given = [] if given is None else given if isinstance(given, list) else [given]
         if any(isinstance(plugin, CheckpointIO) for plugin in given):
             return {}
@@ -491,13 +463,9 @@ class TiedembCLI(LightningCLI):
     def _take_checkpoint_settings(self) -> None:
         """Read a ``--ckpt_path`` file once, up front, reporting a bad one as a user error.
 
-        Evaluation builds the model the checkpoint describes (Lightning's behaviour), with the
-        settings given one by one on the command line (``--model.predictions_dir``) over the
-        recorded ones, each said; a config's model settings do not count, as they describe another
-        run's weights. ``fit`` does not: Lightning would quietly replace the configured model with
-        the checkpoint's, so resuming with another variant or size in the config is reported
-        instead (see ``_prepare_checkpoint``).
-        """
+        Evaluation builds the model the checkpoint describes, with the settings typed on the command line
+        over the recorded ones, each said. ``fit`` keeps the configured model: a resumed checkpoint of
+        another variant or size is refused (``_prepare_checkpoint``)."""
         subcommand = self.subcommand
         settings = self.config[subcommand]
         path = settings.get("ckpt_path")
@@ -530,12 +498,7 @@ class TiedembCLI(LightningCLI):
         self._overrides = lines  # said with the data's, once those are resolved (before_instantiate_classes)
 
     def _rebuild_data(self, settings: Any, path: str) -> list[str]:
-        """Put the checkpoint's data locations as found now into ``settings``; lines saying what changed.
-
-        The data's class and settings were the parser's defaults (``parse_arguments``); what a
-        config or the command line changed (after ``data.tokenizer: pretrained`` is resolved) is
-        said, and a recorded location found nowhere is refused (``training/evaluation.py``).
-        """
+        """Put the checkpoint's data locations as found now into ``settings``; lines saying what changed."""
         class_path, recorded_settings = recorded(self._checkpoint, "datamodule_hyper_parameters")
         data = settings.get("data")
         if data is None or not class_path:
@@ -575,9 +538,6 @@ class TiedembCLI(LightningCLI):
             self.datamodule.check_one_batch()
         if self._settings().get("save_transformers"):
             check_exportable(self.model)
-        warning = small_vocabulary(self.datamodule)
-        if warning is not None:
-            say(warning)
         self._prepare_run(fitting=True)
 
     def after_fit(self) -> None:
@@ -669,16 +629,16 @@ class TiedembCLI(LightningCLI):
     def _settings(self) -> Any:
         return self.config[self.subcommand] if self.subcommand else self.config
 
+    def _built_trainer(self) -> Any:
+        """The Trainer's settings with their classes built (loggers, callbacks, plugins)."""
+        return (self.config_init[self.subcommand] if self.subcommand else self.config_init)["trainer"]
+
     def _run_name(self) -> str | None:
         return self._settings().get("run_name")
 
     def _choose_run_dir(self) -> Path:
-        """Choose the run's folder under ``trainer.default_root_dir`` (``training/run_dir.py``).
-
-        Runs after the model and data are built and before the trainer and its loggers are: a
-        ``--ckpt_path=last`` is looked for here (it needs the model's settings), as the checkpoint it
-        finds decides the folder (a resumed run goes on in its own).
-        """
+        """Choose the run's folder under ``trainer.default_root_dir`` (``training/run_dir.py``), once the model
+        and data are built (``--ckpt_path=last`` needs them, and the checkpoint it finds decides the folder)."""
         settings = self._settings()
         trainer = settings.get("trainer") or {}
         root = str(trainer.get("default_root_dir") or "runs")
@@ -726,19 +686,15 @@ class TiedembCLI(LightningCLI):
         return folder
 
     def _loggers_in(self, folder: Path) -> dict[str, Any]:
-        """The ``logger`` argument with every logger that writes into the run's folder made to.
-
-        A logger's ``save_dir`` is an argument of its constructor, so such a logger (not started yet:
-        loggers start at the run's setup) is built again from its settings with the run's folder.
-        """
+        """The ``logger`` argument, each logger that writes into the run's folder built again with that
+        folder as its ``save_dir`` (a constructor argument; loggers start only at the run's setup)."""
         settings = self._settings()
         specs = (settings.get("trainer") or {}).get("logger")
-        built = (self.config_init[self.subcommand] if self.subcommand else self.config_init)["trainer"]["logger"]
+        built = self._built_trainer()["logger"]
         if not specs or specs is True or built is None or isinstance(built, bool):
             return {}
         specs, built = (specs, built) if isinstance(specs, list) else ([specs], [built])
         root = str(settings.trainer.default_root_dir or "runs")
-        run_id = self._wandb_run_to_continue()
         # offline where W&B cannot go online, through the logger's own mode (wandb.init's argument)
         mode = wandb_mode() if any(isinstance(logger, WandbLogger) for logger in built) else None
         loggers = []
@@ -749,12 +705,6 @@ class TiedembCLI(LightningCLI):
             changed = {}
             if "save_dir" in arguments and writes_in_run_dir(arguments["save_dir"], root):
                 changed["save_dir"] = str(folder)
-            if run_id and isinstance(logger, WandbLogger):
-                # a resumed run continues its W&B run, through WandbLogger's own id argument
-                if arguments.get("id") and arguments["id"] != run_id:
-                    log.warning("the W&B logger was given its own id; it does not continue the resumed run %s", run_id)
-                else:
-                    changed.update(id=run_id, resume="allow")
             if mode and isinstance(logger, WandbLogger) and not (arguments.get("mode") or arguments.get("offline")):
                 changed["mode"] = mode
                 if "WANDB_SILENT" not in os.environ and arguments.get("settings") is None:
@@ -764,39 +714,11 @@ class TiedembCLI(LightningCLI):
             loggers.append(logger)
         return {"logger": loggers}
 
-    def _wandb_run_to_continue(self) -> str | None:
-        """The W&B run a resumed fit continues: the id its checkpoint keeps (``WandbRunId``), else None.
-
-        Known once the run's folder is chosen (``--ckpt_path=last`` found), before the loggers are
-        built; a checkpoint that cannot be read is left to ``_prepare_checkpoint`` to report.
-        """
-        if self.subcommand != "fit":
-            return None
-        path = self._found_last or self._settings().get("ckpt_path")
-        if not path or str(path) in ("best", "hpc", "last") or "://" in str(path) or not Path(path).is_file():
-            return None
-        try:
-            return wandb_run_id(str(path))
-        except Exception:  # a bad checkpoint is vetted, and reported as a user error, by _prepare_checkpoint
-            return None
-
     def _run_roots(self, root: str) -> list[str]:
         """Folders under which runs of this command line keep their checkpoints (``--ckpt_path=last``)."""
-        trainer = (self.config_init[self.subcommand] if self.subcommand else self.config_init).get("trainer") or {}
-        loggers = trainer.get("logger")
-        loggers = loggers if isinstance(loggers, list) else [loggers]
-        callbacks = trainer.get("callbacks") or []
-        roots = [root]
-        roots += [
-            logger.save_dir
-            for logger in loggers
-            if isinstance(getattr(logger, "save_dir", None), str) and not writes_in_run_dir(logger.save_dir, root)
-        ]
-        roots += [
-            callback.dirpath
-            for callback in (callbacks if isinstance(callbacks, list) else [callbacks])
-            if isinstance(callback, ModelCheckpoint) and callback.dirpath
-        ]
+        callbacks = self._built_trainer().get("callbacks") or []
+        callbacks = callbacks if isinstance(callbacks, list) else [callbacks]
+        roots = [root, *(c.dirpath for c in callbacks if isinstance(c, ModelCheckpoint) and c.dirpath)]
         return list(dict.fromkeys(str(Path(root).expanduser()) for root in roots))
 
 
@@ -820,11 +742,7 @@ def check_exportable(model: L.LightningModule) -> None:
 
 
 def untrained_weights(model: L.LightningModule) -> str:
-    """What a model built from the config alone holds, in words: a pretrained source or a fresh draw.
-
-    ``test`` and ``predict`` without a checkpoint evaluate exactly that; a fine-tuning config names
-    its starting weights, so without ``--ckpt_path`` the figures are those of an untrained classifier.
-    """
+    """What a model built from the config alone holds, in words: a pretrained source or a fresh draw."""
     pretrained = getattr(model.hparams, "pretrained", None)
     if pretrained is None:
         return "the freshly initialised weights the config builds"
@@ -842,11 +760,8 @@ LINKED_FROM_DATA = {
 
 
 def refuse_linked_settings(model: Any) -> None:
-    """A model setting the data decides, given anyway with another value than unset, is refused.
-
-    jsonargparse would parse it and then overwrite it with the data's value, so the user's value
-    would be dropped without a word. ``null`` (or the parameter's default) means "from the data".
-    """
+    """Refuse a model setting the data decides, given another value than unset: jsonargparse would
+    overwrite it with the data's value without a word."""
 
     module_name, _, class_name = str(model.get("class_path", "")).rpartition(".")
     try:
@@ -868,12 +783,8 @@ PRETRAINED_TOKENIZER = "pretrained"
 
 
 def resolve_pretrained_tokenizer(model: Any, data: Any) -> None:
-    """Replace ``data.tokenizer: pretrained`` by the tokenizer of ``model.pretrained``.
-
-    A tiedemb checkpoint names the tokenizer its run used, or the one it trained (kept in a cache
-    folder named by a hash of its text, which nobody could type); a transformers folder holds its
-    own. A fine-tuning sweep chained to a pretraining one can then say which tokenizer it means.
-    """
+    """Replace ``data.tokenizer: pretrained`` by the tokenizer ``model.pretrained`` was trained with
+    (a tiedemb checkpoint names it; a transformers folder or hub name holds its own)."""
     settings, data_settings = model.get("init_args") or {}, data.get("init_args") or {}
     if data_settings.get("tokenizer") != PRETRAINED_TOKENIZER:
         return
@@ -963,7 +874,6 @@ def cli_kwargs() -> dict[str, Any]:
             ParameterCounts(),  # params/total, params/embedding for the reports
             RunFolder(),  # the folder the run started in: its relative data locations are relative to it
             RunStatus(),  # status.json: how the run ended, so reports leave out half-done runs
-            WandbRunId(),  # a resumed run continues its W&B run: the id travels in checkpoints
         ],
     }
     return {
@@ -974,6 +884,8 @@ def cli_kwargs() -> dict[str, Any]:
         "trainer_class": Trainer,
         "parser_class": ArgumentParser,
         "seed_everything_default": 0,
+        # no --optimizer/--lr_scheduler: the modules configure their own AdamW, groups and schedule
+        "auto_configure_optimizers": False,
         "trainer_defaults": trainer_defaults,
     }
 

@@ -1,25 +1,11 @@
 """What an option accepts, declared with its type, and the one check of a value against it.
 
-A number's bounds are part of the option's annotation (``batch_size: PositiveInt = 32``, the
-names below), so a new option gets its check where it is declared. ``check_arguments`` checks
-every argument of a call against its annotation: a wrong type, ``null`` where a value is needed,
-a non-finite number, zero, a negative or out-of-range number each raise a ``UserError`` naming the
-option and saying what it accepts. The classes users configure call it first thing in
-``__init__``, before any data is read or any file written.
-
-Why at construction and not only at parse time: jsonargparse reads through ``Annotated`` to the
-plain type when it parses, and for a class given by ``class_path`` it passes ``null`` on to the
-constructor even where the type does not allow it; the constructor is the one place every way of
-building the object goes through (the command line, a checkpoint, Python).
-
-The argparse commands (sweep, report, ...) use ``number`` as an option's ``type`` (and
-``tiedemb.training.exits.CommandParser``), so their mistakes read like the training command's.
-
-An option that the chosen configuration would not read (a tokenizer with the embedded corpus, a
-head setting with another head) is refused, never dropped silently: ``given`` tells an option the
-user set from one left alone (``null``, or the value leaving it out gives), and ``no_effect``
-words the refusal; ``warn_no_effect`` says the same once where refusing would break configs that
-compose (an overlay's setting that another overlay makes moot).
+A number's bounds are part of the annotation (``batch_size: PositiveInt = 32``); ``check_arguments``
+checks a call's arguments against their annotations and raises a ``UserError`` naming the option
+and what it accepts. The configurable classes call it first thing in ``__init__``, the one place
+every way of building them goes through (jsonargparse passes ``null`` on where the type forbids it).
+The argparse commands use ``number`` types. An option the configuration would not read is refused
+(``no_effect``), or warned about where configs compose (``warn_no_effect``), never dropped silently.
 """
 
 from __future__ import annotations
@@ -292,12 +278,3 @@ def add_weights_only(parser: argparse.ArgumentParser) -> None:
         default=True,
         help="read tensors and plain values only (default true); false unpickles anything, for a file you trust",
     )
-
-
-def add_run_checkpoint_options(parser: argparse.ArgumentParser) -> None:
-    """``--checkpoint`` (which checkpoint of a run folder) and ``--weights-only``: what the commands
-    that load a run (predict) share."""
-    parser.add_argument(
-        "--checkpoint", default=None, help="in a run folder: best (default, else last), last, or a file name"
-    )
-    add_weights_only(parser)

@@ -31,7 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from tiedemb.errors import UserError
-from tiedemb.options import PositiveInt, add_run_checkpoint_options, number_type
+from tiedemb.options import PositiveInt, add_weights_only, number_type
 from tiedemb.training.exits import CommandParser, report_user_errors
 
 PREDICTIONS = "predictions.tsv"
@@ -173,7 +173,10 @@ def parser() -> CommandParser:
     )
     parser.add_argument("--submission", default=None, metavar="DIR", help="also write GLUE's submission file there")
     parser.add_argument("--batch-size", type=number_type(PositiveInt), default=32, help="pairs per batch (default 32)")
-    add_run_checkpoint_options(parser)
+    parser.add_argument(
+        "--checkpoint", default=None, help="in a run folder: best (default, else last), last, or a file name"
+    )
+    add_weights_only(parser)
     return parser
 
 

@@ -1,27 +1,13 @@
-"""Odd inputs said in one line: a tokenizer too small for real text, and a single training file given
-without a list."""
+"""Odd inputs said in one line: a single training file given without a list."""
 
 from __future__ import annotations
 
 import random
-from types import SimpleNamespace
 
 import pytest
 
-from tiedemb.training.run_checks import small_vocabulary
 
 WORDS = "the a cat dog man woman sat ran saw big small red on under near house park and with .".split()
-
-
-def test_a_tokenizer_of_few_tokens_is_named_in_one_warning(tiny_tokenizer_dir):
-    from transformers import AutoTokenizer
-
-    tokenizer = AutoTokenizer.from_pretrained(str(tiny_tokenizer_dir))
-    line = small_vocabulary(SimpleNamespace(tokenizer=tokenizer))
-    assert line is not None and "\n" not in line
-    assert line.startswith(f"warning: the tokenizer {str(tiny_tokenizer_dir)!r} has {len(tokenizer)} tokens;")
-    assert small_vocabulary(SimpleNamespace(tokenizer=None)) is None  # the embedded corpus
-    assert small_vocabulary(SimpleNamespace(tokenizer=list(range(300)))) is None
 
 
 @pytest.mark.end_to_end

@@ -1,19 +1,6 @@
-"""A run's checkpoints: where the newest state is written, and which checkpoint a run starts from.
-
-Lightning restores weights, optimiser, scheduler and loop counters; the data position is the
-datamodule's (``tiedemb.data.sampling``). What is left is here:
-
-* ``AtomicCheckpointIO``: Lightning's checkpoint writer, made crash-safe and refusing to save
-  diverged weights; the best checkpoint also under the stable name ``best.ckpt``.
-* ``RandomState``: every process's global random-number state in checkpoints, put back when
-  training resumes.
-* ``ResumableCheckpoint`` keeps ``last.ckpt`` the newest state at every validation, whatever the
-  monitored metric did; ``write_last`` writes a callback's ``last`` checkpoint through public API.
-* ``find_last_checkpoint`` gives ``--ckpt_path=last`` a meaning that survives new run folders:
-  the newest ``last*.ckpt`` (or SLURM ``hpc_ckpt_N.ckpt``) under the run roots written by a run of
-  the same configuration.
-* ``read_checkpoint`` / ``check_compatible`` turn a missing, unreadable, unsafe or mismatched
-  checkpoint into one ``UserError`` naming the problem, before Lightning fails on it.
+"""A run's checkpoints: crash-safe writing (never with non-finite weights, ``best.ckpt`` beside the
+best), ``last`` kept the newest state, the random states in them, and the checkpoint a run starts
+from: found (``--ckpt_path=last``), read and vetted, a bad one reported as one ``UserError``.
 """
 
 from __future__ import annotations
@@ -84,14 +71,10 @@ TRAINING_SETTINGS = frozenset(
 
 
 class ResumableCheckpoint(ModelCheckpoint):
-    """``ModelCheckpoint`` whose ``last.ckpt`` holds the newest state at every validation and at the end.
+    """``ModelCheckpoint`` whose ``last`` is the newest state at every validation and at the end of a fit.
 
-    Lightning refreshes ``last.ckpt`` after a validation only when it also saved a top-k
-    checkpoint, i.e. when the monitored metric improved; after a worse validation, ``last.ckpt``
-    would lag behind and a resumed run would repeat steps. Here it is written at every validation
-    of a fit where no checkpoint was written at that step yet, and when training ends at a step no
-    validation saved.
-    """
+    Lightning refreshes ``last`` after a validation only when the monitored metric improved; a run
+    resumed from a lagging ``last`` would repeat steps."""
 
     def on_save_checkpoint(self, trainer: L.Trainer, pl_module: L.LightningModule, checkpoint: dict[str, Any]) -> None:
         # Lightning calls this for every checkpoint written, by any callback: the step is saved.
@@ -114,13 +97,9 @@ class ResumableCheckpoint(ModelCheckpoint):
 
 
 def write_last(callback: ModelCheckpoint, trainer: L.Trainer) -> str:
-    """Write ``callback``'s ``last`` checkpoint now with ``Trainer.save_checkpoint``; the path written.
-
-    The file the callback's own ``last`` saves went to (``last_model_path``), else the name it
-    gives ``last`` (``last.ckpt``); ``last_model_path`` is set before the save, so that the
-    checkpoint's callback state names it, and the loggers are told, as after the callback's saves
-    (``WandbLogger(log_model="all")`` uploads it).
-    """
+    """Write ``callback``'s ``last`` checkpoint now with ``Trainer.save_checkpoint``; the path written
+    (``last_model_path``, set first so that the checkpoint names it; the loggers are told, as after the
+    callback's own saves)."""
     metrics = {**trainer.callback_metrics, "epoch": trainer.current_epoch, "step": trainer.global_step}
     path = callback.last_model_path or callback.format_checkpoint_name(metrics, callback.CHECKPOINT_NAME_LAST)
     callback.last_model_path = path
@@ -150,17 +129,9 @@ def non_finite_tensors(state_dict: dict[str, Any]) -> list[str]:
 class AtomicCheckpointIO(TorchCheckpointIO):
     """Lightning's checkpoint writer, made crash-safe and refusing to save diverged weights.
 
-    Lightning's own writer stages the file in the system temporary folder and moves it, which
-    is a copy (not atomic) whenever that folder is on another file system, and holds the whole
-    checkpoint in memory twice. This one streams ``torch.save`` into a temporary file in the
-    target's folder, fsyncs it and renames it over the target. Remote (fsspec) paths keep
-    Lightning's behaviour. Loading is unchanged.
-
-    Every checkpoint it writes records its checkpoint callbacks' best file (``best_model_path``,
-    set before the file is written); once that file exists, ``best.ckpt`` beside it is the same
-    file (``keep_best_name``), so a run's best checkpoint has a name that does not depend on the
-    monitored metric or the step.
-    """
+    Lightning's stages the file in the system temporary folder, a copy (not atomic) across file
+    systems; this one writes beside the target, fsyncs and renames (remote paths keep Lightning's).
+    Once the best checkpoint the callbacks' state names exists, ``best.ckpt`` beside it is that file."""
 
     def save_checkpoint(self, checkpoint: dict[str, Any], path: Any, storage_options: Any | None = None) -> None:
         if storage_options is not None or not _is_local(path):
@@ -180,13 +151,8 @@ class AtomicCheckpointIO(TorchCheckpointIO):
 
 
 def keep_best_name(checkpoint: dict[str, Any], path: str | os.PathLike) -> None:
-    """Make ``best.ckpt`` in ``path``'s folder the best checkpoint the callbacks' state names there.
-
-    Until a validation has scored a checkpoint (a run shorter than its first validation), the
-    best there is is the newest state: ``best.ckpt`` is then the file just written. A hard link
-    (no second copy on disk; it outlives the descriptive name when top-k rotation deletes that),
-    else a copy where the file system has no links; replaced atomically.
-    """
+    """Make ``best.ckpt`` in ``path``'s folder the best checkpoint the callbacks' state names there (the
+    file just written until a validation has scored one): a hard link, else a copy, replaced atomically."""
     written = os.path.realpath(path)
     folder = os.path.dirname(written)
     for state in (checkpoint.get("callbacks") or {}).values():
@@ -259,14 +225,8 @@ def _set_local_random_state(state: Mapping[str, Any]) -> None:
 
 
 class RandomState(Callback):
-    """Keeps every process's global RNG state in checkpoints and restores it on resume.
-
-    Lightning does not store RNG states, so without this a resumed run re-seeds and its
-    dropout masks differ from an uninterrupted run's. States are restored in ``on_train_start``:
-    after the sanity check and the data loaders' setup, right before the next training step.
-    The data loaders own their generators (``tiedemb.data.sampling.loader_generator``), so
-    nothing between a checkpoint and the next step draws from the global RNGs.
-    """
+    """Keeps every process's global RNG state in checkpoints and restores it when training resumes
+    (right before the next step), so that dropout draws as in an uninterrupted run."""
 
     def __init__(self) -> None:
         self._pending: list[dict[str, Any]] | None = None
@@ -446,11 +406,7 @@ def _describe(differences: Mapping[str, tuple[Any, Any]], prefix: str, limit: in
 
 
 def check_model_kind(path: str | os.PathLike, saved_class: str, wanted_class: str) -> None:
-    """Raise a ``UserError`` if a checkpoint of ``saved_class`` is given where ``wanted_class`` runs.
-
-    Pretraining and fine-tuning checkpoints are the common mix-up: a pretraining run is where
-    fine-tuning starts (``model.pretrained``), not a checkpoint GLUE data can test or resume.
-    """
+    """Raise a ``UserError`` if a checkpoint of ``saved_class`` is given where ``wanted_class`` runs."""
     saved, wanted = saved_class.rsplit(".", 1)[-1], wanted_class.rsplit(".", 1)[-1]
     if saved == wanted:
         return
@@ -468,12 +424,8 @@ def check_model_kind(path: str | os.PathLike, saved_class: str, wanted_class: st
 
 
 def check_compatible(checkpoint: Mapping[str, Any], path: str | os.PathLike, model: L.LightningModule) -> None:
-    """Raise a ``UserError`` if ``checkpoint`` was written by another kind or size of model.
-
-    Model settings must agree except optimisation and speed settings; parameter names and
-    shapes must agree exactly. A vocabulary difference is reported as a tokenizer mismatch,
-    since the vocabulary size comes from the data's tokenizer.
-    """
+    """Raise a ``UserError`` if ``checkpoint`` was written by another kind or size of model: settings
+    other than optimisation and speed, parameter names and shapes must agree."""
     saved = checkpoint.get("hyper_parameters") or {}
     current = dict(model.hparams)
     saved_class = saved.get("_class_path")
@@ -561,12 +513,8 @@ def same_run_configuration(
 def find_last_checkpoint(
     roots: Iterable[str | os.PathLike], model: L.LightningModule, datamodule: L.LightningDataModule | None
 ) -> Path | None:
-    """The newest last checkpoint under ``roots`` of a run configured like this one.
-
-    Each run (W&B run, CSV version, or checkpoint folder) writes its own ``last.ckpt``, so
-    "last" is searched across runs; checkpoints of other configurations in the same folder
-    (another variant, size or learning rate) are passed over.
-    """
+    """The newest last checkpoint under ``roots`` of a run configured like this one (other
+    configurations' checkpoints in the same folders are passed over)."""
     for path in last_checkpoints(roots):
         try:
             checkpoint = read_checkpoint(path)

@@ -1,30 +1,17 @@
-"""Evaluating a checkpoint alone: ``test --ckpt_path FILE`` with no config, from any folder.
+"""Evaluating a checkpoint alone: ``test --ckpt_path FILE`` (or ``test RUN_DIR``) with no config, from any folder.
 
-A run's checkpoint records the class and settings of its model (``hyper_parameters``) and of its
-data (``datamodule_hyper_parameters``); LightningCLI records the class path of each as
-``_class_path``. ``validate``, ``test`` and ``predict`` given a checkpoint file on the command line
-rebuild both from it; what a config or the command line gives overrides what is recorded, and each
-override is said in one line, so a figure is never read off other data settings by surprise.
-
-Data locations (``data_dir``, ``data_files``, ``train_files``, ``val_files``, ``ood_val_files``, a
-tokenizer folder, ``cache_dir``) are recorded as the run was given them: a relative one is relative
-to the folder the run started in. That folder is found from where the checkpoint lies now (its
-checkpoint callback records the checkpoint folder relative to the run's folder, so a run folder
-moved whole is still found), else from the folder the run recorded (``RunFolder``). A relative
-location is looked for there first, then in the current folder. A location found nowhere is refused
-in one line naming the option that replaces it (``cache_dir``, a cache, is never refused, and is
-looked for only where the run read text to cache).
-
-A run's folder stands for its checkpoint (``test runs/mrpc``: its ``best.ckpt``, else ``last.ckpt``),
-and the Trainer's limits on what is scored (``limit_val_batches`` ...) are the run's own, read from
-the ``config.yaml`` it saved, so that ``validate`` scores the same batches the run's validation did.
+A checkpoint records its model's and data's classes and settings; ``validate``, ``test`` and
+``predict`` rebuild both from it, what a config or the command line gives overriding them (each
+override said in one line). Relative data locations are relative to the folder the run started in,
+found from where the checkpoint lies now, else from what ``RunFolder`` recorded; one found nowhere
+is refused naming the option that replaces it. The Trainer's limits on what is scored are the run's
+own, from its ``config.yaml``, so that ``validate`` scores the batches the run's validation did.
 """
 
 from __future__ import annotations
 
 import glob
 import importlib
-import inspect
 import logging
 import os
 import sys
@@ -36,7 +23,7 @@ import lightning as L
 from lightning.pytorch.callbacks import Callback
 
 from tiedemb.errors import UserError
-from tiedemb.options import as_written
+from tiedemb.options import as_written, class_parameters
 from tiedemb.training.checkpoints import comparable
 from tiedemb.training.hub import spelled_as_path
 from tiedemb.training.run_dir import run_checkpoint
@@ -72,11 +59,7 @@ REMEDY = {
 
 
 class RunFolder(Callback):
-    """Records, in every checkpoint, the folder the run started in.
-
-    The run's relative data locations are relative to it; a checkpoint evaluated from another
-    folder (or whose checkpoint folder was given as an absolute path) finds them through it.
-    """
+    """Records, in every checkpoint, the folder the run started in (its relative data locations' base)."""
 
     def on_save_checkpoint(self, trainer: L.Trainer, pl_module: L.LightningModule, checkpoint: dict[str, Any]) -> None:
         checkpoint[RUN_FOLDER_KEY] = os.getcwd()
@@ -124,9 +107,9 @@ def checkpoint_to_evaluate(argv: Sequence[str]) -> str | None:
 def with_run_checkpoint(argv: Sequence[str]) -> list[str]:
     """An evaluating command line with a run's folder replaced by its checkpoint file.
 
-    ``test RUN_DIR`` (the folder as the subcommand's first argument) and ``--ckpt_path RUN_DIR`` both
-    become ``--ckpt_path RUN_DIR/checkpoints/best.ckpt``, else ``last.ckpt`` (``run_checkpoint``); a checkpoint
-    file given first stands for ``--ckpt_path FILE``. Anything else is left as it is.
+    ``test RUN_DIR`` (the folder as the subcommand's first argument) becomes ``--ckpt_path
+    RUN_DIR/checkpoints/best.ckpt``, else ``last.ckpt`` (``run_checkpoint``); a checkpoint file given
+    first stands for ``--ckpt_path FILE``. Anything else is left as it is.
     """
     argv = [str(argument) for argument in argv]
     if not argv or argv[0] not in EVALUATING:
@@ -141,11 +124,6 @@ def with_run_checkpoint(argv: Sequence[str]) -> list[str]:
         path = run_checkpoint(given) if given.is_dir() else given
         say_evaluating(path, argv[1])
         argv = [argv[0], f"--ckpt_path={path}", *argv[2:]]
-    path = option_value(argv, "--ckpt_path")
-    if path and path not in NAMED_CHECKPOINTS and "://" not in path and Path(path).expanduser().is_dir():
-        found = run_checkpoint(Path(path).expanduser())
-        say_evaluating(found, path)
-        argv = [*argv, f"--ckpt_path={found}"]  # jsonargparse takes the last
     return argv
 
 
@@ -156,11 +134,8 @@ def say_evaluating(path: Path, given: str) -> None:
 
 
 def run_limits(checkpoint_path: str | os.PathLike) -> dict[str, Any]:
-    """The Trainer limits (``RUN_LIMITS``) the run that wrote a checkpoint set, from its ``config.yaml``.
-
-    The run's folder is the one holding the checkpoint's ``checkpoints/`` folder; a checkpoint
-    elsewhere, or a run without a readable config, gives none (Lightning's defaults then apply).
-    """
+    """The Trainer limits (``RUN_LIMITS``) the run that wrote a checkpoint set, from its ``config.yaml``
+    (none for a checkpoint outside a run folder, or a run without a readable config)."""
     import yaml
 
     folder = Path(checkpoint_path).expanduser().resolve().parent
@@ -193,28 +168,19 @@ def recorded(checkpoint: Mapping[str, Any], key: str) -> tuple[str | None, dict[
 
 
 def current_parameters(class_path: str) -> set[str] | None:
-    """The keyword parameters ``class_path`` takes today, or None when it cannot be imported."""
+    """The options ``class_path`` takes today, or None when it cannot be imported."""
     module_name, _, class_name = class_path.rpartition(".")
     try:
-        parameters = inspect.signature(getattr(importlib.import_module(module_name), class_name).__init__).parameters
+        return set(class_parameters(getattr(importlib.import_module(module_name), class_name)))
     except (ImportError, AttributeError, ValueError):
         return None  # jsonargparse reports an unknown class
-    return {
-        name
-        for name, parameter in parameters.items()
-        if name != "self"
-        and parameter.kind in (inspect.Parameter.POSITIONAL_OR_KEYWORD, inspect.Parameter.KEYWORD_ONLY)
-    }
 
 
 def recorded_defaults(checkpoint: Mapping[str, Any], path: str) -> dict[str, Any]:
     """The model and data classes (and the data's settings) a checkpoint records, as parser defaults.
 
-    A config or the command line still overrides each. Only the model's class is a default here:
-    its settings are put over the parsed ones afterwards (``TiedembCLI._take_checkpoint_settings``), as they
-    describe the weights. A data setting the class no longer has (a checkpoint older than a
-    change of options) is left out, with a warning.
-    """
+    The model's settings are put over the parsed ones later (``TiedembCLI._take_checkpoint_settings``);
+    a data setting the class no longer takes is left out, with a warning."""
     defaults: dict[str, Any] = {}
     model_class, _ = recorded(checkpoint, "hyper_parameters")
     if model_class:
@@ -231,12 +197,8 @@ def recorded_defaults(checkpoint: Mapping[str, Any], path: str) -> dict[str, Any
 
 
 def run_folder(checkpoint: Mapping[str, Any], path: str | os.PathLike) -> Path | None:
-    """The folder the run that wrote ``checkpoint`` started in, as it is now; None when unknown.
-
-    A checkpoint callback's folder recorded relative to the run's folder, which the checkpoint's
-    own folder ends with, gives the run's folder wherever the run folder was moved; else the
-    folder the run recorded, if it is still there.
-    """
+    """The folder the run that wrote ``checkpoint`` started in, as it is now; None when unknown: from
+    the checkpoint callback's relative folder, which the checkpoint's folder ends with, else as recorded."""
     folder = Path(path).expanduser().resolve().parent
     for state in (checkpoint.get("callbacks") or {}).values():
         dirpath = state.get("dirpath") if isinstance(state, Mapping) else None
@@ -272,12 +234,8 @@ def override_lines(
 
 
 def locate(value: str, folder: Path | None) -> str | None:
-    """Where a recorded location is now, or None where it is not.
-
-    A relative one is looked for in the run's folder (given back as an absolute path, as the
-    current folder may be another), then in the current folder. ``value`` may be a glob
-    (``train_files``), found when it matches anything.
-    """
+    """Where a recorded location (or glob) is now, or None: a relative one in the run's folder (made
+    absolute), then in the current folder."""
     path = Path(value).expanduser()
     if not path.is_absolute() and folder is not None and folder.resolve() != Path.cwd().resolve():
         if _exists(folder / path):

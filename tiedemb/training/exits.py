@@ -35,11 +35,8 @@ T = TypeVar("T")
 
 
 def find_user_error(error: BaseException) -> BaseException | None:
-    """The ``UserError`` behind ``error``: jsonargparse and Lightning wrap what constructors raise.
-
-    Lightning's ``MisconfigurationException`` (an accelerator that is not there, incompatible
-    trainer flags) is a configuration mistake too, and is reported the same way.
-    """
+    """The ``UserError`` (or Lightning's ``MisconfigurationException``) behind ``error``, which
+    jsonargparse and Lightning wrap."""
     # Looked up, not imported: a command that never loaded Lightning cannot have raised its exception.
     lightning_errors = sys.modules.get("lightning.fabric.utilities.exceptions")
     kinds: tuple[type[BaseException], ...] = (UserError,)
@@ -72,16 +69,8 @@ def report_user_errors(action: Callable[[], T]) -> T | int:
 
 
 class CommandParser(argparse.ArgumentParser):
-    """argparse, reporting a mistake as ``error: ...`` and a hint, exit 2, instead of the usage block;
-    options spelled one way.
-
-    tiedemb's own commands spell their options with dashes (``--dry-run``, ``--push-to-hub``), as
-    POSIX tools do; ``add_argument`` turns an underscore in a long option into a dash. The other
-    spelling (``--push_to_hub``, ``--dry_run``, what the LightningCLI commands' ``--weights_only``
-    style suggests) is accepted as an alias that ``--help`` does not show: before parsing, an option
-    spelled with underscores that the parser knows with dashes is read as that option. A token the
-    parser does not know either way is left as it is (``tiedemb sweep``'s ``--LABEL=VALUE`` picks).
-    """
+    """argparse reporting a mistake as ``error: ...`` and a hint, exit 2; options spelled with dashes
+    (``--dry-run``), the underscore spelling (``--dry_run``) a hidden alias."""
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)

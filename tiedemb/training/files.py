@@ -1,13 +1,6 @@
-"""Writing files so that a crash never leaves a half-written one, and never over an earlier one.
-
-Every file tiedemb writes for later use (checkpoints, reports, tables) goes to a temporary
-file beside its target, is flushed to disk, and only then renamed over the target. A rename
-within one directory is atomic on POSIX file systems, so a reader (or a resumed run) sees
-either the complete old file or the complete new one, whatever moment the writer died at.
-
-Files that must not replace an earlier one (a run's saved config, prediction files, a new
-run's checkpoint folder) take the next free name instead: ``name``, ``name-1``, ``name-2`` ...
-(``numbered_names``).
+"""Files written so that a crash never leaves a half-written one (``atomic_write``: a temporary file
+beside the target, fsynced, renamed over it), and never over an earlier one (``write_new_file``,
+``first_free``: ``name``, ``name-1``, ``name-2`` ...).
 """
 
 from __future__ import annotations
@@ -97,12 +90,8 @@ def atomic_write(path: str | os.PathLike, mode: str = "w", **open_kwargs: Any) -
 
 @contextlib.contextmanager
 def atomic_directory(target: str | os.PathLike, complete_marker: str) -> Iterator[Path]:
-    """Fill a temporary sibling folder, then rename it to ``target``.
-
-    ``with atomic_directory(folder, "stats.json") as staging: ...`` writes into ``staging``. An
-    incomplete leftover at ``target`` (no ``complete_marker`` inside) is replaced; if another
-    process (a second DDP rank, say) completed the same folder first, that one is kept.
-    """
+    """Fill a temporary sibling folder, then rename it to ``target``; a leftover without
+    ``complete_marker`` is replaced, one another process completed first is kept."""
     target = Path(target)
     target.parent.mkdir(parents=True, exist_ok=True)
     staging = Path(tempfile.mkdtemp(prefix=f".{target.name}-", dir=target.parent))
@@ -165,12 +154,7 @@ def out_of_space(error: BaseException) -> bool:
 
 @contextlib.contextmanager
 def disk_full_is_reported(folder: str | os.PathLike, what: str, remedy: str) -> Iterator[None]:
-    """Turn a full disk (or quota) while the block writes ``what`` under ``folder`` into one ``UserError``.
-
-    The writes inside are expected to be atomic (``atomic_directory``, ``atomic_write``), so by the
-    time the error arrives here the partial copy is gone and earlier files are as they were; the
-    message says so and what to do, instead of a traceback from deep inside a library.
-    """
+    """Turn a full disk while the block writes ``what`` under ``folder`` into one ``UserError``."""
     try:
         yield
     except Exception as error:
@@ -213,12 +197,8 @@ def first_free(folder: str | os.PathLike, name: str, taken: Callable[[Path], boo
 
 
 def write_new_file(directory: str | os.PathLike, filename: str, text: str) -> Path:
-    """Write ``text`` to ``filename`` in ``directory``, or to the next free name; return the path it got.
-
-    A reader sees either no file or a whole one: the text goes to a temporary file in the target
-    folder, which is then hard-linked to its final name. ``os.link`` fails when the name exists,
-    so an earlier file is never replaced, even by a concurrent writer.
-    """
+    """Write ``text`` to ``filename`` in ``directory``, or to the next free name; the path it got.
+    Hard-linked from a temporary file: a reader sees no file or a whole one, never over an earlier one."""
     directory = Path(directory)
     directory.mkdir(parents=True, exist_ok=True)
     descriptor, temporary = tempfile.mkstemp(prefix=f".{filename}.", suffix=".tmp", dir=directory)

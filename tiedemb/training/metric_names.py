@@ -89,15 +89,3 @@ STEP_TARGETS = (0.25, 0.5, 1.0)
 def steps_to_target_name(target: float) -> str:
     """``val/steps_to_target/unigram-<t>``: the first validation step at which val/loss <= unigram - t."""
     return f"val/steps_to_target/unigram-{target:g}"
-
-
-MONITOR_METRICS = (
-    GRAD_NORM_TOTAL,
-    *map(grad_norm_name, GRAD_NORM_PARTS),
-    ROW_NORM_MEAN,
-    ROW_NORM_STD,
-    SELF_LOGIT_MARGIN,
-    EFFECTIVE_RANK,
-    *map(steps_to_target_name, STEP_TARGETS),
-)
-"""Every name the training monitor logs."""

@@ -1,24 +1,9 @@
-"""What the studies are about, watched during training: gradient norms and the token table.
+"""What the studies are about, watched during training (docs/dashboard.md has each metric).
 
-``TrainingMonitor`` writes into every logger the run has (CSV, W&B, ...), on a step interval:
-
-* the gradient norm before each optimiser step, in total and per part of the network
-  (embedding, encoder, head; a tied matrix is the token table and counts in ``embedding``);
-* the token table's row-norm mean and standard deviation;
-* the self-logit margin on a fixed probe batch: at each position, the logit of the token the
-  model was given minus the log-sum-exp of all other logits. A tied head scores a token against
-  its own input row (h_i . w_i with w_i = e_i), so early in training it predicts the token it
-  was given; the margin shows that pull, and how training removes it. Untied heads log it too,
-  as the reference the tied variants are read against.
-
-and at every validation: the effective rank of the token table, and the first step at which the
-validation loss reached each target below the unigram loss (text data only).
-
-``ParameterCounts`` logs every run's parameter counts once it starts, so that reports never need to
-rebuild a model to know its size: the embedding-dimension study sets accuracy against parameters,
-total and the part that lives in the embedding (token, position and segment tables, the d_e ->
-hidden projection and the embedding norm). A tied output matrix is the token table and is counted
-once. The names are in ``training/metric_names.py``.
+``TrainingMonitor``: gradient norms (total and per part), the token table's row norms and the
+self-logit margin on a probe batch every few steps; the table's effective rank and the steps to
+targets below the unigram loss at every validation. ``ParameterCounts``: every run's parameter
+counts (total, and the embedding's), so that reports never rebuild a model to know its size.
 """
 
 from __future__ import annotations

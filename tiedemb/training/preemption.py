@@ -1,36 +1,15 @@
-"""A run stopped by SIGTERM or Ctrl-C saves its state at the signal, so that ``--ckpt_path=last`` resumes that step.
+"""A run stopped by SIGTERM or Ctrl-C saves its state after the current step (``last``), so that
+``--ckpt_path=last`` resumes that step; ``tiedemb.cli.main`` then exits 143 (SIGTERM) or 130 (Ctrl-C).
 
-Lightning notes a SIGTERM (``trainer.received_sigterm``), lets the current training step complete,
-and then raises ``SIGTERMException``, which reaches every callback's ``on_exception`` before the
-run ends. ``SaveOnPreemption`` writes the ``last`` checkpoint of every ``ModelCheckpoint`` with
-``save_last`` there (``checkpoints.write_last``), through the same writer as the periodic ones (atomic, never non-finite
-weights; ``checkpoints.AtomicCheckpointIO``). It does so for SIGTERM only: after any other
-exception the state may be half-way through a step, and the newest periodic checkpoint is the
-consistent one. ``tiedemb.cli.main`` then exits with ``PREEMPTED_EXIT`` (143).
+Lightning notes a SIGTERM, lets the step complete and raises ``SIGTERMException``, which reaches
+``SaveOnPreemption.on_exception``; any other exception may leave a step half-done, so only this
+one saves. The first Ctrl-C in ``fit`` takes the same path (a second one stops at once).
 
-Ctrl-C (SIGINT) takes the same path during ``fit``: the first one asks the run to stop after the
-current step and save it, as SIGTERM does (Python's default would raise ``KeyboardInterrupt``
-wherever the run is, half-way through a step, and the state since the last periodic checkpoint
-would be lost); a second Ctrl-C stops at once. ``tiedemb.cli.main`` exits with
-``INTERRUPTED_EXIT`` (130). A process that ignores SIGINT, or has its own handler for it, keeps it.
-
-A signal that comes during a validation in ``fit`` is held back until that validation has ended.
-Lightning would stop after the current validation batch, and a run resumed from there skips the
-rest of that validation: its metrics, the checkpoints they select and early stopping would differ
-from an uninterrupted run's. So the validation completes (its metrics are logged, the periodic
-checkpoints written) and the run stops after it, at the end of the same step.
-
-Two places in a fit are not states a run can be resumed from exactly, and a signal there is
-dealt with so that the state saved is one. After a step that validated, Lightning's counter of
-logged steps has been raised once more than its own checkpoints (written at the validation) hold,
-and a run resumed from a checkpoint written after it would log every later metric a step late; so
-nothing is written then: the ``last`` checkpoint that validation wrote is that step's state, and
-Lightning resumes it as its own. (``ResumableCheckpoint`` writes it at every validation; a plain
-``ModelCheckpoint`` only when its metric improved, and otherwise the state at the signal is not
-saved, which is said.) After an epoch's last step the epoch has been counted as completed but its
-batches not reset, and a run resumed from there would run one batch and skip the rest of the next
-epoch; so a signal in an epoch's last step is held back until the next epoch's first step has
-ended, one step later than elsewhere.
+The state saved is always one Lightning resumes exactly (tests/test_resume.py): a signal during a
+validation is held back until it ends; after a step that validated nothing is written (the
+``last`` written at that validation is that step's state; a plain ``ModelCheckpoint`` may not have
+written one, which is said); a signal in an epoch's last step is held back one step, as the loops
+would otherwise skip the rest of the next epoch.
 """
 
 from __future__ import annotations
@@ -51,11 +30,7 @@ from tiedemb.training.checkpoints import write_last
 def stop_after_this_step(trainer: L.Trainer, stop: bool = True) -> None:
     """Have the fit stop after the current step as on SIGTERM (``SIGTERMException``), or take that back.
 
-    The one reach into Lightning's private state (docs/architecture.md, "Private touch points";
-    tests/test_private_touch_points.py fails, naming it, when an upgrade renames it). Lightning
-    reads this flag (``trainer.received_sigterm``, public to read only) after every training and
-    validation batch; its own SIGTERM handler is the only public way to set it.
-    """
+    The one reach into Lightning's private state (docs/architecture.md, "Private touch points")."""
     trainer._signal_connector.received_sigterm = stop
 
 

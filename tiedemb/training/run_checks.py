@@ -42,35 +42,6 @@ def check_trainer_options(options: dict[str, Any]) -> None:
         )
 
 
-OPTIMISER_SETTINGS = (
-    "model.learning_rate",
-    "model.weight_decay",
-    "model.betas",
-    "model.eps",
-    "model.warmup_steps",
-    "model.lr_decay",
-)
-"""The modules' own optimiser and schedule settings, which ``--optimizer`` and ``--lr_scheduler`` would bypass."""
-
-
-def check_no_optimizer_options(config: Any) -> None:
-    """Refuse LightningCLI's ``--optimizer`` and ``--lr_scheduler``, on the command line or in a config.
-
-    LightningCLI would replace the modules' ``configure_optimizers`` (AdamW over two parameter
-    groups, biases and norms without weight decay, with warmup and decay) by a plain optimiser over
-    every parameter, and the run would go on without a word while ignoring the model's settings.
-    """
-    for option in ("optimizer", "lr_scheduler"):
-        value = config.get(option)
-        if value is not None:
-            name = value.get("class_path", value) if hasattr(value, "get") else value
-            raise UserError(
-                f"--{option}={str(name).rpartition('.')[2]} would replace the modules' own AdamW, its parameter groups "
-                f"(no weight decay on biases and norms) and its warmup and decay; leave {option} out and set "
-                f"{', '.join(OPTIMISER_SETTINGS[:-1])} or {OPTIMISER_SETTINGS[-1]} instead"
-            )
-
-
 def validation_beyond_the_epoch(trainer: L.Trainer, error: ValueError) -> UserError | None:
     """The user error behind Lightning's ``ValueError`` for a ``val_check_interval`` above the epoch's
     batches (known only once the training data is loaded), or None for any other error."""
@@ -142,26 +113,3 @@ def check_sequence_length(model: L.LightningModule, datamodule: L.LightningDataM
                 f"where the model's {config.position} positions end; lower data.{option} or raise "
                 f"model.max_position_embeddings"
             )
-
-
-SMALL_VOCABULARY = 100
-"""Fewer tokens than this is no tokenizer for real text or a GLUE task (BERT's has 30522)."""
-
-
-def small_vocabulary(datamodule: Any) -> str | None:
-    """The warning line for data whose tokenizer has fewer than ``SMALL_VOCABULARY`` tokens, else None.
-
-    Such a run trains, but on text its tokenizer cannot spell (most of it ``[UNK]``): a made-up or
-    half-saved tokenizer folder passed by mistake. The embedded corpus has no tokenizer and any size.
-    """
-    tokenizer = getattr(datamodule, "tokenizer", None)
-    if tokenizer is None or not hasattr(tokenizer, "__len__"):
-        return None
-    count = len(tokenizer)
-    if count >= SMALL_VOCABULARY:
-        return None
-    name = getattr(tokenizer, "name_or_path", "") or "the data's"
-    return (
-        f"warning: the tokenizer {name!r} has {count} tokens; real text or a GLUE task needs thousands "
-        "(BERT's has 30522), so most of it will read as unknown: is it the tokenizer you meant?"
-    )

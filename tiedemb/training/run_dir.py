@@ -1,41 +1,15 @@
-"""One folder per run: its name, where it lies, and which loggers write into it.
+"""One folder per run under ``trainer.default_root_dir`` (layout: docs/usage.md, "One folder per run").
 
-Every ``fit``, ``validate``, ``test`` and ``predict`` writes into one folder under
-``trainer.default_root_dir`` (``runs/``)::
-
-    runs/<name>-<id>/
-        config.yaml            the resolved configuration (a later attempt in the folder: config-1.yaml ...)
-        status.json            running / finished / failed (training/status_callback.py)
-        checkpoints/           last.ckpt (the newest state), best.ckpt (the best by the monitored
-                               metric) and the descriptive names beside them
-        csv/version_N/         Lightning's CSV metrics (each attempt, resumed or evaluating, adds one)
-        wandb/                 the W&B run (offline-run-* without a server)
-
-The name is ``--run_name``, else the first ``--config`` file's name (the variant: ``tied_orth``)
-and a short random id. A run continued from a checkpoint inside a run folder (``--ckpt_path
-last``, or the checkpoint's path) writes into that folder again; a ``--run_name`` whose folder
-already holds something is refused, never merged into. ``--run_name=.`` makes
-``trainer.default_root_dir`` itself the run's folder: a sweep cell's folder is its run folder.
-
-A logger whose ``save_dir`` is ``.`` (the default loggers'), unset, or ``trainer.default_root_dir``
-writes into the run's folder; one given another folder keeps it.
-
-A command that uses a trained model (``tiedemb predict RUN``, ``test RUN``) takes a run folder, from
-any folder, or a ``.ckpt`` file: in a run folder the best checkpoint by the run's monitored metric
-(``checkpoints/best.ckpt``), else its newest state (``checkpoints/last.ckpt``); ``--checkpoint last``
-(or ``best``, or a file name inside ``checkpoints/``) picks another (``run_checkpoint``).
-
-``fit --save_transformers`` writes the finished run's model as ``transformers/`` in its folder
-(``export_beside``): ``tiedemb export`` itself (``tiedemb/export.py``: the layout, the tokenizer, the
-model card, a folder written whole or not at all), run on the run's best checkpoint in a process of
-its own, after training: the command sits above the training code, which does not import it. Whether
-the model fits a transformers class at all is checked before training (``cli.py``), so a run is not
-trained for an export that would be refused at its end. A failed export costs a line, not the run.
+The name is ``--run_name`` (a folder that holds something is refused; ``.`` is the root itself, a
+sweep cell's folder), else the first config's name and a short random id. A run continued from a
+checkpoint inside a run folder writes into that folder again. A logger whose ``save_dir`` is ``.``,
+unset or the root writes into the run's folder. ``run_checkpoint`` gives the checkpoint a run
+folder stands for; ``export_beside`` is ``fit --save_transformers`` (``tiedemb export`` in a process
+of its own: the command sits above the training code).
 """
 
 from __future__ import annotations
 
-import logging
 import os
 import re
 import secrets
@@ -45,8 +19,6 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 
 from tiedemb.errors import UserError
-
-log = logging.getLogger("tiedemb")
 
 HERE = "."
 """``--run_name=.``: ``trainer.default_root_dir`` is the run's own folder (a sweep cell's)."""
@@ -89,13 +61,8 @@ def base_name(configs: Iterable[str | os.PathLike]) -> str:
 
 
 def run_dir_of_checkpoint(checkpoint: str | os.PathLike, root: str | os.PathLike) -> Path | None:
-    """The run folder under ``root`` whose ``checkpoints/`` holds ``checkpoint``, or None.
-
-    That is ``root/<run>/checkpoints/`` (or ``root/<run>/hpc_ckpt_N.ckpt``) or, for a root that is
-    itself a run folder (``--run_name=.``), ``root/checkpoints/``. The folder is given as ``root``
-    spells it, so a relative root stays relative (Lightning compares a resumed checkpoint
-    callback's folder as a string).
-    """
+    """The run folder under ``root`` whose ``checkpoints/`` (or SLURM checkpoint) holds ``checkpoint``,
+    or None; spelled as ``root`` is (Lightning compares a resumed callback's folder as a string)."""
     path = Path(checkpoint).expanduser().resolve()
     if path.parent.name == CHECKPOINTS:
         run = path.parent.parent
@@ -123,13 +90,9 @@ def choose_run_dir(
     checkpoint: str | os.PathLike | None = None,
     environ: Mapping[str, str] | None = None,
 ) -> tuple[Path, bool]:
-    """The run's folder and whether it continues an existing one.
-
-    ``checkpoint`` is the checkpoint the run starts from (resumed or evaluated), if any: inside a
-    run folder under ``root``, that folder is continued. Otherwise a ``run_name`` names a new
-    folder (refused when it holds something), and without one ``<name>-<id>`` is drawn afresh;
-    under SLURM the id is the job's (``<name>-slurm<job>``), continued by the job once requeued.
-    """
+    """The run's folder and whether it continues an existing one: the folder of the checkpoint the run
+    starts from, else a new ``run_name`` folder, else ``<name>-<id>`` (under SLURM ``<name>-slurm<job>``,
+    continued by the job once requeued)."""
     root_path = Path(root).expanduser()
     if run_name is not None:
         check_run_name(run_name)
@@ -141,14 +104,6 @@ def choose_run_dir(
         if continued is not None and continued.resolve() == folder.resolve():
             return folder, True
         if holds_something(folder):
-            if failed_without_checkpoint(folder):
-                # the failed attempt left nothing to continue: its name is free again
-                log.warning(
-                    "run folder %s held a run that failed before its first checkpoint; starting afresh in it",
-                    folder,
-                )
-                clear_failed_run(folder)
-                return folder, False
             raise UserError(refusal(folder))
         return folder, False
     if continued is not None:
@@ -171,31 +126,6 @@ def checkpoints_in(folder: Path) -> list[Path]:
     found = [path for path in (folder / CHECKPOINTS).glob("*.ckpt") if path.is_file()]
     found += [path for path in folder.glob("hpc_ckpt_*.ckpt") if HPC_NAME.match(path.name) and path.is_file()]
     return found
-
-
-def failed_without_checkpoint(folder: Path) -> bool:
-    """Whether ``folder`` holds a run that failed (or whose process is gone) before writing any checkpoint.
-
-    Such a folder holds the failed attempt's config, status and logs, nothing a run could continue from;
-    ``--run_name`` may take it again. A folder without a status (not a run's) or with a checkpoint is kept.
-    """
-    from tiedemb.training.status_file import FAILED, lost_process, read_status
-
-    status = read_status(folder)
-    if status is None or checkpoints_in(folder):
-        return False
-    return status.get("state") == FAILED or lost_process(status)
-
-
-def clear_failed_run(folder: Path) -> None:
-    """Empty a failed run's folder (``failed_without_checkpoint``) for a new run of the same name."""
-    import shutil
-
-    for entry in list(folder.iterdir()):
-        if entry.is_dir() and not entry.is_symlink():
-            shutil.rmtree(entry)
-        else:
-            entry.unlink()
 
 
 def refusal(folder: Path) -> str:
@@ -235,12 +165,7 @@ def share_run_dir(folder: Path, environ: dict[str, str] | None = None) -> None:
 
 
 def run_dir_of_parent(environ: Mapping[str, str] | None = None) -> Path | None:
-    """The run folder of the process that started this one, when it is a DDP rank > 0 of that run.
-
-    Only a process whose parent recorded its folder, and that the launcher gave a local rank other
-    than 0, takes it; any other process that inherited the variable (a later run in a shell that
-    exported it) ignores it.
-    """
+    """The run folder of the process that started this one, when this is a DDP rank > 0 of that run."""
     environ = os.environ if environ is None else environ
     pid, _, folder = str(environ.get(PARENT_RUN_DIR, "")).partition(":")
     if not folder or not pid.isdigit() or int(pid) != os.getppid():

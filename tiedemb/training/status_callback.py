@@ -1,25 +1,8 @@
-"""Every run records how it ended, so that a report can tell a finished run from one that stopped.
-
-A sweep cell's state lives in its folder, written by the sweep around the process. A plain
-``main.py`` run had none: its CSV metrics look the same whether the run ended or died half-way,
-and a report averaged both. ``RunStatus`` writes the same ``status.json`` record into each CSV
-logger's version folder, beside ``metrics.csv`` (one record per attempt), and at the top of the
-run's folder (``run_dir``: the run's latest attempt; the CLI leaves it unset in a sweep cell,
-whose top-level record is the sweep's):
-
-* ``running`` when the Trainer sets up (with the stage: fit, validate, test, predict),
-* ``finished`` at the stage's teardown (Lightning calls it only after success),
-* ``failed`` on any exception (also one raised before the setup, by the data module's), with its
-  last line; SIGTERM and Ctrl-C say so, with the step
-  the run stopped after (``--ckpt_path=last`` resumes from there).
-
-A resumed run (``--ckpt_path``) goes on under the same ``run`` id: the id travels in the
-checkpoints the run writes, so the report joins the CSV versions of one run (the first attempt,
-the resumed one, a ``test`` of its checkpoint) instead of counting each as a run of its own.
-
-Only the first process writes. A record that cannot be written (a full disk, a read-only folder)
-costs a warning, never the run: above all, it must not replace the exception a failed run is
-ending with.
+"""``status.json`` of every run (running, finished, failed with its last line), so that a report can
+tell a finished run from one that stopped: beside each CSV logger's metrics (one per attempt) and at
+the top of the run's folder (unset in a sweep cell, whose record is the sweep's). The run's id
+travels in its checkpoints, so a resumed run and a test of its checkpoint count as one run. Only the
+first process writes; a record that cannot be written costs a warning, never the run.
 """
 
 from __future__ import annotations

@@ -64,39 +64,3 @@ def check_strategy_config(trainer: Any) -> None:
             + (" (trainer.accelerator=cpu)" if on_cpu else " and none is visible here")
             + "; on CPUs use configs/strategy/ddp.yaml (--trainer.accelerator=cpu --trainer.devices=N)"
         )
-
-
-def cpu_cores() -> int:
-    """The CPU cores this process may run on (its affinity where the system tells it)."""
-    import os
-
-    try:
-        return len(os.sched_getaffinity(0))
-    except (AttributeError, OSError):
-        return os.cpu_count() or 1
-
-
-def check_cpu_processes(trainer: Any, cores: int | None = None) -> None:
-    """Refuse more CPU processes (``trainer.devices`` on CPUs) than this machine has cores.
-
-    On CPUs each device is a process of its own (gloo), each running the whole model: four of them
-    on two cores run no faster than two, and slower than one, while taking four times the memory.
-    ``devices: auto`` or ``-1`` takes one process per core, which is what Lightning does.
-    """
-    if not trainer:
-        return
-    accelerator = trainer.get("accelerator")
-    on_cpu = (isinstance(accelerator, str) and accelerator.lower() == "cpu") or (
-        accelerator in (None, "auto") and not torch.cuda.is_available()
-    )
-    devices = trainer.get("devices")
-    if isinstance(devices, str) and devices.strip().isdigit():
-        devices = int(devices)
-    if not on_cpu or not isinstance(devices, int) or isinstance(devices, bool) or devices <= 1:
-        return
-    cores = cpu_cores() if cores is None else cores
-    if devices > cores:
-        raise UserError(
-            f"trainer.devices={devices} starts {devices} training processes on the CPU, but this machine has "
-            f"{cores} core{'s' if cores != 1 else ''}; pass --trainer.devices={cores} or fewer"
-        )
