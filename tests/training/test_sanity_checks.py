@@ -6,7 +6,6 @@ import random
 
 import pytest
 
-
 WORDS = "the a cat dog man woman sat ran saw big small red on under near house park and with .".split()
 
 
