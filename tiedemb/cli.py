@@ -705,6 +705,8 @@ class TiedembCLI(LightningCLI):
             changed = {}
             if "save_dir" in arguments and writes_in_run_dir(arguments["save_dir"], root):
                 changed["save_dir"] = str(folder)
+            if isinstance(logger, WandbLogger) and not arguments.get("name"):
+                changed["name"] = folder.name  # the W&B page names a run as its folder does
             if mode and isinstance(logger, WandbLogger) and not (arguments.get("mode") or arguments.get("offline")):
                 changed["mode"] = mode
                 if "WANDB_SILENT" not in os.environ and arguments.get("settings") is None:

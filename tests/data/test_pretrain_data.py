@@ -147,4 +147,7 @@ def test_fit_with_default_loggers_logs_one_vocabulary_size(tmp_path, source, req
         result.stderr[-3000:],
     )
     (wandb_log,) = wandb_logs
-    assert read_wandb_run(wandb_log).config["vocab_size"] == model_vocab
+    recorded = read_wandb_run(wandb_log)
+    assert recorded.config["vocab_size"] == model_vocab
+    run_folder = wandb_log.parents[2]
+    assert recorded.name == run_folder.name  # the W&B page names the run as its folder does

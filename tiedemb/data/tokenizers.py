@@ -227,8 +227,11 @@ def train_tokenizer(
     save_dir.parent.mkdir(parents=True, exist_ok=True)
     # Training is not deterministic: two trainings of the same text number tokens of equal count
     # differently. Cells run side by side that share a cache must share one tokenizer, so the
-    # first trains it while the others wait for it, then read it.
-    with FileLock(save_dir.parent / f".{save_dir.name}.lock"):
+    # first trains it while the others wait for it, then read it. The lock files sit in a folder
+    # of their own, so the tokenizers folder holds tokenizers only.
+    locks = save_dir.parent.parent / "locks"
+    locks.mkdir(parents=True, exist_ok=True)
+    with FileLock(locks / f"{save_dir.parent.name}-{save_dir.name}.lock"):
         if (save_dir / "tokenizer.json").is_file():
             log.info("reusing the %s tokenizer in %s", kind, save_dir)
             return load_tokenizer(save_dir)
