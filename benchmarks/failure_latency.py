@@ -75,7 +75,7 @@ def a_100_mb_line(folder: Path) -> Callable[[], None]:
             handle.write(b"word " * (1 << 18))
 
     def run() -> None:
-        from tiedemb.data.text_files import read_files
+        from tiedemb.data.text import read_files
 
         read_files([giant], "train", folder / "work")
 
@@ -83,26 +83,30 @@ def a_100_mb_line(folder: Path) -> Callable[[], None]:
 
 
 def token_cache(text: Path, tokenizer: Path, folder: Path) -> tuple[float, float]:
-    """(cold, warm) seconds of ``prepare_text`` on ``text``: tokenising into a fresh cache, then reading it back."""
-    from tiedemb.data.text import prepare_text
+    """(cold, warm) seconds of preparing ``text``: tokenising into a fresh cache, then reading it back."""
+    from tiedemb.data.text import plan_text
 
-    arguments = dict(
-        objective="mlm",
+    settings = dict(
         tokenizer=str(tokenizer),
-        vocab_size=None,
-        dataset=None,
-        dataset_config=None,
         train_files=[str(text)],
         val_files=[str(text)],
+        text_column="text",
         block_size=128,
         val_fraction=0.0,
+        corpus_seed=0,
         cache_dir=str(folder / "cache"),
     )
+
+    def prepare() -> None:
+        cache = plan_text(settings, "mlm")
+        cache.write()
+        cache.open()
+
     start = time.perf_counter()
-    prepare_text(**arguments)
+    prepare()
     cold = time.perf_counter() - start
     start = time.perf_counter()
-    prepare_text(**arguments)
+    prepare()
     return cold, time.perf_counter() - start
 
 

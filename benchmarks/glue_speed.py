@@ -11,7 +11,7 @@ recipe) from all-MiniLM-L6-v2's weights (6 layers, hidden 384), for each of thes
 * ``tiedemb``: GlueModule on ``GlueData``'s default batches, which are exactly ``hf-dynamic``'s
   (the same seeded order, the same padding), so these two differ only in the model code.
 * ``tiedemb-grouped``: GlueModule with ``GlueData(length_grouping=50, sort_eval_by_length=True)``:
-  batches of pairs of similar length (``tiedemb.data.length_grouping``), dev set read longest first.
+  batches of pairs of similar length (``tiedemb.data.sampling``), dev set read longest first.
 * ``hf-grouped``: transformers on those same grouped batches, to show how much of the difference
   is the data order and how much the model.
 

@@ -1,8 +1,8 @@
-"""Tokenisation throughput: the ``prepare_text`` pipeline against a bare ``Tokenizer.encode_batch``.
+"""Tokenisation throughput: the text preparation pipeline against a bare ``Tokenizer.encode_batch``.
 
 Both tokenise the same non-empty lines of a text file without special tokens. The pipeline
 figure is its ``datasets.map`` step (the part that scales with the corpus), run on a fresh,
-uncached dataset each round; an end-to-end ``prepare_text`` into a fresh cache directory is
+uncached dataset each round; an end-to-end preparation into a fresh cache directory is
 timed as well, for reference. Each figure is the best of several interleaved rounds, so load
 from other processes on a shared machine distorts them less. The target is a pipeline at
 70% or more of the bare rate.
@@ -51,24 +51,28 @@ def time_pipeline(lines: list[str], tokenizer, separator: int, num_proc: int | N
 
 
 def time_prepare(lines: list[str], tokenizer_dir: str, num_proc: int | None) -> tuple[float, float]:
-    """Seconds for a whole ``prepare_text`` into a fresh cache directory, and the tokens it produced."""
+    """Seconds for a whole preparation (``plan_text``, ``write``) in a fresh cache directory, and its tokens."""
     with tempfile.TemporaryDirectory() as tmp:
         corpus = Path(tmp) / "corpus.txt"
         corpus.write_text("\n".join(lines) + "\n", encoding="utf-8")
         start = time.perf_counter()
-        prepared = text.prepare_text(
-            objective="mlm",
-            tokenizer=tokenizer_dir,
-            vocab_size=None,
-            dataset=None,
-            dataset_config=None,
-            train_files=[str(corpus)],
-            val_files=None,
-            num_proc=num_proc,
-            cache_dir=str(Path(tmp) / "cache"),
+        prepared = text.plan_text(
+            {
+                "tokenizer": tokenizer_dir,
+                "train_files": [str(corpus)],
+                "text_column": "text",
+                "block_size": 128,
+                "val_fraction": text.VAL_FRACTION,
+                "corpus_seed": 0,
+                "num_proc": num_proc,
+                "cache_dir": str(Path(tmp) / "cache"),
+            },
+            "mlm",
         )
+        prepared.write()
         seconds = time.perf_counter() - start
-    return seconds, prepared.stats["train_tokens"] + prepared.stats["val_tokens"]
+        stats = prepared.stats()
+    return seconds, stats["train_tokens"] + stats["val_tokens"]
 
 
 def main() -> None:

@@ -352,9 +352,9 @@ def write_bad_data(kind: str, folder: Path, monkeypatch) -> tuple[list[str], str
             "--data.vocab_size=300",
         ], f"train file '{folder}/latin1.txt' is not UTF-8 text: byte 0xe9 at offset 25 (line 2)"
     if kind == "giant_line":
-        from tiedemb.data import text_files
+        from tiedemb.data import text
 
-        monkeypatch.setattr(text_files, "MAX_DOCUMENT_BYTES", 1000)  # the 100 MB case: tests/data/test_text_files.py
+        monkeypatch.setattr(text, "MAX_DOCUMENT_BYTES", 1000)  # the 100 MB case: tests/data/test_text_files.py
         (folder / "one-line.txt").write_text("word " * 400)
         return [
             f"--data.train_files=[{folder}/one-line.txt]",

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from text_helpers import sentences
 
-from tiedemb.data.text import train_tokenizer
+from tiedemb.data.tokenizers import train_tokenizer
 
 
 @pytest.fixture(scope="module")

@@ -51,19 +51,19 @@ def test_a_missing_text_file_names_the_command(empty_folder):
 
 
 def test_a_missing_glue_folder_or_file_names_the_command(empty_folder):
-    from tiedemb.data.glue_files import find_task_dir, read_split
+    from tiedemb.data.glue import find_task_dir, read_split
     from tiedemb.data.glue_tasks import TASKS
 
     mrpc, mnli = TASKS["mrpc"], TASKS["mnli"]
     hint = r"\(`tiedemb data prepare mrpc` makes it\)$"
     with pytest.raises(UserError, match=r"^data_dir 'data/glue' does not exist .*" + hint):
-        find_task_dir("data/glue", mrpc.classic)
+        find_task_dir("data/glue", mrpc)
     (empty_folder / "data" / "glue").mkdir(parents=True)
     with pytest.raises(UserError, match=r"holds no MNLI data: .* \(`tiedemb data prepare mnli` makes it\)$"):
-        find_task_dir("data/glue", mnli.classic)
+        find_task_dir("data/glue", mnli)
     with pytest.raises(UserError, match=r"but it does not exist \(`tiedemb data prepare mnli` makes it\)$"):
         missing = Path("data/glue/MNLI/dev_mismatched.tsv")
-        read_split(missing, mnli.classic, "validation_mismatched", mnli.text_columns, True)
+        read_split(missing, mnli, "validation_mismatched")
 
 
 def test_a_missing_tokenizer_folder_names_the_command(empty_folder):

@@ -1,4 +1,4 @@
-"""Length-grouped training batches and length-sorted evaluation (tiedemb.data.length_grouping)."""
+"""Length-grouped training batches and length-sorted evaluation (tiedemb.data.sampling)."""
 
 from __future__ import annotations
 
@@ -9,8 +9,7 @@ import pytest
 import torch
 
 from tiedemb.data import GlueData
-from tiedemb.data.length_grouping import LengthGroupedSampler, grouped_order, longest_first
-from tiedemb.data.sampling import ResumableSampler
+from tiedemb.data.sampling import LengthGroupedSampler, ResumableSampler, grouped_order, longest_first
 
 
 def random_lengths(count: int, seed: int = 0) -> list[int]:

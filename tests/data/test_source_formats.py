@@ -1,4 +1,4 @@
-"""Each source's own format converted to the files the studies read (tiedemb.data.source_formats).
+"""Each source's own format converted to the files the studies read (tiedemb.data.preparing).
 
 The inputs are small files in the sources' formats (tests/data_sources.py); the outputs' sha256 are
 pinned, so a change to a conversion shows here as a changed checksum. Where the real files exist
@@ -14,9 +14,9 @@ from pathlib import Path
 import pytest
 from data_sources import BROWN, MNLI, MRPC, WIKITEXT, hub_tables
 
-from tiedemb.data.glue_files import read_split
+from tiedemb.data.glue import read_split
 from tiedemb.data.glue_tasks import TASKS
-from tiedemb.data.source_formats import brown_files, brown_words, column, write_brown, write_glue, write_wikitext
+from tiedemb.data.preparing import brown_files, brown_words, column, write_brown, write_glue, write_wikitext
 from tiedemb.errors import UserError
 
 BROWN_SHA256 = "b4ab91c2c12f7641dbb6e7da67314c7c688fc798ea73922858ad0aeaa0d15d05"
@@ -104,7 +104,7 @@ def test_glue_splits_become_classic_files_the_glue_reader_reads_back(tmp_path, n
     for split in task.splits:
         path = folder / task.classic.split_files[split]
         labelled = split not in task.test_splits
-        read = read_split(path, task.classic, split, task.text_columns, labelled)
+        read = read_split(path, task, split)
         for text in task.text_columns:
             assert read[text] == [value.replace("\t", " ") for value in rows[split][text]]
         assert read["label"] == rows[split]["label"]

@@ -72,7 +72,7 @@ def small_text(tmp_path: Path, **options) -> PretrainData:
 
 def held(data: PretrainData) -> list:
     data.prepare_data()
-    return data.text.open().val["input_ids"]
+    return data.text.open()["val"]["input_ids"]
 
 
 def test_the_held_out_documents_follow_the_corpus_seed_not_the_run_seed(tmp_path):

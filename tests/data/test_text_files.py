@@ -11,10 +11,10 @@ import numpy as np
 import pytest
 from text_helpers import prepare, sentences
 
-from tiedemb.data import text, text_files
+from tiedemb.data import text
 from tiedemb.data import tokenizers as tk
 from tiedemb.data.pretrain import PretrainData
-from tiedemb.data.text_files import read_files
+from tiedemb.data.text import read_files
 from tiedemb.errors import UserError
 
 # --------------------------------------------------------------------------- not UTF-8
@@ -74,7 +74,7 @@ def test_a_file_without_a_line_break_is_refused_before_it_is_tokenised(tmp_path,
 
 
 def test_a_long_line_further_on_is_named_by_file_and_line(tmp_path, monkeypatch):
-    monkeypatch.setattr(text_files, "MAX_DOCUMENT_BYTES", 64)
+    monkeypatch.setattr(text, "MAX_DOCUMENT_BYTES", 64)
     path = tmp_path / "corpus.txt"
     path.write_bytes(b"short one\r\nshort two\r\n\r\n" + b"x" * 64 + b"\r\n" + b"y" * 65 + b"\r\nend\r\n")
     first = tmp_path / "first.txt"

@@ -91,27 +91,3 @@ class MaskingCollator:
             raise ValueError(f"{len(row_seeds)} row seeds for {shape[0]} rows")
         rows = [draw(torch.Generator().manual_seed(seed), tuple(shape[1:])) for seed in row_seeds]
         return tuple(torch.stack(parts) for parts in zip(*rows))  # type: ignore[return-value]
-
-
-def make_collator(
-    objective: str,
-    *,
-    vocab_size: int,
-    pad_token_id: int,
-    mask_token_id: int | None,
-    special_token_ids: Sequence[int],
-    mlm_probability: float = 0.15,
-    seed: int = 0,
-) -> CausalCollator | MaskingCollator:
-    if objective == "clm":
-        return CausalCollator(pad_token_id=pad_token_id)
-    if mask_token_id is None:
-        raise ValueError("masked language modelling needs a tokenizer with a mask token")
-    return MaskingCollator(
-        vocab_size=vocab_size,
-        mask_token_id=mask_token_id,
-        pad_token_id=pad_token_id,
-        special_token_ids=special_token_ids,
-        probability=mlm_probability,
-        seed=seed,
-    )

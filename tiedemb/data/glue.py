@@ -1,10 +1,15 @@
-"""GLUE classification tasks as a LightningDataModule.
+"""GLUE classification tasks as a LightningDataModule, from the hub or a classic ``glue_data`` folder.
 
-Everything task-specific lives in one table, ``TASKS`` (``tiedemb.data.glue_tasks``: MRPC and
-MNLI). The data comes from ``data_dir`` (the classic ``glue_data`` folder) if it is given, else
-from the hub. Whatever the source, each split becomes a ``datasets.Dataset`` with the hub's text
-columns, ``label`` (hub label order, ``-1`` when unlabeled) and ``idx``, is tokenised once with a
-batched ``map`` and is padded per batch, so short batches stay short.
+The task table is ``tiedemb.data.glue_tasks``. The data comes from ``data_dir`` (the classic
+``glue_data/<TASK>/*.tsv`` files) if it is given, else from the hub dataset (``nyu-mll/glue``).
+Whatever the source, each split becomes a ``datasets.Dataset`` with the hub's text columns,
+``label`` (hub label order, ``-1`` when unlabeled) and ``idx``, is tokenised once with a batched
+``map`` and is padded per batch, so short batches stay short.
+
+The classic files differ from the hub copies in ways a reader has to know: they are
+tab-separated with no quoting (sentences contain bare ``"``, so a CSV reader with quoting on would
+merge rows), some start with a UTF-8 byte-order mark, labels are written as text or digits in a
+named column (MNLI: the last one), and test files carry an example index instead of a label.
 """
 
 from __future__ import annotations
@@ -19,10 +24,9 @@ from lightning import LightningDataModule
 from torch.utils.data import DataLoader
 from transformers import DataCollatorWithPadding, PreTrainedTokenizerBase
 
-from tiedemb.data.glue_files import UNLABELED, find_task_dir, read_split
+from tiedemb.data.catalog import prepare_hint
 from tiedemb.data.glue_tasks import TASKS, GlueTask
-from tiedemb.data.length_grouping import length_grouped, longest_first
-from tiedemb.data.sampling import ResumableTraining, loader_generator
+from tiedemb.data.sampling import ResumableTraining, loader_generator, longest_first
 from tiedemb.data.tokenizers import load_tokenizer
 from tiedemb.errors import UserError, check_choice
 from tiedemb.options import (
@@ -37,9 +41,11 @@ from tiedemb.options import (
 from tiedemb.training.hub import hub_offline_requested, hub_problem
 
 HUB_DATASET = "nyu-mll/glue"
-"""Where GLUE comes from when no local source is given."""
+"""Where GLUE comes from when no local folder is given."""
 MIN_MAX_LENGTH = 8
 """Shortest useful ``max_length``: a pair needs ``[CLS] a [SEP] b [SEP]`` and some words."""
+UNLABELED = -1
+"""Label id of an example without a label (test splits), as on the hub."""
 
 
 class GlueData(ResumableTraining, LightningDataModule):
@@ -54,7 +60,7 @@ class GlueData(ResumableTraining, LightningDataModule):
     run over the unlabeled test splits, for submission files.
 
     Padding is per batch, so time goes with the longest example of each batch. Two options cut it
-    (``tiedemb.data.length_grouping``): ``length_grouping`` > 0 groups training examples of similar
+    (``tiedemb.data.sampling``): ``length_grouping`` > 0 groups training examples of similar
     length into batches, sorting windows of that many batches (50 is a good value; 0, the default,
     draws batches uniformly: grouping changes which examples share a batch, hence the results);
     ``sort_eval_by_length`` reads the evaluation and prediction splits longest first, which leaves
@@ -94,61 +100,80 @@ class GlueData(ResumableTraining, LightningDataModule):
         """
         check_arguments("data", option_types(GlueData.__init__), locals())
         if changed_from_default(hub_dataset, HUB_DATASET) and data_dir is not None:
-            # the folder is read: a hub dataset given too would be ignored without a word
             raise no_effect(
                 "data.hub_dataset", hub_dataset, "with data.data_dir, which is read instead; give one source"
             )
-        super().__init__()
-        self.save_hyperparameters()
-        self.task_spec = TASKS[check_choice("data.task", task, TASKS)]
-        self.max_length = max_length
-        self.batch_size = batch_size
-        self.eval_batch_size = eval_batch_size or batch_size
-        self.num_workers = num_workers
-        self.pin_memory = pin_memory
-        self.max_train_samples = max_train_samples
-        self.length_grouping = length_grouping
-        self.sort_eval_by_length = sort_eval_by_length
         if tokenizer == "pretrained":
             raise UserError(
                 "data.tokenizer='pretrained' is resolved by the command line from model.pretrained; "
                 "outside it, pass the tokenizer itself"
             )
+        super().__init__()
+        self.save_hyperparameters()
+        self.task_spec: GlueTask = TASKS[check_choice("data.task", task, TASKS)]
+        self.max_length = max_length
+        self.batch_size = batch_size
+        self.eval_batch_size = eval_batch_size or batch_size
         self.tokenizer: PreTrainedTokenizerBase = load_tokenizer(tokenizer)
         if self.tokenizer.pad_token_id is None:
             raise UserError(f"tokenizer {tokenizer!r} has no padding token, which batching GLUE pairs needs")
         self.num_labels = self.task_spec.num_labels
         self.vocab_size = len(self.tokenizer)
         self.pad_token_id: int = self.tokenizer.pad_token_id
-        if data_dir is not None:
-            self._source: _ClassicSource | _HubSource = _ClassicSource(self.task_spec, data_dir)
-        else:
-            self._source = _HubSource(self.task_spec, hub_dataset)
-        self.val_split_names: list[str] = self._source.present(self.task_spec.validation_splits)
-        self.predict_split_names: list[str] = self._source.present(self.task_spec.test_splits)
-        self._collate = DataCollatorWithPadding(self.tokenizer)
+        self.task_dir = find_task_dir(data_dir, self.task_spec) if data_dir is not None else None
+        self.val_split_names: list[str] = self._present(self.task_spec.validation_splits)
+        self.predict_split_names: list[str] = self._present(self.task_spec.test_splits)
+        self._hub_splits: datasets.DatasetDict | None = None
         self._encoded: dict[str, datasets.Dataset] = {}
 
     def prepare_data(self) -> None:
-        """Download hub data once per machine; local sources need nothing."""
-        self._source.prepare()
+        """Download hub data once per machine; a local folder needs nothing."""
+        if self.task_dir is None:
+            self._load_hub()
 
     def setup(self, stage: str | None = None) -> None:
-        """Read and tokenise the splits ``stage`` needs, each once."""
-        for split in self._splits_for(stage):
+        """Read and tokenise the splits ``stage`` needs, each once; a stage with nothing to read is a
+        configuration mistake."""
+        for kind, splits, needed in (
+            ("validation", self.val_split_names, stage in ("fit", "validate", "test")),
+            ("test", self.predict_split_names, stage == "predict"),
+        ):
+            if needed and not splits:
+                expected = self.task_spec.validation_splits if kind == "validation" else self.task_spec.test_splits
+                where = " or ".join(repr(str(self._path(split))) for split in expected)
+                raise UserError(f"no {kind} split of {self.task_spec.name} found; expected {where}")
+        train = ["train"] if stage in ("fit", None) else []
+        evaluated = self.val_split_names if stage != "predict" else []
+        predicted = self.predict_split_names if stage in ("predict", None) else []
+        for split in train + evaluated + predicted:
             self.split_dataset(split)
 
     def raw_split(self, split: str) -> datasets.Dataset:
         """One split as read, untokenised: its text columns, ``label`` and ``idx``."""
-        return self._source.load(split)
+        if self.task_dir is not None:
+            return datasets.Dataset.from_dict(read_split(self._path(split), self.task_spec, split))
+        splits = self._load_hub()
+        if split not in splits:
+            name = self.hparams.hub_dataset
+            raise UserError(
+                f"hub dataset {name!r} ({self.task_spec.name}) has no split {split!r}; it has {', '.join(splits)}"
+            )
+        return self._conform(splits[split], split)
 
     def split_dataset(self, split: str) -> datasets.Dataset:
         """The tokenised examples of one split (hub name), prepared on first use."""
         if split not in self._encoded:
-            raw = self._source.load(split)
-            if split == "train" and self.max_train_samples is not None:
-                raw = raw.select(range(min(self.max_train_samples, len(raw))))
-            self._encoded[split] = self._tokenise(raw, split)
+            raw = self.raw_split(split)
+            if split == "train" and self.hparams.max_train_samples is not None:
+                raw = raw.select(range(min(self.hparams.max_train_samples, len(raw))))
+            encode = partial(
+                _encode_batch,
+                tokenizer=self.tokenizer,
+                text_columns=self.task_spec.text_columns,
+                max_length=self.max_length,
+            )
+            description = f"Tokenising {self.task_spec.name} {split}"
+            self._encoded[split] = raw.map(encode, batched=True, remove_columns=raw.column_names, desc=description)
         return self._encoded[split]
 
     def train_dataloader(self) -> DataLoader:
@@ -167,61 +192,86 @@ class GlueData(ResumableTraining, LightningDataModule):
     def predict_dataloader(self) -> list[DataLoader]:
         return [self._loader(split, self.eval_batch_size) for split in self.predict_split_names]
 
-    def _splits_for(self, stage: str | None) -> list[str]:
-        """Splits a stage reads; a stage with nothing to read is a configuration mistake."""
-        if stage in ("fit", "validate", "test") and not self.val_split_names:
-            raise UserError(
-                f"no validation split of {self.task_spec.name} found; "
-                f"expected {self._source.expected(self.task_spec.validation_splits)}"
-            )
-        if stage == "predict" and not self.predict_split_names:
-            raise UserError(
-                f"no test split of {self.task_spec.name} found; "
-                f"expected {self._source.expected(self.task_spec.test_splits)}"
-            )
-        train = ["train"] if stage in ("fit", None) else []
-        evaluated = self.val_split_names if stage != "predict" else []
-        predicted = self.predict_split_names if stage in ("predict", None) else []
-        return train + evaluated + predicted
-
-    def _tokenise(self, dataset: datasets.Dataset, split: str) -> datasets.Dataset:
-        encode = partial(
-            _encode_batch,
-            tokenizer=self.tokenizer,
-            text_columns=self.task_spec.text_columns,
-            max_length=self.max_length,
-        )
-        return dataset.map(
-            encode, batched=True, remove_columns=dataset.column_names, desc=f"Tokenising {self.task_spec.name} {split}"
-        )
-
     def _loader(self, split: str, batch_size: int, shuffle: bool = False) -> DataLoader:
         dataset = self.split_dataset(split)
         # The run's seed (seed_everything, which exports PL_GLOBAL_SEED) decides the order, the
-        # same on every process; the sampler lets a stopped run resume mid-epoch on that order
-        # (tiedemb.data.sampling), and the loader's own generator keeps iterator creation from
-        # drawing on the global RNG that dropout uses.
+        # same on every process; the sampler lets a stopped run resume mid-epoch on that order,
+        # and the loader's own generator keeps iterator creation from drawing on the global RNG
+        # that dropout uses.
         seed = int(os.environ.get("PL_GLOBAL_SEED", 0))
         sampler = None
         if shuffle:
-            grouped = (
-                length_grouped(_lengths(dataset), batch_size, self.length_grouping) if self.length_grouping else None
-            )
+            window = self.hparams.length_grouping
+            lengths = _lengths(dataset) if window else None
             sampler = self.resumable_sampler(
-                dataset, batch_size=batch_size, seed=seed, keyed=False, sampler_factory=grouped
+                dataset, batch_size=batch_size, seed=seed, keyed=False, lengths=lengths, window=window
             )
-        elif self.sort_eval_by_length:
+        elif self.hparams.sort_eval_by_length:
             dataset = dataset.select(longest_first(_lengths(dataset)))
         return DataLoader(
             dataset,
             batch_size=batch_size,
             sampler=sampler,
             generator=loader_generator(seed),
-            collate_fn=self._collate,
-            num_workers=self.num_workers,
-            pin_memory=self.pin_memory,
-            persistent_workers=self.num_workers > 0,
+            collate_fn=DataCollatorWithPadding(self.tokenizer),
+            num_workers=self.hparams.num_workers,
+            pin_memory=self.hparams.pin_memory,
+            persistent_workers=self.hparams.num_workers > 0,
         )
+
+    # -- the two sources ----------------------------------------------------------------------------
+    def _path(self, split: str) -> Path | str:
+        """A split's classic file; on the hub, its name there."""
+        if self.task_dir is None:
+            return f"{self.hparams.hub_dataset}/{self.task_spec.name}/{split}"
+        return self.task_dir / self.task_spec.classic.split_files[split]
+
+    def _present(self, splits: tuple[str, ...]) -> list[str]:
+        """The splits there are: every one on the hub, the files there in a folder."""
+        return [split for split in splits if self.task_dir is None or self._path(split).is_file()]
+
+    def _load_hub(self) -> datasets.DatasetDict:
+        if self._hub_splits is None:
+            name = self.hparams.hub_dataset
+            offline = hub_offline_requested()  # then hub data may only come from the local cache
+            # A local copy needs no hub; without the probe an unreachable hub is reported after ~25 s.
+            reason = None if offline or Path(name).exists() else hub_problem()
+            try:
+                if reason is not None:
+                    raise ConnectionError(reason)
+                self._hub_splits = datasets.load_dataset(name, self.task_spec.name)
+            except Exception as error:  # offline, unknown name, no cached copy: all fixed the same way
+                cache_hint = "" if offline else ", or set HF_HUB_OFFLINE=1 to use a copy in the local cache"
+                raise UserError(
+                    f"could not load GLUE {self.task_spec.name} from the hub dataset {name!r} ({error}). "
+                    f"Pass data_dir (a classic glue_data folder) instead{cache_hint}."
+                ) from None
+        return self._hub_splits
+
+    def _conform(self, dataset: datasets.Dataset, split: str) -> datasets.Dataset:
+        """A hub split reduced to the text columns, ``label`` ids and ``idx``: unlabeled splits get
+        ``-1``, a missing ``idx`` becomes the row number. It stays backed by the hub's Arrow files,
+        so its tokenised copy is cached on disk."""
+        task, origin = self.task_spec, f"{self.hparams.hub_dataset}/{self.task_spec.name}"
+        labelled = split not in task.test_splits
+        required = [*task.text_columns, *(["label"] if labelled else [])]
+        missing = [column for column in required if column not in dataset.column_names]
+        if missing:
+            raise UserError(
+                f"{origin}: the {split} split lacks the column(s) {', '.join(missing)} "
+                f"(found: {', '.join(dataset.column_names) or 'none'})"
+            )
+        dataset = dataset.select_columns([column for column in (*required, "idx") if column in dataset.column_names])
+        if labelled:
+            for row, label in enumerate(dataset["label"]):
+                if not isinstance(label, int) or not 0 <= label < task.num_labels:
+                    expected = f"expected an id 0-{task.num_labels - 1}"
+                    raise UserError(f"{origin}, row {row + 1}: label {label!r} is not valid ({expected})")
+        else:
+            dataset = dataset.add_column("label", [UNLABELED] * len(dataset))
+        if "idx" not in dataset.column_names:
+            dataset = dataset.add_column("idx", list(range(len(dataset))))
+        return dataset
 
 
 def _lengths(dataset: datasets.Dataset) -> list[int]:
@@ -243,104 +293,81 @@ def _encode_batch(
     return {**encoded, "labels": batch["label"], "idx": batch["idx"]}
 
 
-class _ClassicSource:
-    """The classic ``glue_data/<TASK>/*.tsv`` layout. Each source says which of a task's splits are
-    present, where they were looked for, and reads one with the hub text columns, ``label`` and ``idx``."""
+# --------------------------------------------------------------------------- the classic glue_data files
 
-    def __init__(self, task: GlueTask, data_dir: str | os.PathLike) -> None:
-        self.task = task
-        self.task_dir = find_task_dir(data_dir, task.classic)
 
-    def _path(self, split: str) -> Path:
-        return self.task_dir / self.task.classic.split_files[split]
-
-    def present(self, splits: tuple[str, ...]) -> list[str]:
-        return [split for split in splits if self._path(split).is_file()]
-
-    def expected(self, splits: tuple[str, ...]) -> str:
-        return " or ".join(repr(str(self._path(split))) for split in splits)
-
-    def prepare(self) -> None:
-        """Local files: nothing to fetch."""
-
-    def load(self, split: str) -> datasets.Dataset:
-        columns = read_split(
-            self._path(split),
-            self.task.classic,
-            split,
-            self.task.text_columns,
-            labelled=split not in self.task.test_splits,
+def find_task_dir(data_dir: str | Path, task: GlueTask) -> Path:
+    """The task folder, given either ``glue_data`` itself or its task subfolder."""
+    layout, root = task.classic, Path(data_dir).expanduser()
+    if not root.is_dir():
+        raise UserError(
+            f"data_dir {str(root)!r} does not exist or is not a directory{prepare_hint(root / layout.folder)}"
         )
-        return datasets.Dataset.from_dict(columns)
+    nested = root / layout.folder
+    if nested.is_dir():
+        return nested
+    if any((root / name).is_file() for name in layout.split_files.values()):
+        return root
+    files = ", ".join(sorted(set(layout.split_files.values())))
+    raise UserError(
+        f"data_dir {str(root)!r} holds no {layout.folder} data: expected the folder "
+        f"{str(nested)!r} or the task files ({files}) directly in it{prepare_hint(nested)}"
+    )
 
 
-class _HubSource:
-    """The hub dataset (``nyu-mll/glue``) with the task name as its configuration."""
+def read_split(path: Path, task: GlueTask, split: str) -> dict[str, list]:
+    """One classic file as hub-named columns: the text columns, ``label`` and ``idx``.
 
-    def __init__(self, task: GlueTask, name: str) -> None:
-        self.task = task
-        self.name = name
-        self._splits: datasets.DatasetDict | None = None
-
-    def present(self, splits: tuple[str, ...]) -> list[str]:
-        return list(splits)
-
-    def expected(self, splits: tuple[str, ...]) -> str:
-        return f"the splits {', '.join(splits)} in hub dataset {self.name!r}"
-
-    def prepare(self) -> None:
-        self._load()
-
-    def load(self, split: str) -> datasets.Dataset:
-        splits = self._load()
-        if split not in splits:
+    Labels become ids in hub order (``-1`` for test splits); ``idx`` is the file's example index
+    for test splits, which submission files must echo, and the row number otherwise, as on the
+    hub. Mistakes in the file are reported with its path and line number.
+    """
+    layout, labelled = task.classic, split not in task.test_splits
+    if not path.is_file():
+        raise UserError(
+            f"expected the {split} file of {layout.folder} at {str(path)!r}, but it does not exist{prepare_hint(path)}"
+        )
+    label_ids = {value: number for number, value in enumerate(layout.label_values)}
+    texts: list[list[str]] = [[] for _ in task.text_columns]
+    labels: list[int] = []
+    indices: list[int] = []
+    # newline="\n": only real line ends split rows; utf-8-sig drops a leading byte-order mark.
+    with path.open(encoding="utf-8-sig", newline="\n") as handle:
+        numbered = ((number, line.rstrip("\r\n")) for number, line in enumerate(handle, start=1) if line.strip())
+        first = next(numbered, None)
+        if first is None:
+            raise UserError(f"{path}: the {split} file is empty")
+        header = first[1].split("\t")
+        label_column = layout.label_column if labelled else layout.index_column
+        required = [*layout.text_columns, *([label_column] if label_column else [])]
+        if any(name not in header for name in required):
             raise UserError(
-                f"hub dataset {self.name!r} ({self.task.name}) has no split {split!r}; it has {', '.join(splits)}"
+                f"{path}: the header lacks the column(s) {', '.join(name for name in required if name not in header)} "
+                f"that {layout.folder} files have (found: {', '.join(header)}); is this the right task's file?"
             )
-        return self._conform(splits[split], split, labelled=split not in self.task.test_splits)
-
-    def _conform(self, dataset: datasets.Dataset, split: str, labelled: bool) -> datasets.Dataset:
-        """Check a hub split and reduce it to the text columns, ``label`` ids and ``idx``: unlabeled
-        splits get ``-1``, a missing ``idx`` becomes the row number. The result stays backed by the
-        hub's Arrow files, so its tokenised copy is cached on disk."""
-        origin = f"{self.name}/{self.task.name}"
-        required = [*self.task.text_columns, *(["label"] if labelled else [])]
-        missing = [column for column in required if column not in dataset.column_names]
-        if missing:
-            raise UserError(
-                f"{origin}: the {split} split lacks the column(s) {', '.join(missing)} "
-                f"(found: {', '.join(dataset.column_names) or 'none'})"
-            )
-        if len(dataset) == 0:
-            raise UserError(f"{origin}: the {split} split has no examples")
-        dataset = dataset.select_columns([column for column in (*required, "idx") if column in dataset.column_names])
-        if labelled:
-            for row, label in enumerate(dataset["label"]):
-                if not isinstance(label, int) or not 0 <= label < self.task.num_labels:
-                    raise UserError(
-                        f"{origin}, row {row + 1}: label {label!r} is not valid "
-                        f"(expected an id 0-{self.task.num_labels - 1})"
-                    )
-        else:
-            dataset = dataset.remove_columns([column for column in ("label",) if column in dataset.column_names])
-            dataset = dataset.add_column("label", [UNLABELED] * len(dataset))
-        if "idx" not in dataset.column_names:
-            dataset = dataset.add_column("idx", list(range(len(dataset))))
-        return dataset
-
-    def _load(self) -> datasets.DatasetDict:
-        if self._splits is None:
-            offline = hub_offline_requested()  # then hub data may only come from the local cache
-            # A local copy needs no hub; without the probe an unreachable hub is reported after ~25 s.
-            reason = None if offline or Path(self.name).exists() else hub_problem()
-            try:
-                if reason is not None:
-                    raise ConnectionError(reason)
-                self._splits = datasets.load_dataset(self.name, self.task.name)
-            except Exception as error:  # offline, unknown name, no cached copy: all fixed the same way
-                cache_hint = "" if offline else ", or set HF_HUB_OFFLINE=1 to use a copy in the local cache"
+        text_at = [header.index(name) for name in layout.text_columns]
+        label_at = header.index(label_column) if label_column else -1  # MNLI: the last field
+        needed = max(*text_at, label_at) + 1 + (label_at < 0)
+        for number, line in numbered:
+            fields = line.split("\t")
+            if len(fields) < needed:
+                raise UserError(f"{path}, line {number}: {len(fields)} tab-separated fields, expected {len(header)}")
+            for column, at in zip(texts, text_at):
+                column.append(fields[at])
+            value = fields[label_at].strip()
+            if not labelled:
+                if not value.lstrip("-").isdigit():
+                    raise UserError(f"{path}, line {number}: example index {value!r} is not an integer")
+                labels.append(UNLABELED)
+                indices.append(int(value))
+            elif value in label_ids:
+                labels.append(label_ids[value])
+                indices.append(len(indices))
+            else:
                 raise UserError(
-                    f"could not load GLUE {self.task.name} from the hub dataset {self.name!r} ({error}). "
-                    f"Pass data_dir (a classic glue_data folder) instead{cache_hint}."
-                ) from None
-        return self._splits
+                    f"{path}, line {number}: label {value!r} is not a {layout.folder} label "
+                    f"(expected one of {', '.join(layout.label_values)})"
+                )
+    if not labels:
+        raise UserError(f"{path}: the {split} file has a header but no examples")
+    return dict(zip(task.text_columns, texts)) | {"label": labels, "idx": indices}

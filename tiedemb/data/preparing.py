@@ -1,29 +1,37 @@
-"""Fetching the named data sets (``tiedemb.data.catalog``) and writing them under the data folder.
+"""``tiedemb data prepare``: the named data sets (``tiedemb.data.catalog``) fetched and converted under the data folder.
 
 Brown comes through NLTK's downloader, WikiText-2, GLUE and the tokenizer from the Hugging Face
-hub; what was fetched goes through ``tiedemb.data.source_formats``. A machine without the network
-gets a copy of the data folder made elsewhere (``SHA256SUMS`` checks it).
+hub. Each source's own format is converted to the files the studies read (the converters need no
+network, and the tests hand them small files in each source's format):
+
+* Brown: NLTK's tagged files (``ca01`` ... ``cr09``, tokens ``word/tag`` separated by white space)
+  to one document a line, the words joined by single spaces, the tags removed and NLTK's opening
+  and closing quotes (`````` and ``''``) written as ``"``.
+* WikiText: the hub's rows (each an original line, a blank one as ``""``) to the original
+  ``wiki.*.tokens`` text, blank lines as `` `` as there.
+* GLUE: the hub's splits to the classic ``glue_data`` files ``tiedemb.data.glue`` reads: one TSV
+  per split, with the header names of the classic files for the columns the hub keeps.
 
 Everything is asked for before anything is written: an unknown name and Brown without nltk are
-refused in one line with nothing written. Each data set is made in
-a staging folder inside the data folder and renamed into place whole, so a failed download leaves
-no half-made file; ``SHA256SUMS`` then lists the sha256 of every file in place (``sha256sum -c
-SHA256SUMS`` in the data folder checks them).
+refused in one line. Each data set is made in a staging folder inside the data folder and renamed
+into place whole, so a failed download leaves no half-made file; ``SHA256SUMS`` then lists the
+sha256 of every file in place (``sha256sum -c SHA256SUMS`` in the data folder checks them).
 """
 
 from __future__ import annotations
 
 import importlib
 import os
+import re
 import shutil
 import tempfile
-from collections.abc import Callable, Iterator
+import zipfile
+from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
 from tiedemb.data.catalog import CHECKSUMS, DATA_DIR, ENTRIES, Entry, file_sha256
-from tiedemb.data.glue_tasks import TASKS
-from tiedemb.data.source_formats import brown_files, column, write_brown, write_glue, write_wikitext
+from tiedemb.data.glue_tasks import TASKS, GlueTask
 from tiedemb.errors import UserError, first_line
 from tiedemb.training.files import atomic_write_text, disk_full_is_reported, ordinary_permissions
 
@@ -39,32 +47,115 @@ TOKENIZER_FILES = ("config.json", "special_tokens_map.json", "tokenizer.json", "
 """What a tokenizer folder holds: the model's config.json too, which names the tokenizer's class when
 tokenizer_config.json does not (bert-base-uncased's)."""
 NLTK_MISSING = "preparing brown downloads it with NLTK, which is not installed: pip install 'tiedemb[data]'"
+BROWN_FILE = re.compile(r"c[a-z]\d\d")
+"""The names of Brown's tagged files, as NLTK's corpus reader finds them (its fileids)."""
+BROWN_QUOTES = {"``": '"', "''": '"'}
+"""NLTK's Brown writes quotes as TeX does; the studies' text has plain ``"`` (a token of its own)."""
 
 
-# --------------------------------------------------------------------------- the request, checked whole
+# --------------------------------------------------------------------------- the command's work
 
 
-def requested(names: list[str]) -> list[Entry]:
-    """The entries named, in order, once each; refuses what cannot be done before anything is written."""
+def prepare(
+    names: list[str], root: Path = DATA_DIR, force: bool = False, echo: Callable[[str], None] = print
+) -> list[Path]:
+    """Make each named data set under ``root``; returns what was written (one path per data set)."""
     unknown = [name for name in names if name not in ENTRIES]
     if unknown:
         raise UserError(f"unknown data name {unknown[0]!r}; known: {', '.join(ENTRIES)}")
-    entries = [ENTRIES[name] for name in dict.fromkeys(names)]
-    if not entries:
+    if not names:
         raise UserError(f"name the data to prepare: {', '.join(ENTRIES)}")
-    if any(entry.name == "brown" for entry in entries):
+    if "brown" in names:
         try:
             importlib.import_module("nltk")
         except ImportError:
             raise UserError(NLTK_MISSING) from None
-    return entries
+    if root.exists() and not root.is_dir():
+        raise UserError(f"the data folder {str(root)!r} is a file")
+    todo = []
+    for entry in (ENTRIES[name] for name in dict.fromkeys(names)):
+        if (root / entry.location).exists() and not force:
+            echo(f"{entry.name}: {root / entry.location} is there (--force makes it again)")
+        else:
+            todo.append(entry)
+    made_root = not root.exists()
+    written: list[Path] = []
+    try:
+        for entry in todo:
+            root.mkdir(parents=True, exist_ok=True)
+            target = root / entry.location
+            work = Path(tempfile.mkdtemp(prefix=".prepare-", dir=root))
+            try:
+                staged = work / "out" / entry.location
+                staged.parent.mkdir(parents=True)
+                with disk_full_is_reported(root, entry.location, "prepare it into another folder with --dir"):
+                    summary = MAKERS[entry.name](entry, work, staged)
+                ordinary_permissions(work / "out")  # mkdtemp's folder is private; what goes in place is not
+                # What was there goes aside first, and is deleted with the staging folder.
+                if target.is_symlink() or target.exists():
+                    target.rename(work / "replaced")
+                target.parent.mkdir(parents=True, exist_ok=True)
+                os.replace(staged, target)
+                record_checksums(root, entry.location)
+            finally:
+                shutil.rmtree(work, ignore_errors=True)
+            size = sum(path.stat().st_size for path in files_of(root, entry.location))
+            shown = f"{size / 1e6:.1f} MB" if size >= 100_000 else f"{size / 1e3:.1f} kB"
+            echo(f"{entry.name}: {target} ({summary}, {shown})")
+            written.append(target)
+    finally:
+        if made_root and not written:
+            shutil.rmtree(root, ignore_errors=True)  # a first data set that failed leaves no empty folder
+    if written:
+        echo(f"checksums: {root / CHECKSUMS}")
+    return written
 
 
-# --------------------------------------------------------------------------- fetching
+def files_of(root: Path, location: str) -> list[Path]:
+    """The files a data set's location holds (itself, if it is a file), in sorted order."""
+    place = root / location
+    return [place] if place.is_file() else sorted(path for path in place.rglob("*") if path.is_file())
 
 
-def download_brown(work: Path) -> Path:
-    """NLTK's Brown, downloaded into ``work``: its folder of tagged files (or its zip)."""
+def record_checksums(root: Path, location: str) -> None:
+    """Replace ``location``'s lines of ``SHA256SUMS`` by the sha256 of the files it now holds."""
+    path = root / CHECKSUMS
+    sums = {}
+    for line in path.read_text(encoding="utf-8").splitlines() if path.is_file() else []:
+        digest, _, name = line.partition("  ")
+        if name and name != location and not name.startswith(location + "/"):
+            sums[name] = digest
+    for file in files_of(root, location):
+        sums[file.relative_to(root).as_posix()] = file_sha256(file)
+    atomic_write_text(path, "".join(f"{sums[name]}  {name}\n" for name in sorted(sums)))
+
+
+# --------------------------------------------------------------------------- fetching and making each
+
+
+def from_hub(what: str, fetch: Callable[[], Any], advice: str = "") -> Any:
+    """``fetch()`` through the hub; any failure is one line (the hub clients' errors are many)."""
+    from tiedemb.training.hub import hub_access
+
+    with hub_access() as online:
+        try:
+            return fetch()
+        except Exception as error:
+            reason = "" if online else " (the hub cannot be reached, or HF_HUB_OFFLINE is set)"
+            raise UserError(f"could not fetch {what} from the hub{reason}: {first_line(error)}{advice}") from None
+
+
+def hub_splits(name: str) -> dict[str, Any]:
+    """A hub dataset's splits as Arrow tables, through ``datasets``' own loader and cache."""
+    import datasets
+
+    repo, config = HUB_DATASETS[name]
+    advice = "; elsewhere, prepare it there and copy the data folder here"
+    loaded = from_hub(f"{repo} {config}", lambda: datasets.load_dataset(repo, config), advice)
+    return {split: dataset.data for split, dataset in loaded.items()}
+
+
+def make_brown(entry: Entry, work: Path, out: Path) -> str:
     import nltk
 
     target = work / "nltk_data"
@@ -72,40 +163,11 @@ def download_brown(work: Path) -> Path:
         done = nltk.download("brown", download_dir=str(target), quiet=True, raise_on_error=True)
     except Exception as error:  # the downloader's network and server errors alike
         raise UserError(f"could not download Brown with NLTK's downloader: {first_line(error)}") from None
-    folder = target / "corpora" / "brown"
-    archive = target / "corpora" / "brown.zip"
+    folder, archive = target / "corpora" / "brown", target / "corpora" / "brown.zip"
     if not done or not (folder.is_dir() or archive.is_file()):
         raise UserError(f"NLTK's downloader did not leave Brown in {str(target)!r}")
-    return folder if folder.is_dir() else archive
-
-
-def hub_splits(name: str) -> dict[str, Any]:
-    """A hub dataset's splits as Arrow tables, through ``datasets``' own loader and cache."""
-    import datasets
-
-    from tiedemb.training.hub import hub_access
-
-    repo, config = HUB_DATASETS[name]
-    with hub_access() as online:
-        try:
-            loaded = datasets.load_dataset(repo, config)
-        except Exception as error:  # the hub clients' errors are many; every one means "not fetched"
-            reason = "" if online else " (the hub cannot be reached, or HF_HUB_OFFLINE is set)"
-            raise UserError(
-                f"could not fetch {repo} {config} from the hub{reason}: {first_line(error)}; "
-                "elsewhere, prepare it there and copy the data folder here"
-            ) from None
-    return {split: dataset.data for split, dataset in loaded.items()}
-
-
-# --------------------------------------------------------------------------- making one data set
-
-
-def make_brown(entry: Entry, work: Path, out: Path) -> str:
-    origin = download_brown(work)
-    unpacked = work / "unpacked"
-    unpacked.mkdir()
-    return f"{write_brown(brown_files(origin, unpacked), out)} documents"
+    (work / "unpacked").mkdir()
+    return f"{write_brown(brown_files(folder if folder.is_dir() else archive, work / 'unpacked'), out)} documents"
 
 
 def make_wikitext(entry: Entry, work: Path, out: Path) -> str:
@@ -120,17 +182,20 @@ def make_wikitext(entry: Entry, work: Path, out: Path) -> str:
 
 
 def make_glue(entry: Entry, work: Path, out: Path) -> str:
-    where = " ".join(HUB_DATASETS[entry.name])
-    written = write_glue(TASKS[entry.name], hub_splits(entry.name), out, where)
+    splits = hub_splits(entry.name)
+    written = write_glue(TASKS[entry.name], splits, out, " ".join(HUB_DATASETS[entry.name]))
     return ", ".join(f"{name} {rows} rows" for name, rows in written.items())
 
 
 def make_tokenizer(entry: Entry, work: Path, out: Path) -> str:
-    """The tokenizer's files as the hub holds them, copied byte for byte, so their checksums do not
-    depend on the transformers version; checked to load."""
+    """The tokenizer's files as the hub holds them (not the weights), copied byte for byte, so their
+    checksums do not depend on the transformers version; checked to load."""
+    from huggingface_hub import snapshot_download
     from transformers import AutoTokenizer
 
-    folder = download_tokenizer(HUB_TOKENIZERS[entry.name])
+    repo = HUB_TOKENIZERS[entry.name]
+    fetch = lambda: Path(snapshot_download(repo, allow_patterns=list(TOKENIZER_FILES)))  # noqa: E731
+    folder = from_hub(f"the tokenizer of {repo}", fetch)
     found = [folder / name for name in TOKENIZER_FILES if (folder / name).is_file()]
     if not any(path.name in ("tokenizer.json", "vocab.txt") for path in found):
         raise UserError(f"{str(folder)!r} holds no tokenizer.json or vocab.txt")
@@ -144,22 +209,6 @@ def make_tokenizer(entry: Entry, work: Path, out: Path) -> str:
     return f"{len(tokenizer)} tokens"
 
 
-def download_tokenizer(repo: str) -> Path:
-    """The folder of a hub model's tokenizer files (not its weights) in ``huggingface_hub``'s cache."""
-    from huggingface_hub import snapshot_download
-
-    from tiedemb.training.hub import hub_access
-
-    with hub_access() as online:
-        try:
-            return Path(snapshot_download(repo, allow_patterns=list(TOKENIZER_FILES)))
-        except Exception as error:  # the hub clients' errors are many; every one means "not fetched"
-            reason = "" if online else " (the hub cannot be reached, or HF_HUB_OFFLINE is set)"
-            raise UserError(
-                f"could not fetch the tokenizer of {repo} from the hub{reason}: {first_line(error)}"
-            ) from None
-
-
 MAKERS: dict[str, Callable[[Entry, Path, Path], str]] = {
     "brown": make_brown,
     "wikitext-2": make_wikitext,
@@ -170,93 +219,104 @@ MAKERS: dict[str, Callable[[Entry, Path, Path], str]] = {
 """Name -> what makes it: (entry, a scratch folder, where to write) -> a summary."""
 
 
-# --------------------------------------------------------------------------- checksums
+# --------------------------------------------------------------------------- each source's format
 
 
-def files_of(root: Path, location: str) -> Iterator[Path]:
-    """The files a data set's location holds (itself, if it is a file), in sorted order."""
-    place = root / location
-    yield from [place] if place.is_file() else sorted(path for path in place.rglob("*") if path.is_file())
+def brown_files(source: Path, unpack_to: Path) -> list[Path]:
+    """The tagged files of NLTK's Brown in ``source`` (its folder, or its ``brown.zip`` unpacked into
+    ``unpack_to``), in NLTK's order (sorted by name)."""
+    if source.is_file() and zipfile.is_zipfile(source):
+        with zipfile.ZipFile(source) as archive:
+            for name in archive.namelist():
+                if BROWN_FILE.fullmatch(Path(name).name):
+                    (unpack_to / Path(name).name).write_bytes(archive.read(name))
+        source = unpack_to
+    files = sorted(path for path in source.iterdir() if path.is_file() and BROWN_FILE.fullmatch(path.name))
+    if not files:
+        raise UserError(f"{str(source)!r} holds none of NLTK's tagged Brown files (ca01 ... cr09)")
+    return files
 
 
-def read_checksums(root: Path) -> dict[str, str]:
-    """``SHA256SUMS`` as relative path -> sha256 (empty where there is none)."""
-    path = root / CHECKSUMS
-    if not path.is_file():
-        return {}
-    sums = {}
-    for line in path.read_text(encoding="utf-8").splitlines():
-        digest, _, name = line.partition("  ")
-        if name:
-            sums[name] = digest
-    return sums
+def brown_words(tagged: str) -> list[str]:
+    """The words of one tagged Brown file, tags removed as NLTK removes them (at the last ``/``)."""
+    words = (token[: token.rfind("/")] if "/" in token else token for token in tagged.split())
+    return [BROWN_QUOTES.get(word, word) for word in words]
 
 
-def record_checksums(root: Path, location: str) -> None:
-    """Replace ``location``'s lines of ``SHA256SUMS`` by the sha256 of the files it now holds."""
-    sums = {
-        name: digest
-        for name, digest in read_checksums(root).items()
-        if name != location and not name.startswith(location + "/")
-    }
-    for path in files_of(root, location):
-        sums[path.relative_to(root).as_posix()] = file_sha256(path)
-    atomic_write_text(root / CHECKSUMS, "".join(f"{sums[name]}  {name}\n" for name in sorted(sums)))
-
-
-# --------------------------------------------------------------------------- the command's work
-
-
-def megabytes(size: int) -> str:
-    return f"{size / 1e6:.1f} MB" if size >= 100_000 else f"{size / 1e3:.1f} kB"
-
-
-def put_in_place(staged: Path, target: Path, aside: Path) -> None:
-    """Rename ``staged`` to ``target``; what was there goes to ``aside`` first (deleted with the staging folder)."""
-    target.parent.mkdir(parents=True, exist_ok=True)
-    if target.is_symlink() or target.exists():
-        target.rename(aside)
-    os.replace(staged, target)
-
-
-def prepare(
-    names: list[str],
-    root: Path = DATA_DIR,
-    force: bool = False,
-    echo: Callable[[str], None] = print,
-) -> list[Path]:
-    """Make each named data set under ``root``; returns what was written (one path per data set)."""
-    entries = requested(names)
-    if root.exists() and not root.is_dir():
-        raise UserError(f"the data folder {str(root)!r} is a file")
-    todo = []
-    for entry in entries:
-        if (root / entry.location).exists() and not force:
-            echo(f"{entry.name}: {root / entry.location} is there (--force makes it again)")
-        else:
-            todo.append(entry)
-    made_root = not root.exists()
-    written: list[Path] = []
-    try:
-        for entry in todo:
-            root.mkdir(parents=True, exist_ok=True)
-            work = Path(tempfile.mkdtemp(prefix=".prepare-", dir=root))
+def write_brown(files: Iterable[Path], out: Path) -> int:
+    """``out``: one tagged file a line, its words joined by single spaces. Returns the number of documents."""
+    count = 0
+    with out.open("w", encoding="utf-8", newline="\n") as handle:
+        for path in files:
             try:
-                staged = work / "out" / entry.location
-                staged.parent.mkdir(parents=True)
-                with disk_full_is_reported(root, entry.location, "prepare it into another folder with --dir"):
-                    summary = MAKERS[entry.name](entry, work, staged)
-                ordinary_permissions(work / "out")  # mkdtemp's folder is private; what goes in place is not
-                put_in_place(staged, root / entry.location, work / "replaced")
-                record_checksums(root, entry.location)
-            finally:
-                shutil.rmtree(work, ignore_errors=True)
-            size = sum(path.stat().st_size for path in files_of(root, entry.location))
-            echo(f"{entry.name}: {root / entry.location} ({summary}, {megabytes(size)})")
-            written.append(root / entry.location)
-    finally:
-        if made_root and not written:
-            shutil.rmtree(root, ignore_errors=True)  # a first data set that failed leaves no empty folder
-    if written:
-        echo(f"checksums: {root / CHECKSUMS}")
+                words = brown_words(path.read_text(encoding="utf-8"))
+            except UnicodeDecodeError as error:
+                raise UserError(f"{str(path)!r} is not text as NLTK's Brown files are: {error.reason}") from None
+            if not words:
+                raise UserError(f"{str(path)!r} holds no words; is it one of NLTK's tagged Brown files?")
+            handle.write(" ".join(words) + "\n")
+            count += 1
+    return count
+
+
+def write_wikitext(rows: Iterable[str | None], out: Path) -> int:
+    """``out``: the original file's lines, a blank row as its blank line ``" \\n"``. Returns the number of lines."""
+    count = 0
+    with out.open("w", encoding="utf-8", newline="\n") as handle:
+        for row in rows:
+            handle.write(" \n" if not row or not row.strip() else row if row.endswith("\n") else row + "\n")
+            count += 1
+    return count
+
+
+def column(table: Any, name: str) -> list:
+    """A column of an Arrow table (``pyarrow.Table``, or a ``datasets`` dataset's ``.data``) as a list."""
+    return table.column(name).to_pylist()
+
+
+def write_glue(task: GlueTask, splits: Mapping[str, Any], folder: Path, where: str) -> dict[str, int]:
+    """``folder/<file>.tsv`` for every split of ``task`` (its classic names). Returns the rows per file."""
+    layout = task.classic
+    absent = [split for split in task.splits if split not in splits]
+    if absent:
+        raise UserError(
+            f"{where} has no {', '.join(absent)} split of {task.name} (found: {', '.join(splits) or 'none'})"
+        )
+    folder.mkdir(parents=True, exist_ok=True)
+    written = {}
+    for split in task.splits:
+        table = splits[split]
+        missing = [name for name in (*task.text_columns, "label") if name not in table.column_names]
+        if missing:
+            raise UserError(
+                f"{where}: the {split} split lacks the column(s) {', '.join(missing)} of {task.name} on the hub "
+                f"(found: {', '.join(table.column_names) or 'none'})"
+            )
+        # A field holds no tab or line break (the classic files never have one).
+        texts = [[(text or "").translate(_TSV_BREAKS) for text in column(table, name)] for name in task.text_columns]
+        if split in task.test_splits:  # unlabelled: the example index first, as the classic test files have it
+            indices = column(table, "idx") if "idx" in table.column_names else range(len(texts[0]))
+            header = [layout.index_column, *layout.text_columns]
+            rows = [[str(index), *(text[row] for text in texts)] for row, index in enumerate(indices)]
+        else:
+            labels = column(table, "label")
+            for row, label in enumerate(labels):
+                if not isinstance(label, int) or not 0 <= label < len(layout.label_values):
+                    raise UserError(
+                        f"{where}: row {row + 1} of the {split} split has label {label!r}, not a {task.name} "
+                        f"label id (0-{len(layout.label_values) - 1})"
+                    )
+            # The label last: MNLI's reader takes the last field (its files carry annotators' labels
+            # before the gold one); the others find their label column by its header name.
+            header = [*layout.text_columns, layout.label_column or "gold_label"]
+            rows = [[*(text[row] for text in texts), layout.label_values[label]] for row, label in enumerate(labels)]
+        if not rows:
+            raise UserError(f"{where}: the {split} split of {task.name} has no examples")
+        name = layout.split_files[split]
+        with (folder / name).open("w", encoding="utf-8", newline="\n") as handle:
+            handle.writelines("\t".join(fields) + "\n" for fields in [header, *rows])
+        written[name] = len(rows)
     return written
+
+
+_TSV_BREAKS = str.maketrans({"\t": " ", "\n": " ", "\r": " "})

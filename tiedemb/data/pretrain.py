@@ -20,9 +20,9 @@ import numpy as np
 import torch
 from torch.utils.data import DataLoader, Dataset
 
-from tiedemb.data.collate import make_collator
+from tiedemb.data.collate import CausalCollator, MaskingCollator
 from tiedemb.data.sampling import KeyedDataset, ResumableTraining, loader_generator
-from tiedemb.data.synthetic import MarkovCorpus
+from tiedemb.data.synthetic import SPECIAL_TOKENS, MarkovCorpus
 from tiedemb.data.text_settings import TEXT_COLUMN, VAL_FRACTION
 from tiedemb.data.tokenizers import TOKENIZER_STATE, tokenizer_fingerprint
 from tiedemb.errors import UserError
@@ -41,7 +41,7 @@ from tiedemb.options import (
 from tiedemb.training.metric_names import baseline_name
 
 if TYPE_CHECKING:
-    from tiedemb.data.text import ExtraTextCache, TextCache
+    from tiedemb.data.text import TextCache
 
 log = logging.getLogger("tiedemb.data")
 
@@ -52,9 +52,7 @@ def _check_source_options(source: str, options: dict[str, Any]) -> None:
     """Refuse settings the chosen source would ignore without a word (``options``: the call's arguments).
 
     A tokenizer given with the embedded corpus would otherwise be dropped silently: a run the user
-    believes was on their tokenizer would not be. The embedded corpus has its own vocabulary, is
-    generated rather than read (no text column, no tokenising processes, no cache) and has its own
-    validation stream (``synthetic_val_tokens``). Where a source reads text, the embedded corpus's
+    believes was on their tokenizer would not be. Where a source reads text, the embedded corpus's
     sizes are only warned about: the study's recipe sets them, and a data overlay replaces the corpus.
     """
     defaults = {
@@ -65,15 +63,34 @@ def _check_source_options(source: str, options: dict[str, Any]) -> None:
         for name in defaults
         if name in options and changed_from_default(options[name], defaults[name])
     }
+    embedded = "with the embedded corpus (no data.train_files or data.dataset)"
+    refused = {
+        "dataset_config": source != "dataset",
+        "text_column": source != "dataset",
+        "val_fraction": source == "synthetic" or bool(options.get("val_files")),
+        "num_proc": source == "synthetic",
+        "cache_dir": source == "synthetic",
+        "mlm_probability": options.get("objective") == "clm",
+        "ood_val_blocks": not options.get("ood_val_files"),
+    }
+    reasons = {
+        "dataset_config": "without data.dataset (a hub dataset name)",
+        "text_column": f"{embedded}: it reads no text"
+        if source == "synthetic"
+        else "without data.dataset: each line of a .txt file is a document",
+        "val_fraction": f"{embedded}: its validation text is data.synthetic_val_tokens"
+        if source == "synthetic"
+        else "with data.val_files: the validation text is those files",
+        "num_proc": f"{embedded}: it is generated, not tokenised",
+        "cache_dir": f"{embedded}: it is generated, never cached",
+        "mlm_probability": "with objective 'clm': next-token prediction masks nothing",
+        "ood_val_blocks": "without data.ood_val_files: it caps that text",
+    }
     if source == "synthetic" and "tokenizer" in changed:
         raise UserError(
             f"data.tokenizer={changed['tokenizer']!r} has no effect: without data.train_files or data.dataset "
             "the run uses the embedded corpus, which has its own vocabulary; give the text to tokenise, "
             "or drop data.tokenizer"
-        )
-    if "dataset_config" in changed and source != "dataset":
-        raise UserError(
-            f"data.dataset_config={changed['dataset_config']!r} has no effect without data.dataset (a hub dataset name)"
         )
     if options.get("val_files") and source == "synthetic":
         raise UserError(
@@ -85,50 +102,16 @@ def _check_source_options(source: str, options: dict[str, Any]) -> None:
             "data.ood_val_files has no effect without data.train_files or data.dataset: the embedded corpus "
             "would be used; give the training text too"
         )
-    if options.get("ood_val_blocks") is not None and not options.get("ood_val_files"):
-        raise no_effect(
-            "data.ood_val_blocks", options["ood_val_blocks"], "without data.ood_val_files: it caps that text"
-        )
     if source == "dataset" and options.get("train_files"):
         raise UserError("data.dataset and data.train_files are both given; choose one source of text")
-    _check_corpus_sizes(source, changed)
-    if options.get("val_files") and "val_fraction" in changed:
-        raise no_effect(
-            "data.val_fraction", changed["val_fraction"], "with data.val_files: the validation text is those files"
-        )
-    if options.get("objective") == "clm" and "mlm_probability" in changed:
-        raise no_effect(
-            "data.mlm_probability",
-            changed["mlm_probability"],
-            "with objective 'clm': next-token prediction masks nothing",
-        )
-
-
-def _check_corpus_sizes(source: str, changed: dict[str, Any]) -> None:
-    """Refuse text settings with the embedded corpus; warn about the corpus's sizes with text."""
-    if source == "synthetic":
-        reasons = {
-            "text_column": "it reads no text",
-            "val_fraction": "its validation text is data.synthetic_val_tokens",
-            "num_proc": "it is generated, not tokenised",
-            "cache_dir": "it is generated, never cached",
-        }
-        for name, reason in reasons.items():
-            if name in changed:
-                raise no_effect(
-                    f"data.{name}",
-                    changed[name],
-                    f"with the embedded corpus (no data.train_files or data.dataset): {reason}",
-                )
-    else:
-        for name in ("synthetic_tokens", "synthetic_val_tokens"):
-            if name in changed:
-                warn_no_effect(
-                    f"data.{name}",
-                    changed[name],
-                    f"with data.{'dataset' if source == 'dataset' else 'train_files'}: "
-                    "it sizes the embedded corpus, which this run does not use",
-                )
+    for name, value in changed.items():
+        if refused.get(name):
+            raise no_effect(f"data.{name}", value, reasons[name])
+        if name in ("synthetic_tokens", "synthetic_val_tokens") and source != "synthetic":
+            given = "dataset" if source == "dataset" else "train_files"
+            warn_no_effect(
+                f"data.{name}", value, f"with data.{given}: it sizes the embedded corpus, which this run does not use"
+            )
 
 
 class PretrainData(ResumableTraining, L.LightningDataModule):
@@ -205,85 +188,44 @@ class PretrainData(ResumableTraining, L.LightningDataModule):
             [files] if isinstance(files, str) else files for files in (train_files, val_files, ood_val_files)
         )
         super().__init__()
-        objective = objective or "mlm"  # None: the CLI fills in model.objective
+        self.objective = objective = objective or "mlm"  # None: the CLI fills in model.objective
         # PL_GLOBAL_SEED: the run's seed_everything, set by the command line before the data is built
-        seed = int(os.environ.get("PL_GLOBAL_SEED", 0)) if seed is None else seed
-        self.seed = seed
-        self.objective = objective
+        self.seed = int(os.environ.get("PL_GLOBAL_SEED", 0)) if seed is None else seed
         self.block_size = block_size
         self.batch_size = batch_size
         self.source = "dataset" if dataset else "files" if train_files else "synthetic"
         _check_source_options(self.source, locals())
-        self.corpus: MarkovCorpus | None = None
-        self.tokenizer = None
-        self.text: TextCache | None = None
-        self.ood_text: ExtraTextCache | None = None
-        self.stats: dict[str, float] = {}
         self.save_hyperparameters()
+        self.corpus: MarkovCorpus | None = None
+        self.text: TextCache | None = None
+        self.tokenizer = None
         if self.source == "synthetic":
-            self._draw_corpus()
+            corpus = self.corpus = MarkovCorpus(vocab_size=vocab_size or DEFAULT_SYNTHETIC_VOCAB, seed=corpus_seed)
+            self.vocab_size, self.pad_token_id, self.mask_token_id = (
+                corpus.vocab_size,
+                corpus.pad_token_id,
+                corpus.mask_token_id,
+            )
+            self.special_token_ids = list(range(len(SPECIAL_TOKENS)))
         else:
-            self._plan_text()
+            from tiedemb.data.text import plan_text  # datasets and pyarrow: real text only
+
+            # The tokenizer is decided now (loaded, or trained on the training text and kept): the
+            # vocabulary the model must match is its size. The text is tokenised in prepare_data.
+            self.text = plan_text(self.hparams, objective)
+            tokenizer = self.tokenizer = self.text.tokenizer
+            self.vocab_size = len(tokenizer)
+            self.pad_token_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0
+            self.mask_token_id = tokenizer.mask_token_id
+            self.special_token_ids = list(tokenizer.all_special_ids)
         # The resolved size is the one number the model is built with (linked by the CLI); the
         # hyperparameters record it too, so the run's logged config holds one vocabulary size
         # whatever decided it (the corpus default, a given tokenizer or a trained one).
         self.save_hyperparameters({**self.hparams, "vocab_size": self.vocab_size, "seed": self.seed})
+        self.stats: dict[str, float] = {}
         self.train_set: Dataset | None = None
         self.val_set: Dataset | None = None
         self.ood_val_set: Dataset | None = None
-
-    def _draw_corpus(self) -> None:
-        """The embedded Markov corpus and its special ids."""
-        corpus = self.corpus = MarkovCorpus(
-            vocab_size=self.hparams.vocab_size or DEFAULT_SYNTHETIC_VOCAB, seed=self.hparams.corpus_seed
-        )
-        self.vocab_size, self.pad_token_id, self.mask_token_id = (
-            corpus.vocab_size,
-            corpus.pad_token_id,
-            corpus.mask_token_id,
-        )
-        self.special_token_ids = [
-            corpus.pad_token_id,
-            corpus.unk_token_id,
-            corpus.cls_token_id,
-            corpus.sep_token_id,
-            corpus.mask_token_id,
-        ]
-
-    def _plan_text(self) -> None:
-        """The text's tokenizer, decided now (loaded, or trained on the training text and kept): the
-        vocabulary the model must match is its size. The text is tokenised in ``prepare_data``."""
-        from tiedemb.data.text import plan_extra_text, plan_text  # datasets and pyarrow: real text only
-
-        hp = self.hparams
-        self.text = plan_text(
-            objective=self.objective,
-            tokenizer=hp.tokenizer,
-            vocab_size=hp.vocab_size,
-            dataset=hp.dataset,
-            dataset_config=hp.dataset_config,
-            train_files=hp.train_files,
-            val_files=hp.val_files,
-            text_column=hp.text_column,
-            block_size=self.block_size,
-            val_fraction=hp.val_fraction,
-            num_proc=hp.num_proc,
-            cache_dir=hp.cache_dir,
-            seed=hp.corpus_seed,
-        )
-        if hp.ood_val_files:
-            self.ood_text = plan_extra_text(
-                hp.ood_val_files,
-                self.text,
-                objective=self.objective,
-                cache_dir=hp.cache_dir,
-                max_blocks=hp.ood_val_blocks,
-            )
-        tokenizer = self.tokenizer = self.text.tokenizer
-        self.vocab_size = len(tokenizer)
-        self.pad_token_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0
-        self.mask_token_id = tokenizer.mask_token_id
-        self.special_token_ids = list(tokenizer.all_special_ids)
 
     def check_one_batch(self) -> None:
         """Refuse training data of fewer blocks than one batch: every batch would be dropped as
@@ -294,7 +236,7 @@ class PretrainData(ResumableTraining, L.LightningDataModule):
             blocks = self._synthetic_block_count(self.hparams.synthetic_tokens)
             more = "or raise data.synthetic_tokens"
         else:
-            self.prepare_data()
+            self.text.write()
             blocks = int(self.text.stats()["train_blocks"])
             more = "or give more text"
         if blocks < self.batch_size:
@@ -333,28 +275,36 @@ class PretrainData(ResumableTraining, L.LightningDataModule):
     def prepare_data(self) -> None:
         """Tokenise the text into blocks and cache them, once (on one process per machine; an entry
         already cached is left as it is). The embedded corpus is drawn in ``setup``: nothing to prepare."""
-        for cache in (self.text, self.ood_text):
-            if cache is not None:
-                cache.write()
+        if self.text is not None:
+            self.text.write()
 
     def setup(self, stage: str | None = None) -> None:
         """Open the blocks ``prepare_data`` cached (or draw the embedded corpus's)."""
         if self.train_set is not None:
             return
-        if self.source == "synthetic":
-            train, val = self._synthetic_blocks()
+        hp = self.hparams
+        if self.corpus is not None:
+
+            def blocks(tokens: int, seed: int) -> torch.Tensor:
+                stream = self.corpus.sample_documents(self._synthetic_block_count(tokens) * self.block_size, seed=seed)
+                return torch.from_numpy(np.ascontiguousarray(stream, dtype=np.int64)).view(-1, self.block_size)
+
+            train, val = (
+                blocks(hp.synthetic_tokens, hp.corpus_seed + 1),
+                blocks(hp.synthetic_val_tokens, hp.corpus_seed + 2),
+            )
             self.train_set, self.val_set = BlockTensor(train), BlockTensor(val)
             self.stats = {"train_tokens": float(train.numel()), "val_tokens": float(val.numel())}
         else:
-            prepared = self.text.open()
-            self.train_set = prepared.train.with_format("torch")
-            self.val_set = prepared.val.with_format("torch")
-            self.stats = {k: float(v) for k, v in prepared.stats.items()}
-            val_ids = np.asarray(prepared.val["input_ids"][:2048])
+            splits = {name: split.with_format("torch") for name, split in self.text.open().items()}
+            self.train_set, self.val_set = splits["train"], splits["val"]
+            self.stats = {name: float(value) for name, value in self.text.stats().items()}
+            val_ids = splits["val"].with_format("numpy")[:2048]["input_ids"]
             # the theory's CLM correction: how often a token is followed by itself
             self.stats["repeat_rate"] = float((val_ids[:, 1:] == val_ids[:, :-1]).mean()) if val_ids.size else 0.0
-            if self.ood_text is not None:
-                self.ood_val_set = self.ood_text.open().with_format("torch")
+            if "ood_val" in splits:  # its first blocks only when capped (the whole text is cached once)
+                ood, cap = splits["ood_val"], hp.ood_val_blocks
+                self.ood_val_set = ood.select(range(min(cap, len(ood)))) if cap else ood
                 self.stats["ood_val_blocks"] = float(len(self.ood_val_set))
         log.info("pretraining data: %s", ", ".join(f"{k}={v:g}" for k, v in self.stats.items()))
 
@@ -449,30 +399,20 @@ class PretrainData(ResumableTraining, L.LightningDataModule):
     def _collator(self, validation: bool):
         # Validation masks follow the corpus, not the run's seed: every run of a study is scored
         # on the same masked positions, so runs with different seeds are compared on equal terms.
-        return make_collator(
-            self.objective,
+        if self.objective == "clm":
+            return CausalCollator(self.pad_token_id)
+        return MaskingCollator(
             vocab_size=self.vocab_size,
-            pad_token_id=self.pad_token_id,
             mask_token_id=self.mask_token_id,
+            pad_token_id=self.pad_token_id,
             special_token_ids=self.special_token_ids,
-            mlm_probability=self.hparams.mlm_probability,
+            probability=self.hparams.mlm_probability,
             seed=self.hparams.corpus_seed if validation else self.seed,
         )
 
     def _synthetic_block_count(self, tokens: int) -> int:
         """Blocks drawn from the embedded corpus for a token budget: at least one, rounded up."""
         return max(1, math.ceil(tokens / self.block_size))
-
-    def _synthetic_blocks(self) -> tuple[torch.Tensor, torch.Tensor]:
-        hp = self.hparams
-        blocks = self._synthetic_block_count
-        train = self.corpus.sample_documents(blocks(hp.synthetic_tokens) * self.block_size, seed=hp.corpus_seed + 1)
-        val = self.corpus.sample_documents(blocks(hp.synthetic_val_tokens) * self.block_size, seed=hp.corpus_seed + 2)
-
-        def as_blocks(stream: Any) -> torch.Tensor:
-            return torch.from_numpy(np.ascontiguousarray(stream, dtype=np.int64)).view(-1, self.block_size)
-
-        return as_blocks(train), as_blocks(val)
 
 
 def _block_array(dataset: Dataset, limit: int | None = None) -> np.ndarray:

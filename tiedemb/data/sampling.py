@@ -1,33 +1,46 @@
-"""Training data order that survives a restart: seeded epochs, resumable part-way through.
+"""Training data order that survives a restart, and batches of similar length for padded data (GLUE).
 
 A run stopped at any step and restarted from its checkpoint must see exactly the batches an
-uninterrupted run would have seen. Three pieces make that hold:
+uninterrupted run would have seen:
 
 * ``ResumableSampler`` draws each epoch's order from ``(seed, epoch)`` alone and can start an
   epoch at an offset, so a restarted run skips what it already trained on.
 * ``KeyedDataset`` tags every example with its ``(epoch, index)`` key, from which the MLM
   collator derives that example's masking randomness; masks therefore do not depend on the
   global RNG, on worker processes, or on how many batches came before.
-* ``loader_position`` / ``ResumePosition`` turn the fit loop's progress into a small state the
-  datamodule stores in each checkpoint and applies to the sampler when the run resumes.
+* ``ResumableTraining`` stores the fit loop's position in each checkpoint and points the sampler
+  there when the run resumes.
 
 Lightning 2.x can also restore loaders that implement ``state_dict`` themselves, but its
 training fetcher runs a batch ahead of the loop (so a loader counting the batches it handed out
 is one ahead of training), and it skips restoring loader states when ``configure_optimizers``
 reads ``trainer.estimated_stepping_batches`` (as ``PretrainModule`` does; Lightning issue
 20550). Counting from the loop's own progress avoids both problems.
+
+Length grouping (``LengthGroupedSampler``): a batch is padded to its longest example, so a batch
+drawn uniformly at random computes on much padding: MRPC's random batches of 32 are padded to 80
+tokens on average for a mean of 53 (windows of 50 batches: 200k tokens an epoch instead of 293k).
+Each epoch starts from the permutation the plain sampler would draw; that order is cut into
+windows of ``window`` batches, each window is sorted by length (longest first, ties in
+permutation order) and cut into batches, and the batches are shuffled with the same generator, so
+lengths do not rise and fall through the epoch. Examples that fill no whole batch form the last,
+partial batch. The order still depends on ``(seed, epoch)`` alone, so resuming works unchanged;
+which examples share a batch changes, and with it the results, so grouping is off by default.
+With several processes a batch is the global one (``batch_size x num_replicas`` examples), which
+the usual strided split shares out, so every process's batch has similar lengths too.
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Iterator, Sized
-from dataclasses import asdict, dataclass
+import math
+from collections.abc import Sequence, Sized
 from typing import Any
 
-import lightning as L
 import torch
 from torch.utils.data import Dataset, DistributedSampler
+
+from tiedemb.errors import UserError
 
 log = logging.getLogger("tiedemb.data")
 
@@ -72,18 +85,16 @@ class KeyedDataset(Dataset):
 
     def __getitem__(self, key: tuple[int, int] | int) -> dict[str, Any]:
         epoch, index = key if isinstance(key, tuple) else (0, int(key))
-        example = dict(self.dataset[index])
-        example[SAMPLE_KEY] = (epoch, index)
-        return example
+        return {**self.dataset[index], SAMPLE_KEY: (epoch, index)}
 
 
 class ResumableSampler(DistributedSampler):
     """Each epoch a permutation seeded by ``(seed, epoch)``, this process's share of it, from an offset.
 
-    It yields ``(epoch, index)`` keys for ``KeyedDataset``. Its length is the whole epoch's
-    share even when resuming part-way, which is what Lightning's progress counting expects.
-    It is a ``DistributedSampler`` so that Lightning neither replaces nor wraps it under DDP;
-    ``num_replicas`` and ``rank`` are given explicitly, so no process group is needed.
+    It yields ``(epoch, index)`` keys for ``KeyedDataset`` (plain indices with ``keyed=False``).
+    Its length is the whole epoch's share even when resuming part-way, which is what Lightning's
+    progress counting expects. It is a ``DistributedSampler`` so that Lightning neither replaces
+    nor wraps it under DDP; ``num_replicas`` and ``rank`` are given, so no process group is needed.
     """
 
     def __init__(
@@ -97,15 +108,8 @@ class ResumableSampler(DistributedSampler):
         drop_last: bool = False,
         keyed: bool = True,
     ) -> None:
-        super().__init__(
-            dataset,
-            num_replicas=num_replicas,
-            rank=rank,
-            shuffle=shuffle,
-            seed=seed,  # type: ignore[arg-type]
-            drop_last=drop_last,
-        )
-        self.keyed = keyed  # False: plain indices, for datasets that need no per-example randomness
+        super().__init__(dataset, num_replicas, rank, shuffle, seed, drop_last)  # type: ignore[arg-type]
+        self.keyed = keyed
         self.resume_epoch: int | None = None
         self.resume_offset = 0
 
@@ -114,93 +118,85 @@ class ResumableSampler(DistributedSampler):
         self.set_epoch(epoch)
         self.resume_epoch, self.resume_offset = epoch, max(0, offset)
 
-    def __iter__(self) -> Iterator[tuple[int, int] | int]:  # type: ignore[override]
-        epoch = self.epoch
-        indices = list(super().__iter__())
+    def share(self) -> list[int]:
+        """This process's indices of the current epoch."""
+        return list(super().__iter__())
+
+    def __iter__(self):
         # Any iterator created for the resumed epoch starts at the offset: Lightning may create
         # more than one before the first batch is used.
-        start = self.resume_offset if epoch == self.resume_epoch else 0
-        if not self.keyed:
-            return iter(indices[start:])
-        return iter([(epoch, index) for index in indices[start:]])
+        indices = self.share()[self.resume_offset if self.epoch == self.resume_epoch else 0 :]
+        return iter([(self.epoch, index) for index in indices] if self.keyed else indices)
 
 
-@dataclass
-class ResumePosition:
-    """Where training stood in the data when a checkpoint was written."""
+class LengthGroupedSampler(ResumableSampler):
+    """A ``ResumableSampler`` whose batches hold examples of similar length (module docstring).
 
-    epoch: int
-    offset: int  # examples of the epoch this process had trained on
-    seed: int
-    num_replicas: int
-
-    def state_dict(self) -> dict[str, int]:
-        return asdict(self)
-
-    @classmethod
-    def from_state(cls, state: dict[str, Any]) -> ResumePosition | None:
-        try:
-            return cls(**{key: int(state[key]) for key in ("epoch", "offset", "seed", "num_replicas")})
-        except (KeyError, TypeError, ValueError):
-            return None
-
-
-def loader_position(trainer: L.Trainer, sampler: ResumableSampler, batch_size: int) -> ResumePosition:
-    """The data position of a fit in progress, counted from the loop's own progress.
-
-    ``processed`` counts the batches whose training step finished in this epoch, which is
-    right both for checkpoints written after a step and for those written after validation.
-    A finished epoch resumes at the start of the next one.
+    ``lengths[i]`` is example ``i``'s length; ``batch_size`` must be the loader's (per process);
+    ``window`` is the number of batches sorted together: larger windows pad less and mix less.
     """
-    batches = trainer.fit_loop.epoch_loop.batch_progress.current.processed
-    epoch = sampler.epoch
-    if batches and batches >= trainer.num_training_batches:
-        epoch, batches = epoch + 1, 0
-    return ResumePosition(
-        epoch=epoch, offset=batches * batch_size, seed=sampler.seed, num_replicas=sampler.num_replicas
-    )
+
+    def __init__(self, dataset: Sized, *, lengths: Sequence[int], batch_size: int, window: int, **options: Any) -> None:
+        if len(lengths) != len(dataset):
+            raise ValueError(f"{len(lengths)} lengths for {len(dataset)} examples")
+        if batch_size < 1 or window < 1:
+            raise UserError(f"length grouping needs batch_size >= 1 and window >= 1, got {batch_size} and {window}")
+        self.lengths, self.batch_size, self.window = list(lengths), batch_size, window
+        super().__init__(dataset, **options)
+
+    def share(self) -> list[int]:
+        if not self.shuffle:
+            return super().share()
+        generator = torch.Generator().manual_seed(self.seed + self.epoch)
+        permutation = torch.randperm(len(self.lengths), generator=generator).tolist()
+        order = grouped_order(permutation, self.lengths, self.batch_size * self.num_replicas, self.window, generator)
+        # As DistributedSampler: pad (repeating from the start) or cut to a multiple of the process
+        # count, then take every num_replicas-th example from this process's rank.
+        if self.drop_last:
+            order = order[: self.total_size]
+        else:
+            order += (order * math.ceil(self.total_size / len(order)))[: self.total_size - len(order)]
+        return order[self.rank : self.total_size : self.num_replicas]
 
 
-def apply_position(sampler: ResumableSampler, position: ResumePosition) -> None:
-    """Point ``sampler`` at ``position``; a changed seed or process count is followed as closely as possible."""
-    offset = position.offset
-    if position.num_replicas != sampler.num_replicas:
-        # The permutation is shared by all processes, so the examples consumed overall carry over.
-        offset = position.offset * position.num_replicas // sampler.num_replicas
-        log.warning(
-            "resuming on %d processes a run checkpointed on %d: the data order continues approximately",
-            sampler.num_replicas,
-            position.num_replicas,
-        )
-    if position.seed != sampler.seed:
-        log.warning(
-            "resuming with data seed %d, the checkpoint used %d: the epoch continues in a new order",
-            sampler.seed,
-            position.seed,
-        )
-    sampler.resume_at(position.epoch, offset)
+def grouped_order(
+    permutation: Sequence[int], lengths: Sequence[int], batch_size: int, window: int, generator: torch.Generator
+) -> list[int]:
+    """``permutation`` rearranged into batches of similar length, ``window`` batches sorted together."""
+    full = len(permutation) // batch_size * batch_size
+    span = window * batch_size
+    batches: list[list[int]] = []
+    for start in range(0, full, span):
+        chunk = sorted(permutation[start : min(start + span, full)], key=lambda index: -lengths[index])  # stable
+        batches += [chunk[offset : offset + batch_size] for offset in range(0, len(chunk), batch_size)]
+    shuffled = torch.randperm(len(batches), generator=generator).tolist()
+    return [index for position in shuffled for index in batches[position]] + list(permutation[full:])
+
+
+def longest_first(lengths: Sequence[int]) -> list[int]:
+    """Indices by decreasing length (ties in index order): evaluation read so that each batch pads to
+    nearly its own length, the largest first; metrics are sums and prediction files are written by
+    example index, so the order changes no result."""
+    return sorted(range(len(lengths)), key=lambda index: -lengths[index])
 
 
 def loader_generator(seed: int) -> torch.Generator:
-    """A generator for a DataLoader's own seeding, so creating its iterator leaves the global RNG alone.
-
-    Without one, every ``iter(loader)`` draws from the global RNG, and a resumed run (which
-    creates its iterators at other moments) would drift from an uninterrupted one.
-    """
+    """A generator for a DataLoader's own seeding, so creating its iterator leaves the global RNG alone
+    (a resumed run creates its iterators at other moments than an uninterrupted one)."""
     return torch.Generator().manual_seed(seed)
 
 
 class ResumableTraining:
     """Mixin for a LightningDataModule whose training order survives restarts.
 
-    ``train_dataloader`` builds its sampler with ``resumable_sampler``; the mixin's
-    ``state_dict`` (stored by Lightning in every checkpoint) records where training stands in
-    it, and ``load_state_dict`` points the sampler there when a run resumes.
+    ``train_dataloader`` builds its sampler with ``resumable_sampler``; ``state_dict`` (stored by
+    Lightning in every checkpoint) records where training stands in it, and ``load_state_dict``
+    points the sampler there when a run resumes.
     """
 
     _train_sampler: ResumableSampler | None = None
     _train_batch_size: int = 1
-    _resume_position: ResumePosition | None = None
+    _resume_position: dict[str, int] | None = None
 
     def resumable_sampler(
         self,
@@ -210,34 +206,59 @@ class ResumableTraining:
         seed: int,
         keyed: bool = True,
         drop_last: bool = False,
-        sampler_factory: Callable[..., ResumableSampler] | None = None,
+        lengths: Sequence[int] | None = None,
+        window: int = 0,
     ) -> ResumableSampler:
-        """The shuffling sampler of the training loader, sharded over the trainer's processes.
-
-        ``sampler_factory`` builds a ``ResumableSampler`` subclass that draws each epoch's order
-        differently (``tiedemb.data.length_grouping``); it gets the same arguments.
-        """
+        """The shuffling sampler of the training loader, sharded over the trainer's processes; grouped
+        by ``lengths`` in windows of ``window`` batches when ``window`` is above 0."""
         trainer = getattr(self, "trainer", None)
-        sampler = (sampler_factory or ResumableSampler)(
-            dataset,
-            seed=seed,
-            keyed=keyed,
-            drop_last=drop_last,
-            num_replicas=trainer.world_size if trainer else 1,
-            rank=trainer.global_rank if trainer else 0,
-        )
-        if self._resume_position is not None:
-            apply_position(sampler, self._resume_position)
+        options = dict(seed=seed, keyed=keyed, drop_last=drop_last)
+        options |= dict(num_replicas=trainer.world_size, rank=trainer.global_rank) if trainer else {}
+        if window:
+            sampler = LengthGroupedSampler(dataset, lengths=lengths, batch_size=batch_size, window=window, **options)
+        else:
+            sampler = ResumableSampler(dataset, **options)
         self._train_sampler, self._train_batch_size = sampler, batch_size
+        self._apply_position()
         return sampler
 
     def state_dict(self) -> dict[str, Any]:
-        trainer = getattr(self, "trainer", None)
-        if self._train_sampler is None or trainer is None:
+        """The position counted from the loop's own progress: ``processed`` counts the batches whose
+        training step finished in this epoch, right both for checkpoints written after a step and
+        after validation. A finished epoch resumes at the start of the next one."""
+        trainer, sampler = getattr(self, "trainer", None), self._train_sampler
+        if sampler is None or trainer is None:
             return {}
-        return {"position": loader_position(trainer, self._train_sampler, self._train_batch_size).state_dict()}
+        batches = trainer.fit_loop.epoch_loop.batch_progress.current.processed
+        epoch = sampler.epoch
+        if batches and batches >= trainer.num_training_batches:
+            epoch, batches = epoch + 1, 0
+        offset = batches * self._train_batch_size
+        return {"position": dict(epoch=epoch, offset=offset, seed=sampler.seed, num_replicas=sampler.num_replicas)}
 
     def load_state_dict(self, state_dict: dict[str, Any]) -> None:
-        self._resume_position = ResumePosition.from_state(state_dict.get("position") or {})
-        if self._resume_position is not None and self._train_sampler is not None:
-            apply_position(self._train_sampler, self._resume_position)
+        self._resume_position = state_dict.get("position")
+        self._apply_position()
+
+    def _apply_position(self) -> None:
+        """Point the sampler at the checkpoint's position; a changed seed or process count is followed
+        as closely as possible."""
+        position, sampler = self._resume_position, self._train_sampler
+        if position is None or sampler is None:
+            return
+        offset = position["offset"]
+        if position["num_replicas"] != sampler.num_replicas:
+            # The permutation is shared by all processes, so the examples consumed overall carry over.
+            offset = offset * position["num_replicas"] // sampler.num_replicas
+            log.warning(
+                "resuming on %d processes a run checkpointed on %d: the data order continues approximately",
+                sampler.num_replicas,
+                position["num_replicas"],
+            )
+        if position["seed"] != sampler.seed:
+            log.warning(
+                "resuming with data seed %d, the checkpoint used %d: the epoch continues in a new order",
+                sampler.seed,
+                position["seed"],
+            )
+        sampler.resume_at(position["epoch"], offset)

@@ -1,18 +1,22 @@
 """Real text for pretraining: read a corpus, tokenise it, cut it into fixed-size blocks, cache it.
 
-``plan_text`` decides a hub dataset's or local files' tokenizer and the cache entry of their
-blocks; its ``TextCache`` writes the entry (``PretrainData.prepare_data``) and opens it as two
-``datasets.Dataset`` objects whose rows are exactly ``block_size`` token ids (``setup``).
-Documents are concatenated with one separator token after each and the stream is cut into blocks,
-so only the final partial block of each split is dropped (and counted). The entry is keyed by the
-source, the tokenizer and the block size, and later runs open it instead of tokenising again.
-``run_tokenizer`` finds a run's tokenizer again from the settings its checkpoint recorded.
+``plan_text`` reads the data settings (``PretrainData``'s, as a checkpoint records them too) and
+decides the text's tokenizer and the cache entry of its blocks. ``TextCache.write`` makes the entry
+(``PretrainData.prepare_data``) and ``TextCache.open`` opens it (``setup``): one ``datasets.Dataset``
+per split (train, val, and ood_val for a second validation text) whose rows are exactly
+``block_size`` token ids. Documents are concatenated with one separator token after each and the
+stream is cut into blocks, so only the final partial block of each split is dropped (and counted).
+The entry is keyed by the sources, the tokenizer and the block size; later runs open it instead of
+tokenising again. ``run_tokenizer`` finds a run's tokenizer again from the settings it recorded.
 
-No step holds the corpus in Python objects: local files are read into memory-mapped Arrow
-files (``tiedemb.data.text_files``), tokenised by ``datasets.map`` into more of them, and cut into
-blocks one record batch at a time. These working files live in a hidden folder under
-``cache_dir/text`` that is removed once the prepared text is saved. (Measured: 1 GB of text
-peaks at about 2.5 GiB resident; benchmarks/RESULTS.md, "Data preparation".)
+No step holds the corpus in Python objects: ``.txt`` files are read by ``datasets``' own ``text``
+builder into memory-mapped Arrow files, tokenised by ``datasets.map`` into more of them and cut
+into blocks one record batch at a time, in a hidden working folder under ``cache_dir/text`` that
+is removed once the entry is saved (1 GB of text peaks at about 2.5 GiB resident;
+benchmarks/RESULTS.md, "Data preparation"). Two mistakes in a ``.txt`` file are refused in one
+line naming it: bytes that are not UTF-8 (with the offset and line of the first), and a document
+(a line) longer than ``MAX_DOCUMENT_BYTES``: tokenising one document is one call of the tokenizer,
+whose memory and time grow with it (about 1 GB and most of a minute for 8 MB).
 """
 
 from __future__ import annotations
@@ -37,7 +41,6 @@ import pyarrow.compute as pc
 from transformers import PreTrainedTokenizerFast
 
 from tiedemb.data.catalog import file_sha256, prepare_hint
-from tiedemb.data.text_files import SUFFIXES, read_files
 from tiedemb.data.text_settings import TEXT_COLUMN, VAL_FRACTION
 from tiedemb.data.tokenizers import (
     DISK_REMEDY,
@@ -51,53 +54,171 @@ from tiedemb.data.tokenizers import (
 )
 from tiedemb.errors import UserError, check_choice, first_line
 from tiedemb.options import changed_from_default, no_effect, warn_no_effect
-from tiedemb.training.files import atomic_directory, disk_full_is_reported
+from tiedemb.training.files import atomic_directory, disk_full_is_reported, out_of_space
 from tiedemb.training.hub import hub_access
-
-__all__ = [
-    "PreparedText",
-    "TextCache",
-    "plan_text",
-    "prepare_text",
-    "run_tokenizer",
-    "tokenizer_of_run",
-    "train_tokenizer",
-]
 
 log = logging.getLogger("tiedemb.data")
 
-#: Bumped whenever the layout of the cache changes, so stale entries are not read.
 CACHE_FORMAT = 1
-#: Rows per ``datasets.map`` call: large enough that the Rust tokenizer's own threads stay busy.
+"""Bumped whenever the layout of the cache changes, so stale entries are not read."""
 MAP_BATCH_SIZE = 2000
-#: Text per ``datasets.map`` call, on average: fewer rows per call for long documents, so the
-#: tokenizer's working memory (about 100 bytes per token) stays near 100 MB whatever the corpus.
+"""Rows per ``datasets.map`` call: large enough that the Rust tokenizer's own threads stay busy."""
 MAP_BATCH_BYTES = 4 << 20
+"""Text per ``datasets.map`` call, on average: fewer rows per call for long documents, so the
+tokenizer's working memory (about 100 bytes per token) stays near 100 MB whatever the corpus."""
+MAX_DOCUMENT_BYTES = 8 << 20
+"""The longest document (line of a ``.txt`` file) read, in bytes of UTF-8."""
 TOKENIZER_KIND = {"mlm": "wordpiece", "clm": "bpe"}
 
 
 @dataclass
-class PreparedText:
-    """Blocks of token ids ready for a language-modelling data loader.
+class TextCache:
+    """A text's tokenizer and the cache entry its blocks go in, known before any text is tokenised."""
 
-    ``train`` and ``val`` have one column, ``input_ids``: fixed-length lists of ``block_size``
-    int32 ids (``with_format("torch")`` yields int64 tensors). ``stats`` counts, per split and
-    overall: ``{train,val}_tokens`` (the whole stream, separators included), ``{train,val}_blocks``,
-    ``{train,val}_discarded_tokens`` and ``discarded_tokens`` (the dropped final partial blocks),
-    ``{train,val}_documents``, ``documents`` and ``separator_tokens`` (one per document).
-    """
-
-    train: datasets.Dataset
-    val: datasets.Dataset
+    folder: Path
     tokenizer: PreTrainedTokenizerFast
-    stats: dict[str, float]
+    separator: int
+    block_size: int
+    num_proc: int | None
+    read: Callable[[Path], dict[str, datasets.Dataset]] = field(repr=False)
+    """The documents of each split, read into Arrow files under a working folder."""
+
+    @property
+    def ready(self) -> bool:
+        return (self.folder / "stats.json").is_file()
+
+    def write(self) -> None:
+        """Read, tokenise and block the text into the cache entry, unless it is there already."""
+        if self.ready:
+            return
+        with _working_folder(self.folder.parent) as work:
+            splits = {name: self._cut(name, documents, work) for name, documents in self.read(work).items()}
+            stats = {key: value for _, counts in splits.values() for key, value in counts.items()}
+            stats["discarded_tokens"] = sum(stats[f"{name}_discarded_tokens"] for name in splits)
+            stats["documents"] = stats["separator_tokens"] = sum(stats[f"{name}_documents"] for name in splits)
+            stats["block_size"] = self.block_size
+            # Written whole or not at all: a crash (or a full disk) never leaves a half-written entry.
+            with (
+                disk_full_is_reported(self.folder.parent, "the prepared text", DISK_REMEDY),
+                atomic_directory(self.folder, "stats.json") as staging,
+            ):
+                for name, (blocks, _) in splits.items():
+                    blocks.save_to_disk(str(staging / name))
+                self.tokenizer.save_pretrained(staging / "tokenizer")
+                (staging / "stats.json").write_text(json.dumps(stats, indent=2))
+        log.info("saved prepared text to %s", self.folder)
+
+    def _cut(self, name: str, documents: datasets.Dataset, work: Path) -> tuple[datasets.Dataset, dict[str, int]]:
+        """One split's blocks and its counts, logged."""
+        fingerprint = f"tiedemb-{self.folder.name}-{name}"
+        tokenized = _tokenize_documents(documents, self.tokenizer, self.separator, self.num_proc, fingerprint)
+        blocks, total, dropped = _blocks(tokenized, self.block_size, work / f"{name}-blocks.arrow")
+        log.info(
+            "%s: %d documents, %d tokens (a separator each) -> %d blocks of %d, %d trailing tokens discarded",
+            *(name, len(documents), total, len(blocks), self.block_size, dropped),
+        )
+        if not len(blocks):  # an empty split cannot be saved and read back, nor trained or validated on
+            what, more = {
+                "train": ("training", "give more text"),
+                "val": ("validation", "give more validation text (data.val_files, or a larger data.val_fraction)"),
+                "ood_val": ("out-of-domain validation", "give more of it (data.ood_val_files)"),
+            }[name]
+            raise UserError(
+                f"the {what} text makes no block of data.block_size={self.block_size} tokens "
+                f"({total} tokens in all); lower data.block_size or {more}"
+            )
+        counts = {"tokens": total, "blocks": len(blocks), "discarded_tokens": dropped, "documents": len(documents)}
+        return blocks, {f"{name}_{key}": value for key, value in counts.items()}
+
+    def stats(self) -> dict[str, float]:
+        return json.loads((self.folder / "stats.json").read_text())
+
+    def open(self) -> dict[str, datasets.Dataset]:
+        """The saved splits, memory-mapped (cheap to hand to data-loader worker processes)."""
+        names = [name for name in ("train", "val", "ood_val") if (self.folder / name).is_dir()]
+        opened = {name: datasets.load_from_disk(str(self.folder / name)) for name in names}
+        log.info(
+            "prepared text in %s: %s blocks",
+            self.folder,
+            ", ".join(f"{len(split)} {name}" for name, split in opened.items()),
+        )
+        return opened
+
+
+def plan_text(settings: Mapping[str, Any], objective: str) -> TextCache:
+    """The tokenizer of the text ``settings`` name (``PretrainData``'s) for ``objective``, and its cache entry.
+
+    ``tokenizer`` is a hub name or local directory; if None a WordPiece (mlm) or byte-level BPE
+    (clm) tokenizer of ``vocab_size`` tokens is trained on the training text and kept in the cache
+    (the one text read before ``prepare_data``: the model's vocabulary is its size). Validation
+    text comes from ``val_files``, else the dataset's validation split, else a seeded
+    ``val_fraction`` of the documents (seeded by ``corpus_seed``).
+    """
+    kind = TOKENIZER_KIND[objective]
+    source, train, val = _source(settings)
+    ood = _expand(settings["ood_val_files"], "ood_val") if settings.get("ood_val_files") else []
+    name, vocab_size = settings.get("tokenizer"), settings.get("vocab_size")
+    if name is None:
+        tokenizer, identity = None, {"trained": kind, "vocab_size": check_vocab_size(kind, vocab_size)}
+    else:
+        tokenizer = load_tokenizer(name)
+        identity = {"name": name, "size": len(tokenizer), "hash": tokenizer_fingerprint(tokenizer)}
+        if vocab_size is not None and vocab_size != len(tokenizer):
+            # A warning, not an error: overlays such as configs/scale/tiny.yaml size a trained tokenizer
+            # and compose with data configs that name a tokenizer.
+            warn_no_effect(
+                "data.vocab_size",
+                vocab_size,
+                f"with data.tokenizer={name!r}, which has {len(tokenizer)} tokens: "
+                "the vocabulary is the tokenizer's; drop data.vocab_size",
+            )
+    key = {"format": CACHE_FORMAT, "source": source, "tokenizer": identity}
+    key |= {"block_size": settings["block_size"], "objective": objective}
+    if ood:
+        key["ood_val"] = _file_identity(ood)
+    cache_dir = Path(settings.get("cache_dir") or "data/cache").expanduser()
+    folder = cache_dir / "text" / _cache_key(key)
+    read = partial(_read_splits, settings=settings, train=train, val=val, ood=ood)
+    if tokenizer is None and (folder / "stats.json").is_file():
+        tokenizer = load_tokenizer(folder / "tokenizer")  # the one the cached blocks were cut with
+    elif tokenizer is None:
+        save_dir = cache_dir / "tokenizers" / f"{kind}-{vocab_size}-{_cache_key(source)}"
+        if (save_dir / "tokenizer.json").is_file():
+            tokenizer = train_tokenizer((), kind=kind, vocab_size=vocab_size, save_dir=save_dir)
+        else:
+            with _working_folder(folder.parent) as work:
+                documents = read(work)["train"]
+                texts = (doc for batch in documents.iter(batch_size=1000) for doc in batch["text"])
+                tokenizer = train_tokenizer(
+                    texts, kind=kind, vocab_size=vocab_size, save_dir=save_dir, length=len(documents)
+                )
+    separator = configure_for_objective(tokenizer, objective)
+    return TextCache(folder, tokenizer, separator, settings["block_size"], settings.get("num_proc"), read)
 
 
 # --------------------------------------------------------------------------- sources
 
 
+def _source(settings: Mapping[str, Any]) -> tuple[dict, list[Path], list[Path]]:
+    """What decides the text a run reads (the key of its trained tokenizer), and its training and
+    validation files. A checkpoint from before ``corpus_seed`` split by ``seed``."""
+    dataset = settings.get("dataset")
+    train = _expand(settings["train_files"], "train") if settings.get("train_files") else []
+    val = _expand(settings["val_files"], "val") if settings.get("val_files") else []
+    source: dict = {"dataset": dataset, "config": settings.get("dataset_config")}
+    source |= {"column": settings.get("text_column", TEXT_COLUMN), "train": _file_identity(train)}
+    source["val"] = _file_identity(val)
+    if dataset is not None and Path(dataset).expanduser().is_dir():  # a local folder: its files decide the text
+        folder = Path(dataset).expanduser()
+        source["files"] = _file_identity(sorted(path for path in folder.rglob("*") if path.is_file()))
+    if not val:  # the split itself may decide the validation text
+        seed = settings["corpus_seed"] if "corpus_seed" in settings else settings.get("seed", 0)
+        source |= {"val_fraction": settings.get("val_fraction", VAL_FRACTION), "seed": seed}
+    return source, train, val
+
+
 def _expand(patterns: list[str], role: str) -> list[Path]:
-    """Paths and globs to a sorted, de-duplicated list of existing files."""
+    """Paths and globs to a sorted, de-duplicated list of existing ``.txt`` files."""
     files: list[Path] = []
     for pattern in patterns:
         text = os.path.expanduser(str(pattern))
@@ -114,7 +235,7 @@ def _expand(patterns: list[str], role: str) -> list[Path]:
                 + (" (it is a directory; pass a glob such as dir/*.txt)" if Path(text).is_dir() else prepare_hint(text))
             )
     for path in files:
-        if path.suffix.lower() not in SUFFIXES:
+        if path.suffix.lower() != ".txt":
             raise UserError(
                 f"{role} file {str(path)!r} is not a .txt file (one document a line); for JSON lines or parquet "
                 "files, pass their folder as data.dataset (and the field holding the text as data.text_column)"
@@ -123,39 +244,61 @@ def _expand(patterns: list[str], role: str) -> list[Path]:
 
 
 def _file_identity(paths: list[Path]) -> list[tuple[str, int, str]]:
-    """What decides a file's contents for caching purposes: its path, size and a hash of its bytes.
-
-    Not its modification time: a copy of the same text synced again, or touched, must find the
-    tokenizer trained on it. A tokenizer trained again is not the same one: the trainer numbers
-    tokens of equal standing in an order that differs from process to process, so a model
-    pretrained with one and fine-tuned or resumed with the other reads the wrong rows.
+    """A file's path, size and a hash of its bytes: not its modification time, so a copy of the same
+    text synced again, or touched, finds the tokenizer trained on it. A tokenizer trained again is
+    not the same one: the trainer numbers tokens of equal standing in an order that differs from
+    process to process, so a model pretrained with one and resumed with the other reads the wrong rows.
     """
     return [(str(path), path.stat().st_size, file_sha256(path)) for path in paths]
 
 
-def _read_documents(paths: list[Path], role: str, work_dir: Path) -> datasets.Dataset:
-    """Non-empty, stripped documents from all files: one per line."""
-    return _clean_documents(read_files(paths, role, work_dir), "text")
+def _read_splits(
+    work: Path, *, settings: Mapping[str, Any], train: list[Path], val: list[Path], ood: list[Path]
+) -> dict[str, datasets.Dataset]:
+    """The documents of each split: non-empty and stripped, read into Arrow files under ``work``."""
+    dataset, val_fraction = settings.get("dataset"), settings["val_fraction"]
+    if dataset is not None:
+        splits = _load_hub(dataset, settings.get("dataset_config"), settings["text_column"])
+        held = next((name for name in ("validation", "valid", "dev") if name in splits), None)
+        documents = {"train": splits["train"], **({"val": splits[held]} if held else {})}
+        if held and not val and changed_from_default(val_fraction, VAL_FRACTION):
+            raise no_effect(
+                "data.val_fraction",
+                val_fraction,
+                f"with data.dataset={dataset!r}, whose own validation split is the validation text",
+            )
+        documents = {name: _clean(split, settings["text_column"]) for name, split in documents.items()}
+        described = f"dataset {dataset!r}"
+    else:
+        documents = {"train": read_files(train, "train", work)}
+        described = ", ".join(repr(str(path)) for path in train)
+    if not len(documents["train"]):
+        raise UserError(f"the training text is empty (no non-blank documents in {described})")
+    if val:
+        documents["val"] = read_files(val, "val", work)
+        if not len(documents["val"]):
+            described = ", ".join(repr(str(path)) for path in val)
+            raise UserError(f"the validation text is empty (no non-blank documents in {described})")
+    if "val" not in documents:  # a seeded random fraction held out, both parts kept in corpus order
+        if val_fraction <= 0:
+            raise UserError(
+                "no validation text: pass val_files, use a dataset with a validation split, or set val_fraction > 0"
+            )
+        total = len(documents["train"])
+        count = max(1, round(total * val_fraction))
+        if count >= total:
+            raise UserError(f"val_fraction={val_fraction} of {total} documents leaves no training text")
+        held_out = np.zeros(total, dtype=bool)
+        held_out[np.random.default_rng(settings["corpus_seed"]).choice(total, size=count, replace=False)] = True
+        every = documents["train"]
+        documents = {"train": every.select(np.flatnonzero(~held_out)), "val": every.select(np.flatnonzero(held_out))}
+    if ood:
+        documents["ood_val"] = read_files(ood, "ood_val", work)
+    return documents
 
 
-def _clean(values: list) -> list[str]:
-    """Strip surrounding whitespace and skip missing or blank documents."""
-    return [text for text in (str(value).strip() for value in values if value is not None) if text]
-
-
-def _clean_batch(batch: dict[str, list], column: str) -> dict[str, list[str]]:
-    return {"text": _clean(batch[column])}
-
-
-def _clean_documents(split: datasets.Dataset, column: str) -> datasets.Dataset:
-    """A text column, cleaned; stays memory-mapped (the map's result is cached beside its input)."""
-    return split.map(
-        partial(_clean_batch, column=column), batched=True, remove_columns=split.column_names, desc="cleaning text"
-    )
-
-
-def _load_hub_splits(name: str, config: str | None, column: str) -> tuple[datasets.Dataset, datasets.Dataset | None]:
-    """Documents of a hub dataset's train split and, if it has one, its validation split."""
+def _load_hub(name: str, config: str | None, column: str) -> datasets.DatasetDict:
+    """A hub dataset (or a local folder ``datasets`` loads) with a train split and the text column."""
     with hub_access() as online:
         try:
             splits = datasets.load_dataset(name, config)
@@ -173,31 +316,91 @@ def _load_hub_splits(name: str, config: str | None, column: str) -> tuple[datase
             ) from None
     if "train" not in splits:
         raise UserError(f"dataset {name!r} has no train split (splits: {', '.join(splits)})")
-    if column not in splits["train"].column_names:
-        raise UserError(
-            f"dataset {name!r} has no column {column!r} "
-            f"(columns: {', '.join(splits['train'].column_names)}); set text_column"
-        )
-    val_split = next((s for s in ("validation", "valid", "dev") if s in splits), None)
-    val = _clean_documents(splits[val_split], column) if val_split else None
-    return _clean_documents(splits["train"], column), val
+    columns = splits["train"].column_names
+    if column not in columns:
+        raise UserError(f"dataset {name!r} has no column {column!r} (columns: {', '.join(columns)}); set text_column")
+    return splits
 
 
-def _hold_out(documents: datasets.Dataset, fraction: float, seed: int) -> tuple[datasets.Dataset, datasets.Dataset]:
-    """Split off a seeded random ``fraction`` of documents as validation, keeping both in corpus order."""
-    if fraction <= 0:
-        raise UserError(
-            "no validation text: pass val_files, use a dataset with a validation split, or set val_fraction > 0"
-        )
-    count = max(1, round(len(documents) * fraction))
-    if count >= len(documents):
-        raise UserError(f"val_fraction={fraction} of {len(documents)} documents leaves no training text")
-    held = np.zeros(len(documents), dtype=bool)
-    held[np.random.default_rng(seed).choice(len(documents), size=count, replace=False)] = True
-    return documents.select(np.flatnonzero(~held)), documents.select(np.flatnonzero(held))
+def _clean(split: datasets.Dataset, column: str) -> datasets.Dataset:
+    """A text column, stripped, without missing or blank documents; memory-mapped beside its input."""
+
+    def clean(batch: dict[str, list]) -> dict[str, list[str]]:
+        return {"text": [text for text in (str(value).strip() for value in batch[column] if value is not None) if text]}
+
+    return split.map(clean, batched=True, remove_columns=split.column_names, desc="cleaning text")
+
+
+def read_files(paths: list[Path], role: str, work_dir: Path) -> datasets.Dataset:
+    """The documents of ``.txt`` files, one a line, in order, as one memory-mapped dataset (``text``)."""
+    parts = []
+    for path in paths:
+        if not path.stat().st_size:
+            continue  # the builder refuses empty files
+        try:
+            # utf-8-sig drops the byte-order mark WikiText (and Windows editors) put first
+            lines = datasets.load_dataset(
+                "text", data_files=[str(path)], split="train", cache_dir=str(work_dir), encoding="utf-8-sig"
+            )
+        except Exception as error:  # any failure to read a user's file is reported as theirs
+            if out_of_space(error) or isinstance(error, MemoryError):
+                raise  # the machine's problem, not the file's (the caller reports a full disk)
+            _first_bad_byte(path, role)
+            raise UserError(
+                f"could not read {role} file {str(path)!r}: {first_line(error.__cause__ or error)}"
+            ) from None
+        too_long = pc.index(pc.greater(pc.binary_length(lines.data.column("text")), MAX_DOCUMENT_BYTES), True).as_py()
+        if too_long >= 0:
+            raise UserError(
+                f"{role} file {str(path)!r}, line {too_long + 1}: a document of more than {MAX_DOCUMENT_BYTES} bytes, "
+                "too long to tokenise in one piece; each line of a .txt file is one document, so break the text "
+                "into lines of fewer bytes (one per paragraph, say)"
+            )
+        parts.append(lines)
+    if not parts:
+        return datasets.Dataset.from_dict({"text": []}, features=datasets.Features({"text": datasets.Value("string")}))
+    return _clean(parts[0] if len(parts) == 1 else datasets.concatenate_datasets(parts), "text")
+
+
+def _first_bad_byte(path: Path, role: str) -> None:
+    """Refuse ``path`` if it is not UTF-8, naming the byte offset and line of its first bad byte.
+
+    Reads the file a ``\\n``-ended piece at a time (a UTF-8 character never spans one), counting a
+    lone ``\\r`` as a line end too, as the ``text`` builder does.
+    """
+    offset, line = 0, 1
+    with path.open("rb") as handle:
+        for piece in handle:
+            try:
+                piece.decode("utf-8")
+            except UnicodeDecodeError as error:
+                before = piece[: error.start]
+                at_line = line + before.count(b"\r") - before.count(b"\r\n")
+                raise UserError(
+                    f"{role} file {str(path)!r} is not UTF-8 text: byte 0x{piece[error.start]:02x} at offset "
+                    f"{offset + error.start} (line {at_line}) is not part of a UTF-8 character. "
+                    "Convert the file to UTF-8 (e.g. iconv -f latin1 -t utf-8)"
+                ) from None
+            offset += len(piece)
+            line += piece.count(b"\n") + piece.count(b"\r") - piece.count(b"\r\n")
 
 
 # --------------------------------------------------------------------------- tokenising and blocking
+
+
+def _tokenize_documents(
+    documents: datasets.Dataset, tokenizer, separator: int, num_proc: int | None, fingerprint: str
+) -> datasets.Dataset:
+    """One row of ids per document, via a batched ``datasets.map`` over the fast tokenizer's batch call."""
+    return documents.map(
+        partial(_encode, backend=tokenizer.backend_tokenizer, separator=separator),
+        batched=True,
+        batch_size=_map_batch_size(documents),
+        num_proc=num_proc,
+        remove_columns=["text"],
+        new_fingerprint=fingerprint,  # spares datasets from hashing the whole tokenizer
+        desc="tokenising",
+    )
 
 
 def _encode(batch: dict[str, list[str]], backend, separator: int) -> dict[str, list[list[int]]]:
@@ -213,29 +416,12 @@ def _map_batch_size(documents: datasets.Dataset) -> int:
     return max(1, min(MAP_BATCH_SIZE, int(MAP_BATCH_BYTES // max(1.0, average))))
 
 
-def _tokenize_documents(
-    documents: datasets.Dataset, tokenizer, separator: int, num_proc: int | None, fingerprint: str
-) -> datasets.Dataset:
-    """One row of ids per document, via a batched ``datasets.map`` over the fast tokenizer's batch call."""
-    return documents.map(
-        partial(_encode, backend=tokenizer.backend_tokenizer, separator=separator),
-        batched=True,
-        batch_size=_map_batch_size(documents),
-        num_proc=num_proc,
-        remove_columns=["text"],
-        # An explicit fingerprint spares datasets from hashing the whole tokenizer.
-        new_fingerprint=fingerprint,
-        desc="tokenising",
-    )
+def _blocks(tokenized: datasets.Dataset, block_size: int, path: Path) -> tuple[datasets.Dataset, int, int]:
+    """All rows concatenated and cut into exact ``block_size`` blocks; them, the total and the dropped tokens.
 
-
-def _group_into_blocks(tokenized: datasets.Dataset, block_size: int, path: Path) -> tuple[datasets.Dataset, int, int]:
-    """Concatenate all rows and cut exact ``block_size`` blocks; return them, total and dropped tokens.
-
-    The rows are read one record batch at a time from the memory-mapped tokenised file and the
-    blocks written to the Arrow file ``path`` as they fill, carrying the tokens of an unfinished
-    block to the next batch: the same blocks as cutting the whole stream at once, in the memory
-    of one batch.
+    The rows are read one record batch at a time and the blocks written to the Arrow file ``path`` as
+    they fill, carrying an unfinished block's tokens to the next batch: the blocks of cutting the
+    whole stream at once, in the memory of one batch.
     """
     schema = pa.schema({"input_ids": pa.list_(pa.int32(), block_size)})
     total, carried = 0, pa.array([], pa.int32())
@@ -252,71 +438,23 @@ def _group_into_blocks(tokenized: datasets.Dataset, block_size: int, path: Path)
     return datasets.Dataset.from_file(str(path)), total, len(carried)
 
 
-# --------------------------------------------------------------------------- cache
-
-
 def _cache_key(parts: dict) -> str:
     return hashlib.sha256(json.dumps(parts, sort_keys=True, default=str).encode()).hexdigest()[:20]
 
 
-def _save(folder: Path, parts: dict[str, datasets.Dataset], stats: dict, tokenizer=None) -> None:
-    """Write a cache entry atomically, so a crash (or a full disk) never leaves a half-written one."""
+@contextlib.contextmanager
+def _working_folder(parent: Path) -> Iterator[Path]:
+    """A hidden folder under ``parent`` for the Arrow files of one preparation, removed afterwards; a
+    full disk ends in one message, leaving earlier cache entries as they were."""
+    parent.mkdir(parents=True, exist_ok=True)
     with (
-        disk_full_is_reported(folder.parent, "the prepared text", DISK_REMEDY),
-        atomic_directory(folder, "stats.json") as staging,
+        disk_full_is_reported(parent, "the text being prepared", DISK_REMEDY),
+        tempfile.TemporaryDirectory(prefix=".preparing-", dir=parent) as work,
     ):
-        for name, part in parts.items():
-            part.save_to_disk(str(staging / name))
-        if tokenizer is not None:
-            tokenizer.save_pretrained(staging / "tokenizer")
-        (staging / "stats.json").write_text(json.dumps(stats, indent=2))
+        yield Path(work)
 
 
-def _source_identity(
-    dataset: str | None,
-    dataset_config: str | None,
-    text_column: str,
-    train_paths: list[Path],
-    val_paths: list[Path],
-    val_fraction: float,
-    seed: int,
-) -> dict:
-    """What decides the text a run reads: the cache keys of its prepared text and trained tokenizer."""
-    source: dict = {"dataset": dataset, "config": dataset_config, "column": text_column}
-    source |= {"train": _file_identity(train_paths), "val": _file_identity(val_paths)}
-    if dataset is not None and Path(dataset).expanduser().is_dir():  # a local folder: its files decide the text
-        folder = Path(dataset).expanduser()
-        source["files"] = _file_identity(sorted(path for path in folder.rglob("*") if path.is_file()))
-    if not val_paths:  # the split itself may decide the validation text
-        source |= {"val_fraction": val_fraction, "seed": seed}
-    return source
-
-
-def _trained_tokenizer_dir(cache_dir: str, kind: str, size: str, source: dict) -> Path:
-    return Path(cache_dir).expanduser() / "tokenizers" / f"{kind}-{size}-{_cache_key(source)}"
-
-
-def _trained_tokenizer_dirs(settings: Mapping[str, Any]) -> list[Path]:
-    """The saved tokenizers ``plan_text`` trained for the text a run's data ``settings`` describe (one
-    per requested size), if any; ``seed`` is the seed that split it. Local files are identified by
-    path, size and a hash of their bytes, so a text file changed since the run finds nothing."""
-    objective = check_choice("objective", settings["objective"], TOKENIZER_KIND)
-    try:
-        train_paths = _expand(settings["train_files"], "train") if settings.get("train_files") else []
-        val_paths = _expand(settings["val_files"], "val") if settings.get("val_files") else []
-    except UserError:
-        return []  # the text is gone, and with it the key its tokenizer was saved under
-    source = _source_identity(
-        settings.get("dataset"),
-        settings.get("dataset_config"),
-        settings.get("text_column", TEXT_COLUMN),
-        train_paths,
-        val_paths,
-        settings.get("val_fraction", VAL_FRACTION),
-        settings["seed"],
-    )
-    pattern = _trained_tokenizer_dir(settings.get("cache_dir", "data/cache"), TOKENIZER_KIND[objective], "*", source)
-    return sorted(path for path in pattern.parent.glob(pattern.name) if (path / "tokenizer.json").is_file())
+# --------------------------------------------------------------------------- a run's tokenizer
 
 
 def tokenizer_of_run(
@@ -325,44 +463,38 @@ def tokenizer_of_run(
     """Where the tokenizer of a pretraining run is, from the data settings its checkpoint recorded.
 
     The tokenizer the run named (``data.tokenizer``, as it was written, relative to the folder the
-    run started in), or the folder of the one it trained whose vocabulary has ``vocab_size`` tokens
-    (the run's ``data.cache_dir``) and, where the checkpoint recorded one, whose ``fingerprint``
-    matches, or else any tokenizer in that cache with that fingerprint; ``None`` for the embedded
-    corpus, or when the trained one is not found (another working directory, text files changed
-    since and no fingerprint recorded, a tokenizer trained again).
+    run started in), or the folder in the run's ``data.cache_dir`` of the one it trained whose
+    vocabulary has ``vocab_size`` tokens and, where the checkpoint recorded one, whose
+    ``fingerprint`` matches; ``None`` for the embedded corpus, or when the trained one is not found
+    (another working directory, text files changed since and no fingerprint recorded).
     """
     if data.get("tokenizer"):
         return str(data["tokenizer"])
     if not (data.get("dataset") or data.get("train_files")):
         return None
-    # The documents split by ``corpus_seed`` decide the training text (``seed`` orders the batches);
-    # checkpoints from before ``corpus_seed`` existed split by ``seed``.
-    split_seed = data["corpus_seed"] if "corpus_seed" in data else data.get("seed", 0)
-    settings = {**data, "seed": split_seed, "objective": data.get("objective") or objective}
-    # One folder per requested size; the data records the size the tokenizer came out at.
-    candidates = _trained_tokenizer_dirs(settings)
+    kind = TOKENIZER_KIND[check_choice("objective", data.get("objective") or objective, TOKENIZER_KIND)]
+    cache = Path(data.get("cache_dir") or "data/cache").expanduser() / "tokenizers"
+    try:  # one folder per requested size; the data records the size the tokenizer came out at
+        candidates = sorted(cache.glob(f"{kind}-*-{_cache_key(_source(data)[0])}"))
+    except UserError:
+        candidates = []  # the text is gone, and with it the key its tokenizer was saved under
     if fingerprint is not None:
-        # A recorded fingerprint names the ids exactly: any tokenizer kept in the run's cache with
-        # that fingerprint is the one, also when its folder's name came from an older key of its text.
-        cache = Path(settings.get("cache_dir") or "data/cache").expanduser()
-        kept = (folder for folder in sorted(cache.glob("tokenizers/*")) if (folder / "tokenizer.json").is_file())
-        candidates += [folder for folder in kept if folder not in candidates]
+        # A recorded fingerprint names the ids exactly: any tokenizer kept in the run's cache with it is
+        # the one, also when its folder's name came from an older key of its text.
+        candidates += [folder for folder in sorted(cache.glob("*")) if folder not in candidates]
     for folder in candidates:
-        found = load_tokenizer(folder)
-        if len(found) == vocab_size and fingerprint in (None, tokenizer_fingerprint(found)):
-            return str(folder)
+        if (folder / "tokenizer.json").is_file():
+            found = load_tokenizer(folder)
+            if len(found) == vocab_size and fingerprint in (None, tokenizer_fingerprint(found)):
+                return str(folder)
     return None
 
 
 def run_tokenizer(checkpoint: Mapping[str, Any], path: str | os.PathLike):
     """The tokenizer a run's checkpoint was trained with (checked against the model's vocabulary), or
-    ``None`` for the embedded corpus, found from any folder.
-
-    The checkpoint records its data settings as the run was given them: a tokenizer folder
-    (``data.tokenizer``) or, for pretraining text, the cache the run trained its tokenizer into
-    (``data.cache_dir``), both relative to the folder the run started in. Each is looked for there
-    first, then in the current folder (``tiedemb.training.evaluation.locate``).
-    """
+    ``None`` for the embedded corpus, found from any folder: its ``data.tokenizer`` and
+    ``data.cache_dir`` are looked for in the folder the run started in first, then in the current
+    one (``tiedemb.training.evaluation.locate``)."""
     from tiedemb.training.evaluation import locate, run_folder
 
     if has_no_tokenizer(checkpoint):
@@ -374,9 +506,8 @@ def run_tokenizer(checkpoint: Mapping[str, Any], path: str | os.PathLike):
     for name in ("tokenizer", "cache_dir"):
         if data.get(name):
             data[name] = locate(str(data[name]), started) or data[name]
-    found = tokenizer_of_run(
-        data, vocab_size, str(hparams.get("objective") or "mlm"), fingerprint=recorded_fingerprint(checkpoint)
-    )
+    objective = str(hparams.get("objective") or "mlm")
+    found = tokenizer_of_run(data, vocab_size, objective, fingerprint=recorded_fingerprint(checkpoint))
     if found is None:
         cache = Path(str(data.get("cache_dir") or "data/cache")) / "tokenizers"
         raise UserError(
@@ -389,295 +520,3 @@ def run_tokenizer(checkpoint: Mapping[str, Any], path: str | os.PathLike):
             f"the run's tokenizer {found!r} has {len(tokenizer)} tokens, but the model's vocabulary has {vocab_size}"
         )
     return tokenizer
-
-
-# --------------------------------------------------------------------------- entry point
-
-
-@dataclass
-class TextCache:
-    """A text's tokenizer and the cache entry its blocks go in, known before any text is tokenised.
-
-    ``PretrainData.prepare_data`` makes the entry once (``write``; an entry already there is left
-    as it is) and ``setup`` opens it (``open``), as Lightning's data hooks are meant to be used.
-    """
-
-    folder: Path
-    tokenizer: PreTrainedTokenizerFast
-    separator: int
-    block_size: int
-    num_proc: int | None
-    read_documents: Callable[[Path], tuple[datasets.Dataset, datasets.Dataset]] = field(repr=False)
-
-    @property
-    def ready(self) -> bool:
-        return (self.folder / "stats.json").is_file()
-
-    def write(self) -> None:
-        """Read, tokenise and block the text into the cache entry, unless it is there already."""
-        if self.ready:
-            return
-        with _working_folder(self.folder.parent) as work:
-            train_docs, val_docs = self.read_documents(work)
-            key = self.folder.name
-            blocks = _build(
-                train_docs, val_docs, self.tokenizer, self.separator, self.block_size, self.num_proc, key, work
-            )
-            _save(self.folder, {"train": blocks.train, "val": blocks.val}, blocks.stats, blocks.tokenizer)
-        log.info("saved prepared text to %s", self.folder)
-
-    def stats(self) -> dict[str, float]:
-        return json.loads((self.folder / "stats.json").read_text())
-
-    def open(self) -> PreparedText:
-        """The saved entry, memory-mapped (cheap to hand to data-loader worker processes)."""
-        stats = self.stats()
-        log.info(
-            "prepared text in %s: %d train and %d val blocks", self.folder, stats["train_blocks"], stats["val_blocks"]
-        )
-        train, val = (datasets.load_from_disk(str(self.folder / split)) for split in ("train", "val"))
-        return PreparedText(train, val, self.tokenizer, stats)
-
-
-def plan_text(
-    *,
-    objective: str,
-    tokenizer: str | None,
-    vocab_size: int | None,
-    dataset: str | None,
-    dataset_config: str | None,
-    train_files: list[str] | None,
-    val_files: list[str] | None,
-    text_column: str = TEXT_COLUMN,
-    block_size: int = 128,
-    val_fraction: float = VAL_FRACTION,
-    num_proc: int | None = None,
-    cache_dir: str = "data/cache",
-    seed: int = 0,
-) -> TextCache:
-    """The tokenizer of a corpus for ``objective`` ("mlm" or "clm") and the cache entry of its blocks.
-
-    ``tokenizer`` is a hub name or local directory; if None a WordPiece (mlm) or byte-level BPE
-    (clm) tokenizer of ``vocab_size`` tokens is trained on the training text and kept in the cache
-    (the one text tokenised before ``prepare_data``: the model's vocabulary is its size).
-    Validation text comes from ``val_files``, else the dataset's validation split, else a seeded
-    ``val_fraction`` of the documents.
-    """
-    kind = TOKENIZER_KIND[objective]
-    train_paths = _expand(train_files, "train") if train_files else []
-    val_paths = _expand(val_files, "val") if val_files else []
-    if dataset is None and changed_from_default(text_column, TEXT_COLUMN):
-        raise no_effect("data.text_column", text_column, "without data.dataset: each line of a .txt file is a document")
-    source = _source_identity(dataset, dataset_config, text_column, train_paths, val_paths, val_fraction, seed)
-    loaded, identity = _given_tokenizer(tokenizer, vocab_size, kind)
-    key = _cache_key(
-        {
-            "format": CACHE_FORMAT,
-            "source": source,
-            "tokenizer": identity,
-            "block_size": block_size,
-            "objective": objective,
-        }
-    )
-    folder = Path(cache_dir).expanduser() / "text" / key
-    read = partial(
-        _read_splits,
-        dataset=dataset,
-        dataset_config=dataset_config,
-        train_paths=train_paths,
-        val_paths=val_paths,
-        text_column=text_column,
-        val_fraction=val_fraction,
-        seed=seed,
-    )
-    if loaded is None and (folder / "stats.json").is_file():
-        loaded = load_tokenizer(folder / "tokenizer")  # the one the cached blocks were cut with
-    elif loaded is None:
-        save_dir = _trained_tokenizer_dir(cache_dir, kind, str(vocab_size), source)
-        loaded = _trained(read, kind, vocab_size, save_dir, folder.parent)
-    separator = configure_for_objective(loaded, objective)
-    return TextCache(folder, loaded, separator, block_size, num_proc, read)
-
-
-def _given_tokenizer(tokenizer: str | None, vocab_size: int | None, kind: str) -> tuple[Any, dict]:
-    """The tokenizer named (``None`` when one is to be trained) and what identifies it in cache keys."""
-    if tokenizer is None:
-        return None, {"trained": kind, "vocab_size": check_vocab_size(kind, vocab_size)}
-    loaded = load_tokenizer(tokenizer)
-    if vocab_size is not None and vocab_size != len(loaded):
-        # A warning, not an error: overlays such as configs/scale/tiny.yaml size a trained tokenizer and
-        # compose with data configs that name a tokenizer.
-        warn_no_effect(
-            "data.vocab_size",
-            vocab_size,
-            f"with data.tokenizer={tokenizer!r}, which has {len(loaded)} tokens: "
-            "the vocabulary is the tokenizer's; drop data.vocab_size",
-        )
-    return loaded, {"name": tokenizer, "size": len(loaded), "hash": tokenizer_fingerprint(loaded)}
-
-
-def _trained(read: Callable, kind: str, vocab_size: int, save_dir: Path, parent: Path) -> PreTrainedTokenizerFast:
-    """The tokenizer trained on the training documents (read only when it is not kept already)."""
-    if (save_dir / "tokenizer.json").is_file():
-        return train_tokenizer((), kind=kind, vocab_size=vocab_size, save_dir=save_dir)
-    with _working_folder(parent) as work:
-        train_docs, _ = read(work)
-        texts = (doc for batch in train_docs.iter(batch_size=1000) for doc in batch["text"])
-        return train_tokenizer(texts, kind=kind, vocab_size=vocab_size, save_dir=save_dir, length=len(train_docs))
-
-
-def _read_splits(
-    work: Path,
-    *,
-    dataset: str | None,
-    dataset_config: str | None,
-    train_paths: list[Path],
-    val_paths: list[Path],
-    text_column: str,
-    val_fraction: float,
-    seed: int,
-) -> tuple[datasets.Dataset, datasets.Dataset]:
-    """The training and validation documents, read into Arrow files under ``work``."""
-    if dataset is not None:
-        train_docs, val_docs = _load_hub_splits(dataset, dataset_config, text_column)
-        described = f"dataset {dataset!r}"
-        if val_docs is not None and not val_paths and changed_from_default(val_fraction, VAL_FRACTION):
-            raise no_effect(
-                "data.val_fraction",
-                val_fraction,
-                f"with data.dataset={dataset!r}, whose own validation split is the validation text",
-            )
-    else:
-        train_docs = _read_documents(train_paths, "train", work)
-        val_docs, described = None, ", ".join(repr(str(p)) for p in train_paths)
-    if not len(train_docs):
-        raise UserError(f"the training text is empty (no non-blank documents in {described})")
-    if val_paths:
-        val_docs = _read_documents(val_paths, "val", work)
-        if not len(val_docs):
-            raise UserError(
-                f"the validation text is empty (no non-blank documents in {', '.join(repr(str(p)) for p in val_paths)})"
-            )
-    if val_docs is None:
-        train_docs, val_docs = _hold_out(train_docs, val_fraction, seed)
-    return train_docs, val_docs
-
-
-def prepare_text(**settings: Any) -> PreparedText:
-    """``plan_text``'s text tokenised and blocked (from the cache when it is there), in one call."""
-    cache = plan_text(**settings)
-    cache.write()
-    return cache.open()
-
-
-@contextlib.contextmanager
-def _working_folder(parent: Path) -> Iterator[Path]:
-    """A hidden folder under ``parent`` for the Arrow files of one preparation, removed afterwards.
-
-    A full disk while reading, tokenising or saving ends in one message; nothing of the
-    preparation is left behind, and earlier cache entries are not touched.
-    """
-    parent.mkdir(parents=True, exist_ok=True)
-    with (
-        disk_full_is_reported(parent, "the text being prepared", DISK_REMEDY),
-        tempfile.TemporaryDirectory(prefix=".preparing-", dir=parent) as work,
-    ):
-        yield Path(work)
-
-
-def _build(
-    train_docs, val_docs, tokenizer, separator: int, block_size: int, num_proc: int | None, key: str, work: Path
-) -> PreparedText:
-    """Tokenise and block both splits, and log what was kept and what was dropped."""
-    splits, stats = {}, {}
-    for name, documents in (("train", train_docs), ("val", val_docs)):
-        tokenized = _tokenize_documents(documents, tokenizer, separator, num_proc, f"tiedemb-{key}-{name}")
-        splits[name], total, dropped = _group_into_blocks(tokenized, block_size, work / f"{name}-blocks.arrow")
-        stats |= {
-            f"{name}_tokens": total,
-            f"{name}_blocks": len(splits[name]),
-            f"{name}_discarded_tokens": dropped,
-            f"{name}_documents": len(documents),
-        }
-        log.info(
-            "%s: %d documents, %d tokens (incl. %d separators) -> %d blocks of %d, %d trailing tokens discarded",
-            name,
-            len(documents),
-            total,
-            len(documents),
-            len(splits[name]),
-            block_size,
-            dropped,
-        )
-        if not len(splits[name]):  # an empty split cannot be saved and read back, nor trained or validated on
-            more = (
-                "give more text"
-                if name == "train"
-                else "give more validation text (data.val_files, or a larger data.val_fraction)"
-            )
-            raise UserError(
-                f"the {'training' if name == 'train' else 'validation'} text makes no block of "
-                f"data.block_size={block_size} tokens ({total} tokens in all); lower data.block_size or {more}"
-            )
-    stats["discarded_tokens"] = stats["train_discarded_tokens"] + stats["val_discarded_tokens"]
-    stats["documents"] = stats["separator_tokens"] = len(train_docs) + len(val_docs)
-    stats["block_size"] = block_size
-    return PreparedText(splits["train"], splits["val"], tokenizer, stats)
-
-
-@dataclass
-class ExtraTextCache:
-    """Blocks of another text cut with a ``TextCache``'s tokenizer (a second validation text): made
-    by ``write`` in ``prepare_data``, read by ``open`` in ``setup``, cached like the text's own blocks."""
-
-    folder: Path
-    paths: list[Path]
-    text: TextCache
-    max_blocks: int | None
-
-    def write(self) -> None:
-        if (self.folder / "stats.json").is_file():
-            return
-        text, block_size = self.text, self.text.block_size
-        with _working_folder(self.folder.parent) as work:
-            documents = _read_documents(self.paths, "ood_val", work)
-            fingerprint = f"tiedemb-{self.folder.name.removeprefix('extra-')}-extra"
-            tokenized = _tokenize_documents(documents, text.tokenizer, text.separator, text.num_proc, fingerprint)
-            blocks, total, dropped = _group_into_blocks(tokenized, block_size, work / "extra-blocks.arrow")
-            if not len(blocks):
-                raise UserError(
-                    f"data.ood_val_files make no block of data.block_size={block_size} tokens ({total} tokens in all)"
-                )
-            stats = {"tokens": total, "blocks": len(blocks), "discarded_tokens": dropped, "documents": len(documents)}
-            _save(self.folder, {"blocks": blocks}, stats)
-        log.info("saved the out-of-domain validation text to %s", self.folder)
-
-    def open(self) -> datasets.Dataset:
-        """The blocks, the first ``max_blocks`` only when given (the whole text is cached once)."""
-        blocks = datasets.load_from_disk(str(self.folder / "blocks"))
-        return blocks.select(range(min(self.max_blocks, len(blocks)))) if self.max_blocks is not None else blocks
-
-
-def plan_extra_text(
-    files: list[str],
-    text: TextCache,
-    *,
-    objective: str,
-    cache_dir: str = "data/cache",
-    max_blocks: int | None = None,
-) -> ExtraTextCache:
-    """Where the blocks of ``files`` cut with ``text``'s tokenizer are cached, keyed by the files, the
-    tokenizer and the block size."""
-    paths = _expand(files, "ood_val")
-    key = _cache_key(
-        {
-            "format": CACHE_FORMAT,
-            "extra": _file_identity(paths),
-            "encoding_errors": "strict",  # kept so that entries cached before stay valid
-            "tokenizer": tokenizer_fingerprint(text.tokenizer),
-            "block_size": text.block_size,
-            "objective": objective,
-        }
-    )
-    folder = Path(cache_dir).expanduser() / "text" / f"extra-{key}"
-    return ExtraTextCache(folder, paths, text, max_blocks)

@@ -14,7 +14,7 @@ from filelock import FileLock
 from transformers import AutoTokenizer, PreTrainedTokenizerBase, PreTrainedTokenizerFast
 
 from tiedemb.data.catalog import prepare_hint
-from tiedemb.errors import UserError, check_choice, first_line
+from tiedemb.errors import UserError, first_line
 from tiedemb.training.files import atomic_directory, disk_full_is_reported
 from tiedemb.training.hub import hub_access, spelled_as_path
 
@@ -125,7 +125,6 @@ def configure_for_objective(tokenizer: PreTrainedTokenizerBase, objective: str) 
     CLM separates documents with ``eos`` (or BERT's ``sep``) and pads with ``pad``, which falls
     back to the separator as in GPT-2.
     """
-    check_choice("objective", objective, ["mlm", "clm"])
     name = getattr(tokenizer, "name_or_path", "") or "the tokenizer"
     if objective == "clm":
         separator = tokenizer.eos_token if tokenizer.eos_token_id is not None else tokenizer.sep_token
@@ -148,20 +147,14 @@ def configure_for_objective(tokenizer: PreTrainedTokenizerBase, objective: str) 
 # --------------------------------------------------------------------------- training
 
 
-def min_vocab_size(kind: str) -> int:
-    """Smallest vocabulary that holds the special tokens (and, for BPE, the byte alphabet) plus one."""
-    check_choice("tokenizer kind", kind, SPECIAL_TOKENS)
-    alphabet = BYTE_ALPHABET_SIZE if kind == "bpe" else 0
-    return len(SPECIAL_TOKENS[kind]) + alphabet + 1
-
-
 def check_vocab_size(kind: str, vocab_size: int | None) -> int:
-    """Return ``vocab_size`` if a ``kind`` tokenizer can be trained to that size, else raise."""
+    """``vocab_size`` if a ``kind`` tokenizer can be trained to that size: its special tokens (and,
+    for byte-level BPE, the 256-byte alphabet) plus one learned token."""
     if vocab_size is None:
         raise UserError(
             "pass either `tokenizer` (a hub name or local directory) or `vocab_size` to train one on the training text"
         )
-    needed = min_vocab_size(kind)
+    needed = len(SPECIAL_TOKENS[kind]) + (BYTE_ALPHABET_SIZE if kind == "bpe" else 0) + 1
     if vocab_size < needed:
         detail = f"{len(SPECIAL_TOKENS[kind])} special tokens" + (
             f" plus the {BYTE_ALPHABET_SIZE}-byte alphabet" if kind == "bpe" else ""
@@ -173,50 +166,10 @@ def check_vocab_size(kind: str, vocab_size: int | None) -> int:
     return vocab_size
 
 
-def _wordpiece(vocab_size: int, show_progress: bool = False):
-    """An untrained BERT-style WordPiece tokenizer and its trainer."""
-    from tokenizers import Tokenizer, decoders, models, normalizers, pre_tokenizers, processors, trainers
-
-    specials = list(SPECIAL_TOKENS["wordpiece"].values())
-    tokenizer = Tokenizer(models.WordPiece(unk_token="[UNK]"))
-    tokenizer.normalizer = normalizers.BertNormalizer(lowercase=True)
-    tokenizer.pre_tokenizer = pre_tokenizers.BertPreTokenizer()
-    tokenizer.decoder = decoders.WordPiece(prefix="##")
-    tokenizer.post_processor = processors.TemplateProcessing(
-        single="[CLS] $A [SEP]", pair="[CLS] $A [SEP] $B:1 [SEP]:1", special_tokens=[("[CLS]", 2), ("[SEP]", 3)]
-    )
-    # Capping the alphabet keeps a small vocabulary from overflowing with rare characters.
-    alphabet = min(1000, vocab_size - len(specials))
-    trainer = trainers.WordPieceTrainer(
-        vocab_size=vocab_size, special_tokens=specials, limit_alphabet=alphabet, show_progress=show_progress
-    )
-    return tokenizer, trainer
-
-
-def _byte_level_bpe(vocab_size: int, show_progress: bool = False):
-    """An untrained byte-level BPE tokenizer (GPT-2 style) and its trainer."""
-    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, processors, trainers
-
-    tokenizer = Tokenizer(models.BPE())
-    tokenizer.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
-    tokenizer.decoder = decoders.ByteLevel()
-    tokenizer.post_processor = processors.ByteLevel(trim_offsets=False)
-    trainer = trainers.BpeTrainer(
-        vocab_size=vocab_size,
-        special_tokens=list(SPECIAL_TOKENS["bpe"].values()),
-        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
-        show_progress=show_progress,
-    )
-    return tokenizer, trainer
-
-
 def train_tokenizer(
     texts: Iterable[str], *, kind: str, vocab_size: int, save_dir: Path, length: int | None = None
 ) -> PreTrainedTokenizerFast:
     """Train a ``kind`` ("wordpiece" or "bpe") tokenizer of ``vocab_size`` tokens on ``texts``.
-
-    On a terminal the tokenizers library's own progress bars show (reading the ``length`` texts,
-    with an estimate of the time left, then the merges); elsewhere (logs, tests) nothing is drawn.
 
     The result is saved with ``save_pretrained`` into ``save_dir``; when that folder already
     holds a tokenizer it is loaded instead and ``texts`` is not read, so callers should key
@@ -238,11 +191,41 @@ def train_tokenizer(
         return _train_and_save(texts, kind, vocab_size, save_dir, length)
 
 
+def _untrained(kind: str, vocab_size: int, show_progress: bool):
+    """An untrained BERT-style WordPiece or GPT-2-style byte-level BPE tokenizer, and its trainer.
+
+    On a terminal the tokenizers library's own progress bars show; elsewhere nothing is drawn.
+    """
+    from tokenizers import Tokenizer, decoders, models, normalizers, pre_tokenizers, processors, trainers
+
+    specials = list(SPECIAL_TOKENS[kind].values())
+    if kind == "bpe":
+        tokenizer = Tokenizer(models.BPE())
+        tokenizer.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+        tokenizer.decoder = decoders.ByteLevel()
+        tokenizer.post_processor = processors.ByteLevel(trim_offsets=False)
+        alphabet = pre_tokenizers.ByteLevel.alphabet()
+        return tokenizer, trainers.BpeTrainer(
+            vocab_size=vocab_size, special_tokens=specials, initial_alphabet=alphabet, show_progress=show_progress
+        )
+    tokenizer = Tokenizer(models.WordPiece(unk_token="[UNK]"))
+    tokenizer.normalizer = normalizers.BertNormalizer(lowercase=True)
+    tokenizer.pre_tokenizer = pre_tokenizers.BertPreTokenizer()
+    tokenizer.decoder = decoders.WordPiece(prefix="##")
+    tokenizer.post_processor = processors.TemplateProcessing(
+        single="[CLS] $A [SEP]", pair="[CLS] $A [SEP] $B:1 [SEP]:1", special_tokens=[("[CLS]", 2), ("[SEP]", 3)]
+    )
+    # Capping the alphabet keeps a small vocabulary from overflowing with rare characters.
+    alphabet = min(1000, vocab_size - len(specials))
+    return tokenizer, trainers.WordPieceTrainer(
+        vocab_size=vocab_size, special_tokens=specials, limit_alphabet=alphabet, show_progress=show_progress
+    )
+
+
 def _train_and_save(
     texts: Iterable[str], kind: str, vocab_size: int, save_dir: Path, length: int | None
 ) -> PreTrainedTokenizerFast:
-    show = sys.stderr.isatty()
-    backend, trainer = _wordpiece(vocab_size, show) if kind == "wordpiece" else _byte_level_bpe(vocab_size, show)
+    backend, trainer = _untrained(kind, vocab_size, sys.stderr.isatty())
     backend.train_from_iterator(texts, trainer=trainer, length=length)
     tokenizer = PreTrainedTokenizerFast(tokenizer_object=backend, **SPECIAL_TOKENS[kind])
     if len(tokenizer) != vocab_size:
