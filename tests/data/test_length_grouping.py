@@ -122,13 +122,6 @@ def test_longest_first_sorts_by_decreasing_length_with_ties_by_index():
     assert longest_first([2, 5, 2, 7, 5]) == [3, 1, 4, 0, 2]
 
 
-def test_invalid_window_is_refused():
-    with pytest.raises(Exception, match="window"):
-        sampler([1, 2, 3], window=0)
-    with pytest.raises(ValueError, match="lengths"):
-        LengthGroupedSampler([0, 1, 2], lengths=[1, 2], batch_size=1, window=1)
-
-
 # -- GlueData ------------------------------------------------------------------------------------------
 def write_pairs(path: Path, count: int) -> Path:
     """A classic MRPC file of ``count`` pairs of random lengths."""

@@ -110,7 +110,7 @@ def test_trained_tokenizer_is_saved_beside_the_data_and_reused(tmp_path, monkeyp
     (saved,) = (cache / "tokenizers").iterdir()
     assert saved.name.startswith("bpe-400-")
     # A different block size re-blocks the text but trains no new tokenizer.
-    monkeypatch.setattr(tk, "_untrained", lambda *_: pytest.fail("retrained"))
+    monkeypatch.setattr(tk, "_train_and_save", lambda *_: pytest.fail("retrained"))
     second = prepare(**arguments | {"block_size": 32})
     assert second.tokenizer.get_vocab() == first.tokenizer.get_vocab()
     assert second.stats["train_tokens"] == first.stats["train_tokens"]
@@ -132,7 +132,7 @@ def test_the_trained_tokenizer_is_found_again_after_the_text_is_touched_and_for_
     recorded = {**settings, "seed": 2, "corpus_seed": 0}  # what a checkpoint records of its data
     assert text.tokenizer_of_run(recorded, len(trained), "mlm") == str(saved)
     os.utime(corpus, ns=(time.time_ns() + 10**9, time.time_ns() + 10**9))  # synced again: same bytes
-    monkeypatch.setattr(tk, "_untrained", lambda *_: pytest.fail("trained again"))
+    monkeypatch.setattr(tk, "_train_and_save", lambda *_: pytest.fail("trained again"))
     assert prepare(**settings, block_size=64, seed=0).tokenizer.get_vocab() == trained.get_vocab()
     assert text.tokenizer_of_run(recorded, len(trained), "mlm") == str(saved)
 

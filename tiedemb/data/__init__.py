@@ -1,8 +1,4 @@
-"""LightningDataModules: pretraining text (or the embedded corpus) and GLUE.
-
-The data modules (the class paths configs name) are loaded on first use, so the GLUE task table
-(``tiedemb.data.glue_tasks``) can be read without the hub libraries.
-"""
+"""LightningDataModules: pretraining text (or the embedded corpus) and GLUE, each loaded on first use."""
 
 from __future__ import annotations
 

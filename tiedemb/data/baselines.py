@@ -23,29 +23,6 @@ from tiedemb.data.sampling import SAMPLE_KEY
 from tiedemb.nn.layers import IGNORE_INDEX
 
 
-class NgramCounts:
-    """Unigram and adjacent-pair counts of a (blocks, block_size) array of token ids."""
-
-    def __init__(self, blocks: np.ndarray, vocab_size: int) -> None:
-        blocks = np.asarray(blocks, dtype=np.int64)
-        self.vocab_size = vocab_size
-        self.unigram = np.bincount(blocks.ravel(), minlength=vocab_size).astype(np.float64)
-        previous, following = blocks[:, :-1].ravel(), blocks[:, 1:].ravel()
-        self.pair_keys, pair_counts = np.unique(previous * vocab_size + following, return_counts=True)
-        self.pair_counts = pair_counts.astype(np.float64)
-        self.context = np.bincount(previous, minlength=vocab_size).astype(np.float64)
-
-    def unigram_log_prob(self, targets: np.ndarray) -> np.ndarray:
-        return np.log((self.unigram[targets] + 1.0) / (self.unigram.sum() + self.vocab_size))
-
-    def bigram_log_prob(self, previous: np.ndarray, targets: np.ndarray) -> np.ndarray:
-        keys = previous * self.vocab_size + targets
-        where = np.searchsorted(self.pair_keys, keys)
-        where = np.minimum(where, len(self.pair_keys) - 1)
-        counts = np.where(self.pair_keys[where] == keys, self.pair_counts[where], 0.0)
-        return np.log((counts + 1.0) / (self.context[previous] + self.vocab_size))
-
-
 def ngram_baselines(
     train: np.ndarray,
     val: np.ndarray,
@@ -60,28 +37,33 @@ def ngram_baselines(
     ``collator``: for ``objective="mlm"``, the validation collator whose masks pick the targets
     (it is called on examples keyed ``(0, index)``, as the validation loader keys them).
     """
-    counts = NgramCounts(train, vocab_size)
-    val = np.asarray(val, dtype=np.int64)
+    train, val = np.asarray(train, dtype=np.int64), np.asarray(val, dtype=np.int64)
+    unigram_counts = np.bincount(train.ravel(), minlength=vocab_size).astype(np.float64)
+    before, after = train[:, :-1].ravel(), train[:, 1:].ravel()
+    pair_keys, pair_counts = np.unique(before * vocab_size + after, return_counts=True)
+    context = np.bincount(before, minlength=vocab_size).astype(np.float64)
+
+    def unigram(targets: np.ndarray) -> np.ndarray:
+        return np.log((unigram_counts[targets] + 1.0) / (unigram_counts.sum() + vocab_size))
+
+    def bigram(previous: np.ndarray, targets: np.ndarray) -> np.ndarray:
+        keys = previous * vocab_size + targets
+        where = np.minimum(np.searchsorted(pair_keys, keys), len(pair_keys) - 1)
+        counts = np.where(pair_keys[where] == keys, pair_counts[where], 0.0)
+        return np.log((counts + 1.0) / (context[previous] + vocab_size))
+
     if objective == "clm":
         previous, targets = val[:, :-1].ravel(), val[:, 1:].ravel()
-        return {
-            "unigram": -float(counts.unigram_log_prob(targets).mean()),
-            "bigram": -float(counts.bigram_log_prob(previous, targets).mean()),
-        }
-    if collator is None:
-        raise ValueError("masked-token baselines need the validation collator, whose masks pick the targets")
-    unigram, bigram = [], []
+        return {"unigram": -float(unigram(targets).mean()), "bigram": -float(bigram(previous, targets).mean())}
+    unigram_lps, bigram_lps = [], []
     for start in range(0, len(val), batch_size):
         rows = range(start, min(start + batch_size, len(val)))
         batch = collator([{"input_ids": val[i], SAMPLE_KEY: (0, i)} for i in rows])
         seen, labels = batch["input_ids"].numpy(), batch["labels"].numpy()
         row, column = np.nonzero(labels != IGNORE_INDEX)
         targets = labels[row, column]
-        unigram_lp = counts.unigram_log_prob(targets)
         previous = seen[row, np.maximum(column - 1, 0)]
         usable = (column > 0) & (previous != collator.mask_token_id)
-        bigram_lp = np.where(usable, counts.bigram_log_prob(previous, targets), unigram_lp)
-        unigram.append(unigram_lp)
-        bigram.append(bigram_lp)
-    unigram_all, bigram_all = np.concatenate(unigram), np.concatenate(bigram)
-    return {"unigram": -float(unigram_all.mean()), "bigram": -float(bigram_all.mean())}
+        unigram_lps.append(unigram(targets))
+        bigram_lps.append(np.where(usable, bigram(previous, targets), unigram_lps[-1]))
+    return {"unigram": -float(np.concatenate(unigram_lps).mean()), "bigram": -float(np.concatenate(bigram_lps).mean())}

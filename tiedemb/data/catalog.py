@@ -1,11 +1,9 @@
 """The data the shipped configs and studies read, by name: where each lies under ``data/``, where it comes from.
 
-``tiedemb data prepare NAME ...`` (``tiedemb.data_command``) makes these files; the configs name
-them relative to the working folder (``data/text/brown.txt``), so a study runs from the
-repository root of any clone once they are made. A loader that does not find one of them says, in
-its one-line message, the command that makes it (``prepare_hint``).
-
-Kept free of heavy imports: the loaders' error paths and the sweep file reader ask it for hints.
+``tiedemb data prepare NAME ...`` makes these files; the configs name them relative to the working
+folder (``data/text/brown.txt``). A loader that does not find one says the command that makes it
+(``prepare_hint``). Kept free of heavy imports: the loaders' error paths and the sweep file reader
+ask it for hints.
 """
 
 from __future__ import annotations
@@ -22,8 +20,7 @@ CHECKSUMS = "SHA256SUMS"
 
 
 def file_sha256(path: str | os.PathLike) -> str:
-    """The sha256 of a file's bytes, read a megabyte at a time: what ``CHECKSUMS`` lists, and what
-    identifies a text file in the cache keys of its prepared text."""
+    """The sha256 of a file's bytes: what ``CHECKSUMS`` lists, and what identifies a text file in cache keys."""
     digest = hashlib.sha256()
     with open(path, "rb") as handle:
         for block in iter(lambda: handle.read(1 << 20), b""):
@@ -33,19 +30,13 @@ def file_sha256(path: str | os.PathLike) -> str:
 
 @dataclass(frozen=True)
 class Entry:
-    """One named data set: what it is, where it goes, where it comes from."""
+    """One named data set: what the files hold, the file or folder it makes relative to the data
+    folder (``text/brown.txt``), and where it is fetched from, in words."""
 
     name: str
     what: str
-    """One line: what the files hold."""
     location: str
-    """The file or folder it makes, relative to the data folder (``text/brown.txt``)."""
     source: str
-    """Where it is fetched from, in words."""
-
-    @property
-    def command(self) -> str:
-        return f"tiedemb data prepare {self.name}"
 
 
 ENTRIES: dict[str, Entry] = {
@@ -99,4 +90,4 @@ def prepare_hint(path: str | os.PathLike) -> str:
     """`` (`tiedemb data prepare NAME` makes it)`` for a missing path a named data set provides, else ``""``:
     appended to a loader's one-line message."""
     entry = entry_for(path)
-    return f" (`{entry.command}` makes it)" if entry is not None else ""
+    return f" (`tiedemb data prepare {entry.name}` makes it)" if entry is not None else ""

@@ -52,42 +52,30 @@ class MaskingCollator:
 
     def __call__(self, examples: Sequence[dict]) -> dict[str, Tensor]:
         input_ids = stack_input_ids(examples)
-        attention_mask = (input_ids != self.pad_token_id).long()
         keys = [example.get(SAMPLE_KEY) for example in examples]
-        if all(key is not None for key in keys):
-            # Keyed examples (see tiedemb.data.sampling): each row's masks follow from
-            # (seed, epoch, index), so a resumed run masks exactly as an uninterrupted one.
-            row_seeds = [example_seed(self.seed, int(epoch), int(index)) for epoch, index in keys]
-            masked_ids, labels = self.mask(input_ids, row_seeds=row_seeds)
-        else:
-            masked_ids, labels = self.mask(input_ids)
-        return {"input_ids": masked_ids, "attention_mask": attention_mask, "labels": labels}
+        # Keyed examples (see tiedemb.data.sampling): each row's masks follow from (seed, epoch,
+        # index), so a resumed run masks exactly as an uninterrupted one.
+        seeds = [example_seed(self.seed, int(e), int(i)) for e, i in keys] if None not in keys else None
+        masked_ids, labels = self.mask(input_ids, row_seeds=seeds)
+        return {"input_ids": masked_ids, "attention_mask": (input_ids != self.pad_token_id).long(), "labels": labels}
 
     def mask(self, input_ids: Tensor, row_seeds: Sequence[int] | None = None) -> tuple[Tensor, Tensor]:
         """Mask ``input_ids``; the draws come from ``generator``, or per row from ``row_seeds``."""
-        pick_draw, kind_draw, random_draw = self._draws(input_ids.shape, row_seeds)
-        maskable = ~torch.isin(input_ids, self._special)
-        picked = (pick_draw < self.probability) & maskable
+        if row_seeds is None:
+            pick_draw, kind_draw, random_draw = self._draw(self.generator, tuple(input_ids.shape))
+        else:
+            rows = [self._draw(torch.Generator().manual_seed(seed), tuple(input_ids.shape[1:])) for seed in row_seeds]
+            pick_draw, kind_draw, random_draw = (torch.stack(parts) for parts in zip(*rows))
+        picked = (pick_draw < self.probability) & ~torch.isin(input_ids, self._special)
         labels = input_ids.masked_fill(~picked, IGNORE_INDEX)
-        to_mask = picked & (kind_draw < 0.8)
-        to_random = picked & (kind_draw >= 0.8) & (kind_draw < 0.9)
-        output = input_ids.masked_fill(to_mask, self.mask_token_id)
-        output = torch.where(to_random, self._ordinary[random_draw], output)
+        output = input_ids.masked_fill(picked & (kind_draw < 0.8), self.mask_token_id)
+        output = torch.where(picked & (kind_draw >= 0.8) & (kind_draw < 0.9), self._ordinary[random_draw], output)
         return output, labels
 
-    def _draws(self, shape: torch.Size, row_seeds: Sequence[int] | None) -> tuple[Tensor, Tensor, Tensor]:
+    def _draw(self, generator: torch.Generator | None, size: tuple[int, ...]) -> tuple[Tensor, Tensor, Tensor]:
         """Which tokens to pick, how to corrupt them, and the random replacements."""
-
-        def draw(generator: torch.Generator | None, size: tuple[int, ...]) -> tuple[Tensor, Tensor, Tensor]:
-            return (
-                torch.rand(size, generator=generator),
-                torch.rand(size, generator=generator),
-                torch.randint(len(self._ordinary), size, generator=generator),
-            )
-
-        if row_seeds is None:
-            return draw(self.generator, tuple(shape))
-        if len(row_seeds) != shape[0]:
-            raise ValueError(f"{len(row_seeds)} row seeds for {shape[0]} rows")
-        rows = [draw(torch.Generator().manual_seed(seed), tuple(shape[1:])) for seed in row_seeds]
-        return tuple(torch.stack(parts) for parts in zip(*rows))  # type: ignore[return-value]
+        return (
+            torch.rand(size, generator=generator),
+            torch.rand(size, generator=generator),
+            torch.randint(len(self._ordinary), size, generator=generator),
+        )

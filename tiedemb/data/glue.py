@@ -15,7 +15,6 @@ named column (MNLI: the last one), and test files carry an example index instead
 from __future__ import annotations
 
 import os
-from functools import partial
 from pathlib import Path
 from typing import Annotated
 
@@ -28,7 +27,7 @@ from tiedemb.data.catalog import prepare_hint
 from tiedemb.data.glue_tasks import TASKS, GlueTask
 from tiedemb.data.sampling import ResumableTraining, loader_generator, longest_first
 from tiedemb.data.tokenizers import load_tokenizer
-from tiedemb.errors import UserError, check_choice
+from tiedemb.errors import UserError, check_choice, first_line
 from tiedemb.options import (
     Bounds,
     NonNegativeInt,
@@ -38,7 +37,7 @@ from tiedemb.options import (
     no_effect,
     option_types,
 )
-from tiedemb.training.hub import hub_offline_requested, hub_problem
+from tiedemb.training.hub import hub_access
 
 HUB_DATASET = "nyu-mll/glue"
 """Where GLUE comes from when no local folder is given."""
@@ -59,12 +58,8 @@ class GlueData(ResumableTraining, LightningDataModule):
     loaders score the labelled dev splits again (GLUE hides test labels); the predict loaders
     run over the unlabeled test splits, for submission files.
 
-    Padding is per batch, so time goes with the longest example of each batch. Two options cut it
-    (``tiedemb.data.sampling``): ``length_grouping`` > 0 groups training examples of similar
-    length into batches, sorting windows of that many batches (50 is a good value; 0, the default,
-    draws batches uniformly: grouping changes which examples share a batch, hence the results);
-    ``sort_eval_by_length`` reads the evaluation and prediction splits longest first, which leaves
-    metrics and prediction files as they are (rows are written by example index).
+    Padding is per batch, so time goes with the longest example of each batch; ``length_grouping``
+    (50 is a good value) and ``sort_eval_by_length`` cut it (``tiedemb.data.sampling``).
     """
 
     def __init__(
@@ -134,12 +129,11 @@ class GlueData(ResumableTraining, LightningDataModule):
     def setup(self, stage: str | None = None) -> None:
         """Read and tokenise the splits ``stage`` needs, each once; a stage with nothing to read is a
         configuration mistake."""
-        for kind, splits, needed in (
-            ("validation", self.val_split_names, stage in ("fit", "validate", "test")),
-            ("test", self.predict_split_names, stage == "predict"),
+        for kind, expected, needed in (
+            ("validation", self.task_spec.validation_splits, stage in ("fit", "validate", "test")),
+            ("test", self.task_spec.test_splits, stage == "predict"),
         ):
-            if needed and not splits:
-                expected = self.task_spec.validation_splits if kind == "validation" else self.task_spec.test_splits
+            if needed and not self._present(expected):
                 where = " or ".join(repr(str(self._path(split))) for split in expected)
                 raise UserError(f"no {kind} split of {self.task_spec.name} found; expected {where}")
         train = ["train"] if stage in ("fit", None) else []
@@ -166,22 +160,21 @@ class GlueData(ResumableTraining, LightningDataModule):
             raw = self.raw_split(split)
             if split == "train" and self.hparams.max_train_samples is not None:
                 raw = raw.select(range(min(self.hparams.max_train_samples, len(raw))))
-            encode = partial(
-                _encode_batch,
-                tokenizer=self.tokenizer,
-                text_columns=self.task_spec.text_columns,
-                max_length=self.max_length,
-            )
+            tokenizer, columns, max_length = self.tokenizer, self.task_spec.text_columns, self.max_length
+
+            def encode(batch: dict[str, list]) -> dict[str, list]:  # unpadded: the collator pads per batch
+                texts = (batch[column] for column in columns)
+                encoded = tokenizer(
+                    *texts, truncation="longest_first", max_length=max_length, return_token_type_ids=True
+                )
+                return {**encoded, "labels": batch["label"], "idx": batch["idx"]}
+
             description = f"Tokenising {self.task_spec.name} {split}"
             self._encoded[split] = raw.map(encode, batched=True, remove_columns=raw.column_names, desc=description)
         return self._encoded[split]
 
     def train_dataloader(self) -> DataLoader:
         return self._loader("train", self.batch_size, shuffle=True)
-
-    def split_loader(self, split: str) -> DataLoader:
-        """One split's examples in a fixed order, for a pass that reads a split but does not train on its order."""
-        return self._loader(split, self.batch_size)
 
     def val_dataloader(self) -> list[DataLoader]:
         return [self._loader(split, self.eval_batch_size) for split in self.val_split_names]
@@ -219,33 +212,25 @@ class GlueData(ResumableTraining, LightningDataModule):
             persistent_workers=self.hparams.num_workers > 0,
         )
 
-    # -- the two sources ----------------------------------------------------------------------------
-    def _path(self, split: str) -> Path | str:
-        """A split's classic file; on the hub, its name there."""
-        if self.task_dir is None:
-            return f"{self.hparams.hub_dataset}/{self.task_spec.name}/{split}"
+    def _path(self, split: str) -> Path:
         return self.task_dir / self.task_spec.classic.split_files[split]
 
     def _present(self, splits: tuple[str, ...]) -> list[str]:
         """The splits there are: every one on the hub, the files there in a folder."""
-        return [split for split in splits if self.task_dir is None or self._path(split).is_file()]
+        return list(splits) if self.task_dir is None else [split for split in splits if self._path(split).is_file()]
 
     def _load_hub(self) -> datasets.DatasetDict:
         if self._hub_splits is None:
             name = self.hparams.hub_dataset
-            offline = hub_offline_requested()  # then hub data may only come from the local cache
-            # A local copy needs no hub; without the probe an unreachable hub is reported after ~25 s.
-            reason = None if offline or Path(name).exists() else hub_problem()
-            try:
-                if reason is not None:
-                    raise ConnectionError(reason)
-                self._hub_splits = datasets.load_dataset(name, self.task_spec.name)
-            except Exception as error:  # offline, unknown name, no cached copy: all fixed the same way
-                cache_hint = "" if offline else ", or set HF_HUB_OFFLINE=1 to use a copy in the local cache"
-                raise UserError(
-                    f"could not load GLUE {self.task_spec.name} from the hub dataset {name!r} ({error}). "
-                    f"Pass data_dir (a classic glue_data folder) instead{cache_hint}."
-                ) from None
+            with hub_access() as online:  # offline: from the local cache only, within seconds
+                try:
+                    self._hub_splits = datasets.load_dataset(name, self.task_spec.name)
+                except Exception as error:  # offline, unknown name, no cached copy: all fixed the same way
+                    reason = "" if online else " (the hub cannot be reached, or HF_HUB_OFFLINE is set)"
+                    raise UserError(
+                        f"could not load GLUE {self.task_spec.name} from the hub dataset {name!r}{reason}: "
+                        f"{first_line(error)}. Pass data_dir (a classic glue_data folder) instead."
+                    ) from None
         return self._hub_splits
 
     def _conform(self, dataset: datasets.Dataset, split: str) -> datasets.Dataset:
@@ -274,23 +259,8 @@ class GlueData(ResumableTraining, LightningDataModule):
         return dataset
 
 
-def _lengths(dataset: datasets.Dataset) -> list[int]:
-    """Tokens per example (before padding)."""
+def _lengths(dataset: datasets.Dataset) -> list[int]:  # tokens per example, before padding
     return [len(ids) for ids in dataset["input_ids"]] if len(dataset) else []
-
-
-def _encode_batch(
-    batch: dict[str, list], tokenizer: PreTrainedTokenizerBase, text_columns: tuple[str, ...], max_length: int
-) -> dict[str, list]:
-    """Tokenise a batch of examples without padding; padding happens per batch in the collator."""
-    encoded = tokenizer(
-        *(batch[column] for column in text_columns),
-        truncation="longest_first",
-        max_length=max_length,
-        return_token_type_ids=True,
-        return_attention_mask=True,
-    )
-    return {**encoded, "labels": batch["label"], "idx": batch["idx"]}
 
 
 # --------------------------------------------------------------------------- the classic glue_data files

@@ -1,8 +1,5 @@
-"""The GLUE tasks tiedemb knows (MRPC and MNLI): names, columns, labels, splits and classic file layouts.
-
-One entry per task, in plain dataclasses: the classifier (``tiedemb.modules.glue``) reads label
-counts, metric and file names from here without loading the hub libraries the data module needs.
-"""
+"""The GLUE tasks tiedemb knows (MRPC and MNLI): names, columns, labels, splits and classic file layouts,
+in plain dataclasses the classifier reads without loading the hub libraries the data module needs."""
 
 from __future__ import annotations
 
@@ -13,19 +10,14 @@ from dataclasses import dataclass, field
 class ClassicLayout:
     """Where and how one task is stored in the classic ``glue_data`` folder."""
 
-    folder: str
-    """Task folder name inside ``glue_data``, e.g. ``"MRPC"``."""
-    split_files: dict[str, str] = field(hash=False)
-    """Hub split name -> file name in the task folder."""
-    text_columns: tuple[str, ...]
-    """Header names of the text columns, in the order of the task's hub text columns."""
-    label_values: tuple[str, ...]
-    """Labels as written in the files, in hub id order (MRPC writes ``"0"``/``"1"``)."""
+    folder: str  # the task folder in glue_data, e.g. "MRPC"
+    split_files: dict[str, str] = field(hash=False)  # hub split name -> file name in the task folder
+    text_columns: tuple[str, ...]  # header names of the text columns, in the order of the hub's
+    label_values: tuple[str, ...]  # labels as written in the files, in hub id order (MRPC: "0"/"1")
+    # The label column's header name; None: the last field of each row, as MNLI files carry a
+    # different number of annotator-label columns before the gold label.
     label_column: str | None = "label"
-    """Header name of the label column; ``None`` means the last field of each row, because
-    MNLI files carry a different number of annotator-label columns before the gold label."""
-    index_column: str = "index"
-    """Header name of the example index that test files carry for submissions."""
+    index_column: str = "index"  # the example index test files carry for submissions
 
 
 @dataclass(frozen=True)

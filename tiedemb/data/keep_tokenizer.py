@@ -20,30 +20,21 @@ from tiedemb.options import add_weights_only
 from tiedemb.training.exits import CommandParser, report_user_errors
 
 
-def checkpoint_of(source: Path) -> Path:
-    """``source`` itself when a file; else the newest ``last*.ckpt`` under the folder."""
-    if source.is_file():
-        return source
-    if not source.is_dir():
-        raise UserError(f"{str(source)!r} is neither a checkpoint file nor a run's folder")
-    found = sorted(
-        (path for path in source.rglob("last*.ckpt") if path.is_file()), key=lambda path: path.stat().st_mtime_ns
-    )
-    if not found:
-        raise UserError(f"{str(source)!r} holds no last*.ckpt: the run has written no checkpoint yet")
-    return found[-1]
-
-
 def keep_tokenizer(source: str | Path, out: str | Path, weights_only: bool = True) -> Path:
     """Save the tokenizer of the run at ``source`` into ``out``; returns ``out``."""
     from tiedemb.data.text import run_tokenizer
     from tiedemb.data.tokenizers import recorded_fingerprint, tokenizer_fingerprint
-    from tiedemb.training.checkpoints import read_checkpoint
+    from tiedemb.training.checkpoints import last_checkpoints, read_checkpoint
+    from tiedemb.training.files import atomic_directory
 
-    out = Path(out)
+    source, out = Path(source), Path(out)
     if out.exists() and (not out.is_dir() or any(out.iterdir())):
         raise UserError(f"{str(out)!r} already exists and is not an empty folder; a kept tokenizer is not overwritten")
-    path = checkpoint_of(Path(source))
+    if not source.exists():
+        raise UserError(f"{str(source)!r} is neither a checkpoint file nor a run's folder")
+    path = source if source.is_file() else next(iter(last_checkpoints([source])), None)
+    if path is None:
+        raise UserError(f"{str(source)!r} holds no last*.ckpt: the run has written no checkpoint yet")
     checkpoint = read_checkpoint(path, weights_only=weights_only)
     tokenizer = run_tokenizer(checkpoint, path)
     if tokenizer is None:
@@ -51,8 +42,6 @@ def keep_tokenizer(source: str | Path, out: str | Path, weights_only: bool = Tru
     recorded = recorded_fingerprint(checkpoint)
     if recorded is not None and recorded != tokenizer_fingerprint(tokenizer):
         raise UserError(f"the tokenizer found for {str(path)!r} is not the one it recorded (fingerprint {recorded})")
-    from tiedemb.training.files import atomic_directory
-
     # Written beside OUT and renamed at the end: a failure leaves no half-written tokenizer.
     with atomic_directory(out, "tokenizer_config.json") as staging:
         tokenizer.save_pretrained(staging)

@@ -41,19 +41,13 @@ HUB_DATASETS = {
     "mnli": ("nyu-mll/glue", "mnli"),
 }
 """Name -> (hub dataset, configuration)."""
-HUB_TOKENIZERS = {"bert-base-uncased": "bert-base-uncased"}
-"""Name -> the hub model whose tokenizer it is."""
 TOKENIZER_FILES = ("config.json", "special_tokens_map.json", "tokenizer.json", "tokenizer_config.json", "vocab.txt")
 """What a tokenizer folder holds: the model's config.json too, which names the tokenizer's class when
 tokenizer_config.json does not (bert-base-uncased's)."""
-NLTK_MISSING = "preparing brown downloads it with NLTK, which is not installed: pip install 'tiedemb[data]'"
 BROWN_FILE = re.compile(r"c[a-z]\d\d")
 """The names of Brown's tagged files, as NLTK's corpus reader finds them (its fileids)."""
 BROWN_QUOTES = {"``": '"', "''": '"'}
 """NLTK's Brown writes quotes as TeX does; the studies' text has plain ``"`` (a token of its own)."""
-
-
-# --------------------------------------------------------------------------- the command's work
 
 
 def prepare(
@@ -69,7 +63,9 @@ def prepare(
         try:
             importlib.import_module("nltk")
         except ImportError:
-            raise UserError(NLTK_MISSING) from None
+            raise UserError(
+                "preparing brown downloads it with NLTK, which is not installed: pip install 'tiedemb[data]'"
+            ) from None
     if root.exists() and not root.is_dir():
         raise UserError(f"the data folder {str(root)!r} is a file")
     todo = []
@@ -193,14 +189,11 @@ def make_tokenizer(entry: Entry, work: Path, out: Path) -> str:
     from huggingface_hub import snapshot_download
     from transformers import AutoTokenizer
 
-    repo = HUB_TOKENIZERS[entry.name]
+    repo = entry.name  # the hub model whose tokenizer it is
     fetch = lambda: Path(snapshot_download(repo, allow_patterns=list(TOKENIZER_FILES)))  # noqa: E731
     folder = from_hub(f"the tokenizer of {repo}", fetch)
-    found = [folder / name for name in TOKENIZER_FILES if (folder / name).is_file()]
-    if not any(path.name in ("tokenizer.json", "vocab.txt") for path in found):
-        raise UserError(f"{str(folder)!r} holds no tokenizer.json or vocab.txt")
     out.mkdir()
-    for path in found:
+    for path in (folder / name for name in TOKENIZER_FILES if (folder / name).is_file()):
         shutil.copyfile(path, out / path.name)
     try:
         tokenizer = AutoTokenizer.from_pretrained(str(out))
@@ -245,18 +238,9 @@ def brown_words(tagged: str) -> list[str]:
 
 def write_brown(files: Iterable[Path], out: Path) -> int:
     """``out``: one tagged file a line, its words joined by single spaces. Returns the number of documents."""
-    count = 0
-    with out.open("w", encoding="utf-8", newline="\n") as handle:
-        for path in files:
-            try:
-                words = brown_words(path.read_text(encoding="utf-8"))
-            except UnicodeDecodeError as error:
-                raise UserError(f"{str(path)!r} is not text as NLTK's Brown files are: {error.reason}") from None
-            if not words:
-                raise UserError(f"{str(path)!r} holds no words; is it one of NLTK's tagged Brown files?")
-            handle.write(" ".join(words) + "\n")
-            count += 1
-    return count
+    documents = [" ".join(brown_words(path.read_text(encoding="utf-8"))) + "\n" for path in files]
+    out.write_text("".join(documents), encoding="utf-8", newline="\n")
+    return len(documents)
 
 
 def write_wikitext(rows: Iterable[str | None], out: Path) -> int:

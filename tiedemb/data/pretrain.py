@@ -49,12 +49,10 @@ DEFAULT_SYNTHETIC_VOCAB = 4096
 
 
 def _check_source_options(source: str, options: dict[str, Any]) -> None:
-    """Refuse settings the chosen source would ignore without a word (``options``: the call's arguments).
-
-    A tokenizer given with the embedded corpus would otherwise be dropped silently: a run the user
-    believes was on their tokenizer would not be. Where a source reads text, the embedded corpus's
-    sizes are only warned about: the study's recipe sets them, and a data overlay replaces the corpus.
-    """
+    """Refuse settings the chosen source would ignore without a word (``options``: the call's arguments):
+    a run the user believes was on their tokenizer would not be. Where a source reads text, the
+    embedded corpus's sizes are only warned about: the study's recipe sets them, and a data overlay
+    replaces the corpus."""
     defaults = {
         name: parameter.default for name, parameter in inspect.signature(PretrainData.__init__).parameters.items()
     }
@@ -63,28 +61,23 @@ def _check_source_options(source: str, options: dict[str, Any]) -> None:
         for name in defaults
         if name in options and changed_from_default(options[name], defaults[name])
     }
-    embedded = "with the embedded corpus (no data.train_files or data.dataset)"
-    refused = {
-        "dataset_config": source != "dataset",
-        "text_column": source != "dataset",
-        "val_fraction": source == "synthetic" or bool(options.get("val_files")),
-        "num_proc": source == "synthetic",
-        "cache_dir": source == "synthetic",
-        "mlm_probability": options.get("objective") == "clm",
-        "ood_val_blocks": not options.get("ood_val_files"),
-    }
-    reasons = {
-        "dataset_config": "without data.dataset (a hub dataset name)",
-        "text_column": f"{embedded}: it reads no text"
-        if source == "synthetic"
-        else "without data.dataset: each line of a .txt file is a document",
-        "val_fraction": f"{embedded}: its validation text is data.synthetic_val_tokens"
-        if source == "synthetic"
-        else "with data.val_files: the validation text is those files",
-        "num_proc": f"{embedded}: it is generated, not tokenised",
-        "cache_dir": f"{embedded}: it is generated, never cached",
-        "mlm_probability": "with objective 'clm': next-token prediction masks nothing",
-        "ood_val_blocks": "without data.ood_val_files: it caps that text",
+    synthetic, embedded = source == "synthetic", "with the embedded corpus (no data.train_files or data.dataset): "
+    files_only = "without data.dataset: each line of a .txt file is a document"
+    given_files = "with data.val_files: the validation text is those files"
+    reasons = {  # None where the option is read
+        "dataset_config": "without data.dataset (a hub dataset name)" if source != "dataset" else None,
+        "text_column": f"{embedded}it reads no text" if synthetic else files_only if source == "files" else None,
+        "val_fraction": f"{embedded}its validation text is data.synthetic_val_tokens"
+        if synthetic
+        else given_files
+        if options.get("val_files")
+        else None,
+        "num_proc": f"{embedded}it is generated, not tokenised" if synthetic else None,
+        "cache_dir": f"{embedded}it is generated, never cached" if synthetic else None,
+        "mlm_probability": "with objective 'clm': next-token prediction masks nothing"
+        if options.get("objective") == "clm"
+        else None,
+        "ood_val_blocks": "without data.ood_val_files: it caps that text" if not options.get("ood_val_files") else None,
     }
     if source == "synthetic" and "tokenizer" in changed:
         raise UserError(
@@ -105,7 +98,7 @@ def _check_source_options(source: str, options: dict[str, Any]) -> None:
     if source == "dataset" and options.get("train_files"):
         raise UserError("data.dataset and data.train_files are both given; choose one source of text")
     for name, value in changed.items():
-        if refused.get(name):
+        if reasons.get(name):
             raise no_effect(f"data.{name}", value, reasons[name])
         if name in ("synthetic_tokens", "synthetic_val_tokens") and source != "synthetic":
             given = "dataset" if source == "dataset" else "train_files"
@@ -115,14 +108,8 @@ def _check_source_options(source: str, options: dict[str, Any]) -> None:
 
 
 class PretrainData(ResumableTraining, L.LightningDataModule):
-    """Blocks of ``block_size`` tokens for MLM or CLM.
-
-    Sources, first match wins: ``dataset`` (a hub dataset name or a local folder ``datasets``
-    loads, with ``dataset_config``), ``train_files`` (local UTF-8 ``.txt`` files, one document a
-    line, globs allowed), else the embedded Markov corpus (``vocab_size`` words,
-    ``synthetic_tokens`` training tokens), whose exact entropy rate is the best loss any causal
-    model can reach on it.
-    """
+    """Blocks of ``block_size`` tokens for MLM or CLM from ``dataset``, else ``train_files``, else the
+    embedded Markov corpus, whose exact entropy rate is the best loss any causal model can reach on it."""
 
     def __init__(
         self,
@@ -229,9 +216,8 @@ class PretrainData(ResumableTraining, L.LightningDataModule):
 
     def check_one_batch(self) -> None:
         """Refuse training data of fewer blocks than one batch: every batch would be dropped as
-        incomplete, and Lightning would end the run at once, with nothing trained. The command
-        line calls it before ``fit`` (evaluation never reads the training blocks); real text is
-        prepared for it, so the ``prepare_data`` of the fit finds it cached."""
+        incomplete, and Lightning would end the run at once, with nothing trained (before ``fit``;
+        real text is prepared for it, so the fit's ``prepare_data`` finds it cached)."""
         if self.source == "synthetic":
             blocks = self._synthetic_block_count(self.hparams.synthetic_tokens)
             more = "or raise data.synthetic_tokens"
@@ -246,32 +232,20 @@ class PretrainData(ResumableTraining, L.LightningDataModule):
                 f"lower data.batch_size or data.block_size, {more}"
             )
 
-    # -- what the model and the logs may want to know -------------------------------------------
-    @property
-    def entropy_rate(self) -> float | None:
-        """Best achievable CLM loss (nats/token), known exactly for the embedded corpus only."""
-        return self.corpus.entropy_rate if self.corpus is not None else None
-
     @property
     def repeat_rate(self) -> float:
         """Fraction of adjacent token pairs that repeat: the theory's CLM correction."""
-        if self.corpus is not None:
-            return self.corpus.repeat_rate
-        return float(self.stats.get("repeat_rate", 0.0))
+        return self.corpus.repeat_rate if self.corpus is not None else float(self.stats.get("repeat_rate", 0.0))
 
     def describe(self) -> dict[str, float]:
-        """Numbers worth logging once per run."""
+        """Numbers worth logging once per run: the embedded corpus's exact entropies among them."""
         described = {
-            "data/vocab_size": float(self.vocab_size),
-            **{f"data/{k}": float(v) for k, v in self.stats.items()},
+            f"data/{name}": float(value) for name, value in {"vocab_size": self.vocab_size, **self.stats}.items()
         }
-        if self.corpus is not None:
-            described["data/entropy_rate"] = self.corpus.entropy_rate
-            described["data/mlm_bound"] = self.corpus.mlm_bound
-            described["data/unigram_entropy"] = self.corpus.unigram_entropy
+        for name in ("entropy_rate", "mlm_bound", "unigram_entropy") if self.corpus is not None else ():
+            described[f"data/{name}"] = getattr(self.corpus, name)
         return described
 
-    # -- Lightning hooks ----------------------------------------------------------------------------
     def prepare_data(self) -> None:
         """Tokenise the text into blocks and cache them, once (on one process per machine; an entry
         already cached is left as it is). The embedded corpus is drawn in ``setup``: nothing to prepare."""
@@ -330,32 +304,24 @@ class PretrainData(ResumableTraining, L.LightningDataModule):
             results |= {baseline_name(name, ood=ood): value for name, value in losses.items()}
         return results
 
-    # -- what a checkpoint records of the data ------------------------------------------------------
     @functools.cached_property
-    def _tokenizer_fingerprint(self) -> str:
-        # Hashed once: every checkpoint records it, and the tokenizer does not change during a run.
-        return tokenizer_fingerprint(self.tokenizer)
-
-    @property
     def tokenizer_fingerprint(self) -> str | None:
-        """The fingerprint of the run's tokenizer (``None`` for the embedded corpus): runs record it
-        so a report pairs only runs that read the same token ids."""
-        return self._tokenizer_fingerprint if self.tokenizer is not None else None
+        """The fingerprint of the run's tokenizer (``None`` for the embedded corpus), hashed once: runs
+        record it so a report pairs only runs that read the same token ids."""
+        return tokenizer_fingerprint(self.tokenizer) if self.tokenizer is not None else None
 
     def state_dict(self) -> dict[str, Any]:
         """The training position (``ResumableTraining``) and the tokenizer's fingerprint: a run
         resumed with another tokenizer would read other rows of its embedding for the same words."""
         state = super().state_dict()
-        if self.tokenizer is not None:
-            state[TOKENIZER_STATE] = self._tokenizer_fingerprint
-        return state
+        return state | {TOKENIZER_STATE: self.tokenizer_fingerprint} if self.tokenizer is not None else state
 
     def load_state_dict(self, state_dict: dict[str, Any]) -> None:
         recorded = state_dict.get(TOKENIZER_STATE)
-        if recorded is not None and self.tokenizer is not None and recorded != self._tokenizer_fingerprint:
+        if recorded is not None and self.tokenizer_fingerprint not in (None, recorded):
             raise UserError(
                 "the checkpoint was trained with another tokenizer than the one prepared for this run "
-                f"(fingerprint {recorded}, now {self._tokenizer_fingerprint}): a trained tokenizer is "
+                f"(fingerprint {recorded}, now {self.tokenizer_fingerprint}): a trained tokenizer is "
                 "found again only while its text and data.cache_dir are unchanged, and training it again numbers "
                 "its tokens differently; pass the run's tokenizer folder with --data.tokenizer"
             )
@@ -371,11 +337,9 @@ class PretrainData(ResumableTraining, L.LightningDataModule):
 
     def test_dataloader(self) -> DataLoader | list[DataLoader]:
         """The held-out text again, as GLUE's test scores its dev sets: pretraining text has no third
-        split, so ``test`` of a pretraining run scores its held-out blocks (``test/loss``), all of them
-        unless ``trainer.limit_test_batches`` says otherwise."""
+        split, so ``test`` of a pretraining run scores its held-out blocks (``test/loss``)."""
         return self.val_dataloader()
 
-    # -- internals ------------------------------------------------------------------------------------
     def _loader(self, dataset: Dataset, shuffle: bool) -> DataLoader:
         hp = self.hparams
         # The training order is resumable (see tiedemb.data.sampling); evaluation reads in order.
@@ -418,11 +382,8 @@ class PretrainData(ResumableTraining, L.LightningDataModule):
 def _block_array(dataset: Dataset, limit: int | None = None) -> np.ndarray:
     """The (blocks, block_size) token ids of a block dataset, the first ``limit`` blocks if given."""
     if isinstance(dataset, BlockTensor):
-        blocks = dataset.blocks.numpy()
-    else:
-        count = len(dataset) if limit is None else min(limit, len(dataset))
-        blocks = np.asarray(dataset.with_format("numpy")[:count]["input_ids"])
-    return blocks[:limit] if limit is not None else blocks
+        return dataset.blocks[:limit].numpy()
+    return dataset.with_format("numpy")[:limit]["input_ids"]
 
 
 class BlockTensor(Dataset):

@@ -40,8 +40,6 @@ from typing import Any
 import torch
 from torch.utils.data import Dataset, DistributedSampler
 
-from tiedemb.errors import UserError
-
 log = logging.getLogger("tiedemb.data")
 
 SAMPLE_KEY = "sample_key"
@@ -70,12 +68,9 @@ def example_seed(seed: int, epoch: int, index: int) -> int:
 
 
 class KeyedDataset(Dataset):
-    """``dataset`` whose examples carry their ``(epoch, index)`` key.
-
-    Indexed by the keys ``ResumableSampler`` yields, or by a plain index (evaluation loaders,
-    and samplers Lightning substitutes), which counts as epoch 0, so evaluation masks are the
-    same every time.
-    """
+    """``dataset`` whose examples carry their ``(epoch, index)`` key: indexed by the keys
+    ``ResumableSampler`` yields, or by a plain index (evaluation loaders, samplers Lightning
+    substitutes), which counts as epoch 0, so evaluation masks are the same every time."""
 
     def __init__(self, dataset: Dataset) -> None:
         self.dataset = dataset
@@ -93,22 +88,12 @@ class ResumableSampler(DistributedSampler):
 
     It yields ``(epoch, index)`` keys for ``KeyedDataset`` (plain indices with ``keyed=False``).
     Its length is the whole epoch's share even when resuming part-way, which is what Lightning's
-    progress counting expects. It is a ``DistributedSampler`` so that Lightning neither replaces
-    nor wraps it under DDP; ``num_replicas`` and ``rank`` are given, so no process group is needed.
+    progress counting expects. It is a ``DistributedSampler`` (with its options) so that Lightning
+    neither replaces nor wraps it under DDP.
     """
 
-    def __init__(
-        self,
-        dataset: Sized,
-        *,
-        shuffle: bool = True,
-        seed: int = 0,
-        num_replicas: int = 1,
-        rank: int = 0,
-        drop_last: bool = False,
-        keyed: bool = True,
-    ) -> None:
-        super().__init__(dataset, num_replicas, rank, shuffle, seed, drop_last)  # type: ignore[arg-type]
+    def __init__(self, dataset: Sized, *, keyed: bool = True, **options: Any) -> None:
+        super().__init__(dataset, **{"num_replicas": 1, "rank": 0, **options})  # no process group needed
         self.keyed = keyed
         self.resume_epoch: int | None = None
         self.resume_offset = 0
@@ -137,10 +122,6 @@ class LengthGroupedSampler(ResumableSampler):
     """
 
     def __init__(self, dataset: Sized, *, lengths: Sequence[int], batch_size: int, window: int, **options: Any) -> None:
-        if len(lengths) != len(dataset):
-            raise ValueError(f"{len(lengths)} lengths for {len(dataset)} examples")
-        if batch_size < 1 or window < 1:
-            raise UserError(f"length grouping needs batch_size >= 1 and window >= 1, got {batch_size} and {window}")
         self.lengths, self.batch_size, self.window = list(lengths), batch_size, window
         super().__init__(dataset, **options)
 
@@ -187,12 +168,8 @@ def loader_generator(seed: int) -> torch.Generator:
 
 
 class ResumableTraining:
-    """Mixin for a LightningDataModule whose training order survives restarts.
-
-    ``train_dataloader`` builds its sampler with ``resumable_sampler``; ``state_dict`` (stored by
-    Lightning in every checkpoint) records where training stands in it, and ``load_state_dict``
-    points the sampler there when a run resumes.
-    """
+    """Mixin for a LightningDataModule whose training loader's sampler comes from ``resumable_sampler``:
+    Lightning stores ``state_dict`` in every checkpoint, and ``load_state_dict`` resumes there."""
 
     _train_sampler: ResumableSampler | None = None
     _train_batch_size: int = 1

@@ -218,19 +218,6 @@ class MarkovCorpus:
             total -= float(pi[start:stop] @ shares.sum(axis=1))
         return total
 
-    def log_prob(self, prev: np.ndarray, nxt: np.ndarray) -> np.ndarray:
-        """log P(nxt | prev) for arrays of word ids; -inf where nxt never follows prev."""
-        prev, nxt = np.broadcast_arrays(np.asarray(prev), np.asarray(nxt))
-        rows, targets = prev.ravel() - _FIRST_WORD, nxt.ravel()
-        probs = np.empty(rows.size)
-        step = max(1, _BLOCK_ELEMENTS // self.next_ids.shape[1])  # bounds the gathered rows' memory
-        for start in range(0, rows.size, step):
-            part = slice(start, start + step)
-            hit = self.next_ids[rows[part]] == targets[part, None]
-            probs[part] = (self.next_probs[rows[part]] * hit).sum(axis=1)
-        with np.errstate(divide="ignore"):
-            return np.log(probs).reshape(prev.shape)
-
     def sample_documents(self, num_tokens: int, seed: int, mean_length: int = 128) -> np.ndarray:
         """A stream of exactly ``num_tokens`` ids: documents separated by ``sep_token_id``.
 
@@ -276,7 +263,3 @@ class MarkovCorpus:
             ended = stop & ~sep
             after_sep = sep
         return out.ravel()[:num_tokens]
-
-    def token_strings(self) -> list[str]:
-        """Names for every id: the special tokens, then ``w5``, ``w6``, ..."""
-        return list(SPECIAL_TOKENS) + [f"w{i}" for i in range(_FIRST_WORD, self.vocab_size)]

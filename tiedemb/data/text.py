@@ -52,7 +52,7 @@ from tiedemb.data.tokenizers import (
     tokenizer_fingerprint,
     train_tokenizer,
 )
-from tiedemb.errors import UserError, check_choice, first_line
+from tiedemb.errors import UserError, first_line
 from tiedemb.options import changed_from_default, no_effect, warn_no_effect
 from tiedemb.training.files import atomic_directory, disk_full_is_reported, out_of_space
 from tiedemb.training.hub import hub_access
@@ -80,16 +80,11 @@ class TextCache:
     separator: int
     block_size: int
     num_proc: int | None
-    read: Callable[[Path], dict[str, datasets.Dataset]] = field(repr=False)
-    """The documents of each split, read into Arrow files under a working folder."""
-
-    @property
-    def ready(self) -> bool:
-        return (self.folder / "stats.json").is_file()
+    read: Callable[[Path], dict[str, datasets.Dataset]] = field(repr=False)  # each split's documents, into a folder
 
     def write(self) -> None:
         """Read, tokenise and block the text into the cache entry, unless it is there already."""
-        if self.ready:
+        if (self.folder / "stats.json").is_file():
             return
         with _working_folder(self.folder.parent) as work:
             splits = {name: self._cut(name, documents, work) for name, documents in self.read(work).items()}
@@ -137,11 +132,7 @@ class TextCache:
         """The saved splits, memory-mapped (cheap to hand to data-loader worker processes)."""
         names = [name for name in ("train", "val", "ood_val") if (self.folder / name).is_dir()]
         opened = {name: datasets.load_from_disk(str(self.folder / name)) for name in names}
-        log.info(
-            "prepared text in %s: %s blocks",
-            self.folder,
-            ", ".join(f"{len(split)} {name}" for name, split in opened.items()),
-        )
+        log.info("prepared text in %s: %s", self.folder, {name: len(split) for name, split in opened.items()})
         return opened
 
 
@@ -303,15 +294,10 @@ def _load_hub(name: str, config: str | None, column: str) -> datasets.DatasetDic
         try:
             splits = datasets.load_dataset(name, config)
         except (OSError, ValueError) as error:
-            if online or not isinstance(error, ConnectionError):
-                problem = f"could not load dataset {name!r} (config {config!r}): {first_line(error)}."
-            else:
-                problem = (
-                    f"dataset {name!r} (config {config!r}) is not in the local Hugging Face cache, "
-                    "and the hub cannot be reached (or HF_HUB_OFFLINE is set)."
-                )
+            reason = "" if online else " (the hub cannot be reached, or HF_HUB_OFFLINE is set)"
             raise UserError(
-                f"{problem} Pass local text instead with train_files (and val_files): paths or globs of .txt files; "
+                f"could not load dataset {name!r} (config {config!r}){reason}: {first_line(error)}. "
+                "Pass local text instead with train_files (and val_files): paths or globs of .txt files; "
                 "or a local folder of .jsonl or .parquet files; or the name of a dataset already in the local cache."
             ) from None
     if "train" not in splits:
@@ -391,9 +377,16 @@ def _first_bad_byte(path: Path, role: str) -> None:
 def _tokenize_documents(
     documents: datasets.Dataset, tokenizer, separator: int, num_proc: int | None, fingerprint: str
 ) -> datasets.Dataset:
-    """One row of ids per document, via a batched ``datasets.map`` over the fast tokenizer's batch call."""
+    """One row of ids per document, each followed by one separator (no [CLS]/[SEP] template), via a
+    batched ``datasets.map`` over the fast tokenizer's batch call."""
+    backend = tokenizer.backend_tokenizer
+
+    def encode(batch: dict[str, list[str]]) -> dict[str, list[list[int]]]:
+        encodings = backend.encode_batch_fast(batch["text"], add_special_tokens=False)
+        return {"input_ids": [encoding.ids + [separator] for encoding in encodings]}
+
     return documents.map(
-        partial(_encode, backend=tokenizer.backend_tokenizer, separator=separator),
+        encode,
         batched=True,
         batch_size=_map_batch_size(documents),
         num_proc=num_proc,
@@ -401,12 +394,6 @@ def _tokenize_documents(
         new_fingerprint=fingerprint,  # spares datasets from hashing the whole tokenizer
         desc="tokenising",
     )
-
-
-def _encode(batch: dict[str, list[str]], backend, separator: int) -> dict[str, list[list[int]]]:
-    """Token ids of each document followed by one separator (no [CLS]/[SEP] template)."""
-    encodings = backend.encode_batch_fast(batch["text"], add_special_tokens=False)
-    return {"input_ids": [encoding.ids + [separator] for encoding in encodings]}
 
 
 def _map_batch_size(documents: datasets.Dataset) -> int:
@@ -444,8 +431,7 @@ def _cache_key(parts: dict) -> str:
 
 @contextlib.contextmanager
 def _working_folder(parent: Path) -> Iterator[Path]:
-    """A hidden folder under ``parent`` for the Arrow files of one preparation, removed afterwards; a
-    full disk ends in one message, leaving earlier cache entries as they were."""
+    """A hidden folder under ``parent`` for one preparation's Arrow files, removed afterwards (a full disk too)."""
     parent.mkdir(parents=True, exist_ok=True)
     with (
         disk_full_is_reported(parent, "the text being prepared", DISK_REMEDY),
@@ -460,19 +446,15 @@ def _working_folder(parent: Path) -> Iterator[Path]:
 def tokenizer_of_run(
     data: Mapping[str, Any], vocab_size: int, objective: str, fingerprint: str | None = None
 ) -> str | None:
-    """Where the tokenizer of a pretraining run is, from the data settings its checkpoint recorded.
-
-    The tokenizer the run named (``data.tokenizer``, as it was written, relative to the folder the
-    run started in), or the folder in the run's ``data.cache_dir`` of the one it trained whose
-    vocabulary has ``vocab_size`` tokens and, where the checkpoint recorded one, whose
-    ``fingerprint`` matches; ``None`` for the embedded corpus, or when the trained one is not found
-    (another working directory, text files changed since and no fingerprint recorded).
-    """
+    """Where the tokenizer of a pretraining run is, from the data settings its checkpoint recorded: the
+    one it named (``data.tokenizer``), or the one it trained, in its ``data.cache_dir``, of
+    ``vocab_size`` tokens and the recorded ``fingerprint``; ``None`` for the embedded corpus, or when
+    the trained one is not found (another working directory, the text changed and no fingerprint)."""
     if data.get("tokenizer"):
         return str(data["tokenizer"])
     if not (data.get("dataset") or data.get("train_files")):
         return None
-    kind = TOKENIZER_KIND[check_choice("objective", data.get("objective") or objective, TOKENIZER_KIND)]
+    kind = TOKENIZER_KIND[data.get("objective") or objective]
     cache = Path(data.get("cache_dir") or "data/cache").expanduser() / "tokenizers"
     try:  # one folder per requested size; the data records the size the tokenizer came out at
         candidates = sorted(cache.glob(f"{kind}-*-{_cache_key(_source(data)[0])}"))

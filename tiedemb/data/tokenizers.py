@@ -24,7 +24,7 @@ log = logging.getLogger("tiedemb.data")
 DISK_REMEDY = "set data.cache_dir to a folder on a larger disk"
 
 #: Special tokens of the trained tokenizers, in id order (so ``[PAD]`` / ``<pad>`` is id 0).
-SPECIAL_TOKENS: dict[str, dict[str, str]] = {
+SPECIALS_BY_KIND: dict[str, dict[str, str]] = {
     "wordpiece": {
         "pad_token": "[PAD]",
         "unk_token": "[UNK]",
@@ -42,9 +42,6 @@ SPECIAL_TOKENS: dict[str, dict[str, str]] = {
 }
 #: Byte-level BPE starts from all 256 byte symbols, so they count against the vocabulary.
 BYTE_ALPHABET_SIZE = 256
-
-
-# --------------------------------------------------------------------------- loading
 
 
 def load_tokenizer(name_or_path: str | os.PathLike) -> PreTrainedTokenizerBase:
@@ -66,15 +63,10 @@ def load_tokenizer(name_or_path: str | os.PathLike) -> PreTrainedTokenizerBase:
             with hub_access() as online:
                 tokenizer = AutoTokenizer.from_pretrained(text, trust_remote_code=False)
     except OSError as error:
-        if looks_local or online:
-            problem = f"could not load tokenizer {text!r}: {first_line(error)}."
-        else:
-            problem = (
-                f"tokenizer {text!r} is not in the local Hugging Face cache, "
-                "and the hub cannot be reached (or HF_HUB_OFFLINE is set)."
-            )
+        reason = "" if looks_local or online else " (the hub cannot be reached, or HF_HUB_OFFLINE is set)"
         raise UserError(
-            f"{problem} Pass a local tokenizer directory (one holding tokenizer.json or vocab.txt), "
+            f"could not load tokenizer {text!r}{reason}: {first_line(error)}. "
+            "Pass a local tokenizer directory (one holding tokenizer.json or vocab.txt), "
             "a hub name already in the local cache, or leave `tokenizer` unset to train one on the training text."
         ) from None
     backend = getattr(tokenizer, "backend_tokenizer", None)
@@ -97,14 +89,11 @@ def recorded_fingerprint(checkpoint: Mapping[str, Any]) -> str | None:
     return None
 
 
-SYNTHETIC = "synthetic_tokens"
-"""The data setting only the embedded corpus records: a run of it has no tokenizer."""
-
-
 def has_no_tokenizer(checkpoint: Mapping[str, Any]) -> bool:
-    """Whether the run trained on the embedded corpus (token ids are the corpus's word ids)."""
+    """Whether the run trained on the embedded corpus (token ids are the corpus's word ids): only
+    PretrainData records ``synthetic_tokens``, and it read no text."""
     data = checkpoint.get("datamodule_hyper_parameters") or {}
-    return not (data.get("tokenizer") or data.get("dataset") or data.get("train_files")) and SYNTHETIC in data
+    return not (data.get("tokenizer") or data.get("dataset") or data.get("train_files")) and "synthetic_tokens" in data
 
 
 def tokenizer_fingerprint(tokenizer: PreTrainedTokenizerBase) -> str:
@@ -144,9 +133,6 @@ def configure_for_objective(tokenizer: PreTrainedTokenizerBase, objective: str) 
     return int(separator)
 
 
-# --------------------------------------------------------------------------- training
-
-
 def check_vocab_size(kind: str, vocab_size: int | None) -> int:
     """``vocab_size`` if a ``kind`` tokenizer can be trained to that size: its special tokens (and,
     for byte-level BPE, the 256-byte alphabet) plus one learned token."""
@@ -154,9 +140,9 @@ def check_vocab_size(kind: str, vocab_size: int | None) -> int:
         raise UserError(
             "pass either `tokenizer` (a hub name or local directory) or `vocab_size` to train one on the training text"
         )
-    needed = len(SPECIAL_TOKENS[kind]) + (BYTE_ALPHABET_SIZE if kind == "bpe" else 0) + 1
+    needed = len(SPECIALS_BY_KIND[kind]) + (BYTE_ALPHABET_SIZE if kind == "bpe" else 0) + 1
     if vocab_size < needed:
-        detail = f"{len(SPECIAL_TOKENS[kind])} special tokens" + (
+        detail = f"{len(SPECIALS_BY_KIND[kind])} special tokens" + (
             f" plus the {BYTE_ALPHABET_SIZE}-byte alphabet" if kind == "bpe" else ""
         )
         raise UserError(
@@ -191,43 +177,38 @@ def train_tokenizer(
         return _train_and_save(texts, kind, vocab_size, save_dir, length)
 
 
-def _untrained(kind: str, vocab_size: int, show_progress: bool):
-    """An untrained BERT-style WordPiece or GPT-2-style byte-level BPE tokenizer, and its trainer.
-
-    On a terminal the tokenizers library's own progress bars show; elsewhere nothing is drawn.
-    """
-    from tokenizers import Tokenizer, decoders, models, normalizers, pre_tokenizers, processors, trainers
-
-    specials = list(SPECIAL_TOKENS[kind].values())
-    if kind == "bpe":
-        tokenizer = Tokenizer(models.BPE())
-        tokenizer.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
-        tokenizer.decoder = decoders.ByteLevel()
-        tokenizer.post_processor = processors.ByteLevel(trim_offsets=False)
-        alphabet = pre_tokenizers.ByteLevel.alphabet()
-        return tokenizer, trainers.BpeTrainer(
-            vocab_size=vocab_size, special_tokens=specials, initial_alphabet=alphabet, show_progress=show_progress
-        )
-    tokenizer = Tokenizer(models.WordPiece(unk_token="[UNK]"))
-    tokenizer.normalizer = normalizers.BertNormalizer(lowercase=True)
-    tokenizer.pre_tokenizer = pre_tokenizers.BertPreTokenizer()
-    tokenizer.decoder = decoders.WordPiece(prefix="##")
-    tokenizer.post_processor = processors.TemplateProcessing(
-        single="[CLS] $A [SEP]", pair="[CLS] $A [SEP] $B:1 [SEP]:1", special_tokens=[("[CLS]", 2), ("[SEP]", 3)]
-    )
-    # Capping the alphabet keeps a small vocabulary from overflowing with rare characters.
-    alphabet = min(1000, vocab_size - len(specials))
-    return tokenizer, trainers.WordPieceTrainer(
-        vocab_size=vocab_size, special_tokens=specials, limit_alphabet=alphabet, show_progress=show_progress
-    )
-
-
 def _train_and_save(
     texts: Iterable[str], kind: str, vocab_size: int, save_dir: Path, length: int | None
 ) -> PreTrainedTokenizerFast:
-    backend, trainer = _untrained(kind, vocab_size, sys.stderr.isatty())
+    """A BERT-style WordPiece or GPT-2-style byte-level BPE tokenizer trained on ``texts``, saved whole
+    or not at all. On a terminal the tokenizers library's own progress bars show."""
+    from tokenizers import Tokenizer, decoders, models, normalizers, pre_tokenizers, processors, trainers
+
+    specials, show = list(SPECIALS_BY_KIND[kind].values()), sys.stderr.isatty()
+    if kind == "bpe":
+        backend = Tokenizer(models.BPE())
+        backend.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+        backend.decoder = decoders.ByteLevel()
+        backend.post_processor = processors.ByteLevel(trim_offsets=False)
+        alphabet = pre_tokenizers.ByteLevel.alphabet()
+        trainer = trainers.BpeTrainer(
+            vocab_size=vocab_size, special_tokens=specials, initial_alphabet=alphabet, show_progress=show
+        )
+    else:
+        backend = Tokenizer(models.WordPiece(unk_token="[UNK]"))
+        backend.normalizer = normalizers.BertNormalizer(lowercase=True)
+        backend.pre_tokenizer = pre_tokenizers.BertPreTokenizer()
+        backend.decoder = decoders.WordPiece(prefix="##")
+        backend.post_processor = processors.TemplateProcessing(
+            single="[CLS] $A [SEP]", pair="[CLS] $A [SEP] $B:1 [SEP]:1", special_tokens=[("[CLS]", 2), ("[SEP]", 3)]
+        )
+        # Capping the alphabet keeps a small vocabulary from overflowing with rare characters.
+        alphabet = min(1000, vocab_size - len(specials))
+        trainer = trainers.WordPieceTrainer(
+            vocab_size=vocab_size, special_tokens=specials, limit_alphabet=alphabet, show_progress=show
+        )
     backend.train_from_iterator(texts, trainer=trainer, length=length)
-    tokenizer = PreTrainedTokenizerFast(tokenizer_object=backend, **SPECIAL_TOKENS[kind])
+    tokenizer = PreTrainedTokenizerFast(tokenizer_object=backend, **SPECIALS_BY_KIND[kind])
     if len(tokenizer) != vocab_size:
         log.warning(
             "the %s tokenizer has %d tokens, not %d: the training text is too small for more",
@@ -235,7 +216,6 @@ def _train_and_save(
             len(tokenizer),
             vocab_size,
         )
-    # Saved whole or not at all: an interrupted run leaves no half tokenizer.
     with (
         disk_full_is_reported(save_dir.parent, "the trained tokenizer", DISK_REMEDY),
         atomic_directory(save_dir, "tokenizer.json") as staging,
