@@ -89,8 +89,9 @@ class TextCache:
         with _working_folder(self.folder.parent) as work:
             splits = {name: self._cut(name, documents, work) for name, documents in self.read(work).items()}
             stats = {key: value for _, counts in splits.values() for key, value in counts.items()}
-            stats["discarded_tokens"] = sum(stats[f"{name}_discarded_tokens"] for name in splits)
-            stats["documents"] = stats["separator_tokens"] = sum(stats[f"{name}_documents"] for name in splits)
+            # the pretraining text's totals: its training and validation splits
+            stats["discarded_tokens"] = stats["train_discarded_tokens"] + stats["val_discarded_tokens"]
+            stats["documents"] = stats["separator_tokens"] = stats["train_documents"] + stats["val_documents"]
             stats["block_size"] = self.block_size
             # Written whole or not at all: a crash (or a full disk) never leaves a half-written entry.
             with (
