@@ -30,11 +30,9 @@ def keep_tokenizer(source: str | Path, out: str | Path, weights_only: bool = Tru
     source, out = Path(source), Path(out)
     if out.exists() and (not out.is_dir() or any(out.iterdir())):
         raise UserError(f"{str(out)!r} already exists and is not an empty folder; a kept tokenizer is not overwritten")
-    if not source.exists():
-        raise UserError(f"{str(source)!r} is neither a checkpoint file nor a run's folder")
     path = source if source.is_file() else next(iter(last_checkpoints([source])), None)
     if path is None:
-        raise UserError(f"{str(source)!r} holds no last*.ckpt: the run has written no checkpoint yet")
+        raise UserError(f"{str(source)!r} is neither a checkpoint file nor a run's folder with a last*.ckpt")
     checkpoint = read_checkpoint(path, weights_only=weights_only)
     tokenizer = run_tokenizer(checkpoint, path)
     if tokenizer is None:

@@ -341,7 +341,7 @@ class PretrainData(ResumableTraining, L.LightningDataModule):
         return self.val_dataloader()
 
     def _loader(self, dataset: Dataset, shuffle: bool) -> DataLoader:
-        hp = self.hparams
+        workers = self.hparams.num_workers
         # The training order is resumable (see tiedemb.data.sampling); evaluation reads in order.
         sampler = (
             self.resumable_sampler(dataset, batch_size=self.batch_size, seed=self.seed, drop_last=True)
@@ -354,9 +354,9 @@ class PretrainData(ResumableTraining, L.LightningDataModule):
             sampler=sampler,
             drop_last=shuffle,
             collate_fn=self._collator(validation=not shuffle),
-            num_workers=hp.num_workers,
-            pin_memory=hp.pin_memory,
-            persistent_workers=hp.num_workers > 0,
+            num_workers=workers,
+            pin_memory=self.hparams.pin_memory,
+            persistent_workers=workers > 0,
             generator=loader_generator(self.seed),
         )
 
