@@ -62,8 +62,3 @@ def test_masked_token_baselines_score_the_masked_positions_and_fall_back_after_a
     expected_bigram = -(math.log(5 / 14) + math.log(3 / 12) + uni(1)) / 3
     assert found["unigram"] == pytest.approx(expected_unigram)
     assert found["bigram"] == pytest.approx(expected_bigram)
-
-
-def test_masked_token_baselines_need_the_collator():
-    with pytest.raises(ValueError, match="collator"):
-        ngram_baselines(TRAIN, TRAIN, vocab_size=VOCAB, objective="mlm")
