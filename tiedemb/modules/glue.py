@@ -23,7 +23,7 @@ from tiedemb.modules.glue_metrics import (
     metric_names,
     split_suffix,
 )
-from tiedemb.modules.optim import LrDecay, adamw_with_schedule, check_schedule
+from tiedemb.modules.optim import LrDecay, check_schedule
 from tiedemb.nn.classifier import SequenceClassifier
 from tiedemb.nn.config import ARCHITECTURE, TRAINING, TransformerConfig
 from tiedemb.options import (
@@ -41,7 +41,7 @@ from tiedemb.options import (
 )
 from tiedemb.training.files import write_tsv
 from tiedemb.training.metric_names import eval_name, kept_name
-from tiedemb.weights.narrow import TABLES, fit_embedding
+from tiedemb.weights.narrow import PROJECTION, TABLES, fit_embedding
 from tiedemb.weights.source import PretrainedWeights, load_pretrained, resolve_architecture
 
 WARMUP_RATIO = 0.1
@@ -190,13 +190,10 @@ class GlueModule(TransformerModule):
         self.narrowing_kept: dict[str, float] = {}  # table -> share of its energy kept by narrowing
         if source is not None:
             self._load_source(source, reinit_embeddings, narrowing)
-        # Model FLOPs of the batch just run, for the Trainer's ThroughputMonitor (tiedemb.modules.throughput).
-        self._matmul_weights = MatmulWeights.of(self.model)
-        self.flops_per_batch: float | None = None
+        self.matmul_weights = MatmulWeights.of(self.model)
         self.eval_metrics = nn.ModuleDict()
         self.eval_losses = nn.ModuleDict()
         self._eval_splits: list[str] = []
-        self._updated: set[str] = set()
         self._rows: dict[str, list[tuple[int, int, int]]] = {}  # split -> (idx, prediction, label)
         self.history: list[tuple[float, float]] = []  # (fractional epoch, main dev metric) during fit
         self.epochs_to_converge: float | None = None
@@ -234,15 +231,8 @@ class GlueModule(TransformerModule):
             )
         if self.model.pooler is None:
             state = {key: value for key, value in state.items() if not key.startswith("pooler.")}
-        result = self.model.load_state_dict(state, strict=False)
-        fresh = {"embedding.projection.weight", *TABLES} if reinit_embeddings else set()
-        allowed = ("pooler.", "classifier.")
-        unexpected_missing = [k for k in result.missing_keys if not k.startswith(allowed) and k not in fresh]
-        if unexpected_missing or result.unexpected_keys:
-            raise UserError(
-                f"pretrained {source.origin!r} does not fit the model: missing {unexpected_missing[:3]}, "
-                f"unexpected {result.unexpected_keys[:3]}"
-            )
+        fresh = {PROJECTION, *TABLES} if reinit_embeddings else set()
+        source.load_into(self.model, state, lambda key: key.startswith(("pooler.", "classifier.")) or key in fresh)
         rank_zero_info(f"loaded the embedding and encoder from {source.kind} {source.origin!r}")
 
     # -- forward -----------------------------------------------------------------------------------
@@ -254,9 +244,7 @@ class GlueModule(TransformerModule):
 
     def _logits(self, batch: dict[str, Tensor]) -> Tensor:
         # Only the [CLS] row of each sequence reaches the last block's tail, pooler and classifier.
-        count = self._matmul_weights.training_flops if self.training else self._matmul_weights.forward_flops
-        batch_size, length = batch["input_ids"].shape
-        self.flops_per_batch = count(batch_size, length, output_positions=batch_size)
+        self.count_flops(batch["input_ids"], output_positions=len(batch["input_ids"]))
         return self(batch["input_ids"], batch.get("attention_mask"), batch.get("token_type_ids"))
 
     def on_train_start(self) -> None:
@@ -329,7 +317,6 @@ class GlueModule(TransformerModule):
         predictions = logits.argmax(dim=-1)
         self.eval_losses[split].update(F.cross_entropy(logits.float(), labels), weight=labels.numel())
         self.eval_metrics[split].update(predictions, labels)
-        self._updated.add(split)
         if keep_rows:
             self._keep(split, batch["idx"], predictions, labels)
 
@@ -351,7 +338,7 @@ class GlueModule(TransformerModule):
         total, count = 0.0, 0.0
         for split in self._eval_splits:
             metrics, loss = self.eval_metrics[split], self.eval_losses[split]
-            if split in self._updated:
+            if loss.update_count:
                 suffix = split_suffix(split)
                 for name, value in metrics.compute().items():
                     self.log(
@@ -370,7 +357,6 @@ class GlueModule(TransformerModule):
         if count:
             # Over all evaluated examples: lets a loss-monitoring checkpoint work for every task.
             self.log(f"{stage}/loss", total / count, add_dataloader_idx=False)
-        self._updated.clear()
         return logged
 
     def _fractional_epoch(self) -> float:
@@ -450,20 +436,3 @@ class GlueModule(TransformerModule):
         if self.hparams.predictions_dir:
             return Path(self.hparams.predictions_dir).expanduser()
         return Path(self.trainer.default_root_dir)  # the run's folder (tiedemb.training.run_dir)
-
-    # -- optimisation --------------------------------------------------------------------------------
-    def configure_optimizers(self) -> dict:
-        hp = self.hparams
-        total = int(self.trainer.estimated_stepping_batches)
-        warmup = hp.warmup_steps if hp.warmup_steps is not None else round(hp.warmup_ratio * total)
-        return adamw_with_schedule(
-            self.model,
-            learning_rate=hp.learning_rate,
-            weight_decay=hp.weight_decay,
-            betas=tuple(hp.betas),
-            eps=hp.eps,
-            total_steps=total,
-            warmup_steps=warmup,
-            decay=hp.lr_decay,
-            min_lr_ratio=hp.min_lr_ratio,
-        )

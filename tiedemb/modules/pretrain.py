@@ -14,7 +14,7 @@ from torchmetrics import MeanMetric
 from tiedemb.errors import UserError
 from tiedemb.modules.base import TransformerModule
 from tiedemb.modules.flops import MatmulWeights
-from tiedemb.modules.optim import LrDecay, adamw_with_schedule, check_schedule
+from tiedemb.modules.optim import LrDecay, check_schedule
 from tiedemb.nn import HEADS, LMOutput, Transformer, TransformerConfig
 from tiedemb.nn.config import HeadActivation, Objective, Shuffle
 from tiedemb.options import (
@@ -24,31 +24,71 @@ from tiedemb.options import (
     PositiveFloat,
     Rate,
     UnitFraction,
+    changed_from_default,
     check_arguments,
+    no_effect,
     option_types,
 )
 from tiedemb.theory import predict_for_config
 from tiedemb.training import metric_names
 from tiedemb.training.metric_names import LOG_N
 from tiedemb.training.ties import TieGuard, restore_tied_entries, tied_prefixes_of
-from tiedemb.weights.language_model import (
-    check_trainable,
-    has_head,
-    load_language_model,
-    refuse_unread_with_source,
-    resolve_settings,
-    source_state,
-    unexpectedly_missing,
-)
-from tiedemb.weights.source import PretrainedWeights
+from tiedemb.weights.export_plan import encoder_problem, masked_lm_head_problem
+from tiedemb.weights.source import PretrainedWeights, load_pretrained, resolve_language_model
 
 HeadName = Literal[tuple(HEADS)]
 """The heads registered when this module is imported: the choices the command line offers for
 ``model.head``. From Python, a head registered later is taken too (the registry checks the name)."""
 
 
+TIED_DECODER = "head.decoder.weight"
+"""The tied head's matrix: the token table itself, so never among the source's weights."""
+
+
 class TrainingDiverged(UserError):
     """The loss stopped being a finite number."""
+
+
+def refuse_unread_with_source(settings: dict[str, Any], source: PretrainedWeights) -> None:
+    """Refuse initialisation settings that the pretrained weights replace before anything reads them.
+
+    The token table always comes from the source, so its std and ``tied_scaled_init``'s scaled
+    draw of it change nothing; ``init_std`` draws only a fresh untied output matrix (BERT's head
+    and the tied heads take or copy every weight they have).
+    """
+    origin = f"with model.pretrained={source.origin!r}"
+    if settings.get("embedding_init_std") is not None:
+        raise no_effect(
+            "model.embedding_init_std",
+            settings["embedding_init_std"],
+            f"{origin}: the token table is the pretrained one",
+        )
+    if settings.get("head") == "tied_scaled_init":
+        raise no_effect(
+            "model.head",
+            "tied_scaled_init",
+            f"{origin}: its scaled draw of the shared table is replaced by the pretrained table; use model.head=tied",
+        )
+    default_std = TransformerConfig.__dataclass_fields__["init_std"].default
+    if changed_from_default(settings.get("init_std"), default_std) and (
+        source.has_head or settings.get("head") != "untied"
+    ):
+        raise no_effect(
+            "model.init_std",
+            settings["init_std"],
+            f"{origin}: every weight it would draw comes from the "
+            "pretrained model (only a fresh untied head draws from it)",
+        )
+
+
+def check_trainable(config: TransformerConfig, source: PretrainedWeights) -> None:
+    """Refuse settings under which the model would not compute what the pretrained BERT computes
+    (the checks ``python -m tiedemb.export`` makes on the way out)."""
+    problem = encoder_problem(config)
+    if problem is None and source.has_head:
+        problem = masked_lm_head_problem(config)
+    if problem is not None:
+        raise UserError(f"the pretrained {source.kind} {source.origin!r} cannot be trained with {problem}")
 
 
 class PretrainModule(TransformerModule):
@@ -148,8 +188,9 @@ class PretrainModule(TransformerModule):
         super().__init__(**kwargs)
         check_schedule(lr_decay, min_lr_ratio)
         model = {**self.transformer_settings, **language_model}
-        source = load_language_model(pretrained) if pretrained is not None and self.reads_pretrained else None
-        resolved = resolve_settings(model, source)
+        reads = pretrained is not None and self.reads_pretrained
+        source = load_pretrained(pretrained, language_model=True) if reads else None
+        resolved = resolve_language_model(model, source)
         if source is not None:
             refuse_unread_with_source({**model, **resolved}, source)
         # Recorded as the values the model is built with (in the hyperparameters the loggers get too),
@@ -165,21 +206,19 @@ class PretrainModule(TransformerModule):
         self._described: dict[str, float] = {}
         self.initial_loss: float | None = None
         self._compiled = False
-        # Counted now, from full-size modules: a sharding strategy may later wrap or flatten them.
-        self._matmul_weights = MatmulWeights.of(self.model)
-        self.flops_per_batch: float | None = None  # read by ThroughputMonitor after every batch
+        self.matmul_weights = MatmulWeights.of(self.model)
 
     @torch.no_grad()
     def _load_source(self, source: PretrainedWeights) -> None:
-        result = self.model.load_state_dict(source_state(source), strict=False)
-        missing = unexpectedly_missing(result.missing_keys, source)
-        if missing or result.unexpected_keys:
-            raise UserError(
-                f"pretrained {source.origin!r} does not fit the model: missing {missing[:3]}, "
-                f"unexpected {result.unexpected_keys[:3]}"
-            )
+        # No pooler here; the tied decoder is the token table, and a source without a head leaves it fresh.
+        state = {key: value for key, value in source.state.items() if not key.startswith("pooler.")}
+        source.load_into(
+            self.model,
+            state,
+            lambda key: key == TIED_DECODER or (not source.has_head and key.startswith("head.")),
+        )
         self.model.tie_weights()
-        head = "its masked-LM head" if has_head(source) else "a fresh head"
+        head = "its masked-LM head" if source.has_head else "a fresh head"
         rank_zero_info(f"loaded the embedding, encoder and {head} from {source.kind} {source.origin!r}")
 
     # -- the Hugging Face-style forward ---------------------------------------------------------
@@ -277,9 +316,7 @@ class PretrainModule(TransformerModule):
             )
         self.log(metric_names.TRAIN_LOSS, loss, prog_bar=True)
         self.log("train/ppl", torch.exp(loss.detach().clamp(max=50)))
-        self.flops_per_batch = self._matmul_weights.training_flops(
-            *batch["input_ids"].shape, output_positions=self._output_positions(output)
-        )
+        self.count_flops(batch["input_ids"], self._output_positions(output))
         return loss
 
     def _output_positions(self, output: LMOutput) -> int | None:
@@ -305,9 +342,7 @@ class PretrainModule(TransformerModule):
     # -- validation ----------------------------------------------------------------------------------
     def validation_step(self, batch: dict[str, Tensor], batch_idx: int, dataloader_idx: int = 0) -> None:
         output = self(**batch, return_logits=False)
-        self.flops_per_batch = self._matmul_weights.forward_flops(
-            *batch["input_ids"].shape, output_positions=self._output_positions(output)
-        )
+        self.count_flops(batch["input_ids"], self._output_positions(output))
         # weight by the number of predicted tokens, so the epoch value is a per-token mean
         metric = self.val_loss if dataloader_idx == 0 else self.ood_val_loss
         metric.update(output.loss.detach(), weight=max(output.num_targets, 1))
@@ -329,18 +364,3 @@ class PretrainModule(TransformerModule):
             ood = self.ood_val_loss.compute()
             self.ood_val_loss.reset()
             self.log(f"{stage}_ood/loss", ood, add_dataloader_idx=False)
-
-    # -- optimisation --------------------------------------------------------------------------------
-    def configure_optimizers(self) -> dict:
-        hp = self.hparams
-        return adamw_with_schedule(
-            self.model,
-            learning_rate=hp.learning_rate,
-            weight_decay=hp.weight_decay,
-            betas=tuple(hp.betas),
-            eps=hp.eps,
-            total_steps=int(self.trainer.estimated_stepping_batches),
-            warmup_steps=hp.warmup_steps,
-            decay=hp.lr_decay,
-            min_lr_ratio=hp.min_lr_ratio,
-        )

@@ -25,6 +25,7 @@ Exactness rests on these identities:
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Mapping
 from typing import Any
 
@@ -34,7 +35,7 @@ from torch import Tensor, nn
 from tiedemb.nn.config import TransformerConfig
 from tiedemb.nn.heads import build_head
 from tiedemb.nn.model import Embedding
-from tiedemb.weights.bert import HIDDEN_ACTS, copied
+from tiedemb.weights.bert import HIDDEN_ACTS, LEAVES, leaf_names, renamed, shared_config
 
 NEOX = "GPTNeoXForCausalLM"
 NEOX_CONFIG = "GPTNeoXConfig"
@@ -113,37 +114,34 @@ def output_matrix(inner: Mapping[str, Tensor], config: TransformerConfig) -> Ten
 
 # --------------------------------------------------------------------------- the encoder's weights
 
-
-def neox_block(inner: Mapping[str, Tensor], source: str, target: str, config: TransformerConfig) -> dict[str, Tensor]:
-    state = copied(
-        inner,
-        source,
-        target,
-        {
-            "attention_norm": "input_layernorm",
-            "ffn_norm": "post_attention_layernorm",
-            "attention.out": "attention.dense",
-            "ffn.up": "mlp.dense_h_to_4h",
-            "ffn.down": "mlp.dense_4h_to_h",
-        },
-    )
-    for leaf in ("weight", "bias"):  # (3, heads, head_dim, ...) -> (heads, 3, head_dim, ...)
-        fused = inner[f"{source}attention.qkv.{leaf}"].float()
-        grouped = fused.view(3, config.num_heads, config.head_dim, *fused.shape[1:]).transpose(0, 1)
-        state[f"{target}attention.query_key_value.{leaf}"] = grouped.reshape(fused.shape).contiguous()
-    return state
+#: tiedemb's block modules -> GPT-NeoX's; the fused attention input is regrouped apart.
+NEOX_BLOCK_NAMES = {
+    "attention_norm": "input_layernorm",
+    "ffn_norm": "post_attention_layernorm",
+    "attention.out": "attention.dense",
+    "ffn.up": "mlp.dense_h_to_4h",
+    "ffn.down": "mlp.dense_4h_to_h",
+}
 
 
 def causal_state(inner: Mapping[str, Tensor], config: TransformerConfig) -> tuple[dict[str, Tensor], bool]:
     """The model's weights named for ``GPTNeoXForCausalLM``, and whether its output matrix is its input
     table (then the state leaves it out and the export ties them)."""
     table, output = input_table(inner, config).float(), output_matrix(inner, config).float()
-    state = {
-        "gpt_neox.embed_in.weight": table,
-        **copied(inner, "encoder.", "", {"final_norm": "gpt_neox.final_layer_norm"}),
-    }
+    modules = {"encoder.final_norm": "gpt_neox.final_layer_norm"}
     for index in range(config.num_layers):
-        state.update(neox_block(inner, f"encoder.blocks.{index}.", f"gpt_neox.layers.{index}.", config))
+        modules.update(
+            {
+                f"encoder.blocks.{index}.{ours}": f"gpt_neox.layers.{index}.{theirs}"
+                for ours, theirs in NEOX_BLOCK_NAMES.items()
+            }
+        )
+    state = {"gpt_neox.embed_in.weight": table, **renamed(inner, leaf_names(modules))}
+    for index, leaf in itertools.product(range(config.num_layers), LEAVES):
+        # (3, heads, head_dim, ...) -> (heads, 3, head_dim, ...)
+        fused = inner[f"encoder.blocks.{index}.attention.qkv.{leaf}"].float()
+        grouped = fused.view(3, config.num_heads, config.head_dim, *fused.shape[1:]).transpose(0, 1)
+        state[f"gpt_neox.layers.{index}.attention.query_key_value.{leaf}"] = grouped.reshape(fused.shape).contiguous()
     tied = torch.equal(table, output)
     if not tied:
         state[OUTPUT_WEIGHT] = output
@@ -154,21 +152,12 @@ def causal_config(config: TransformerConfig, tied: bool) -> dict[str, Any]:
     """``GPTNeoXConfig`` keywords for the model; no bos and eos ids (the export sets its tokenizer's,
     when there is one)."""
     return dict(
-        vocab_size=config.vocab_size,
-        initializer_range=config.init_std,
-        pad_token_id=config.pad_token_id,
+        shared_config(config),
         bos_token_id=None,
         eos_token_id=None,
         tie_word_embeddings=tied,
-        hidden_size=config.hidden_size,
-        num_hidden_layers=config.num_layers,
-        num_attention_heads=config.num_heads,
-        intermediate_size=config.intermediate_size,
-        hidden_act=HIDDEN_ACTS[config.activation],
-        max_position_embeddings=config.max_position_embeddings,
         attention_dropout=config.attention_dropout,
         attention_bias=True,
-        layer_norm_eps=config.norm_eps,
         use_parallel_residual=False,
         hidden_dropout=config.dropout,
         rotary_pct=1.0 if config.position == "rope" else 0.0,

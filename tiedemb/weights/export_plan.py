@@ -29,7 +29,7 @@ from torch import Tensor
 
 from tiedemb.errors import UserError
 from tiedemb.nn.config import TransformerConfig
-from tiedemb.weights.bert import HIDDEN_ACTS, tiedemb_to_bert
+from tiedemb.weights.bert import HIDDEN_ACTS, shared_config, tiedemb_to_bert
 from tiedemb.weights.causal import (
     NEOX,
     NEOX_CONFIG,
@@ -38,6 +38,7 @@ from tiedemb.weights.causal import (
     causal_problem,
     causal_state,
 )
+from tiedemb.weights.narrow import PROJECTION, TABLES
 from tiedemb.weights.source import config_from_hparams
 
 BERT_MODEL = "BertModel"
@@ -158,27 +159,21 @@ def _glue_class(requested: str | None, pooler: bool, origin: str) -> str:
 # --------------------------------------------------------------------------- weights and config
 
 
-def full_width_embedding(state: Mapping[str, Tensor], config: TransformerConfig) -> dict[str, Tensor]:
+def full_width_embedding(inner: Mapping[str, Tensor], config: TransformerConfig) -> dict[str, Tensor]:
     """``embedding.*`` with every table hidden wide: multiplied by the projection when there is
     one, and two zero segment rows when there are no segments."""
-    tables = {key: state[key].float() for key in ("embedding.token.weight", "embedding.position.weight")}
-    if "embedding.segment.weight" in state:
-        tables["embedding.segment.weight"] = state["embedding.segment.weight"].float()
-    projection = state.get("embedding.projection.weight")
-    if projection is not None:  # (hidden, d_e); in float64 so that the product adds no rounding of its own
-        weight = projection.double()
+    tables = {key: inner[key].float() for key in TABLES if key in inner}
+    if PROJECTION in inner:  # (hidden, d_e); in float64 so that the product adds no rounding of its own
+        weight = inner[PROJECTION].double()
         tables = {key: (table.double() @ weight.T).float() for key, table in tables.items()}
-    if "embedding.segment.weight" not in tables:
-        tables["embedding.segment.weight"] = torch.zeros(ZERO_SEGMENT_ROWS, config.hidden_size)
-    return {**tables, **{key: state[key].float() for key in ("embedding.norm.weight", "embedding.norm.bias")}}
+    tables.setdefault("embedding.segment.weight", torch.zeros(ZERO_SEGMENT_ROWS, config.hidden_size))
+    return {**tables, **{key: inner[key].float() for key in ("embedding.norm.weight", "embedding.norm.bias")}}
 
 
-def bert_state(state: Mapping[str, Tensor], config: TransformerConfig, model_class: str) -> dict[str, Tensor]:
-    """A tiedemb model's weights (``model.``-prefixed, as in a Lightning checkpoint) named for ``model_class``."""
-    inner = {key.removeprefix("model."): value for key, value in state.items()}
-    parts = {key: value for key, value in inner.items() if key.startswith(("encoder.", "pooler.", "head."))}
+def bert_state(inner: Mapping[str, Tensor], config: TransformerConfig, model_class: str) -> dict[str, Tensor]:
+    """A tiedemb model's weights named for ``model_class``."""
     head = model_class == MASKED_LM
-    encoder = tiedemb_to_bert({**parts, **full_width_embedding(inner, config)}, config.num_layers, with_head=head)
+    encoder = tiedemb_to_bert({**inner, **full_width_embedding(inner, config)}, config.num_layers, with_head=head)
     if model_class == BERT_MODEL:
         return encoder
     # BERT's task models hold the encoder under ``bert.``, their head beside it
@@ -192,22 +187,13 @@ def bert_config(
     config: TransformerConfig, hparams: Mapping[str, Any], labels: tuple[str, ...] | None
 ) -> dict[str, Any]:
     """``BertConfig`` keywords for the model; ``labels`` (class names in id order) for a classifier."""
-    values: dict[str, Any] = {
-        "vocab_size": config.vocab_size,
-        "hidden_size": config.hidden_size,
-        "num_hidden_layers": config.num_layers,
-        "num_attention_heads": config.num_heads,
-        "intermediate_size": config.intermediate_size,
-        "hidden_act": HIDDEN_ACTS[config.activation],
-        "hidden_dropout_prob": config.dropout,
-        "attention_probs_dropout_prob": config.attention_dropout,
-        "max_position_embeddings": config.max_position_embeddings,
-        "type_vocab_size": config.type_vocab_size or ZERO_SEGMENT_ROWS,
-        "initializer_range": config.init_std,
-        "layer_norm_eps": config.norm_eps,
-        "pad_token_id": config.pad_token_id,
-        "position_embedding_type": "absolute",
-    }
+    values = dict(
+        shared_config(config),
+        hidden_dropout_prob=config.dropout,
+        attention_probs_dropout_prob=config.attention_dropout,
+        type_vocab_size=config.type_vocab_size or ZERO_SEGMENT_ROWS,
+        position_embedding_type="absolute",
+    )
     if labels is not None:
         values.update(
             num_labels=len(labels),
@@ -233,19 +219,20 @@ def plan_export(
     ``labels``: a classifier's class names in id order (``None``: transformers' LABEL_0 ...).
     """
     config = config_from_hparams({**hparams, "objective": hparams.get("objective") or "mlm"}, f"checkpoint {origin!r}")
+    inner = {key.removeprefix("model."): value for key, value in state.items()}
     if requested == NEOX or (requested is None and kind == "pretrain" and config.causal):
-        return causal_plan(config, state, kind, origin)
+        return causal_plan(config, inner, kind, origin)
     model_class = choose_class(kind, config, requested, bool(hparams.get("pooler", True)), origin)
     if labels is None and model_class == CLASSIFIER:
         labels = tuple(f"LABEL_{index}" for index in range(int(hparams["num_labels"])))
     return ExportPlan(
         model_class,
         bert_config(config, hparams, labels if model_class == CLASSIFIER else None),
-        bert_state(state, config, model_class),
+        bert_state(inner, config, model_class),
     )
 
 
-def causal_plan(config: TransformerConfig, state: Mapping[str, Tensor], kind: str, origin: str) -> ExportPlan:
+def causal_plan(config: TransformerConfig, inner: Mapping[str, Tensor], kind: str, origin: str) -> ExportPlan:
     """A next-token model as ``GPTNeoXForCausalLM``, or the setting that stands in the way."""
     if kind == "glue":
         raise UserError(
@@ -259,6 +246,5 @@ def causal_plan(config: TransformerConfig, state: Mapping[str, Tensor], kind: st
         )
     if problem is not None:
         raise UserError(f"checkpoint {origin!r} cannot be exported to a causal LM: {problem}; {NO_CAUSAL_CLASS}")
-    inner = {key.removeprefix("model."): value for key, value in state.items()}
     weights, tied = causal_state(inner, config)
     return ExportPlan(NEOX, causal_config(config, tied), weights, NEOX_CONFIG)

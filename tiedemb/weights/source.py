@@ -1,21 +1,24 @@
-"""Where fine-tuning starts: a tiedemb checkpoint, BERT weights in transformers format, or nothing.
+"""Where training starts: a tiedemb checkpoint, BERT weights in transformers format, or nothing.
 
 ``load_pretrained`` reads a source into one neutral form (architecture field values plus a state
-dict named as ``SequenceClassifier`` names its parameters). ``resolve_architecture`` merges those
-values with what the user asked for: unset fields take the pretrained value, set fields must
-agree with it. ``tiedemb.weights.narrow.fit_embedding`` then narrows the embedding to the
-requested d_e.
+dict in tiedemb's parameter names). ``resolve_architecture`` (fine-tuning) and
+``resolve_language_model`` (pretraining, the head settings too) merge those values with what the
+user asked for: unset fields take the pretrained value, set fields must agree with it.
+Fine-tuning may start from either kind of source, and ``tiedemb.weights.narrow.fit_embedding``
+narrows its embedding to the requested d_e. Pretraining starts from BERT: a ``BertForMaskedLM``
+gives its masked-LM head too (``tiedemb.weights.bert``), a ``BertModel`` the embedding and
+encoder, and the head configured is drawn afresh.
 """
 
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from torch import Tensor
+from torch import Tensor, nn
 
 from tiedemb.errors import UserError
 from tiedemb.nn.config import ARCHITECTURE, TransformerConfig
@@ -23,6 +26,9 @@ from tiedemb.training.checkpoints import read_checkpoint
 from tiedemb.weights.bert import read_bert
 
 KEPT_PREFIXES = ("embedding.", "encoder.", "pooler.")
+#: The head settings BERT's masked-LM head fixes; unset, they are the pretrained head's (or the
+#: config's defaults when the source has no head).
+HEAD_SETTINGS = ("head", "output_bias", "head_bias", "head_activation", "head_norm")
 
 
 @dataclass
@@ -35,13 +41,34 @@ class PretrainedWeights:
     state: dict[str, Tensor] = field(repr=False)  # embedding.*, encoder.* and maybe pooler.*
     data: dict[str, Any] = field(default_factory=dict)  # a checkpoint's data settings (its tokenizer ...)
 
+    @property
+    def has_head(self) -> bool:
+        return any(key.startswith("head.") for key in self.state)
 
-def load_pretrained(source: str, with_head: bool = False) -> PretrainedWeights:
+    def load_into(self, model: nn.Module, state: Mapping[str, Tensor], fresh: Callable[[str], bool]) -> None:
+        """``model`` holding ``state``; every parameter it leaves out must be one ``fresh`` names."""
+        result = model.load_state_dict(state, strict=False)
+        missing = [key for key in result.missing_keys if not fresh(key)]
+        if missing or result.unexpected_keys:
+            raise UserError(
+                f"pretrained {self.origin!r} does not fit the model: missing {missing[:3]}, "
+                f"unexpected {result.unexpected_keys[:3]}"
+            )
+
+
+def load_pretrained(source: str, language_model: bool = False) -> PretrainedWeights:
     """Read ``source``: a ``.ckpt`` file, a transformers BERT directory, or a hub name.
 
-    ``with_head``: a BERT saved with its masked-LM head gives that head too (``read_bert``).
+    ``language_model``: where pretraining starts, BERT only, with its masked-LM head when it was
+    saved with one (``read_bert``).
     """
     path = Path(source).expanduser()
+    if path.is_file() and language_model:
+        raise UserError(
+            f"model.pretrained {source!r} is a file; pretraining starts from BERT weights in transformers "
+            "format (a folder with config.json, or a hub name). A tiedemb run is continued with "
+            "--ckpt_path instead"
+        )
     if path.is_file():
         return _load_checkpoint(source)
     if path.is_dir():
@@ -50,10 +77,10 @@ def load_pretrained(source: str, with_head: bool = False) -> PretrainedWeights:
                 f"pretrained directory {source!r} has no config.json; expected a transformers BERT model "
                 "(config.json plus model.safetensors or pytorch_model.bin) or a tiedemb .ckpt file"
             )
-        return PretrainedWeights(source, "BERT model", *read_bert(str(path), source, with_head))
+        return PretrainedWeights(source, "BERT model", *read_bert(str(path), source, language_model))
     if source.endswith(".ckpt") or source.startswith((".", "/", "~")) or source.count("/") > 1:
         raise UserError(f"pretrained {source!r} does not exist (expected a .ckpt file or a BERT model directory)")
-    return PretrainedWeights(source, "BERT model", *read_bert(source, source, with_head))
+    return PretrainedWeights(source, "BERT model", *read_bert(source, source, language_model))
 
 
 def _load_checkpoint(origin: str) -> PretrainedWeights:
@@ -122,6 +149,25 @@ def resolve_architecture(requested: dict[str, Any], source: PretrainedWeights | 
     given_de = requested.get("embedding_dim")
     source_de = source.fields["embedding_dim"] if source is not None else None
     resolved["embedding_dim"] = given_de if given_de is not None else (source_de or resolved["hidden_size"])
+    return resolved
+
+
+def resolve_language_model(requested: Mapping[str, Any], source: PretrainedWeights | None) -> dict[str, Any]:
+    """Concrete architecture and head values: the user's where set, else the source's, else the defaults.
+
+    Without a source an unset ``embedding_dim`` stays unset (the hidden size, as the config has it);
+    with one it must be the pretrained width, which the tied head and the tables are.
+    """
+    resolved = resolve_fields(requested, source, config_defaults((*ARCHITECTURE_FIELDS, *HEAD_SETTINGS)))
+    given = requested.get("embedding_dim")
+    width = source.fields["embedding_dim"] if source is not None else given
+    if given is not None and given != width:
+        raise UserError(
+            f"model.embedding_dim={given!r} does not fit the pretrained {source.kind} {source.origin!r}, "
+            f"whose embedding_dim is {width}; pretraining continues at the pretrained width (leave "
+            "model.embedding_dim unset; GlueModule narrows it for fine-tuning)"
+        )
+    resolved["embedding_dim"] = width
     return resolved
 
 
