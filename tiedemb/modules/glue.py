@@ -88,8 +88,7 @@ def write_predictions(directory: Path, filename: str, task: GlueTask | None, row
         return values[label] if values is not None and 0 <= label < len(values) else label
 
     rows = [(index, *map(spell, labels)) for index, *labels in rows]
-    with_labels = bool(rows) and len(rows[0]) == 3
-    header = ["index", "prediction", "label"] if with_labels else ["index", "prediction"]
+    header = ["index", "prediction", "label"][: len(rows[0]) if rows else 2]
     return write_tsv(directory, filename, header, rows)
 
 
@@ -416,12 +415,11 @@ class GlueModule(TransformerModule):
             return
         directory = self._output_dir()
         for split, filename in filenames.items():
-            rows = sorted(gathered[split])
+            rows = [row if with_labels else row[:2] for row in sorted(gathered[split])]
             if not rows:
                 continue
-            body = [(i, p, y) if with_labels else (i, p) for i, p, y in rows]
-            path = write_predictions(directory, filename, self.task_spec, body)
-            rank_zero_info(f"wrote {len(body)} predictions for {split} to {path}")
+            path = write_predictions(directory, filename, self.task_spec, rows)
+            rank_zero_info(f"wrote {len(rows)} predictions for {split} to {path}")
             self.written_files.append(path)
 
     def _gather(self, rows: list[tuple[int, int, int]]) -> list[tuple[int, int, int]]:

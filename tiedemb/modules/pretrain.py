@@ -94,31 +94,11 @@ def check_trainable(config: TransformerConfig, source: PretrainedWeights) -> Non
 class PretrainModule(TransformerModule):
     """Embedding -> Encoder -> OutputHead, trained on masked or causal language modelling.
 
-    The keyword names are the YAML's (``model.hidden_size`` ...): the language model's
-    ``TransformerConfig`` fields and the run's settings here, the architecture and training ones
-    ``TransformerModule``'s (``tiedemb.modules.base``); ``vocab_size`` comes from the data in the
-    CLI. ``head`` picks the output layer: untied, tied, tied_scaled_init, tied_orth, tied_shuffle.
-    ``embedding_scale``, ``output_scale`` and ``embedding_init_std`` add the wider field's remedies
-    (Gemma's sqrt(d) input scale, T5's d^-1/2 readout with std-1 embeddings, muP's output
-    multiplier). Hyperparameters are plain values, so ``load_from_checkpoint(path)`` rebuilds any
-    variant on its own.
-
-    ``compile: true`` compiles the encoder blocks with ``torch.compile`` when the Trainer sets the
-    model up (checkpoint keys are unchanged).
-
-    ``pretrained``: BERT weights in transformers format (a folder or a hub name) to train further.
-    A ``BertForMaskedLM`` gives the embedding, the encoder and its masked-LM head, which is
-    ``tied_orth`` with ``head_bias``, ``head_activation`` = the encoder's activation, ``head_norm``
-    and ``output_bias``; a ``BertModel`` gives the embedding and encoder, and the configured head
-    starts fresh. Unset (``None``) architecture and head settings take the pretrained model's
-    values, or the config's defaults without one; a set one must equal the pretrained value, else
-    construction fails naming both (``tiedemb.weights.language_model``).
-
-    Throughput: ``flops_per_batch`` is the model FLOPs of the batch just run (PaLM's count,
-    ``tiedemb.modules.flops``: the output head only where logits are computed), for the Trainer's
-    ``ThroughputMonitor`` (``tiedemb.modules.throughput``, a default callback), which logs tokens
-    per second, FLOPs per second and MFU (against ``peak_flops`` when given). How long the loop
-    waits for data: ``--trainer.profiler=simple`` reports Lightning's ``train_dataloader_next``.
+    The language model's settings here, the architecture and training ones ``TransformerModule``'s
+    (``tiedemb.modules.base``). Hyperparameters are plain values, so ``load_from_checkpoint(path)``
+    rebuilds any variant on its own. ``pretrained`` BERT weights decide the architecture and head
+    settings left unset (``tiedemb.weights.source``). How long the loop waits for data:
+    ``--trainer.profiler=simple`` reports Lightning's ``train_dataloader_next``.
     """
 
     def __init__(
@@ -203,7 +183,8 @@ class PretrainModule(TransformerModule):
             self._load_source(source)
         self.val_loss = MeanMetric()
         self.ood_val_loss = MeanMetric()  # the data's second validation text, when it has one
-        self._described: dict[str, float] = {}
+        # What the run logged about itself at its start: the predicted initial loss, the data's baselines.
+        self.described: dict[str, float] = {}
         self.initial_loss: float | None = None
         self._compiled = False
         self.matmul_weights = MatmulWeights.of(self.model)
@@ -292,12 +273,7 @@ class PretrainModule(TransformerModule):
             # report never pairs runs of two tokenizers (tiedemb.experiments.evidence).
             for logger in self.loggers:
                 logger.log_hyperparams({metric_names.TOKENIZER_FINGERPRINT: fingerprint})
-        self._described = described
-
-    @property
-    def described(self) -> dict[str, float]:
-        """What the run logged about itself at its start: the predicted initial loss, the data's baselines."""
-        return self._described
+        self.described = described
 
     def training_loss(self, batch: dict[str, Tensor]) -> Tensor:
         """The loss a training step backpropagates."""
@@ -332,7 +308,7 @@ class PretrainModule(TransformerModule):
         self.train(was_training)
         metrics = {
             metric_names.INIT_LOSS: measured.item(),
-            **{k: v for k, v in self._described.items() if k.startswith("init/")},
+            **{k: v for k, v in self.described.items() if k.startswith("init/")},
         }
         # Straight to the loggers at step 0: Lightning's own cadence would drop or delay it.
         for logger in self.loggers:

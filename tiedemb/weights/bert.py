@@ -12,6 +12,7 @@ a factorised embedding first).
 from __future__ import annotations
 
 import contextlib
+import itertools
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
@@ -156,10 +157,9 @@ def bert_to_tiedemb(state: Mapping[str, Tensor], num_layers: int, with_head: boo
     """
     state = {key.removeprefix("bert."): value for key, value in state.items()}
     out = renamed(state, bert_names(num_layers, with_head))
-    for layer in range(num_layers):
-        for leaf in LEAVES:
-            parts = [state[f"encoder.layer.{layer}.attention.self.{part}.{leaf}"].float() for part in QKV]
-            out[f"encoder.blocks.{layer}.attention.qkv.{leaf}"] = torch.cat(parts, dim=0)
+    for layer, leaf in itertools.product(range(num_layers), LEAVES):
+        parts = [state[f"encoder.layer.{layer}.attention.self.{part}.{leaf}"].float() for part in QKV]
+        out[f"encoder.blocks.{layer}.attention.qkv.{leaf}"] = torch.cat(parts, dim=0)
     return out
 
 
@@ -167,11 +167,10 @@ def tiedemb_to_bert(state: Mapping[str, Tensor], num_layers: int, with_head: boo
     """The inverse of ``bert_to_tiedemb`` (no ``bert.`` prefix), for embedding tables already hidden
     wide; keys outside those parts are ignored, and a missing pooler stays missing."""
     out = renamed(state, {ours: theirs for theirs, ours in bert_names(num_layers, with_head).items()})
-    for layer in range(num_layers):
-        for leaf in LEAVES:
-            parts = state[f"encoder.blocks.{layer}.attention.qkv.{leaf}"].float().chunk(3, dim=0)
-            for part, tensor in zip(QKV, parts):
-                out[f"encoder.layer.{layer}.attention.self.{part}.{leaf}"] = tensor.contiguous()
+    for layer, leaf in itertools.product(range(num_layers), LEAVES):
+        parts = state[f"encoder.blocks.{layer}.attention.qkv.{leaf}"].float().chunk(3, dim=0)
+        for part, tensor in zip(QKV, parts):
+            out[f"encoder.layer.{layer}.attention.self.{part}.{leaf}"] = tensor.contiguous()
     return out
 
 

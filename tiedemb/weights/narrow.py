@@ -36,14 +36,7 @@ if TYPE_CHECKING:
 
 TABLES = ("embedding.token.weight", "embedding.position.weight", "embedding.segment.weight")
 """The tables summed before the projection, which therefore share it."""
-TABLE_NAMES = {
-    "embedding.token.weight": "token",
-    "embedding.position.weight": "position",
-    "embedding.segment.weight": "segment",
-}
 PROJECTION = "embedding.projection.weight"
-WEIGHTINGS = ("balanced", "energy")
-"""How the tables are weighted before the SVD that picks the shared basis (module docstring)."""
 
 
 @dataclass
@@ -58,22 +51,12 @@ class Narrowing:
 def factorise_tables(
     tables: list[Tensor], projection: Tensor | None, rank: int, weighting: str = "balanced"
 ) -> Narrowing:
-    """Narrow embedding tables to width ``rank`` and the projection that lifts them.
+    """Narrow embedding tables (rows, d) to width ``rank`` and the projection that lifts them.
 
-    Args:
-        tables: the token / position / segment tables, each (rows, d) with a common width d.
-        projection: the pretrained ``nn.Linear`` weight (hidden, d) that follows the tables, or
-            ``None`` when the tables are already hidden-wide (d = hidden, identity projection).
-        rank: the new width d_e.
-        weighting: ``balanced`` or ``energy``: how the tables count in choosing the basis.
-
-    Returns:
-        the new tables (rows, rank) and projection weight (hidden, rank), with
-        ``new_table @ new_projection.T`` the part of ``table @ projection.T`` inside the basis,
-        and the share of each table's energy kept.
+    ``projection`` is the pretrained weight (hidden, d) that follows the tables, or ``None`` when
+    they are already hidden wide. ``new_table @ new_projection.T`` is the part of
+    ``table @ projection.T`` inside the basis; ``weighting``: see the module docstring.
     """
-    if weighting not in WEIGHTINGS:
-        raise ValueError(f"weighting must be one of {WEIGHTINGS}, got {weighting!r}")
     originals = [table.detach().double() for table in tables]
     norms = [float(table.norm()) for table in originals]
     scale = [1.0 / norm if weighting == "balanced" and norm > 0 else 1.0 for norm in norms]
@@ -124,5 +107,5 @@ def fit_embedding(
     state.update(zip(present, narrowed.tables))
     state[PROJECTION] = narrowed.projection
     if kept is not None:
-        kept.update({TABLE_NAMES[key]: share for key, share in zip(present, narrowed.kept)})
+        kept.update({key.split(".")[1]: share for key, share in zip(present, narrowed.kept)})
     return state

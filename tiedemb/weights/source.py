@@ -13,6 +13,7 @@ encoder, and the head configured is drawn afresh.
 from __future__ import annotations
 
 import dataclasses
+import math
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -127,13 +128,6 @@ def config_from_hparams(hparams: Mapping[str, Any], described: str) -> Transform
         raise UserError(f"{described} does not describe a tiedemb model: {error}") from None
 
 
-def config_defaults(names: Iterable[str]) -> dict[str, Any]:
-    """The ``TransformerConfig`` defaults of the fields ``names``: what a field unset here and in the
-    pretrained source is (``dataclasses.MISSING`` for ``vocab_size``, which has none)."""
-    wanted = set(names)
-    return {field.name: field.default for field in dataclasses.fields(TransformerConfig) if field.name in wanted}
-
-
 #: The architecture fields a pretrained source decides but ``embedding_dim``, which follows the hidden size.
 ARCHITECTURE_FIELDS = tuple(name for name in TransformerConfig.field_names_of(ARCHITECTURE) if name != "embedding_dim")
 
@@ -145,7 +139,7 @@ def resolve_architecture(requested: dict[str, Any], source: PretrainedWeights | 
     may be narrower than the source's (the SVD narrows the embedding) and is settled in
     ``fit_embedding``.
     """
-    resolved = resolve_fields(requested, source, config_defaults(ARCHITECTURE_FIELDS))
+    resolved = resolve_fields(requested, source, ARCHITECTURE_FIELDS)
     given_de = requested.get("embedding_dim")
     source_de = source.fields["embedding_dim"] if source is not None else None
     resolved["embedding_dim"] = given_de if given_de is not None else (source_de or resolved["hidden_size"])
@@ -158,7 +152,7 @@ def resolve_language_model(requested: Mapping[str, Any], source: PretrainedWeigh
     Without a source an unset ``embedding_dim`` stays unset (the hidden size, as the config has it);
     with one it must be the pretrained width, which the tied head and the tables are.
     """
-    resolved = resolve_fields(requested, source, config_defaults((*ARCHITECTURE_FIELDS, *HEAD_SETTINGS)))
+    resolved = resolve_fields(requested, source, (*ARCHITECTURE_FIELDS, *HEAD_SETTINGS))
     given = requested.get("embedding_dim")
     width = source.fields["embedding_dim"] if source is not None else given
     if given is not None and given != width:
@@ -172,18 +166,18 @@ def resolve_language_model(requested: Mapping[str, Any], source: PretrainedWeigh
 
 
 def resolve_fields(
-    requested: Mapping[str, Any], source: PretrainedWeights | None, defaults: Mapping[str, Any]
+    requested: Mapping[str, Any], source: PretrainedWeights | None, names: Iterable[str]
 ) -> dict[str, Any]:
-    """Concrete values of the fields in ``defaults``: the user's where set (not ``None``), else the
-    source's, else the default (``dataclasses.MISSING``: none, so the user must set it).
-
-    A value the user set that disagrees with the source's is an error naming both.
+    """Concrete values of the ``TransformerConfig`` fields ``names``: the user's where set (not
+    ``None``), else the source's, else the config's default (``vocab_size`` has none: the user must
+    set it). A value the user set that disagrees with the source's is an error naming both.
     """
     resolved: dict[str, Any] = {}
-    for name, default in defaults.items():
+    for name in names:
         given = requested.get(name)
         have = source.fields.get(name) if source is not None else None
         if given is None:
+            default = TransformerConfig.__dataclass_fields__[name].default
             value = have if have is not None else (None if default is dataclasses.MISSING else default)
             if value is None:
                 raise UserError(f"model.{name} must be set when model.pretrained is not")
@@ -205,5 +199,5 @@ def resolve_fields(
 
 def _same(given: Any, have: Any) -> bool:
     if isinstance(given, float) or isinstance(have, float):
-        return abs(float(given) - float(have)) <= 1e-9 * max(abs(float(have)), 1e-30)
+        return math.isclose(float(given), float(have), rel_tol=1e-9)
     return given == have
