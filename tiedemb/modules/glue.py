@@ -234,7 +234,6 @@ class GlueModule(TransformerModule):
         source.load_into(self.model, state, lambda key: key.startswith(("pooler.", "classifier.")) or key in fresh)
         rank_zero_info(f"loaded the embedding and encoder from {source.kind} {source.origin!r}")
 
-    # -- forward -----------------------------------------------------------------------------------
     def forward(
         self, input_ids: Tensor, attention_mask: Tensor | None = None, token_type_ids: Tensor | None = None
     ) -> Tensor:
@@ -257,7 +256,6 @@ class GlueModule(TransformerModule):
             for logger in self.loggers:
                 logger.log_metrics(described, step=0)
 
-    # -- setup: metric objects for the splits this run evaluates -----------------------------------
     def setup(self, stage: str) -> None:
         datamodule = getattr(self.trainer, "datamodule", None)
         data_task = getattr(datamodule, "task_spec", None)
@@ -291,13 +289,11 @@ class GlueModule(TransformerModule):
         first = self._eval_splits[0] if self._eval_splits else "validation"
         return eval_name("val", names[0], split_suffix(first))
 
-    # -- training ------------------------------------------------------------------------------------
     def training_step(self, batch: dict[str, Tensor], batch_idx: int) -> Tensor:
         loss = F.cross_entropy(self._logits(batch).float(), batch["labels"])
         self.log("train/loss", loss, prog_bar=True)
         return loss
 
-    # -- evaluation ----------------------------------------------------------------------------------
     def validation_step(self, batch: dict[str, Tensor], batch_idx: int, dataloader_idx: int = 0) -> None:
         self._eval_step(batch, dataloader_idx, keep_rows=False)
 
@@ -381,7 +377,6 @@ class GlueModule(TransformerModule):
     def on_load_checkpoint(self, checkpoint: dict[str, Any]) -> None:
         self.history = [tuple(entry) for entry in checkpoint.get("glue_history", [])]
 
-    # -- prediction files ----------------------------------------------------------------------------
     def on_predict_start(self) -> None:
         self._rows = {}
 

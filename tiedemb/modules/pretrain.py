@@ -202,7 +202,6 @@ class PretrainModule(TransformerModule):
         head = "its masked-LM head" if source.has_head else "a fresh head"
         rank_zero_info(f"loaded the embedding, encoder and {head} from {source.kind} {source.origin!r}")
 
-    # -- the Hugging Face-style forward ---------------------------------------------------------
     def forward(
         self,
         input_ids: Tensor,
@@ -212,13 +211,7 @@ class PretrainModule(TransformerModule):
         *,
         return_logits: bool = True,
     ) -> LMOutput:
-        return self.model(
-            input_ids,
-            attention_mask=attention_mask,
-            token_type_ids=token_type_ids,
-            labels=labels,
-            return_logits=return_logits,
-        )
+        return self.model(input_ids, attention_mask, token_type_ids, labels, return_logits=return_logits)
 
     def configure_model(self) -> None:
         """Called by the Trainer before the strategy wraps the model and optimisers are built:
@@ -252,7 +245,6 @@ class PretrainModule(TransformerModule):
         if isinstance(state_dict, dict):
             restore_tied_entries(state_dict, tied_prefixes_of(self))
 
-    # -- training ------------------------------------------------------------------------------------
     def on_train_start(self) -> None:
         described = {LOG_N: math.log(self.config.vocab_size)}
         datamodule = getattr(self.trainer, "datamodule", None)
@@ -315,7 +307,6 @@ class PretrainModule(TransformerModule):
             logger.log_metrics(metrics, step=0)
         self.initial_loss = metrics[metric_names.INIT_LOSS]
 
-    # -- validation ----------------------------------------------------------------------------------
     def validation_step(self, batch: dict[str, Tensor], batch_idx: int, dataloader_idx: int = 0) -> None:
         output = self(**batch, return_logits=False)
         self.count_flops(batch["input_ids"], self._output_positions(output))

@@ -68,16 +68,19 @@ ZERO_SEGMENT_ROWS = 2
 
 @dataclass
 class ExportPlan:
-    """What to build and save: a transformers class, its config class and keywords, its state dict."""
+    """What to build and save: a transformers class, its config's keywords, its state dict."""
 
     model_class: str
     config: dict[str, Any]
     state: dict[str, Tensor] = field(repr=False)
-    config_class: str = "BertConfig"
 
     @property
     def causal(self) -> bool:
         return self.model_class == NEOX
+
+    @property
+    def config_class(self) -> str:
+        return "GPTNeoXConfig" if self.causal else "BertConfig"
 
 
 # --------------------------------------------------------------------------- BERT
@@ -386,4 +389,4 @@ def causal_plan(config: TransformerConfig, inner: Mapping[str, Tensor], kind: st
             f"transformers' {NEOX} does not hold it exactly"
         )
     weights, tied = causal_state(inner, config)
-    return ExportPlan(NEOX, causal_config(config, tied), weights, "GPTNeoXConfig")
+    return ExportPlan(NEOX, causal_config(config, tied), weights)

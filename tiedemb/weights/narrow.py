@@ -8,17 +8,10 @@ fit in that basis) and the projection ``P`` becomes ``P V_k``, so ``(T V_k)(P V_
 is the table's part inside the basis, lifted as before.
 
 The basis is the top-k right singular vectors of the tables stacked, each table weighted first:
-
-* ``balanced`` (the default): every table scaled to unit Frobenius norm, so each table's energy
-  counts equally however many rows it has. Without it the token table (30,522 rows) outweighs the
-  position table (512 rows) sixty to one, and a plain SVD keeps the token directions and throws
-  away most of the positions (all-MiniLM-L6-v2 at d_e = 128: 8% of the position energy kept, 66%
-  of the token energy); balanced, positions keep 98% for 63% of the token energy.
-* ``energy``: no weighting, the plain truncated SVD of the stacked rows; by Eckart–Young the best
-  rank-k fit of all rows together in Frobenius norm, the error being the sum of the discarded σ².
-
-``Narrowing.kept`` says, per table, the share of its energy (squared Frobenius norm) the basis
-keeps; fine-tuning and ``similarity`` print it and log it (``narrow/kept_token`` ...).
+``balanced`` (the default) scales every table to unit Frobenius norm, so that the token table's
+many rows do not crowd out the positions (docs/science.md, "Narrowing must not destroy
+positions"); ``energy`` is the plain truncated SVD, by Eckart–Young the best rank-k fit of all rows
+together. ``Narrowing.kept`` is each table's share of its energy the basis keeps.
 """
 
 from __future__ import annotations
@@ -80,13 +73,9 @@ def fit_embedding(
     weighting: str = "balanced",
     kept: dict[str, float] | None = None,
 ) -> dict[str, Tensor]:
-    """The source's state with its embedding at width ``embedding_dim`` (or left out when ``reinit``).
-
-    With ``embedding_dim`` below the source's d_e the token/position/segment tables are fitted
-    into one shared basis (``factorise_tables``) and the projection becomes the old one times V_k,
-    so that projection(new table) ≈ projection(old table); ``kept``, if given, receives each
-    table's share of energy kept (``{"token": 0.63, ...}``). The embedding LayerNorm is
-    hidden-wide and is kept either way.
+    """The source's state with its embedding at width ``embedding_dim`` (or left out when ``reinit``);
+    ``kept``, if given, receives each narrowed table's share of energy kept (``{"token": 0.63, ...}``).
+    The embedding LayerNorm is hidden-wide and is kept either way.
     """
     state = dict(source.state)
     source_de = source.fields["embedding_dim"]
