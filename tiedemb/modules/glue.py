@@ -95,12 +95,8 @@ def write_predictions(directory: Path, filename: str, task: GlueTask | None, row
 class GlueModule(TransformerModule):
     """Embedding -> Encoder -> [CLS] (-> pooler) -> dropout -> classifier, fine-tuned on one task.
 
-    The keyword names are the YAML's and match ``PretrainModule``'s: the fine-tuning settings here,
-    the architecture and training ones ``TransformerModule``'s (``tiedemb.modules.base``), the
-    same ``TransformerConfig`` fields the pretraining module takes. ``vocab_size``, ``num_labels``,
-    ``task`` and ``pad_token_id`` come from the data in the CLI. Unset (``None``) architecture
-    fields take the pretrained model's values, or the config's defaults (BERT-base's) without one;
-    a set field must equal the pretrained value, else construction fails naming both.
+    The fine-tuning settings here, the architecture and training ones ``TransformerModule``'s
+    (``tiedemb.modules.base``), as ``PretrainModule`` takes them.
     """
 
     def __init__(
@@ -200,17 +196,13 @@ class GlueModule(TransformerModule):
 
     def _resolve_num_labels(self, num_labels: int | None) -> int:
         expected = self.task_spec.num_labels if self.task_spec is not None else None
-        if num_labels is None:
-            if expected is None:
-                raise UserError(
-                    "model.num_labels must be set when model.task is not (the CLI links both from data.task)"
-                )
-            return expected
-        if expected is not None and num_labels != expected:
+        if num_labels is None and expected is None:
+            raise UserError("model.num_labels must be set when model.task is not (the CLI links both from data.task)")
+        if num_labels is not None and expected is not None and num_labels != expected:
             raise UserError(
                 f"model.num_labels={num_labels} disagrees with task {self.task_spec.name!r}, which has {expected}"
             )
-        return num_labels
+        return num_labels if num_labels is not None else expected
 
     @torch.no_grad()
     def _load_source(self, source: PretrainedWeights, reinit_embeddings: bool, narrowing: str) -> None:

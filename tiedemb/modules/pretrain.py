@@ -41,10 +41,6 @@ HeadName = Literal[tuple(HEADS)]
 ``model.head``. From Python, a head registered later is taken too (the registry checks the name)."""
 
 
-TIED_DECODER = "head.decoder.weight"
-"""The tied head's matrix: the token table itself, so never among the source's weights."""
-
-
 class TrainingDiverged(UserError):
     """The loss stopped being a finite number."""
 
@@ -196,7 +192,7 @@ class PretrainModule(TransformerModule):
         source.load_into(
             self.model,
             state,
-            lambda key: key == TIED_DECODER or (not source.has_head and key.startswith("head.")),
+            lambda key: key == "head.decoder.weight" or (not source.has_head and key.startswith("head.")),
         )
         self.model.tie_weights()
         head = "its masked-LM head" if source.has_head else "a fresh head"

@@ -75,17 +75,16 @@ def leaf_names(modules: Mapping[str, str]) -> dict[str, str]:
     return {f"{theirs}.{leaf}": f"{ours}.{leaf}" for theirs, ours in modules.items() for leaf in LEAVES}
 
 
+def layer_names(num_layers: int, modules: Mapping[str, str], source: str, target: str) -> dict[str, str]:
+    """``modules`` of every layer, the one under ``source.<i>.``, the other under ``target.<i>.``."""
+    return {f"{source}.{i}.{old}": f"{target}.{i}.{new}" for i in range(num_layers) for old, new in modules.items()}
+
+
 def bert_names(num_layers: int, with_head: bool = False) -> dict[str, str]:
     """BERT key -> tiedemb key of every weight and bias (the pooler's, and BERT's masked-LM head's
     ``with_head``) but the attention input projections, which the two layouts split differently."""
-    modules = {**OUTER_NAMES, **(MLM_HEAD_NAMES if with_head else {})}
-    for layer in range(num_layers):
-        modules.update(
-            {
-                f"encoder.layer.{layer}.{theirs}": f"encoder.blocks.{layer}.{ours}"
-                for theirs, ours in LAYER_NAMES.items()
-            }
-        )
+    layers = layer_names(num_layers, LAYER_NAMES, "encoder.layer", "encoder.blocks")
+    modules = {**OUTER_NAMES, **(MLM_HEAD_NAMES if with_head else {}), **layers}
     return {**leaf_names(modules), **({"cls.predictions.bias": "head.bias"} if with_head else {})}
 
 

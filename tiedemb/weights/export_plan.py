@@ -50,7 +50,15 @@ from tiedemb.errors import UserError
 from tiedemb.nn.config import TransformerConfig
 from tiedemb.nn.heads import build_head
 from tiedemb.nn.model import Embedding
-from tiedemb.weights.bert import HIDDEN_ACTS, LEAVES, leaf_names, renamed, shared_config, tiedemb_to_bert
+from tiedemb.weights.bert import (
+    HIDDEN_ACTS,
+    LEAVES,
+    layer_names,
+    leaf_names,
+    renamed,
+    shared_config,
+    tiedemb_to_bert,
+)
 from tiedemb.weights.narrow import PROJECTION, TABLES
 from tiedemb.weights.source import config_from_hparams
 
@@ -288,8 +296,6 @@ def output_matrix(inner: Mapping[str, Tensor], config: TransformerConfig) -> Ten
         return head.decoder.weight @ transform.T
 
 
-# --------------------------------------------------------------------------- the encoder's weights
-
 #: tiedemb's block modules -> GPT-NeoX's; the fused attention input is regrouped apart.
 NEOX_BLOCK_NAMES = {
     "attention_norm": "input_layernorm",
@@ -304,14 +310,10 @@ def causal_state(inner: Mapping[str, Tensor], config: TransformerConfig) -> tupl
     """The model's weights named for ``GPTNeoXForCausalLM``, and whether its output matrix is its input
     table (then the state leaves it out and the export ties them)."""
     table, output = input_table(inner, config).float(), output_matrix(inner, config).float()
-    modules = {"encoder.final_norm": "gpt_neox.final_layer_norm"}
-    for index in range(config.num_layers):
-        modules.update(
-            {
-                f"encoder.blocks.{index}.{ours}": f"gpt_neox.layers.{index}.{theirs}"
-                for ours, theirs in NEOX_BLOCK_NAMES.items()
-            }
-        )
+    modules = {
+        "encoder.final_norm": "gpt_neox.final_layer_norm",
+        **layer_names(config.num_layers, NEOX_BLOCK_NAMES, "encoder.blocks", "gpt_neox.layers"),
+    }
     state = {"gpt_neox.embed_in.weight": table, **renamed(inner, leaf_names(modules))}
     for index, leaf in itertools.product(range(config.num_layers), LEAVES):
         # (3, heads, head_dim, ...) -> (heads, 3, head_dim, ...)

@@ -26,7 +26,6 @@ from tiedemb.nn.config import ARCHITECTURE, TransformerConfig
 from tiedemb.training.checkpoints import read_checkpoint
 from tiedemb.weights.bert import read_bert
 
-KEPT_PREFIXES = ("embedding.", "encoder.", "pooler.")
 #: The head settings BERT's masked-LM head fixes; unset, they are the pretrained head's (or the
 #: config's defaults when the source has no head).
 HEAD_SETTINGS = ("head", "output_bias", "head_bias", "head_activation", "head_norm")
@@ -97,7 +96,7 @@ def _load_checkpoint(origin: str) -> PretrainedWeights:
     state = {
         key.removeprefix("model."): value.float()
         for key, value in checkpoint["state_dict"].items()
-        if key.removeprefix("model.").startswith(KEPT_PREFIXES)
+        if key.removeprefix("model.").startswith(("embedding.", "encoder.", "pooler."))
     }
     if not any(key.startswith("encoder.") for key in state):
         raise UserError(f"pretrained {origin!r} holds no encoder weights (expected keys model.encoder.*)")
