@@ -31,7 +31,7 @@ from tiedemb.export import build_model
 from tiedemb.export import main as export
 from tiedemb.nn.config import ARCHITECTURE, TransformerConfig
 from tiedemb.weights.export_plan import plan_export
-from tiedemb.weights.language_model import HEAD_SETTINGS
+from tiedemb.weights.source import HEAD_SETTINGS
 
 ROOT = Path(__file__).resolve().parents[1]
 CONFIGS = ROOT / "configs"

@@ -22,7 +22,7 @@ import yaml
 import tiedemb.cli as cli_module
 from tiedemb.cli import main
 from tiedemb.nn.config import ARCHITECTURE, TransformerConfig
-from tiedemb.weights.language_model import HEAD_SETTINGS
+from tiedemb.weights.source import HEAD_SETTINGS
 
 pytestmark = pytest.mark.end_to_end  # runs the real command line
 

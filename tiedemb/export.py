@@ -5,7 +5,7 @@ OUT gets ``config.json``, ``model.safetensors``, the run's tokenizer and a model
 classifier as ``BertForSequenceClassification``, a pretraining model with BERT's masked-LM head
 as ``BertForMaskedLM``, any other masked-LM model BERT's encoder can hold as ``BertModel``, a
 next-token model as ``GPTNeoXForCausalLM``. Which settings fit and how the weights map is
-``tiedemb.weights.export_plan`` (BERT) and ``tiedemb.weights.causal`` (GPT-NeoX); a model no class
+``tiedemb.weights.export_plan`` (BERT and GPT-NeoX); a model no class
 holds exactly is refused with the setting that stands in the way.
 
 The folder is filled beside OUT and renamed at the end, so a failure leaves nothing; an OUT that
@@ -25,8 +25,7 @@ from typing import Any
 from tiedemb.errors import UserError, first_line
 from tiedemb.options import add_weights_only
 from tiedemb.training.exits import CommandParser, report_user_errors
-from tiedemb.weights.causal import OUTPUT_WEIGHT
-from tiedemb.weights.export_plan import BERT_MODEL, EXPORT_CLASSES, ExportPlan, plan_export
+from tiedemb.weights.export_plan import BERT_MODEL, EXPORT_CLASSES, OUTPUT_WEIGHT, ExportPlan, plan_export
 from tiedemb.weights.source import checkpoint_kind
 
 EXPORT_COMPLETE = "config.json"

@@ -116,9 +116,9 @@ def test_fit_logs_initial_loss_and_its_prediction(tmp_path):
     )
     trainer = tiny_trainer(tmp_path)
     trainer.fit(model, datamodule=data)
-    assert model.initial_loss == pytest.approx(model._described["init/loss_pred"], rel=0.05)
-    assert model._described["init/log_n"] == pytest.approx(math.log(200))
-    assert model._described["data/entropy_rate"] == pytest.approx(data.corpus.entropy_rate)
+    assert model.initial_loss == pytest.approx(model.described["init/loss_pred"], rel=0.05)
+    assert model.described["init/log_n"] == pytest.approx(math.log(200))
+    assert model.described["data/entropy_rate"] == pytest.approx(data.corpus.entropy_rate)
     assert "val/loss" in trainer.callback_metrics and "train/loss" in trainer.callback_metrics
 
 

@@ -19,7 +19,7 @@ from tiedemb.modules.base import TransformerModule
 from tiedemb.nn import HEADS
 from tiedemb.nn.config import ARCHITECTURE, LANGUAGE_MODEL, TRAINING, TransformerConfig
 from tiedemb.options import option_types
-from tiedemb.weights.language_model import HEAD_SETTINGS
+from tiedemb.weights.source import HEAD_SETTINGS
 
 TINY = dict(vocab_size=40, hidden_size=16, num_heads=2, num_layers=1, intermediate_size=32)
 CONFIG_TYPES = typing.get_type_hints(TransformerConfig, include_extras=True)

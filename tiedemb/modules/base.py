@@ -17,7 +17,10 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 import lightning as L
+from torch import Tensor
 
+from tiedemb.modules.flops import MatmulWeights
+from tiedemb.modules.optim import adamw_with_schedule
 from tiedemb.nn.config import (
     Activation,
     EmbeddingProjection,
@@ -44,6 +47,10 @@ class TransformerModule(L.LightningModule):
     own arguments against their annotations (``tiedemb.options``) first, before anything is built
     or read. A module of your own subclasses ``PretrainModule`` or ``GlueModule`` the same way:
     its own keywords, then ``super().__init__(**kwargs)``.
+
+    A subclass builds ``self.model``, counts its ``matmul_weights`` at once (from full-size modules:
+    a sharding strategy may later wrap or flatten them) and calls ``count_flops`` with each batch it
+    runs; the optimiser reads the schedule settings both subclasses take (``learning_rate`` ...).
     """
 
     def __init__(
@@ -121,8 +128,36 @@ class TransformerModule(L.LightningModule):
         self.transformer_settings: dict[str, Any] = settings
         # Whether model.pretrained, when set, is read: not when a checkpoint's weights replace it.
         self.reads_pretrained = not _from_checkpoint
+        self.matmul_weights: MatmulWeights | None = None
+        self.flops_per_batch: float | None = None
 
     @classmethod
     def load_from_checkpoint(cls, checkpoint_path: Any, *args: Any, **kwargs: Any) -> Self:  # type: ignore[override]
         """Rebuild from a checkpoint alone; the ``pretrained`` source it names is not read."""
         return super().load_from_checkpoint(checkpoint_path, *args, **{FROM_CHECKPOINT: True, **kwargs})
+
+    def count_flops(self, input_ids: Tensor, output_positions: int | None) -> None:
+        """Publish the model FLOPs of the batch just run as ``flops_per_batch``, which the Trainer's
+        ``ThroughputMonitor`` reads (``tiedemb.modules.throughput``); the forward pass alone in evaluation.
+
+        ``output_positions``: the positions the output head computes (None: all of them).
+        """
+        weights = self.matmul_weights
+        count = weights.training_flops if self.training else weights.forward_flops
+        self.flops_per_batch = count(*input_ids.shape, output_positions=output_positions)
+
+    def configure_optimizers(self) -> dict:
+        hp = self.hparams
+        total = int(self.trainer.estimated_stepping_batches)
+        warmup = hp.warmup_steps if hp.warmup_steps is not None else round(hp.warmup_ratio * total)
+        return adamw_with_schedule(
+            self.model,
+            learning_rate=hp.learning_rate,
+            weight_decay=hp.weight_decay,
+            betas=tuple(hp.betas),
+            eps=hp.eps,
+            total_steps=total,
+            warmup_steps=warmup,
+            decay=hp.lr_decay,
+            min_lr_ratio=hp.min_lr_ratio,
+        )

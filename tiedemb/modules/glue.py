@@ -23,7 +23,7 @@ from tiedemb.modules.glue_metrics import (
     metric_names,
     split_suffix,
 )
-from tiedemb.modules.optim import LrDecay, adamw_with_schedule, check_schedule
+from tiedemb.modules.optim import LrDecay, check_schedule
 from tiedemb.nn.classifier import SequenceClassifier
 from tiedemb.nn.config import ARCHITECTURE, TRAINING, TransformerConfig
 from tiedemb.options import (
@@ -41,7 +41,7 @@ from tiedemb.options import (
 )
 from tiedemb.training.files import write_tsv
 from tiedemb.training.metric_names import eval_name, kept_name
-from tiedemb.weights.narrow import TABLES, fit_embedding
+from tiedemb.weights.narrow import PROJECTION, TABLES, fit_embedding
 from tiedemb.weights.source import PretrainedWeights, load_pretrained, resolve_architecture
 
 WARMUP_RATIO = 0.1
@@ -88,20 +88,15 @@ def write_predictions(directory: Path, filename: str, task: GlueTask | None, row
         return values[label] if values is not None and 0 <= label < len(values) else label
 
     rows = [(index, *map(spell, labels)) for index, *labels in rows]
-    with_labels = bool(rows) and len(rows[0]) == 3
-    header = ["index", "prediction", "label"] if with_labels else ["index", "prediction"]
+    header = ["index", "prediction", "label"][: len(rows[0]) if rows else 2]
     return write_tsv(directory, filename, header, rows)
 
 
 class GlueModule(TransformerModule):
     """Embedding -> Encoder -> [CLS] (-> pooler) -> dropout -> classifier, fine-tuned on one task.
 
-    The keyword names are the YAML's and match ``PretrainModule``'s: the fine-tuning settings here,
-    the architecture and training ones ``TransformerModule``'s (``tiedemb.modules.base``), the
-    same ``TransformerConfig`` fields the pretraining module takes. ``vocab_size``, ``num_labels``,
-    ``task`` and ``pad_token_id`` come from the data in the CLI. Unset (``None``) architecture
-    fields take the pretrained model's values, or the config's defaults (BERT-base's) without one;
-    a set field must equal the pretrained value, else construction fails naming both.
+    The fine-tuning settings here, the architecture and training ones ``TransformerModule``'s
+    (``tiedemb.modules.base``), as ``PretrainModule`` takes them.
     """
 
     def __init__(
@@ -190,13 +185,10 @@ class GlueModule(TransformerModule):
         self.narrowing_kept: dict[str, float] = {}  # table -> share of its energy kept by narrowing
         if source is not None:
             self._load_source(source, reinit_embeddings, narrowing)
-        # Model FLOPs of the batch just run, for the Trainer's ThroughputMonitor (tiedemb.modules.throughput).
-        self._matmul_weights = MatmulWeights.of(self.model)
-        self.flops_per_batch: float | None = None
+        self.matmul_weights = MatmulWeights.of(self.model)
         self.eval_metrics = nn.ModuleDict()
         self.eval_losses = nn.ModuleDict()
         self._eval_splits: list[str] = []
-        self._updated: set[str] = set()
         self._rows: dict[str, list[tuple[int, int, int]]] = {}  # split -> (idx, prediction, label)
         self.history: list[tuple[float, float]] = []  # (fractional epoch, main dev metric) during fit
         self.epochs_to_converge: float | None = None
@@ -204,17 +196,13 @@ class GlueModule(TransformerModule):
 
     def _resolve_num_labels(self, num_labels: int | None) -> int:
         expected = self.task_spec.num_labels if self.task_spec is not None else None
-        if num_labels is None:
-            if expected is None:
-                raise UserError(
-                    "model.num_labels must be set when model.task is not (the CLI links both from data.task)"
-                )
-            return expected
-        if expected is not None and num_labels != expected:
+        if num_labels is None and expected is None:
+            raise UserError("model.num_labels must be set when model.task is not (the CLI links both from data.task)")
+        if num_labels is not None and expected is not None and num_labels != expected:
             raise UserError(
                 f"model.num_labels={num_labels} disagrees with task {self.task_spec.name!r}, which has {expected}"
             )
-        return num_labels
+        return num_labels if num_labels is not None else expected
 
     @torch.no_grad()
     def _load_source(self, source: PretrainedWeights, reinit_embeddings: bool, narrowing: str) -> None:
@@ -234,18 +222,10 @@ class GlueModule(TransformerModule):
             )
         if self.model.pooler is None:
             state = {key: value for key, value in state.items() if not key.startswith("pooler.")}
-        result = self.model.load_state_dict(state, strict=False)
-        fresh = {"embedding.projection.weight", *TABLES} if reinit_embeddings else set()
-        allowed = ("pooler.", "classifier.")
-        unexpected_missing = [k for k in result.missing_keys if not k.startswith(allowed) and k not in fresh]
-        if unexpected_missing or result.unexpected_keys:
-            raise UserError(
-                f"pretrained {source.origin!r} does not fit the model: missing {unexpected_missing[:3]}, "
-                f"unexpected {result.unexpected_keys[:3]}"
-            )
+        fresh = {PROJECTION, *TABLES} if reinit_embeddings else set()
+        source.load_into(self.model, state, lambda key: key.startswith(("pooler.", "classifier.")) or key in fresh)
         rank_zero_info(f"loaded the embedding and encoder from {source.kind} {source.origin!r}")
 
-    # -- forward -----------------------------------------------------------------------------------
     def forward(
         self, input_ids: Tensor, attention_mask: Tensor | None = None, token_type_ids: Tensor | None = None
     ) -> Tensor:
@@ -254,9 +234,7 @@ class GlueModule(TransformerModule):
 
     def _logits(self, batch: dict[str, Tensor]) -> Tensor:
         # Only the [CLS] row of each sequence reaches the last block's tail, pooler and classifier.
-        count = self._matmul_weights.training_flops if self.training else self._matmul_weights.forward_flops
-        batch_size, length = batch["input_ids"].shape
-        self.flops_per_batch = count(batch_size, length, output_positions=batch_size)
+        self.count_flops(batch["input_ids"], output_positions=len(batch["input_ids"]))
         return self(batch["input_ids"], batch.get("attention_mask"), batch.get("token_type_ids"))
 
     def on_train_start(self) -> None:
@@ -270,7 +248,6 @@ class GlueModule(TransformerModule):
             for logger in self.loggers:
                 logger.log_metrics(described, step=0)
 
-    # -- setup: metric objects for the splits this run evaluates -----------------------------------
     def setup(self, stage: str) -> None:
         datamodule = getattr(self.trainer, "datamodule", None)
         data_task = getattr(datamodule, "task_spec", None)
@@ -304,13 +281,11 @@ class GlueModule(TransformerModule):
         first = self._eval_splits[0] if self._eval_splits else "validation"
         return eval_name("val", names[0], split_suffix(first))
 
-    # -- training ------------------------------------------------------------------------------------
     def training_step(self, batch: dict[str, Tensor], batch_idx: int) -> Tensor:
         loss = F.cross_entropy(self._logits(batch).float(), batch["labels"])
         self.log("train/loss", loss, prog_bar=True)
         return loss
 
-    # -- evaluation ----------------------------------------------------------------------------------
     def validation_step(self, batch: dict[str, Tensor], batch_idx: int, dataloader_idx: int = 0) -> None:
         self._eval_step(batch, dataloader_idx, keep_rows=False)
 
@@ -329,7 +304,6 @@ class GlueModule(TransformerModule):
         predictions = logits.argmax(dim=-1)
         self.eval_losses[split].update(F.cross_entropy(logits.float(), labels), weight=labels.numel())
         self.eval_metrics[split].update(predictions, labels)
-        self._updated.add(split)
         if keep_rows:
             self._keep(split, batch["idx"], predictions, labels)
 
@@ -351,7 +325,7 @@ class GlueModule(TransformerModule):
         total, count = 0.0, 0.0
         for split in self._eval_splits:
             metrics, loss = self.eval_metrics[split], self.eval_losses[split]
-            if split in self._updated:
+            if loss.update_count:
                 suffix = split_suffix(split)
                 for name, value in metrics.compute().items():
                     self.log(
@@ -370,7 +344,6 @@ class GlueModule(TransformerModule):
         if count:
             # Over all evaluated examples: lets a loss-monitoring checkpoint work for every task.
             self.log(f"{stage}/loss", total / count, add_dataloader_idx=False)
-        self._updated.clear()
         return logged
 
     def _fractional_epoch(self) -> float:
@@ -396,7 +369,6 @@ class GlueModule(TransformerModule):
     def on_load_checkpoint(self, checkpoint: dict[str, Any]) -> None:
         self.history = [tuple(entry) for entry in checkpoint.get("glue_history", [])]
 
-    # -- prediction files ----------------------------------------------------------------------------
     def on_predict_start(self) -> None:
         self._rows = {}
 
@@ -430,12 +402,11 @@ class GlueModule(TransformerModule):
             return
         directory = self._output_dir()
         for split, filename in filenames.items():
-            rows = sorted(gathered[split])
+            rows = [row if with_labels else row[:2] for row in sorted(gathered[split])]
             if not rows:
                 continue
-            body = [(i, p, y) if with_labels else (i, p) for i, p, y in rows]
-            path = write_predictions(directory, filename, self.task_spec, body)
-            rank_zero_info(f"wrote {len(body)} predictions for {split} to {path}")
+            path = write_predictions(directory, filename, self.task_spec, rows)
+            rank_zero_info(f"wrote {len(rows)} predictions for {split} to {path}")
             self.written_files.append(path)
 
     def _gather(self, rows: list[tuple[int, int, int]]) -> list[tuple[int, int, int]]:
@@ -450,20 +421,3 @@ class GlueModule(TransformerModule):
         if self.hparams.predictions_dir:
             return Path(self.hparams.predictions_dir).expanduser()
         return Path(self.trainer.default_root_dir)  # the run's folder (tiedemb.training.run_dir)
-
-    # -- optimisation --------------------------------------------------------------------------------
-    def configure_optimizers(self) -> dict:
-        hp = self.hparams
-        total = int(self.trainer.estimated_stepping_batches)
-        warmup = hp.warmup_steps if hp.warmup_steps is not None else round(hp.warmup_ratio * total)
-        return adamw_with_schedule(
-            self.model,
-            learning_rate=hp.learning_rate,
-            weight_decay=hp.weight_decay,
-            betas=tuple(hp.betas),
-            eps=hp.eps,
-            total_steps=total,
-            warmup_steps=warmup,
-            decay=hp.lr_decay,
-            min_lr_ratio=hp.min_lr_ratio,
-        )

@@ -89,6 +89,3 @@ def format_table(rows: list[dict[str, Any]]) -> str:
             f"{row['head']:<18}{row['measured']:>10.3f}{row['predicted']:>11.3f}{row['log_n']:>8.3f}{row['error']:>+9.3f}"
         )
     return "\n".join(lines)
-
-
-__all__ = ["first_batches", "format_table", "mean_loss", "measure_initial_losses"]

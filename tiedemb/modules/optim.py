@@ -3,18 +3,15 @@
 from __future__ import annotations
 
 import math
-import typing
 from typing import Literal
 
 import torch
 from torch import nn
 
-from tiedemb.errors import check_choice
 from tiedemb.options import changed_from_default, no_effect
 
 LrDecay = Literal["linear", "cosine", "constant"]
 """How the learning rate falls after warmup (``model.lr_decay``)."""
-DECAYS = typing.get_args(LrDecay)
 
 
 def parameter_groups(model: nn.Module, weight_decay: float) -> list[dict]:
@@ -38,7 +35,6 @@ def check_schedule(decay: str, min_lr_ratio: float) -> None:
 
 def warmup_then_decay(total_steps: int, warmup_steps: int, decay: str, min_ratio: float):
     """Multiplier on the peak learning rate at each optimiser step."""
-    check_choice("model.lr_decay", decay, DECAYS)
     warmup_steps = min(warmup_steps, max(total_steps - 1, 0))
 
     def multiplier(step: int) -> float:

@@ -14,7 +14,7 @@ from torchmetrics import MeanMetric
 from tiedemb.errors import UserError
 from tiedemb.modules.base import TransformerModule
 from tiedemb.modules.flops import MatmulWeights
-from tiedemb.modules.optim import LrDecay, adamw_with_schedule, check_schedule
+from tiedemb.modules.optim import LrDecay, check_schedule
 from tiedemb.nn import HEADS, LMOutput, Transformer, TransformerConfig
 from tiedemb.nn.config import HeadActivation, Objective, Shuffle
 from tiedemb.options import (
@@ -24,23 +24,17 @@ from tiedemb.options import (
     PositiveFloat,
     Rate,
     UnitFraction,
+    changed_from_default,
     check_arguments,
+    no_effect,
     option_types,
 )
 from tiedemb.theory import predict_for_config
 from tiedemb.training import metric_names
 from tiedemb.training.metric_names import LOG_N
 from tiedemb.training.ties import TieGuard, restore_tied_entries, tied_prefixes_of
-from tiedemb.weights.language_model import (
-    check_trainable,
-    has_head,
-    load_language_model,
-    refuse_unread_with_source,
-    resolve_settings,
-    source_state,
-    unexpectedly_missing,
-)
-from tiedemb.weights.source import PretrainedWeights
+from tiedemb.weights.export_plan import encoder_problem, masked_lm_head_problem
+from tiedemb.weights.source import PretrainedWeights, load_pretrained, resolve_language_model
 
 HeadName = Literal[tuple(HEADS)]
 """The heads registered when this module is imported: the choices the command line offers for
@@ -51,34 +45,56 @@ class TrainingDiverged(UserError):
     """The loss stopped being a finite number."""
 
 
+def refuse_unread_with_source(settings: dict[str, Any], source: PretrainedWeights) -> None:
+    """Refuse initialisation settings that the pretrained weights replace before anything reads them.
+
+    The token table always comes from the source, so its std and ``tied_scaled_init``'s scaled
+    draw of it change nothing; ``init_std`` draws only a fresh untied output matrix (BERT's head
+    and the tied heads take or copy every weight they have).
+    """
+    origin = f"with model.pretrained={source.origin!r}"
+    if settings.get("embedding_init_std") is not None:
+        raise no_effect(
+            "model.embedding_init_std",
+            settings["embedding_init_std"],
+            f"{origin}: the token table is the pretrained one",
+        )
+    if settings.get("head") == "tied_scaled_init":
+        raise no_effect(
+            "model.head",
+            "tied_scaled_init",
+            f"{origin}: its scaled draw of the shared table is replaced by the pretrained table; use model.head=tied",
+        )
+    default_std = TransformerConfig.__dataclass_fields__["init_std"].default
+    if changed_from_default(settings.get("init_std"), default_std) and (
+        source.has_head or settings.get("head") != "untied"
+    ):
+        raise no_effect(
+            "model.init_std",
+            settings["init_std"],
+            f"{origin}: every weight it would draw comes from the "
+            "pretrained model (only a fresh untied head draws from it)",
+        )
+
+
+def check_trainable(config: TransformerConfig, source: PretrainedWeights) -> None:
+    """Refuse settings under which the model would not compute what the pretrained BERT computes
+    (the checks ``python -m tiedemb.export`` makes on the way out)."""
+    problem = encoder_problem(config)
+    if problem is None and source.has_head:
+        problem = masked_lm_head_problem(config)
+    if problem is not None:
+        raise UserError(f"the pretrained {source.kind} {source.origin!r} cannot be trained with {problem}")
+
+
 class PretrainModule(TransformerModule):
     """Embedding -> Encoder -> OutputHead, trained on masked or causal language modelling.
 
-    The keyword names are the YAML's (``model.hidden_size`` ...): the language model's
-    ``TransformerConfig`` fields and the run's settings here, the architecture and training ones
-    ``TransformerModule``'s (``tiedemb.modules.base``); ``vocab_size`` comes from the data in the
-    CLI. ``head`` picks the output layer: untied, tied, tied_scaled_init, tied_orth, tied_shuffle.
-    ``embedding_scale``, ``output_scale`` and ``embedding_init_std`` add the wider field's remedies
-    (Gemma's sqrt(d) input scale, T5's d^-1/2 readout with std-1 embeddings, muP's output
-    multiplier). Hyperparameters are plain values, so ``load_from_checkpoint(path)`` rebuilds any
-    variant on its own.
-
-    ``compile: true`` compiles the encoder blocks with ``torch.compile`` when the Trainer sets the
-    model up (checkpoint keys are unchanged).
-
-    ``pretrained``: BERT weights in transformers format (a folder or a hub name) to train further.
-    A ``BertForMaskedLM`` gives the embedding, the encoder and its masked-LM head, which is
-    ``tied_orth`` with ``head_bias``, ``head_activation`` = the encoder's activation, ``head_norm``
-    and ``output_bias``; a ``BertModel`` gives the embedding and encoder, and the configured head
-    starts fresh. Unset (``None``) architecture and head settings take the pretrained model's
-    values, or the config's defaults without one; a set one must equal the pretrained value, else
-    construction fails naming both (``tiedemb.weights.language_model``).
-
-    Throughput: ``flops_per_batch`` is the model FLOPs of the batch just run (PaLM's count,
-    ``tiedemb.modules.flops``: the output head only where logits are computed), for the Trainer's
-    ``ThroughputMonitor`` (``tiedemb.modules.throughput``, a default callback), which logs tokens
-    per second, FLOPs per second and MFU (against ``peak_flops`` when given). How long the loop
-    waits for data: ``--trainer.profiler=simple`` reports Lightning's ``train_dataloader_next``.
+    The language model's settings here, the architecture and training ones ``TransformerModule``'s
+    (``tiedemb.modules.base``). Hyperparameters are plain values, so ``load_from_checkpoint(path)``
+    rebuilds any variant on its own. ``pretrained`` BERT weights decide the architecture and head
+    settings left unset (``tiedemb.weights.source``). How long the loop waits for data:
+    ``--trainer.profiler=simple`` reports Lightning's ``train_dataloader_next``.
     """
 
     def __init__(
@@ -148,8 +164,9 @@ class PretrainModule(TransformerModule):
         super().__init__(**kwargs)
         check_schedule(lr_decay, min_lr_ratio)
         model = {**self.transformer_settings, **language_model}
-        source = load_language_model(pretrained) if pretrained is not None and self.reads_pretrained else None
-        resolved = resolve_settings(model, source)
+        reads = pretrained is not None and self.reads_pretrained
+        source = load_pretrained(pretrained, language_model=True) if reads else None
+        resolved = resolve_language_model(model, source)
         if source is not None:
             refuse_unread_with_source({**model, **resolved}, source)
         # Recorded as the values the model is built with (in the hyperparameters the loggers get too),
@@ -162,27 +179,25 @@ class PretrainModule(TransformerModule):
             self._load_source(source)
         self.val_loss = MeanMetric()
         self.ood_val_loss = MeanMetric()  # the data's second validation text, when it has one
-        self._described: dict[str, float] = {}
+        # What the run logged about itself at its start: the predicted initial loss, the data's baselines.
+        self.described: dict[str, float] = {}
         self.initial_loss: float | None = None
         self._compiled = False
-        # Counted now, from full-size modules: a sharding strategy may later wrap or flatten them.
-        self._matmul_weights = MatmulWeights.of(self.model)
-        self.flops_per_batch: float | None = None  # read by ThroughputMonitor after every batch
+        self.matmul_weights = MatmulWeights.of(self.model)
 
     @torch.no_grad()
     def _load_source(self, source: PretrainedWeights) -> None:
-        result = self.model.load_state_dict(source_state(source), strict=False)
-        missing = unexpectedly_missing(result.missing_keys, source)
-        if missing or result.unexpected_keys:
-            raise UserError(
-                f"pretrained {source.origin!r} does not fit the model: missing {missing[:3]}, "
-                f"unexpected {result.unexpected_keys[:3]}"
-            )
+        # No pooler here; the tied decoder is the token table, and a source without a head leaves it fresh.
+        state = {key: value for key, value in source.state.items() if not key.startswith("pooler.")}
+        source.load_into(
+            self.model,
+            state,
+            lambda key: key == "head.decoder.weight" or (not source.has_head and key.startswith("head.")),
+        )
         self.model.tie_weights()
-        head = "its masked-LM head" if has_head(source) else "a fresh head"
+        head = "its masked-LM head" if source.has_head else "a fresh head"
         rank_zero_info(f"loaded the embedding, encoder and {head} from {source.kind} {source.origin!r}")
 
-    # -- the Hugging Face-style forward ---------------------------------------------------------
     def forward(
         self,
         input_ids: Tensor,
@@ -192,13 +207,7 @@ class PretrainModule(TransformerModule):
         *,
         return_logits: bool = True,
     ) -> LMOutput:
-        return self.model(
-            input_ids,
-            attention_mask=attention_mask,
-            token_type_ids=token_type_ids,
-            labels=labels,
-            return_logits=return_logits,
-        )
+        return self.model(input_ids, attention_mask, token_type_ids, labels, return_logits=return_logits)
 
     def configure_model(self) -> None:
         """Called by the Trainer before the strategy wraps the model and optimisers are built:
@@ -232,7 +241,6 @@ class PretrainModule(TransformerModule):
         if isinstance(state_dict, dict):
             restore_tied_entries(state_dict, tied_prefixes_of(self))
 
-    # -- training ------------------------------------------------------------------------------------
     def on_train_start(self) -> None:
         described = {LOG_N: math.log(self.config.vocab_size)}
         datamodule = getattr(self.trainer, "datamodule", None)
@@ -253,12 +261,7 @@ class PretrainModule(TransformerModule):
             # report never pairs runs of two tokenizers (tiedemb.experiments.evidence).
             for logger in self.loggers:
                 logger.log_hyperparams({metric_names.TOKENIZER_FINGERPRINT: fingerprint})
-        self._described = described
-
-    @property
-    def described(self) -> dict[str, float]:
-        """What the run logged about itself at its start: the predicted initial loss, the data's baselines."""
-        return self._described
+        self.described = described
 
     def training_loss(self, batch: dict[str, Tensor]) -> Tensor:
         """The loss a training step backpropagates."""
@@ -277,9 +280,7 @@ class PretrainModule(TransformerModule):
             )
         self.log(metric_names.TRAIN_LOSS, loss, prog_bar=True)
         self.log("train/ppl", torch.exp(loss.detach().clamp(max=50)))
-        self.flops_per_batch = self._matmul_weights.training_flops(
-            *batch["input_ids"].shape, output_positions=self._output_positions(output)
-        )
+        self.count_flops(batch["input_ids"], self._output_positions(output))
         return loss
 
     def _output_positions(self, output: LMOutput) -> int | None:
@@ -295,19 +296,16 @@ class PretrainModule(TransformerModule):
         self.train(was_training)
         metrics = {
             metric_names.INIT_LOSS: measured.item(),
-            **{k: v for k, v in self._described.items() if k.startswith("init/")},
+            **{k: v for k, v in self.described.items() if k.startswith("init/")},
         }
         # Straight to the loggers at step 0: Lightning's own cadence would drop or delay it.
         for logger in self.loggers:
             logger.log_metrics(metrics, step=0)
         self.initial_loss = metrics[metric_names.INIT_LOSS]
 
-    # -- validation ----------------------------------------------------------------------------------
     def validation_step(self, batch: dict[str, Tensor], batch_idx: int, dataloader_idx: int = 0) -> None:
         output = self(**batch, return_logits=False)
-        self.flops_per_batch = self._matmul_weights.forward_flops(
-            *batch["input_ids"].shape, output_positions=self._output_positions(output)
-        )
+        self.count_flops(batch["input_ids"], self._output_positions(output))
         # weight by the number of predicted tokens, so the epoch value is a per-token mean
         metric = self.val_loss if dataloader_idx == 0 else self.ood_val_loss
         metric.update(output.loss.detach(), weight=max(output.num_targets, 1))
@@ -329,18 +327,3 @@ class PretrainModule(TransformerModule):
             ood = self.ood_val_loss.compute()
             self.ood_val_loss.reset()
             self.log(f"{stage}_ood/loss", ood, add_dataloader_idx=False)
-
-    # -- optimisation --------------------------------------------------------------------------------
-    def configure_optimizers(self) -> dict:
-        hp = self.hparams
-        return adamw_with_schedule(
-            self.model,
-            learning_rate=hp.learning_rate,
-            weight_decay=hp.weight_decay,
-            betas=tuple(hp.betas),
-            eps=hp.eps,
-            total_steps=int(self.trainer.estimated_stepping_batches),
-            warmup_steps=hp.warmup_steps,
-            decay=hp.lr_decay,
-            min_lr_ratio=hp.min_lr_ratio,
-        )

@@ -12,7 +12,6 @@ that fine-tuned accuracy on a 408-example dev set cannot resolve.
 from __future__ import annotations
 
 import csv
-import io
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -122,13 +121,10 @@ def paired_auroc_difference(
 
 def write_scores(folder: str | Path, scores: Tensor, labels: Tensor) -> Path:
     """``zero_shot_scores.csv`` in ``folder``: one row per pair (its index in the split, gold label, score)."""
-    text = io.StringIO()
-    writer = csv.writer(text, lineterminator="\n")
-    writer.writerow(["pair", "label", "score"])
-    for index, (label, score) in enumerate(zip(labels.tolist(), scores.tolist())):
-        writer.writerow([index, int(label), repr(float(score))])
+    pairs = enumerate(zip(labels.tolist(), scores.tolist()))
+    rows = [f"{index},{int(label)},{float(score)!r}" for index, (label, score) in pairs]
     path = Path(folder) / SCORES_FILE
-    atomic_write_text(path, text.getvalue())
+    atomic_write_text(path, "\n".join(["pair,label,score", *rows]) + "\n")
     return path
 
 

@@ -1,20 +1,19 @@
-"""BERT weights in transformers' layout -> tiedemb's Embedding / Encoder parameter names.
+"""BERT weights in transformers' layout -> tiedemb's Embedding / Encoder parameter names, and back.
 
 tiedemb's post-norm encoder with learned positions and segments is BERT's architecture; only
 the names differ, and tiedemb fuses the query, key and value projections into one matrix
 (``qkv`` = rows of q, then k, then v, which is how ``SelfAttention`` splits its output).
-``fields_from_bert_config`` and ``bert_to_tiedemb`` are pure: a config mapping in, field values
-out; a state dict in, a state dict out, for a masked LM with BERT's masked-LM head, which is
-tiedemb's ``tied_orth`` head with a bias, the encoder's activation, a norm and an output bias.
-``read_bert`` reads a model with transformers and applies both. ``tiedemb_to_bert`` is the way
-back for weights already in BERT's shapes (``tiedemb.weights.export_plan`` multiplies out a
-factorised embedding first).
+BERT's masked-LM head is tiedemb's ``tied_orth`` head with a bias, the encoder's activation, a
+norm and an output bias. ``read_bert`` reads a model with transformers; ``tiedemb_to_bert`` is
+the way back for weights already in BERT's shapes (``tiedemb.weights.export_plan`` multiplies out
+a factorised embedding first).
 """
 
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Callable, Iterator, Mapping
+import itertools
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -22,6 +21,7 @@ import torch
 from torch import Tensor
 
 from tiedemb.errors import UserError, first_line
+from tiedemb.nn.config import TransformerConfig
 
 #: transformers' ``hidden_act`` names -> tiedemb activations with the same function.
 #: "gelu" is the exact (erf) GELU in both; the tanh approximations are refused rather than
@@ -30,7 +30,7 @@ ACTIVATIONS = {"gelu": "gelu", "relu": "relu", "tanh": "tanh", "silu": "silu", "
 #: tiedemb's activations -> transformers' ``hidden_act`` names for the same function, on the way out.
 HIDDEN_ACTS = {ours: theirs for theirs, ours in ACTIVATIONS.items() if theirs == ours}
 
-#: Per-layer parameters: transformers name (under ``encoder.layer.<i>.``) -> tiedemb name
+#: Per-layer modules: transformers name (under ``encoder.layer.<i>.``) -> tiedemb name
 #: (under ``encoder.blocks.<i>.``); q, k, v are handled apart because they are fused.
 LAYER_NAMES = {
     "attention.output.dense": "attention.out",
@@ -47,21 +47,19 @@ OUTER_NAMES = {
     "embeddings.LayerNorm": "embedding.norm",
     "pooler.dense": "pooler",
 }
-#: BERT's masked-LM transform (``cls.predictions.transform.*``) -> tiedemb's ``tied_orth`` head
-#: (``head.*``); the decoder is the word table in both, and the decoder's bias is ``head.bias``.
+#: BERT's masked-LM transform -> tiedemb's ``tied_orth`` head; the decoder is the word table in both.
 MLM_HEAD_NAMES = {
     "cls.predictions.transform.dense": "head.projection",
     "cls.predictions.transform.LayerNorm": "head.norm",
 }
-MLM_OUTPUT_BIAS = ("cls.predictions.bias", "head.bias")
 #: transformers classes whose saved weights hold BERT's masked-LM head.
 MLM_ARCHITECTURES = ("BertForMaskedLM", "BertForPreTraining")
 QKV = ("query", "key", "value")
+LEAVES = ("weight", "bias")
 
 
 def masked_lm_head_fields(activation: str) -> dict[str, Any]:
-    """The ``TransformerConfig`` values of BERT's masked-LM head, for an encoder using ``activation``:
-    ``tied_orth`` with a bias, the encoder's activation and a norm, and an output bias."""
+    """The ``TransformerConfig`` values of BERT's masked-LM head, for an encoder using ``activation``."""
     return {
         "objective": "mlm",
         "head": "tied_orth",
@@ -72,18 +70,27 @@ def masked_lm_head_fields(activation: str) -> dict[str, Any]:
     }
 
 
-def module_names(num_layers: int, with_head: bool = False) -> dict[str, str]:
-    """BERT name -> tiedemb name of every module (the pooler, and BERT's masked-LM transform
-    ``with_head``) but the fused attention input projection, which the two layouts split differently."""
-    names = {**OUTER_NAMES, **(MLM_HEAD_NAMES if with_head else {})}
-    for layer in range(num_layers):
-        names.update(
-            {
-                f"encoder.layer.{layer}.{source}": f"encoder.blocks.{layer}.{target}"
-                for source, target in LAYER_NAMES.items()
-            }
-        )
-    return names
+def leaf_names(modules: Mapping[str, str]) -> dict[str, str]:
+    """Each module's weight and bias: one layout's key -> the other's."""
+    return {f"{theirs}.{leaf}": f"{ours}.{leaf}" for theirs, ours in modules.items() for leaf in LEAVES}
+
+
+def layer_names(num_layers: int, modules: Mapping[str, str], source: str, target: str) -> dict[str, str]:
+    """``modules`` of every layer, the one under ``source.<i>.``, the other under ``target.<i>.``."""
+    return {f"{source}.{i}.{old}": f"{target}.{i}.{new}" for i in range(num_layers) for old, new in modules.items()}
+
+
+def bert_names(num_layers: int, with_head: bool = False) -> dict[str, str]:
+    """BERT key -> tiedemb key of every weight and bias (the pooler's, and BERT's masked-LM head's
+    ``with_head``) but the attention input projections, which the two layouts split differently."""
+    layers = layer_names(num_layers, LAYER_NAMES, "encoder.layer", "encoder.blocks")
+    modules = {**OUTER_NAMES, **(MLM_HEAD_NAMES if with_head else {}), **layers}
+    return {**leaf_names(modules), **({"cls.predictions.bias": "head.bias"} if with_head else {})}
+
+
+def renamed(state: Mapping[str, Tensor], names: Mapping[str, str]) -> dict[str, Tensor]:
+    """The tensors of ``names`` (old key -> new key) that ``state`` holds, in float32, under their new keys."""
+    return {new: state[old].float() for old, new in names.items() if old in state}
 
 
 def fields_from_bert_config(config: Mapping[str, Any], origin: str) -> dict[str, Any]:
@@ -123,59 +130,46 @@ def fields_from_bert_config(config: Mapping[str, Any], origin: str) -> dict[str,
     }
 
 
+def shared_config(config: TransformerConfig) -> dict[str, Any]:
+    """The keywords BERT's and GPT-NeoX's transformers configs name alike."""
+    return {
+        "vocab_size": config.vocab_size,
+        "hidden_size": config.hidden_size,
+        "num_hidden_layers": config.num_layers,
+        "num_attention_heads": config.num_heads,
+        "intermediate_size": config.intermediate_size,
+        "hidden_act": HIDDEN_ACTS[config.activation],
+        "max_position_embeddings": config.max_position_embeddings,
+        "initializer_range": config.init_std,
+        "layer_norm_eps": config.norm_eps,
+        "pad_token_id": config.pad_token_id,
+    }
+
+
 def bert_to_tiedemb(state: Mapping[str, Tensor], num_layers: int, with_head: bool = False) -> dict[str, Tensor]:
-    """Rename a ``BertModel`` state dict to tiedemb's ``embedding.*``, ``encoder.*``, ``pooler.*``, the
-    query, key and value projections fused into ``qkv``; ``with_head``: BERT's masked-LM head
-    (``cls.predictions.*``) as tiedemb's ``head.*`` too, the tied decoder left out (it is the word table).
+    """A ``BertModel`` state dict in tiedemb's names, the query, key and value projections fused into
+    ``qkv``; ``with_head``: BERT's masked-LM head (``cls.predictions.*``) as tiedemb's ``head.*`` too,
+    the tied decoder left out (it is the word table).
 
     A leading ``bert.`` (how task models such as ``BertForMaskedLM`` save the encoder) is dropped;
     other heads are ignored, and a missing pooler stays missing.
     """
     state = {key.removeprefix("bert."): value for key, value in state.items()}
-    out = copied(state, "", "", module_names(num_layers, with_head))
-    for layer in range(num_layers):
-        for leaf in ("weight", "bias"):
-            parts = [state[f"encoder.layer.{layer}.attention.self.{part}.{leaf}"].float() for part in QKV]
-            out[f"encoder.blocks.{layer}.attention.qkv.{leaf}"] = torch.cat(parts, dim=0)
-    if with_head:
-        out[MLM_OUTPUT_BIAS[1]] = state[MLM_OUTPUT_BIAS[0]].float()
+    out = renamed(state, bert_names(num_layers, with_head))
+    for layer, leaf in itertools.product(range(num_layers), LEAVES):
+        parts = [state[f"encoder.layer.{layer}.attention.self.{part}.{leaf}"].float() for part in QKV]
+        out[f"encoder.blocks.{layer}.attention.qkv.{leaf}"] = torch.cat(parts, dim=0)
     return out
 
 
-def copied(
-    inner: Mapping[str, Tensor],
-    source: str,
-    target: str,
-    names: Mapping[str, str],
-    change: Callable[[Tensor], Tensor] = lambda tensor: tensor,
-) -> dict[str, Tensor]:
-    """The weights and biases of ``names`` (one layout's name -> the other's) under ``source`` that
-    ``inner`` holds, in float32, renamed under ``target``: the mapping between tiedemb's names and
-    another layout's, either way."""
-    return {
-        f"{target}{theirs}.{leaf}": change(inner[f"{source}{ours}.{leaf}"].float())
-        for ours, theirs in names.items()
-        for leaf in ("weight", "bias")
-        if f"{source}{ours}.{leaf}" in inner
-    }
-
-
 def tiedemb_to_bert(state: Mapping[str, Tensor], num_layers: int, with_head: bool = False) -> dict[str, Tensor]:
-    """The inverse of ``bert_to_tiedemb``: tiedemb's ``embedding.*``, ``encoder.*`` and ``pooler.*``
-    (and ``head.*`` ``with_head``) as a ``BertModel`` state dict (no ``bert.`` prefix), the fused
-    ``qkv`` split into query, key, value.
-
-    The embedding tables must already be hidden wide; keys outside those parts are ignored, and a
-    missing pooler stays missing.
-    """
-    out = copied(state, "", "", {ours: theirs for theirs, ours in module_names(num_layers, with_head).items()})
-    for layer in range(num_layers):
-        for leaf in ("weight", "bias"):
-            parts = state[f"encoder.blocks.{layer}.attention.qkv.{leaf}"].float().chunk(3, dim=0)
-            for part, tensor in zip(QKV, parts):
-                out[f"encoder.layer.{layer}.attention.self.{part}.{leaf}"] = tensor.contiguous()
-    if with_head:
-        out[MLM_OUTPUT_BIAS[0]] = state[MLM_OUTPUT_BIAS[1]].float()
+    """The inverse of ``bert_to_tiedemb`` (no ``bert.`` prefix), for embedding tables already hidden
+    wide; keys outside those parts are ignored, and a missing pooler stays missing."""
+    out = renamed(state, {ours: theirs for theirs, ours in bert_names(num_layers, with_head).items()})
+    for layer, leaf in itertools.product(range(num_layers), LEAVES):
+        parts = state[f"encoder.blocks.{layer}.attention.qkv.{leaf}"].float().chunk(3, dim=0)
+        for part, tensor in zip(QKV, parts):
+            out[f"encoder.layer.{layer}.attention.self.{part}.{leaf}"] = tensor.contiguous()
     return out
 
 

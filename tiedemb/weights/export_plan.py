@@ -2,9 +2,9 @@
 
 Pure: a checkpoint's hyperparameters and state dict in, a transformers config mapping and a
 state dict in its names out (``plan_export``), or one ``UserError`` naming the setting the layout
-cannot hold and the class that would work. Masked-LM and GLUE models go to BERT's classes (here);
-next-token models to GPT-NeoX (``tiedemb.weights.causal``). ``python -m tiedemb.export``
-writes the result as a transformers folder.
+cannot hold and the class that would work. Masked-LM and GLUE models go to BERT's classes;
+next-token models to GPT-NeoX. ``python -m tiedemb.export`` writes the result as a transformers
+folder.
 
 BERT's exactness rests on three identities:
 
@@ -16,30 +16,54 @@ BERT's exactness rests on three identities:
 * ``tied_orth`` with a bias, the encoder's activation and a norm, at d_e = hidden with no
   embedding projection, is BERT's masked-LM transform (dense, activation, LayerNorm), and its
   decoder is the word table, as BERT's is.
+
+GPT-NeoX normalises with LayerNorm before each branch and after the last block, as tiedemb's
+pre-norm encoder does, here with sequential residuals (``use_parallel_residual=False``) and every
+head dimension rotated (``rotary_pct=1``; 0 without positions). Its exactness rests on these
+identities:
+
+* Rotary positions: tiedemb rotates the whole head in the rotate-half form (dimension i pairs with
+  i + head_dim/2, at frequency base^(-2i/head_dim)), which is what GPT-NeoX computes, so queries and
+  keys keep their order within each head. GPT-NeoX's fused projection holds [q_h, k_h, v_h] head
+  after head where tiedemb's holds all queries, then all keys, then all values: its rows are
+  regrouped, not permuted within a head.
+* The input: with rotary or no positions the embedding adds nothing that depends on the position
+  (pretraining batches carry no token types, so a segment table adds its row 0 to every token),
+  so norm(P (s E[t] + S[0])) is a function of the token alone and is the exported input table.
+* The output: every head whose transform is linear (a projection, a permutation, a scale: all
+  but tied_orth's bias, activation and norm) gives logits D F h, with F the transform's matrix,
+  read off by applying tiedemb's own head to the identity. D F is the exported output matrix,
+  tied to the input table only where the two are equal.
 """
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 import torch
-from torch import Tensor
+from torch import Tensor, nn
 
 from tiedemb.errors import UserError
 from tiedemb.nn.config import TransformerConfig
-from tiedemb.weights.bert import HIDDEN_ACTS, tiedemb_to_bert
-from tiedemb.weights.causal import (
-    NEOX,
-    NEOX_CONFIG,
-    NO_CAUSAL_CLASS,
-    causal_config,
-    causal_problem,
-    causal_state,
+from tiedemb.nn.heads import build_head
+from tiedemb.nn.model import Embedding
+from tiedemb.weights.bert import (
+    HIDDEN_ACTS,
+    LEAVES,
+    layer_names,
+    leaf_names,
+    renamed,
+    shared_config,
+    tiedemb_to_bert,
 )
+from tiedemb.weights.narrow import PROJECTION, TABLES
 from tiedemb.weights.source import config_from_hparams
 
+NEOX = "GPTNeoXForCausalLM"
+OUTPUT_WEIGHT = "lm_head.weight"
 BERT_MODEL = "BertModel"
 MASKED_LM = "BertForMaskedLM"
 CLASSIFIER = "BertForSequenceClassification"
@@ -48,24 +72,26 @@ EXPORT_CLASSES = (BERT_MODEL, MASKED_LM, CLASSIFIER, NEOX)
 
 #: Segment rows written for a model without segments: token types 0 and 1 both add nothing.
 ZERO_SEGMENT_ROWS = 2
-NO_BERT_CLASS = "no transformers BERT class holds it (each has BERT's encoder)"
 
 
 @dataclass
 class ExportPlan:
-    """What to build and save: a transformers class, its config class and keywords, its state dict."""
+    """What to build and save: a transformers class, its config's keywords, its state dict."""
 
     model_class: str
     config: dict[str, Any]
     state: dict[str, Tensor] = field(repr=False)
-    config_class: str = "BertConfig"
 
     @property
     def causal(self) -> bool:
         return self.model_class == NEOX
 
+    @property
+    def config_class(self) -> str:
+        return "GPTNeoXConfig" if self.causal else "BertConfig"
 
-# --------------------------------------------------------------------------- which settings fit
+
+# --------------------------------------------------------------------------- BERT
 
 
 def encoder_problem(config: TransformerConfig) -> str | None:
@@ -122,7 +148,10 @@ def choose_class(kind: str, config: TransformerConfig, requested: str | None, po
     if problem is not None:
         fits_causal = config.causal and causal_problem(config) is None
         other = "; export it as a causal LM (without --model-class)" if fits_causal else ""
-        raise UserError(f"checkpoint {origin!r} cannot be exported to BERT: {problem}; {NO_BERT_CLASS}{other}")
+        raise UserError(
+            f"checkpoint {origin!r} cannot be exported to BERT: {problem}; "
+            f"no transformers BERT class holds it (each has BERT's encoder){other}"
+        )
     if kind == "glue":
         return _glue_class(requested, pooler, origin)
     head_problem = masked_lm_head_problem(config)
@@ -155,30 +184,21 @@ def _glue_class(requested: str | None, pooler: bool, origin: str) -> str:
     return chosen
 
 
-# --------------------------------------------------------------------------- weights and config
-
-
-def full_width_embedding(state: Mapping[str, Tensor], config: TransformerConfig) -> dict[str, Tensor]:
+def full_width_embedding(inner: Mapping[str, Tensor], config: TransformerConfig) -> dict[str, Tensor]:
     """``embedding.*`` with every table hidden wide: multiplied by the projection when there is
     one, and two zero segment rows when there are no segments."""
-    tables = {key: state[key].float() for key in ("embedding.token.weight", "embedding.position.weight")}
-    if "embedding.segment.weight" in state:
-        tables["embedding.segment.weight"] = state["embedding.segment.weight"].float()
-    projection = state.get("embedding.projection.weight")
-    if projection is not None:  # (hidden, d_e); in float64 so that the product adds no rounding of its own
-        weight = projection.double()
+    tables = {key: inner[key].float() for key in TABLES if key in inner}
+    if PROJECTION in inner:  # (hidden, d_e); in float64 so that the product adds no rounding of its own
+        weight = inner[PROJECTION].double()
         tables = {key: (table.double() @ weight.T).float() for key, table in tables.items()}
-    if "embedding.segment.weight" not in tables:
-        tables["embedding.segment.weight"] = torch.zeros(ZERO_SEGMENT_ROWS, config.hidden_size)
-    return {**tables, **{key: state[key].float() for key in ("embedding.norm.weight", "embedding.norm.bias")}}
+    tables.setdefault("embedding.segment.weight", torch.zeros(ZERO_SEGMENT_ROWS, config.hidden_size))
+    return {**tables, **{key: inner[key].float() for key in ("embedding.norm.weight", "embedding.norm.bias")}}
 
 
-def bert_state(state: Mapping[str, Tensor], config: TransformerConfig, model_class: str) -> dict[str, Tensor]:
-    """A tiedemb model's weights (``model.``-prefixed, as in a Lightning checkpoint) named for ``model_class``."""
-    inner = {key.removeprefix("model."): value for key, value in state.items()}
-    parts = {key: value for key, value in inner.items() if key.startswith(("encoder.", "pooler.", "head."))}
+def bert_state(inner: Mapping[str, Tensor], config: TransformerConfig, model_class: str) -> dict[str, Tensor]:
+    """A tiedemb model's weights named for ``model_class``."""
     head = model_class == MASKED_LM
-    encoder = tiedemb_to_bert({**parts, **full_width_embedding(inner, config)}, config.num_layers, with_head=head)
+    encoder = tiedemb_to_bert({**inner, **full_width_embedding(inner, config)}, config.num_layers, with_head=head)
     if model_class == BERT_MODEL:
         return encoder
     # BERT's task models hold the encoder under ``bert.``, their head beside it
@@ -192,22 +212,13 @@ def bert_config(
     config: TransformerConfig, hparams: Mapping[str, Any], labels: tuple[str, ...] | None
 ) -> dict[str, Any]:
     """``BertConfig`` keywords for the model; ``labels`` (class names in id order) for a classifier."""
-    values: dict[str, Any] = {
-        "vocab_size": config.vocab_size,
-        "hidden_size": config.hidden_size,
-        "num_hidden_layers": config.num_layers,
-        "num_attention_heads": config.num_heads,
-        "intermediate_size": config.intermediate_size,
-        "hidden_act": HIDDEN_ACTS[config.activation],
-        "hidden_dropout_prob": config.dropout,
-        "attention_probs_dropout_prob": config.attention_dropout,
-        "max_position_embeddings": config.max_position_embeddings,
-        "type_vocab_size": config.type_vocab_size or ZERO_SEGMENT_ROWS,
-        "initializer_range": config.init_std,
-        "layer_norm_eps": config.norm_eps,
-        "pad_token_id": config.pad_token_id,
-        "position_embedding_type": "absolute",
-    }
+    values = dict(
+        shared_config(config),
+        hidden_dropout_prob=config.dropout,
+        attention_probs_dropout_prob=config.attention_dropout,
+        type_vocab_size=config.type_vocab_size or ZERO_SEGMENT_ROWS,
+        position_embedding_type="absolute",
+    )
     if labels is not None:
         values.update(
             num_labels=len(labels),
@@ -217,6 +228,122 @@ def bert_config(
             classifier_dropout=hparams.get("classifier_dropout"),
         )
     return values
+
+
+# --------------------------------------------------------------------------- GPT-NeoX
+
+
+def causal_problem(config: TransformerConfig) -> str | None:
+    """The first setting GPT-NeoX does not reproduce exactly, or ``None``."""
+    if not config.causal:
+        return f"model.objective={config.objective!r}: the model attends both ways, a causal LM only to earlier tokens"
+    if config.norm_position != "pre":
+        return "model.norm_position='post': GPT-NeoX normalises before each branch (pre)"
+    if config.activation not in HIDDEN_ACTS:
+        return f"model.activation={config.activation!r} is none of GPT-NeoX's ({', '.join(HIDDEN_ACTS)})"
+    if config.position == "learned":
+        return "model.position='learned': GPT-NeoX has rotary positions, no position table"
+    if config.norm != "layernorm":
+        return f"model.norm={config.norm!r}: GPT-NeoX's norms are LayerNorm"
+    return head_problem(config)
+
+
+def head_problem(config: TransformerConfig) -> str | None:
+    """The first head setting that keeps the logits from being one matrix times the final state."""
+    between = "between the encoder and the output matrix cannot be multiplied into it"
+    if config.head_activation != "none":
+        return f"model.head_activation={config.head_activation!r}: an activation {between}"
+    if config.head_norm:
+        return f"model.head_norm=true: a norm {between}"
+    if config.head_bias:
+        return (
+            "model.head_bias=true: the head's bias becomes a vocabulary-sized output bias, and GPT-NeoX's "
+            "output layer has none"
+        )
+    if config.output_bias:
+        return "model.output_bias=true: GPT-NeoX's output layer has no bias"
+    return None
+
+
+def loaded(module: nn.Module, inner: Mapping[str, Tensor], prefix: str, **extra: Tensor) -> nn.Module:
+    """``module`` holding the weights under ``prefix`` (and ``extra``), in float64, for evaluation."""
+    part = {key.removeprefix(prefix): value for key, value in inner.items() if key.startswith(prefix)}
+    module.load_state_dict({**part, **extra})
+    return module.double().eval()
+
+
+def input_table(inner: Mapping[str, Tensor], config: TransformerConfig) -> Tensor:
+    """Each token's input vector (vocab, hidden), float64: tiedemb's embedding of the token alone (the
+    models GPT-NeoX holds have no position table)."""
+    embedding = loaded(Embedding(config), inner, "embedding.")
+    embedding.position = None
+    with torch.no_grad():
+        return embedding(torch.arange(config.vocab_size).unsqueeze(1)).squeeze(1)
+
+
+def output_matrix(inner: Mapping[str, Tensor], config: TransformerConfig) -> Tensor:
+    """The head multiplied out (vocab, hidden), float64: logits = this times the final state.
+
+    Applying tiedemb's own head to the identity reads off its transform's matrix (row i: what it
+    makes of e_i), projection, permutation and readout scale included; ``head_problem`` has refused
+    every head for which that is not the whole story.
+    """
+    head = build_head(config)
+    tie = {"decoder.weight": inner["embedding.token.weight"]} if head.tied else {}
+    head = loaded(head, inner, "head.", **tie)
+    with torch.no_grad():
+        transform = head.features(torch.eye(config.hidden_size, dtype=torch.float64))  # (hidden, width)
+        return head.decoder.weight @ transform.T
+
+
+#: tiedemb's block modules -> GPT-NeoX's; the fused attention input is regrouped apart.
+NEOX_BLOCK_NAMES = {
+    "attention_norm": "input_layernorm",
+    "ffn_norm": "post_attention_layernorm",
+    "attention.out": "attention.dense",
+    "ffn.up": "mlp.dense_h_to_4h",
+    "ffn.down": "mlp.dense_4h_to_h",
+}
+
+
+def causal_state(inner: Mapping[str, Tensor], config: TransformerConfig) -> tuple[dict[str, Tensor], bool]:
+    """The model's weights named for ``GPTNeoXForCausalLM``, and whether its output matrix is its input
+    table (then the state leaves it out and the export ties them)."""
+    table, output = input_table(inner, config).float(), output_matrix(inner, config).float()
+    modules = {
+        "encoder.final_norm": "gpt_neox.final_layer_norm",
+        **layer_names(config.num_layers, NEOX_BLOCK_NAMES, "encoder.blocks", "gpt_neox.layers"),
+    }
+    state = {"gpt_neox.embed_in.weight": table, **renamed(inner, leaf_names(modules))}
+    for index, leaf in itertools.product(range(config.num_layers), LEAVES):
+        # (3, heads, head_dim, ...) -> (heads, 3, head_dim, ...)
+        fused = inner[f"encoder.blocks.{index}.attention.qkv.{leaf}"].float()
+        grouped = fused.view(3, config.num_heads, config.head_dim, *fused.shape[1:]).transpose(0, 1)
+        state[f"gpt_neox.layers.{index}.attention.query_key_value.{leaf}"] = grouped.reshape(fused.shape).contiguous()
+    tied = torch.equal(table, output)
+    if not tied:
+        state[OUTPUT_WEIGHT] = output
+    return state, tied
+
+
+def causal_config(config: TransformerConfig, tied: bool) -> dict[str, Any]:
+    """``GPTNeoXConfig`` keywords for the model; no bos and eos ids (the export sets its tokenizer's,
+    when there is one)."""
+    return dict(
+        shared_config(config),
+        bos_token_id=None,
+        eos_token_id=None,
+        tie_word_embeddings=tied,
+        attention_dropout=config.attention_dropout,
+        attention_bias=True,
+        use_parallel_residual=False,
+        hidden_dropout=config.dropout,
+        rotary_pct=1.0 if config.position == "rope" else 0.0,
+        rotary_emb_base=config.rope_base,
+    )
+
+
+# --------------------------------------------------------------------------- the plan
 
 
 def plan_export(
@@ -233,19 +360,20 @@ def plan_export(
     ``labels``: a classifier's class names in id order (``None``: transformers' LABEL_0 ...).
     """
     config = config_from_hparams({**hparams, "objective": hparams.get("objective") or "mlm"}, f"checkpoint {origin!r}")
+    inner = {key.removeprefix("model."): value for key, value in state.items()}
     if requested == NEOX or (requested is None and kind == "pretrain" and config.causal):
-        return causal_plan(config, state, kind, origin)
+        return causal_plan(config, inner, kind, origin)
     model_class = choose_class(kind, config, requested, bool(hparams.get("pooler", True)), origin)
     if labels is None and model_class == CLASSIFIER:
         labels = tuple(f"LABEL_{index}" for index in range(int(hparams["num_labels"])))
     return ExportPlan(
         model_class,
         bert_config(config, hparams, labels if model_class == CLASSIFIER else None),
-        bert_state(state, config, model_class),
+        bert_state(inner, config, model_class),
     )
 
 
-def causal_plan(config: TransformerConfig, state: Mapping[str, Tensor], kind: str, origin: str) -> ExportPlan:
+def causal_plan(config: TransformerConfig, inner: Mapping[str, Tensor], kind: str, origin: str) -> ExportPlan:
     """A next-token model as ``GPTNeoXForCausalLM``, or the setting that stands in the way."""
     if kind == "glue":
         raise UserError(
@@ -258,7 +386,9 @@ def causal_plan(config: TransformerConfig, state: Mapping[str, Tensor], kind: st
             f"checkpoint {origin!r} cannot be a {NEOX}: {problem}; export it as {MASKED_LM} or {BERT_MODEL}"
         )
     if problem is not None:
-        raise UserError(f"checkpoint {origin!r} cannot be exported to a causal LM: {problem}; {NO_CAUSAL_CLASS}")
-    inner = {key.removeprefix("model."): value for key, value in state.items()}
+        raise UserError(
+            f"checkpoint {origin!r} cannot be exported to a causal LM: {problem}; "
+            f"transformers' {NEOX} does not hold it exactly"
+        )
     weights, tied = causal_state(inner, config)
-    return ExportPlan(NEOX, causal_config(config, tied), weights, NEOX_CONFIG)
+    return ExportPlan(NEOX, causal_config(config, tied), weights)

@@ -8,17 +8,10 @@ fit in that basis) and the projection ``P`` becomes ``P V_k``, so ``(T V_k)(P V_
 is the table's part inside the basis, lifted as before.
 
 The basis is the top-k right singular vectors of the tables stacked, each table weighted first:
-
-* ``balanced`` (the default): every table scaled to unit Frobenius norm, so each table's energy
-  counts equally however many rows it has. Without it the token table (30,522 rows) outweighs the
-  position table (512 rows) sixty to one, and a plain SVD keeps the token directions and throws
-  away most of the positions (all-MiniLM-L6-v2 at d_e = 128: 8% of the position energy kept, 66%
-  of the token energy); balanced, positions keep 98% for 63% of the token energy.
-* ``energy``: no weighting, the plain truncated SVD of the stacked rows; by Eckart–Young the best
-  rank-k fit of all rows together in Frobenius norm, the error being the sum of the discarded σ².
-
-``Narrowing.kept`` says, per table, the share of its energy (squared Frobenius norm) the basis
-keeps; fine-tuning and ``similarity`` print it and log it (``narrow/kept_token`` ...).
+``balanced`` (the default) scales every table to unit Frobenius norm, so that the token table's
+many rows do not crowd out the positions (docs/science.md, "Narrowing must not destroy
+positions"); ``energy`` is the plain truncated SVD, by Eckart–Young the best rank-k fit of all rows
+together. ``Narrowing.kept`` is each table's share of its energy the basis keeps.
 """
 
 from __future__ import annotations
@@ -36,14 +29,7 @@ if TYPE_CHECKING:
 
 TABLES = ("embedding.token.weight", "embedding.position.weight", "embedding.segment.weight")
 """The tables summed before the projection, which therefore share it."""
-TABLE_NAMES = {
-    "embedding.token.weight": "token",
-    "embedding.position.weight": "position",
-    "embedding.segment.weight": "segment",
-}
 PROJECTION = "embedding.projection.weight"
-WEIGHTINGS = ("balanced", "energy")
-"""How the tables are weighted before the SVD that picks the shared basis (module docstring)."""
 
 
 @dataclass
@@ -58,22 +44,12 @@ class Narrowing:
 def factorise_tables(
     tables: list[Tensor], projection: Tensor | None, rank: int, weighting: str = "balanced"
 ) -> Narrowing:
-    """Narrow embedding tables to width ``rank`` and the projection that lifts them.
+    """Narrow embedding tables (rows, d) to width ``rank`` and the projection that lifts them.
 
-    Args:
-        tables: the token / position / segment tables, each (rows, d) with a common width d.
-        projection: the pretrained ``nn.Linear`` weight (hidden, d) that follows the tables, or
-            ``None`` when the tables are already hidden-wide (d = hidden, identity projection).
-        rank: the new width d_e.
-        weighting: ``balanced`` or ``energy``: how the tables count in choosing the basis.
-
-    Returns:
-        the new tables (rows, rank) and projection weight (hidden, rank), with
-        ``new_table @ new_projection.T`` the part of ``table @ projection.T`` inside the basis,
-        and the share of each table's energy kept.
+    ``projection`` is the pretrained weight (hidden, d) that follows the tables, or ``None`` when
+    they are already hidden wide. ``new_table @ new_projection.T`` is the part of
+    ``table @ projection.T`` inside the basis; ``weighting``: see the module docstring.
     """
-    if weighting not in WEIGHTINGS:
-        raise ValueError(f"weighting must be one of {WEIGHTINGS}, got {weighting!r}")
     originals = [table.detach().double() for table in tables]
     norms = [float(table.norm()) for table in originals]
     scale = [1.0 / norm if weighting == "balanced" and norm > 0 else 1.0 for norm in norms]
@@ -97,13 +73,9 @@ def fit_embedding(
     weighting: str = "balanced",
     kept: dict[str, float] | None = None,
 ) -> dict[str, Tensor]:
-    """The source's state with its embedding at width ``embedding_dim`` (or left out when ``reinit``).
-
-    With ``embedding_dim`` below the source's d_e the token/position/segment tables are fitted
-    into one shared basis (``factorise_tables``) and the projection becomes the old one times V_k,
-    so that projection(new table) ≈ projection(old table); ``kept``, if given, receives each
-    table's share of energy kept (``{"token": 0.63, ...}``). The embedding LayerNorm is
-    hidden-wide and is kept either way.
+    """The source's state with its embedding at width ``embedding_dim`` (or left out when ``reinit``);
+    ``kept``, if given, receives each narrowed table's share of energy kept (``{"token": 0.63, ...}``).
+    The embedding LayerNorm is hidden-wide and is kept either way.
     """
     state = dict(source.state)
     source_de = source.fields["embedding_dim"]
@@ -124,5 +96,5 @@ def fit_embedding(
     state.update(zip(present, narrowed.tables))
     state[PROJECTION] = narrowed.projection
     if kept is not None:
-        kept.update({TABLE_NAMES[key]: share for key, share in zip(present, narrowed.kept)})
+        kept.update({key.split(".")[1]: share for key, share in zip(present, narrowed.kept)})
     return state

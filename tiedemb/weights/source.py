@@ -1,28 +1,34 @@
-"""Where fine-tuning starts: a tiedemb checkpoint, BERT weights in transformers format, or nothing.
+"""Where training starts: a tiedemb checkpoint, BERT weights in transformers format, or nothing.
 
 ``load_pretrained`` reads a source into one neutral form (architecture field values plus a state
-dict named as ``SequenceClassifier`` names its parameters). ``resolve_architecture`` merges those
-values with what the user asked for: unset fields take the pretrained value, set fields must
-agree with it. ``tiedemb.weights.narrow.fit_embedding`` then narrows the embedding to the
-requested d_e.
+dict in tiedemb's parameter names). ``resolve_architecture`` (fine-tuning) and
+``resolve_language_model`` (pretraining, the head settings too) merge those values with what the
+user asked for: unset fields take the pretrained value, set fields must agree with it.
+Fine-tuning may start from either kind of source, and ``tiedemb.weights.narrow.fit_embedding``
+narrows its embedding to the requested d_e. Pretraining starts from BERT: a ``BertForMaskedLM``
+gives its masked-LM head too (``tiedemb.weights.bert``), a ``BertModel`` the embedding and
+encoder, and the head configured is drawn afresh.
 """
 
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Iterable, Mapping
+import math
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from torch import Tensor
+from torch import Tensor, nn
 
 from tiedemb.errors import UserError
 from tiedemb.nn.config import ARCHITECTURE, TransformerConfig
 from tiedemb.training.checkpoints import read_checkpoint
 from tiedemb.weights.bert import read_bert
 
-KEPT_PREFIXES = ("embedding.", "encoder.", "pooler.")
+#: The head settings BERT's masked-LM head fixes; unset, they are the pretrained head's (or the
+#: config's defaults when the source has no head).
+HEAD_SETTINGS = ("head", "output_bias", "head_bias", "head_activation", "head_norm")
 
 
 @dataclass
@@ -35,13 +41,34 @@ class PretrainedWeights:
     state: dict[str, Tensor] = field(repr=False)  # embedding.*, encoder.* and maybe pooler.*
     data: dict[str, Any] = field(default_factory=dict)  # a checkpoint's data settings (its tokenizer ...)
 
+    @property
+    def has_head(self) -> bool:
+        return any(key.startswith("head.") for key in self.state)
 
-def load_pretrained(source: str, with_head: bool = False) -> PretrainedWeights:
+    def load_into(self, model: nn.Module, state: Mapping[str, Tensor], fresh: Callable[[str], bool]) -> None:
+        """``model`` holding ``state``; every parameter it leaves out must be one ``fresh`` names."""
+        result = model.load_state_dict(state, strict=False)
+        missing = [key for key in result.missing_keys if not fresh(key)]
+        if missing or result.unexpected_keys:
+            raise UserError(
+                f"pretrained {self.origin!r} does not fit the model: missing {missing[:3]}, "
+                f"unexpected {result.unexpected_keys[:3]}"
+            )
+
+
+def load_pretrained(source: str, language_model: bool = False) -> PretrainedWeights:
     """Read ``source``: a ``.ckpt`` file, a transformers BERT directory, or a hub name.
 
-    ``with_head``: a BERT saved with its masked-LM head gives that head too (``read_bert``).
+    ``language_model``: where pretraining starts, BERT only, with its masked-LM head when it was
+    saved with one (``read_bert``).
     """
     path = Path(source).expanduser()
+    if path.is_file() and language_model:
+        raise UserError(
+            f"model.pretrained {source!r} is a file; pretraining starts from BERT weights in transformers "
+            "format (a folder with config.json, or a hub name). A tiedemb run is continued with "
+            "--ckpt_path instead"
+        )
     if path.is_file():
         return _load_checkpoint(source)
     if path.is_dir():
@@ -50,10 +77,10 @@ def load_pretrained(source: str, with_head: bool = False) -> PretrainedWeights:
                 f"pretrained directory {source!r} has no config.json; expected a transformers BERT model "
                 "(config.json plus model.safetensors or pytorch_model.bin) or a tiedemb .ckpt file"
             )
-        return PretrainedWeights(source, "BERT model", *read_bert(str(path), source, with_head))
+        return PretrainedWeights(source, "BERT model", *read_bert(str(path), source, language_model))
     if source.endswith(".ckpt") or source.startswith((".", "/", "~")) or source.count("/") > 1:
         raise UserError(f"pretrained {source!r} does not exist (expected a .ckpt file or a BERT model directory)")
-    return PretrainedWeights(source, "BERT model", *read_bert(source, source, with_head))
+    return PretrainedWeights(source, "BERT model", *read_bert(source, source, language_model))
 
 
 def _load_checkpoint(origin: str) -> PretrainedWeights:
@@ -69,7 +96,7 @@ def _load_checkpoint(origin: str) -> PretrainedWeights:
     state = {
         key.removeprefix("model."): value.float()
         for key, value in checkpoint["state_dict"].items()
-        if key.removeprefix("model.").startswith(KEPT_PREFIXES)
+        if key.removeprefix("model.").startswith(("embedding.", "encoder.", "pooler."))
     }
     if not any(key.startswith("encoder.") for key in state):
         raise UserError(f"pretrained {origin!r} holds no encoder weights (expected keys model.encoder.*)")
@@ -100,13 +127,6 @@ def config_from_hparams(hparams: Mapping[str, Any], described: str) -> Transform
         raise UserError(f"{described} does not describe a tiedemb model: {error}") from None
 
 
-def config_defaults(names: Iterable[str]) -> dict[str, Any]:
-    """The ``TransformerConfig`` defaults of the fields ``names``: what a field unset here and in the
-    pretrained source is (``dataclasses.MISSING`` for ``vocab_size``, which has none)."""
-    wanted = set(names)
-    return {field.name: field.default for field in dataclasses.fields(TransformerConfig) if field.name in wanted}
-
-
 #: The architecture fields a pretrained source decides but ``embedding_dim``, which follows the hidden size.
 ARCHITECTURE_FIELDS = tuple(name for name in TransformerConfig.field_names_of(ARCHITECTURE) if name != "embedding_dim")
 
@@ -118,26 +138,45 @@ def resolve_architecture(requested: dict[str, Any], source: PretrainedWeights | 
     may be narrower than the source's (the SVD narrows the embedding) and is settled in
     ``fit_embedding``.
     """
-    resolved = resolve_fields(requested, source, config_defaults(ARCHITECTURE_FIELDS))
+    resolved = resolve_fields(requested, source, ARCHITECTURE_FIELDS)
     given_de = requested.get("embedding_dim")
     source_de = source.fields["embedding_dim"] if source is not None else None
     resolved["embedding_dim"] = given_de if given_de is not None else (source_de or resolved["hidden_size"])
     return resolved
 
 
-def resolve_fields(
-    requested: Mapping[str, Any], source: PretrainedWeights | None, defaults: Mapping[str, Any]
-) -> dict[str, Any]:
-    """Concrete values of the fields in ``defaults``: the user's where set (not ``None``), else the
-    source's, else the default (``dataclasses.MISSING``: none, so the user must set it).
+def resolve_language_model(requested: Mapping[str, Any], source: PretrainedWeights | None) -> dict[str, Any]:
+    """Concrete architecture and head values: the user's where set, else the source's, else the defaults.
 
-    A value the user set that disagrees with the source's is an error naming both.
+    Without a source an unset ``embedding_dim`` stays unset (the hidden size, as the config has it);
+    with one it must be the pretrained width, which the tied head and the tables are.
+    """
+    resolved = resolve_fields(requested, source, (*ARCHITECTURE_FIELDS, *HEAD_SETTINGS))
+    given = requested.get("embedding_dim")
+    width = source.fields["embedding_dim"] if source is not None else given
+    if given is not None and given != width:
+        raise UserError(
+            f"model.embedding_dim={given!r} does not fit the pretrained {source.kind} {source.origin!r}, "
+            f"whose embedding_dim is {width}; pretraining continues at the pretrained width (leave "
+            "model.embedding_dim unset; GlueModule narrows it for fine-tuning)"
+        )
+    resolved["embedding_dim"] = width
+    return resolved
+
+
+def resolve_fields(
+    requested: Mapping[str, Any], source: PretrainedWeights | None, names: Iterable[str]
+) -> dict[str, Any]:
+    """Concrete values of the ``TransformerConfig`` fields ``names``: the user's where set (not
+    ``None``), else the source's, else the config's default (``vocab_size`` has none: the user must
+    set it). A value the user set that disagrees with the source's is an error naming both.
     """
     resolved: dict[str, Any] = {}
-    for name, default in defaults.items():
+    for name in names:
         given = requested.get(name)
         have = source.fields.get(name) if source is not None else None
         if given is None:
+            default = TransformerConfig.__dataclass_fields__[name].default
             value = have if have is not None else (None if default is dataclasses.MISSING else default)
             if value is None:
                 raise UserError(f"model.{name} must be set when model.pretrained is not")
@@ -159,5 +198,5 @@ def resolve_fields(
 
 def _same(given: Any, have: Any) -> bool:
     if isinstance(given, float) or isinstance(have, float):
-        return abs(float(given) - float(have)) <= 1e-9 * max(abs(float(have)), 1e-30)
+        return math.isclose(float(given), float(have), rel_tol=1e-9)
     return given == have
