@@ -1,20 +1,8 @@
-"""The evidence a pretraining study's claims are decided on: baselines, convergence, paired differences.
-
-Read from the runs' own metrics (the CSV every run writes):
-
-* **baselines**: the add-one unigram and bigram losses each run logged for its validation text
-  (``data/unigram_loss``, ``data/bigram_loss``; ``data/ood_…`` for the out-of-domain text), the
-  bar a loss must clear before it says anything about context;
-* **convergence**: per level of the sweep's analysis axis, the final in-domain and out-of-domain
-  losses, and the step at which each run first reached ``unigram - t`` for each target ``t``
-  (interpolated between evaluations, ``tiedemb.experiments.claims.steps_to_target``);
-* **paired differences**: each level minus the reference level, seed by seed (a seed fixes the
-  initialisation, the data order and the masks, so two variants with one seed saw the same batches),
-  with a 95% interval;
-* **claims**: the sweep file's claims with their verdicts (``claims.verdict``);
-* **run metrics** and **curves**: one row per run and one row per run and evaluation, for anyone
-  who wants to check the tables.
-"""
+"""The evidence a pretraining study's claims are decided on, read from the runs' own CSV metrics:
+the baselines each run logged, per level of the analysis axis the final losses and the (interpolated)
+steps to ``unigram - t``, each level minus the reference seed by seed (a seed fixes the initialisation,
+the data order and the masks, so two variants with one seed saw the same batches), the claims'
+verdicts, the zero-shot probes, and every run's metrics and curve for anyone checking the tables."""
 
 from __future__ import annotations
 
@@ -62,8 +50,6 @@ DEFAULT_TARGETS = STEP_TARGETS  # the targets runs log their steps to (training/
 
 @dataclass(frozen=True)
 class RunNumbers:
-    """What one pretraining run contributes: its final losses, baselines and steps to each target."""
-
     run: Run
     level: str
     seed: str
@@ -83,14 +69,12 @@ class RunNumbers:
 
 
 def axis_and_targets(analysis: Analysis | None) -> tuple[str, tuple[float, ...]]:
-    """The analysis axis and its targets; without an analysis (or targets), the variant and the runs' own targets."""
     if analysis is None:
         return "variant", DEFAULT_TARGETS
     return analysis.axis, analysis.targets or DEFAULT_TARGETS
 
 
 def labels_of(runs: Iterable[Run]) -> list[str]:
-    """Every label the runs carry, in first-seen order."""
     return list(dict.fromkeys(label for run in runs for label in run.labels))
 
 
@@ -135,7 +119,7 @@ def run_numbers(run: Run, axis: str, targets: Iterable[float]) -> RunNumbers:
 
 
 def collect(runs: Iterable[Run], analysis: Analysis | None) -> dict[str, dict[str, dict[str, RunNumbers]]]:
-    """study -> level -> seed -> numbers, for the finished pretraining runs."""
+    """study -> level -> seed -> numbers of the finished pretraining runs."""
     axis, targets = axis_and_targets(analysis)
     numbers: dict[str, dict[str, dict[str, RunNumbers]]] = {}
     for run in pretraining_runs(runs):
@@ -149,7 +133,7 @@ def _levels(levels: dict[str, Any]) -> list[str]:
 
 
 def baselines_table(numbers: dict[str, dict[str, dict[str, RunNumbers]]]) -> Table:
-    """Per study: the baselines its runs logged (equal across runs of one study; the range if not)."""
+    """Per study: the baselines its runs logged (the range where they differ)."""
     rows = []
     for study, levels in numbers.items():
         members = [found for seeds in levels.values() for found in seeds.values()]
@@ -184,7 +168,6 @@ def baselines_table(numbers: dict[str, dict[str, dict[str, RunNumbers]]]) -> Tab
 def _convergence_row(
     study: str, axis: str, level: str, members: list[RunNumbers], targets: Iterable[float], step_columns: list[str]
 ) -> dict[str, Any]:
-    """One level's seeds: final losses with the interval, the margin below unigram, steps to each target, size."""
     final = summarise(found.final for found in members)
     params = [found.params for found in members if found.params is not None]
     flops = [found.training_flops for found in members if found.training_flops is not None]
@@ -262,7 +245,6 @@ def refused_pairs(levels: dict[str, dict[str, RunNumbers]], level: str, referenc
 
 
 def refusal_note(refused: Iterable[tuple[str, str]]) -> str | None:
-    """One note naming every pair left out for its tokenizers, or ``None`` when none was."""
     pairs = sorted(set(refused))
     if not pairs:
         return None
@@ -273,8 +255,8 @@ def refusal_note(refused: Iterable[tuple[str, str]]) -> str | None:
 def paired(
     levels: dict[str, dict[str, RunNumbers]], level: str, reference: str, metric: str, target: float | None
 ) -> Difference:
-    """``level - reference`` over shared seeds; steps a run never reached are lower bounds (its last step).
-    Seeds whose two runs read different tokenizers are left out (``refused_pairs``)."""
+    """``level - reference`` over shared seeds whose runs read one tokenizer; steps a run never reached
+    are lower bounds (its last step)."""
     refused = {first for first, _ in refused_pairs(levels, level, reference)}
 
     def values(name: str) -> tuple[dict[str, float], bool]:
@@ -408,7 +390,6 @@ def claims_table(numbers: dict[str, dict[str, dict[str, RunNumbers]]], analysis:
 
 
 def run_metrics_table(runs: Iterable[Run], analysis: Analysis | None) -> Table:
-    """One row per run (every state): labels, what the seed set, final metrics, steps to targets."""
     runs = list(runs)
     axis, targets = axis_and_targets(analysis)
     label_names = labels_of(runs)
@@ -453,7 +434,6 @@ def run_metrics_table(runs: Iterable[Run], analysis: Analysis | None) -> Table:
 
 
 def curve_rows(runs: Iterable[Run]) -> tuple[list[str], list[list[Any]]]:
-    """Every run's validation curve: one row per run and evaluation step."""
     runs = list(runs)
     label_names = labels_of(runs)
     columns = ["run", "study", *label_names, "step", VAL, OOD]
@@ -524,7 +504,6 @@ def _full_width_probes(probes: list[Run]) -> dict[str, Run]:
 
 
 def _paired_with(run: Run, reference: Run | None) -> dict[str, Any]:
-    """The paired ROC-AUC difference from ``reference`` (blank for the reference itself, or without scores)."""
     empty = {PAIRED_DIFFERENCE: None, PAIRED_INTERVAL: ""}
     if reference is None or reference is run:
         return empty
@@ -543,8 +522,6 @@ def _paired_with(run: Run, reference: Run | None) -> dict[str, Any]:
 
 
 def zero_shot_table(runs: Iterable[Run]) -> Table:
-    """The zero-shot similarity probes (``tiedemb similarity``): ROC-AUC and its bootstrap interval per
-    run, beside the share of each embedding table that narrowing kept."""
     rows = []
     probes = [run for run in runs if run.ok and f"{ZERO_SHOT}/auroc" in run.metrics]
     label_names = labels_of(probes)
