@@ -397,16 +397,16 @@ def run_metrics_table(runs: Iterable[Run], analysis: Analysis | None) -> Table:
     rows = []
     for run in runs:
         found = run_numbers(run, axis, targets)
-        data = (run.config.get("data") or {}).get("init_args") or {}
+        seed, data_seed, corpus_seed = seeds_of(run)
         rows.append(
             {
                 "run": run.id,
                 "study": run.study,
                 **{name: run.labels.get(name) for name in label_names},
                 "state": run.state,
-                "seed_everything": run.config.get("seed_everything"),
-                "data seed": run.hparams.get("seed", data.get("seed")),
-                "corpus seed": run.hparams.get("corpus_seed", data.get("corpus_seed")),
+                "seed_everything": seed,
+                "data seed": data_seed,
+                "corpus seed": corpus_seed,
                 "tokenizer": run.tokenizer_fingerprint,
                 "initial loss": run.first(INIT_LOSS),
                 "predicted": run.first(INIT_LOSS_PREDICTED),
@@ -454,15 +454,19 @@ def curve_rows(runs: Iterable[Run]) -> tuple[list[str], list[list[Any]]]:
     return columns, rows
 
 
+def seeds_of(run: Run) -> tuple[Any, Any, Any]:
+    """The run's ``seed_everything``, ``data.seed`` and ``data.corpus_seed``, as it recorded them."""
+    data = (run.config.get("data") or {}).get("init_args") or {}
+    return (
+        run.config.get("seed_everything"),
+        run.hparams.get("seed", data.get("seed")),
+        run.hparams.get("corpus_seed", data.get("corpus_seed")),
+    )
+
+
 def seed_statement(runs: Iterable[Run]) -> str | None:
     """What the runs' seeds varied, read from their settings: the initialisation alone, or with the data order."""
-    pairs = []
-    for run in pretraining_runs(runs):
-        data = (run.config.get("data") or {}).get("init_args") or {}
-        data_seed = run.hparams.get("seed", data.get("seed"))
-        pairs.append(
-            (run.config.get("seed_everything"), data_seed, run.hparams.get("corpus_seed", data.get("corpus_seed")))
-        )
+    pairs = [seeds_of(run) for run in pretraining_runs(runs)]
     if not pairs:
         return None
     if all(seed is not None and seed == data_seed for seed, data_seed, _ in pairs):
