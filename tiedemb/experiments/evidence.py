@@ -32,13 +32,12 @@ from tiedemb.training.metric_names import (
     TRAIN_FLOPS_PER_SEC,
     UNIGRAM_LOSS,
     VAL_LOSS,
+    VAL_OOD_LOSS,
     ZERO_SHOT,
     baseline_name,
     kept_name,
-    loss_name,
 )
 
-VAL, OOD = VAL_LOSS, loss_name("val_ood")
 BASELINES = {
     "unigram": UNIGRAM_LOSS,
     "bigram": BIGRAM_LOSS,
@@ -100,15 +99,15 @@ def training_flops(run: Run, steps: int | None) -> float | None:
 
 def run_numbers(run: Run, axis: str, targets: Iterable[float]) -> RunNumbers:
     baselines = {name: run.first(metric) for name, metric in BASELINES.items()}
-    curve = run.series(VAL)
+    curve = run.series(VAL_LOSS)
     unigram = baselines["unigram"]
     steps = {target: (steps_to_target(curve, unigram - target) if unigram is not None else None) for target in targets}
     return RunNumbers(
         run=run,
         level=level_of(run.labels, axis),
         seed=run.labels.get(SEED_LABEL, ""),
-        final=run.last(VAL),
-        final_ood=run.last(OOD),
+        final=run.last(VAL_LOSS),
+        final_ood=run.last(VAL_OOD_LOSS),
         last_step=curve[-1][0] if curve else None,
         baselines=baselines,
         steps=steps,
@@ -436,10 +435,10 @@ def run_metrics_table(runs: Iterable[Run], analysis: Analysis | None) -> Table:
 def curve_rows(runs: Iterable[Run]) -> tuple[list[str], list[list[Any]]]:
     runs = list(runs)
     label_names = labels_of(runs)
-    columns = ["run", "study", *label_names, "step", VAL, OOD]
+    columns = ["run", "study", *label_names, "step", VAL_LOSS, VAL_OOD_LOSS]
     rows = []
     for run in runs:
-        val, ood = run.metrics.get(VAL, {}), run.metrics.get(OOD, {})
+        val, ood = run.metrics.get(VAL_LOSS, {}), run.metrics.get(VAL_OOD_LOSS, {})
         for step in sorted(set(val) | set(ood)):
             rows.append(
                 [

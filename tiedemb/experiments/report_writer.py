@@ -120,16 +120,16 @@ def write_rows(columns: list[str], rows: list[list[Any]], path: Path) -> Path:
 # --------------------------------------------------------------------------- the report
 
 
-def study_analysis(manifest: dict[str, Any], echo: Callable[[str], None]) -> tuple[Analysis | None, list | None]:
-    """The claims and the report's sections the sweep declared, as its ``sweep.json`` recorded them."""
+def study_analysis(manifest: dict[str, Any], echo: Callable[[str], None]) -> Analysis | None:
+    """The claims the sweep declared, as its ``sweep.json`` recorded them."""
+    if not manifest.get("analysis"):
+        return None
     studies = list(dict.fromkeys(str(cell.get("study")) for cell in manifest.get("cells", [])))
-    analysis = None
-    if manifest.get("analysis"):
-        try:
-            analysis = parse_analysis(manifest["analysis"], studies, "sweep.json")
-        except UserError as error:
-            echo(f"note: the sweep's claims could not be read, so no verdicts are given: {error}")
-    return analysis, manifest.get("report")
+    try:
+        return parse_analysis(manifest["analysis"], studies, "sweep.json")
+    except UserError as error:
+        echo(f"note: the sweep's claims could not be read, so no verdicts are given: {error}")
+        return None
 
 
 def build_report(
@@ -149,12 +149,12 @@ def build_report(
             "(the metrics.csv files Lightning's CSVLogger writes); run a sweep into it first"
         )
     manifest = layout.read_json(root / layout.MANIFEST_FILE) or {}
-    claims, declared = study_analysis(manifest, echo)
+    claims = study_analysis(manifest, echo)
     inputs = Inputs(root, runs, claims, target_loss, echo)
     if not plots.available():
         echo(f"note: {plots.MISSING}")
     try:
-        sections = parse_report(declared, claims, "sweep.json") or default_report()
+        sections = parse_report(manifest.get("report"), claims, "sweep.json") or default_report()
     except UserError as error:  # a width kind without the claims it reads: the rest of the report
         echo(f"note: {error}")
         sections = default_report()

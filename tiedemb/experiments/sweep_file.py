@@ -440,7 +440,8 @@ def _order_studies(studies: list[Study], where: str) -> None:
 
 
 def _link(study: Study, chain: Chain, upstream: Study, where: str) -> None:
-    """Give each of ``study``'s cells its one upstream cell (``upstream`` is linked already)."""
+    """Give each of ``study``'s cells its one upstream cell (``upstream`` is linked already); fixed
+    ``labels`` no upstream cell has are refused as matching none."""
     for label in chain.match:
         for side in (study, upstream):
             if label not in side.labels:
@@ -448,12 +449,6 @@ def _link(study: Study, chain: Chain, upstream: Study, where: str) -> None:
                     f"{where}: match label {label!r} is not an axis of study {side.name!r}; "
                     f"its labels are {', '.join(side.labels) or 'none'}"
                 )
-    for label in chain.labels:
-        if label not in upstream.labels:
-            raise UserError(
-                f"{where}: labels: {label!r} is not an axis of study {upstream.name!r}; "
-                f"its labels are {', '.join(upstream.labels) or 'none'}"
-            )
     linked = []
     for cell in study.cells:
         if chain.key in cell.overrides:

@@ -20,7 +20,8 @@ import numpy
 
 from tiedemb.experiments.aggregate import Table, summarise
 from tiedemb.experiments.claims import Analysis, steps_to_target
-from tiedemb.experiments.evidence import VAL, RunNumbers, paired, refused_pairs
+from tiedemb.experiments.evidence import RunNumbers, paired, refused_pairs
+from tiedemb.training.metric_names import VAL_LOSS
 
 Numbers = Mapping[str, Mapping[str, Mapping[str, RunNumbers]]]  # study -> level -> seed -> numbers
 
@@ -102,7 +103,7 @@ def gap_curves(numbers: Numbers, analysis: Analysis) -> dict[str, dict[str, list
                 continue
             refused = {first for first, _ in refused_pairs(levels, level, analysis.reference)}
             per_seed = [
-                dict(gap(found.run.series(VAL), reference[seed].run.series(VAL)))
+                dict(gap(found.run.series(VAL_LOSS), reference[seed].run.series(VAL_LOSS)))
                 for seed, found in levels[level].items()
                 if seed in reference and found.run.id not in refused
             ]
@@ -229,7 +230,7 @@ def common_target(reference: Mapping[str, RunNumbers], fraction: float) -> float
     """The reference level's mean validation loss at ``fraction`` of its run (interpolated)."""
     found = []
     for numbers in reference.values():
-        curve = numbers.run.series(VAL)
+        curve = numbers.run.series(VAL_LOSS)
         if curve:
             value = value_at(curve, fraction * curve[-1][0])
             if value is not None:
@@ -270,7 +271,7 @@ def _steps_ratios(
     for seed, found in levels[level].items():
         if found.run.id in refused or not theirs.get(seed):
             continue
-        mine = steps_to_target(found.run.series(VAL), target)
+        mine = steps_to_target(found.run.series(VAL_LOSS), target)
         if mine is None:
             mine, bounded = float(found.last_step or 0), True
         steps.append(mine)
@@ -285,7 +286,7 @@ def convergence_cost_table(numbers: Numbers, analysis: Analysis) -> Table:
         target = common_target(reference, fraction)
         if target is None:
             continue
-        reference_steps = {seed: steps_to_target(n.run.series(VAL), target) for seed, n in reference.items()}
+        reference_steps = {seed: steps_to_target(n.run.series(VAL_LOSS), target) for seed, n in reference.items()}
         for d_e, level in widths:
             steps, ratios, bounded = _steps_ratios(levels, level, analysis.reference, reference_steps, target)
             source = source_width(d_e, full)
