@@ -39,7 +39,7 @@ A sweep file is YAML::
     analysis: {axis: variant, reference: tied, claims: [...]}   # the claims and margins the report
                                                 # decides (experiments/claims.py)
     report:                                     # the report's sections, in order (experiments/sections.py;
-      - baselines                               # without it: sections.DEFAULT_REPORT)
+      - baselines                               # without it: sections.default_report())
       - claims
       - {kind: embedding_dim, downstream: true}
 
