@@ -165,6 +165,10 @@ class Pick:
     grid: tuple[float, ...]
     missing: tuple[float, ...] = ()  # grid rates of this variant not (completely) run: the pick is provisional
 
+    @property
+    def provisional(self) -> bool:
+        return bool(self.missing)
+
 
 def pick_rates(runs: Iterable[RunRow], grid: Sequence[float] = ()) -> dict[str, Pick]:
     """Each variant's eligible tuning rate with the lowest mean final loss; ``grid``: the protocol's
@@ -529,7 +533,7 @@ def _picks(score_rows: list[dict[str, Any]], picks: dict[str, Pick]) -> list[str
         rate = "none eligible" if pick.rate is None else f"{pick.rate:g}"
         edge = f" — at the grid's {pick.at_edge} rate: the protocol extends the grid" if pick.at_edge else ""
         missing = ", ".join(f"{r:g}" for r in pick.missing)
-        wait = f" — provisional: {missing} not yet run on every tuning seed" if pick.missing else ""
+        wait = f" — provisional: {missing} not yet run on every tuning seed" if pick.provisional else ""
         lines.append(f"- {variant}: {rate}{edge}{wait}")
     return lines
 
