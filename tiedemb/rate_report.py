@@ -2,7 +2,7 @@
 
 Reads the run tables ``tiedemb report`` wrote (``run_metrics.csv``) for the tuning and the verdict
 runs, applies the protocol's rule to pick each variant's rate, and decides the claims at the tuned
-rates and at every shared rate (tiedemb.experiments.rate_study; files: rate_report).
+rates and at every shared rate (tiedemb.experiments.rate_study).
 """
 
 from __future__ import annotations
@@ -58,8 +58,7 @@ def parser() -> CommandParser:
 
 def main(argv: list[str] | None = None) -> int:
     args = parser().parse_args(argv)
-    from tiedemb.experiments.rate_report import write_rate_report
-    from tiedemb.experiments.rate_study import read_runs
+    from tiedemb.experiments.rate_study import read_runs, write_rate_report
 
     def build() -> Path:
         tuning = [run for path, rate in args.tuning for run in read_runs(path, "tuning", rate)]

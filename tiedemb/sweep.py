@@ -1,17 +1,6 @@
 """``python -m tiedemb.sweep SWEEP.yaml --out DIR``: run a sweep file's cells one after another.
 
-    --set KEY=VALUE  (repeatable) a CLI setting for every cell whose configuration has KEY, after
-                     everything the sweep file sets: another text without editing the file
-    --list           the cells and their state (a chained cell may be waiting), nothing run
-    --dry-run        validate every cell and print its command line, nothing run
-    --cell I         only cell I (e.g. one task of a job array: --cell $SLURM_ARRAY_TASK_ID)
-    --study S --LABEL=VALUE ...   only the cell of study S with those labels
-
-A chained study's cell (``pretrained_from`` in the sweep file) runs after its upstream cell and
-starts from its checkpoint; while that cell has not finished it is skipped as waiting ("mrpc/...
-waits for pretrain/... (failed)") and runs on a later run of the same command.
-
-The logic lives in ``tiedemb.experiments``; see ``sweep_file.py`` for the file format.
+The logic lives in ``tiedemb.experiments`` (the file format: ``sweep_file.py``).
 """
 
 from __future__ import annotations
@@ -45,7 +34,9 @@ def parser() -> CommandParser:
     parser.add_argument(
         "--out", type=Path, help="folder for the cells (created if absent; default: runs/<the sweep's name>)"
     )
-    parser.add_argument("--cell", type=number_type(NonNegativeInt), help="run only the cell with this index")
+    parser.add_argument(
+        "--cell", type=number_type(NonNegativeInt), help="run only the cell with this index (e.g. a job array's task)"
+    )
     parser.add_argument("--study", help="with --LABEL=VALUE flags: run only that cell of this study")
     parser.add_argument("--list", action="store_true", help="list the cells and their state")
     parser.add_argument("--dry-run", action="store_true", help="validate and print the commands only")

@@ -241,13 +241,10 @@ def test_the_report_reads_each_run_folder_as_one_run(tmp_path):
     write_run_csv(new / "csv" / "version_0", {5: 4.0}, "new")
     write_run_csv(new / "csv" / "version_1", {10: 3.5}, "evaluated")  # an attempt with another run id
     layout.write_json(new / layout.STATUS_FILE, {"state": "finished", "run": "new"})
-    (new / "checkpoints").mkdir()
-    (new / "checkpoints" / "last.ckpt").write_bytes(b"")
     other = root / "untied-4567"
     write_run_csv(other / "csv" / "version_0", {5: 6.0}, "other")
     layout.write_json(other / layout.STATUS_FILE, {"state": "failed", "run": "other"})
     runs = {run.id: run for run in find_runs(root)}
     assert sorted(runs) == ["tied-0123abcd", "untied-4567"]
     assert runs["tied-0123abcd"].series("val/loss") == [(5, 4.0), (10, 3.5)]
-    assert runs["tied-0123abcd"].checkpoints() == [new / "checkpoints" / "last.ckpt"]
     assert (runs["tied-0123abcd"].state, runs["untied-4567"].state) == ("finished", "failed")

@@ -1,7 +1,7 @@
 """From runs to the two tables of the studies: mean and sample standard deviation over seeds.
 
-Only runs that finished are averaged; the report lists the others by name. Runs are grouped by
-all their labels but the seed, so a table row is one setting and its ``n`` is its seed count.
+Only runs that finished are averaged. Runs are grouped by all their labels but the seed, so a table
+row is one setting and its ``n`` is its seed count.
 """
 
 from __future__ import annotations
@@ -132,7 +132,6 @@ def pretraining_runs(runs: Iterable[Run]) -> list[Run]:
 
 
 def common_steps(runs: list[Run], metric: str = VAL_LOSS) -> list[int]:
-    """Steps at which every run logged ``metric``."""
     steps = [set(run.metrics.get(metric, {})) for run in runs]
     return sorted(set.intersection(*steps)) if steps else []
 
@@ -166,11 +165,8 @@ TIED_NOTES = [
 
 
 def _study_targets(chosen: list[Run], target_loss: float | None, default_target: bool) -> dict[str, float | None]:
-    """Each study's target loss: the one given, else (``default_target``) its runs' highest final loss.
-
-    Each study is its own comparison (a masked-token arm's losses are on another scale than the
-    next-token arm's), so the default target is taken per study.
-    """
+    """Each study's target loss: the one given, else (``default_target``) its runs' highest final loss,
+    per study: a masked-token arm's losses are on another scale than the next-token arm's."""
     by_study: dict[str, list[Run]] = {}
     for run in chosen:
         by_study.setdefault(run.study, []).append(run)
@@ -180,7 +176,6 @@ def _study_targets(chosen: list[Run], target_loss: float | None, default_target:
 
 
 def _tied_row(members: list[Run], steps: list[int], target: float | None) -> dict[str, Any]:
-    """One setting's seeds: initial losses, losses at ``steps``, final loss, steps to ``target``."""
     row: dict[str, Any] = {"seeds": len(members)}
     row["initial loss"] = summarise(run.first(INIT_LOSS) for run in members)
     row["predicted"] = summarise(run.first(INIT_LOSS_PREDICTED) for run in members)
@@ -201,10 +196,8 @@ def tied_table(
     default_target: bool = True,
 ) -> Table:
     """Variant, initial loss (measured, predicted, ln n), loss at fixed steps, final loss, steps to target.
-
     ``default_target=False``: without ``target_loss``, no steps-to-target columns (a sweep whose
-    analysis sets targets relative to the unigram loss reports those instead, in ``convergence``).
-    """
+    analysis sets targets relative to the unigram loss reports those instead, in ``convergence``)."""
     chosen = pretraining_runs(runs)
     groups = group_runs(chosen)
     targets = _study_targets(chosen, target_loss, default_target)
@@ -273,35 +266,31 @@ def embedding_dim_of(run: Run) -> int | None:
 
 
 def dev_scores(run: Run) -> dict[str, float]:
-    """The run's dev metrics (``accuracy``, ``f1``, ``accuracy_matched`` ...) as fractions.
-
-    ``test/...`` figures when the sweep tested the best checkpoint (GLUE's test loaders score the
-    dev sets); otherwise the validation figures of the evaluation with the best main metric,
-    which is the evaluation that checkpoint was saved at.
-    """
-    tested = {name[5:]: run.last(name) for name in run.metrics if name.startswith("test/")}
-    tested = {name: value for name, value in tested.items() if not name.startswith(DEV_SKIPPED) and value is not None}
+    """The run's dev metrics (``accuracy``, ``f1`` ...) as fractions: the test stage's where the sweep
+    tested the best checkpoint (GLUE's test loaders score the dev sets), else those of the validation
+    with the best main metric, where that checkpoint was saved."""
+    tested = {name: run.last(eval_name("test", name)) for name in _dev_metrics(run, "test")}
+    tested = {name: value for name, value in tested.items() if value is not None}
     if tested:
         return tested
-    main = next((f"val/{name}" for name in MAIN_METRICS if f"val/{name}" in run.metrics), None)
+    main = next((name for name in MAIN_METRICS if eval_name("val", name) in run.metrics), None)
     if main is None:
         return {}
-    best_step = max(run.series(main), key=lambda item: item[1])[0]
-    return {
-        name[4:]: values[best_step]
-        for name, values in run.metrics.items()
-        if name.startswith("val/") and best_step in values and not name[4:].startswith(DEV_SKIPPED)
-    }
+    best_step = max(run.series(eval_name("val", main)), key=lambda item: item[1])[0]
+    values = {name: run.metrics[eval_name("val", name)] for name in _dev_metrics(run, "val")}
+    return {name: found[best_step] for name, found in values.items() if best_step in found}
+
+
+def _dev_metrics(run: Run, stage: str) -> list[str]:
+    """The names (``accuracy`` ...) of the dev metrics a run logged in ``stage``, in logged order."""
+    prefix = eval_name(stage, "")
+    names = [name.removeprefix(prefix) for name in run.metrics if name.startswith(prefix)]
+    return [name for name in names if not name.startswith(DEV_SKIPPED)]
 
 
 def route_of(run: Run) -> str:
-    """The way a run got its width: the sweep study it belongs to (``pretrained``, ``svd`` ...)."""
+    """The way a run got its width: its sweep study (``pretrained``, ``svd`` ...)."""
     return str(run.study or "glue")
-
-
-def final_dev_score(run: Run, metric: str) -> float | None:
-    """The metric at the run's last dev evaluation (not its best)."""
-    return run.last(f"val/{metric}")
 
 
 def majority_column(column: str) -> str:
@@ -319,7 +308,6 @@ def _percent(stat: Stat | None) -> Stat | None:
 
 
 def _score_columns(chosen: list[Run], tasks: list[str]) -> list[tuple[str, str, str]]:
-    """(task, column, metric) of every dev metric the runs of each task logged, in the tasks' order."""
     found = []
     for task in tasks:
         seen = {name for run in chosen if task_of(run) == task for name in dev_scores(run)}
@@ -328,7 +316,6 @@ def _score_columns(chosen: list[Run], tasks: list[str]) -> list[tuple[str, str, 
 
 
 def _dim_row(members: list[Run], metric_columns: list[tuple[str, str, str]], tasks: list[str]) -> dict[str, Any]:
-    """One route and width: sizes, dev scores (best of run, majority floor, interval, final), convergence."""
     row: dict[str, Any] = {"runs": len(members)}
     total = summarise(run.last(PARAMS_TOTAL) for run in members)
     embedding = summarise(run.last(PARAMS_EMBEDDING) for run in members)
@@ -342,7 +329,7 @@ def _dim_row(members: list[Run], metric_columns: list[tuple[str, str, str]], tas
         row[majority_column(column)] = next((100 * value for value in floor if value is not None), None)
         if metric in MAIN_METRICS:
             row[f"{column} 95% CI"] = Interval(row[column]) if row[column] is not None else None
-            row[f"{column} final"] = _percent(summarise(final_dev_score(run, metric) for run in of_task))
+            row[f"{column} final"] = _percent(summarise(run.last(eval_name("val", metric)) for run in of_task))
     for task in tasks:
         of_task = [run for run in members if task_of(run) == task]
         row[f"epochs to converge ({task.upper()})"] = summarise(run.last(EPOCHS_TO_CONVERGE) for run in of_task)
@@ -374,7 +361,6 @@ DIM_NOTES = [
 def _dim_columns(
     metric_columns: list[tuple[str, str, str]], tasks: list[str], several_routes: bool
 ) -> tuple[list[str], list[str], list[str]]:
-    """The width table's columns in order, its score columns and their majority floors."""
     mains = [column for _, column, metric in metric_columns if metric in MAIN_METRICS]
     majority = [majority_column(column) for _, column, _ in metric_columns]
     numbers = [
@@ -475,7 +461,6 @@ def _points_per_million(rows: list[dict[str, Any]]) -> None:
 
 
 def runs_table(runs: Iterable[Run]) -> Table:
-    """Every run with its state; failed and unfinished ones with their last error line."""
     rows = [
         {
             "run": run.id,

@@ -1,13 +1,8 @@
 """Running a sweep: validate every cell, then run them one after another, each in its own folder.
 
-Each cell is an ordinary ``tiedemb fit`` subprocess (then ``tiedemb test`` when the study asks),
-so a crash or an out-of-memory kill ends that cell only. A cell's ``status.json`` says whether it
-finished; a rerun of the sweep skips finished cells and runs the others again, resuming from the
-cell's last checkpoint where one was written. The folder layout is in ``layout.py``.
-
-A chained cell (``pretrained_from``) runs only once its upstream cell has finished; until then it
-is recorded as waiting and left for a later run of the sweep. The upstream checkpoint's path is
-looked up when the cell starts, in the output folder as it is then.
+Each cell is an ordinary ``tiedemb fit`` subprocess (then ``tiedemb test`` when the study asks), so a
+crash or an out-of-memory kill ends that cell only. A rerun of the sweep skips finished cells and
+resumes the others from their last checkpoint; a chained cell waits until its upstream cell has finished.
 """
 
 from __future__ import annotations
@@ -31,7 +26,7 @@ from tiedemb.errors import UserError
 from tiedemb.experiments import layout
 from tiedemb.experiments.stopping import STOP_SIGNALS_RECEIVED as STOP
 from tiedemb.experiments.stopping import SweepStopped
-from tiedemb.experiments.sweep_file import Cell, Sweep, Upstream, replace_cells
+from tiedemb.experiments.sweep_file import Cell, Sweep, replace_cells
 from tiedemb.training.exits import PREEMPTED_EXIT
 from tiedemb.training.status_file import now, process_fields
 
@@ -85,11 +80,6 @@ def loggers(sweep: Sweep, cell: Cell, folder: Path, stage: str) -> list[dict[str
     return settings
 
 
-def upstream_placeholder(upstream: Upstream) -> str:
-    """What stands for a chained cell's checkpoint path before its upstream cell has run."""
-    return f"<the {upstream.checkpoint} checkpoint of {upstream.cell.id}>"
-
-
 def cell_args(
     sweep: Sweep,
     cell: Cell,
@@ -98,11 +88,8 @@ def cell_args(
     ckpt_path: str | None = None,
     upstream_checkpoint: str | None = None,
 ) -> list[str]:
-    """The command-line arguments (``tiedemb`` / ``main.py``) of one stage of a cell.
-
-    A chained cell gets ``upstream_checkpoint``, or a placeholder where only the command line
-    is checked (the parser takes the path as a string, so the check stays the same).
-    """
+    """The command-line arguments of one stage of a cell; a chained cell's ``upstream_checkpoint`` is a
+    placeholder where only the command line is checked (the parser takes the path as a string)."""
     args = [stage]
     for config in cell.configs:
         args += ["--config", str(config)]
@@ -110,7 +97,8 @@ def cell_args(
     args.append("--trainer.enable_progress_bar=false")
     args += [f"--{key}={render(value)}" for key, value in cell.overrides.items()]
     if cell.upstream is not None:  # after the overrides: the chain decides where the weights come from
-        args.append(f"--{cell.upstream.key}={upstream_checkpoint or upstream_placeholder(cell.upstream)}")
+        placeholder = f"<the {cell.upstream.checkpoint} checkpoint of {cell.upstream.cell.id}>"
+        args.append(f"--{cell.upstream.key}={upstream_checkpoint or placeholder}")
     # The sweep owns where a cell writes: set last, so no config can send two cells to one folder.
     # The cell's folder is the run's folder (--run_name=.), so a rerun continues in it.
     args += [
@@ -127,12 +115,8 @@ def cell_args(
 
 
 def validate_cell(sweep: Sweep, cell: Cell, folder: Path) -> dict[str, Any]:
-    """Parse the cell's command line with the CLI's parser; return the resolved config.
-
-    Raises ``UserError`` naming the cell and the rejected key. Beyond what the parser checks
-    (unknown keys, types), a pretraining model's settings are checked as the model would
-    check them (known head, widths that divide), without building it.
-    """
+    """Parse the cell's command line with the CLI's parser, then check a pretraining model's settings as
+    the model would (known head, widths that divide) without building it; return the resolved config."""
     config = resolved_config(sweep, cell, folder)
     _check_model_settings(sweep, cell, config)
     _check_test_stage(sweep, cell, config)
@@ -239,11 +223,8 @@ def _check_test_stage(sweep: Sweep, cell: Cell, config: dict[str, Any]) -> None:
 
 
 def apply_settings(sweep: Sweep, settings: dict[str, Any], out: Path) -> None:
-    """Add ``settings`` (CLI key -> value) to every cell whose resolved configuration has the key.
-
-    They come after every other override, and so become part of the cell's spec. A key that no
-    cell has is an error: it is a typo, or a setting of a study this sweep does not run.
-    """
+    """Add ``settings`` (CLI key -> value) after every other override of each cell whose resolved
+    configuration has the key; a key no cell has is a typo, or a setting of a study this sweep does not run."""
     if not settings:
         return
     keys: dict[str, list[str]] = {}  # cell id -> the setting keys its configuration has
@@ -305,7 +286,6 @@ def waiting_reason(sweep: Sweep, cell: Cell, out: Path) -> str | None:
 
 
 def record_waiting(sweep: Sweep, cell: Cell, out: Path, workdir: Path, message: str) -> None:
-    """Mark a chained cell as waiting, keeping what earlier attempts recorded (attempts, stages)."""
     folder = cell_dir(out, cell)
     discard_superseded(cell, folder)
     folder.mkdir(parents=True, exist_ok=True)
@@ -318,7 +298,7 @@ def record_waiting(sweep: Sweep, cell: Cell, out: Path, workdir: Path, message: 
 
 
 def cell_state(sweep: Sweep, cell: Cell, out: Path) -> tuple[str, str]:
-    """The cell's state for ``--list`` and a note: a chained cell whose upstream has not finished is waiting."""
+    """The cell's state for ``--list``, and what a waiting chained cell waits for."""
     state = (layout.read_status(cell_dir(out, cell)) or {}).get("state", "not started")
     if cell.upstream is None or state in (layout.FINISHED, layout.RUNNING):
         return state, ""
@@ -332,7 +312,6 @@ def cell_state(sweep: Sweep, cell: Cell, out: Path) -> tuple[str, str]:
 
 
 def pending_cells(cells: list[Cell], out: Path) -> list[Cell]:
-    """The cells still to run; raises if a finished cell was run with other settings."""
     changed, pending = [], []
     for cell in cells:
         folder = cell_dir(out, cell)
@@ -389,8 +368,7 @@ def git(args: list[str], folder: Path, timeout: float = 30) -> str | None:
 
 
 def source_commit() -> str | None:
-    """The git commit of the tiedemb source the cells run (``+`` if it has uncommitted changes), or
-    ``None`` outside a git checkout: what a result can be traced back to."""
+    """The git commit of the tiedemb source the cells run (``+``: with uncommitted changes), if any."""
     source = Path(__file__).resolve().parents[2]
     commit = git(["rev-parse", "HEAD"], source)
     if commit is None:
@@ -400,10 +378,8 @@ def source_commit() -> str | None:
 
 
 def discard_superseded(cell: Cell, folder: Path) -> bool:
-    """Delete what an unfinished earlier attempt with other settings left; return whether it did.
-
-    Its checkpoints could not be resumed and its metrics would be mixed into this run's.
-    """
+    """Delete what an unfinished earlier attempt with other settings left: its checkpoints could not be
+    resumed and its metrics would be mixed into this run's."""
     recorded = layout.read_json(folder / layout.CELL_FILE)
     if not recorded or recorded.get("spec_hash") == cell.spec_hash or layout.is_finished(folder):
         return False
@@ -414,7 +390,6 @@ def discard_superseded(cell: Cell, folder: Path) -> bool:
 def _cell_record(
     sweep: Sweep, cell: Cell, workdir: Path, commands: dict[str, list[str]], checkpoint: Path | None = None
 ) -> dict[str, Any]:
-    """What ``cell.json`` holds: the spec, and where a chained cell's checkpoint was found."""
     record = {
         **cell.spec(),
         "id": cell.id,
@@ -431,10 +406,7 @@ def _cell_record(
 
 
 def run_cell(sweep: Sweep, cell: Cell, out: Path, workdir: Path) -> bool:
-    """Run one cell's stages; return whether it finished. The run saves its resolved config itself.
-
-    A chained cell is run only when its upstream cell has finished (see ``waiting_reason``).
-    """
+    """Run one cell's stages; return whether it finished."""
     folder = cell_dir(out, cell)
     discard_superseded(cell, folder)
     folder.mkdir(parents=True, exist_ok=True)
@@ -489,7 +461,6 @@ def _run_stages(
     status: dict[str, Any],
     upstream: str | None,
 ) -> bool:
-    """Run a cell's stages in order, recording each in ``status``; return whether every one succeeded."""
     begin, attempt = time.monotonic(), status["attempt"]
     for stage in stages:
         status["stage"] = stage
@@ -524,21 +495,16 @@ def _run_stages(
 
 
 def _record(folder: Path, status: dict[str, Any], state: str, **fields: Any) -> None:
-    """End an attempt in ``state``: ``status`` updated with the time and ``fields``, and written."""
     status.update(state=state, finished=now(), **fields)
     layout.write_json(folder / layout.STATUS_FILE, status)
 
 
 def _preempted(stage: str) -> str:
-    """status.json's message for a cell whose stage was stopped by SIGTERM."""
     return f"preempted (SIGTERM) in {stage}: run the sweep again to resume from its last checkpoint"
 
 
 def _record_stop(folder: Path, status: dict[str, Any], stage: str, begin: float) -> None:
-    """Record a cell whose sweep got SIGTERM as preempted, and stop the sweep.
-
-    The cell stays unfinished; a stage that completed before the signal counts as done.
-    """
+    """Record a cell whose sweep got SIGTERM as preempted (a stage that completed counts as done), and stop."""
     _record(folder, status, layout.FAILED, seconds=round(time.monotonic() - begin, 1), message=_preempted(stage))
     raise SweepStopped(STOP.received[0])
 
@@ -592,11 +558,7 @@ def _checkpoint(folder: Path, which: str) -> Path:
 def run_sweep(
     sweep: Sweep, out: Path, cells: list[Cell] | None = None, workdir: Path | None = None, echo=print
 ) -> dict[str, list[str]]:
-    """Validate, then run the given cells (all by default); return cell ids by outcome.
-
-    Upstream cells run before the cells chained to them; a chained cell whose upstream has not
-    finished is not started but recorded as waiting.
-    """
+    """Validate, then run the given cells (all by default), upstream cells first; return cell ids by outcome."""
     out = out.resolve()
     workdir = (workdir or Path.cwd()).resolve()
     selected = sweep.cells if cells is None else cells

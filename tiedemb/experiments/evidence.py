@@ -1,20 +1,8 @@
-"""The evidence a pretraining study's claims are decided on: baselines, convergence, paired differences.
-
-Read from the runs' own metrics (the CSV every run writes):
-
-* **baselines**: the add-one unigram and bigram losses each run logged for its validation text
-  (``data/unigram_loss``, ``data/bigram_loss``; ``data/ood_…`` for the out-of-domain text), the
-  bar a loss must clear before it says anything about context;
-* **convergence**: per level of the sweep's analysis axis, the final in-domain and out-of-domain
-  losses, and the step at which each run first reached ``unigram - t`` for each target ``t``
-  (interpolated between evaluations, ``tiedemb.experiments.claims.steps_to_target``);
-* **paired differences**: each level minus the reference level, seed by seed (a seed fixes the
-  initialisation, the data order and the masks, so two variants with one seed saw the same batches),
-  with a 95% interval;
-* **claims**: the sweep file's claims with their verdicts (``claims.verdict``);
-* **run metrics** and **curves**: one row per run and one row per run and evaluation, for anyone
-  who wants to check the tables.
-"""
+"""The evidence a pretraining study's claims are decided on, read from the runs' own CSV metrics:
+the baselines each run logged, per level of the analysis axis the final losses and the (interpolated)
+steps to ``unigram - t``, each level minus the reference seed by seed (a seed fixes the initialisation,
+the data order and the masks, so two variants with one seed saw the same batches), the claims'
+verdicts, the zero-shot probes, and every run's metrics and curve for anyone checking the tables."""
 
 from __future__ import annotations
 
@@ -44,13 +32,12 @@ from tiedemb.training.metric_names import (
     TRAIN_FLOPS_PER_SEC,
     UNIGRAM_LOSS,
     VAL_LOSS,
+    VAL_OOD_LOSS,
     ZERO_SHOT,
     baseline_name,
     kept_name,
-    loss_name,
 )
 
-VAL, OOD = VAL_LOSS, loss_name("val_ood")
 BASELINES = {
     "unigram": UNIGRAM_LOSS,
     "bigram": BIGRAM_LOSS,
@@ -62,8 +49,6 @@ DEFAULT_TARGETS = STEP_TARGETS  # the targets runs log their steps to (training/
 
 @dataclass(frozen=True)
 class RunNumbers:
-    """What one pretraining run contributes: its final losses, baselines and steps to each target."""
-
     run: Run
     level: str
     seed: str
@@ -83,14 +68,12 @@ class RunNumbers:
 
 
 def axis_and_targets(analysis: Analysis | None) -> tuple[str, tuple[float, ...]]:
-    """The analysis axis and its targets; without an analysis (or targets), the variant and the runs' own targets."""
     if analysis is None:
         return "variant", DEFAULT_TARGETS
     return analysis.axis, analysis.targets or DEFAULT_TARGETS
 
 
 def labels_of(runs: Iterable[Run]) -> list[str]:
-    """Every label the runs carry, in first-seen order."""
     return list(dict.fromkeys(label for run in runs for label in run.labels))
 
 
@@ -116,15 +99,15 @@ def training_flops(run: Run, steps: int | None) -> float | None:
 
 def run_numbers(run: Run, axis: str, targets: Iterable[float]) -> RunNumbers:
     baselines = {name: run.first(metric) for name, metric in BASELINES.items()}
-    curve = run.series(VAL)
+    curve = run.series(VAL_LOSS)
     unigram = baselines["unigram"]
     steps = {target: (steps_to_target(curve, unigram - target) if unigram is not None else None) for target in targets}
     return RunNumbers(
         run=run,
         level=level_of(run.labels, axis),
         seed=run.labels.get(SEED_LABEL, ""),
-        final=run.last(VAL),
-        final_ood=run.last(OOD),
+        final=run.last(VAL_LOSS),
+        final_ood=run.last(VAL_OOD_LOSS),
         last_step=curve[-1][0] if curve else None,
         baselines=baselines,
         steps=steps,
@@ -135,7 +118,7 @@ def run_numbers(run: Run, axis: str, targets: Iterable[float]) -> RunNumbers:
 
 
 def collect(runs: Iterable[Run], analysis: Analysis | None) -> dict[str, dict[str, dict[str, RunNumbers]]]:
-    """study -> level -> seed -> numbers, for the finished pretraining runs."""
+    """study -> level -> seed -> numbers of the finished pretraining runs."""
     axis, targets = axis_and_targets(analysis)
     numbers: dict[str, dict[str, dict[str, RunNumbers]]] = {}
     for run in pretraining_runs(runs):
@@ -149,7 +132,7 @@ def _levels(levels: dict[str, Any]) -> list[str]:
 
 
 def baselines_table(numbers: dict[str, dict[str, dict[str, RunNumbers]]]) -> Table:
-    """Per study: the baselines its runs logged (equal across runs of one study; the range if not)."""
+    """Per study: the baselines its runs logged (the range where they differ)."""
     rows = []
     for study, levels in numbers.items():
         members = [found for seeds in levels.values() for found in seeds.values()]
@@ -184,7 +167,6 @@ def baselines_table(numbers: dict[str, dict[str, dict[str, RunNumbers]]]) -> Tab
 def _convergence_row(
     study: str, axis: str, level: str, members: list[RunNumbers], targets: Iterable[float], step_columns: list[str]
 ) -> dict[str, Any]:
-    """One level's seeds: final losses with the interval, the margin below unigram, steps to each target, size."""
     final = summarise(found.final for found in members)
     params = [found.params for found in members if found.params is not None]
     flops = [found.training_flops for found in members if found.training_flops is not None]
@@ -262,7 +244,6 @@ def refused_pairs(levels: dict[str, dict[str, RunNumbers]], level: str, referenc
 
 
 def refusal_note(refused: Iterable[tuple[str, str]]) -> str | None:
-    """One note naming every pair left out for its tokenizers, or ``None`` when none was."""
     pairs = sorted(set(refused))
     if not pairs:
         return None
@@ -273,8 +254,8 @@ def refusal_note(refused: Iterable[tuple[str, str]]) -> str | None:
 def paired(
     levels: dict[str, dict[str, RunNumbers]], level: str, reference: str, metric: str, target: float | None
 ) -> Difference:
-    """``level - reference`` over shared seeds; steps a run never reached are lower bounds (its last step).
-    Seeds whose two runs read different tokenizers are left out (``refused_pairs``)."""
+    """``level - reference`` over shared seeds whose runs read one tokenizer; steps a run never reached
+    are lower bounds (its last step)."""
     refused = {first for first, _ in refused_pairs(levels, level, reference)}
 
     def values(name: str) -> tuple[dict[str, float], bool]:
@@ -408,7 +389,6 @@ def claims_table(numbers: dict[str, dict[str, dict[str, RunNumbers]]], analysis:
 
 
 def run_metrics_table(runs: Iterable[Run], analysis: Analysis | None) -> Table:
-    """One row per run (every state): labels, what the seed set, final metrics, steps to targets."""
     runs = list(runs)
     axis, targets = axis_and_targets(analysis)
     label_names = labels_of(runs)
@@ -416,16 +396,16 @@ def run_metrics_table(runs: Iterable[Run], analysis: Analysis | None) -> Table:
     rows = []
     for run in runs:
         found = run_numbers(run, axis, targets)
-        data = (run.config.get("data") or {}).get("init_args") or {}
+        seed, data_seed, corpus_seed = seeds_of(run)
         rows.append(
             {
                 "run": run.id,
                 "study": run.study,
                 **{name: run.labels.get(name) for name in label_names},
                 "state": run.state,
-                "seed_everything": run.config.get("seed_everything"),
-                "data seed": run.hparams.get("seed", data.get("seed")),
-                "corpus seed": run.hparams.get("corpus_seed", data.get("corpus_seed")),
+                "seed_everything": seed,
+                "data seed": data_seed,
+                "corpus seed": corpus_seed,
                 "tokenizer": run.tokenizer_fingerprint,
                 "initial loss": run.first(INIT_LOSS),
                 "predicted": run.first(INIT_LOSS_PREDICTED),
@@ -453,13 +433,12 @@ def run_metrics_table(runs: Iterable[Run], analysis: Analysis | None) -> Table:
 
 
 def curve_rows(runs: Iterable[Run]) -> tuple[list[str], list[list[Any]]]:
-    """Every run's validation curve: one row per run and evaluation step."""
     runs = list(runs)
     label_names = labels_of(runs)
-    columns = ["run", "study", *label_names, "step", VAL, OOD]
+    columns = ["run", "study", *label_names, "step", VAL_LOSS, VAL_OOD_LOSS]
     rows = []
     for run in runs:
-        val, ood = run.metrics.get(VAL, {}), run.metrics.get(OOD, {})
+        val, ood = run.metrics.get(VAL_LOSS, {}), run.metrics.get(VAL_OOD_LOSS, {})
         for step in sorted(set(val) | set(ood)):
             rows.append(
                 [
@@ -474,15 +453,19 @@ def curve_rows(runs: Iterable[Run]) -> tuple[list[str], list[list[Any]]]:
     return columns, rows
 
 
+def seeds_of(run: Run) -> tuple[Any, Any, Any]:
+    """The run's ``seed_everything``, ``data.seed`` and ``data.corpus_seed``, as it recorded them."""
+    data = (run.config.get("data") or {}).get("init_args") or {}
+    return (
+        run.config.get("seed_everything"),
+        run.hparams.get("seed", data.get("seed")),
+        run.hparams.get("corpus_seed", data.get("corpus_seed")),
+    )
+
+
 def seed_statement(runs: Iterable[Run]) -> str | None:
     """What the runs' seeds varied, read from their settings: the initialisation alone, or with the data order."""
-    pairs = []
-    for run in pretraining_runs(runs):
-        data = (run.config.get("data") or {}).get("init_args") or {}
-        data_seed = run.hparams.get("seed", data.get("seed"))
-        pairs.append(
-            (run.config.get("seed_everything"), data_seed, run.hparams.get("corpus_seed", data.get("corpus_seed")))
-        )
+    pairs = [seeds_of(run) for run in pretraining_runs(runs)]
     if not pairs:
         return None
     if all(seed is not None and seed == data_seed for seed, data_seed, _ in pairs):
@@ -524,7 +507,6 @@ def _full_width_probes(probes: list[Run]) -> dict[str, Run]:
 
 
 def _paired_with(run: Run, reference: Run | None) -> dict[str, Any]:
-    """The paired ROC-AUC difference from ``reference`` (blank for the reference itself, or without scores)."""
     empty = {PAIRED_DIFFERENCE: None, PAIRED_INTERVAL: ""}
     if reference is None or reference is run:
         return empty
@@ -543,8 +525,6 @@ def _paired_with(run: Run, reference: Run | None) -> dict[str, Any]:
 
 
 def zero_shot_table(runs: Iterable[Run]) -> Table:
-    """The zero-shot similarity probes (``tiedemb similarity``): ROC-AUC and its bootstrap interval per
-    run, beside the share of each embedding table that narrowing kept."""
     rows = []
     probes = [run for run in runs if run.ok and f"{ZERO_SHOT}/auroc" in run.metrics]
     label_names = labels_of(probes)

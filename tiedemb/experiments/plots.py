@@ -1,8 +1,5 @@
-"""The report's figures as PNG files (matplotlib, no display needed).
-
-Each function takes runs or table rows, draws one figure and writes it atomically; it returns
-the path written, or ``None`` when there is nothing to draw or matplotlib is not installed
-(``pip install "tiedemb[report]"``): the report's tables do not need it.
+"""The report's figures as PNG files, each written atomically; a function returns the path written, or
+``None`` when there is nothing to draw or matplotlib is not installed (the tables do not need it).
 """
 
 from __future__ import annotations
@@ -22,7 +19,6 @@ MISSING = 'no figures: matplotlib is not installed (pip install "tiedemb[report]
 
 
 def available() -> bool:
-    """Whether matplotlib can be imported, so that figures can be drawn."""
     return pyplot() is not None
 
 
@@ -110,15 +106,9 @@ def _variant_curves(axis: Any, zoomed: Any, colour: str, name: str, members: lis
 
 
 def loss_curves(runs: Iterable[Run], path: Path) -> Path | None:
-    """Validation loss against step per variant (mean ± std over seeds), one column per study and d_e.
-
-    Top row: each curve starts at the measured initial loss (step 0, a circle); the predicted
-    initial loss is a cross at step 0 and ln n a dashed line: how far above the uniform model each
-    variant starts. Where the runs logged them, the add-one unigram (dotted) and bigram (dash-dot)
-    losses of the same validation blocks are drawn in both rows. Bottom row: the same curves from
-    the first evaluation on, where the variants' differences in training are visible at their own
-    scale.
-    """
+    """Validation loss against step per variant (mean ± std over seeds), one column per study and d_e:
+    on top from the measured initial loss (circle; predicted: cross; ln n dashed), below from the first
+    evaluation on, where the variants' differences show at their own scale; unigram and bigram losses in both."""
     plt = pyplot()
     if plt is None:
         return None

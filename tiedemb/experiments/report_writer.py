@@ -1,17 +1,7 @@
-"""The report of a folder of runs: tables (Markdown and CSV), figures, ``report.md``, a W&B report run.
-
-Everything is written into the folder itself, each file atomically: ``report.md``, and the tables
-and figures of the sections the sweep file declares (``tiedemb.experiments.sections``: one CSV per
-table, mean, std and n columns per statistic), beside what every report writes::
-
-    runs.csv                  every run and its state
-    run_metrics.csv           every run's final metrics, seeds, baselines and commit
-    curves.csv                every run's validation losses at every evaluation
-    configs/<run>.yaml        every run's resolved configuration
-
-and, unless ``wandb=False``, one W&B run (job type ``report``) with the tables as ``wandb.Table``
-and the PNG figures as images. It goes online or offline as training runs do
-(``tiedemb.training.wandb_mode``).
+"""The report of a folder of runs, written into the folder, each file atomically: ``report.md``, the
+tables (one CSV each) and figures of the sections the sweep file declares (``sections.py``), what
+every report writes (``runs.csv``, ``run_metrics.csv``, ``curves.csv``, ``configs/<run>.yaml``), and
+one W&B run (job type ``report``) with the tables and figures.
 """
 
 from __future__ import annotations
@@ -95,17 +85,12 @@ def flat_rows(table: Table) -> tuple[list[str], list[list[Any]]]:
 
 
 CONFIGS_FOLDER = "configs"
-"""Beside the report: every run's resolved configuration, as ``configs/<run>.yaml``."""
-OUT_FOLDER = "<out>"
-"""What a configuration written beside the report says for the folder of runs (a sweep's ``--out``)."""
+OUT_FOLDER = "<out>"  # what a configuration written beside the report says for the folder of runs
 
 
 def write_run_configs(runs: list[Run], root: Path) -> list[Path]:
-    """Write each run's resolved configuration (as the run recorded it) to ``configs/<run>.yaml``.
-
-    The machine's paths are taken out, so that the folder can be published: the folder of runs
-    reads ``<out>``, and the folder a cell was started in is left out (paths relative to it stay).
-    """
+    """Each run's resolved configuration in ``configs/<run>.yaml``, without the machine's paths, so that
+    the folder can be published: the folder of runs reads ``<out>``, the folder a cell started in is left out."""
     import yaml
 
     written = []
@@ -123,10 +108,6 @@ def write_run_configs(runs: list[Run], root: Path) -> list[Path]:
     return written
 
 
-def write_csv(table: Table, path: Path) -> Path:
-    return write_rows(*flat_rows(table), path)
-
-
 def write_rows(columns: list[str], rows: list[list[Any]], path: Path) -> Path:
     buffer = io.StringIO()
     writer = csv.writer(buffer)
@@ -139,16 +120,16 @@ def write_rows(columns: list[str], rows: list[list[Any]], path: Path) -> Path:
 # --------------------------------------------------------------------------- the report
 
 
-def study_analysis(manifest: dict[str, Any], echo: Callable[[str], None]) -> tuple[Analysis | None, list | None]:
-    """The claims and the report's sections the sweep declared, as its ``sweep.json`` recorded them."""
+def study_analysis(manifest: dict[str, Any], echo: Callable[[str], None]) -> Analysis | None:
+    """The claims the sweep declared, as its ``sweep.json`` recorded them."""
+    if not manifest.get("analysis"):
+        return None
     studies = list(dict.fromkeys(str(cell.get("study")) for cell in manifest.get("cells", [])))
-    analysis = None
-    if manifest.get("analysis"):
-        try:
-            analysis = parse_analysis(manifest["analysis"], studies, "sweep.json")
-        except UserError as error:
-            echo(f"note: the sweep's claims could not be read, so no verdicts are given: {error}")
-    return analysis, manifest.get("report")
+    try:
+        return parse_analysis(manifest["analysis"], studies, "sweep.json")
+    except UserError as error:
+        echo(f"note: the sweep's claims could not be read, so no verdicts are given: {error}")
+        return None
 
 
 def build_report(
@@ -168,12 +149,12 @@ def build_report(
             "(the metrics.csv files Lightning's CSVLogger writes); run a sweep into it first"
         )
     manifest = layout.read_json(root / layout.MANIFEST_FILE) or {}
-    claims, declared = study_analysis(manifest, echo)
+    claims = study_analysis(manifest, echo)
     inputs = Inputs(root, runs, claims, target_loss, echo)
     if not plots.available():
         echo(f"note: {plots.MISSING}")
     try:
-        sections = parse_report(declared, claims, "sweep.json") or default_report()
+        sections = parse_report(manifest.get("report"), claims, "sweep.json") or default_report()
     except UserError as error:  # a width kind without the claims it reads: the rest of the report
         echo(f"note: {error}")
         sections = default_report()
@@ -181,7 +162,7 @@ def build_report(
     tables = [table for part in parts for table in part.tables]
     always = [runs_table(runs), evidence.run_metrics_table(runs, claims)]
     for table in [*tables, *always]:
-        write_csv(table, root / f"{table.name}.csv")
+        write_rows(*flat_rows(table), root / f"{table.name}.csv")
     write_rows(*evidence.curve_rows(runs), root / "curves.csv")
     write_run_configs(runs, root)
     text = render_markdown(root, manifest, runs, parts, evidence.seed_statement(runs))
@@ -260,13 +241,8 @@ def log_report_to_wandb(
     images: list[Path],
     echo: Callable[[str], None],
 ) -> None:
-    """The tables and figures as one W&B run (job type ``report``); W&B draws the curves itself
-    from the training runs, which it groups by the sweep's name.
-
-    Online or offline as a training run would be (``choose_wandb_mode``): offline without
-    credentials or when the server does not answer, online otherwise; a ``WANDB_MODE`` the user
-    set is kept.
-    """
+    """The tables and figures as one W&B run (job type ``report``), online or offline as a training
+    run would be (``choose_wandb_mode``); W&B draws the curves itself from the training runs."""
     try:
         import wandb
     except ImportError:

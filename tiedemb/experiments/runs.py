@@ -69,11 +69,6 @@ class Run:
         values = self.series(name)
         return values[-1][1] if values else None
 
-    def checkpoints(self) -> list[Path]:
-        """``last*.ckpt`` files under the run's folder, newest first."""
-        found = [path for path in self.folder.rglob("last*.ckpt") if path.is_file()]
-        return sorted(found, key=lambda path: path.stat().st_mtime_ns, reverse=True)
-
 
 def find_runs(root: str | Path) -> list[Run]:
     """Every run under ``root``: sweep cells, then plain run folders outside any cell."""
@@ -91,11 +86,8 @@ def find_runs(root: str | Path) -> list[Run]:
 
 
 def _csv_folders(folder: Path) -> list[Path]:
-    """Every CSV logger folder under a run's folder, oldest first: its attempts by version, then by when written.
-
-    The CSV logger numbers the attempts that share a folder ``version_0``, ``version_1`` ...; attempts
-    or stages in folders of their own (a run folder each) follow the time their files were last written.
-    """
+    """Every CSV logger folder under a run's folder, oldest first: by version (``version_0`` ...), then
+    (attempts or stages in folders of their own) by when their files were last written."""
     found = {path.parent for name in (METRICS_FILE, "hparams.yaml") for path in folder.rglob(name)}
     found = {path for path in found if (path / METRICS_FILE).is_file() or VERSION.search(path.name)}
 
@@ -160,7 +152,7 @@ def _fingerprint(hparams: dict[str, Any]) -> str | None:
 
 
 def _state(status: dict[str, Any], resume: str) -> tuple[str, str]:
-    """A status record's state and message; ``running`` whose process has ended here is ``lost``."""
+    """A status record's state and message; a ``running`` one whose process has ended here is ``lost``."""
     if lost_process(status):
         return LOST, f"process {status['pid']} ended without recording how (killed, out of memory?); {resume}"
     return str(status.get("state") or layout.RUNNING), str(status.get("message") or "")

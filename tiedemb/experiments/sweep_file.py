@@ -39,7 +39,7 @@ A sweep file is YAML::
     analysis: {axis: variant, reference: tied, claims: [...]}   # the claims and margins the report
                                                 # decides (experiments/claims.py)
     report:                                     # the report's sections, in order (experiments/sections.py;
-      - baselines                               # without it: sections.DEFAULT_REPORT)
+      - baselines                               # without it: sections.default_report())
       - claims
       - {kind: embedding_dim, downstream: true}
 
@@ -78,32 +78,10 @@ from tiedemb.experiments.claims import Analysis, check_keys, mapping_of, parse_a
 from tiedemb.experiments.sections import parse_report
 from tiedemb.training.shipped_configs import resolve_config
 
-FILE_KEYS = (
-    "name",
-    "description",
-    "wandb",
-    "threads",
-    "configs",
-    "overrides",
-    "grid",
-    "rules",
-    "requires",
-    "test",
-    "studies",
-    "analysis",
-    "report",
-)
-STUDY_KEYS = (
-    "description",
-    "configs",
-    "overrides",
-    "grid",
-    "rules",
-    "requires",
-    "test",
-    "pretrained_from",
-    "command",
-)
+SHARED_KEYS = ("configs", "overrides", "grid", "rules", "requires", "test")
+"""What the file sets for every study, and each study for itself."""
+FILE_KEYS = ("name", "description", "wandb", "threads", *SHARED_KEYS, "studies", "analysis", "report")
+STUDY_KEYS = ("description", *SHARED_KEYS, "pretrained_from", "command")
 COMMAND_CHOICES = ("fit", "similarity")
 """What a cell runs: training (``fit``), or the zero-shot ``similarity`` probe of a pretrained encoder."""
 LEVEL_KEYS = ("configs", "overrides")
@@ -161,8 +139,6 @@ class Cell:
 
 @dataclass(frozen=True)
 class Upstream:
-    """The cell whose checkpoint a chained cell starts from, and how it is handed over."""
-
     cell: Cell
     checkpoint: str  # "last" or "best"
     key: str  # the CLI key that receives the checkpoint's path
@@ -174,8 +150,6 @@ class Upstream:
 
 @dataclass(frozen=True)
 class Chain:
-    """A study's ``pretrained_from`` section, checked."""
-
     study: str
     match: tuple[str, ...]
     labels: dict[str, str]
@@ -224,10 +198,8 @@ class Sweep:
 
 
 def replace_cells(sweep: Sweep, change: Callable[[Cell], Cell]) -> None:
-    """Replace every cell by ``change(cell)``, relinking chained cells to the new upstream cells.
-
-    Upstream studies are changed first, so a chained cell's spec hashes its new upstream's spec.
-    """
+    """Replace every cell by ``change(cell)``, upstream studies first, so that a chained cell's spec
+    hashes its new upstream cell's spec."""
     new: dict[str, Cell] = {}
     for study in sorted(sweep.studies, key=lambda study: study.depth):
         cells = []
@@ -241,7 +213,7 @@ def replace_cells(sweep: Sweep, change: Callable[[Cell], Cell]) -> None:
 
 
 def format_value(value: Any) -> str:
-    """A setting as it appears in labels: ``None`` -> ``none``, ``True`` -> ``true``, else ``str``."""
+    """A setting as it appears in labels."""
     if value is None:
         return "none"
     if isinstance(value, bool):
@@ -255,10 +227,7 @@ def axis_label(key: str) -> str:
 
 def load_sweep(path: str | Path, workdir: str | Path | None = None) -> Sweep:
     """Read and check a sweep file; raises ``UserError`` naming the place and key of any mistake.
-
-    ``workdir``: where ``requires`` paths (like the data paths in overrides) are looked up; the
-    current folder when unset.
-    """
+    ``workdir``: where ``requires`` paths are looked up (the current folder when unset)."""
     file = Path(path).expanduser()
     if not file.is_file():
         raise UserError(f"sweep file {str(path)!r} does not exist")
@@ -279,7 +248,7 @@ def load_sweep(path: str | Path, workdir: str | Path | None = None) -> Sweep:
         wandb=_wandb_settings(content.get("wandb", {}), where),
         threads=_threads(content.get("threads"), where),
     )
-    shared = {key: content[key] for key in STUDY_KEYS if key in content and key != "description"}
+    shared = {key: content[key] for key in SHARED_KEYS if key in content}
     studies = content.get("studies")
     if studies is None:
         raw_studies = {name: {}}
@@ -311,8 +280,6 @@ def load_sweep(path: str | Path, workdir: str | Path | None = None) -> Sweep:
 
 @dataclass(frozen=True)
 class _Level:
-    """One value of one axis: a label value plus what it adds to the command line."""
-
     label: str
     value: str
     configs: tuple[Path, ...] = ()
@@ -473,7 +440,8 @@ def _order_studies(studies: list[Study], where: str) -> None:
 
 
 def _link(study: Study, chain: Chain, upstream: Study, where: str) -> None:
-    """Give each of ``study``'s cells its one upstream cell (``upstream`` is linked already)."""
+    """Give each of ``study``'s cells its one upstream cell (``upstream`` is linked already); fixed
+    ``labels`` no upstream cell has are refused as matching none."""
     for label in chain.match:
         for side in (study, upstream):
             if label not in side.labels:
@@ -481,12 +449,6 @@ def _link(study: Study, chain: Chain, upstream: Study, where: str) -> None:
                     f"{where}: match label {label!r} is not an axis of study {side.name!r}; "
                     f"its labels are {', '.join(side.labels) or 'none'}"
                 )
-    for label in chain.labels:
-        if label not in upstream.labels:
-            raise UserError(
-                f"{where}: labels: {label!r} is not an axis of study {upstream.name!r}; "
-                f"its labels are {', '.join(upstream.labels) or 'none'}"
-            )
     linked = []
     for cell in study.cells:
         if chain.key in cell.overrides:
@@ -516,7 +478,7 @@ def _link(study: Study, chain: Chain, upstream: Study, where: str) -> None:
 
 
 def _overrides(value: Any, where: str) -> dict[str, Any]:
-    """CLI key -> value; a key the command line does not take is refused when the cells are validated."""
+    # a key the command line does not take is refused when the cells are validated, by the CLI's parser
     return dict(mapping_of(value, f"{where}: overrides"))
 
 

@@ -15,7 +15,7 @@ import sys
 from pathlib import Path
 
 from tiedemb.errors import UserError
-from tiedemb.experiments.evidence import VAL
+from tiedemb.experiments.aggregate import pretraining_runs
 from tiedemb.experiments.runs import find_runs
 from tiedemb.experiments.width_study import (
     PILOT_FRACTION,
@@ -29,11 +29,12 @@ from tiedemb.experiments.width_study import (
 )
 from tiedemb.options import NonNegativeFloat, NonNegativeInt, PositiveInt, UnitFraction, number_type
 from tiedemb.training.exits import CommandParser, report_user_errors
+from tiedemb.training.metric_names import VAL_LOSS
 
 
 def pilot_curves(root: Path) -> tuple[tuple[int, list], tuple[int, list]]:
     """((d_e, curve) of the narrowest, (d_e, curve) of the widest) finished pretraining run under ``root``."""
-    runs = [run for run in find_runs(root) if run.ok and run.kind == "pretrain" and run.labels.get("d_e", "").isdigit()]
+    runs = [run for run in pretraining_runs(find_runs(root)) if run.labels.get("d_e", "").isdigit()]
     by_width = {int(run.labels["d_e"]): run for run in runs}
     if len(by_width) < 2:
         raise UserError(
@@ -44,7 +45,7 @@ def pilot_curves(root: Path) -> tuple[tuple[int, list], tuple[int, list]]:
     fingerprints = {by_width[narrow].tokenizer_fingerprint, by_width[full].tokenizer_fingerprint}
     if len(fingerprints - {None}) > 1:
         raise UserError(f"the pilot's runs at d_e {narrow} and {full} read different tokenizers; run it again")
-    return (narrow, by_width[narrow].series(VAL)), (full, by_width[full].series(VAL))
+    return (narrow, by_width[narrow].series(VAL_LOSS)), (full, by_width[full].series(VAL_LOSS))
 
 
 def describe(root: Path, sigma: float, fraction: float, window: int, every: int) -> str:

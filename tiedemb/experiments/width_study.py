@@ -1,32 +1,10 @@
-"""The embedding-width study's own evidence: the gap to the full width against steps, the pilot's rule
-for the step count, and the source's three numbers beside this study's.
+"""The embedding-width study's own evidence beside the source's three numbers (docs/science.md).
 
 A width study is a sweep whose analysis names a ``common_target`` (configs/sweeps/width_ratios_cpu.yaml).
 Its *ladder* is the levels that differ from the reference (the full width, ``128, output=tied``) in d_e
-alone, ordered by d_e. From them:
-
-* **gap to full width**: per seed, a level's validation loss minus the full width's at each step both
-  evaluated, averaged over seeds (``gap_curves``; the figure ``plots.gap_to_full_width``);
-* **the pilot's rule** (``pilot_reading``): the first step S (from step 2,000 on) from which the gap
-  between the narrowest and the full width changes by less than the seed noise over the last 20% of
-  the steps, |gap(s) - gap(0.8 s)| < sigma at s = S and every later evaluation, each curve first
-  averaged over a window of evaluations;
-* **(a) diminishing returns** (``gain_table``): the loss each step up the ladder gains, paired by seed,
-  beside the source's +1.3 / +0.6 / +0.3 points (BERT-base, d_e 128 -> 256 -> 384, 512 -> 768, fine-tuned
-  accuracy), and the width where the gains stop being detectable;
-* **(b) convergence cost** (``convergence_cost_table``): steps to one common target (the full width's
-  mean loss at ``common_target`` of its run) as a ratio to the full width's, beside the source's 5.2 / 3.0
-  fine-tuning epochs (+73%) at d_e 128 / 768;
-* **(c) parameters against loss** (``parameters_table``): parameters saved and loss lost at each width,
-  beside the source's "768 -> 384 saves 12M parameters (11%) for 0.6 points".
-
-* **downstream** (``downstream_notes``): a fine-tuned score says something about width only where the
-  full width beats the majority class by more than the minimum detectable effect; otherwise the
-  report says there is no downstream signal at this scale.
-
-The source's numbers are downstream accuracy points after fine-tuning a BERT-base encoder (hidden
-768); this study's are masked-token losses in nats at its own hidden size: they stand side by side,
-in their own units, matched by the ratio d_e / hidden (docs/science.md).
+alone, ordered by d_e. The source's numbers are fine-tuned accuracy points of BERT-base (hidden 768),
+this study's masked-token losses in nats at its own hidden size: they stand side by side, in their own
+units, matched by the share d_e / hidden.
 """
 
 from __future__ import annotations
@@ -41,8 +19,9 @@ from typing import Any
 import numpy
 
 from tiedemb.experiments.aggregate import Table, summarise
-from tiedemb.experiments.claims import Analysis, Difference, steps_to_target
-from tiedemb.experiments.evidence import VAL, RunNumbers, paired, refused_pairs
+from tiedemb.experiments.claims import Analysis, steps_to_target
+from tiedemb.experiments.evidence import RunNumbers, paired, refused_pairs
+from tiedemb.training.metric_names import VAL_LOSS
 
 Numbers = Mapping[str, Mapping[str, Mapping[str, RunNumbers]]]  # study -> level -> seed -> numbers
 
@@ -124,7 +103,7 @@ def gap_curves(numbers: Numbers, analysis: Analysis) -> dict[str, dict[str, list
                 continue
             refused = {first for first, _ in refused_pairs(levels, level, analysis.reference)}
             per_seed = [
-                dict(gap(found.run.series(VAL), reference[seed].run.series(VAL)))
+                dict(gap(found.run.series(VAL_LOSS), reference[seed].run.series(VAL_LOSS)))
                 for seed, found in levels[level].items()
                 if seed in reference and found.run.id not in refused
             ]
@@ -193,11 +172,6 @@ def pilot_reading(
 # --------------------------------------------------------------------------- (a) diminishing returns
 
 
-def _paired_final(levels: Mapping[str, Mapping[str, RunNumbers]], first: str, second: str) -> Difference:
-    """``first - second`` in final loss, by seed, leaving out pairs of different tokenizers."""
-    return paired(levels, first, second, "final_loss", None)
-
-
 def gain_table(numbers: Numbers, analysis: Analysis) -> Table:
     rows, saturation = [], []
     for study, levels in numbers.items():
@@ -207,7 +181,9 @@ def gain_table(numbers: Numbers, analysis: Analysis) -> Table:
         full = widths[-1][0]
         detectable = []  # the wider end of each step up whose gain's interval lies above zero
         for (narrow, low_level), (wide, high_level) in zip(widths, widths[1:]):
-            gain = _paired_final(levels, low_level, high_level)  # narrower minus wider: the loss widening saves
+            gain = paired(
+                levels, low_level, high_level, "final_loss", None
+            )  # narrower minus wider: the loss widening saves
             if gain.n >= 2 and gain.low > 0:
                 detectable.append(wide)
             source = (source_width(narrow, full), source_width(wide, full))
@@ -254,7 +230,7 @@ def common_target(reference: Mapping[str, RunNumbers], fraction: float) -> float
     """The reference level's mean validation loss at ``fraction`` of its run (interpolated)."""
     found = []
     for numbers in reference.values():
-        curve = numbers.run.series(VAL)
+        curve = numbers.run.series(VAL_LOSS)
         if curve:
             value = value_at(curve, fraction * curve[-1][0])
             if value is not None:
@@ -295,7 +271,7 @@ def _steps_ratios(
     for seed, found in levels[level].items():
         if found.run.id in refused or not theirs.get(seed):
             continue
-        mine = steps_to_target(found.run.series(VAL), target)
+        mine = steps_to_target(found.run.series(VAL_LOSS), target)
         if mine is None:
             mine, bounded = float(found.last_step or 0), True
         steps.append(mine)
@@ -310,7 +286,7 @@ def convergence_cost_table(numbers: Numbers, analysis: Analysis) -> Table:
         target = common_target(reference, fraction)
         if target is None:
             continue
-        reference_steps = {seed: steps_to_target(n.run.series(VAL), target) for seed, n in reference.items()}
+        reference_steps = {seed: steps_to_target(n.run.series(VAL_LOSS), target) for seed, n in reference.items()}
         for d_e, level in widths:
             steps, ratios, bounded = _steps_ratios(levels, level, analysis.reference, reference_steps, target)
             source = source_width(d_e, full)
@@ -365,7 +341,9 @@ def parameters_table(numbers: Numbers, analysis: Analysis) -> Table:
         for d_e, level in widths:
             params = next((n.params for n in levels[level].values() if n.params), None)
             saved = None if params is None or full_params is None else (full_params - params) / 1e6
-            lost = _paired_final(levels, level, analysis.reference) if level != analysis.reference else None
+            lost = (
+                paired(levels, level, analysis.reference, "final_loss", None) if level != analysis.reference else None
+            )
             source = source_width(d_e, full)
             rows.append(
                 {
@@ -420,7 +398,7 @@ def control_table(numbers: Numbers, analysis: Analysis) -> Table:
             control = level.replace("output=tied", "output=untied")
             if control == level or control not in levels:
                 continue
-            difference = _paired_final(levels, level, control)
+            difference = paired(levels, level, control, "final_loss", None)
             rows.append(
                 {"study": study, "d_e": d_e, "tied": level, "untied": control, "tied - untied": difference.format(3)}
             )

@@ -21,6 +21,8 @@ def loss_name(stage: str) -> str:
 TRAIN_LOSS = loss_name("train")
 VAL_LOSS = loss_name("val")
 """The per-token validation loss, at every validation."""
+VAL_OOD_LOSS = loss_name("val_ood")
+"""The per-token loss of the out-of-domain validation text, where the data has one."""
 INIT_LOSS = "init/loss"
 """The loss of the untouched model on the first training batch (dropout off), at step 0."""
 INIT_LOSS_PREDICTED = "init/loss_pred"
