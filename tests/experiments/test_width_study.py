@@ -181,7 +181,7 @@ def test_the_pilot_command_prints_the_step_count(tmp_path, capsys):
         curve = {step: FINAL[d_e] + 2.0 * math.exp(-step / tau) for step in range(0, 8001, 100)}
         folder = make_cell(root, "pretrain", {"d_e": str(d_e), "seed": "0"}, pretrain_metrics(9.0, 9.0, curve))
         (folder / "csv" / "version_0" / "hparams.yaml").write_text(yaml.safe_dump({"head": "tied_orth"}))
-    assert pilot_main([str(root), "--window", "0"]) == 0
+    assert pilot_main([str(root), "--window", "0", "--cap", "10000"]) == 0
     out = capsys.readouterr().out
     reading = pilot_reading(
         [(s, FINAL[21] + 2.0 * math.exp(-s / 1000)) for s in range(0, 8001, 100)],
@@ -189,6 +189,9 @@ def test_the_pilot_command_prints_the_step_count(tmp_path, capsys):
         window=0,
     )
     assert f"rule met at step {reading.step}" in out and f"trainer.max_steps = {reading.chosen}" in out
+    assert reading.chosen > 500
+    assert pilot_main([str(root), "--window", "0", "--cap", "500"]) == 0
+    assert f"trainer.max_steps = 500: the rule's {reading.chosen} is over the budget's cap" in capsys.readouterr().out
 
 
 def test_the_pilot_command_needs_two_widths(tmp_path, capsys):

@@ -5,7 +5,8 @@ the narrowest and one at the full width. Prints, every ``--every`` evaluations, 
 full validation loss, each curve averaged over the evaluations within ``--window`` steps), the gap at
 (1 - fraction) of that step and the change between them; then the rule's reading
 (``tiedemb.experiments.width_study.pilot_reading``): the first step whose change is below the seed
-noise, rounded up, which is the study's ``trainer.max_steps``.
+noise, rounded up, which is the study's ``trainer.max_steps``, at most ``--cap`` (the budget's
+largest step count); where no step meets the rule, the cap.
 """
 
 from __future__ import annotations
@@ -48,7 +49,7 @@ def pilot_curves(root: Path) -> tuple[tuple[int, list], tuple[int, list]]:
     return (narrow, by_width[narrow].series(VAL_LOSS)), (full, by_width[full].series(VAL_LOSS))
 
 
-def describe(root: Path, sigma: float, fraction: float, window: int, every: int) -> str:
+def describe(root: Path, sigma: float, fraction: float, window: int, every: int, cap: int) -> str:
     (narrow, narrow_curve), (full, full_curve) = pilot_curves(root)
     gaps = gap(smoothed(narrow_curve, window), smoothed(full_curve, window))
     lines = [f"gap = val/loss at d_e {narrow} - at d_e {full} (each averaged over ±{window} steps)", ""]
@@ -65,14 +66,18 @@ def describe(root: Path, sigma: float, fraction: float, window: int, every: int)
         last = gaps[-1][0] if gaps else 0
         lines.append(
             f"the gap still changes by {sigma:g} nats or more over the last {fraction:.0%} of every step up to "
-            f"{last}: no step count meets the rule; run the study at the pilot's {last} steps and say so"
+            f"{last}: no step count meets the rule; trainer.max_steps = {cap} (the budget's cap), and the "
+            "report says the gap was still moving there"
         )
     else:
         lines.append(
             f"rule met at step {reading.step}: gap {reading.gap:.4f}, at step {reading.earlier:.0f} "
             f"{reading.earlier_gap:.4f}, change {reading.change:+.4f} (|change| < sigma = {sigma:g})"
         )
-        lines.append(f"trainer.max_steps = {reading.chosen} (rounded up to a multiple of {PILOT_ROUND})")
+        if reading.chosen > cap:
+            lines.append(f"trainer.max_steps = {cap}: the rule's {reading.chosen} is over the budget's cap")
+        else:
+            lines.append(f"trainer.max_steps = {reading.chosen} (rounded up to a multiple of {PILOT_ROUND})")
     return "\n".join(lines)
 
 
@@ -84,13 +89,21 @@ def parser() -> CommandParser:
         "--fraction", type=number_type(UnitFraction), default=PILOT_FRACTION, help="the last share of the steps"
     )
     parser.add_argument("--window", type=number_type(NonNegativeInt), default=PILOT_WINDOW, help="smoothing, steps")
+    parser.add_argument(
+        "--cap",
+        type=number_type(PositiveInt),
+        default=4500,
+        help="the most steps the budget allows (width_pilot_cpu.yaml)",
+    )
     parser.add_argument("--every", type=number_type(PositiveInt), default=5, help="print every Nth evaluation")
     return parser
 
 
 def main(argv: list[str] | None = None) -> int:
     args: argparse.Namespace = parser().parse_args(argv)
-    result = report_user_errors(lambda: describe(args.runs, args.sigma, args.fraction, args.window, args.every))
+    result = report_user_errors(
+        lambda: describe(args.runs, args.sigma, args.fraction, args.window, args.every, args.cap)
+    )
     if isinstance(result, int):
         return result
     print(result)
