@@ -19,6 +19,7 @@ from tiedemb.errors import UserError
 from tiedemb.experiments.aggregate import pretraining_runs
 from tiedemb.experiments.runs import find_runs
 from tiedemb.experiments.width_study import (
+    PILOT_CAP,
     PILOT_FRACTION,
     PILOT_ROUND,
     PILOT_WINDOW,
@@ -92,7 +93,7 @@ def parser() -> CommandParser:
     parser.add_argument(
         "--cap",
         type=number_type(PositiveInt),
-        default=4500,
+        default=PILOT_CAP,
         help="the most steps the budget allows (width_pilot_cpu.yaml)",
     )
     parser.add_argument("--every", type=number_type(PositiveInt), default=5, help="print every Nth evaluation")

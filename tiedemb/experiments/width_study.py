@@ -33,10 +33,12 @@ SOURCE_EPOCHS = {128: 5.2, 768: 3.0}
 SOURCE_SAVING = {384: "saves about 12M parameters (11% of BERT-base) for about 0.6 points"}
 """What the source says narrowing 768 -> d_e costs, by the source's d_e."""
 SEED_NOISE = 0.0088
-"""Nats: the seed-to-seed sd of the paired final-loss gap d_e 32 - 128 of the published width study."""
+"""Nats: the seed noise of a 3-seed mean gap: the one-seed sd of the published width study's paired
+final-loss gap d_e 32 - 128 (0.0153) over sqrt(3)."""
 PILOT_FRACTION = 0.2  # the last share of the steps over which the gap must have settled
 PILOT_WINDOW = 200  # steps either side over which each curve is averaged before the gap is read
 PILOT_ROUND = 500  # the chosen step count is rounded up to a multiple of this
+PILOT_CAP = 4500  # the most steps the study's 5 h budget allows its 21 cells (width_pilot_cpu.yaml)
 PILOT_MIN_STEP = 2000
 """No step before this can meet the rule: the published study's length, where the gap was still closing
 (early on, 20% of the steps is a short stretch and the smoothing window reaches back to step 0)."""
