@@ -42,14 +42,8 @@ Activation = Literal["gelu", "relu", "tanh", "silu"]
 HeadActivation = Literal["none", "gelu", "relu", "tanh", "silu"]
 Shuffle = Literal["half_swap", "channel_shuffle"]
 EmbeddingProjection = Literal["auto", "always"]
-OBJECTIVES = typing.get_args(Objective)
-POSITIONS = typing.get_args(Position)
 NORMS = typing.get_args(Norm)
-NORM_POSITIONS = typing.get_args(NormPosition)
-RESIDUAL_INITS = typing.get_args(ResidualInit)
 ACTIVATIONS = typing.get_args(HeadActivation)
-SHUFFLES = typing.get_args(Shuffle)
-EMBEDDING_PROJECTIONS = typing.get_args(EmbeddingProjection)
 #: Settings only some heads read, and those heads: given with another head they would change nothing.
 #: ``untied_orth`` reads tied_orth's transform settings (it is that head with its own output matrix).
 TRANSFORM_HEADS = ("tied_orth", "untied_orth")
