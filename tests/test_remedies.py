@@ -15,7 +15,8 @@ import yaml
 from tiedemb.cli import main
 from tiedemb.errors import UserError
 from tiedemb.nn import Transformer, TransformerConfig
-from tiedemb.theory import predict_for_config, predict_initial_loss, resolve_scale
+from tiedemb.nn.config import resolve_scale
+from tiedemb.theory import predict_for_config, predict_initial_loss
 
 CONFIGS = Path(__file__).resolve().parents[1] / "configs"
 REMEDIES = ("tied_t5", "tied_gemma", "tied_mup")

@@ -11,31 +11,20 @@ Two numbers describe the logits (see docs/science.md §1):
 A target that is not the input token then costs log(e^a + (n-1) e^{v/2}) (lognormal mean),
 and a target that is the input token (a repeat; MLM's 10% kept positions) costs that minus a.
 
-What is common to every head (the input's scale through the norm, the projection's gains) is
-worked out here into a ``FreshReadout``; each head class turns it into its (a, v) itself
-(``OutputHead.initial_logits``) and decides the token table's std (``OutputHead.token_std``), so a
-head registered in ``tiedemb.nn.heads.HEADS`` has its prediction with no change here.
+Each head class turns what is common to every head (``FreshReadout``, worked out here) into its
+(a, v) itself (``OutputHead.initial_logits``), so a newly registered head needs no change here.
 """
 
 from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-# The model's own head classes and scale arithmetic: the prediction speaks of exactly the heads and
-# scale settings a config accepts.
-from tiedemb.nn.config import readout_width, resolve_scale
-from tiedemb.nn.heads import HEADS, FreshReadout, OutputHead
+from tiedemb.nn.heads import FreshReadout, head_class
 
-__all__ = [
-    "MLM_KEPT_FRACTION",
-    "Prediction",
-    "predict_for_config",
-    "predict_initial_loss",
-    "readout_width",
-    "resolve_scale",
-    "token_std",
-]
+if TYPE_CHECKING:
+    from tiedemb.nn.config import TransformerConfig
 
 #: BERT's masking: of the selected 15%, 80% -> [MASK], 10% -> random token, 10% kept.
 MLM_KEPT_FRACTION = 0.1
@@ -49,25 +38,6 @@ class Prediction:
     logit_var: float
     loss_other: float  # a target that differs from the input token
     loss_same: float  # a target equal to the input token
-
-
-def _head(name: str) -> type[OutputHead]:
-    if name not in HEADS:
-        raise ValueError(f"unknown head {name!r}; valid: {', '.join(HEADS)}")
-    return HEADS[name]
-
-
-def token_std(
-    head: str, vocab_size: int, embedding_dim: int, init_std: float, embedding_init_std: float | None = None
-) -> float:
-    """The std of the token embedding rows the given head draws (``OutputHead.token_std``).
-
-    ``embedding_init_std`` (T5 draws its embedding with std 1.0) replaces ``init_std`` for the
-    token table only; the scaled-init head's own rule wins over both.
-    """
-    return _head(head).token_std(
-        vocab_size=vocab_size, embedding_dim=embedding_dim, init_std=init_std, embedding_init_std=embedding_init_std
-    )
 
 
 def _log_add_exp(a: float, b: float) -> float:
@@ -103,10 +73,12 @@ def predict_initial_loss(
     in place at d_e = hidden too. Whether the embedding's own norm is there changes nothing here:
     the final norm (pre-norm) or the block norms (post-norm) normalise the near-identity stream.
     """
-    head_type = _head(head)
+    head_type = head_class(head)
     n, hidden = vocab_size, hidden_size
     d_e = embedding_dim or hidden
-    sigma_t = token_std(head, n, d_e, init_std, embedding_init_std)
+    sigma_t = head_type.token_std(
+        vocab_size=n, embedding_dim=d_e, init_std=init_std, embedding_init_std=embedding_init_std
+    )
     sigma_p = init_std if position == "learned" else 0.0
     sigma_s = init_std if type_vocab_size > 0 else 0.0
     # The norm divides by the rms of the sum, in which the token part carries the input scale.
@@ -146,13 +118,8 @@ def predict_initial_loss(
     )
 
 
-def predict_for_config(config: object, repeat_rate: float = 0.0) -> Prediction:
-    """``predict_initial_loss`` from any object carrying the model's field names.
-
-    Scale keywords (``rsqrt_d`` ...) are resolved against the widths the model applies them to.
-    """
-    d_e = config.embedding_dim or config.hidden_size
-    width = readout_width(config.head, config.hidden_size, config.embedding_dim)
+def predict_for_config(config: TransformerConfig, repeat_rate: float = 0.0) -> Prediction:
+    """``predict_initial_loss`` of a ``TransformerConfig``, its scale keywords resolved."""
     return predict_initial_loss(
         vocab_size=config.vocab_size,
         hidden_size=config.hidden_size,
@@ -163,8 +130,8 @@ def predict_for_config(config: object, repeat_rate: float = 0.0) -> Prediction:
         position=config.position,
         type_vocab_size=config.type_vocab_size,
         repeat_rate=repeat_rate,
-        output_scale=resolve_scale(getattr(config, "output_scale", 1.0), width, "model.output_scale"),
-        embedding_scale=resolve_scale(getattr(config, "embedding_scale", 1.0), d_e, "model.embedding_scale"),
-        embedding_init_std=getattr(config, "embedding_init_std", None),
-        embedding_projection=getattr(config, "embedding_projection", "auto") or "auto",
+        output_scale=config.readout_scale,
+        embedding_scale=config.token_scale,
+        embedding_init_std=config.embedding_init_std,
+        embedding_projection=config.embedding_projection,
     )

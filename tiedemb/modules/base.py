@@ -1,15 +1,10 @@
 """TransformerModule: the Transformer settings both LightningModules take, checked and recorded.
 
-A module takes its own settings as keyword arguments and passes the rest on with
-``super().__init__(**kwargs)``. LightningCLI follows ``**kwargs`` into this ``__init__``, so
-``--model.help`` lists both, flat (``--model.hidden_size``, ``model.init_args.hidden_size`` in
-YAML); Lightning's ``save_hyperparameters`` (called here) records the arguments of every
-``__init__`` in the chain, a user's subclass included.
-
-Each setting here is a ``TransformerConfig`` field (``tiedemb.nn.config``), where the model reads
-it; its type and default are written again here because a signature is what LightningCLI, an
-editor and a type checker read. ``tests/modules/test_settings.py`` fails when the two disagree
-(names, types and choices, defaults).
+A module takes its own settings as keywords and passes the rest on with ``super().__init__(**kwargs)``;
+LightningCLI follows ``**kwargs`` here, so ``--model.help`` lists both, flat, and
+``save_hyperparameters`` (called here) records every ``__init__`` of the chain, a user's subclass's
+too. Each setting is a ``TransformerConfig`` field, written again here because a signature is what
+LightningCLI, an editor and a type checker read (``tests/modules/test_settings.py`` checks them).
 """
 
 from __future__ import annotations
@@ -36,21 +31,15 @@ if TYPE_CHECKING:
     from typing_extensions import Self
 
 FROM_CHECKPOINT = "_from_checkpoint"
-"""The keyword a module built for a checkpoint's weights is given (``TransformerModule``'s ``Args:``)."""
 
 
 class TransformerModule(L.LightningModule):
     """The settings of the Transformer that both ``PretrainModule`` and ``GlueModule`` take.
 
     Unset (``None``) architecture settings are the ``pretrained`` model's, or ``TransformerConfig``'s
-    defaults without one; a set one must equal the pretrained value. Each ``__init__`` checks its
-    own arguments against their annotations (``tiedemb.options``) first, before anything is built
-    or read. A module of your own subclasses ``PretrainModule`` or ``GlueModule`` the same way:
-    its own keywords, then ``super().__init__(**kwargs)``.
-
-    A subclass builds ``self.model``, counts its ``matmul_weights`` at once (from full-size modules:
-    a sharding strategy may later wrap or flatten them) and calls ``count_flops`` with each batch it
-    runs; the optimiser reads the schedule settings both subclasses take (``learning_rate`` ...).
+    defaults without one; a set one must equal the pretrained value. A subclass builds ``self.model``,
+    counts its ``matmul_weights`` at once (from full-size modules: a sharding strategy may later wrap
+    them) and calls ``count_flops`` with each batch it runs.
     """
 
     def __init__(
@@ -113,11 +102,8 @@ class TransformerModule(L.LightningModule):
             attention_dropout: Dropout on attention weights, in [0, 1).
             init_std: Std of the normal initialisation of weight matrices and tables.
             pad_token_id: Id of the padding token; the command line takes it from the data.
-            _from_checkpoint: True when the module is built for a checkpoint's weights (``load_from_checkpoint``,
-                evaluating a ``--ckpt_path``): the checkpoint records the concrete architecture, and the
-                ``pretrained`` source it names is not read, as its weights would be replaced (and it may be
-                on another machine, or gone). Not an option (jsonargparse leaves out a parameter whose name
-                starts with ``_``) and not recorded.
+            _from_checkpoint: Built for a checkpoint's weights (``load_from_checkpoint``, a ``--ckpt_path``):
+                the ``pretrained`` source it names is not read (it may be gone). Not an option, not recorded.
         """
         check_arguments("model", option_types(TransformerModule.__init__), locals())
         # The arguments of this call, read before any other local variable exists.
@@ -137,8 +123,7 @@ class TransformerModule(L.LightningModule):
         return super().load_from_checkpoint(checkpoint_path, *args, **{FROM_CHECKPOINT: True, **kwargs})
 
     def count_flops(self, input_ids: Tensor, output_positions: int | None) -> None:
-        """Publish the model FLOPs of the batch just run as ``flops_per_batch``, which the Trainer's
-        ``ThroughputMonitor`` reads (``tiedemb.modules.throughput``); the forward pass alone in evaluation.
+        """The model FLOPs of the batch just run, for ``ThroughputMonitor`` (``tiedemb.modules.throughput``).
 
         ``output_positions``: the positions the output head computes (None: all of them).
         """

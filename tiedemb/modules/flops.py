@@ -1,25 +1,11 @@
-"""Model FLOPs of a training step (PaLM's count), what MFU divides by a device's peak.
+"""Model FLOPs of a step, what MFU divides by a device's peak: PaLM's count (Chowdhery et al. 2022, app. B).
 
-The count is PaLM's (Chowdhery et al. 2022, appendix B): a weight matrix of N entries costs
-2N FLOPs per row it multiplies in the forward pass and 4N in the backward pass (gradients for
-the input and for the weight), so 6N per row in a training step; attention adds the two
-T x T x d products (scores and weighted values) of every layer, 12 * L * T * d per token in a
-step. Two refinements make the figure the work the model really does:
-
-* the output projection (the vocabulary matrix and any head transform before it) is counted
-  only at the positions projected: every position for CLM, the masked ones for MLM, whose
-  logits are computed only there. So are the last block's attention output projection and
-  feed-forward, which the encoder runs only at those positions (its queries, keys and values,
-  like every other block, at all of them);
-* embedding lookups cost nothing (they are gathers), and vectors (biases, norm gains) are
-  ignored, as PaLM does: they add O(d) per token against O(d^2).
-
-A sequence classifier is counted the same way, its pooler and classifier being the head and its
-[CLS] row the one projected position of each sequence. Evaluation runs the forward pass only,
-a third of a training step.
-
-As in PaLM, causal attention is counted in full although half of the score matrix is masked:
-the figure is comparable across objectives, not a count of the kernel's multiply-adds.
+A weight matrix of N entries costs 6N FLOPs per row it multiplies in a training step (2N forward,
+4N backward), attention 12 * L * T * d per token; embedding lookups and vectors (biases, norm gains)
+count nothing. Unlike PaLM, the output head (and the last block's attention output and feed-forward,
+which the encoder runs only there) counts only at the positions projected: every position for CLM,
+the masked ones for MLM, a classifier's [CLS] row. Evaluation is the forward pass, a third. Causal
+attention counts in full, as in PaLM, so the figure is comparable across objectives.
 """
 
 from __future__ import annotations

@@ -49,11 +49,8 @@ WARMUP_RATIO = 0.1
 
 
 def _check_vocabulary(vocab_size: int | None, source: PretrainedWeights) -> None:
-    """Refuse data whose tokenizer is not the one a pretraining checkpoint was trained with, naming it.
-
-    A tokenizer the pretraining run trained lives in a folder named by a hash of its text, which
-    nobody could guess; the checkpoint's data settings lead to it.
-    """
+    """Refuse data whose tokenizer is not the one a pretraining checkpoint was trained with, naming
+    that one (a trained tokenizer's folder is named by a hash nobody could guess)."""
     have = source.fields.get("vocab_size")
     if vocab_size is None or have is None or vocab_size == have or source.kind != "checkpoint":
         return  # agreeing, or left to resolve_architecture's message
@@ -69,9 +66,8 @@ def _check_vocabulary(vocab_size: int | None, source: PretrainedWeights) -> None
 
 
 def majority_floor(data: Any) -> dict[str, float] | None:
-    """Each dev metric of always answering the most frequent training label of ``data``, named
-    ``data/majority/...``: the floor a fine-tuned score is read against. ``None`` unless ``data``
-    is a GLUE task (``GlueData``, not imported here: it brings ``datasets``)."""
+    """``majority_scores`` of ``data``, named ``data/majority/...``; ``None`` unless ``data`` is a GLUE
+    task (``GlueData``, not imported here: it brings ``datasets``)."""
     if not (hasattr(data, "raw_split") and hasattr(data, "val_split_names") and hasattr(data, "task_spec")):
         return None
     dev = {split: data.raw_split(split)["label"] for split in data.val_split_names}
@@ -79,9 +75,8 @@ def majority_floor(data: Any) -> dict[str, float] | None:
 
 
 def write_predictions(directory: Path, filename: str, task: GlueTask | None, rows: Iterable[tuple[int, ...]]) -> Path:
-    """A GLUE-style TSV of ``(index, prediction)`` or ``(index, prediction, label)`` rows, labels
-    spelled as the task's classic files spell them (MRPC 0/1, MNLI names): a submission file, or a
-    dev split's predictions beside the gold labels."""
+    """A GLUE-style TSV of ``(index, prediction[, label])`` rows, labels spelled as the task's classic
+    files spell them (MRPC 0/1, MNLI names)."""
     values = task.classic.label_values if task is not None else None
 
     def spell(label: int) -> Any:
@@ -93,11 +88,7 @@ def write_predictions(directory: Path, filename: str, task: GlueTask | None, row
 
 
 class GlueModule(TransformerModule):
-    """Embedding -> Encoder -> [CLS] (-> pooler) -> dropout -> classifier, fine-tuned on one task.
-
-    The fine-tuning settings here, the architecture and training ones ``TransformerModule``'s
-    (``tiedemb.modules.base``), as ``PretrainModule`` takes them.
-    """
+    """Embedding -> Encoder -> [CLS] (-> pooler) -> dropout -> classifier, fine-tuned on one task."""
 
     def __init__(
         self,
@@ -131,11 +122,9 @@ class GlueModule(TransformerModule):
                 fine-tuning run), a transformers BERT directory or hub name, or ``None`` (random).
             reinit_embeddings: draw the token/position/segment tables and the projection afresh
                 instead of taking (or SVD-narrowing) the pretrained ones.
-            narrowing: how the basis of an embedding narrower than the pretrained one (a smaller
-                ``embedding_dim``; ``tiedemb.weights.narrow``) is chosen: ``balanced`` (each table's energy
-                counts equally, so the positions keep theirs) or ``energy`` (a plain truncated SVD of the
-                stacked rows, dominated by the token table). The share each table kept is logged as
-                ``narrow/kept_*``.
+            narrowing: how an embedding narrower than the pretrained one is chosen (``tiedemb.weights.narrow``):
+                ``balanced`` (each table's energy counts equally, so the positions keep theirs) or ``energy``
+                (a plain truncated SVD, dominated by the token table). Logged as ``narrow/kept_*``.
             pooler: BERT's dense + tanh on [CLS] before the classifier.
             classifier_dropout: Dropout before the classifier. Unset: model.dropout.
             learning_rate: AdamW's peak learning rate, reached at the end of warmup.
@@ -146,8 +135,7 @@ class GlueModule(TransformerModule):
             warmup_steps: Optimiser steps of linear warmup from 0 to learning_rate. Unset: warmup_ratio.
             lr_decay: How the learning rate falls after warmup, to min_lr_ratio of its peak at the last step.
             min_lr_ratio: The learning rate at the last step, as a fraction of its peak (not with constant).
-            predictions_dir: where ``predict`` and ``test`` write TSV files; default the run's folder
-                (the trainer's default_root_dir, which the command line makes the run's own folder).
+            predictions_dir: where ``predict`` and ``test`` write TSV files; default the run's folder.
             write_test_predictions: ``test`` also writes each dev split's predictions with the gold
                 label (``MRPC-validation.tsv``), so the logged figures can be recomputed from a file.
         """
@@ -293,11 +281,6 @@ class GlueModule(TransformerModule):
         self._eval_step(batch, dataloader_idx, keep_rows=bool(self.hparams.write_test_predictions))
 
     def _eval_step(self, batch: dict[str, Tensor], dataloader_idx: int, keep_rows: bool) -> None:
-        if dataloader_idx >= len(self._eval_splits):
-            raise UserError(
-                f"evaluation dataloader {dataloader_idx} has no split name; the data module names "
-                f"{len(self._eval_splits)} ({', '.join(self._eval_splits)})"
-            )
         split = self._eval_splits[dataloader_idx]
         logits = self._logits(batch)
         labels = batch["labels"]

@@ -36,9 +36,8 @@ from tiedemb.training.ties import TieGuard, restore_tied_entries, tied_prefixes_
 from tiedemb.weights.export_plan import encoder_problem, masked_lm_head_problem
 from tiedemb.weights.source import PretrainedWeights, load_pretrained, resolve_language_model
 
+# The command line offers the heads registered at import; from Python the registry takes later ones too.
 HeadName = Literal[tuple(HEADS)]
-"""The heads registered when this module is imported: the choices the command line offers for
-``model.head``. From Python, a head registered later is taken too (the registry checks the name)."""
 
 
 class TrainingDiverged(UserError):
@@ -46,12 +45,8 @@ class TrainingDiverged(UserError):
 
 
 def refuse_unread_with_source(settings: dict[str, Any], source: PretrainedWeights) -> None:
-    """Refuse initialisation settings that the pretrained weights replace before anything reads them.
-
-    The token table always comes from the source, so its std and ``tied_scaled_init``'s scaled
-    draw of it change nothing; ``init_std`` draws only a fresh untied output matrix (BERT's head
-    and the tied heads take or copy every weight they have).
-    """
+    """Refuse initialisation settings that the pretrained weights replace before anything reads them:
+    the token table's std and scaled draw, and ``init_std`` unless it draws a fresh untied output matrix."""
     origin = f"with model.pretrained={source.origin!r}"
     if settings.get("embedding_init_std") is not None:
         raise no_effect(
@@ -90,11 +85,8 @@ def check_trainable(config: TransformerConfig, source: PretrainedWeights) -> Non
 class PretrainModule(TransformerModule):
     """Embedding -> Encoder -> OutputHead, trained on masked or causal language modelling.
 
-    The language model's settings here, the architecture and training ones ``TransformerModule``'s
-    (``tiedemb.modules.base``). Hyperparameters are plain values, so ``load_from_checkpoint(path)``
-    rebuilds any variant on its own. ``pretrained`` BERT weights decide the architecture and head
-    settings left unset (``tiedemb.weights.source``). How long the loop waits for data:
-    ``--trainer.profiler=simple`` reports Lightning's ``train_dataloader_next``.
+    Hyperparameters are plain values, so ``load_from_checkpoint(path)`` rebuilds any variant on its
+    own; ``pretrained`` BERT weights decide the settings left unset (``tiedemb.weights.source``).
     """
 
     def __init__(
@@ -210,23 +202,16 @@ class PretrainModule(TransformerModule):
         return self.model(input_ids, attention_mask, token_type_ids, labels, return_logits=return_logits)
 
     def configure_model(self) -> None:
-        """Called by the Trainer before the strategy wraps the model and optimisers are built:
-        re-establishes the tie (after any materialisation) and applies ``compile``.
-
-        ``nn.Module.compile`` compiles the forward in place instead of wrapping the module, so
-        parameter names and checkpoint keys stay as they are (no ``_orig_mod.``).
-        """
+        """Before the strategy wraps the model: re-tie (after any materialisation) and ``compile``."""
         if any(t.is_meta for t in (*self.model.parameters(), *self.model.buffers())):
-            # Built under an empty-init context (``trainer.init_module(empty_init=True)``): nothing
-            # was drawn and the rotary tables are empty. Building it again here, inside the
-            # strategy's device context, initialises and ties it as on a single device.
+            # Built under ``trainer.init_module(empty_init=True)``: nothing drawn. Built again inside the
+            # strategy's device context, it is initialised and tied as on a single device.
             self.model = Transformer(self.config)
         # The tie is an attribute assignment that materialisation or a wrapper may have undone.
         self.model.tie_weights()
         if self.hparams.get("compile") and not self._compiled:
-            # Block by block: the blocks share one compiled graph (parameters are its inputs), so
-            # compile time does not grow with depth, and the data-dependent parts around them
-            # (the padding check, the masked-position selection) stay outside any graph.
+            # Block by block, in place (checkpoint keys keep their names): the blocks share one graph, so
+            # compile time does not grow with depth, and the data-dependent parts stay outside it.
             for block in self.model.encoder.blocks:
                 block.compile()
             self._compiled = True
@@ -264,7 +249,6 @@ class PretrainModule(TransformerModule):
         self.described = described
 
     def training_loss(self, batch: dict[str, Tensor]) -> Tensor:
-        """The loss a training step backpropagates."""
         return self(**batch, return_logits=False).loss
 
     def training_step(self, batch: dict[str, Tensor], batch_idx: int) -> Tensor:

@@ -1,22 +1,9 @@
 """Tokens per second, model FLOPs per second and MFU, measured by Lightning's ``ThroughputMonitor``.
 
-The monitor times the batches and averages over a window; what it cannot know is what a batch
-costs. Both modules publish it as ``flops_per_batch``, the count of ``tiedemb.modules.flops``
-(masked positions only for MLM, the [CLS] row for a classifier), and a batch's tokens are its
-``input_ids`` entries, padding included, since the model computes those positions too.
-
-Logged at the Trainer's ``log_every_n_steps`` once the window is full, per device and, with more
-than one process, for all of them (``train/items_per_sec``, ``train/flops_per_sec``):
-
-* ``train/device/items_per_sec``: tokens per second;
-* ``train/device/flops_per_sec``: model FLOPs per second;
-* ``train/device/mfu``: that over the device's peak: Lightning's table of accelerators for the
-  run's precision, or a peak given as ``model.peak_flops`` (or the callback's ``peak_flops``), which
-  also covers a GPU the table does not name (such as the plain "NVIDIA H200": 989e12);
-* ``train/device/samples_per_sec``, ``train/device/batches_per_sec`` and running totals.
-
-Validation and test batches are timed too (``validate/…``, ``test/…``, forward FLOPs only), and
-the time spent validating is kept out of the training rates.
+The monitor times the batches; what a batch costs is the module's ``flops_per_batch``
+(``tiedemb.modules.flops``), and its tokens are its ``input_ids`` entries, padding included. MFU
+divides by Lightning's table of accelerators, or by a peak given as ``model.peak_flops`` (or the
+callback's ``peak_flops``) for a device the table does not name (the plain "NVIDIA H200": 989e12).
 """
 
 from __future__ import annotations

@@ -1,13 +1,9 @@
 """The one description of a model: plain, serialisable fields with string-valued variants.
 
 Every field has the name a YAML file uses (``model.hidden_size`` ...), so a checkpoint's
-hyperparameters rebuild the model and a sweep can vary any field by name.
-
-This module is a leaf: it imports no other part of the model. It knows every name a field may
-take (norms, activations, shuffles ...) and refuses the rest, so the modules that build the parts
-look names up in their own tables without validating them again. Heads are the exception: each
-head class registers its own name (``tiedemb.nn.heads.HEADS``), which checks ``model.head`` when
-the head is built, so a new head is one class.
+hyperparameters rebuild the model and a sweep can vary any field by name. A leaf module: it imports
+no other part of the model, so ``model.head`` is checked by the head registry
+(``tiedemb.nn.heads.HEADS``) when the head is built, and a new head is one class.
 """
 
 from __future__ import annotations
@@ -31,8 +27,7 @@ from tiedemb.options import (
     warn_no_effect,
 )
 
-# The names a setting may take, as ``Literal`` types: ``--help`` and shell completion list them, the
-# parser refuses any other, and ``tiedemb.options.check_arguments`` refuses them in Python too.
+# The names a setting may take: the parser, ``--help`` and ``tiedemb.options.check_arguments`` read them.
 Objective = Literal["mlm", "clm"]
 Position = Literal["learned", "rope", "none"]
 Norm = Literal["layernorm", "rmsnorm"]
@@ -54,8 +49,6 @@ HEAD_ONLY_SETTINGS = {
     "shuffle": ("tied_shuffle",),
     "shuffle_groups": ("tied_shuffle",),
 }
-#: Keywords a scale setting may name instead of a number; ``d`` is the width of the vector scaled.
-SCALE_KEYWORDS = ("sqrt_d", "rsqrt_d", "mup:<base_width>")
 
 
 def resolve_scale(value: float | str, width: int, name: str = "scale") -> float:
@@ -65,29 +58,19 @@ def resolve_scale(value: float | str, width: int, name: str = "scale") -> float:
     ``mup:B``: B/d, muP's readout multiplier 1/width_mult for a model tuned at base width B.
     Raises ``ValueError`` naming ``name`` for anything else.
     """
-    if isinstance(value, bool):
-        raise ValueError(f"{name}={value!r} is not a number or one of {', '.join(SCALE_KEYWORDS)}")
-    if isinstance(value, (int, float)):
-        scale = float(value)
-    elif value == "sqrt_d":
-        scale = math.sqrt(width)
-    elif value == "rsqrt_d":
-        scale = 1.0 / math.sqrt(width)
-    elif isinstance(value, str) and value.startswith("mup:") and value[4:].strip().isdigit() and int(value[4:]) > 0:
-        scale = int(value[4:]) / width
-    else:
-        try:
-            scale = float(value)
-        except (TypeError, ValueError):
-            raise ValueError(f"{name}={value!r} is not a number or one of {', '.join(SCALE_KEYWORDS)}") from None
+    keywords = {"sqrt_d": math.sqrt(width), "rsqrt_d": 1.0 / math.sqrt(width)}
+    try:
+        if isinstance(value, bool):
+            raise TypeError
+        if isinstance(value, str) and value.startswith("mup:"):
+            scale = int(value[4:]) / width
+        else:
+            scale = keywords[value] if value in keywords else float(value)
+    except (TypeError, ValueError):
+        raise ValueError(f"{name}={value!r} is not a number or one of sqrt_d, rsqrt_d, mup:<base_width>") from None
     if not math.isfinite(scale) or scale <= 0:
         raise ValueError(f"{name} must be a positive finite multiplier, got {value!r}")
     return scale
-
-
-def readout_width(head: str, hidden_size: int, embedding_dim: int | None) -> int:
-    """Width of the vector the output matrix multiplies: d_e for tied heads, hidden for untied."""
-    return hidden_size if head == "untied" else (embedding_dim or hidden_size)
 
 
 #: What a field describes, which decides which module declares it (``tiedemb.modules``):
@@ -97,13 +80,10 @@ TRAINING = "training"
 """Dropout, initialisation and padding: chosen for each run, fine-tuning included."""
 LANGUAGE_MODEL = "language model"
 """The pretraining objective, the output head and the remedies of its initial loss: a classifier has none."""
-PARTS = (ARCHITECTURE, TRAINING, LANGUAGE_MODEL)
 
 
 def setting(default: Any = dataclasses.MISSING, *, part: str = ARCHITECTURE) -> Any:
     """A field with its part (``ARCHITECTURE`` ...)."""
-    if part not in PARTS:
-        raise ValueError(f"part must be one of {PARTS}, got {part!r}")
     return dataclasses.field(default=default, metadata={"part": part})
 
 
@@ -111,12 +91,9 @@ def setting(default: Any = dataclasses.MISSING, *, part: str = ARCHITECTURE) -> 
 class TransformerConfig:
     """Every setting of the model, with its type and default.
 
-    The modules take these as flat keywords (``model.hidden_size`` ...), each declared in the
-    ``__init__`` of the module its part belongs to: ``TransformerModule`` the architecture and
-    training settings, ``PretrainModule`` the language model's (``tiedemb.modules``), with the type
-    and default given here (``tests/modules/test_settings.py`` checks that they agree). Each
-    setting's meaning is written once, in that ``__init__``'s ``Args:``, which ``--model.help``
-    shows. A setting added here is added there too, where configs and checkpoints read it.
+    Each is also a keyword of the module its part belongs to (``TransformerModule``: architecture and
+    training, ``PretrainModule``: the language model), whose ``Args:`` say what it means
+    (``--model.help``); ``tests/modules/test_settings.py`` checks that the two agree.
     """
 
     vocab_size: PositiveInt = setting()
@@ -255,9 +232,8 @@ class TransformerConfig:
     @property
     def readout_scale(self) -> float:
         """``output_scale`` as a number, for the width of the vector the output matrix meets."""
-        return resolve_scale(
-            self.output_scale, readout_width(self.head, self.hidden_size, self.embedding_dim), "model.output_scale"
-        )
+        width = self.hidden_size if self.head == "untied" else self.embedding_dim
+        return resolve_scale(self.output_scale, width, "model.output_scale")
 
     def to_dict(self) -> dict:
         return dataclasses.asdict(self)

@@ -1,20 +1,15 @@
 """Output heads: hidden states -> vocabulary logits. One class per ``model.head`` name.
 
-A head is one class: ``class MyHead(TiedHead, name="my_head")`` registers it in ``HEADS`` under
-the name a config gives ``model.head``. The class owns everything about it: its parts
-(``__init__``), how it reads the hidden state (``transform``), its initial values
-(``reset_parameters``, and ``token_std`` for the shared token table), and what it predicts for a
-fresh model's logits (``initial_logits``, the hook ``tiedemb.theory`` reads).
+``class MyHead(TiedHead, name="my_head")`` registers a head in ``HEADS`` under the name a config
+gives ``model.head``. The class owns its parts (``__init__``), how it reads the hidden state
+(``transform``), its initial values (``reset_parameters``; ``token_std`` for the shared token table)
+and what a fresh model's logits are (``initial_logits``, the hook ``tiedemb.theory`` reads).
 
-Tied heads own a ``decoder`` whose weight *is* the token embedding (``Transformer.tie_weights``
-assigns the one Parameter to both places). When d_e < hidden a tied head must first map
-hidden -> d_e; the plain tied heads do that with a learned linear map initialised to the
-transpose of the embedding projection, so a fresh model is still a tied 2-gram model and the
-effect under study is not hidden by a random map (that random map is what ``tied_orth`` is).
-
-This module reads the config only through its attributes and imports nothing from
-``tiedemb.nn.config``: the config checks a head's name against ``HEADS`` here, so an import the
-other way would be a cycle.
+A tied head's ``decoder.weight`` *is* the token table (``Transformer.tie_weights``). When d_e <
+hidden, the plain tied heads map hidden -> d_e with a learned map initialised to the transpose of
+the embedding projection, so a fresh model is still a tied 2-gram model (a random map is what
+``tied_orth`` is). The config checks a head's name against ``HEADS`` here, so this module must not
+import ``tiedemb.nn.config``.
 """
 
 from __future__ import annotations
@@ -87,7 +82,6 @@ class OutputHead(nn.Module):
         """Width of the vector the decoder matrix multiplies: d_e for a tied head, hidden otherwise."""
         return config.embedding_dim if cls.tied else config.hidden_size
 
-    # -- forward -----------------------------------------------------------------------------------
     def transform(self, hidden: Tensor) -> Tensor:
         """hidden (..., hidden_size) -> the vector multiplied by the decoder matrix."""
         return hidden
@@ -101,7 +95,6 @@ class OutputHead(nn.Module):
         logits = self.decoder(self.features(hidden))  # (..., vocab)
         return logits + self.bias if self.bias is not None else logits
 
-    # -- initial values ----------------------------------------------------------------------------
     @classmethod
     def token_std(
         cls, *, vocab_size: int, embedding_dim: int, init_std: float, embedding_init_std: float | None
@@ -121,7 +114,6 @@ class OutputHead(nn.Module):
             nn.init.zeros_(self.bias)
         init_norms(self)
 
-    # -- the theory hook ---------------------------------------------------------------------------
     @classmethod
     def initial_logits(cls, readout: FreshReadout) -> tuple[float, float]:
         """(self_logit, logit_var) of a fresh model: the expected score of the input token itself,

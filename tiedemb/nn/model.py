@@ -1,19 +1,10 @@
 """The whole language model, top to bottom: Embedding -> Block x L -> Encoder -> Transformer.
 
-Read in order:
-
-1. ``Embedding``: token + position + segment tables of width d_e, summed, projected to the
-   hidden size (ALBERT's factorisation; the projection is there whenever ``model.projected``).
-2. ``SelfAttention``, ``FeedForward``, ``Block``: a pre-norm or post-norm (BERT) residual block.
-3. ``Encoder``: the blocks, and the mask attention gets.
-4. ``Transformer``: embedding -> encoder -> output head (``tiedemb.nn.heads``), the tie in
-   ``tie_weights`` (one Parameter, two uses), the loss in ``forward``.
-5. Initialisation: how every parameter is drawn, in one place (``init_transformer``); each head
-   draws its own parts (``OutputHead.reset_parameters``).
-
-The speed path lives in ``tiedemb.nn.fast``, each piece beside the plain PyTorch call it equals.
-The batch follows Hugging Face's convention (input_ids, attention_mask, token_type_ids, labels
-with -100 where no loss), so the model drops into code written for transformers models.
+The tie is ``Transformer.tie_weights`` (one Parameter, two uses); every parameter is drawn in one
+place, section 5 (each head draws its own parts, ``OutputHead.reset_parameters``). The speed path
+lives in ``tiedemb.nn.fast``, each piece beside the plain PyTorch call it equals. The batch follows
+Hugging Face's convention (labels -100 where no loss), so the model drops into code written for
+transformers models.
 """
 
 from __future__ import annotations
@@ -337,10 +328,12 @@ def init_embedding(embedding: Embedding, config: TransformerConfig, token_std: f
 def init_encoder(encoder: Encoder, config: TransformerConfig) -> None:
     """``residual_init`` decides how far from the identity each residual branch starts."""
     std, layers = config.init_std, config.num_layers
-    branch_std = {"standard": std, "scaled": scaled_std(std, layers), "zero": 0.0, "deepnorm": std}[
+    # GPT-2's "scaled": residual branch output projections shrink with depth.
+    branch_std = {"standard": std, "scaled": std / math.sqrt(2.0 * layers), "zero": 0.0, "deepnorm": std}[
         config.residual_init
     ]
-    beta = deepnorm_beta(layers) if config.residual_init == "deepnorm" else None
+    # DeepNorm's init gain for branch weights.
+    beta = (8.0 * layers) ** -0.25 if config.residual_init == "deepnorm" else None
     for block in encoder.blocks:
         attention, ffn = block.attention, block.ffn
         if beta is None:
@@ -358,13 +351,3 @@ def init_encoder(encoder: Encoder, config: TransformerConfig) -> None:
             init_linear(ffn.up, std, gain_xavier=beta)
             init_linear(ffn.down, std, gain_xavier=beta)
     init_norms(encoder)
-
-
-def deepnorm_beta(num_layers: int) -> float:
-    """DeepNorm's init gain for branch weights in an encoder of ``num_layers`` blocks."""
-    return (8.0 * num_layers) ** -0.25
-
-
-def scaled_std(init_std: float, num_layers: int) -> float:
-    """GPT-2 style: residual branch output projections shrink with depth."""
-    return init_std / math.sqrt(2.0 * num_layers)
