@@ -6,7 +6,7 @@ its name (``validation_matched`` -> ``val/accuracy_matched``), so several dev sp
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import torch
 from torchmetrics import Metric
@@ -29,13 +29,16 @@ def metric_names(task: str | None) -> tuple[str, ...]:
     return TASK_METRICS.get(task or "", DEFAULT_METRICS)
 
 
+#: Each metric, from predicted and true class ids; f1 is the positive class's, for binary tasks.
+METRICS: dict[str, Callable[[int], Metric]] = {
+    "accuracy": lambda num_labels: MulticlassAccuracy(num_classes=num_labels, average="micro"),
+    "f1": lambda num_labels: BinaryF1Score(),
+    "matthews": lambda num_labels: MulticlassMatthewsCorrCoef(num_classes=num_labels),
+}
+
+
 def build_metric(name: str, num_labels: int) -> Metric:
-    """A fresh torchmetrics object that takes predicted class ids and true class ids (f1: binary tasks)."""
-    if name == "f1":
-        return BinaryF1Score()
-    if name == "matthews":
-        return MulticlassMatthewsCorrCoef(num_classes=num_labels)
-    return MulticlassAccuracy(num_classes=num_labels, average="micro")
+    return METRICS[name](num_labels)
 
 
 def majority_scores(

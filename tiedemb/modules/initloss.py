@@ -83,9 +83,8 @@ def variant_settings(head: str) -> dict[str, Any]:
 
 def format_table(rows: list[dict[str, Any]]) -> str:
     header = f"{'head':<18}{'measured':>10}{'predicted':>11}{'ln n':>8}{'error':>9}"
-    lines = [header, "-" * len(header)]
-    for row in rows:
-        lines.append(
-            f"{row['head']:<18}{row['measured']:>10.3f}{row['predicted']:>11.3f}{row['log_n']:>8.3f}{row['error']:>+9.3f}"
-        )
-    return "\n".join(lines)
+    lines = [
+        f"{row['head']:<18}{row['measured']:>10.3f}{row['predicted']:>11.3f}{row['log_n']:>8.3f}{row['error']:>+9.3f}"
+        for row in rows
+    ]
+    return "\n".join([header, "-" * len(header), *lines])

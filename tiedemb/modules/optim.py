@@ -61,15 +61,11 @@ def adamw_with_schedule(
     decay: str,
     min_lr_ratio: float,
 ) -> dict:
-    """What ``configure_optimizers`` returns: AdamW plus a per-step LambdaLR.
-
-    The schedule is named ``lr``: Lightning's ``LearningRateMonitor`` logs it as ``lr/pg1``
-    (matrices) and ``lr/pg2`` (biases and norm gains), equal at every step.
-    """
+    """What ``configure_optimizers`` returns: AdamW plus a per-step LambdaLR, which
+    ``LearningRateMonitor`` logs as ``lr/pg1`` (matrices) and ``lr/pg2`` (vectors)."""
     groups = parameter_groups(model, weight_decay)
-    # The fused kernel reads and writes each parameter, gradient and moment once per step, where the
-    # multi-tensor path makes several passes (benchmarks/RESULTS.md compares them); it exists for CPU
-    # and CUDA float tensors.
+    # The fused kernel passes over each parameter, gradient and moment once per step, the multi-tensor
+    # path several times (benchmarks/RESULTS.md); it exists for CPU and CUDA float tensors.
     fused = all(p.device.type in ("cpu", "cuda") and p.is_floating_point() for group in groups for p in group["params"])
     optimizer = torch.optim.AdamW(
         groups, lr=learning_rate, betas=betas, eps=eps, fused=fused, foreach=None if fused else True

@@ -1,12 +1,9 @@
 """Zero-shot sentence similarity: how well a pretrained encoder separates paraphrases with no training.
 
-Each sentence of a pair is encoded on its own, its last hidden states averaged over its tokens
-(the pooling sentence encoders such as all-MiniLM-L6-v2 are trained with), and the pair scored by
-the cosine of the two averages. The area under the ROC curve of that score against the gold label
-says how well the encoder ranks paraphrases above non-paraphrases (0.5: chance), with a 95%
-bootstrap interval over the examples. Nothing is fitted, so no seed noise enters: the interval is
-the dev set's sampling noise alone, which makes it a probe of an embedding (narrowed, say)
-that fine-tuned accuracy on a 408-example dev set cannot resolve.
+Each sentence is encoded on its own and mean-pooled (as all-MiniLM-L6-v2 is trained), each pair
+scored by the cosine of its two vectors, and the ROC-AUC of that score against the gold label given
+with a 95% bootstrap interval. Nothing is fitted, so the interval is the dev set's sampling noise
+alone: a probe of an embedding (narrowed, say) finer than fine-tuned accuracy on 408 examples.
 """
 
 from __future__ import annotations
@@ -24,9 +21,7 @@ from tiedemb.training.metric_names import ZERO_SHOT
 
 BOOTSTRAP_SAMPLES = 1000
 BATCH_SIZE = 64
-SCORES_FILE = "zero_shot_scores.csv"
-"""Each pair's score and gold label, written beside the run's metrics: what a paired comparison of
-two probes of the same pairs resamples."""
+SCORES_FILE = "zero_shot_scores.csv"  # each pair's score and label: what a paired comparison resamples
 
 
 @dataclass(frozen=True)
@@ -103,9 +98,8 @@ def paired_auroc_difference(
 ) -> PairedDifference:
     """AUROC(scores) - AUROC(reference) over the same pairs, with a 95% paired bootstrap interval.
 
-    Each resample draws one set of pairs and scores both probes on it, so what the two share (which
-    pairs are easy, which are hard) cancels in the difference: its interval is narrower than either
-    probe's own whenever their scores are correlated, as two narrowings of one encoder are.
+    Each resample scores both probes on the same pairs, so which pairs are easy cancels in the
+    difference: its interval is narrower than either probe's own when their scores are correlated.
     """
     if not (len(scores) == len(reference) == len(labels)):
         raise ValueError(f"paired scores need the same pairs: {len(scores)}, {len(reference)} and {len(labels)} rows")

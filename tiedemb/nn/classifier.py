@@ -33,14 +33,10 @@ class SequenceClassifier(nn.Module):
 
     @torch.no_grad()
     def reset_parameters(self) -> None:
-        """Random initialisation, as pretraining draws its embedding and encoder."""
+        """Random initialisation, as pretraining draws its embedding and encoder; BERT's pooler and
+        classifier from N(0, init_std), biases zero."""
         init_embedding(self.embedding, self.config, self.config.init_std)
         init_encoder(self.encoder, self.config)
-        self.reset_head()
-
-    @torch.no_grad()
-    def reset_head(self) -> None:
-        """Fresh pooler and classifier (BERT draws both from N(0, init_std), biases zero)."""
         for linear in (self.pooler, self.classifier):
             if linear is not None:
                 init_linear(linear, self.config.init_std)

@@ -1,23 +1,12 @@
 """The speed path: operations the model calls that equal a plain PyTorch one, done faster.
 
-Each name here has a plain reference, which its tests compare it with:
+- ``dropout`` / ``Dropout``: ``F.dropout`` / ``nn.Dropout``, the CPU mask drawn from whole random words;
+- ``attention``: ``F.scaled_dot_product_attention``, written out on the CPU in training for that mask;
+- ``linear_cross_entropy``: ``F.cross_entropy(F.linear(x, W, b), targets)`` without the (rows, vocab) logits;
+- ``take_rows``: the rows the loss reads, taken before the last block's feed-forward, so the rest is skipped.
 
-============================  =================================================================
-here                          plain reference
-============================  =================================================================
-``dropout`` / ``Dropout``     ``F.dropout`` / ``nn.Dropout`` (same drop rate; on the CPU the
-                              mask is drawn from whole random words instead of ``bernoulli_``)
-``attention``                 ``F.scaled_dot_product_attention`` (written out on the CPU in
-                              training, so its dropout uses the cheaper mask)
-``linear_cross_entropy``      ``F.cross_entropy(F.linear(x, W, b), targets)`` without building
-                              the (rows, vocab) logits
-``take_rows``                 indexing the rows of the last block's output that the loss reads,
-                              done *before* that block's feed-forward, so the rest is skipped
-============================  =================================================================
-
-Off the CPU and under ``torch.compile`` the first two are torch's own functions. The figures
-behind each choice are in benchmarks/RESULTS.md; ``tests/nn/test_dropout.py``,
-``tests/nn/test_loss.py`` and ``tests/nn/test_classifier_first_rows.py`` hold the comparisons.
+Off the CPU and under ``torch.compile`` the first two are torch's own. The figures behind each
+choice are in benchmarks/RESULTS.md; tests/nn/ compares each with its reference.
 """
 
 from __future__ import annotations

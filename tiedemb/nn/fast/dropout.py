@@ -1,14 +1,10 @@
 """Dropout whose keep-mask costs less to draw on the CPU, and attention that uses it.
 
-torch's CPU dropout draws every mask entry with ``bernoulli_``, which made dropout a large share
-of a small BERT's training step (benchmarks/RESULTS.md has the figures). Here the mask comes from
-whole random words instead: ``random_()`` on int64 fills each word with 63 uniform bits (torch
-reduces the generator's 64-bit output modulo 2^63), read as two int32 halves whose 31 low bits are
-independent and uniform; an entry is kept when its 31 bits are at least ``round(p * 2^31)``. So
-the drop probability is p to within 2^-32, with one random word for every two entries.
-
-Elsewhere torch's own dropout is used: on GPUs it is fused and draws its numbers in parallel,
-and under ``torch.compile`` the compiler generates its own.
+torch's CPU dropout draws every entry with ``bernoulli_``, a large share of a small BERT's step
+(benchmarks/RESULTS.md). Here ``random_()`` on int64 fills each word with 63 uniform bits, read as
+two int32 halves whose 31 low bits are independent and uniform; an entry is kept when its bits are
+at least ``round(p * 2^31)``: the drop rate is p to within 2^-32, one random word per two entries.
+GPUs and ``torch.compile`` keep torch's own dropout.
 """
 
 from __future__ import annotations

@@ -1,19 +1,12 @@
 """Cross-entropy of a linear readout, ``F.cross_entropy(x @ W.T + b, targets, ignore_index=-100)``,
 without building the (rows, vocab) logits.
 
-Training needs the loss and the gradients, never the logits themselves. Built whole, they cost
-memory traffic several times their size: the logits, their log-softmax, the gradient of the
-log-softmax and the gradient of the logits each fill a fresh rows x vocab buffer, and buffers that
-large come as fresh pages from the operating system every step. Here a slice of rows at a time
-is projected and turned into its share of the loss and straight into the gradients for x, W and
-b, in one buffer reused by every slice (and, on the CPU, by every call); the backward only
-scales what the forward computed. The arithmetic is the same (float32 throughout) up to the order
-of summation.
-
-Under autocast (bf16 or fp16 mixed precision) the products run in the autocast dtype, as a plain
-``F.linear`` would, while each slice's log-sum-exp, the loss and the weight gradient accumulate in
-float32: the memory saving is kept where it matters most (a CLM batch's full logits), and the
-result equals the full-logits loss within the low-precision dtype's rounding.
+Built whole, the logits, their log-softmax and the two gradients each fill a fresh rows x vocab
+buffer, pages the operating system hands out afresh every step. Here a slice of rows at a time is
+projected and turned into its share of the loss and straight into the gradients for x, W and b, in
+one reused buffer; the backward only scales what the forward computed. Under autocast the products
+run in the autocast dtype, as ``F.linear`` would, while each slice's log-sum-exp, the loss and the
+weight gradient accumulate in float32.
 """
 
 from __future__ import annotations
