@@ -1,15 +1,9 @@
 """GLUE classification tasks as a LightningDataModule, from the hub or a classic ``glue_data`` folder.
 
-The task table is ``tiedemb.data.glue_tasks``. The data comes from ``data_dir`` (the classic
-``glue_data/<TASK>/*.tsv`` files) if it is given, else from the hub dataset (``nyu-mll/glue``).
-Whatever the source, each split becomes a ``datasets.Dataset`` with the hub's text columns,
-``label`` (hub label order, ``-1`` when unlabeled) and ``idx``, is tokenised once with a batched
-``map`` and is padded per batch, so short batches stay short.
-
-The classic files differ from the hub copies in ways a reader has to know: they are
-tab-separated with no quoting (sentences contain bare ``"``, so a CSV reader with quoting on would
-merge rows), some start with a UTF-8 byte-order mark, labels are written as text or digits in a
-named column (MNLI: the last one), and test files carry an example index instead of a label.
+Each split becomes a ``datasets.Dataset`` with the hub's text columns, ``label`` (hub order, ``-1``
+unlabelled) and ``idx``, tokenised once with a batched ``map`` and padded per batch. The classic
+files are tab-separated with no quoting (sentences hold bare ``"``), may start with a byte-order
+mark, name their label column (MNLI: the last field), and test files carry an example index.
 """
 
 from __future__ import annotations
@@ -40,26 +34,16 @@ from tiedemb.options import (
 from tiedemb.training.hub import hub_access
 
 HUB_DATASET = "nyu-mll/glue"
-"""Where GLUE comes from when no local folder is given."""
-MIN_MAX_LENGTH = 8
-"""Shortest useful ``max_length``: a pair needs ``[CLS] a [SEP] b [SEP]`` and some words."""
-UNLABELED = -1
-"""Label id of an example without a label (test splits), as on the hub."""
+MIN_MAX_LENGTH = 8  # a pair needs [CLS] a [SEP] b [SEP] and some words
+UNLABELED = -1  # the label id of a test example, as on the hub
 
 
 class GlueData(ResumableTraining, LightningDataModule):
     """One GLUE task, tokenised for a sentence(-pair) classifier.
 
-    ``tokenizer`` is a hub name or a local folder; on the command line ``pretrained`` means the
-    tokenizer ``model.pretrained`` was trained with (``tiedemb.cli.resolve_pretrained_tokenizer``).
-
     ``num_labels``, ``vocab_size``, ``pad_token_id`` and the split names are known right after
-    construction, so the CLI can link them into the model before any data is read. The test
-    loaders score the labelled dev splits again (GLUE hides test labels); the predict loaders
-    run over the unlabeled test splits, for submission files.
-
-    Padding is per batch, so time goes with the longest example of each batch; ``length_grouping``
-    (50 is a good value) and ``sort_eval_by_length`` cut it (``tiedemb.data.sampling``).
+    construction, so the CLI links them into the model. The test loaders score the dev splits again
+    (GLUE hides test labels); the predict loaders run over the test splits, for submission files.
     """
 
     def __init__(
@@ -127,8 +111,7 @@ class GlueData(ResumableTraining, LightningDataModule):
             self._load_hub()
 
     def setup(self, stage: str | None = None) -> None:
-        """Read and tokenise the splits ``stage`` needs, each once; a stage with nothing to read is a
-        configuration mistake."""
+        """Read and tokenise the splits ``stage`` needs, each once."""
         for kind, expected, needed in (
             ("validation", self.task_spec.validation_splits, stage in ("fit", "validate", "test")),
             ("test", self.task_spec.test_splits, stage == "predict"),
@@ -187,10 +170,7 @@ class GlueData(ResumableTraining, LightningDataModule):
 
     def _loader(self, split: str, batch_size: int, shuffle: bool = False) -> DataLoader:
         dataset = self.split_dataset(split)
-        # The run's seed (seed_everything, which exports PL_GLOBAL_SEED) decides the order, the
-        # same on every process; the sampler lets a stopped run resume mid-epoch on that order,
-        # and the loader's own generator keeps iterator creation from drawing on the global RNG
-        # that dropout uses.
+        # the run's seed_everything (PL_GLOBAL_SEED) decides the order, the same on every process
         seed = int(os.environ.get("PL_GLOBAL_SEED", 0))
         sampler = None
         if shuffle:
@@ -234,9 +214,8 @@ class GlueData(ResumableTraining, LightningDataModule):
         return self._hub_splits
 
     def _conform(self, dataset: datasets.Dataset, split: str) -> datasets.Dataset:
-        """A hub split reduced to the text columns, ``label`` ids and ``idx``: unlabeled splits get
-        ``-1``, a missing ``idx`` becomes the row number. It stays backed by the hub's Arrow files,
-        so its tokenised copy is cached on disk."""
+        """A hub split reduced to the text columns, ``label`` ids and ``idx`` (the row number if missing),
+        still backed by the hub's Arrow files, so its tokenised copy is cached on disk."""
         task, origin = self.task_spec, f"{self.hparams.hub_dataset}/{self.task_spec.name}"
         labelled = split not in task.test_splits
         required = [*task.text_columns, *(["label"] if labelled else [])]
@@ -263,9 +242,6 @@ def _lengths(dataset: datasets.Dataset) -> list[int]:  # tokens per example, bef
     return [len(ids) for ids in dataset["input_ids"]] if len(dataset) else []
 
 
-# --------------------------------------------------------------------------- the classic glue_data files
-
-
 def find_task_dir(data_dir: str | Path, task: GlueTask) -> Path:
     """The task folder, given either ``glue_data`` itself or its task subfolder."""
     layout, root = task.classic, Path(data_dir).expanduser()
@@ -286,12 +262,8 @@ def find_task_dir(data_dir: str | Path, task: GlueTask) -> Path:
 
 
 def read_split(path: Path, task: GlueTask, split: str) -> dict[str, list]:
-    """One classic file as hub-named columns: the text columns, ``label`` and ``idx``.
-
-    Labels become ids in hub order (``-1`` for test splits); ``idx`` is the file's example index
-    for test splits, which submission files must echo, and the row number otherwise, as on the
-    hub. Mistakes in the file are reported with its path and line number.
-    """
+    """One classic file as hub-named columns: the text columns, ``label`` (hub ids) and ``idx`` (a test
+    file's example index, which submission files echo; else the row number)."""
     layout, labelled = task.classic, split not in task.test_splits
     if not path.is_file():
         raise UserError(
