@@ -1,5 +1,4 @@
-"""The GLUE tasks tiedemb knows (MRPC and MNLI): names, columns, labels, splits and classic file layouts,
-in plain dataclasses the classifier reads without loading the hub libraries the data module needs."""
+"""The GLUE tasks tiedemb knows (MRPC and MNLI), in plain dataclasses free of the hub libraries."""
 
 from __future__ import annotations
 
@@ -80,4 +79,3 @@ _MRPC = GlueTask(
 )
 
 TASKS: dict[str, GlueTask] = {task.name: task for task in (_MNLI, _MRPC)}
-"""The tasks the studies fine-tune on: MNLI and MRPC."""

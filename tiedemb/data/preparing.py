@@ -119,9 +119,6 @@ def record_checksums(root: Path, location: str) -> None:
     atomic_write_text(path, "".join(f"{sums[name]}  {name}\n" for name in sorted(sums)))
 
 
-# --------------------------------------------------------------------------- fetching and making each
-
-
 def from_hub(what: str, fetch: Callable[[], Any], advice: str = "") -> Any:
     """``fetch()`` through the hub; any failure is one line (the hub clients' errors are many)."""
     from tiedemb.training.hub import hub_access
@@ -195,9 +192,6 @@ MAKERS: dict[str, Callable[[Entry, Path, Path], str]] = {
     "bert-base-uncased": make_tokenizer,
 }
 """Name -> what makes it: (entry, a scratch folder, where to write) -> a summary."""
-
-
-# --------------------------------------------------------------------------- each source's format
 
 
 def brown_files(source: Path, unpack_to: Path) -> list[Path]:

@@ -68,9 +68,6 @@ class ExportPlan:
         return "GPTNeoXConfig" if self.causal else "BertConfig"
 
 
-# --------------------------------------------------------------------------- BERT
-
-
 def encoder_problem(config: TransformerConfig) -> str | None:
     """The first setting BERT's embedding and encoder cannot reproduce exactly, or ``None``."""
     if config.causal:
@@ -116,8 +113,7 @@ def masked_lm_head_problem(config: TransformerConfig) -> str | None:
 
 
 def full_width_embedding(inner: Mapping[str, Tensor], config: TransformerConfig) -> dict[str, Tensor]:
-    """``embedding.*`` with every table hidden wide: multiplied by the projection when there is
-    one, and two zero segment rows when there are no segments."""
+    """``embedding.*`` with every table hidden wide (times the projection; zero segment rows if none)."""
     tables = {key: inner[key].float() for key in TABLES if key in inner}
     if PROJECTION in inner:  # (hidden, d_e); in float64 so that the product adds no rounding of its own
         weight = inner[PROJECTION].double()
@@ -161,9 +157,6 @@ def bert_config(
     return values
 
 
-# --------------------------------------------------------------------------- GPT-NeoX
-
-
 def causal_problem(config: TransformerConfig) -> str | None:
     """The first setting GPT-NeoX does not reproduce exactly, or ``None``."""
     if not config.causal:
@@ -204,8 +197,7 @@ def loaded(module: nn.Module, inner: Mapping[str, Tensor], prefix: str, **extra:
 
 
 def input_table(inner: Mapping[str, Tensor], config: TransformerConfig) -> Tensor:
-    """Each token's input vector (vocab, hidden), float64: tiedemb's embedding of the token alone (the
-    models GPT-NeoX holds have no position table)."""
+    """Each token's input vector (vocab, hidden), float64: tiedemb's embedding of the token alone."""
     embedding = loaded(Embedding(config), inner, "embedding.")
     embedding.position = None
     with torch.no_grad():
@@ -213,12 +205,8 @@ def input_table(inner: Mapping[str, Tensor], config: TransformerConfig) -> Tenso
 
 
 def output_matrix(inner: Mapping[str, Tensor], config: TransformerConfig) -> Tensor:
-    """The head multiplied out (vocab, hidden), float64: logits = this times the final state.
-
-    Applying tiedemb's own head to the identity reads off its transform's matrix (row i: what it
-    makes of e_i), projection, permutation and readout scale included; ``head_problem`` has refused
-    every head for which that is not the whole story.
-    """
+    """The head multiplied out (vocab, hidden), float64: logits = this times the final state (the head
+    applied to the identity reads off its transform's matrix; ``head_problem`` refused the others)."""
     head = build_head(config)
     tie = {"decoder.weight": inner["embedding.token.weight"]} if head.tied else {}
     head = loaded(head, inner, "head.", **tie)
@@ -238,8 +226,7 @@ NEOX_BLOCK_NAMES = {
 
 
 def causal_state(inner: Mapping[str, Tensor], config: TransformerConfig) -> tuple[dict[str, Tensor], bool]:
-    """The model's weights named for ``GPTNeoXForCausalLM``, and whether its output matrix is its input
-    table (then the state leaves it out and the export ties them)."""
+    """The model's weights named for ``GPTNeoXForCausalLM``, and whether its output matrix is its input table."""
     table, output = input_table(inner, config).float(), output_matrix(inner, config).float()
     modules = {
         "encoder.final_norm": "gpt_neox.final_layer_norm",
@@ -258,8 +245,7 @@ def causal_state(inner: Mapping[str, Tensor], config: TransformerConfig) -> tupl
 
 
 def causal_config(config: TransformerConfig, tied: bool) -> dict[str, Any]:
-    """``GPTNeoXConfig`` keywords for the model; no bos and eos ids (the export sets its tokenizer's,
-    when there is one)."""
+    """``GPTNeoXConfig`` keywords for the model; the export sets its tokenizer's bos and eos ids."""
     return dict(
         shared_config(config),
         bos_token_id=None,
@@ -272,9 +258,6 @@ def causal_config(config: TransformerConfig, tied: bool) -> dict[str, Any]:
         rotary_pct=1.0 if config.position == "rope" else 0.0,
         rotary_emb_base=config.rope_base,
     )
-
-
-# --------------------------------------------------------------------------- the plan
 
 
 def plan_export(
