@@ -151,7 +151,7 @@ MISTAKES = [
             "--data.tokenizer={tokenizer}",
             "--data.data_dir={files}/glue",
         ],
-        "MRPC/train.tsv, line 3: label '7' is not a MRPC label",
+        "MRPC/train.tsv, row 2: label '7' is not a MRPC label",
     ),
     (
         "checkpoint_of_another_variant",
@@ -383,7 +383,7 @@ def write_bad_data(kind: str, folder: Path, monkeypatch) -> tuple[list[str], str
         (folder / "MRPC" / "train.tsv").write_text(header)
         return glue, f"{folder}/MRPC/train.tsv: the train file has a header but no examples"
     (folder / "MRPC" / "train.tsv").write_text(header + "1\t1\t2\ta\ta\n2\t3\t4\tb\tb\n")
-    return glue, f"{folder}/MRPC/train.tsv, line 3: label '2' is not a MRPC label (expected one of 0, 1)"
+    return glue, f"{folder}/MRPC/train.tsv, row 2: label '2' is not a MRPC label (expected one of 0, 1)"
 
 
 @pytest.mark.parametrize("kind", ["not_utf8", "giant_line", "full_disk", "glue_no_rows", "glue_label_out_of_range"])

@@ -3,7 +3,7 @@
 Each split becomes a ``datasets.Dataset`` with the hub's text columns, ``label`` (hub order, ``-1``
 unlabelled) and ``idx``, tokenised once with a batched ``map`` and padded per batch. The classic
 files are tab-separated with no quoting (sentences hold bare ``"``), may start with a byte-order
-mark, name their label column (MNLI: the last field), and test files carry an example index.
+mark, and test files carry an example index instead of a label.
 """
 
 from __future__ import annotations
@@ -13,6 +13,8 @@ from pathlib import Path
 from typing import Annotated
 
 import datasets
+import pyarrow
+import pyarrow.csv
 from lightning import LightningDataModule
 from torch.utils.data import DataLoader
 from transformers import DataCollatorWithPadding, PreTrainedTokenizerBase
@@ -128,7 +130,7 @@ class GlueData(ResumableTraining, LightningDataModule):
     def raw_split(self, split: str) -> datasets.Dataset:
         """One split as read, untokenised: its text columns, ``label`` and ``idx``."""
         if self.task_dir is not None:
-            return datasets.Dataset.from_dict(read_split(self._path(split), self.task_spec, split))
+            return read_split(self._path(split), self.task_spec, split)
         splits = self._load_hub()
         if split not in splits:
             name = self.hparams.hub_dataset
@@ -261,7 +263,7 @@ def find_task_dir(data_dir: str | Path, task: GlueTask) -> Path:
     )
 
 
-def read_split(path: Path, task: GlueTask, split: str) -> dict[str, list]:
+def read_split(path: Path, task: GlueTask, split: str) -> datasets.Dataset:
     """One classic file as hub-named columns: the text columns, ``label`` (hub ids) and ``idx`` (a test
     file's example index, which submission files echo; else the row number)."""
     layout, labelled = task.classic, split not in task.test_splits
@@ -269,47 +271,35 @@ def read_split(path: Path, task: GlueTask, split: str) -> dict[str, list]:
         raise UserError(
             f"expected the {split} file of {layout.folder} at {str(path)!r}, but it does not exist{prepare_hint(path)}"
         )
-    label_ids = {value: number for number, value in enumerate(layout.label_values)}
-    texts: list[list[str]] = [[] for _ in task.text_columns]
-    labels: list[int] = []
-    indices: list[int] = []
-    # newline="\n": only real line ends split rows; utf-8-sig drops a leading byte-order mark.
-    with path.open(encoding="utf-8-sig", newline="\n") as handle:
-        numbered = ((number, line.rstrip("\r\n")) for number, line in enumerate(handle, start=1) if line.strip())
-        first = next(numbered, None)
-        if first is None:
-            raise UserError(f"{path}: the {split} file is empty")
-        header = first[1].split("\t")
-        label_column = layout.label_column if labelled else layout.index_column
-        required = [*layout.text_columns, *([label_column] if label_column else [])]
-        if any(name not in header for name in required):
-            raise UserError(
-                f"{path}: the header lacks the column(s) {', '.join(name for name in required if name not in header)} "
-                f"that {layout.folder} files have (found: {', '.join(header)}); is this the right task's file?"
-            )
-        text_at = [header.index(name) for name in layout.text_columns]
-        label_at = header.index(label_column) if label_column else -1  # MNLI: the last field
-        needed = max(*text_at, label_at) + 1 + (label_at < 0)
-        for number, line in numbered:
-            fields = line.split("\t")
-            if len(fields) < needed:
-                raise UserError(f"{path}, line {number}: {len(fields)} tab-separated fields, expected {len(header)}")
-            for column, at in zip(texts, text_at):
-                column.append(fields[at])
-            value = fields[label_at].strip()
-            if not labelled:
-                if not value.lstrip("-").isdigit():
-                    raise UserError(f"{path}, line {number}: example index {value!r} is not an integer")
-                labels.append(UNLABELED)
-                indices.append(int(value))
-            elif value in label_ids:
-                labels.append(label_ids[value])
-                indices.append(len(indices))
-            else:
-                raise UserError(
-                    f"{path}, line {number}: label {value!r} is not a {layout.folder} label "
-                    f"(expected one of {', '.join(layout.label_values)})"
-                )
-    if not labels:
+    key = layout.label_column if labelled else layout.index_column
+    columns = [*layout.text_columns, key]
+    # No quoting: sentences hold bare ". Arrow's reader skips the byte-order mark and blank lines.
+    parse = pyarrow.csv.ParseOptions(delimiter="\t", quote_char=False)
+    convert = pyarrow.csv.ConvertOptions(
+        include_columns=columns, column_types=dict.fromkeys(columns, pyarrow.string()), strings_can_be_null=False
+    )
+    try:
+        table = pyarrow.csv.read_csv(path, parse_options=parse, convert_options=convert)
+    except pyarrow.ArrowException as error:  # a missing column, a short row, an empty file, bytes not UTF-8
+        raise UserError(f"{path}: {first_line(error)}; is this {layout.folder}'s {split} file?") from None
+    if not table.num_rows:
         raise UserError(f"{path}: the {split} file has a header but no examples")
-    return dict(zip(task.text_columns, texts)) | {"label": labels, "idx": indices}
+    values = [value.strip() for value in table.column(key).to_pylist()]
+    label_ids = {value: number for number, value in enumerate(layout.label_values)}
+    valid = (lambda value: value in label_ids) if labelled else (lambda value: value.lstrip("-").isdigit())
+    row = next((row for row, value in enumerate(values) if not valid(value)), None)
+    if row is not None and labelled:
+        raise UserError(
+            f"{path}, row {row + 1}: label {values[row]!r} is not a {layout.folder} label "
+            f"(expected one of {', '.join(layout.label_values)})"
+        )
+    if row is not None:
+        raise UserError(f"{path}, row {row + 1}: example index {values[row]!r} is not an integer")
+    texts = {hub: table.column(classic).to_pylist() for classic, hub in zip(layout.text_columns, task.text_columns)}
+    if labelled:
+        return datasets.Dataset.from_dict(
+            texts | {"label": [label_ids[value] for value in values], "idx": list(range(len(values)))}
+        )
+    return datasets.Dataset.from_dict(
+        texts | {"label": [UNLABELED] * len(values), "idx": [int(value) for value in values]}
+    )

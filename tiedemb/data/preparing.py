@@ -250,9 +250,7 @@ def write_glue(task: GlueTask, splits: Mapping[str, Any], folder: Path) -> dict[
             rows = [[str(index), *(text[row] for text in texts)] for row, index in enumerate(indices)]
         else:
             labels = table.column("label").to_pylist()
-            # The label last: MNLI's reader takes the last field (its files carry annotators' labels
-            # before the gold one); the others find their label column by its header name.
-            header = [*layout.text_columns, layout.label_column or "gold_label"]
+            header = [*layout.text_columns, layout.label_column]
             rows = [[*(text[row] for text in texts), layout.label_values[label]] for row, label in enumerate(labels)]
         name = layout.split_files[split]
         with (folder / name).open("w", encoding="utf-8", newline="\n") as handle:
