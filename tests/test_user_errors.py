@@ -71,12 +71,13 @@ MISTAKES = [
     (
         "tokenizer_with_embedded_corpus",
         ["--data.tokenizer={files}/no-tokenizer"],
-        "data.tokenizer='{files}/no-tokenizer' has no effect: without data.train_files or data.dataset",
+        "data.tokenizer='{files}/no-tokenizer' has no effect without data.train_files or data.dataset: "
+        "the embedded corpus, which has its own vocabulary, is used",
     ),
     (
         "val_files_without_train_files",
         ["--data.val_files=[{files}/text.txt]"],
-        "data.val_files has no effect without data.train_files",
+        "data.val_files=['{files}/text.txt'] has no effect without data.train_files",
     ),
     ("embedding_dim_zero", ["--model.embedding_dim=0"], "model.embedding_dim must be an integer >= 1, or null, got 0"),
     (

@@ -48,61 +48,39 @@ DEFAULT_SYNTHETIC_VOCAB = 4096
 
 
 def _check_source_options(source: str, options: dict[str, Any]) -> None:
-    """Refuse settings the chosen source would ignore (``options``: the call's arguments). The
-    embedded corpus's sizes are only warned about: the study's recipe sets them, a data overlay
-    replaces the corpus."""
+    """Refuse each setting the chosen source would ignore (``options``: the call's arguments); a
+    table entry's reason is ``False`` where the option is read. The embedded corpus's sizes are
+    only warned about: the study's recipe sets them, a data overlay replaces the corpus."""
+    if source == "dataset" and options.get("train_files"):
+        raise UserError("data.dataset and data.train_files are both given; choose one source of text")
+    synthetic = source == "synthetic"
+    embedded = "without data.train_files or data.dataset: the embedded corpus"
+    refused = {
+        "tokenizer": synthetic and f"{embedded}, which has its own vocabulary, is used",
+        "val_files": synthetic and f"{embedded} is used; give the training text too",
+        "ood_val_files": synthetic and f"{embedded} is used; give the training text too",
+        "dataset_config": source != "dataset" and "without data.dataset (a hub dataset name)",
+        "text_column": (synthetic and f"{embedded} reads no text")
+        or (source == "files" and "without data.dataset: each line of a .txt file is a document"),
+        "val_fraction": (synthetic and f"{embedded}'s validation text is data.synthetic_val_tokens")
+        or (bool(options.get("val_files")) and "with data.val_files: the validation text is those files"),
+        "num_proc": synthetic and f"{embedded} is generated, not tokenised",
+        "cache_dir": synthetic and f"{embedded} is generated, never cached",
+        "mlm_probability": options.get("objective") == "clm"
+        and "with objective 'clm': next-token prediction masks nothing",
+        "ood_val_blocks": not options.get("ood_val_files") and "without data.ood_val_files: it caps that text",
+    }
+    given = "data.dataset" if source == "dataset" else "data.train_files"
+    unused = f"with {given}: it sizes the embedded corpus, which this run does not use"
+    warned = dict.fromkeys(("synthetic_tokens", "synthetic_val_tokens"), not synthetic and unused)
     defaults = {
         name: parameter.default for name, parameter in inspect.signature(PretrainData.__init__).parameters.items()
     }
-    changed = {
-        name: options[name]
-        for name in defaults
-        if name in options and changed_from_default(options[name], defaults[name])
-    }
-    synthetic, embedded = source == "synthetic", "with the embedded corpus (no data.train_files or data.dataset): "
-    files_only = "without data.dataset: each line of a .txt file is a document"
-    given_files = "with data.val_files: the validation text is those files"
-    reasons = {  # None where the option is read
-        "dataset_config": "without data.dataset (a hub dataset name)" if source != "dataset" else None,
-        "text_column": f"{embedded}it reads no text" if synthetic else files_only if source == "files" else None,
-        "val_fraction": f"{embedded}its validation text is data.synthetic_val_tokens"
-        if synthetic
-        else given_files
-        if options.get("val_files")
-        else None,
-        "num_proc": f"{embedded}it is generated, not tokenised" if synthetic else None,
-        "cache_dir": f"{embedded}it is generated, never cached" if synthetic else None,
-        "mlm_probability": "with objective 'clm': next-token prediction masks nothing"
-        if options.get("objective") == "clm"
-        else None,
-        "ood_val_blocks": "without data.ood_val_files: it caps that text" if not options.get("ood_val_files") else None,
-    }
-    if source == "synthetic" and "tokenizer" in changed:
-        raise UserError(
-            f"data.tokenizer={changed['tokenizer']!r} has no effect: without data.train_files or data.dataset "
-            "the run uses the embedded corpus, which has its own vocabulary; give the text to tokenise, "
-            "or drop data.tokenizer"
-        )
-    if options.get("val_files") and source == "synthetic":
-        raise UserError(
-            "data.val_files has no effect without data.train_files: the embedded corpus would be used; "
-            "give data.train_files too"
-        )
-    if options.get("ood_val_files") and source == "synthetic":
-        raise UserError(
-            "data.ood_val_files has no effect without data.train_files or data.dataset: the embedded corpus "
-            "would be used; give the training text too"
-        )
-    if source == "dataset" and options.get("train_files"):
-        raise UserError("data.dataset and data.train_files are both given; choose one source of text")
-    for name, value in changed.items():
-        if reasons.get(name):
-            raise no_effect(f"data.{name}", value, reasons[name])
-        if name in ("synthetic_tokens", "synthetic_val_tokens") and source != "synthetic":
-            given = "dataset" if source == "dataset" else "train_files"
-            warn_no_effect(
-                f"data.{name}", value, f"with data.{given}: it sizes the embedded corpus, which this run does not use"
-            )
+    for name, why in {**refused, **warned}.items():
+        if why and changed_from_default(options[name], defaults[name]):
+            if name in refused:
+                raise no_effect(f"data.{name}", options[name], why)
+            warn_no_effect(f"data.{name}", options[name], why)
 
 
 class PretrainData(ResumableTraining, L.LightningDataModule):
