@@ -177,7 +177,7 @@ class GlueData(ResumableTraining, LightningDataModule):
         sampler = None
         if shuffle:
             window = self.hparams.length_grouping
-            lengths = _lengths(dataset) if window else None
+            lengths = _lengths(dataset) if window else ()
             sampler = self.resumable_sampler(
                 dataset, batch_size=batch_size, seed=seed, keyed=False, lengths=lengths, window=window
             )

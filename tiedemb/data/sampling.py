@@ -7,7 +7,7 @@ seeds its mask; ``ResumableTraining`` stores the fit loop's position in each che
 own loader states are a batch ahead of the loop, and are skipped when ``configure_optimizers`` reads
 ``trainer.estimated_stepping_batches``, Lightning issue 20550.)
 
-``LengthGroupedSampler`` cuts padding (MRPC's random batches of 32 pad to 80 tokens for a mean of
+A ``window`` cuts padding (MRPC's random batches of 32 pad to 80 tokens for a mean of
 53): each epoch's permutation is cut into windows of ``window`` batches, each window sorted by
 length and cut into batches, and the batches shuffled. The order still depends on
 ``(seed, epoch)`` alone; which examples share a batch changes the results, so it is off by default.
@@ -63,12 +63,22 @@ class KeyedDataset(Dataset):
 
 class ResumableSampler(DistributedSampler):
     """Each epoch a permutation seeded by ``(seed, epoch)``, this process's share of it, from an offset,
-    as ``(epoch, index)`` keys (plain indices with ``keyed=False``). A ``DistributedSampler``, so
+    as ``(epoch, index)`` keys (plain indices with ``keyed=False``); with a ``window``, batches of
+    similar ``lengths`` (module docstring; ``batch_size`` per process). A ``DistributedSampler``, so
     that Lightning neither replaces nor wraps it under DDP."""
 
-    def __init__(self, dataset: Sized, *, keyed: bool = True, **options: Any) -> None:
+    def __init__(
+        self,
+        dataset: Sized,
+        *,
+        keyed: bool = True,
+        lengths: Sequence[int] = (),
+        batch_size: int = 1,
+        window: int = 0,
+        **options: Any,
+    ) -> None:
         super().__init__(dataset, **{"num_replicas": 1, "rank": 0, **options})  # no process group needed
-        self.keyed = keyed
+        self.keyed, self.lengths, self.batch_size, self.window = keyed, list(lengths), batch_size, window
         self.resume_epoch: int | None = None
         self.resume_offset = 0
 
@@ -79,25 +89,10 @@ class ResumableSampler(DistributedSampler):
 
     def share(self) -> list[int]:
         """This process's indices of the current epoch."""
-        return list(super().__iter__())
-
-    def __iter__(self):
-        # every iterator of the resumed epoch starts at the offset: Lightning may create several
-        indices = self.share()[self.resume_offset if self.epoch == self.resume_epoch else 0 :]
-        return iter([(self.epoch, index) for index in indices] if self.keyed else indices)
-
-
-class LengthGroupedSampler(ResumableSampler):
-    """A ``ResumableSampler`` whose batches hold examples of similar length (module docstring);
-    ``batch_size`` is the loader's (per process)."""
-
-    def __init__(self, dataset: Sized, *, lengths: Sequence[int], batch_size: int, window: int, **options: Any) -> None:
-        self.lengths, self.batch_size, self.window = list(lengths), batch_size, window
-        super().__init__(dataset, **options)
-
-    def share(self) -> list[int]:
-        if not self.shuffle:
-            return super().share()
+        if not (self.window and self.shuffle):
+            return list(super().__iter__())
+        # Not transformers' get_length_grouped_indices: it leaves each window's batches longest first
+        # and the partial batch inside the last window; here the batches are shuffled, the partial last.
         generator = torch.Generator().manual_seed(self.seed + self.epoch)
         permutation = torch.randperm(len(self.lengths), generator=generator).tolist()
         order = grouped_order(permutation, self.lengths, self.batch_size * self.num_replicas, self.window, generator)
@@ -107,6 +102,11 @@ class LengthGroupedSampler(ResumableSampler):
         else:
             order += (order * math.ceil(self.total_size / len(order)))[: self.total_size - len(order)]
         return order[self.rank : self.total_size : self.num_replicas]
+
+    def __iter__(self):
+        # every iterator of the resumed epoch starts at the offset: Lightning may create several
+        indices = self.share()[self.resume_offset if self.epoch == self.resume_epoch else 0 :]
+        return iter([(self.epoch, index) for index in indices] if self.keyed else indices)
 
 
 def grouped_order(
@@ -148,18 +148,17 @@ class ResumableTraining:
         seed: int,
         keyed: bool = True,
         drop_last: bool = False,
-        lengths: Sequence[int] | None = None,
+        lengths: Sequence[int] = (),
         window: int = 0,
     ) -> ResumableSampler:
         """The training loader's sampler, sharded over the trainer's processes; grouped by length when
         ``window`` is above 0."""
         trainer = getattr(self, "trainer", None)
-        options = dict(seed=seed, keyed=keyed, drop_last=drop_last)
+        options = dict(
+            seed=seed, keyed=keyed, drop_last=drop_last, lengths=lengths, batch_size=batch_size, window=window
+        )
         options |= dict(num_replicas=trainer.world_size, rank=trainer.global_rank) if trainer else {}
-        if window:
-            sampler = LengthGroupedSampler(dataset, lengths=lengths, batch_size=batch_size, window=window, **options)
-        else:
-            sampler = ResumableSampler(dataset, **options)
+        sampler = ResumableSampler(dataset, **options)
         self._train_sampler, self._train_batch_size = sampler, batch_size
         self._apply_position()
         return sampler
