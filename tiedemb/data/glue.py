@@ -21,6 +21,7 @@ from transformers import DataCollatorWithPadding, PreTrainedTokenizerBase
 
 from tiedemb.data.catalog import prepare_hint
 from tiedemb.data.glue_tasks import TASKS, GlueTask
+from tiedemb.data.preparing import from_hub
 from tiedemb.data.sampling import ResumableTraining, loader_generator, longest_first
 from tiedemb.data.tokenizers import load_tokenizer
 from tiedemb.errors import UserError, check_choice, first_line
@@ -33,7 +34,6 @@ from tiedemb.options import (
     no_effect,
     option_types,
 )
-from tiedemb.training.hub import hub_access
 
 HUB_DATASET = "nyu-mll/glue"
 MIN_MAX_LENGTH = 8  # a pair needs [CLS] a [SEP] b [SEP] and some words
@@ -202,17 +202,10 @@ class GlueData(ResumableTraining, LightningDataModule):
         return list(splits) if self.task_dir is None else [split for split in splits if self._path(split).is_file()]
 
     def _load_hub(self) -> datasets.DatasetDict:
-        if self._hub_splits is None:
-            name = self.hparams.hub_dataset
-            with hub_access() as online:  # offline: from the local cache only, within seconds
-                try:
-                    self._hub_splits = datasets.load_dataset(name, self.task_spec.name)
-                except Exception as error:  # offline, unknown name, no cached copy: all fixed the same way
-                    reason = "" if online else " (the hub cannot be reached, or HF_HUB_OFFLINE is set)"
-                    raise UserError(
-                        f"could not load GLUE {self.task_spec.name} from the hub dataset {name!r}{reason}: "
-                        f"{first_line(error)}. Pass data_dir (a classic glue_data folder) instead."
-                    ) from None
+        if self._hub_splits is None:  # offline: from the local cache only, within seconds
+            name, task = self.hparams.hub_dataset, self.task_spec.name
+            advice = ". Pass data_dir (a classic glue_data folder) instead."
+            self._hub_splits = from_hub(f"GLUE {task} ({name!r})", lambda: datasets.load_dataset(name, task), advice)
         return self._hub_splits
 
     def _conform(self, dataset: datasets.Dataset, split: str) -> datasets.Dataset:
