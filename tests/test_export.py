@@ -371,7 +371,7 @@ def test_an_output_folder_that_is_not_empty_is_left_alone(tmp_path, capsys):
     (out / "notes.txt").write_text("mine")
     assert export([str(checkpoint), str(out), "--no_tokenizer"]) == 2
     lines = capsys.readouterr().err.strip().splitlines()
-    assert len(lines) == 1 and "exists and is not empty" in lines[0]
+    assert len(lines) == 1 and "exists and is not an empty folder" in lines[0]
     assert [path.name for path in out.iterdir()] == ["notes.txt"] and (out / "notes.txt").read_text() == "mine"
     assert export([str(checkpoint), str(tmp_path / "empty"), "--no_tokenizer"]) == 0  # an empty or new one is fine
 

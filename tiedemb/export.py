@@ -113,10 +113,8 @@ def named_for(model, state: dict) -> dict:
 
 def check_out(out: Path) -> None:
     """Refuse an OUT that holds anything: nothing is ever written over."""
-    if out.is_dir() and any(out.iterdir()):
-        raise UserError(f"output folder {str(out)!r} exists and is not empty; pass a new or empty folder")
-    if out.exists() and not out.is_dir():
-        raise UserError(f"output {str(out)!r} exists and is not a folder; pass a new or empty folder")
+    if out.exists() and (not out.is_dir() or any(out.iterdir())):
+        raise UserError(f"output {str(out)!r} exists and is not an empty folder; pass a new or empty folder")
 
 
 def write_folder(plan: ExportPlan, tokenizer, out: Path, card: str) -> None:
