@@ -119,14 +119,12 @@ def check_out(out: Path) -> None:
 
 def write_folder(plan: ExportPlan, tokenizer, out: Path, card: str) -> None:
     """Model, config, tokenizer and model card, filled in a sibling folder and renamed to ``out`` at the end."""
-    from transformers.utils import logging as transformers_logging
-
     from tiedemb.training.files import atomic_directory, ordinary_permissions
+    from tiedemb.weights.bert import no_progress_bars
 
-    transformers_logging.disable_progress_bar()  # a bar per save is noise
     model = build_model(plan)
     check_out(out)  # again: the folder may have been filled while the weights were mapped
-    with atomic_directory(out, EXPORT_COMPLETE) as staging:
+    with no_progress_bars(), atomic_directory(out, EXPORT_COMPLETE) as staging:
         model.save_pretrained(str(staging))
         if tokenizer is not None:
             tokenizer.save_pretrained(str(staging))

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import itertools
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -163,19 +163,31 @@ def tiedemb_to_bert(state: Mapping[str, Tensor], num_layers: int, with_head: boo
     return out
 
 
+@contextlib.contextmanager
+def no_progress_bars() -> Iterator[None]:
+    """transformers' progress bars off for one load or save (a bar per call is noise in a log)."""
+    from transformers.utils import logging as transformers_logging
+
+    was_on = transformers_logging.is_progress_bar_enabled()
+    transformers_logging.disable_progress_bar()
+    try:
+        yield
+    finally:
+        if was_on:
+            transformers_logging.enable_progress_bar()
+
+
 def load_bert_model(name_or_path: str, origin: str, with_head: bool) -> tuple[Any, dict[str, Any]]:
     """The transformers BERT model (``BertForMaskedLM`` when ``with_head`` and saved with that head)
     and its loading info."""
     from transformers import AutoConfig, BertForMaskedLM, BertModel
-    from transformers.utils import logging as transformers_logging
 
     from tiedemb.training.hub import hub_access
 
-    transformers_logging.disable_progress_bar()  # a bar per load is noise in a run's log
     local = Path(name_or_path).is_dir()
     online = True
     try:
-        with contextlib.nullcontext(True) if local else hub_access() as online:
+        with no_progress_bars(), contextlib.nullcontext(True) if local else hub_access() as online:
             config = AutoConfig.from_pretrained(name_or_path)
             fields_from_bert_config(config.to_dict(), origin)  # other architectures refused before any weights
             # Decided from the saved class, not by trying: transformers fills an absent head randomly.
