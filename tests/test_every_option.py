@@ -604,7 +604,7 @@ PRETRAIN_DATA: dict[str, Callable[[str], Rule]] = {
     ),
     "text_column": by_context(
         {
-            "embedded": refusal("body", "it reads no text"),
+            "embedded": refusal("body", "the embedded corpus reads no text"),
             "files": refusal("body", "without data.dataset"),
             "hub": effect("body"),
         }

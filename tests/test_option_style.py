@@ -15,10 +15,7 @@ OWN_COMMANDS = sorted(name for name in COMMANDS if name not in LIGHTNING_SUBCOMM
 SPELLED = {
     "sweep": (["s.yaml", "--out", "o"], ["--dry-run"]),
     "report": (["folder"], ["--target-loss", "2.5", "--no-wandb"]),
-    "export": (
-        ["run.ckpt", "out"],
-        ["--model-class", "BertModel", "--no-tokenizer", "--weights-only", "false"],
-    ),
+    "export": (["run.ckpt", "out"], ["--no-tokenizer", "--weights-only", "false"]),
 }
 
 

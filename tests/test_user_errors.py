@@ -71,12 +71,13 @@ MISTAKES = [
     (
         "tokenizer_with_embedded_corpus",
         ["--data.tokenizer={files}/no-tokenizer"],
-        "data.tokenizer='{files}/no-tokenizer' has no effect: without data.train_files or data.dataset",
+        "data.tokenizer='{files}/no-tokenizer' has no effect without data.train_files or data.dataset: "
+        "the embedded corpus, which has its own vocabulary, is used",
     ),
     (
         "val_files_without_train_files",
         ["--data.val_files=[{files}/text.txt]"],
-        "data.val_files has no effect without data.train_files",
+        "data.val_files=['{files}/text.txt'] has no effect without data.train_files",
     ),
     ("embedding_dim_zero", ["--model.embedding_dim=0"], "model.embedding_dim must be an integer >= 1, or null, got 0"),
     (
@@ -151,7 +152,7 @@ MISTAKES = [
             "--data.tokenizer={tokenizer}",
             "--data.data_dir={files}/glue",
         ],
-        "MRPC/train.tsv, line 3: label '7' is not a MRPC label",
+        "MRPC/train.tsv, row 2: label '7' is not a MRPC label",
     ),
     (
         "checkpoint_of_another_variant",
@@ -383,7 +384,7 @@ def write_bad_data(kind: str, folder: Path, monkeypatch) -> tuple[list[str], str
         (folder / "MRPC" / "train.tsv").write_text(header)
         return glue, f"{folder}/MRPC/train.tsv: the train file has a header but no examples"
     (folder / "MRPC" / "train.tsv").write_text(header + "1\t1\t2\ta\ta\n2\t3\t4\tb\tb\n")
-    return glue, f"{folder}/MRPC/train.tsv, line 3: label '2' is not a MRPC label (expected one of 0, 1)"
+    return glue, f"{folder}/MRPC/train.tsv, row 2: label '2' is not a MRPC label (expected one of 0, 1)"
 
 
 @pytest.mark.parametrize("kind", ["not_utf8", "giant_line", "full_disk", "glue_no_rows", "glue_label_out_of_range"])

@@ -1,17 +1,9 @@
 """``python -m tiedemb.export CHECKPOINT OUT``: a tiedemb checkpoint as a transformers model folder.
 
 OUT gets ``config.json``, ``model.safetensors``, the run's tokenizer and a model card
-(``README.md``), and loads with transformers' Auto classes without ``trust_remote_code``: a GLUE
-classifier as ``BertForSequenceClassification``, a pretraining model with BERT's masked-LM head
-as ``BertForMaskedLM``, any other masked-LM model BERT's encoder can hold as ``BertModel``, a
-next-token model as ``GPTNeoXForCausalLM``. Which settings fit and how the weights map is
-``tiedemb.weights.export_plan`` (BERT and GPT-NeoX); a model no class
-holds exactly is refused with the setting that stands in the way.
-
-The folder is filled beside OUT and renamed at the end, so a failure leaves nothing; an OUT that
-exists and is not empty is never touched. Its folders and files get the modes the umask gives
-new ones (libraries' temporary files are private). ``hf upload REPO OUT`` (huggingface_hub's
-command line) puts the folder on the hub.
+(``README.md``), and loads with transformers' Auto classes without ``trust_remote_code``; which
+class and how the weights map is ``tiedemb.weights.export_plan``. The folder is filled beside OUT
+and renamed at the end, so a failure leaves nothing; an OUT that is not empty is never touched.
 """
 
 from __future__ import annotations
@@ -25,7 +17,7 @@ from typing import Any
 from tiedemb.errors import UserError, first_line
 from tiedemb.options import add_weights_only
 from tiedemb.training.exits import CommandParser, report_user_errors
-from tiedemb.weights.export_plan import BERT_MODEL, EXPORT_CLASSES, OUTPUT_WEIGHT, ExportPlan, plan_export
+from tiedemb.weights.export_plan import BERT_MODEL, OUTPUT_WEIGHT, ExportPlan, plan_export
 from tiedemb.weights.source import checkpoint_kind
 
 EXPORT_COMPLETE = "config.json"
@@ -33,9 +25,6 @@ EXPORT_COMPLETE = "config.json"
 MODEL_CARD = "README.md"
 CAUSAL_INPUTS = ["input_ids", "attention_mask"]
 """What a causal LM's tokenizer hands the model: no token types, which GPT-NeoX's forward does not take."""
-
-
-# --------------------------------------------------------------------------- the checkpoint
 
 
 def task_labels(hparams: Mapping[str, Any]) -> tuple[str, ...] | None:
@@ -46,9 +35,6 @@ def task_labels(hparams: Mapping[str, Any]) -> tuple[str, ...] | None:
     if task is None or task.num_labels != hparams.get("num_labels"):
         return None
     return task.label_names
-
-
-# --------------------------------------------------------------------------- the tokenizer
 
 
 def load_run_tokenizer(name: str, vocab_size: int, described: str):
@@ -90,9 +76,6 @@ def find_tokenizer(checkpoint: Mapping[str, Any], path: Path, origin: str):
         raise UserError(f"{found}; pass --tokenizer PATH_OR_NAME, or --no-tokenizer") from None
 
 
-# --------------------------------------------------------------------------- writing and uploading
-
-
 def build_model(plan: ExportPlan):
     """The transformers model of ``plan``, holding its weights."""
     import transformers
@@ -130,10 +113,8 @@ def named_for(model, state: dict) -> dict:
 
 def check_out(out: Path) -> None:
     """Refuse an OUT that holds anything: nothing is ever written over."""
-    if out.is_dir() and any(out.iterdir()):
-        raise UserError(f"output folder {str(out)!r} exists and is not empty; pass a new or empty folder")
-    if out.exists() and not out.is_dir():
-        raise UserError(f"output {str(out)!r} exists and is not a folder; pass a new or empty folder")
+    if out.exists() and (not out.is_dir() or any(out.iterdir())):
+        raise UserError(f"output {str(out)!r} exists and is not an empty folder; pass a new or empty folder")
 
 
 def write_folder(plan: ExportPlan, tokenizer, out: Path, card: str) -> None:
@@ -162,9 +143,6 @@ def for_causal_lm(plan: ExportPlan, tokenizer) -> None:
     tokenizer.init_kwargs["model_input_names"] = list(CAUSAL_INPUTS)  # what save_pretrained writes
 
 
-# --------------------------------------------------------------------------- the command
-
-
 def export(args: argparse.Namespace) -> str:
     """Write the export folder; returns the exported class's name."""
     from tiedemb.training.checkpoints import read_checkpoint
@@ -185,14 +163,8 @@ def export(args: argparse.Namespace) -> str:
             f"checkpoint {origin!r} is neither a GlueModule's nor a PretrainModule's (no model.classifier "
             "or model.head weights)"
         )
-    plan = plan_export(
-        hparams,
-        checkpoint["state_dict"],
-        kind,
-        args.model_class,
-        task_labels(hparams) if kind == "glue" else None,
-        origin,
-    )
+    labels = task_labels(hparams) if kind == "glue" else None
+    plan = plan_export(hparams, checkpoint["state_dict"], kind, labels, origin)
     vocab_size = int(plan.config["vocab_size"])
     if args.no_tokenizer:
         tokenizer = None
@@ -216,14 +188,6 @@ def parser() -> CommandParser:
     )
     parser.add_argument("checkpoint", help="a GlueModule or PretrainModule .ckpt file")
     parser.add_argument("out", help="the folder to write (new or empty)")
-    parser.add_argument(
-        "--model-class",
-        choices=EXPORT_CLASSES,
-        default=None,
-        help="default: BertForSequenceClassification for GLUE; GPTNeoXForCausalLM for next-token models "
-        "(LayerNorm, rotary or no positions); else BertForMaskedLM for BERT's MLM head, BertModel (the "
-        "encoder alone) for any other",
-    )
     parser.add_argument(
         "--tokenizer", default=None, help="tokenizer directory or hub name; default: the one the run used"
     )

@@ -1,24 +1,11 @@
 """``tiedemb predict RUN --input pairs.tsv``: a GLUE run's classifier labels new sentence pairs.
 
-RUN is a run folder (``runs/<name>``: its ``checkpoints/best.ckpt``, else ``last.ckpt``;
-``--checkpoint`` picks another) or a ``.ckpt`` file, from any folder. The input is tab-separated:
-either one row per example holding the task's sentences in order (MRPC, RTE, MNLI: two; SST-2,
-CoLA: one) and nothing else, or a file with a header naming them as GLUE's own files do
-(``#1 String``/``#2 String``, ``sentence1``/``sentence2``, ``question``/``sentence`` ...), such as
-a GLUE ``test.tsv``, whose ``index`` column is kept. Each pair is encoded with the run's tokenizer
-and cut as the run cut them (its ``data.max_length``).
-
-Written: ``--output`` (default ``predictions.tsv`` here; never over an existing file: the next free
-name, ``predictions-1.tsv``) with one row per input row: its index, the label and each label's
-probability. ``--submission DIR`` also writes GLUE's submission file for the task (``MRPC.tsv``:
-``index``, ``prediction`` spelled as GLUE's files spell labels).
-
-``tiedemb predict --config ... --ckpt_path ...`` (no RUN) is the LightningCLI's ``predict``, which
-writes the submission files of a configured GLUE folder's test splits; ``tiedemb.command`` sends a
-command line with a RUN or ``--input`` here.
-
-Refused in one line, exit status 2, nothing written: a next-token or masked-token run, a missing
-run, checkpoint or input file, an input whose rows do not hold the task's sentences.
+RUN is a run folder (its ``best.ckpt``, else ``last.ckpt``; ``--checkpoint`` picks another) or a
+``.ckpt`` file. The input holds one example a row, its sentences tab-separated, or has a header
+naming them as GLUE's files do (a GLUE ``test.tsv``, whose ``index`` column is kept). Written:
+``--output`` (never over an existing file), a row per example with its label and each label's
+probability, and with ``--submission DIR`` GLUE's submission file. Without RUN, ``tiedemb predict
+--config ...`` is the LightningCLI's ``predict`` (``tiedemb.command`` decides).
 """
 
 from __future__ import annotations

@@ -246,11 +246,11 @@ def test_missing_dev_file_names_the_expected_path(tmp_path: Path, tiny_tokenizer
 
 def test_bad_mrpc_label_names_file_and_line(tmp_path: Path, tiny_tokenizer_dir: Path) -> None:
     rows = [mrpc_row(str(number % 2)) for number in range(20)]
-    rows[10] = mrpc_row("7")  # line 12: the header is line 1
+    rows[10] = mrpc_row("7")  # the 11th example
     write_mrpc(tmp_path / "MRPC", rows)
     write_mrpc(tmp_path / "MRPC", rows[:2], name="dev.tsv")
     data = GlueData("mrpc", str(tiny_tokenizer_dir), data_dir=str(tmp_path))
-    with raises_user_error("train.tsv", "line 12", "'7'"):
+    with raises_user_error("train.tsv", "row 11", "'7'"):
         data.setup("fit")
 
 
@@ -258,7 +258,7 @@ def test_bad_mnli_label_names_file_and_line(tmp_path: Path, tiny_tokenizer_dir: 
     lines = [MNLI_HEADER, mnli_row(0, "a man .", "a man .", "entailment"), mnli_row(1, "a man .", "a cat .", "-")]
     (tmp_path / "dev_matched.tsv").write_text("\n".join(lines) + "\n")
     data = GlueData("mnli", str(tiny_tokenizer_dir), data_dir=str(tmp_path))
-    with raises_user_error("dev_matched.tsv", "line 3", "'-'"):
+    with raises_user_error("dev_matched.tsv", "row 2", "'-'"):
         data.setup("validate")
 
 
@@ -305,3 +305,28 @@ def test_offline_mode_fails_without_a_cached_copy(monkeypatch: pytest.MonkeyPatc
     data = GlueData("mrpc", str(tiny_tokenizer_dir), hub_dataset="tiedemb-tests/no-such-glue")
     with raises_user_error("tiedemb-tests/no-such-glue", "data_dir"):
         data.setup("fit")
+
+
+@pytest.mark.parametrize(
+    "name, text, fragments",
+    [
+        ("train.tsv", "", ["train.tsv: Empty CSV file"]),
+        (
+            "train.tsv",
+            f"{MRPC_HEADER}\n{mrpc_row('1')}\n1\t2\n",
+            ["train.tsv: CSV parse error: Expected 5 columns, got 2"],
+        ),
+        (
+            "test.tsv",
+            "index\t#1 ID\t#2 ID\t#1 String\t#2 String\nx\t1\t2\ta\tb\n",
+            ["test.tsv, row 1: example index 'x' is not an integer"],
+        ),
+    ],
+)
+def test_a_broken_classic_file_is_named_with_the_problem(
+    tmp_path: Path, tiny_tokenizer_dir: Path, name: str, text: str, fragments: list[str]
+) -> None:
+    (tmp_path / name).write_text(text, encoding="utf-8")
+    data = GlueData("mrpc", str(tiny_tokenizer_dir), data_dir=str(tmp_path))
+    with raises_user_error(str(tmp_path / name), *fragments):
+        data.raw_split("train" if name == "train.tsv" else "test")

@@ -9,7 +9,7 @@ import pytest
 import torch
 
 from tiedemb.data import GlueData
-from tiedemb.data.sampling import LengthGroupedSampler, ResumableSampler, grouped_order, longest_first
+from tiedemb.data.sampling import ResumableSampler, grouped_order, longest_first
 
 
 def random_lengths(count: int, seed: int = 0) -> list[int]:
@@ -26,8 +26,8 @@ def padded_tokens(order: list[int], lengths: list[int], batch_size: int) -> int:
     return sum(len(batch) * max(lengths[i] for i in batch) for batch in batches_of(order, batch_size))
 
 
-def sampler(lengths: list[int], batch_size: int = 8, window: int = 4, **options) -> LengthGroupedSampler:
-    return LengthGroupedSampler(lengths, lengths=lengths, batch_size=batch_size, window=window, keyed=False, **options)
+def sampler(lengths: list[int], batch_size: int = 8, window: int = 4, **options) -> ResumableSampler:
+    return ResumableSampler(lengths, lengths=lengths, batch_size=batch_size, window=window, keyed=False, **options)
 
 
 @pytest.mark.parametrize("count,batch_size,window", [(100, 8, 4), (64, 8, 3), (7, 8, 2), (101, 1, 5), (50, 16, 100)])
@@ -94,7 +94,7 @@ def test_resuming_mid_epoch_continues_the_same_order():
 
 def test_keyed_indices_carry_the_epoch():
     lengths = random_lengths(30)
-    keyed = LengthGroupedSampler(lengths, lengths=lengths, batch_size=4, window=2)  # keyed by default
+    keyed = ResumableSampler(lengths, lengths=lengths, batch_size=4, window=2)  # keyed by default
     keyed.set_epoch(5)
     keys = list(keyed)
     assert {epoch for epoch, _ in keys} == {5}
@@ -145,7 +145,7 @@ def test_glue_data_groups_training_batches_when_asked(tmp_path, tiny_tokenizer_d
     for data in (plain, grouped):
         data.setup("fit")
     assert isinstance(plain.train_dataloader().sampler, ResumableSampler)
-    assert not isinstance(plain.train_dataloader().sampler, LengthGroupedSampler)  # off by default
+    assert plain.train_dataloader().sampler.window == 0  # off by default
 
     def epoch(data: GlueData) -> list[dict[str, torch.Tensor]]:
         return list(data.train_dataloader())

@@ -111,7 +111,7 @@ def test_text_is_tokenised_in_prepare_data_once_and_opened_in_setup(tmp_path):
 @pytest.mark.parametrize(
     ("options", "message"),
     [
-        ({"ood_val_files": ["x.txt"]}, "data.ood_val_files has no effect without data.train_files"),
+        ({"ood_val_files": ["x.txt"]}, r"data.ood_val_files=\['x.txt'\] has no effect without data.train_files"),
         ({"ood_val_blocks": 4}, "data.ood_val_blocks=4 has no effect without data.ood_val_files"),
     ],
 )

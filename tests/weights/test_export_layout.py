@@ -58,7 +58,7 @@ def test_tiedemb_to_bert_inverts_bert_to_tiedemb():
 )
 def test_a_factorised_embedding_multiplied_out_gives_the_same_hidden_states(settings):
     ours = module(**settings)
-    plan = plan_export(dict(ours.hparams), ours.state_dict(), "pretrain", None, None, "test")
+    plan = plan_export(dict(ours.hparams), ours.state_dict(), "pretrain", None, "test")
     assert plan.model_class == "BertModel" and plan.config["type_vocab_size"] == 2
     assert plan.state["embeddings.word_embeddings.weight"].shape == (50, 16)
     theirs = build_model(plan)
@@ -72,7 +72,7 @@ def test_a_factorised_embedding_multiplied_out_gives_the_same_hidden_states(sett
 
 def test_berts_head_becomes_the_masked_lm_head_with_the_decoder_tied_to_the_word_table():
     ours = module(head="tied_orth", head_bias=True, head_activation="gelu", head_norm=True, output_bias=True)
-    plan = plan_export(dict(ours.hparams), ours.state_dict(), "pretrain", None, None, "test")
+    plan = plan_export(dict(ours.hparams), ours.state_dict(), "pretrain", None, "test")
     assert plan.model_class == "BertForMaskedLM" and plan.config["hidden_act"] == "gelu"
     theirs = build_model(plan)
     assert theirs.cls.predictions.decoder.weight.data_ptr() == theirs.bert.embeddings.word_embeddings.weight.data_ptr()

@@ -1,16 +1,9 @@
 """The losses a model must beat to have learned anything beyond token frequencies or pairs.
 
-An add-one (Laplace) unigram and bigram model of the training blocks, scored on validation blocks
-in nats per predicted token, exactly where the model is scored:
-
-* next-token prediction: every position after a block's first, predicted from the token before
-  it (bigram) or from nothing (unigram), pairs never crossing a block boundary;
-* masked-token prediction: the positions the validation masks pick, with the same masks (the
-  data module's validation collator); the bigram reads the token to the left as the model sees it
-  (after masking) and falls back to the unigram where that token is ``[MASK]`` or there is none.
-
-Counts cover every training token (and every adjacent pair within a block); each probability is
-``(count + 1) / (total + vocab_size)``, so no validation token scores zero.
+Add-one (Laplace) unigram and bigram models of the training blocks, scored in nats exactly where
+the model is scored: for next-token prediction every position after a block's first (pairs never
+cross a block boundary); for masked-token prediction the positions the validation masks pick, the
+bigram reading the token to the left as the model sees it, the unigram where that is ``[MASK]``.
 """
 
 from __future__ import annotations
@@ -32,11 +25,8 @@ def ngram_baselines(
     collator: Callable | None = None,
     batch_size: int = 256,
 ) -> dict[str, float]:
-    """``{"unigram": loss, "bigram": loss}`` on ``val`` of models counted on ``train`` (module docstring).
-
-    ``collator``: for ``objective="mlm"``, the validation collator whose masks pick the targets
-    (it is called on examples keyed ``(0, index)``, as the validation loader keys them).
-    """
+    """``{"unigram": loss, "bigram": loss}`` on ``val`` of models counted on ``train``; ``collator``:
+    for mlm, the validation collator whose masks pick the targets."""
     train, val = np.asarray(train, dtype=np.int64), np.asarray(val, dtype=np.int64)
     unigram_counts = np.bincount(train.ravel(), minlength=vocab_size).astype(np.float64)
     before, after = train[:, :-1].ravel(), train[:, 1:].ravel()

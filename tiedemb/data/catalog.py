@@ -1,9 +1,7 @@
-"""The data the shipped configs and studies read, by name: where each lies under ``data/``, where it comes from.
+"""The data the shipped configs read, by name: where each lies under ``data/`` and where it comes from.
 
-``tiedemb data prepare NAME ...`` makes these files; the configs name them relative to the working
-folder (``data/text/brown.txt``). A loader that does not find one says the command that makes it
-(``prepare_hint``). Kept free of heavy imports: the loaders' error paths and the sweep file reader
-ask it for hints.
+``tiedemb data prepare NAME ...`` makes these files; a loader that does not find one says that
+command (``prepare_hint``). Free of heavy imports: error paths and the sweep reader ask it for hints.
 """
 
 from __future__ import annotations
@@ -13,14 +11,12 @@ import os
 from dataclasses import dataclass
 from pathlib import Path, PurePath
 
-DATA_DIR = Path("data")
-"""The data folder, relative to the working folder: what the shipped configs read."""
-CHECKSUMS = "SHA256SUMS"
-"""The checksum file in the data folder: ``sha256sum``'s format, one prepared file a line."""
+DATA_DIR = Path("data")  # relative to the working folder, as the shipped configs read it
+CHECKSUMS = "SHA256SUMS"  # sha256sum's format, one prepared file a line
 
 
 def file_sha256(path: str | os.PathLike) -> str:
-    """The sha256 of a file's bytes: what ``CHECKSUMS`` lists, and what identifies a text file in cache keys."""
+    """The sha256 of a file's bytes (``CHECKSUMS`` lists them; cache keys hold them)."""
     digest = hashlib.sha256()
     with open(path, "rb") as handle:
         for block in iter(lambda: handle.read(1 << 20), b""):
@@ -30,8 +26,7 @@ def file_sha256(path: str | os.PathLike) -> str:
 
 @dataclass(frozen=True)
 class Entry:
-    """One named data set: what the files hold, the file or folder it makes relative to the data
-    folder (``text/brown.txt``), and where it is fetched from, in words."""
+    """One named data set: what it holds, its place in the data folder, where it comes from."""
 
     name: str
     what: str
@@ -87,7 +82,6 @@ def entry_for(path: str | os.PathLike) -> Entry | None:
 
 
 def prepare_hint(path: str | os.PathLike) -> str:
-    """`` (`tiedemb data prepare NAME` makes it)`` for a missing path a named data set provides, else ``""``:
-    appended to a loader's one-line message."""
+    """`` (`tiedemb data prepare NAME` makes it)`` for a missing path a named data set provides, else ``""``."""
     entry = entry_for(path)
     return f" (`tiedemb data prepare {entry.name}` makes it)" if entry is not None else ""

@@ -1,15 +1,9 @@
 """GLUE classification tasks as a LightningDataModule, from the hub or a classic ``glue_data`` folder.
 
-The task table is ``tiedemb.data.glue_tasks``. The data comes from ``data_dir`` (the classic
-``glue_data/<TASK>/*.tsv`` files) if it is given, else from the hub dataset (``nyu-mll/glue``).
-Whatever the source, each split becomes a ``datasets.Dataset`` with the hub's text columns,
-``label`` (hub label order, ``-1`` when unlabeled) and ``idx``, is tokenised once with a batched
-``map`` and is padded per batch, so short batches stay short.
-
-The classic files differ from the hub copies in ways a reader has to know: they are
-tab-separated with no quoting (sentences contain bare ``"``, so a CSV reader with quoting on would
-merge rows), some start with a UTF-8 byte-order mark, labels are written as text or digits in a
-named column (MNLI: the last one), and test files carry an example index instead of a label.
+Each split becomes a ``datasets.Dataset`` with the hub's text columns, ``label`` (hub order, ``-1``
+unlabelled) and ``idx``, tokenised once with a batched ``map`` and padded per batch. The classic
+files are tab-separated with no quoting (sentences hold bare ``"``), may start with a byte-order
+mark, and test files carry an example index instead of a label.
 """
 
 from __future__ import annotations
@@ -19,12 +13,15 @@ from pathlib import Path
 from typing import Annotated
 
 import datasets
+import pyarrow
+import pyarrow.csv
 from lightning import LightningDataModule
 from torch.utils.data import DataLoader
 from transformers import DataCollatorWithPadding, PreTrainedTokenizerBase
 
 from tiedemb.data.catalog import prepare_hint
 from tiedemb.data.glue_tasks import TASKS, GlueTask
+from tiedemb.data.preparing import from_hub
 from tiedemb.data.sampling import ResumableTraining, loader_generator, longest_first
 from tiedemb.data.tokenizers import load_tokenizer
 from tiedemb.errors import UserError, check_choice, first_line
@@ -37,29 +34,18 @@ from tiedemb.options import (
     no_effect,
     option_types,
 )
-from tiedemb.training.hub import hub_access
 
 HUB_DATASET = "nyu-mll/glue"
-"""Where GLUE comes from when no local folder is given."""
-MIN_MAX_LENGTH = 8
-"""Shortest useful ``max_length``: a pair needs ``[CLS] a [SEP] b [SEP]`` and some words."""
-UNLABELED = -1
-"""Label id of an example without a label (test splits), as on the hub."""
+MIN_MAX_LENGTH = 8  # a pair needs [CLS] a [SEP] b [SEP] and some words
+UNLABELED = -1  # the label id of a test example, as on the hub
 
 
 class GlueData(ResumableTraining, LightningDataModule):
     """One GLUE task, tokenised for a sentence(-pair) classifier.
 
-    ``tokenizer`` is a hub name or a local folder; on the command line ``pretrained`` means the
-    tokenizer ``model.pretrained`` was trained with (``tiedemb.cli.resolve_pretrained_tokenizer``).
-
     ``num_labels``, ``vocab_size``, ``pad_token_id`` and the split names are known right after
-    construction, so the CLI can link them into the model before any data is read. The test
-    loaders score the labelled dev splits again (GLUE hides test labels); the predict loaders
-    run over the unlabeled test splits, for submission files.
-
-    Padding is per batch, so time goes with the longest example of each batch; ``length_grouping``
-    (50 is a good value) and ``sort_eval_by_length`` cut it (``tiedemb.data.sampling``).
+    construction, so the CLI links them into the model. The test loaders score the dev splits again
+    (GLUE hides test labels); the predict loaders run over the test splits, for submission files.
     """
 
     def __init__(
@@ -127,8 +113,7 @@ class GlueData(ResumableTraining, LightningDataModule):
             self._load_hub()
 
     def setup(self, stage: str | None = None) -> None:
-        """Read and tokenise the splits ``stage`` needs, each once; a stage with nothing to read is a
-        configuration mistake."""
+        """Read and tokenise the splits ``stage`` needs, each once."""
         for kind, expected, needed in (
             ("validation", self.task_spec.validation_splits, stage in ("fit", "validate", "test")),
             ("test", self.task_spec.test_splits, stage == "predict"),
@@ -145,7 +130,7 @@ class GlueData(ResumableTraining, LightningDataModule):
     def raw_split(self, split: str) -> datasets.Dataset:
         """One split as read, untokenised: its text columns, ``label`` and ``idx``."""
         if self.task_dir is not None:
-            return datasets.Dataset.from_dict(read_split(self._path(split), self.task_spec, split))
+            return read_split(self._path(split), self.task_spec, split)
         splits = self._load_hub()
         if split not in splits:
             name = self.hparams.hub_dataset
@@ -187,15 +172,12 @@ class GlueData(ResumableTraining, LightningDataModule):
 
     def _loader(self, split: str, batch_size: int, shuffle: bool = False) -> DataLoader:
         dataset = self.split_dataset(split)
-        # The run's seed (seed_everything, which exports PL_GLOBAL_SEED) decides the order, the
-        # same on every process; the sampler lets a stopped run resume mid-epoch on that order,
-        # and the loader's own generator keeps iterator creation from drawing on the global RNG
-        # that dropout uses.
+        # the run's seed_everything (PL_GLOBAL_SEED) decides the order, the same on every process
         seed = int(os.environ.get("PL_GLOBAL_SEED", 0))
         sampler = None
         if shuffle:
             window = self.hparams.length_grouping
-            lengths = _lengths(dataset) if window else None
+            lengths = _lengths(dataset) if window else ()
             sampler = self.resumable_sampler(
                 dataset, batch_size=batch_size, seed=seed, keyed=False, lengths=lengths, window=window
             )
@@ -220,23 +202,15 @@ class GlueData(ResumableTraining, LightningDataModule):
         return list(splits) if self.task_dir is None else [split for split in splits if self._path(split).is_file()]
 
     def _load_hub(self) -> datasets.DatasetDict:
-        if self._hub_splits is None:
-            name = self.hparams.hub_dataset
-            with hub_access() as online:  # offline: from the local cache only, within seconds
-                try:
-                    self._hub_splits = datasets.load_dataset(name, self.task_spec.name)
-                except Exception as error:  # offline, unknown name, no cached copy: all fixed the same way
-                    reason = "" if online else " (the hub cannot be reached, or HF_HUB_OFFLINE is set)"
-                    raise UserError(
-                        f"could not load GLUE {self.task_spec.name} from the hub dataset {name!r}{reason}: "
-                        f"{first_line(error)}. Pass data_dir (a classic glue_data folder) instead."
-                    ) from None
+        if self._hub_splits is None:  # offline: from the local cache only, within seconds
+            name, task = self.hparams.hub_dataset, self.task_spec.name
+            advice = ". Pass data_dir (a classic glue_data folder) instead."
+            self._hub_splits = from_hub(f"GLUE {task} ({name!r})", lambda: datasets.load_dataset(name, task), advice)
         return self._hub_splits
 
     def _conform(self, dataset: datasets.Dataset, split: str) -> datasets.Dataset:
-        """A hub split reduced to the text columns, ``label`` ids and ``idx``: unlabeled splits get
-        ``-1``, a missing ``idx`` becomes the row number. It stays backed by the hub's Arrow files,
-        so its tokenised copy is cached on disk."""
+        """A hub split reduced to the text columns, ``label`` ids and ``idx`` (the row number if missing),
+        still backed by the hub's Arrow files, so its tokenised copy is cached on disk."""
         task, origin = self.task_spec, f"{self.hparams.hub_dataset}/{self.task_spec.name}"
         labelled = split not in task.test_splits
         required = [*task.text_columns, *(["label"] if labelled else [])]
@@ -263,9 +237,6 @@ def _lengths(dataset: datasets.Dataset) -> list[int]:  # tokens per example, bef
     return [len(ids) for ids in dataset["input_ids"]] if len(dataset) else []
 
 
-# --------------------------------------------------------------------------- the classic glue_data files
-
-
 def find_task_dir(data_dir: str | Path, task: GlueTask) -> Path:
     """The task folder, given either ``glue_data`` itself or its task subfolder."""
     layout, root = task.classic, Path(data_dir).expanduser()
@@ -285,59 +256,43 @@ def find_task_dir(data_dir: str | Path, task: GlueTask) -> Path:
     )
 
 
-def read_split(path: Path, task: GlueTask, split: str) -> dict[str, list]:
-    """One classic file as hub-named columns: the text columns, ``label`` and ``idx``.
-
-    Labels become ids in hub order (``-1`` for test splits); ``idx`` is the file's example index
-    for test splits, which submission files must echo, and the row number otherwise, as on the
-    hub. Mistakes in the file are reported with its path and line number.
-    """
+def read_split(path: Path, task: GlueTask, split: str) -> datasets.Dataset:
+    """One classic file as hub-named columns: the text columns, ``label`` (hub ids) and ``idx`` (a test
+    file's example index, which submission files echo; else the row number)."""
     layout, labelled = task.classic, split not in task.test_splits
     if not path.is_file():
         raise UserError(
             f"expected the {split} file of {layout.folder} at {str(path)!r}, but it does not exist{prepare_hint(path)}"
         )
-    label_ids = {value: number for number, value in enumerate(layout.label_values)}
-    texts: list[list[str]] = [[] for _ in task.text_columns]
-    labels: list[int] = []
-    indices: list[int] = []
-    # newline="\n": only real line ends split rows; utf-8-sig drops a leading byte-order mark.
-    with path.open(encoding="utf-8-sig", newline="\n") as handle:
-        numbered = ((number, line.rstrip("\r\n")) for number, line in enumerate(handle, start=1) if line.strip())
-        first = next(numbered, None)
-        if first is None:
-            raise UserError(f"{path}: the {split} file is empty")
-        header = first[1].split("\t")
-        label_column = layout.label_column if labelled else layout.index_column
-        required = [*layout.text_columns, *([label_column] if label_column else [])]
-        if any(name not in header for name in required):
-            raise UserError(
-                f"{path}: the header lacks the column(s) {', '.join(name for name in required if name not in header)} "
-                f"that {layout.folder} files have (found: {', '.join(header)}); is this the right task's file?"
-            )
-        text_at = [header.index(name) for name in layout.text_columns]
-        label_at = header.index(label_column) if label_column else -1  # MNLI: the last field
-        needed = max(*text_at, label_at) + 1 + (label_at < 0)
-        for number, line in numbered:
-            fields = line.split("\t")
-            if len(fields) < needed:
-                raise UserError(f"{path}, line {number}: {len(fields)} tab-separated fields, expected {len(header)}")
-            for column, at in zip(texts, text_at):
-                column.append(fields[at])
-            value = fields[label_at].strip()
-            if not labelled:
-                if not value.lstrip("-").isdigit():
-                    raise UserError(f"{path}, line {number}: example index {value!r} is not an integer")
-                labels.append(UNLABELED)
-                indices.append(int(value))
-            elif value in label_ids:
-                labels.append(label_ids[value])
-                indices.append(len(indices))
-            else:
-                raise UserError(
-                    f"{path}, line {number}: label {value!r} is not a {layout.folder} label "
-                    f"(expected one of {', '.join(layout.label_values)})"
-                )
-    if not labels:
+    key = layout.label_column if labelled else layout.index_column
+    columns = [*layout.text_columns, key]
+    # No quoting: sentences hold bare ". Arrow's reader skips the byte-order mark and blank lines.
+    parse = pyarrow.csv.ParseOptions(delimiter="\t", quote_char=False)
+    convert = pyarrow.csv.ConvertOptions(
+        include_columns=columns, column_types=dict.fromkeys(columns, pyarrow.string()), strings_can_be_null=False
+    )
+    try:
+        table = pyarrow.csv.read_csv(path, parse_options=parse, convert_options=convert)
+    except pyarrow.ArrowException as error:  # a missing column, a short row, an empty file, bytes not UTF-8
+        raise UserError(f"{path}: {first_line(error)}; is this {layout.folder}'s {split} file?") from None
+    if not table.num_rows:
         raise UserError(f"{path}: the {split} file has a header but no examples")
-    return dict(zip(task.text_columns, texts)) | {"label": labels, "idx": indices}
+    values = [value.strip() for value in table.column(key).to_pylist()]
+    label_ids = {value: number for number, value in enumerate(layout.label_values)}
+    valid = (lambda value: value in label_ids) if labelled else (lambda value: value.lstrip("-").isdigit())
+    row = next((row for row, value in enumerate(values) if not valid(value)), None)
+    if row is not None and labelled:
+        raise UserError(
+            f"{path}, row {row + 1}: label {values[row]!r} is not a {layout.folder} label "
+            f"(expected one of {', '.join(layout.label_values)})"
+        )
+    if row is not None:
+        raise UserError(f"{path}, row {row + 1}: example index {values[row]!r} is not an integer")
+    texts = {hub: table.column(classic).to_pylist() for classic, hub in zip(layout.text_columns, task.text_columns)}
+    if labelled:
+        return datasets.Dataset.from_dict(
+            texts | {"label": [label_ids[value] for value in values], "idx": list(range(len(values)))}
+        )
+    return datasets.Dataset.from_dict(
+        texts | {"label": [UNLABELED] * len(values), "idx": [int(value) for value in values]}
+    )

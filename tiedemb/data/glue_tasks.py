@@ -1,5 +1,4 @@
-"""The GLUE tasks tiedemb knows (MRPC and MNLI): names, columns, labels, splits and classic file layouts,
-in plain dataclasses the classifier reads without loading the hub libraries the data module needs."""
+"""The GLUE tasks tiedemb knows (MRPC and MNLI), in plain dataclasses free of the hub libraries."""
 
 from __future__ import annotations
 
@@ -14,9 +13,7 @@ class ClassicLayout:
     split_files: dict[str, str] = field(hash=False)  # hub split name -> file name in the task folder
     text_columns: tuple[str, ...]  # header names of the text columns, in the order of the hub's
     label_values: tuple[str, ...]  # labels as written in the files, in hub id order (MRPC: "0"/"1")
-    # The label column's header name; None: the last field of each row, as MNLI files carry a
-    # different number of annotator-label columns before the gold label.
-    label_column: str | None = "label"
+    label_column: str  # the label column's header name
     index_column: str = "index"  # the example index test files carry for submissions
 
 
@@ -59,7 +56,7 @@ _MNLI = GlueTask(
         },
         text_columns=("sentence1", "sentence2"),
         label_values=("entailment", "neutral", "contradiction"),
-        label_column=None,
+        label_column="gold_label",
     ),
 )
 
@@ -80,4 +77,3 @@ _MRPC = GlueTask(
 )
 
 TASKS: dict[str, GlueTask] = {task.name: task for task in (_MNLI, _MRPC)}
-"""The tasks the studies fine-tune on: MNLI and MRPC."""

@@ -1,13 +1,9 @@
 """``python -m tiedemb.data.keep_tokenizer RUN OUT``: the tokenizer a pretraining run read, saved as a folder.
 
-A tokenizer trained on the run's text lives in the run's cache (``data.cache_dir``), keyed by that
-text; training it again numbers its tokens differently. Kept as a folder, it is one tokenizer that
-other runs name with ``--data.tokenizer=OUT``, whatever split of the text they draw: the width study
-(configs/sweeps/width_ratios_cpu.yaml) keeps its pilot's so that every cell reads the same ids.
-
-RUN is a checkpoint file or a run's (or sweep cell's) folder, whose newest ``last*.ckpt`` is read.
-The tokenizer found is the one whose fingerprint the checkpoint recorded (``tiedemb.data.text.run_tokenizer``).
-OUT must not exist, or be empty: a kept tokenizer is never overwritten.
+A trained tokenizer lives in the run's cache, keyed by its text, and training it again numbers its
+tokens differently; kept as a folder, other runs name it with ``--data.tokenizer=OUT`` whatever
+split of the text they draw (the width study keeps its pilot's). RUN is a checkpoint or a run's
+folder (its newest ``last*.ckpt``); OUT must be absent or empty.
 """
 
 from __future__ import annotations
@@ -40,7 +36,6 @@ def keep_tokenizer(source: str | Path, out: str | Path, weights_only: bool = Tru
     recorded = recorded_fingerprint(checkpoint)
     if recorded is not None and recorded != tokenizer_fingerprint(tokenizer):
         raise UserError(f"the tokenizer found for {str(path)!r} is not the one it recorded (fingerprint {recorded})")
-    # Written beside OUT and renamed at the end: a failure leaves no half-written tokenizer.
     with atomic_directory(out, "tokenizer_config.json") as staging:
         tokenizer.save_pretrained(staging)
     return out

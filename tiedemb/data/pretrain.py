@@ -1,9 +1,8 @@
 """Pretraining data: the embedded Markov corpus by default, real text when given.
 
-Everything the model must agree with (vocabulary size, special-token ids) is known right after
-construction, so the CLI can link it into the model before either is built: the tokenizer is
-loaded (or trained and kept) then. The text is tokenised into blocks and cached in
-``prepare_data`` and opened in ``setup``, as Lightning's data hooks are meant to be used.
+The vocabulary size and special-token ids are known right after construction (the tokenizer is
+loaded, or trained and kept, then), so the CLI links them into the model; the text is tokenised
+and cached in ``prepare_data`` and opened in ``setup``.
 """
 
 from __future__ import annotations
@@ -49,62 +48,39 @@ DEFAULT_SYNTHETIC_VOCAB = 4096
 
 
 def _check_source_options(source: str, options: dict[str, Any]) -> None:
-    """Refuse settings the chosen source would ignore without a word (``options``: the call's arguments):
-    a run the user believes was on their tokenizer would not be. Where a source reads text, the
-    embedded corpus's sizes are only warned about: the study's recipe sets them, and a data overlay
-    replaces the corpus."""
+    """Refuse each setting the chosen source would ignore (``options``: the call's arguments); a
+    table entry's reason is ``False`` where the option is read. The embedded corpus's sizes are
+    only warned about: the study's recipe sets them, a data overlay replaces the corpus."""
+    if source == "dataset" and options.get("train_files"):
+        raise UserError("data.dataset and data.train_files are both given; choose one source of text")
+    synthetic = source == "synthetic"
+    embedded = "without data.train_files or data.dataset: the embedded corpus"
+    refused = {
+        "tokenizer": synthetic and f"{embedded}, which has its own vocabulary, is used",
+        "val_files": synthetic and f"{embedded} is used; give the training text too",
+        "ood_val_files": synthetic and f"{embedded} is used; give the training text too",
+        "dataset_config": source != "dataset" and "without data.dataset (a hub dataset name)",
+        "text_column": (synthetic and f"{embedded} reads no text")
+        or (source == "files" and "without data.dataset: each line of a .txt file is a document"),
+        "val_fraction": (synthetic and f"{embedded}'s validation text is data.synthetic_val_tokens")
+        or (bool(options.get("val_files")) and "with data.val_files: the validation text is those files"),
+        "num_proc": synthetic and f"{embedded} is generated, not tokenised",
+        "cache_dir": synthetic and f"{embedded} is generated, never cached",
+        "mlm_probability": options.get("objective") == "clm"
+        and "with objective 'clm': next-token prediction masks nothing",
+        "ood_val_blocks": not options.get("ood_val_files") and "without data.ood_val_files: it caps that text",
+    }
+    given = "data.dataset" if source == "dataset" else "data.train_files"
+    unused = f"with {given}: it sizes the embedded corpus, which this run does not use"
+    warned = dict.fromkeys(("synthetic_tokens", "synthetic_val_tokens"), not synthetic and unused)
     defaults = {
         name: parameter.default for name, parameter in inspect.signature(PretrainData.__init__).parameters.items()
     }
-    changed = {
-        name: options[name]
-        for name in defaults
-        if name in options and changed_from_default(options[name], defaults[name])
-    }
-    synthetic, embedded = source == "synthetic", "with the embedded corpus (no data.train_files or data.dataset): "
-    files_only = "without data.dataset: each line of a .txt file is a document"
-    given_files = "with data.val_files: the validation text is those files"
-    reasons = {  # None where the option is read
-        "dataset_config": "without data.dataset (a hub dataset name)" if source != "dataset" else None,
-        "text_column": f"{embedded}it reads no text" if synthetic else files_only if source == "files" else None,
-        "val_fraction": f"{embedded}its validation text is data.synthetic_val_tokens"
-        if synthetic
-        else given_files
-        if options.get("val_files")
-        else None,
-        "num_proc": f"{embedded}it is generated, not tokenised" if synthetic else None,
-        "cache_dir": f"{embedded}it is generated, never cached" if synthetic else None,
-        "mlm_probability": "with objective 'clm': next-token prediction masks nothing"
-        if options.get("objective") == "clm"
-        else None,
-        "ood_val_blocks": "without data.ood_val_files: it caps that text" if not options.get("ood_val_files") else None,
-    }
-    if source == "synthetic" and "tokenizer" in changed:
-        raise UserError(
-            f"data.tokenizer={changed['tokenizer']!r} has no effect: without data.train_files or data.dataset "
-            "the run uses the embedded corpus, which has its own vocabulary; give the text to tokenise, "
-            "or drop data.tokenizer"
-        )
-    if options.get("val_files") and source == "synthetic":
-        raise UserError(
-            "data.val_files has no effect without data.train_files: the embedded corpus would be used; "
-            "give data.train_files too"
-        )
-    if options.get("ood_val_files") and source == "synthetic":
-        raise UserError(
-            "data.ood_val_files has no effect without data.train_files or data.dataset: the embedded corpus "
-            "would be used; give the training text too"
-        )
-    if source == "dataset" and options.get("train_files"):
-        raise UserError("data.dataset and data.train_files are both given; choose one source of text")
-    for name, value in changed.items():
-        if reasons.get(name):
-            raise no_effect(f"data.{name}", value, reasons[name])
-        if name in ("synthetic_tokens", "synthetic_val_tokens") and source != "synthetic":
-            given = "dataset" if source == "dataset" else "train_files"
-            warn_no_effect(
-                f"data.{name}", value, f"with data.{given}: it sizes the embedded corpus, which this run does not use"
-            )
+    for name, why in {**refused, **warned}.items():
+        if why and changed_from_default(options[name], defaults[name]):
+            if name in refused:
+                raise no_effect(f"data.{name}", options[name], why)
+            warn_no_effect(f"data.{name}", options[name], why)
 
 
 class PretrainData(ResumableTraining, L.LightningDataModule):
@@ -215,9 +191,8 @@ class PretrainData(ResumableTraining, L.LightningDataModule):
         self.ood_val_set: Dataset | None = None
 
     def check_one_batch(self) -> None:
-        """Refuse training data of fewer blocks than one batch: every batch would be dropped as
-        incomplete, and Lightning would end the run at once, with nothing trained (before ``fit``;
-        real text is prepared for it, so the fit's ``prepare_data`` finds it cached)."""
+        """Refuse training data of fewer blocks than one batch: every batch would be dropped and
+        Lightning would end the run at once, with nothing trained."""
         if self.source == "synthetic":
             blocks = self._synthetic_block_count(self.hparams.synthetic_tokens)
             more = "or raise data.synthetic_tokens"
@@ -238,7 +213,7 @@ class PretrainData(ResumableTraining, L.LightningDataModule):
         return self.corpus.repeat_rate if self.corpus is not None else float(self.stats.get("repeat_rate", 0.0))
 
     def describe(self) -> dict[str, float]:
-        """Numbers worth logging once per run: the embedded corpus's exact entropies among them."""
+        """Numbers logged once per run: the embedded corpus's exact entropies among them."""
         described = {
             f"data/{name}": float(value) for name, value in {"vocab_size": self.vocab_size, **self.stats}.items()
         }
@@ -247,8 +222,7 @@ class PretrainData(ResumableTraining, L.LightningDataModule):
         return described
 
     def prepare_data(self) -> None:
-        """Tokenise the text into blocks and cache them, once (on one process per machine; an entry
-        already cached is left as it is). The embedded corpus is drawn in ``setup``: nothing to prepare."""
+        """Tokenise the text into blocks and cache them, once; the embedded corpus is drawn in ``setup``."""
         if self.text is not None:
             self.text.write()
 
@@ -283,10 +257,8 @@ class PretrainData(ResumableTraining, L.LightningDataModule):
         log.info("pretraining data: %s", ", ".join(f"{k}={v:g}" for k, v in self.stats.items()))
 
     def baselines(self, limit_val_blocks: int | None = None) -> dict[str, float]:
-        """Add-one unigram and bigram losses of the training blocks on the validation blocks
-        (``data/unigram_loss``, ``data/bigram_loss``; ``data/ood_…`` for the out-of-domain text):
-        the same tokenizer, blocks and, for MLM, masked positions as the model is scored on.
-        ``limit_val_blocks``: only the first blocks, as a run limited by ``limit_val_batches`` sees."""
+        """Add-one unigram and bigram losses of the training blocks on the validation blocks (and the
+        out-of-domain ones), scored on the model's blocks and masks; ``limit_val_blocks``: the first only."""
         from tiedemb.data.baselines import ngram_baselines
 
         self.prepare_data()
@@ -306,13 +278,12 @@ class PretrainData(ResumableTraining, L.LightningDataModule):
 
     @functools.cached_property
     def tokenizer_fingerprint(self) -> str | None:
-        """The fingerprint of the run's tokenizer (``None`` for the embedded corpus), hashed once: runs
-        record it so a report pairs only runs that read the same token ids."""
+        """The fingerprint of the run's tokenizer (``None`` for the embedded corpus), hashed once."""
         return tokenizer_fingerprint(self.tokenizer) if self.tokenizer is not None else None
 
     def state_dict(self) -> dict[str, Any]:
-        """The training position (``ResumableTraining``) and the tokenizer's fingerprint: a run
-        resumed with another tokenizer would read other rows of its embedding for the same words."""
+        """The training position and the tokenizer's fingerprint: a run resumed with another
+        tokenizer would read other rows of its embedding for the same words."""
         state = super().state_dict()
         return state | {TOKENIZER_STATE: self.tokenizer_fingerprint} if self.tokenizer is not None else state
 
@@ -336,8 +307,7 @@ class PretrainData(ResumableTraining, L.LightningDataModule):
         return [self._loader(self.val_set, shuffle=False), self._loader(self.ood_val_set, shuffle=False)]
 
     def test_dataloader(self) -> DataLoader | list[DataLoader]:
-        """The held-out text again, as GLUE's test scores its dev sets: pretraining text has no third
-        split, so ``test`` of a pretraining run scores its held-out blocks (``test/loss``)."""
+        """The held-out text again: pretraining text has no third split."""
         return self.val_dataloader()
 
     def _loader(self, dataset: Dataset, shuffle: bool) -> DataLoader:
@@ -380,7 +350,7 @@ class PretrainData(ResumableTraining, L.LightningDataModule):
 
 
 def _block_array(dataset: Dataset, limit: int | None = None) -> np.ndarray:
-    """The (blocks, block_size) token ids of a block dataset, the first ``limit`` blocks if given."""
+    """The (blocks, block_size) token ids of a block dataset, the first ``limit`` if given."""
     if isinstance(dataset, BlockTensor):
         return dataset.blocks[:limit].numpy()
     return dataset.with_format("numpy")[:limit]["input_ids"]

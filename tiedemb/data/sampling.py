@@ -1,33 +1,16 @@
 """Training data order that survives a restart, and batches of similar length for padded data (GLUE).
 
-A run stopped at any step and restarted from its checkpoint must see exactly the batches an
-uninterrupted run would have seen:
+A run restarted from its checkpoint sees exactly the batches an uninterrupted run would have:
+``ResumableSampler`` draws each epoch's order from ``(seed, epoch)`` alone and can start at an
+offset; ``KeyedDataset`` tags each example with its ``(epoch, index)``, from which the MLM collator
+seeds its mask; ``ResumableTraining`` stores the fit loop's position in each checkpoint. (Lightning's
+own loader states are a batch ahead of the loop, and are skipped when ``configure_optimizers`` reads
+``trainer.estimated_stepping_batches``, Lightning issue 20550.)
 
-* ``ResumableSampler`` draws each epoch's order from ``(seed, epoch)`` alone and can start an
-  epoch at an offset, so a restarted run skips what it already trained on.
-* ``KeyedDataset`` tags every example with its ``(epoch, index)`` key, from which the MLM
-  collator derives that example's masking randomness; masks therefore do not depend on the
-  global RNG, on worker processes, or on how many batches came before.
-* ``ResumableTraining`` stores the fit loop's position in each checkpoint and points the sampler
-  there when the run resumes.
-
-Lightning 2.x can also restore loaders that implement ``state_dict`` themselves, but its
-training fetcher runs a batch ahead of the loop (so a loader counting the batches it handed out
-is one ahead of training), and it skips restoring loader states when ``configure_optimizers``
-reads ``trainer.estimated_stepping_batches`` (as ``PretrainModule`` does; Lightning issue
-20550). Counting from the loop's own progress avoids both problems.
-
-Length grouping (``LengthGroupedSampler``): a batch is padded to its longest example, so a batch
-drawn uniformly at random computes on much padding: MRPC's random batches of 32 are padded to 80
-tokens on average for a mean of 53 (windows of 50 batches: 200k tokens an epoch instead of 293k).
-Each epoch starts from the permutation the plain sampler would draw; that order is cut into
-windows of ``window`` batches, each window is sorted by length (longest first, ties in
-permutation order) and cut into batches, and the batches are shuffled with the same generator, so
-lengths do not rise and fall through the epoch. Examples that fill no whole batch form the last,
-partial batch. The order still depends on ``(seed, epoch)`` alone, so resuming works unchanged;
-which examples share a batch changes, and with it the results, so grouping is off by default.
-With several processes a batch is the global one (``batch_size x num_replicas`` examples), which
-the usual strided split shares out, so every process's batch has similar lengths too.
+A ``window`` cuts padding (MRPC's random batches of 32 pad to 80 tokens for a mean of
+53): each epoch's permutation is cut into windows of ``window`` batches, each window sorted by
+length and cut into batches, and the batches shuffled. The order still depends on
+``(seed, epoch)`` alone; which examples share a batch changes the results, so it is off by default.
 """
 
 from __future__ import annotations
@@ -42,8 +25,7 @@ from torch.utils.data import Dataset, DistributedSampler
 
 log = logging.getLogger("tiedemb.data")
 
-SAMPLE_KEY = "sample_key"
-"""Field ``KeyedDataset`` adds to each example: its ``(epoch, index)``."""
+SAMPLE_KEY = "sample_key"  # the field KeyedDataset adds to each example: its (epoch, index)
 
 _MASK64 = (1 << 64) - 1
 
@@ -56,11 +38,8 @@ def _splitmix64(value: int) -> int:
 
 
 def example_seed(seed: int, epoch: int, index: int) -> int:
-    """A generator seed for one example in one epoch.
-
-    Hashed down to 32 bits because torch's CPU generator only uses the low 32 bits of a seed:
-    packing (seed, epoch, index) into separate bit fields would make epochs collide.
-    """
+    """A generator seed for one example in one epoch, hashed to the 32 bits torch's CPU generator uses
+    (bit fields for seed, epoch and index would make epochs collide)."""
     value = 0
     for part in (seed, epoch, index):
         value = _splitmix64(value ^ (part & _MASK64))
@@ -68,9 +47,8 @@ def example_seed(seed: int, epoch: int, index: int) -> int:
 
 
 class KeyedDataset(Dataset):
-    """``dataset`` whose examples carry their ``(epoch, index)`` key: indexed by the keys
-    ``ResumableSampler`` yields, or by a plain index (evaluation loaders, samplers Lightning
-    substitutes), which counts as epoch 0, so evaluation masks are the same every time."""
+    """``dataset`` whose examples carry their ``(epoch, index)`` key; a plain index (evaluation)
+    counts as epoch 0, so evaluation masks are the same every time."""
 
     def __init__(self, dataset: Dataset) -> None:
         self.dataset = dataset
@@ -84,17 +62,23 @@ class KeyedDataset(Dataset):
 
 
 class ResumableSampler(DistributedSampler):
-    """Each epoch a permutation seeded by ``(seed, epoch)``, this process's share of it, from an offset.
+    """Each epoch a permutation seeded by ``(seed, epoch)``, this process's share of it, from an offset,
+    as ``(epoch, index)`` keys (plain indices with ``keyed=False``); with a ``window``, batches of
+    similar ``lengths`` (module docstring; ``batch_size`` per process). A ``DistributedSampler``, so
+    that Lightning neither replaces nor wraps it under DDP."""
 
-    It yields ``(epoch, index)`` keys for ``KeyedDataset`` (plain indices with ``keyed=False``).
-    Its length is the whole epoch's share even when resuming part-way, which is what Lightning's
-    progress counting expects. It is a ``DistributedSampler`` (with its options) so that Lightning
-    neither replaces nor wraps it under DDP.
-    """
-
-    def __init__(self, dataset: Sized, *, keyed: bool = True, **options: Any) -> None:
+    def __init__(
+        self,
+        dataset: Sized,
+        *,
+        keyed: bool = True,
+        lengths: Sequence[int] = (),
+        batch_size: int = 1,
+        window: int = 0,
+        **options: Any,
+    ) -> None:
         super().__init__(dataset, **{"num_replicas": 1, "rank": 0, **options})  # no process group needed
-        self.keyed = keyed
+        self.keyed, self.lengths, self.batch_size, self.window = keyed, list(lengths), batch_size, window
         self.resume_epoch: int | None = None
         self.resume_offset = 0
 
@@ -105,39 +89,24 @@ class ResumableSampler(DistributedSampler):
 
     def share(self) -> list[int]:
         """This process's indices of the current epoch."""
-        return list(super().__iter__())
-
-    def __iter__(self):
-        # Any iterator created for the resumed epoch starts at the offset: Lightning may create
-        # more than one before the first batch is used.
-        indices = self.share()[self.resume_offset if self.epoch == self.resume_epoch else 0 :]
-        return iter([(self.epoch, index) for index in indices] if self.keyed else indices)
-
-
-class LengthGroupedSampler(ResumableSampler):
-    """A ``ResumableSampler`` whose batches hold examples of similar length (module docstring).
-
-    ``lengths[i]`` is example ``i``'s length; ``batch_size`` must be the loader's (per process);
-    ``window`` is the number of batches sorted together: larger windows pad less and mix less.
-    """
-
-    def __init__(self, dataset: Sized, *, lengths: Sequence[int], batch_size: int, window: int, **options: Any) -> None:
-        self.lengths, self.batch_size, self.window = list(lengths), batch_size, window
-        super().__init__(dataset, **options)
-
-    def share(self) -> list[int]:
-        if not self.shuffle:
-            return super().share()
+        if not (self.window and self.shuffle):
+            return list(super().__iter__())
+        # Not transformers' get_length_grouped_indices: it leaves each window's batches longest first
+        # and the partial batch inside the last window; here the batches are shuffled, the partial last.
         generator = torch.Generator().manual_seed(self.seed + self.epoch)
         permutation = torch.randperm(len(self.lengths), generator=generator).tolist()
         order = grouped_order(permutation, self.lengths, self.batch_size * self.num_replicas, self.window, generator)
-        # As DistributedSampler: pad (repeating from the start) or cut to a multiple of the process
-        # count, then take every num_replicas-th example from this process's rank.
+        # as DistributedSampler: pad or cut to a multiple of the process count, then stride by rank
         if self.drop_last:
             order = order[: self.total_size]
         else:
             order += (order * math.ceil(self.total_size / len(order)))[: self.total_size - len(order)]
         return order[self.rank : self.total_size : self.num_replicas]
+
+    def __iter__(self):
+        # every iterator of the resumed epoch starts at the offset: Lightning may create several
+        indices = self.share()[self.resume_offset if self.epoch == self.resume_epoch else 0 :]
+        return iter([(self.epoch, index) for index in indices] if self.keyed else indices)
 
 
 def grouped_order(
@@ -155,21 +124,17 @@ def grouped_order(
 
 
 def longest_first(lengths: Sequence[int]) -> list[int]:
-    """Indices by decreasing length (ties in index order): evaluation read so that each batch pads to
-    nearly its own length, the largest first; metrics are sums and prediction files are written by
-    example index, so the order changes no result."""
+    """Indices by decreasing length (ties in index order): evaluation padded less, with the same results."""
     return sorted(range(len(lengths)), key=lambda index: -lengths[index])
 
 
 def loader_generator(seed: int) -> torch.Generator:
-    """A generator for a DataLoader's own seeding, so creating its iterator leaves the global RNG alone
-    (a resumed run creates its iterators at other moments than an uninterrupted one)."""
+    """A DataLoader's own generator, so creating its iterator leaves the global RNG alone."""
     return torch.Generator().manual_seed(seed)
 
 
 class ResumableTraining:
-    """Mixin for a LightningDataModule whose training loader's sampler comes from ``resumable_sampler``:
-    Lightning stores ``state_dict`` in every checkpoint, and ``load_state_dict`` resumes there."""
+    """Mixin for a LightningDataModule whose training sampler comes from ``resumable_sampler``."""
 
     _train_sampler: ResumableSampler | None = None
     _train_batch_size: int = 1
@@ -183,26 +148,24 @@ class ResumableTraining:
         seed: int,
         keyed: bool = True,
         drop_last: bool = False,
-        lengths: Sequence[int] | None = None,
+        lengths: Sequence[int] = (),
         window: int = 0,
     ) -> ResumableSampler:
-        """The shuffling sampler of the training loader, sharded over the trainer's processes; grouped
-        by ``lengths`` in windows of ``window`` batches when ``window`` is above 0."""
+        """The training loader's sampler, sharded over the trainer's processes; grouped by length when
+        ``window`` is above 0."""
         trainer = getattr(self, "trainer", None)
-        options = dict(seed=seed, keyed=keyed, drop_last=drop_last)
+        options = dict(
+            seed=seed, keyed=keyed, drop_last=drop_last, lengths=lengths, batch_size=batch_size, window=window
+        )
         options |= dict(num_replicas=trainer.world_size, rank=trainer.global_rank) if trainer else {}
-        if window:
-            sampler = LengthGroupedSampler(dataset, lengths=lengths, batch_size=batch_size, window=window, **options)
-        else:
-            sampler = ResumableSampler(dataset, **options)
+        sampler = ResumableSampler(dataset, **options)
         self._train_sampler, self._train_batch_size = sampler, batch_size
         self._apply_position()
         return sampler
 
     def state_dict(self) -> dict[str, Any]:
-        """The position counted from the loop's own progress: ``processed`` counts the batches whose
-        training step finished in this epoch, right both for checkpoints written after a step and
-        after validation. A finished epoch resumes at the start of the next one."""
+        """The position from the loop's own progress (batches whose step finished this epoch); a
+        finished epoch resumes at the start of the next one."""
         trainer, sampler = getattr(self, "trainer", None), self._train_sampler
         if sampler is None or trainer is None:
             return {}
@@ -218,8 +181,7 @@ class ResumableTraining:
         self._apply_position()
 
     def _apply_position(self) -> None:
-        """Point the sampler at the checkpoint's position; a changed seed or process count is followed
-        as closely as possible."""
+        """Point the sampler at the checkpoint's position, as closely as a changed seed or process count allows."""
         position, sampler = self._resume_position, self._train_sampler
         if position is None or sampler is None:
             return

@@ -1,22 +1,13 @@
 """Real text for pretraining: read a corpus, tokenise it, cut it into fixed-size blocks, cache it.
 
-``plan_text`` reads the data settings (``PretrainData``'s, as a checkpoint records them too) and
-decides the text's tokenizer and the cache entry of its blocks. ``TextCache.write`` makes the entry
-(``PretrainData.prepare_data``) and ``TextCache.open`` opens it (``setup``): one ``datasets.Dataset``
-per split (train, val, and ood_val for a second validation text) whose rows are exactly
-``block_size`` token ids. Documents are concatenated with one separator token after each and the
-stream is cut into blocks, so only the final partial block of each split is dropped (and counted).
-The entry is keyed by the sources, the tokenizer and the block size; later runs open it instead of
-tokenising again. ``run_tokenizer`` finds a run's tokenizer again from the settings it recorded.
-
-No step holds the corpus in Python objects: ``.txt`` files are read by ``datasets``' own ``text``
-builder into memory-mapped Arrow files, tokenised by ``datasets.map`` into more of them and cut
-into blocks one record batch at a time, in a hidden working folder under ``cache_dir/text`` that
-is removed once the entry is saved (1 GB of text peaks at about 2.5 GiB resident;
-benchmarks/RESULTS.md, "Data preparation"). Two mistakes in a ``.txt`` file are refused in one
-line naming it: bytes that are not UTF-8 (with the offset and line of the first), and a document
-(a line) longer than ``MAX_DOCUMENT_BYTES``: tokenising one document is one call of the tokenizer,
-whose memory and time grow with it (about 1 GB and most of a minute for 8 MB).
+``plan_text`` decides a text's tokenizer and its cache entry (keyed by the sources, the tokenizer
+and the block size); ``TextCache.write`` makes the entry (``prepare_data``) and ``open`` opens it
+(``setup``): one ``datasets.Dataset`` of ``block_size`` token ids a row per split (train, val,
+ood_val). Documents are concatenated with a separator after each and cut into blocks, so only
+each split's final partial block is dropped. No step holds the corpus in Python objects: text is
+read, tokenised and blocked through memory-mapped Arrow files (benchmarks/RESULTS.md, "Data
+preparation"). A document longer than ``MAX_DOCUMENT_BYTES`` is refused: tokenising one is one
+call of the tokenizer, whose memory grows with it (about 1 GB for 8 MB).
 """
 
 from __future__ import annotations
@@ -59,21 +50,16 @@ from tiedemb.training.hub import hub_access
 
 log = logging.getLogger("tiedemb.data")
 
-CACHE_FORMAT = 1
-"""Bumped whenever the layout of the cache changes, so stale entries are not read."""
-MAP_BATCH_SIZE = 2000
-"""Rows per ``datasets.map`` call: large enough that the Rust tokenizer's own threads stay busy."""
-MAP_BATCH_BYTES = 4 << 20
-"""Text per ``datasets.map`` call, on average: fewer rows per call for long documents, so the
-tokenizer's working memory (about 100 bytes per token) stays near 100 MB whatever the corpus."""
-MAX_DOCUMENT_BYTES = 8 << 20
-"""The longest document (line of a ``.txt`` file) read, in bytes of UTF-8."""
+CACHE_FORMAT = 1  # bumped when the cache's layout changes, so stale entries are not read
+MAP_BATCH_SIZE = 2000  # rows per tokenising call: enough to keep the Rust tokenizer's threads busy
+MAP_BATCH_BYTES = 4 << 20  # text per call, on average: the tokenizer's memory stays near 100 MB
+MAX_DOCUMENT_BYTES = 8 << 20  # the longest document (line of a .txt file) read, in bytes
 TOKENIZER_KIND = {"mlm": "wordpiece", "clm": "bpe"}
 
 
 @dataclass
 class TextCache:
-    """A text's tokenizer and the cache entry its blocks go in, known before any text is tokenised."""
+    """A text's tokenizer and its cache entry, known before any text is tokenised."""
 
     folder: Path
     tokenizer: PreTrainedTokenizerFast
@@ -130,7 +116,7 @@ class TextCache:
         return json.loads((self.folder / "stats.json").read_text())
 
     def open(self) -> dict[str, datasets.Dataset]:
-        """The saved splits, memory-mapped (cheap to hand to data-loader worker processes)."""
+        """The saved splits, memory-mapped."""
         names = [name for name in ("train", "val", "ood_val") if (self.folder / name).is_dir()]
         opened = {name: datasets.load_from_disk(str(self.folder / name)) for name in names}
         log.info("prepared text in %s: %s", self.folder, {name: len(split) for name, split in opened.items()})
@@ -138,13 +124,10 @@ class TextCache:
 
 
 def plan_text(settings: Mapping[str, Any], objective: str) -> TextCache:
-    """The tokenizer of the text ``settings`` name (``PretrainData``'s) for ``objective``, and its cache entry.
+    """The tokenizer of the text ``settings`` (``PretrainData``'s) name, and its cache entry.
 
-    ``tokenizer`` is a hub name or local directory; if None a WordPiece (mlm) or byte-level BPE
-    (clm) tokenizer of ``vocab_size`` tokens is trained on the training text and kept in the cache
-    (the one text read before ``prepare_data``: the model's vocabulary is its size). Validation
-    text comes from ``val_files``, else the dataset's validation split, else a seeded
-    ``val_fraction`` of the documents (seeded by ``corpus_seed``).
+    Without ``tokenizer`` one of ``vocab_size`` tokens is trained on the training text and kept in
+    the cache: the one text read before ``prepare_data``, as the model's vocabulary is its size.
     """
     kind = TOKENIZER_KIND[objective]
     source, train, val = _source(settings)
@@ -188,11 +171,8 @@ def plan_text(settings: Mapping[str, Any], objective: str) -> TextCache:
     return TextCache(folder, tokenizer, separator, settings["block_size"], settings.get("num_proc"), read)
 
 
-# --------------------------------------------------------------------------- sources
-
-
 def _source(settings: Mapping[str, Any]) -> tuple[dict, list[Path], list[Path]]:
-    """What decides the text a run reads (the key of its trained tokenizer), and its training and
+    """What decides the text a run reads (its trained tokenizer's key), and its training and
     validation files. A checkpoint from before ``corpus_seed`` split by ``seed``."""
     dataset = settings.get("dataset")
     train = _expand(settings["train_files"], "train") if settings.get("train_files") else []
@@ -236,11 +216,8 @@ def _expand(patterns: list[str], role: str) -> list[Path]:
 
 
 def _file_identity(paths: list[Path]) -> list[tuple[str, int, str]]:
-    """A file's path, size and a hash of its bytes: not its modification time, so a copy of the same
-    text synced again, or touched, finds the tokenizer trained on it. A tokenizer trained again is
-    not the same one: the trainer numbers tokens of equal standing in an order that differs from
-    process to process, so a model pretrained with one and resumed with the other reads the wrong rows.
-    """
+    """A file's path, size and content hash, not its modification time: a touched copy of the text
+    finds the tokenizer trained on it (a tokenizer trained again numbers its tokens differently)."""
     return [(str(path), path.stat().st_size, file_sha256(path)) for path in paths]
 
 
@@ -350,11 +327,8 @@ def read_files(paths: list[Path], role: str, work_dir: Path) -> datasets.Dataset
 
 
 def _first_bad_byte(path: Path, role: str) -> None:
-    """Refuse ``path`` if it is not UTF-8, naming the byte offset and line of its first bad byte.
-
-    Reads the file a ``\\n``-ended piece at a time (a UTF-8 character never spans one), counting a
-    lone ``\\r`` as a line end too, as the ``text`` builder does.
-    """
+    """Refuse ``path`` if it is not UTF-8, naming the offset and line of its first bad byte (a lone
+    ``\\r`` ends a line too, as in the ``text`` builder)."""
     offset, line = 0, 1
     with path.open("rb") as handle:
         for piece in handle:
@@ -372,14 +346,10 @@ def _first_bad_byte(path: Path, role: str) -> None:
             line += piece.count(b"\n") + piece.count(b"\r") - piece.count(b"\r\n")
 
 
-# --------------------------------------------------------------------------- tokenising and blocking
-
-
 def _tokenize_documents(
     documents: datasets.Dataset, tokenizer, separator: int, num_proc: int | None, fingerprint: str
 ) -> datasets.Dataset:
-    """One row of ids per document, each followed by one separator (no [CLS]/[SEP] template), via a
-    batched ``datasets.map`` over the fast tokenizer's batch call."""
+    """One row of ids per document, each followed by one separator (no [CLS]/[SEP] template)."""
     backend = tokenizer.backend_tokenizer
 
     def encode(batch: dict[str, list[str]]) -> dict[str, list[list[int]]]:
@@ -405,12 +375,8 @@ def _map_batch_size(documents: datasets.Dataset) -> int:
 
 
 def _blocks(tokenized: datasets.Dataset, block_size: int, path: Path) -> tuple[datasets.Dataset, int, int]:
-    """All rows concatenated and cut into exact ``block_size`` blocks; them, the total and the dropped tokens.
-
-    The rows are read one record batch at a time and the blocks written to the Arrow file ``path`` as
-    they fill, carrying an unfinished block's tokens to the next batch: the blocks of cutting the
-    whole stream at once, in the memory of one batch.
-    """
+    """All rows concatenated and cut into ``block_size`` blocks, written to ``path`` one record batch
+    at a time (a batch's unfinished block carried to the next); them, the total and the dropped tokens."""
     schema = pa.schema({"input_ids": pa.list_(pa.int32(), block_size)})
     total, carried = 0, pa.array([], pa.int32())
     with pa.OSFile(str(path), "wb") as sink, pa.ipc.new_stream(sink, schema) as writer:
@@ -432,7 +398,7 @@ def _cache_key(parts: dict) -> str:
 
 @contextlib.contextmanager
 def _working_folder(parent: Path) -> Iterator[Path]:
-    """A hidden folder under ``parent`` for one preparation's Arrow files, removed afterwards (a full disk too)."""
+    """A hidden folder under ``parent`` for one preparation's Arrow files, removed afterwards."""
     parent.mkdir(parents=True, exist_ok=True)
     with (
         disk_full_is_reported(parent, "the text being prepared", DISK_REMEDY),
@@ -441,16 +407,12 @@ def _working_folder(parent: Path) -> Iterator[Path]:
         yield Path(work)
 
 
-# --------------------------------------------------------------------------- a run's tokenizer
-
-
 def tokenizer_of_run(
     data: Mapping[str, Any], vocab_size: int, objective: str, fingerprint: str | None = None
 ) -> str | None:
-    """Where the tokenizer of a pretraining run is, from the data settings its checkpoint recorded: the
-    one it named (``data.tokenizer``), or the one it trained, in its ``data.cache_dir``, of
-    ``vocab_size`` tokens and the recorded ``fingerprint``; ``None`` for the embedded corpus, or when
-    the trained one is not found (another working directory, the text changed and no fingerprint)."""
+    """Where a pretraining run's tokenizer is, from its recorded data settings: the one it named, or
+    the one it trained in its ``data.cache_dir`` (of ``vocab_size`` tokens and the recorded
+    ``fingerprint``); ``None`` for the embedded corpus, or when the trained one is not found."""
     if data.get("tokenizer"):
         return str(data["tokenizer"])
     if not (data.get("dataset") or data.get("train_files")):
@@ -474,10 +436,8 @@ def tokenizer_of_run(
 
 
 def run_tokenizer(checkpoint: Mapping[str, Any], path: str | os.PathLike):
-    """The tokenizer a run's checkpoint was trained with (checked against the model's vocabulary), or
-    ``None`` for the embedded corpus, found from any folder: its ``data.tokenizer`` and
-    ``data.cache_dir`` are looked for in the folder the run started in first, then in the current
-    one (``tiedemb.training.evaluation.locate``)."""
+    """The tokenizer a run's checkpoint was trained with, or ``None`` for the embedded corpus, found
+    from any folder (its paths looked for where the run started first, then here)."""
     from tiedemb.training.evaluation import locate, run_folder
 
     if has_no_tokenizer(checkpoint):

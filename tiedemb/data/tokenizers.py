@@ -20,7 +20,6 @@ from tiedemb.training.hub import hub_access, spelled_as_path
 
 log = logging.getLogger("tiedemb.data")
 
-#: Where the full-disk message sends the user (trained tokenizers and prepared text share data.cache_dir).
 DISK_REMEDY = "set data.cache_dir to a folder on a larger disk"
 
 #: Special tokens of the trained tokenizers, in id order (so ``[PAD]`` / ``<pad>`` is id 0).
@@ -45,12 +44,8 @@ BYTE_ALPHABET_SIZE = 256
 
 
 def load_tokenizer(name_or_path: str | os.PathLike) -> PreTrainedTokenizerBase:
-    """Load a tokenizer from a directory or a hub name, with presets cleared.
-
-    Some shipped ``tokenizer.json`` files preset padding and truncation (to 128 tokens, say);
-    tiedemb pads and truncates explicitly, so both are switched off here. A hub name is read
-    from the local cache when the hub cannot be reached, and fails within seconds if absent.
-    """
+    """Load a tokenizer from a directory or a hub name, with the padding and truncation some
+    ``tokenizer.json`` files preset switched off (tiedemb pads and truncates explicitly)."""
     text = str(name_or_path)
     path = Path(text).expanduser()
     looks_local = path.exists() or spelled_as_path(text)  # else a hub name or org/name
@@ -76,13 +71,12 @@ def load_tokenizer(name_or_path: str | os.PathLike) -> PreTrainedTokenizerBase:
     return tokenizer
 
 
-TOKENIZER_STATE = "tokenizer_fingerprint"
-"""The key under which a pretraining checkpoint's data state records its tokenizer's fingerprint."""
+TOKENIZER_STATE = "tokenizer_fingerprint"  # the key of the fingerprint in a checkpoint's data state
 
 
 def recorded_fingerprint(checkpoint: Mapping[str, Any]) -> str | None:
-    """The fingerprint of the tokenizer a pretraining checkpoint was trained with, if it recorded one
-    (Lightning stores the data module's state under the module's class name)."""
+    """The fingerprint of the tokenizer a pretraining checkpoint recorded, if any (Lightning stores
+    the data module's state under its class name)."""
     for value in checkpoint.values():
         if isinstance(value, Mapping) and isinstance(value.get(TOKENIZER_STATE), str):
             return value[TOKENIZER_STATE]
@@ -90,8 +84,7 @@ def recorded_fingerprint(checkpoint: Mapping[str, Any]) -> str | None:
 
 
 def has_no_tokenizer(checkpoint: Mapping[str, Any]) -> bool:
-    """Whether the run trained on the embedded corpus (token ids are the corpus's word ids): only
-    PretrainData records ``synthetic_tokens``, and it read no text."""
+    """Whether the run trained on the embedded corpus (only PretrainData records ``synthetic_tokens``)."""
     data = checkpoint.get("datamodule_hyper_parameters") or {}
     return not (data.get("tokenizer") or data.get("dataset") or data.get("train_files")) and "synthetic_tokens" in data
 
@@ -108,12 +101,8 @@ def tokenizer_fingerprint(tokenizer: PreTrainedTokenizerBase) -> str:
 
 
 def configure_for_objective(tokenizer: PreTrainedTokenizerBase, objective: str) -> int:
-    """Make sure the tokens an objective needs are set; return the document separator id.
-
-    MLM needs ``pad`` and ``mask`` and separates documents with ``sep`` (BERT-style);
-    CLM separates documents with ``eos`` (or BERT's ``sep``) and pads with ``pad``, which falls
-    back to the separator as in GPT-2.
-    """
+    """Make sure the tokens an objective needs are set; return the document separator id (mlm:
+    ``sep``, needing ``pad`` and ``mask``; clm: ``eos`` or ``sep``, padding with it as GPT-2 does)."""
     name = getattr(tokenizer, "name_or_path", "") or "the tokenizer"
     if objective == "clm":
         separator = tokenizer.eos_token if tokenizer.eos_token_id is not None else tokenizer.sep_token
@@ -134,8 +123,7 @@ def configure_for_objective(tokenizer: PreTrainedTokenizerBase, objective: str) 
 
 
 def check_vocab_size(kind: str, vocab_size: int | None) -> int:
-    """``vocab_size`` if a ``kind`` tokenizer can be trained to that size: its special tokens (and,
-    for byte-level BPE, the 256-byte alphabet) plus one learned token."""
+    """``vocab_size`` if a ``kind`` tokenizer can be trained to that size."""
     if vocab_size is None:
         raise UserError(
             "pass either `tokenizer` (a hub name or local directory) or `vocab_size` to train one on the training text"
@@ -155,12 +143,8 @@ def check_vocab_size(kind: str, vocab_size: int | None) -> int:
 def train_tokenizer(
     texts: Iterable[str], *, kind: str, vocab_size: int, save_dir: Path, length: int | None = None
 ) -> PreTrainedTokenizerFast:
-    """Train a ``kind`` ("wordpiece" or "bpe") tokenizer of ``vocab_size`` tokens on ``texts``.
-
-    The result is saved with ``save_pretrained`` into ``save_dir``; when that folder already
-    holds a tokenizer it is loaded instead and ``texts`` is not read, so callers should key
-    ``save_dir`` by the training source, the kind and the size.
-    """
+    """A ``kind`` ("wordpiece" or "bpe") tokenizer of ``vocab_size`` tokens trained on ``texts`` and
+    saved in ``save_dir``, or the one already there (``texts`` unread): key it by source, kind and size."""
     check_vocab_size(kind, vocab_size)
     save_dir = Path(save_dir)
     save_dir.parent.mkdir(parents=True, exist_ok=True)
@@ -181,7 +165,7 @@ def _train_and_save(
     texts: Iterable[str], kind: str, vocab_size: int, save_dir: Path, length: int | None
 ) -> PreTrainedTokenizerFast:
     """A BERT-style WordPiece or GPT-2-style byte-level BPE tokenizer trained on ``texts``, saved whole
-    or not at all. On a terminal the tokenizers library's own progress bars show."""
+    or not at all."""
     from tokenizers import Tokenizer, decoders, models, normalizers, pre_tokenizers, processors, trainers
 
     specials, show = list(SPECIALS_BY_KIND[kind].values()), sys.stderr.isatty()

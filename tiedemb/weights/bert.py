@@ -1,12 +1,9 @@
-"""BERT weights in transformers' layout -> tiedemb's Embedding / Encoder parameter names, and back.
+"""BERT weights in transformers' layout -> tiedemb's parameter names, and back.
 
-tiedemb's post-norm encoder with learned positions and segments is BERT's architecture; only
-the names differ, and tiedemb fuses the query, key and value projections into one matrix
-(``qkv`` = rows of q, then k, then v, which is how ``SelfAttention`` splits its output).
+tiedemb's post-norm encoder with learned positions and segments is BERT's architecture; only the
+names differ, and tiedemb fuses the query, key and value projections into one ``qkv`` matrix.
 BERT's masked-LM head is tiedemb's ``tied_orth`` head with a bias, the encoder's activation, a
-norm and an output bias. ``read_bert`` reads a model with transformers; ``tiedemb_to_bert`` is
-the way back for weights already in BERT's shapes (``tiedemb.weights.export_plan`` multiplies out
-a factorised embedding first).
+norm and an output bias.
 """
 
 from __future__ import annotations
@@ -23,9 +20,8 @@ from torch import Tensor
 from tiedemb.errors import UserError, first_line
 from tiedemb.nn.config import TransformerConfig
 
-#: transformers' ``hidden_act`` names -> tiedemb activations with the same function.
-#: "gelu" is the exact (erf) GELU in both; the tanh approximations are refused rather than
-#: silently swapped, because outputs would then differ from the pretrained model's.
+#: transformers' ``hidden_act`` names -> tiedemb activations with the same function ("gelu" is the
+#: exact GELU in both; the tanh approximations are refused, not swapped).
 ACTIVATIONS = {"gelu": "gelu", "relu": "relu", "tanh": "tanh", "silu": "silu", "swish": "silu"}
 #: tiedemb's activations -> transformers' ``hidden_act`` names for the same function, on the way out.
 HIDDEN_ACTS = {ours: theirs for theirs, ours in ACTIVATIONS.items() if theirs == ours}
@@ -147,13 +143,8 @@ def shared_config(config: TransformerConfig) -> dict[str, Any]:
 
 
 def bert_to_tiedemb(state: Mapping[str, Tensor], num_layers: int, with_head: bool = False) -> dict[str, Tensor]:
-    """A ``BertModel`` state dict in tiedemb's names, the query, key and value projections fused into
-    ``qkv``; ``with_head``: BERT's masked-LM head (``cls.predictions.*``) as tiedemb's ``head.*`` too,
-    the tied decoder left out (it is the word table).
-
-    A leading ``bert.`` (how task models such as ``BertForMaskedLM`` save the encoder) is dropped;
-    other heads are ignored, and a missing pooler stays missing.
-    """
+    """A BERT state dict (a leading ``bert.`` dropped) in tiedemb's names, q, k and v fused into
+    ``qkv``; ``with_head``: BERT's masked-LM head as ``head.*`` too, without the tied decoder."""
     state = {key.removeprefix("bert."): value for key, value in state.items()}
     out = renamed(state, bert_names(num_layers, with_head))
     for layer, leaf in itertools.product(range(num_layers), LEAVES):
@@ -163,8 +154,7 @@ def bert_to_tiedemb(state: Mapping[str, Tensor], num_layers: int, with_head: boo
 
 
 def tiedemb_to_bert(state: Mapping[str, Tensor], num_layers: int, with_head: bool = False) -> dict[str, Tensor]:
-    """The inverse of ``bert_to_tiedemb`` (no ``bert.`` prefix), for embedding tables already hidden
-    wide; keys outside those parts are ignored, and a missing pooler stays missing."""
+    """The inverse of ``bert_to_tiedemb`` (no ``bert.`` prefix), for embedding tables already hidden wide."""
     out = renamed(state, {ours: theirs for theirs, ours in bert_names(num_layers, with_head).items()})
     for layer, leaf in itertools.product(range(num_layers), LEAVES):
         parts = state[f"encoder.blocks.{layer}.attention.qkv.{leaf}"].float().chunk(3, dim=0)
@@ -188,8 +178,8 @@ def no_progress_bars() -> Iterator[None]:
 
 
 def load_bert_model(name_or_path: str, origin: str, with_head: bool) -> tuple[Any, dict[str, Any]]:
-    """The transformers BERT model (``BertForMaskedLM`` when ``with_head`` and it was saved with that
-    head, else ``BertModel``) and transformers' loading info, or a ``UserError`` saying why not."""
+    """The transformers BERT model (``BertForMaskedLM`` when ``with_head`` and saved with that head)
+    and its loading info."""
     from transformers import AutoConfig, BertForMaskedLM, BertModel
 
     from tiedemb.training.hub import hub_access
@@ -211,14 +201,8 @@ def load_bert_model(name_or_path: str, origin: str, with_head: bool) -> tuple[An
 
 
 def read_bert(name_or_path: str, origin: str, with_head: bool = False) -> tuple[dict[str, Any], dict[str, Tensor]]:
-    """``TransformerConfig`` field values and tiedemb-named float weights of a BERT model.
-
-    Read through transformers, which reads every format it writes (safetensors, bin, shards), from
-    a local directory or a hub name (the local cache when the hub cannot be reached). With
-    ``with_head``, a model saved with BERT's masked-LM head (``BertForMaskedLM``,
-    ``BertForPreTraining``) also gives that head, as ``head.*`` weights and the head's field values
-    (``masked_lm_head_fields``); any other gives the encoder alone, as without it.
-    """
+    """``TransformerConfig`` field values and tiedemb-named float weights of a BERT model, read through
+    transformers; ``with_head``: a model saved with BERT's masked-LM head gives that head too."""
     from transformers import BertForMaskedLM
 
     model, info = load_bert_model(name_or_path, origin, with_head)

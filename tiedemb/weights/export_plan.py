@@ -1,39 +1,18 @@
 """A tiedemb checkpoint's settings and weights in a transformers layout, or why they do not fit.
 
-Pure: a checkpoint's hyperparameters and state dict in, a transformers config mapping and a
-state dict in its names out (``plan_export``), or one ``UserError`` naming the setting the layout
-cannot hold and the class that would work. Masked-LM and GLUE models go to BERT's classes;
-next-token models to GPT-NeoX. ``python -m tiedemb.export`` writes the result as a transformers
-folder.
+``plan_export`` maps hyperparameters and a state dict to a transformers config and a state dict in
+its names, or one ``UserError`` naming the setting the layout cannot hold. Masked-LM and GLUE
+models go to BERT's classes, next-token models to GPT-NeoX. Why the mappings are exact:
 
-BERT's exactness rests on three identities:
-
-* BERT's embedding is LayerNorm(word + position + token_type). tiedemb's is
-  norm(P (token + position + segment)) with a bias-free linear P (hidden x d_e), which equals
-  norm(token P^T + position P^T + segment P^T): each table times P^T is BERT's table.
-* Without segments (``type_vocab_size: 0``) tiedemb adds nothing for them; BERT needs a table, so
-  it gets two zero rows, which add nothing for the token types its tokenizers produce (0 and 1).
-* ``tied_orth`` with a bias, the encoder's activation and a norm, at d_e = hidden with no
-  embedding projection, is BERT's masked-LM transform (dense, activation, LayerNorm), and its
-  decoder is the word table, as BERT's is.
-
-GPT-NeoX normalises with LayerNorm before each branch and after the last block, as tiedemb's
-pre-norm encoder does, here with sequential residuals (``use_parallel_residual=False``) and every
-head dimension rotated (``rotary_pct=1``; 0 without positions). Its exactness rests on these
-identities:
-
-* Rotary positions: tiedemb rotates the whole head in the rotate-half form (dimension i pairs with
-  i + head_dim/2, at frequency base^(-2i/head_dim)), which is what GPT-NeoX computes, so queries and
-  keys keep their order within each head. GPT-NeoX's fused projection holds [q_h, k_h, v_h] head
-  after head where tiedemb's holds all queries, then all keys, then all values: its rows are
-  regrouped, not permuted within a head.
-* The input: with rotary or no positions the embedding adds nothing that depends on the position
-  (pretraining batches carry no token types, so a segment table adds its row 0 to every token),
-  so norm(P (s E[t] + S[0])) is a function of the token alone and is the exported input table.
-* The output: every head whose transform is linear (a projection, a permutation, a scale: all
-  but tied_orth's bias, activation and norm) gives logits D F h, with F the transform's matrix,
-  read off by applying tiedemb's own head to the identity. D F is the exported output matrix,
-  tied to the input table only where the two are equal.
+* BERT: tiedemb's embedding norm(P (token + position + segment)) with a bias-free P equals
+  norm(token P^T + position P^T + segment P^T), so each table times P^T is BERT's table; a model
+  without segments gets two zero rows; ``tied_orth`` with a bias, the encoder's activation and a
+  norm at full width is BERT's masked-LM transform, its decoder the word table.
+* GPT-NeoX (pre-norm, sequential residuals, every head dimension rotated): tiedemb rotates in the
+  rotate-half form as GPT-NeoX does, so only the fused qkv rows are regrouped head by head. With
+  rotary or no positions the embedding is a function of the token alone, which is the exported
+  input table; every linear head gives logits D F h, with F read off by applying tiedemb's head
+  to the identity, so D F is the output matrix (tied where it equals the input table).
 """
 
 from __future__ import annotations
@@ -67,8 +46,6 @@ OUTPUT_WEIGHT = "lm_head.weight"
 BERT_MODEL = "BertModel"
 MASKED_LM = "BertForMaskedLM"
 CLASSIFIER = "BertForSequenceClassification"
-#: Every class ``--model-class`` may name: BERT's, then the causal LM.
-EXPORT_CLASSES = (BERT_MODEL, MASKED_LM, CLASSIFIER, NEOX)
 
 #: Segment rows written for a model without segments: token types 0 and 1 both add nothing.
 ZERO_SEGMENT_ROWS = 2
@@ -89,9 +66,6 @@ class ExportPlan:
     @property
     def config_class(self) -> str:
         return "GPTNeoXConfig" if self.causal else "BertConfig"
-
-
-# --------------------------------------------------------------------------- BERT
 
 
 def encoder_problem(config: TransformerConfig) -> str | None:
@@ -138,55 +112,8 @@ def masked_lm_head_problem(config: TransformerConfig) -> str | None:
     return next((problem for fits, problem in checks if not fits), None)
 
 
-def choose_class(kind: str, config: TransformerConfig, requested: str | None, pooler: bool, origin: str) -> str:
-    """The transformers class to export as: ``requested`` if it can hold the model, else a refusal.
-
-    ``kind`` is "glue" (a ``GlueModule``) or "pretrain" (a ``PretrainModule``). Unrequested: a
-    classifier for GLUE, a masked LM for a BERT head, the encoder alone otherwise.
-    """
-    problem = encoder_problem(config)
-    if problem is not None:
-        fits_causal = config.causal and causal_problem(config) is None
-        other = "; export it as a causal LM (without --model-class)" if fits_causal else ""
-        raise UserError(
-            f"checkpoint {origin!r} cannot be exported to BERT: {problem}; "
-            f"no transformers BERT class holds it (each has BERT's encoder){other}"
-        )
-    if kind == "glue":
-        return _glue_class(requested, pooler, origin)
-    head_problem = masked_lm_head_problem(config)
-    if requested == CLASSIFIER:
-        other = BERT_MODEL if head_problem else f"{MASKED_LM} or {BERT_MODEL}"
-        raise UserError(
-            f"checkpoint {origin!r} is a pretraining model with no classifier, so it cannot be a "
-            f"{CLASSIFIER}; export it as {other}"
-        )
-    if requested == MASKED_LM and head_problem is not None:
-        raise UserError(
-            f"checkpoint {origin!r} has no BERT masked-LM head, so it cannot be a {MASKED_LM}: "
-            f"{head_problem}; export the encoder alone with --model-class {BERT_MODEL}"
-        )
-    return requested or (BERT_MODEL if head_problem else MASKED_LM)
-
-
-def _glue_class(requested: str | None, pooler: bool, origin: str) -> str:
-    if requested == MASKED_LM:
-        raise UserError(
-            f"checkpoint {origin!r} is a GLUE classifier with no masked-LM head, so it cannot be a "
-            f"{MASKED_LM}; export it as {CLASSIFIER} (the default) or {BERT_MODEL}"
-        )
-    chosen = requested or CLASSIFIER
-    if chosen == CLASSIFIER and not pooler:
-        raise UserError(
-            f"checkpoint {origin!r} has model.pooler=false, but BERT's {CLASSIFIER} reads [CLS] through "
-            f"a pooler (dense + tanh); export the encoder alone with --model-class {BERT_MODEL}"
-        )
-    return chosen
-
-
 def full_width_embedding(inner: Mapping[str, Tensor], config: TransformerConfig) -> dict[str, Tensor]:
-    """``embedding.*`` with every table hidden wide: multiplied by the projection when there is
-    one, and two zero segment rows when there are no segments."""
+    """``embedding.*`` with every table hidden wide (times the projection; zero segment rows if none)."""
     tables = {key: inner[key].float() for key in TABLES if key in inner}
     if PROJECTION in inner:  # (hidden, d_e); in float64 so that the product adds no rounding of its own
         weight = inner[PROJECTION].double()
@@ -230,9 +157,6 @@ def bert_config(
     return values
 
 
-# --------------------------------------------------------------------------- GPT-NeoX
-
-
 def causal_problem(config: TransformerConfig) -> str | None:
     """The first setting GPT-NeoX does not reproduce exactly, or ``None``."""
     if not config.causal:
@@ -273,8 +197,7 @@ def loaded(module: nn.Module, inner: Mapping[str, Tensor], prefix: str, **extra:
 
 
 def input_table(inner: Mapping[str, Tensor], config: TransformerConfig) -> Tensor:
-    """Each token's input vector (vocab, hidden), float64: tiedemb's embedding of the token alone (the
-    models GPT-NeoX holds have no position table)."""
+    """Each token's input vector (vocab, hidden), float64: tiedemb's embedding of the token alone."""
     embedding = loaded(Embedding(config), inner, "embedding.")
     embedding.position = None
     with torch.no_grad():
@@ -282,12 +205,8 @@ def input_table(inner: Mapping[str, Tensor], config: TransformerConfig) -> Tenso
 
 
 def output_matrix(inner: Mapping[str, Tensor], config: TransformerConfig) -> Tensor:
-    """The head multiplied out (vocab, hidden), float64: logits = this times the final state.
-
-    Applying tiedemb's own head to the identity reads off its transform's matrix (row i: what it
-    makes of e_i), projection, permutation and readout scale included; ``head_problem`` has refused
-    every head for which that is not the whole story.
-    """
+    """The head multiplied out (vocab, hidden), float64: logits = this times the final state (the head
+    applied to the identity reads off its transform's matrix; ``head_problem`` refused the others)."""
     head = build_head(config)
     tie = {"decoder.weight": inner["embedding.token.weight"]} if head.tied else {}
     head = loaded(head, inner, "head.", **tie)
@@ -307,8 +226,7 @@ NEOX_BLOCK_NAMES = {
 
 
 def causal_state(inner: Mapping[str, Tensor], config: TransformerConfig) -> tuple[dict[str, Tensor], bool]:
-    """The model's weights named for ``GPTNeoXForCausalLM``, and whether its output matrix is its input
-    table (then the state leaves it out and the export ties them)."""
+    """The model's weights named for ``GPTNeoXForCausalLM``, and whether its output matrix is its input table."""
     table, output = input_table(inner, config).float(), output_matrix(inner, config).float()
     modules = {
         "encoder.final_norm": "gpt_neox.final_layer_norm",
@@ -327,8 +245,7 @@ def causal_state(inner: Mapping[str, Tensor], config: TransformerConfig) -> tupl
 
 
 def causal_config(config: TransformerConfig, tied: bool) -> dict[str, Any]:
-    """``GPTNeoXConfig`` keywords for the model; no bos and eos ids (the export sets its tokenizer's,
-    when there is one)."""
+    """``GPTNeoXConfig`` keywords for the model; the export sets its tokenizer's bos and eos ids."""
     return dict(
         shared_config(config),
         bos_token_id=None,
@@ -343,52 +260,40 @@ def causal_config(config: TransformerConfig, tied: bool) -> dict[str, Any]:
     )
 
 
-# --------------------------------------------------------------------------- the plan
-
-
 def plan_export(
-    hparams: Mapping[str, Any],
-    state: Mapping[str, Tensor],
-    kind: str,
-    requested: str | None,
-    labels: tuple[str, ...] | None,
-    origin: str,
+    hparams: Mapping[str, Any], state: Mapping[str, Tensor], kind: str, labels: tuple[str, ...] | None, origin: str
 ) -> ExportPlan:
     """Everything ``python -m tiedemb.export`` writes but the tokenizer and the model card, or a ``UserError``.
 
-    A next-token pretraining model goes to GPT-NeoX unless a BERT class is requested (and refused).
-    ``labels``: a classifier's class names in id order (``None``: transformers' LABEL_0 ...).
+    ``kind``: "glue" or "pretrain"; a next-token pretraining model goes to GPT-NeoX, a GLUE model to
+    BERT's classifier (its encoder alone without a pooler), a masked-LM model to ``BertForMaskedLM``
+    when its head is BERT's, else to ``BertModel``. ``labels``: a classifier's class names in id order.
     """
     config = config_from_hparams({**hparams, "objective": hparams.get("objective") or "mlm"}, f"checkpoint {origin!r}")
     inner = {key.removeprefix("model."): value for key, value in state.items()}
-    if requested == NEOX or (requested is None and kind == "pretrain" and config.causal):
-        return causal_plan(config, inner, kind, origin)
-    model_class = choose_class(kind, config, requested, bool(hparams.get("pooler", True)), origin)
-    if labels is None and model_class == CLASSIFIER:
+    if kind == "pretrain" and config.causal:
+        problem = causal_problem(config)
+        if problem is not None:
+            raise UserError(
+                f"checkpoint {origin!r} cannot be exported to a causal LM: {problem}; "
+                f"transformers' {NEOX} does not hold it exactly"
+            )
+        weights, tied = causal_state(inner, config)
+        return ExportPlan(NEOX, causal_config(config, tied), weights)
+    problem = encoder_problem(config)
+    if problem is not None:
+        raise UserError(
+            f"checkpoint {origin!r} cannot be exported to BERT: {problem}; "
+            "no transformers BERT class holds it (each has BERT's encoder)"
+        )
+    if kind == "glue":
+        model_class = CLASSIFIER if hparams.get("pooler", True) else BERT_MODEL
+    else:
+        model_class = BERT_MODEL if masked_lm_head_problem(config) else MASKED_LM
+    if model_class == CLASSIFIER and labels is None:
         labels = tuple(f"LABEL_{index}" for index in range(int(hparams["num_labels"])))
     return ExportPlan(
         model_class,
         bert_config(config, hparams, labels if model_class == CLASSIFIER else None),
         bert_state(inner, config, model_class),
     )
-
-
-def causal_plan(config: TransformerConfig, inner: Mapping[str, Tensor], kind: str, origin: str) -> ExportPlan:
-    """A next-token model as ``GPTNeoXForCausalLM``, or the setting that stands in the way."""
-    if kind == "glue":
-        raise UserError(
-            f"checkpoint {origin!r} is a GLUE classifier, which attends both ways, so it cannot be a "
-            f"{NEOX}; export it as {CLASSIFIER} (the default) or {BERT_MODEL}"
-        )
-    problem = causal_problem(config)
-    if problem is not None and not config.causal:
-        raise UserError(
-            f"checkpoint {origin!r} cannot be a {NEOX}: {problem}; export it as {MASKED_LM} or {BERT_MODEL}"
-        )
-    if problem is not None:
-        raise UserError(
-            f"checkpoint {origin!r} cannot be exported to a causal LM: {problem}; "
-            f"transformers' {NEOX} does not hold it exactly"
-        )
-    weights, tied = causal_state(inner, config)
-    return ExportPlan(NEOX, causal_config(config, tied), weights)

@@ -1,11 +1,5 @@
-"""The README.md of an export folder: what the model is, how to load it, how it was trained.
-
-Written from the checkpoint alone (its model and data hyperparameters, the step it was saved at,
-the scores its checkpoint callbacks monitored), so a folder that reaches the hub says what it
-holds without the run folder beside it. The card is huggingface_hub's ``ModelCard``: its metadata
-is ``ModelCardData``, its text a Jinja template. Local paths appear as their last part: where a
-run's files lay on its machine is nobody's business and true nowhere else.
-"""
+"""The README.md of an export folder (huggingface_hub's ``ModelCard``), written from the checkpoint
+alone. Local paths appear as their last part: where a run's files lay is true nowhere else."""
 
 from __future__ import annotations
 
@@ -85,7 +79,6 @@ the scores it monitored:
 
 Apache-2.0.
 """
-"""The card's text (``huggingface_hub``'s Jinja template; ``card_data`` is the hub's metadata)."""
 
 
 def model_card(checkpoint: Mapping[str, Any], model_class: str, location: str, has_tokenizer: bool) -> str:

@@ -1,13 +1,9 @@
 """Where training starts: a tiedemb checkpoint, BERT weights in transformers format, or nothing.
 
-``load_pretrained`` reads a source into one neutral form (architecture field values plus a state
-dict in tiedemb's parameter names). ``resolve_architecture`` (fine-tuning) and
-``resolve_language_model`` (pretraining, the head settings too) merge those values with what the
-user asked for: unset fields take the pretrained value, set fields must agree with it.
-Fine-tuning may start from either kind of source, and ``tiedemb.weights.narrow.fit_embedding``
-narrows its embedding to the requested d_e. Pretraining starts from BERT: a ``BertForMaskedLM``
-gives its masked-LM head too (``tiedemb.weights.bert``), a ``BertModel`` the embedding and
-encoder, and the head configured is drawn afresh.
+``load_pretrained`` reads a source into one neutral form (architecture fields and a state dict in
+tiedemb's names); ``resolve_architecture`` (fine-tuning) and ``resolve_language_model`` (pretraining,
+the head settings too) take the user's values where set, else the source's, and refuse a set value
+that disagrees with it.
 """
 
 from __future__ import annotations
@@ -26,8 +22,7 @@ from tiedemb.nn.config import ARCHITECTURE, TransformerConfig
 from tiedemb.training.checkpoints import read_checkpoint
 from tiedemb.weights.bert import read_bert
 
-#: The head settings BERT's masked-LM head fixes; unset, they are the pretrained head's (or the
-#: config's defaults when the source has no head).
+#: The head settings BERT's masked-LM head fixes.
 HEAD_SETTINGS = ("head", "output_bias", "head_bias", "head_activation", "head_norm")
 
 
@@ -57,11 +52,8 @@ class PretrainedWeights:
 
 
 def load_pretrained(source: str, language_model: bool = False) -> PretrainedWeights:
-    """Read ``source``: a ``.ckpt`` file, a transformers BERT directory, or a hub name.
-
-    ``language_model``: where pretraining starts, BERT only, with its masked-LM head when it was
-    saved with one (``read_bert``).
-    """
+    """Read ``source``: a ``.ckpt`` file, a transformers BERT directory, or a hub name
+    (``language_model``: BERT only, with its masked-LM head when saved with one)."""
     path = Path(source).expanduser()
     if path.is_file() and language_model:
         raise UserError(
@@ -84,8 +76,7 @@ def load_pretrained(source: str, language_model: bool = False) -> PretrainedWeig
 
 
 def _load_checkpoint(origin: str) -> PretrainedWeights:
-    """A Lightning checkpoint of a PretrainModule or a GlueModule (weights under ``model.``), read as
-    ``--ckpt_path`` reads one: tensors and plain values only, since unpickling objects could run code."""
+    """A PretrainModule's or GlueModule's checkpoint, read as ``--ckpt_path`` reads one."""
     checkpoint = read_checkpoint(origin)
     if "hyper_parameters" not in checkpoint:
         raise UserError(f"pretrained {origin!r} is a checkpoint without hyper_parameters, not a tiedemb run's .ckpt")
@@ -106,8 +97,7 @@ def _load_checkpoint(origin: str) -> PretrainedWeights:
 
 
 def checkpoint_kind(checkpoint: Mapping[str, Any]) -> str | None:
-    """ "glue" for a ``GlueModule``'s checkpoint, "pretrain" for a ``PretrainModule``'s (by the class
-    its hyperparameters name, else by its weights), ``None`` for neither."""
+    """ "glue" for a ``GlueModule``'s checkpoint, "pretrain" for a ``PretrainModule``'s, else ``None``."""
     class_path = str((checkpoint.get("hyper_parameters") or {}).get("_class_path", ""))
     state = checkpoint.get("state_dict") or {}
     if class_path.endswith("GlueModule") or "model.classifier.weight" in state:
@@ -118,8 +108,7 @@ def checkpoint_kind(checkpoint: Mapping[str, Any]) -> str | None:
 
 
 def config_from_hparams(hparams: Mapping[str, Any], described: str) -> TransformerConfig:
-    """The ``TransformerConfig`` a checkpoint's hyperparameters describe (unsaved fields at their
-    defaults); ``described`` names the checkpoint in the message when they describe none."""
+    """The ``TransformerConfig`` a checkpoint's hyperparameters describe (unsaved fields at their defaults)."""
     known = {name: hparams[name] for name in TransformerConfig.field_names() if hparams.get(name) is not None}
     try:
         return TransformerConfig(**known)
@@ -132,12 +121,8 @@ ARCHITECTURE_FIELDS = tuple(name for name in TransformerConfig.field_names_of(AR
 
 
 def resolve_architecture(requested: dict[str, Any], source: PretrainedWeights | None) -> dict[str, Any]:
-    """Concrete architecture values: the user's where set, else the source's, else the config's defaults.
-
-    A value the user set that disagrees with the source is an error naming both; ``embedding_dim``
-    may be narrower than the source's (the SVD narrows the embedding) and is settled in
-    ``fit_embedding``.
-    """
+    """Concrete architecture values; ``embedding_dim`` may be narrower than the source's (settled by
+    ``fit_embedding``)."""
     resolved = resolve_fields(requested, source, ARCHITECTURE_FIELDS)
     given_de = requested.get("embedding_dim")
     source_de = source.fields["embedding_dim"] if source is not None else None
@@ -146,11 +131,7 @@ def resolve_architecture(requested: dict[str, Any], source: PretrainedWeights | 
 
 
 def resolve_language_model(requested: Mapping[str, Any], source: PretrainedWeights | None) -> dict[str, Any]:
-    """Concrete architecture and head values: the user's where set, else the source's, else the defaults.
-
-    Without a source an unset ``embedding_dim`` stays unset (the hidden size, as the config has it);
-    with one it must be the pretrained width, which the tied head and the tables are.
-    """
+    """Concrete architecture and head values; with a source ``embedding_dim`` is the pretrained width."""
     resolved = resolve_fields(requested, source, (*ARCHITECTURE_FIELDS, *HEAD_SETTINGS))
     given = requested.get("embedding_dim")
     width = source.fields["embedding_dim"] if source is not None else given
@@ -167,10 +148,8 @@ def resolve_language_model(requested: Mapping[str, Any], source: PretrainedWeigh
 def resolve_fields(
     requested: Mapping[str, Any], source: PretrainedWeights | None, names: Iterable[str]
 ) -> dict[str, Any]:
-    """Concrete values of the ``TransformerConfig`` fields ``names``: the user's where set (not
-    ``None``), else the source's, else the config's default (``vocab_size`` has none: the user must
-    set it). A value the user set that disagrees with the source's is an error naming both.
-    """
+    """Concrete values of the ``TransformerConfig`` fields ``names``: the user's where set, else the
+    source's, else the config's default; a set value that disagrees with the source's is refused."""
     resolved: dict[str, Any] = {}
     for name in names:
         given = requested.get(name)
