@@ -12,7 +12,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from tiedemb.experiments.claims import detectable_difference
+from tiedemb.experiments.claims import detectable_difference, t_half_width
 from tiedemb.experiments.runs import Run
 from tiedemb.training.metric_names import (
     INIT_LOSS,
@@ -53,11 +53,7 @@ class Stat:
     def ci95(self) -> float | None:
         """Half-width of the 95% confidence interval of the mean; ``None`` for one value. Student's t:
         with three seeds it is 4.30 standard errors, not the 1.96 of a normal distribution."""
-        if self.std is None:
-            return None
-        from scipy import stats
-
-        return float(stats.t.ppf(0.975, self.n - 1)) * self.std / math.sqrt(self.n)
+        return None if self.std is None else t_half_width(self.std, self.n)
 
     def interval(self, digits: int = 3) -> str:
         """``[low, high]``: the 95% confidence interval of the mean."""

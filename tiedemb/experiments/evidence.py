@@ -6,7 +6,6 @@ verdicts, the zero-shot probes, and every run's metrics and curve for anyone che
 
 from __future__ import annotations
 
-import math
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
@@ -16,8 +15,10 @@ from tiedemb.experiments.aggregate import SEED_LABEL, Interval, Table, pretraini
 from tiedemb.experiments.claims import (
     Analysis,
     Difference,
+    Measured,
+    claim_difference,
     describe_rule,
-    paired_difference,
+    measured,
     steps_to_target,
     verdict,
 )
@@ -254,32 +255,19 @@ def refusal_note(refused: Iterable[tuple[str, str]]) -> str | None:
 def paired(
     levels: dict[str, dict[str, RunNumbers]], level: str, reference: str, metric: str, target: float | None
 ) -> Difference:
-    """``level - reference`` over shared seeds whose runs read one tokenizer; steps a run never reached
-    are lower bounds (its last step)."""
-    refused = {first for first, _ in refused_pairs(levels, level, reference)}
+    """``level - reference`` over shared seeds whose runs read one tokenizer (``claims.claim_difference``)."""
+    refused_runs = {first for first, _ in refused_pairs(levels, level, reference)}
+    refused = {seed for seed, found in levels.get(level, {}).items() if found.run.id in refused_runs}
 
-    def values(name: str) -> tuple[dict[str, float], bool]:
-        found, bounded = {}, False
-        for seed, numbers in levels.get(name, {}).items():
-            if levels.get(level, {}).get(seed) is not None and levels[level][seed].run.id in refused:
-                continue
-            if metric == "final_loss":
-                if numbers.final is not None:
-                    found[seed] = numbers.final
-            elif numbers.steps.get(target) is not None:
-                found[seed] = numbers.steps[target]
-            elif numbers.last_step is not None:
-                found[seed], bounded = float(numbers.last_step), True
-        return found, bounded
+    def values(name: str) -> dict[str, Measured]:
+        found = {
+            seed: measured(numbers.final, numbers.steps, numbers.last_step, metric, target)
+            for seed, numbers in levels.get(name, {}).items()
+            if seed not in refused
+        }
+        return {seed: value for seed, value in found.items() if value is not None}
 
-    mine, mine_bounded = values(level)
-    theirs, theirs_bounded = values(reference)
-    difference = paired_difference(mine, theirs)
-    if theirs_bounded:  # the reference's true value is unknown: no difference can be stated
-        return Difference(difference.n, math.nan, math.nan, math.nan)
-    if mine_bounded:
-        return Difference(difference.n, difference.mean, difference.low, difference.high, bound_only=True)
-    return difference
+    return claim_difference(values(level), values(reference))
 
 
 def _params_difference(levels: dict[str, dict[str, RunNumbers]], level: str, reference: str) -> float | None:
@@ -324,7 +312,8 @@ def differences_table(numbers: dict[str, dict[str, dict[str, RunNumbers]]], anal
         "seed by seed: mean [95% interval, Student's t on the "
         "paired differences] (n = seeds both ran)",
         "lower bound: a run of the level never reached the target, so its step count is taken as its last "
-        "step and the difference is at least this; nan: the reference never reached it",
+        "step and the difference is at least this; no paired seeds: none ran both, or the reference never "
+        "reached the target",
         "Δ params (M): the level's parameters minus the reference's, in millions (negative: parameters saved)",
     ]
     notes += [note] if (note := refusal_note(refused)) else []

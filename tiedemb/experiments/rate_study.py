@@ -37,11 +37,13 @@ from tiedemb.experiments.claims import (
     Analysis,
     Claim,
     Difference,
+    Measured,
+    claim_difference,
     claim_p_value,
     decision_gap,
     holm,
     holm_verdict,
-    paired_difference,
+    measured,
     parse_analysis,
     seeds_needed,
     verdict,
@@ -193,27 +195,16 @@ def pick_rates(runs: Iterable[RunRow], grid: Sequence[float] = ()) -> dict[str, 
 # --------------------------------------------------------------------------- claims
 
 
-def _metric(run: RunRow, claim: Claim) -> tuple[float, bool] | None:
-    """The claim's number for a run and whether it is only a lower bound (never reached)."""
-    if claim.metric == "final_loss":
-        return (run.final_loss, False) if math.isfinite(run.final_loss) else None
-    value = run.steps.get(claim.target)
-    if value is None:
-        return (run.last_step, True) if math.isfinite(run.last_step) else None
-    return value, False
-
-
 def compare(level: Sequence[RunRow], reference: Sequence[RunRow], claim: Claim) -> Difference:
     """``level - reference`` paired by seed, for one claim's metric."""
-    mine = {run.seed: found for run in level if (found := _metric(run, claim)) is not None}
-    theirs = {run.seed: found for run in reference if (found := _metric(run, claim)) is not None}
-    if any(bound for _, bound in theirs.values()):  # the reference's steps unknown: no difference
-        return Difference(0, math.nan, math.nan, math.nan)
-    return paired_difference(
-        {seed: value for seed, (value, _) in mine.items()},
-        {seed: value for seed, (value, _) in theirs.items()},
-        bound_only=any(bound for _, bound in mine.values()),
-    )
+
+    def values(runs: Sequence[RunRow]) -> dict[str, Measured]:
+        found = {
+            run.seed: measured(run.final_loss, run.steps, run.last_step, claim.metric, claim.target) for run in runs
+        }
+        return {seed: value for seed, value in found.items() if value is not None}
+
+    return claim_difference(values(level), values(reference))
 
 
 def _pairs(analysis: Analysis) -> list[tuple[Claim, str, str]]:
