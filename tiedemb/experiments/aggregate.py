@@ -84,11 +84,14 @@ def summarise(values: Iterable[float | None]) -> Stat | None:
 class Table:
     name: str  # file stem of its CSV
     title: str
-    columns: list[str]
     rows: list[dict[str, Any]]  # column -> str, int, float, Stat or None
+    columns: list[str] = field(default_factory=list)  # default: the rows' keys, in order
     notes: list[str] = field(default_factory=list)
     digits: dict[str, int] = field(default_factory=dict)  # column -> decimals (default 3)
     score_columns: list[str] = field(default_factory=list)  # the dev-score columns, for figures
+
+    def __post_init__(self) -> None:
+        self.columns = self.columns or list(dict.fromkeys(key for row in self.rows for key in row))
 
 
 def group_runs(runs: Iterable[Run]) -> dict[tuple[str, tuple[tuple[str, str], ...]], list[Run]]:
@@ -468,4 +471,4 @@ def runs_table(runs: Iterable[Run]) -> Table:
         }
         for run in runs
     ]
-    return Table(name="runs", title="Runs", columns=["run", "study", "kind", "state", "averaged", "message"], rows=rows)
+    return Table(name="runs", title="Runs", rows=rows)

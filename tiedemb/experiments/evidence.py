@@ -158,59 +158,49 @@ def baselines_table(numbers: dict[str, dict[str, dict[str, RunNumbers]]]) -> Tab
     return Table(
         name="baselines",
         title="Baselines",
-        columns=["study", "runs", *BASELINES],
         rows=rows,
         notes=notes,
         digits={"runs": 0},
     )
 
 
-def _convergence_row(
-    study: str, axis: str, level: str, members: list[RunNumbers], targets: Iterable[float], step_columns: list[str]
-) -> dict[str, Any]:
-    final = summarise(found.final for found in members)
-    params = [found.params for found in members if found.params is not None]
-    flops = [found.training_flops for found in members if found.training_flops is not None]
-    row: dict[str, Any] = {
-        "study": study,
-        axis: level,
-        "seeds": len(members),
-        "final val loss": final,
-        "95% CI": Interval(final) if final is not None else None,
-        "below unigram": summarise(found.below_unigram for found in members),
-        "final ood loss": summarise(found.final_ood for found in members),
-        "params (M)": sum(params) / len(params) / 1e6 if params else None,
-        "training PFLOP": sum(flops) / len(flops) / 1e15 if flops else None,
-    }
-    for target, column in zip(targets, step_columns):
-        reached = [found.steps[target] for found in members if found.steps[target] is not None]
-        stat = summarise(reached)
-        never = len(members) - len(reached)
-        text = "never" if stat is None else stat.format(0)
-        row[column] = text + (f" ({never} of {len(members)} never)" if never and stat is not None else "")
-    return row
+def _mean(values: Iterable[float | None], scale: float = 1.0) -> float | None:
+    """The mean of the values given, divided by ``scale``; ``None`` when there are none."""
+    found = [value for value in values if value is not None]
+    return sum(found) / len(found) / scale if found else None
+
+
+def _steps(members: list[RunNumbers], target: float) -> str:
+    """The runs' mean ± std steps to ``target``, over those that reached it, saying how many never did."""
+    reached = [found.steps[target] for found in members if found.steps[target] is not None]
+    stat = summarise(reached)
+    never = len(members) - len(reached)
+    if stat is None:
+        return "never"
+    return stat.format(0) + (f" ({never} of {len(members)} never)" if never else "")
 
 
 def convergence_table(numbers: dict[str, dict[str, dict[str, RunNumbers]]], analysis: Analysis | None) -> Table:
     axis, targets = axis_and_targets(analysis)
-    step_columns = [f"steps to unigram - {target:g}" for target in targets]
-    columns = [
-        "study",
-        axis,
-        "seeds",
-        "final val loss",
-        "95% CI",
-        "below unigram",
-        "final ood loss",
-        *step_columns,
-        "params (M)",
-        "training PFLOP",
-    ]
-    rows = [
-        _convergence_row(study, axis, level, list(levels[level].values()), targets, step_columns)
-        for study, levels in numbers.items()
-        for level in _levels(levels)
-    ]
+    rows = []
+    for study, levels in numbers.items():
+        for level in _levels(levels):
+            members = list(levels[level].values())
+            final = summarise(found.final for found in members)
+            rows.append(
+                {
+                    "study": study,
+                    axis: level,
+                    "seeds": len(members),
+                    "final val loss": final,
+                    "95% CI": Interval(final) if final is not None else None,
+                    "below unigram": summarise(found.below_unigram for found in members),
+                    "final ood loss": summarise(found.final_ood for found in members),
+                    **{f"steps to unigram - {target:g}": _steps(members, target) for target in targets},
+                    "params (M)": _mean((found.params for found in members), 1e6),
+                    "training PFLOP": _mean((found.training_flops for found in members), 1e15),
+                }
+            )
     notes = [
         "mean ± sample standard deviation over seeds; 95% CI: of the mean final loss (Student's t)",
         "below unigram: the in-domain unigram loss minus the final validation loss (positive: better than "
@@ -225,7 +215,6 @@ def convergence_table(numbers: dict[str, dict[str, dict[str, RunNumbers]]], anal
     return Table(
         name="convergence",
         title="Convergence",
-        columns=columns,
         rows=rows,
         notes=notes,
         digits={"seeds": 0, "params (M)": 3, "training PFLOP": 3},
@@ -272,20 +261,13 @@ def paired(
 
 def _params_difference(levels: dict[str, dict[str, RunNumbers]], level: str, reference: str) -> float | None:
     """Parameters of ``level`` minus the reference's, in millions (equal across seeds: one shape per level)."""
-
-    def params(name: str) -> float | None:
-        found = [numbers.params for numbers in levels.get(name, {}).values() if numbers.params is not None]
-        return found[0] if found else None
-
-    mine, theirs = params(level), params(reference)
+    mine, theirs = (_mean(found.params for found in levels.get(name, {}).values()) for name in (level, reference))
     return None if mine is None or theirs is None else (mine - theirs) / 1e6
 
 
 def differences_table(numbers: dict[str, dict[str, dict[str, RunNumbers]]], analysis: Analysis | None) -> Table:
     axis, targets = axis_and_targets(analysis)
     reference = analysis.reference if analysis else None
-    step_columns = [f"Δ steps to unigram - {target:g}" for target in targets]
-    columns = ["study", axis, "reference", "Δ final val loss", "Δ params (M)", *step_columns]
     rows, refused = [], []
     for study, levels in numbers.items():
         # the analysis's reference, or, in a study without it, the reference its claims name
@@ -297,16 +279,19 @@ def differences_table(numbers: dict[str, dict[str, dict[str, RunNumbers]]], anal
             if level == ref:
                 continue
             refused += refused_pairs(levels, level, ref)
-            row: dict[str, Any] = {
-                "study": study,
-                axis: level,
-                "reference": ref,
-                "Δ final val loss": paired(levels, level, ref, "final_loss", None).format(3),
-                "Δ params (M)": _params_difference(levels, level, ref),
-            }
-            for target, column in zip(targets, step_columns):
-                row[column] = paired(levels, level, ref, "steps", target).format(0)
-            rows.append(row)
+            rows.append(
+                {
+                    "study": study,
+                    axis: level,
+                    "reference": ref,
+                    "Δ final val loss": paired(levels, level, ref, "final_loss", None).format(3),
+                    "Δ params (M)": _params_difference(levels, level, ref),
+                    **{
+                        f"Δ steps to unigram - {target:g}": paired(levels, level, ref, "steps", target).format(0)
+                        for target in targets
+                    },
+                }
+            )
     notes = [
         f"each level minus its study's reference ({reference}, or the reference the study's claims name), "
         "seed by seed: mean [95% interval, Student's t on the "
@@ -320,7 +305,6 @@ def differences_table(numbers: dict[str, dict[str, dict[str, RunNumbers]]], anal
     return Table(
         name="paired_differences",
         title="Paired differences from the reference",
-        columns=columns,
         rows=rows,
         notes=notes,
         digits={"Δ params (M)": 3},
@@ -360,18 +344,6 @@ def claims_table(numbers: dict[str, dict[str, dict[str, RunNumbers]]], analysis:
     return Table(
         name="claims",
         title="Claims and verdicts",
-        columns=[
-            "claim",
-            "study",
-            "level",
-            "reference",
-            "measure",
-            "expected",
-            "margin",
-            "difference",
-            "verdict",
-            "rule",
-        ],
         rows=rows,
         notes=notes,
     )
@@ -411,7 +383,6 @@ def run_metrics_table(runs: Iterable[Run], analysis: Analysis | None) -> Table:
     return Table(
         name="run_metrics",
         title="Every run's final metrics",
-        columns=list(rows[0]) if rows else ["run", "study"],  # every row has the same columns
         rows=rows,
         notes=[
             "tokenizer: the fingerprint of the tokenizer the run read, as it logged it (blank: a run from "

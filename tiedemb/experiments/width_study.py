@@ -219,7 +219,6 @@ def gain_table(numbers: Numbers, analysis: Analysis) -> Table:
     return Table(
         name="width_gains",
         title="(a) Diminishing returns: loss gained per step up the width ladder",
-        columns=["study", "d_e step", "share of hidden", "gain (nats)", "source step", "source gain (points)"],
         rows=rows,
         notes=notes,
     )
@@ -318,15 +317,6 @@ def convergence_cost_table(numbers: Numbers, analysis: Analysis) -> Table:
     return Table(
         name="width_convergence_cost",
         title="(b) Convergence cost: steps to one common target, as a ratio to the full width",
-        columns=[
-            "study",
-            "d_e",
-            "share of hidden",
-            "target (nats)",
-            "steps to target",
-            "ratio to full width",
-            "source",
-        ],
         rows=rows,
         notes=notes,
         digits={"d_e": 0, "steps to target": 0},
@@ -371,17 +361,6 @@ def parameters_table(numbers: Numbers, analysis: Analysis) -> Table:
     return Table(
         name="width_parameters",
         title="(c) Parameters saved against loss lost, per width",
-        columns=[
-            "study",
-            "d_e",
-            "share of hidden",
-            "params (M)",
-            "saved (M)",
-            "saved (%)",
-            "loss lost (nats)",
-            "nats per M saved",
-            "source",
-        ],
         rows=rows,
         notes=notes,
         digits={"d_e": 0, "params (M)": 3, "saved (M)": 3, "saved (%)": 1, "nats per M saved": 3},
@@ -412,7 +391,6 @@ def control_table(numbers: Numbers, analysis: Analysis) -> Table:
     return Table(
         name="width_control",
         title="The control: tied minus untied at each width both ran",
-        columns=["study", "d_e", "tied", "untied", "tied - untied"],
         rows=rows,
         notes=notes,
         digits={"d_e": 0},
