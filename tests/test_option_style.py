@@ -14,7 +14,7 @@ OWN_COMMANDS = sorted(name for name in COMMANDS if name not in LIGHTNING_SUBCOMM
 #: command -> (its required arguments, options of more than one word as --help shows them)
 SPELLED = {
     "sweep": (["s.yaml", "--out", "o"], ["--dry-run"]),
-    "report": (["folder"], ["--target-loss", "2.5", "--no-wandb"]),
+    "report": (["folder"], ["--no-wandb"]),
     "export": (
         ["run.ckpt", "out"],
         ["--model-class", "BertModel", "--no-tokenizer", "--weights-only", "false"],

@@ -143,17 +143,6 @@ def default_fixed_steps(runs: list[Run], count: int = 3) -> list[int]:
     return sorted({steps[round(i * (len(steps) - 1) / (count - 1))] for i in range(count)})
 
 
-def default_target_loss(runs: list[Run]) -> float | None:
-    """The highest final validation loss among the runs: every run reaches it, the question is when."""
-    finals = [run.last(VAL_LOSS) for run in runs if run.last(VAL_LOSS) is not None]
-    return math.ceil(max(finals) * 1000) / 1000 if finals else None
-
-
-def steps_to_reach(run: Run, target: float, metric: str = VAL_LOSS) -> int | None:
-    """The first step at which ``metric`` is at or below ``target``; ``None`` if never."""
-    return next((step for step, value in run.series(metric) if value <= target), None)
-
-
 TIED_NOTES = [
     "mean ± sample standard deviation over seeds (n - 1 in the denominator); seeds = finished runs averaged",
     "initial loss: the untrained model on the first training batch, without dropout; predicted: "
@@ -163,18 +152,7 @@ TIED_NOTES = [
 ]
 
 
-def _study_targets(chosen: list[Run], target_loss: float | None, default_target: bool) -> dict[str, float | None]:
-    """Each study's target loss: the one given, else (``default_target``) its runs' highest final loss,
-    per study: a masked-token arm's losses are on another scale than the next-token arm's."""
-    by_study: dict[str, list[Run]] = {}
-    for run in chosen:
-        by_study.setdefault(run.study, []).append(run)
-    if target_loss is not None:
-        return dict.fromkeys(by_study, target_loss)
-    return {study: default_target_loss(members) if default_target else None for study, members in by_study.items()}
-
-
-def _tied_row(members: list[Run], steps: list[int], target: float | None) -> dict[str, Any]:
+def _tied_row(members: list[Run], steps: list[int]) -> dict[str, Any]:
     row: dict[str, Any] = {"seeds": len(members)}
     row["initial loss"] = summarise(run.first(INIT_LOSS) for run in members)
     row["predicted"] = summarise(run.first(INIT_LOSS_PREDICTED) for run in members)
@@ -183,65 +161,27 @@ def _tied_row(members: list[Run], steps: list[int], target: float | None) -> dic
         row[f"val loss @ step {step}"] = summarise(run.metrics.get(VAL_LOSS, {}).get(step) for run in members)
     row["final val loss"] = summarise(run.last(VAL_LOSS) for run in members)
     row["final 95% CI"] = Interval(row["final val loss"]) if row["final val loss"] is not None else None
-    reached = [steps_to_reach(run, target) for run in members] if target is not None else []
-    row["steps to target"] = summarise(reached)  # over the runs that reached it
-    row["reached"] = f"{sum(value is not None for value in reached)}/{len(members)}" if reached else None
     return row
 
 
-def tied_table(
-    runs: Iterable[Run],
-    target_loss: float | None = None,
-    default_target: bool = True,
-) -> Table:
-    """Variant, initial loss (measured, predicted, ln n), loss at fixed steps, final loss, steps to target.
-    ``default_target=False``: without ``target_loss``, no steps-to-target columns (a sweep whose
-    analysis sets targets relative to the unigram loss reports those instead, in ``convergence``)."""
+def tied_table(runs: Iterable[Run]) -> Table:
+    """Variant, initial loss (measured, predicted, ln n), loss at fixed steps, final loss (the steps to a
+    target are the evidence's ``convergence`` table's)."""
     chosen = pretraining_runs(runs)
     groups = group_runs(chosen)
-    targets = _study_targets(chosen, target_loss, default_target)
     steps = default_fixed_steps(chosen)
-    studies = {study for study, _ in groups}
     labels = label_columns(groups)
-    step_columns = [f"val loss @ step {step}" for step in steps]
-    target_columns = ["steps to target", "reached"] if any(target is not None for target in targets.values()) else []
-    columns = (
-        (["study"] if len(studies) > 1 else [])
-        + labels
-        + [
-            "seeds",
-            "initial loss",
-            "predicted",
-            "ln n",
-            *step_columns,
-            "final val loss",
-            "final 95% CI",
-            *target_columns,
-        ]
-    )
-    rows = [
-        {"study": study, **dict(key), **_tied_row(members, steps, targets.get(study))}
-        for (study, key), members in groups.items()
-    ]
+    rows = [{"study": study, **dict(key), **_tied_row(members, steps)} for (study, key), members in groups.items()]
     rows.sort(key=lambda row: [row["study"], *(sort_value(str(row.get(label, ""))) for label in labels)])
-    notes = list(TIED_NOTES)
-    shown = {study: target for study, target in targets.items() if target is not None}
-    if shown:
-        per_study = ", ".join(
-            f"{target:g}" + (f" ({study})" if len(shown) > 1 else "") for study, target in shown.items()
-        )
-        notes.append(
-            f"steps to target: first logged evaluation step with validation loss <= {per_study}"
-            + (" (per study, the highest final loss among its runs)" if target_loss is None else "")
-            + ", averaged over the runs that reached it; reached: how many did"
-        )
+    several = len({study for study, _ in groups}) > 1
+    measures = [key for key in rows[0] if key != "study" and key not in labels] if rows else []
     return Table(
         name="tied_embeddings",
         title="Tied embeddings: initial loss and training",
-        columns=columns,
         rows=rows,
-        notes=notes,
-        digits={"steps to target": 0, "seeds": 0},
+        columns=[*(["study"] if several else []), *labels, *measures],
+        notes=TIED_NOTES,
+        digits={"seeds": 0},
     )
 
 

@@ -132,12 +132,7 @@ def study_analysis(manifest: dict[str, Any], echo: Callable[[str], None]) -> Ana
         return None
 
 
-def build_report(
-    root: str | Path,
-    target_loss: float | None = None,
-    wandb: bool = True,
-    echo: Callable[[str], None] = print,
-) -> Path:
+def build_report(root: str | Path, wandb: bool = True, echo: Callable[[str], None] = print) -> Path:
     """Write every report file into ``root``; return the path of ``report.md``."""
     root = Path(root)
     if not root.is_dir():
@@ -150,7 +145,7 @@ def build_report(
         )
     manifest = layout.read_json(root / layout.MANIFEST_FILE) or {}
     claims = study_analysis(manifest, echo)
-    inputs = Inputs(root, runs, claims, target_loss, echo)
+    inputs = Inputs(root, runs, claims, echo)
     if not plots.available():
         echo(f"note: {plots.MISSING}")
     try:

@@ -45,7 +45,6 @@ class Inputs:
     root: Path
     runs: list[Run]
     analysis: Analysis | None
-    target_loss: float | None = None
     echo: Callable[[str], None] = print
 
     @cached_property
@@ -83,8 +82,7 @@ def gap_to_full_width(inputs: Inputs) -> Part:
 
 
 def tied_embeddings(inputs: Inputs) -> Part:
-    claims = inputs.analysis
-    table = tied_table(inputs.runs, inputs.target_loss, default_target=not (claims and claims.targets))
+    table = tied_table(inputs.runs)
     caption = "Validation loss per variant; circles: measured initial loss, crosses: predicted, dashed: ln n"
     return Part(
         heading="Tied embeddings",
