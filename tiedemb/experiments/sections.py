@@ -23,8 +23,6 @@ from tiedemb.experiments.claims import Analysis
 from tiedemb.experiments.runs import Run
 
 EVIDENCE_HEADING = "## Evidence: baselines, convergence, paired differences and verdicts"
-RETIRED = ("embedding_analysis",)
-"""Kinds of earlier versions, passed over: a sweep file or ``sweep.json`` naming one still reports."""
 
 
 @dataclass
@@ -151,8 +149,6 @@ def parse_report(raw: Any, analysis: Analysis | None, where: str) -> list[dict[s
         if not isinstance(section, dict) or not isinstance(section.get("kind"), str):
             raise UserError(f"{here}: expected a section kind or a mapping with a kind, got {entry!r}")
         name = section["kind"]
-        if name in RETIRED:
-            continue
         if name not in SECTIONS:
             nearest = difflib.get_close_matches(name, SECTIONS, n=1)
             hint = f"did you mean {nearest[0]}? " if nearest else ""
