@@ -108,11 +108,7 @@ LABEL_ORDER = ("variant", "task", "d_e")
 
 
 def label_columns(groups: Iterable[tuple[str, tuple[tuple[str, str], ...]]]) -> list[str]:
-    columns: list[str] = []
-    for _, labels in groups:
-        for label, _ in labels:
-            if label not in columns:
-                columns.append(label)
+    columns = dict.fromkeys(label for _, labels in groups for label, _ in labels)
     return sorted(columns, key=lambda label: LABEL_ORDER.index(label) if label in LABEL_ORDER else len(LABEL_ORDER))
 
 
