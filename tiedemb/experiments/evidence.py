@@ -6,7 +6,7 @@ verdicts, the zero-shot probes, and every run's metrics and curve for anyone che
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -221,16 +221,25 @@ def convergence_table(numbers: dict[str, dict[str, dict[str, RunNumbers]]], anal
     )
 
 
-def refused_pairs(levels: dict[str, dict[str, RunNumbers]], level: str, reference: str) -> list[tuple[str, str]]:
-    """The seeds' run pairs (level's run, reference's run) whose tokenizers differ: two tokenizers number
-    the same words differently, so their losses are not paired measurements of one text. A run that
-    logged no fingerprint (before runs recorded it) is not refused."""
+def _one_tokenizer(mine: RunNumbers, theirs: RunNumbers) -> bool:
+    """Whether two runs read one tokenizer: two tokenizers number the same words differently, so their
+    losses are not paired measurements of one text. A run that logged no fingerprint (before runs
+    recorded it) pairs with any."""
+    return not (mine.tokenizer and theirs.tokenizer and mine.tokenizer != theirs.tokenizer)
+
+
+def paired_seeds(levels: Mapping[str, Mapping[str, RunNumbers]], level: str, reference: str) -> list[str]:
+    """The seeds both levels ran whose two runs read one tokenizer."""
     mine, theirs = levels.get(level, {}), levels.get(reference, {})
-    return [
-        (mine[seed].run.id, theirs[seed].run.id)
-        for seed in sorted(set(mine) & set(theirs), key=sort_value)
-        if mine[seed].tokenizer and theirs[seed].tokenizer and mine[seed].tokenizer != theirs[seed].tokenizer
-    ]
+    shared = sorted(set(mine) & set(theirs), key=sort_value)
+    return [seed for seed in shared if _one_tokenizer(mine[seed], theirs[seed])]
+
+
+def refused_pairs(levels: Mapping[str, Mapping[str, RunNumbers]], level: str, reference: str) -> list[tuple[str, str]]:
+    """The run pairs (level's, reference's) of the seeds both ran whose tokenizers differ."""
+    mine, theirs = levels.get(level, {}), levels.get(reference, {})
+    shared = sorted(set(mine) & set(theirs), key=sort_value)
+    return [(mine[seed].run.id, theirs[seed].run.id) for seed in shared if not _one_tokenizer(mine[seed], theirs[seed])]
 
 
 def refusal_note(refused: Iterable[tuple[str, str]]) -> str | None:
@@ -245,16 +254,12 @@ def paired(
     levels: dict[str, dict[str, RunNumbers]], level: str, reference: str, metric: str, target: float | None
 ) -> Difference:
     """``level - reference`` over shared seeds whose runs read one tokenizer (``claims.claim_difference``)."""
-    refused_runs = {first for first, _ in refused_pairs(levels, level, reference)}
-    refused = {seed for seed, found in levels.get(level, {}).items() if found.run.id in refused_runs}
+    seeds = paired_seeds(levels, level, reference)
 
     def values(name: str) -> dict[str, Measured]:
-        found = {
-            seed: measured(numbers.final, numbers.steps, numbers.last_step, metric, target)
-            for seed, numbers in levels.get(name, {}).items()
-            if seed not in refused
-        }
-        return {seed: value for seed, value in found.items() if value is not None}
+        found = {seed: levels[name][seed] for seed in seeds}
+        kept = {seed: measured(n.final, n.steps, n.last_step, metric, target) for seed, n in found.items()}
+        return {seed: value for seed, value in kept.items() if value is not None}
 
     return claim_difference(values(level), values(reference))
 

@@ -20,7 +20,7 @@ import numpy
 
 from tiedemb.experiments.aggregate import Table, summarise
 from tiedemb.experiments.claims import Analysis, steps_to_target
-from tiedemb.experiments.evidence import RunNumbers, paired, refused_pairs
+from tiedemb.experiments.evidence import RunNumbers, paired, paired_seeds
 from tiedemb.training.metric_names import VAL_LOSS
 
 Numbers = Mapping[str, Mapping[str, Mapping[str, RunNumbers]]]  # study -> level -> seed -> numbers
@@ -103,11 +103,9 @@ def gap_curves(numbers: Numbers, analysis: Analysis) -> dict[str, dict[str, list
         for _, level in ladder(levels, analysis.reference):
             if level == analysis.reference:
                 continue
-            refused = {first for first, _ in refused_pairs(levels, level, analysis.reference)}
             per_seed = [
-                dict(gap(found.run.series(VAL_LOSS), reference[seed].run.series(VAL_LOSS)))
-                for seed, found in levels[level].items()
-                if seed in reference and found.run.id not in refused
+                dict(gap(levels[level][seed].run.series(VAL_LOSS), reference[seed].run.series(VAL_LOSS)))
+                for seed in paired_seeds(levels, level, analysis.reference)
             ]
             if not per_seed:
                 continue
@@ -267,11 +265,11 @@ def _steps_ratios(
 ) -> tuple[list[float], list[float], bool]:
     """A level's steps to ``target`` and their ratios to the reference's (``theirs``, by seed), and whether
     any is a lower bound (a run that never reached the target: its last step stands in)."""
-    refused = {first for first, _ in refused_pairs(levels, level, reference)}
     ratios, steps, bounded = [], [], False
-    for seed, found in levels[level].items():
-        if found.run.id in refused or not theirs.get(seed):
+    for seed in paired_seeds(levels, level, reference):
+        if not theirs.get(seed):
             continue
+        found = levels[level][seed]
         mine = steps_to_target(found.run.series(VAL_LOSS), target)
         if mine is None:
             mine, bounded = float(found.last_step or 0), True
