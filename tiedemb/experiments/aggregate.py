@@ -250,27 +250,48 @@ def _score_columns(chosen: list[Run], tasks: list[str]) -> list[tuple[str, str, 
     return found
 
 
+def _majority(runs: list[Run], metric: str) -> float | None:
+    """The score of always answering the most frequent label, which the runs logged at their start."""
+    return next(
+        (100 * value for value in (run.last(f"{MAJORITY_PREFIX}{metric}") for run in runs) if value is not None), None
+    )
+
+
 def _dim_row(members: list[Run], metric_columns: list[tuple[str, str, str]], tasks: list[str]) -> dict[str, Any]:
-    row: dict[str, Any] = {"runs": len(members)}
+    """A row's numbers in the table's column order; the MDE and the points per million parameters, which
+    compare the rows, are filled in once every row is made."""
     total = summarise(run.last(PARAMS_TOTAL) for run in members)
     embedding = summarise(run.last(PARAMS_EMBEDDING) for run in members)
-    row["total params (M)"] = total.mean / 1e6 if total else None
-    row["embedding params (M)"] = embedding.mean / 1e6 if embedding else None
-    row["embedding share (%)"] = 100 * embedding.mean / total.mean if total and embedding else None
-    for task, column, metric in metric_columns:
-        of_task = [run for run in members if task_of(run) == task]
-        row[column] = _percent(summarise(dev_scores(run).get(metric) for run in of_task))
-        floor = [run.last(f"{MAJORITY_PREFIX}{metric}") for run in of_task]  # always the most frequent label
-        row[majority_column(column)] = next((100 * value for value in floor if value is not None), None)
-        if metric in MAIN_METRICS:
-            row[f"{column} 95% CI"] = Interval(row[column]) if row[column] is not None else None
-            row[f"{column} final"] = _percent(summarise(run.last(eval_name("val", metric)) for run in of_task))
-    for task in tasks:
-        of_task = [run for run in members if task_of(run) == task]
-        row[f"epochs to converge ({task.upper()})"] = summarise(run.last(EPOCHS_TO_CONVERGE) for run in of_task)
-    mains = [row[column].mean for _, column, metric in metric_columns if metric in MAIN_METRICS and row[column]]
-    row["score"] = statistics.fmean(mains) if mains else None
-    return row
+    of_task = {task: [run for run in members if task_of(run) == task] for task in tasks}
+    scores = {
+        column: _percent(summarise(dev_scores(run).get(metric) for run in of_task[task]))
+        for task, column, metric in metric_columns
+    }
+    mains = [(task, column, metric) for task, column, metric in metric_columns if metric in MAIN_METRICS]
+    main_means = [scores[column].mean for _, column, _ in mains if scores[column] is not None]
+    return {
+        "runs": len(members),
+        "total params (M)": total.mean / 1e6 if total else None,
+        "embedding params (M)": embedding.mean / 1e6 if embedding else None,
+        "embedding share (%)": 100 * embedding.mean / total.mean if total and embedding else None,
+        **scores,
+        **{majority_column(column): _majority(of_task[task], metric) for task, column, metric in metric_columns},
+        **{
+            f"{column} 95% CI": Interval(scores[column]) if scores[column] is not None else None
+            for _, column, _ in mains
+        },
+        **dict.fromkeys(mde_column(column) for _, column, _ in mains),
+        **{
+            f"{column} final": _percent(summarise(run.last(eval_name("val", metric)) for run in of_task[task]))
+            for task, column, metric in mains
+        },
+        **{
+            f"epochs to converge ({task.upper()})": summarise(run.last(EPOCHS_TO_CONVERGE) for run in of_task[task])
+            for task in tasks
+        },
+        "score": statistics.fmean(main_means) if main_means else None,
+        "pts per M params": None,
+    }
 
 
 DIM_NOTES = [
@@ -293,31 +314,6 @@ DIM_NOTES = [
 ]
 
 
-def _dim_columns(
-    metric_columns: list[tuple[str, str, str]], tasks: list[str], several_routes: bool
-) -> tuple[list[str], list[str], list[str]]:
-    mains = [column for _, column, metric in metric_columns if metric in MAIN_METRICS]
-    majority = [majority_column(column) for _, column, _ in metric_columns]
-    numbers = [
-        *(column for _, column, _ in metric_columns),
-        *majority,
-        *(f"{column} 95% CI" for column in mains),
-        *(mde_column(column) for column in mains),
-        *(f"{column} final" for column in mains),
-        *(f"epochs to converge ({task.upper()})" for task in tasks),
-    ]
-    base = [
-        *(["route"] if several_routes else []),
-        "d_e",
-        "runs",
-        "total params (M)",
-        "embedding params (M)",
-        "embedding share (%)",
-        *numbers,
-    ]
-    return [*base, "score", "pts per M params"], numbers, majority
-
-
 def embedding_dim_table(runs: Iterable[Run]) -> Table:
     """d_e, parameters, dev scores per task, epochs to converge, points per million parameters."""
     chosen = [run for run in glue_runs(runs) if embedding_dim_of(run) is not None]
@@ -337,13 +333,14 @@ def embedding_dim_table(runs: Iterable[Run]) -> Table:
         _points_per_million([row for row in rows if row["route"] == route])
         for column in mains:
             _minimum_detectable([row for row in rows if row["route"] == route], column)
-    columns, numbers, majority = _dim_columns(metric_columns, tasks, several_routes=len(routes) > 1)
+    columns = [column for column in rows[0] if column != "route" or len(routes) > 1] if rows else []
     notes = list(DIM_NOTES)
     if rows:
         smallest = rows[0]["d_e"]
         notes.append(
             f"pts per M params: (score - score at d_e={smallest}) / (params - params at d_e={smallest}) in millions"
         )
+    majority = [majority_column(column) for _, column, _ in metric_columns]  # the default 3 decimals
     return Table(
         name="embedding_dim",
         title="Embedding dimension d_e",
@@ -351,15 +348,12 @@ def embedding_dim_table(runs: Iterable[Run]) -> Table:
         rows=rows,
         notes=notes,
         digits={
+            **dict.fromkeys(columns, 2),
             "d_e": 0,
             "runs": 0,
-            "total params (M)": 2,
-            "embedding params (M)": 2,
             "embedding share (%)": 1,
-            "score": 2,
             "pts per M params": 3,
-            # the majority floor keeps the default 3 decimals
-            **{column: 2 for column in numbers if column not in majority},
+            **dict.fromkeys(majority, 3),
         },
         score_columns=[column for _, column, _ in metric_columns],
     )
