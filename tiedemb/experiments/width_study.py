@@ -19,7 +19,7 @@ from typing import Any
 import numpy
 
 from tiedemb.experiments.aggregate import Table, summarise
-from tiedemb.experiments.claims import Analysis, steps_to_target
+from tiedemb.experiments.claims import HOLDS, Analysis, steps_to_target, verdict
 from tiedemb.experiments.evidence import RunNumbers, paired, paired_seeds
 from tiedemb.training.metric_names import VAL_LOSS
 
@@ -181,10 +181,9 @@ def gain_table(numbers: Numbers, analysis: Analysis) -> Table:
         full = widths[-1][0]
         detectable = []  # the wider end of each step up whose gain's interval lies above zero
         for (narrow, low_level), (wide, high_level) in zip(widths, widths[1:]):
-            gain = paired(
-                levels, low_level, high_level, "final_loss", None
-            )  # narrower minus wider: the loss widening saves
-            if gain.n >= 2 and gain.low > 0:
+            # narrower minus wider: the loss widening saves
+            gain = paired(levels, low_level, high_level, "final_loss", None)
+            if verdict(gain, "higher", 0) == HOLDS:
                 detectable.append(wide)
             source = (source_width(narrow, full), source_width(wide, full))
             rows.append(
