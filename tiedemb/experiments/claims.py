@@ -85,6 +85,15 @@ class Analysis:
     common_target: float | None = None
 
 
+def comparisons(analysis: Analysis | None) -> list[tuple[Claim, str, str]]:
+    """(claim, level, reference) of every level of every claim."""
+    if analysis is None:
+        return []
+    return [
+        (claim, level, claim.reference or analysis.reference) for claim in analysis.claims for level in claim.levels
+    ]
+
+
 def parse_analysis(raw: Any, studies: Sequence[str], where: str) -> Analysis | None:
     """The sweep file's ``analysis`` section, checked (``None`` when the file has none)."""
     if raw is None:

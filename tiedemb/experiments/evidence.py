@@ -17,6 +17,7 @@ from tiedemb.experiments.claims import (
     Difference,
     Measured,
     claim_difference,
+    comparisons,
     describe_rule,
     measured,
     steps_to_target,
@@ -318,29 +319,27 @@ def differences_table(numbers: dict[str, dict[str, dict[str, RunNumbers]]], anal
 
 def claims_table(numbers: dict[str, dict[str, dict[str, RunNumbers]]], analysis: Analysis | None) -> Table:
     rows, refused = [], []
-    for claim in analysis.claims if analysis else ():
-        reference = claim.reference or analysis.reference
+    for claim, level, reference in comparisons(analysis):
         levels = numbers.get(claim.study, {})
-        for level in claim.levels:
-            difference = paired(levels, level, reference, claim.metric, claim.target)
-            refused += refused_pairs(levels, level, reference)
-            decided = verdict(difference, claim.expect, claim.margin)
-            if level not in levels or reference not in levels:
-                decided = f"not run ({level if level not in levels else reference} has no finished runs)"
-            rows.append(
-                {
-                    "claim": claim.text,
-                    "study": claim.study,
-                    "level": level,
-                    "reference": reference,
-                    "measure": claim.metric_name,
-                    "expected": claim.expect,
-                    "margin": f"{claim.margin:g}",
-                    "difference": difference.format(0 if claim.metric == "steps" else 3),
-                    "verdict": decided,
-                    "rule": describe_rule(claim),
-                }
-            )
+        difference = paired(levels, level, reference, claim.metric, claim.target)
+        refused += refused_pairs(levels, level, reference)
+        decided = verdict(difference, claim.expect, claim.margin)
+        if level not in levels or reference not in levels:
+            decided = f"not run ({level if level not in levels else reference} has no finished runs)"
+        rows.append(
+            {
+                "claim": claim.text,
+                "study": claim.study,
+                "level": level,
+                "reference": reference,
+                "measure": claim.metric_name,
+                "expected": claim.expect,
+                "margin": f"{claim.margin:g}",
+                "difference": difference.format(0 if claim.metric == "steps" else 3),
+                "verdict": decided,
+                "rule": describe_rule(claim),
+            }
+        )
     notes = [
         "difference: level minus reference, paired by seed, mean [95% interval]; the claims, margins and "
         "rules were fixed in the sweep file's analysis section before the runs"

@@ -40,6 +40,7 @@ from tiedemb.experiments.claims import (
     Measured,
     claim_difference,
     claim_p_value,
+    comparisons,
     decision_gap,
     holm,
     holm_verdict,
@@ -207,18 +208,11 @@ def compare(level: Sequence[RunRow], reference: Sequence[RunRow], claim: Claim) 
     return claim_difference(values(level), values(reference))
 
 
-def _pairs(analysis: Analysis) -> list[tuple[Claim, str, str]]:
-    """(claim, level, reference) of every level of every claim."""
-    return [
-        (claim, level, claim.reference or analysis.reference) for claim in analysis.claims for level in claim.levels
-    ]
-
-
 def claims_at_rates(runs: Sequence[RunRow], analysis: Analysis) -> list[dict[str, Any]]:
     """Each claim at each rate both of its variants ran in the tuning phase."""
     tuning = [run for run in runs if run.phase == "tuning"]
     rows = []
-    for claim, level, reference in _pairs(analysis):
+    for claim, level, reference in comparisons(analysis):
         rates = sorted(
             {r.rate for r in tuning if r.variant == level} & {r.rate for r in tuning if r.variant == reference}
         )
@@ -251,7 +245,7 @@ def tuned_claims(
     """Each claim on the verdict runs (every variant at its tuned rate), raw and after Holm."""
     verdict_runs = [run for run in runs if run.phase == "verdict"]
     rows = []
-    for claim, level, reference in _pairs(analysis):
+    for claim, level, reference in comparisons(analysis):
         level_rate, reference_rate = (picks[v].rate if v in picks else None for v in (level, reference))
         mine = [run for run in verdict_runs if run.variant == level and run.rate == level_rate]
         theirs = [run for run in verdict_runs if run.variant == reference and run.rate == reference_rate]
@@ -460,7 +454,7 @@ def write_rate_report(
 ) -> Path:
     analysis = read_claims(claims)
     # the study's variants are those its claims compare (a fixed-rate table may hold others)
-    variants = {name for claim, level, reference in _pairs(analysis) for name in (level, reference)}
+    variants = {name for claim, level, reference in comparisons(analysis) for name in (level, reference)}
     runs = [run for run in [*tuning, *verdict_runs] if run.variant in variants]
     if not any(run.phase == "tuning" for run in runs):
         raise UserError("no finished tuning runs were read: nothing to pick a rate from")
