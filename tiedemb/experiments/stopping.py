@@ -37,16 +37,17 @@ class StopSignals:
 
     @contextlib.contextmanager
     def watching(self) -> Iterator[StopSignals]:
-        """Catch SIGTERM for the duration of the block (signal handlers live in the main thread)."""
+        """Catch SIGTERM for the duration of the block (signal handlers live in the main thread); what was
+        received is forgotten after it, so no later stage is stopped for it."""
         self.received.clear()
-        if threading.current_thread() is not threading.main_thread():
-            yield self
-            return
-        previous = signal.signal(signal.SIGTERM, self._handle)
+        main = threading.current_thread() is threading.main_thread()
+        previous = signal.signal(signal.SIGTERM, self._handle) if main else None
         try:
             yield self
         finally:
-            signal.signal(signal.SIGTERM, previous)
+            if main:
+                signal.signal(signal.SIGTERM, previous)
+            self.received.clear()
 
     @contextlib.contextmanager
     def running(self, child: subprocess.Popen) -> Iterator[None]:
