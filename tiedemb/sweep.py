@@ -37,7 +37,6 @@ def parser() -> CommandParser:
     parser.add_argument(
         "--cell", type=number_type(NonNegativeInt), help="run only the cell with this index (e.g. a job array's task)"
     )
-    parser.add_argument("--study", help="with --LABEL=VALUE flags: run only that cell of this study")
     parser.add_argument("--list", action="store_true", help="list the cells and their state")
     parser.add_argument("--dry-run", action="store_true", help="validate and print the commands only")
     parser.add_argument(
@@ -48,20 +47,6 @@ def parser() -> CommandParser:
         help="a setting (VALUE read as YAML) for every cell whose configuration has KEY; repeatable",
     )
     return parser
-
-
-def parse_args(argv: list[str] | None) -> tuple[argparse.Namespace, dict[str, str]]:
-    command_line = parser()
-    args, rest = command_line.parse_known_args(argv)
-    selection = {}
-    for token in rest:
-        if not token.startswith("--") or "=" not in token:
-            command_line.error(f"unrecognized argument {token!r}")
-        label, value = token[2:].split("=", 1)
-        selection[label] = value
-    if selection and args.study is None:
-        command_line.error("--LABEL=VALUE selections need --study")
-    return args, selection
 
 
 def parse_settings(tokens: list[str]) -> dict[str, Any]:
@@ -81,9 +66,9 @@ def parse_settings(tokens: list[str]) -> dict[str, Any]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    args, selection = parse_args(argv)
+    args = parser().parse_args(argv)
     try:
-        return report_user_errors(lambda: _main(args, selection))
+        return report_user_errors(lambda: _main(args))
     except SweepStopped as stopped:
         print(
             f"stopped by {stopped}; the cell that ran is recorded as preempted (see its status.json)", file=sys.stderr
@@ -94,7 +79,7 @@ def main(argv: list[str] | None = None) -> int:
         return 130
 
 
-def _main(args: argparse.Namespace, selection: dict[str, str]) -> int:
+def _main(args: argparse.Namespace) -> int:
     from tiedemb.experiments.cells import apply_settings, cell_args, cell_dir, cell_state, run_sweep, validate_cell
     from tiedemb.experiments.sweep_file import load_sweep
 
@@ -107,9 +92,17 @@ def _main(args: argparse.Namespace, selection: dict[str, str]) -> int:
     if out.exists() and not out.is_dir():
         raise UserError(f"--out {str(args.out)!r} is a file; pass a folder for the cells (created if absent)")
     apply_settings(sweep, settings, out)
-    cells = _chosen_cells(sweep, args, selection)
-    if cells is None:  # the one cell asked for belongs to a skipped study: said so, nothing to do
-        return 0
+    cells = sweep.cells
+    if args.cell is not None:
+        chosen = [cell for cell in sweep.all_cells if cell.index == args.cell]
+        if not chosen:
+            raise UserError(f"--cell {args.cell}: the sweep has cells 0..{len(sweep.all_cells) - 1}")
+        cell = chosen[0]
+        skipped = sweep.study(cell.study).skipped_because
+        if skipped:  # said so, nothing to do
+            print(f"cell {cell.id} is skipped: {skipped}")
+            return 0
+        cells = [cell]
     if args.list:
         for cell in cells:
             state, note = cell_state(sweep, cell, out)
@@ -123,32 +116,6 @@ def _main(args: argparse.Namespace, selection: dict[str, str]) -> int:
         print(f"{len(cells)} cells are valid")
         return 0
     return _summary(sweep.name, out, run_sweep(sweep, out, cells, workdir))
-
-
-def _chosen_cells(sweep: Any, args: argparse.Namespace, selection: dict[str, str]) -> list[Any] | None:
-    """The cells to act on: all, ``--cell I``, or ``--study S --LABEL=VALUE ...``; ``None``: a skipped cell."""
-    cells = sweep.cells
-    if args.cell is not None:
-        chosen = [cell for cell in sweep.all_cells if cell.index == args.cell]
-        if not chosen:
-            raise UserError(f"--cell {args.cell}: the sweep has cells 0..{len(sweep.all_cells) - 1}")
-        study = sweep.study(chosen[0].study)
-        if study.skipped_because:
-            print(f"cell {chosen[0].id} is skipped: {study.skipped_because}")
-            return None
-        cells = chosen
-    if args.study is not None:
-        studies = {study.name: study for study in sweep.studies}
-        if args.study not in studies:
-            raise UserError(f"--study {args.study!r}: the sweep's studies are {', '.join(studies)}")
-        cells = [
-            cell
-            for cell in studies[args.study].cells
-            if all(cell.labels.get(label) == value for label, value in selection.items())
-        ]
-        if not cells:
-            raise UserError(f"no cell of study {args.study!r} has {selection}; the grid may leave it out by a rule")
-    return cells
 
 
 def _summary(name: str, out: Path, outcome: dict[str, list[str]]) -> int:

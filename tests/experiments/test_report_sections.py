@@ -113,11 +113,6 @@ def test_a_mistaken_report_is_named_in_one_line(tmp_path, capsys, report, messag
     assert message in line and not (tmp_path / "out").exists()
 
 
-def test_a_kind_an_earlier_version_had_is_passed_over(tmp_path):
-    sweep = load_sweep(write_sweep(tmp_path, {**NEW_STUDY, "report": ["claims", "embedding_analysis"]}))
-    assert sweep.report == [{"kind": "claims"}]
-
-
 def test_every_shipped_sweep_declares_a_report_of_known_sections():
     for path in sorted((CONFIGS / "sweeps").glob("*.yaml")):
         sweep = load_sweep(path)

@@ -226,11 +226,11 @@ def test_cells_own_their_folders_and_loggers(tmp_path):
     assert f'"save_dir": "{folder}"' in logger and "CSVLogger" in logger
 
 
-def test_entry_point_selects_cells_by_study_and_labels_or_index_and_lists_states(tmp_path, fake_runs, capsys):
+def test_entry_point_selects_cells_by_index_and_lists_states(tmp_path, fake_runs, capsys):
     calls, _ = fake_runs
     path = tiny_sweep(tmp_path)
     out = tmp_path / "out"
-    assert sweep_main([str(path), "--out", str(out), "--study", "t", "--variant=untied", "--seed=1"]) == 0
+    assert sweep_main([str(path), "--out", str(out), "--cell", "3"]) == 0
     assert len(calls) == 1 and (out / "t" / "variant=untied,seed=1" / layout.STATUS_FILE).is_file()
     assert sweep_main([str(path), "--out", str(out), "--cell", "0"]) == 0 and len(calls) == 2
     capsys.readouterr()

@@ -234,7 +234,7 @@ def test_set_of_a_key_no_cell_has_stops_before_anything_runs(tmp_path, capsys):
 def test_set_values_are_part_of_the_cells_spec(tmp_path, fake_runs, capsys):
     calls, _ = fake_runs
     path, out = small_chain_sweep(tmp_path), tmp_path / "out"
-    assert sweep_main([str(path), "--out", str(out), "--study", "pretrain"]) == 0
+    assert sweep_main([str(path), "--out", str(out), "--cell", "1"]) == 0
     assert sweep_main([str(path), "--out", str(out), "--set", "data.block_size=16"]) == 2
     assert "holds finished cells run with other settings" in capsys.readouterr().err
     assert list(calls) == ["pretrain/d_e=16,seed=0"]

@@ -12,7 +12,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from tiedemb.experiments.claims import detectable_difference
+from tiedemb.experiments.claims import detectable_difference, t_half_width
 from tiedemb.experiments.runs import Run
 from tiedemb.training.metric_names import (
     INIT_LOSS,
@@ -53,11 +53,7 @@ class Stat:
     def ci95(self) -> float | None:
         """Half-width of the 95% confidence interval of the mean; ``None`` for one value. Student's t:
         with three seeds it is 4.30 standard errors, not the 1.96 of a normal distribution."""
-        if self.std is None:
-            return None
-        from scipy import stats
-
-        return float(stats.t.ppf(0.975, self.n - 1)) * self.std / math.sqrt(self.n)
+        return None if self.std is None else t_half_width(self.std, self.n)
 
     def interval(self, digits: int = 3) -> str:
         """``[low, high]``: the 95% confidence interval of the mean."""
@@ -88,11 +84,14 @@ def summarise(values: Iterable[float | None]) -> Stat | None:
 class Table:
     name: str  # file stem of its CSV
     title: str
-    columns: list[str]
     rows: list[dict[str, Any]]  # column -> str, int, float, Stat or None
+    columns: list[str] = field(default_factory=list)  # default: the rows' keys, in order
     notes: list[str] = field(default_factory=list)
     digits: dict[str, int] = field(default_factory=dict)  # column -> decimals (default 3)
     score_columns: list[str] = field(default_factory=list)  # the dev-score columns, for figures
+
+    def __post_init__(self) -> None:
+        self.columns = self.columns or list(dict.fromkeys(key for row in self.rows for key in row))
 
 
 def group_runs(runs: Iterable[Run]) -> dict[tuple[str, tuple[tuple[str, str], ...]], list[Run]]:
@@ -109,11 +108,7 @@ LABEL_ORDER = ("variant", "task", "d_e")
 
 
 def label_columns(groups: Iterable[tuple[str, tuple[tuple[str, str], ...]]]) -> list[str]:
-    columns: list[str] = []
-    for _, labels in groups:
-        for label, _ in labels:
-            if label not in columns:
-                columns.append(label)
+    columns = dict.fromkeys(label for _, labels in groups for label, _ in labels)
     return sorted(columns, key=lambda label: LABEL_ORDER.index(label) if label in LABEL_ORDER else len(LABEL_ORDER))
 
 
@@ -144,17 +139,6 @@ def default_fixed_steps(runs: list[Run], count: int = 3) -> list[int]:
     return sorted({steps[round(i * (len(steps) - 1) / (count - 1))] for i in range(count)})
 
 
-def default_target_loss(runs: list[Run]) -> float | None:
-    """The highest final validation loss among the runs: every run reaches it, the question is when."""
-    finals = [run.last(VAL_LOSS) for run in runs if run.last(VAL_LOSS) is not None]
-    return math.ceil(max(finals) * 1000) / 1000 if finals else None
-
-
-def steps_to_reach(run: Run, target: float, metric: str = VAL_LOSS) -> int | None:
-    """The first step at which ``metric`` is at or below ``target``; ``None`` if never."""
-    return next((step for step, value in run.series(metric) if value <= target), None)
-
-
 TIED_NOTES = [
     "mean ± sample standard deviation over seeds (n - 1 in the denominator); seeds = finished runs averaged",
     "initial loss: the untrained model on the first training batch, without dropout; predicted: "
@@ -164,18 +148,7 @@ TIED_NOTES = [
 ]
 
 
-def _study_targets(chosen: list[Run], target_loss: float | None, default_target: bool) -> dict[str, float | None]:
-    """Each study's target loss: the one given, else (``default_target``) its runs' highest final loss,
-    per study: a masked-token arm's losses are on another scale than the next-token arm's."""
-    by_study: dict[str, list[Run]] = {}
-    for run in chosen:
-        by_study.setdefault(run.study, []).append(run)
-    if target_loss is not None:
-        return dict.fromkeys(by_study, target_loss)
-    return {study: default_target_loss(members) if default_target else None for study, members in by_study.items()}
-
-
-def _tied_row(members: list[Run], steps: list[int], target: float | None) -> dict[str, Any]:
+def _tied_row(members: list[Run], steps: list[int]) -> dict[str, Any]:
     row: dict[str, Any] = {"seeds": len(members)}
     row["initial loss"] = summarise(run.first(INIT_LOSS) for run in members)
     row["predicted"] = summarise(run.first(INIT_LOSS_PREDICTED) for run in members)
@@ -184,65 +157,27 @@ def _tied_row(members: list[Run], steps: list[int], target: float | None) -> dic
         row[f"val loss @ step {step}"] = summarise(run.metrics.get(VAL_LOSS, {}).get(step) for run in members)
     row["final val loss"] = summarise(run.last(VAL_LOSS) for run in members)
     row["final 95% CI"] = Interval(row["final val loss"]) if row["final val loss"] is not None else None
-    reached = [steps_to_reach(run, target) for run in members] if target is not None else []
-    row["steps to target"] = summarise(reached)  # over the runs that reached it
-    row["reached"] = f"{sum(value is not None for value in reached)}/{len(members)}" if reached else None
     return row
 
 
-def tied_table(
-    runs: Iterable[Run],
-    target_loss: float | None = None,
-    default_target: bool = True,
-) -> Table:
-    """Variant, initial loss (measured, predicted, ln n), loss at fixed steps, final loss, steps to target.
-    ``default_target=False``: without ``target_loss``, no steps-to-target columns (a sweep whose
-    analysis sets targets relative to the unigram loss reports those instead, in ``convergence``)."""
+def tied_table(runs: Iterable[Run]) -> Table:
+    """Variant, initial loss (measured, predicted, ln n), loss at fixed steps, final loss (the steps to a
+    target are the evidence's ``convergence`` table's)."""
     chosen = pretraining_runs(runs)
     groups = group_runs(chosen)
-    targets = _study_targets(chosen, target_loss, default_target)
     steps = default_fixed_steps(chosen)
-    studies = {study for study, _ in groups}
     labels = label_columns(groups)
-    step_columns = [f"val loss @ step {step}" for step in steps]
-    target_columns = ["steps to target", "reached"] if any(target is not None for target in targets.values()) else []
-    columns = (
-        (["study"] if len(studies) > 1 else [])
-        + labels
-        + [
-            "seeds",
-            "initial loss",
-            "predicted",
-            "ln n",
-            *step_columns,
-            "final val loss",
-            "final 95% CI",
-            *target_columns,
-        ]
-    )
-    rows = [
-        {"study": study, **dict(key), **_tied_row(members, steps, targets.get(study))}
-        for (study, key), members in groups.items()
-    ]
+    rows = [{"study": study, **dict(key), **_tied_row(members, steps)} for (study, key), members in groups.items()]
     rows.sort(key=lambda row: [row["study"], *(sort_value(str(row.get(label, ""))) for label in labels)])
-    notes = list(TIED_NOTES)
-    shown = {study: target for study, target in targets.items() if target is not None}
-    if shown:
-        per_study = ", ".join(
-            f"{target:g}" + (f" ({study})" if len(shown) > 1 else "") for study, target in shown.items()
-        )
-        notes.append(
-            f"steps to target: first logged evaluation step with validation loss <= {per_study}"
-            + (" (per study, the highest final loss among its runs)" if target_loss is None else "")
-            + ", averaged over the runs that reached it; reached: how many did"
-        )
+    several = len({study for study, _ in groups}) > 1
+    measures = [key for key in rows[0] if key != "study" and key not in labels] if rows else []
     return Table(
         name="tied_embeddings",
         title="Tied embeddings: initial loss and training",
-        columns=columns,
         rows=rows,
-        notes=notes,
-        digits={"steps to target": 0, "seeds": 0},
+        columns=[*(["study"] if several else []), *labels, *measures],
+        notes=TIED_NOTES,
+        digits={"seeds": 0},
     )
 
 
@@ -315,27 +250,48 @@ def _score_columns(chosen: list[Run], tasks: list[str]) -> list[tuple[str, str, 
     return found
 
 
+def _majority(runs: list[Run], metric: str) -> float | None:
+    """The score of always answering the most frequent label, which the runs logged at their start."""
+    return next(
+        (100 * value for value in (run.last(f"{MAJORITY_PREFIX}{metric}") for run in runs) if value is not None), None
+    )
+
+
 def _dim_row(members: list[Run], metric_columns: list[tuple[str, str, str]], tasks: list[str]) -> dict[str, Any]:
-    row: dict[str, Any] = {"runs": len(members)}
+    """A row's numbers in the table's column order; the MDE and the points per million parameters, which
+    compare the rows, are filled in once every row is made."""
     total = summarise(run.last(PARAMS_TOTAL) for run in members)
     embedding = summarise(run.last(PARAMS_EMBEDDING) for run in members)
-    row["total params (M)"] = total.mean / 1e6 if total else None
-    row["embedding params (M)"] = embedding.mean / 1e6 if embedding else None
-    row["embedding share (%)"] = 100 * embedding.mean / total.mean if total and embedding else None
-    for task, column, metric in metric_columns:
-        of_task = [run for run in members if task_of(run) == task]
-        row[column] = _percent(summarise(dev_scores(run).get(metric) for run in of_task))
-        floor = [run.last(f"{MAJORITY_PREFIX}{metric}") for run in of_task]  # always the most frequent label
-        row[majority_column(column)] = next((100 * value for value in floor if value is not None), None)
-        if metric in MAIN_METRICS:
-            row[f"{column} 95% CI"] = Interval(row[column]) if row[column] is not None else None
-            row[f"{column} final"] = _percent(summarise(run.last(eval_name("val", metric)) for run in of_task))
-    for task in tasks:
-        of_task = [run for run in members if task_of(run) == task]
-        row[f"epochs to converge ({task.upper()})"] = summarise(run.last(EPOCHS_TO_CONVERGE) for run in of_task)
-    mains = [row[column].mean for _, column, metric in metric_columns if metric in MAIN_METRICS and row[column]]
-    row["score"] = statistics.fmean(mains) if mains else None
-    return row
+    of_task = {task: [run for run in members if task_of(run) == task] for task in tasks}
+    scores = {
+        column: _percent(summarise(dev_scores(run).get(metric) for run in of_task[task]))
+        for task, column, metric in metric_columns
+    }
+    mains = [(task, column, metric) for task, column, metric in metric_columns if metric in MAIN_METRICS]
+    main_means = [scores[column].mean for _, column, _ in mains if scores[column] is not None]
+    return {
+        "runs": len(members),
+        "total params (M)": total.mean / 1e6 if total else None,
+        "embedding params (M)": embedding.mean / 1e6 if embedding else None,
+        "embedding share (%)": 100 * embedding.mean / total.mean if total and embedding else None,
+        **scores,
+        **{majority_column(column): _majority(of_task[task], metric) for task, column, metric in metric_columns},
+        **{
+            f"{column} 95% CI": Interval(scores[column]) if scores[column] is not None else None
+            for _, column, _ in mains
+        },
+        **dict.fromkeys(mde_column(column) for _, column, _ in mains),
+        **{
+            f"{column} final": _percent(summarise(run.last(eval_name("val", metric)) for run in of_task[task]))
+            for task, column, metric in mains
+        },
+        **{
+            f"epochs to converge ({task.upper()})": summarise(run.last(EPOCHS_TO_CONVERGE) for run in of_task[task])
+            for task in tasks
+        },
+        "score": statistics.fmean(main_means) if main_means else None,
+        "pts per M params": None,
+    }
 
 
 DIM_NOTES = [
@@ -358,31 +314,6 @@ DIM_NOTES = [
 ]
 
 
-def _dim_columns(
-    metric_columns: list[tuple[str, str, str]], tasks: list[str], several_routes: bool
-) -> tuple[list[str], list[str], list[str]]:
-    mains = [column for _, column, metric in metric_columns if metric in MAIN_METRICS]
-    majority = [majority_column(column) for _, column, _ in metric_columns]
-    numbers = [
-        *(column for _, column, _ in metric_columns),
-        *majority,
-        *(f"{column} 95% CI" for column in mains),
-        *(mde_column(column) for column in mains),
-        *(f"{column} final" for column in mains),
-        *(f"epochs to converge ({task.upper()})" for task in tasks),
-    ]
-    base = [
-        *(["route"] if several_routes else []),
-        "d_e",
-        "runs",
-        "total params (M)",
-        "embedding params (M)",
-        "embedding share (%)",
-        *numbers,
-    ]
-    return [*base, "score", "pts per M params"], numbers, majority
-
-
 def embedding_dim_table(runs: Iterable[Run]) -> Table:
     """d_e, parameters, dev scores per task, epochs to converge, points per million parameters."""
     chosen = [run for run in glue_runs(runs) if embedding_dim_of(run) is not None]
@@ -402,13 +333,14 @@ def embedding_dim_table(runs: Iterable[Run]) -> Table:
         _points_per_million([row for row in rows if row["route"] == route])
         for column in mains:
             _minimum_detectable([row for row in rows if row["route"] == route], column)
-    columns, numbers, majority = _dim_columns(metric_columns, tasks, several_routes=len(routes) > 1)
+    columns = [column for column in rows[0] if column != "route" or len(routes) > 1] if rows else []
     notes = list(DIM_NOTES)
     if rows:
         smallest = rows[0]["d_e"]
         notes.append(
             f"pts per M params: (score - score at d_e={smallest}) / (params - params at d_e={smallest}) in millions"
         )
+    majority = [majority_column(column) for _, column, _ in metric_columns]  # the default 3 decimals
     return Table(
         name="embedding_dim",
         title="Embedding dimension d_e",
@@ -416,15 +348,12 @@ def embedding_dim_table(runs: Iterable[Run]) -> Table:
         rows=rows,
         notes=notes,
         digits={
+            **dict.fromkeys(columns, 2),
             "d_e": 0,
             "runs": 0,
-            "total params (M)": 2,
-            "embedding params (M)": 2,
             "embedding share (%)": 1,
-            "score": 2,
             "pts per M params": 3,
-            # the majority floor keeps the default 3 decimals
-            **{column: 2 for column in numbers if column not in majority},
+            **dict.fromkeys(majority, 3),
         },
         score_columns=[column for _, column, _ in metric_columns],
     )
@@ -472,4 +401,4 @@ def runs_table(runs: Iterable[Run]) -> Table:
         }
         for run in runs
     ]
-    return Table(name="runs", title="Runs", columns=["run", "study", "kind", "state", "averaged", "message"], rows=rows)
+    return Table(name="runs", title="Runs", rows=rows)

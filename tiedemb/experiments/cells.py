@@ -8,6 +8,7 @@ resumes the others from their last checkpoint; a chained cell waits until its up
 from __future__ import annotations
 
 import argparse
+import functools
 import importlib
 import json
 import os
@@ -123,54 +124,46 @@ def validate_cell(sweep: Sweep, cell: Cell, folder: Path) -> dict[str, Any]:
     return config
 
 
-class _Parsed(Exception):
-    """Raised by ``_ParseOnly`` once the command line is parsed, carrying its config: nothing is built."""
+class _Parsers(Exception):
+    """Raised from LightningCLI's ``parse_arguments`` hook with the parsers it built: nothing is parsed or built."""
 
 
-def _parse_only_cli() -> type:
-    from tiedemb.cli import TiedembCLI
+@functools.cache
+def cli_parsers() -> tuple[Any, dict[str, Any]]:
+    """The CLI's parser and each subcommand's, as LightningCLI builds them, built once for every cell."""
+    from tiedemb.cli import TiedembCLI, cli_kwargs
 
-    class ParseOnly(TiedembCLI):
-        """The CLI up to its parse: LightningCLI's hooks hand over the subcommand's parser and the config."""
-
+    class Parsers(TiedembCLI):
         def parse_arguments(self, parser: Any, args: Any) -> None:
-            try:
-                super().parse_arguments(parser, args)
-            except argparse.ArgumentError as error:
-                from tiedemb.training.arguments import choice_mismatch, condense_parse_error, nearest_valid_key
+            # add_arguments_to_parser saw each subcommand's parser, in the order LightningCLI builds them
+            raise _Parsers(parser, dict(zip(self.subcommands(), self._parsers_seen)))
 
-                message = str(error)
-                # add_arguments_to_parser saw each subcommand's parser, in the order LightningCLI builds them
-                subcommand_parser = dict(zip(self.subcommands(), self._parsers_seen)).get(args[0], parser)
-                nearest = nearest_valid_key(message, subcommand_parser)
-                condensed = choice_mismatch(condense_parse_error(message))
-                raise UserError(condensed + (f"; did you mean {nearest}?" if nearest else "")) from None
-            raise _Parsed(self.config[self.config["subcommand"]])
-
-    return ParseOnly
+    try:
+        with warnings.catch_warnings():
+            # The parsers are built for command lines given as lists; the sweep's own arguments are not theirs.
+            warnings.filterwarnings("ignore", message=".*args parameter is intended to run from within Python")
+            # exit_on_error: a mistake is raised to the sweep, which names the cell, not printed
+            Parsers(**cli_kwargs(), save_config_callback=None, parser_kwargs={"exit_on_error": False}, args=[])
+    except _Parsers as built:
+        return built.args
+    raise AssertionError("the CLI's parse_arguments hook was not called")
 
 
 def resolved_config(sweep: Sweep, cell: Cell, folder: Path) -> dict[str, Any]:
     """The cell's configuration as the CLI's parser resolves it (jsonargparse; nothing instantiated)."""
-    from tiedemb.cli import cli_kwargs
+    from tiedemb.training.arguments import choice_mismatch, condense_parse_error, nearest_valid_key
 
+    parser, subcommands = cli_parsers()
+    args = cell_args(sweep, cell, folder, cell.command)
     try:
-        with warnings.catch_warnings():
-            # The cell's command line is given as a list on purpose; the sweep's own arguments are not its.
-            warnings.filterwarnings("ignore", message=".*args parameter is intended to run from within Python")
-            _parse_only_cli()(
-                **cli_kwargs(),
-                save_config_callback=None,
-                parser_kwargs={"exit_on_error": False},  # a mistake is raised to here, not printed
-                args=cell_args(sweep, cell, folder, cell.command),
-            )
-    except _Parsed as parsed:
-        return parsed.args[0].as_dict()
-    except UserError as error:
+        config = parser.parse_args(args)
+    except argparse.ArgumentError as error:
+        nearest = nearest_valid_key(str(error), subcommands.get(args[0], parser))
+        message = choice_mismatch(condense_parse_error(str(error))) + (f"; did you mean {nearest}?" if nearest else "")
         raise UserError(
-            f"sweep {sweep.name!r}, cell {cell.id!r}: the command line is rejected: {error}{_blame(cell, str(error))}"
+            f"sweep {sweep.name!r}, cell {cell.id!r}: the command line is rejected: {message}{_blame(cell, message)}"
         ) from None
-    raise AssertionError("the CLI's parse_arguments hook was not called")
+    return config[config["subcommand"]].as_dict()
 
 
 def _blame(cell: Cell, message: str) -> str:

@@ -85,6 +85,15 @@ class Analysis:
     common_target: float | None = None
 
 
+def comparisons(analysis: Analysis | None) -> list[tuple[Claim, str, str]]:
+    """(claim, level, reference) of every level of every claim."""
+    if analysis is None:
+        return []
+    return [
+        (claim, level, claim.reference or analysis.reference) for claim in analysis.claims for level in claim.levels
+    ]
+
+
 def parse_analysis(raw: Any, studies: Sequence[str], where: str) -> Analysis | None:
     """The sweep file's ``analysis`` section, checked (``None`` when the file has none)."""
     if raw is None:
@@ -176,12 +185,17 @@ class Difference:
         return f"{self.mean:+.{digits}f} [{self.low:+.{digits}f}, {self.high:+.{digits}f}] (n = {self.n}{bound})"
 
 
+def t_half_width(sd: float, n: int) -> float:
+    """Half the 95% Student's t interval of a mean of ``n`` values of sample standard deviation ``sd``."""
+    from scipy import stats
+
+    return float(stats.t.ppf(0.5 + CONFIDENCE / 2, n - 1)) * sd / math.sqrt(n)
+
+
 def paired_difference(
     level: Mapping[str, float], reference: Mapping[str, float], bound_only: bool = False
 ) -> Difference:
     """Mean and 95% t-interval of ``level[s] - reference[s]`` over the seeds ``s`` both have."""
-    from scipy import stats
-
     seeds = sorted(set(level) & set(reference))
     diffs = [level[s] - reference[s] for s in seeds]
     n = len(diffs)
@@ -191,8 +205,35 @@ def paired_difference(
     if n == 1:
         return Difference(1, mean, -math.inf, math.inf, bound_only)
     sd = math.sqrt(sum((d - mean) ** 2 for d in diffs) / (n - 1))
-    half = stats.t.ppf(0.5 + CONFIDENCE / 2, n - 1) * sd / math.sqrt(n)
+    half = t_half_width(sd, n)
     return Difference(n, mean, mean - half, mean + half, bound_only, sd)
+
+
+Measured = tuple[float, bool]
+"""A run's number for a claim, and whether it is only a lower bound (a target never reached: its last step)."""
+
+
+def measured(
+    final: float | None, steps: Mapping[float, float | None], last_step: float | None, metric: str, target: float | None
+) -> Measured | None:
+    """A run's final loss, or its steps to ``target`` (its last step, a lower bound, where it never got there)."""
+    if metric == "final_loss":
+        return None if final is None or not math.isfinite(final) else (final, False)
+    if steps.get(target) is not None:
+        return steps[target], False
+    return None if last_step is None or not math.isfinite(last_step) else (float(last_step), True)
+
+
+def claim_difference(level: Mapping[str, Measured], reference: Mapping[str, Measured]) -> Difference:
+    """``level - reference`` by seed: a lower bound where a level's run never reached the target; unknown
+    (no paired seeds) where a reference's run never did."""
+    if any(bounded for _, bounded in reference.values()):
+        return Difference(0, math.nan, math.nan, math.nan)
+    return paired_difference(
+        {seed: value for seed, (value, _) in level.items()},
+        {seed: value for seed, (value, _) in reference.items()},
+        bound_only=any(bounded for _, bounded in level.values()),
+    )
 
 
 def verdict(difference: Difference, expect: str, margin: float) -> str:

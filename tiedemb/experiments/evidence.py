@@ -6,8 +6,7 @@ verdicts, the zero-shot probes, and every run's metrics and curve for anyone che
 
 from __future__ import annotations
 
-import math
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -16,8 +15,11 @@ from tiedemb.experiments.aggregate import SEED_LABEL, Interval, Table, pretraini
 from tiedemb.experiments.claims import (
     Analysis,
     Difference,
+    Measured,
+    claim_difference,
+    comparisons,
     describe_rule,
-    paired_difference,
+    measured,
     steps_to_target,
     verdict,
 )
@@ -157,59 +159,49 @@ def baselines_table(numbers: dict[str, dict[str, dict[str, RunNumbers]]]) -> Tab
     return Table(
         name="baselines",
         title="Baselines",
-        columns=["study", "runs", *BASELINES],
         rows=rows,
         notes=notes,
         digits={"runs": 0},
     )
 
 
-def _convergence_row(
-    study: str, axis: str, level: str, members: list[RunNumbers], targets: Iterable[float], step_columns: list[str]
-) -> dict[str, Any]:
-    final = summarise(found.final for found in members)
-    params = [found.params for found in members if found.params is not None]
-    flops = [found.training_flops for found in members if found.training_flops is not None]
-    row: dict[str, Any] = {
-        "study": study,
-        axis: level,
-        "seeds": len(members),
-        "final val loss": final,
-        "95% CI": Interval(final) if final is not None else None,
-        "below unigram": summarise(found.below_unigram for found in members),
-        "final ood loss": summarise(found.final_ood for found in members),
-        "params (M)": sum(params) / len(params) / 1e6 if params else None,
-        "training PFLOP": sum(flops) / len(flops) / 1e15 if flops else None,
-    }
-    for target, column in zip(targets, step_columns):
-        reached = [found.steps[target] for found in members if found.steps[target] is not None]
-        stat = summarise(reached)
-        never = len(members) - len(reached)
-        text = "never" if stat is None else stat.format(0)
-        row[column] = text + (f" ({never} of {len(members)} never)" if never and stat is not None else "")
-    return row
+def _mean(values: Iterable[float | None], scale: float = 1.0) -> float | None:
+    """The mean of the values given, divided by ``scale``; ``None`` when there are none."""
+    found = [value for value in values if value is not None]
+    return sum(found) / len(found) / scale if found else None
+
+
+def _steps(members: list[RunNumbers], target: float) -> str:
+    """The runs' mean ± std steps to ``target``, over those that reached it, saying how many never did."""
+    reached = [found.steps[target] for found in members if found.steps[target] is not None]
+    stat = summarise(reached)
+    never = len(members) - len(reached)
+    if stat is None:
+        return "never"
+    return stat.format(0) + (f" ({never} of {len(members)} never)" if never else "")
 
 
 def convergence_table(numbers: dict[str, dict[str, dict[str, RunNumbers]]], analysis: Analysis | None) -> Table:
     axis, targets = axis_and_targets(analysis)
-    step_columns = [f"steps to unigram - {target:g}" for target in targets]
-    columns = [
-        "study",
-        axis,
-        "seeds",
-        "final val loss",
-        "95% CI",
-        "below unigram",
-        "final ood loss",
-        *step_columns,
-        "params (M)",
-        "training PFLOP",
-    ]
-    rows = [
-        _convergence_row(study, axis, level, list(levels[level].values()), targets, step_columns)
-        for study, levels in numbers.items()
-        for level in _levels(levels)
-    ]
+    rows = []
+    for study, levels in numbers.items():
+        for level in _levels(levels):
+            members = list(levels[level].values())
+            final = summarise(found.final for found in members)
+            rows.append(
+                {
+                    "study": study,
+                    axis: level,
+                    "seeds": len(members),
+                    "final val loss": final,
+                    "95% CI": Interval(final) if final is not None else None,
+                    "below unigram": summarise(found.below_unigram for found in members),
+                    "final ood loss": summarise(found.final_ood for found in members),
+                    **{f"steps to unigram - {target:g}": _steps(members, target) for target in targets},
+                    "params (M)": _mean((found.params for found in members), 1e6),
+                    "training PFLOP": _mean((found.training_flops for found in members), 1e15),
+                }
+            )
     notes = [
         "mean ± sample standard deviation over seeds; 95% CI: of the mean final loss (Student's t)",
         "below unigram: the in-domain unigram loss minus the final validation loss (positive: better than "
@@ -224,23 +216,31 @@ def convergence_table(numbers: dict[str, dict[str, dict[str, RunNumbers]]], anal
     return Table(
         name="convergence",
         title="Convergence",
-        columns=columns,
         rows=rows,
         notes=notes,
         digits={"seeds": 0, "params (M)": 3, "training PFLOP": 3},
     )
 
 
-def refused_pairs(levels: dict[str, dict[str, RunNumbers]], level: str, reference: str) -> list[tuple[str, str]]:
-    """The seeds' run pairs (level's run, reference's run) whose tokenizers differ: two tokenizers number
-    the same words differently, so their losses are not paired measurements of one text. A run that
-    logged no fingerprint (before runs recorded it) is not refused."""
+def _one_tokenizer(mine: RunNumbers, theirs: RunNumbers) -> bool:
+    """Whether two runs read one tokenizer: two tokenizers number the same words differently, so their
+    losses are not paired measurements of one text. A run that logged no fingerprint (before runs
+    recorded it) pairs with any."""
+    return not (mine.tokenizer and theirs.tokenizer and mine.tokenizer != theirs.tokenizer)
+
+
+def paired_seeds(levels: Mapping[str, Mapping[str, RunNumbers]], level: str, reference: str) -> list[str]:
+    """The seeds both levels ran whose two runs read one tokenizer."""
     mine, theirs = levels.get(level, {}), levels.get(reference, {})
-    return [
-        (mine[seed].run.id, theirs[seed].run.id)
-        for seed in sorted(set(mine) & set(theirs), key=sort_value)
-        if mine[seed].tokenizer and theirs[seed].tokenizer and mine[seed].tokenizer != theirs[seed].tokenizer
-    ]
+    shared = sorted(set(mine) & set(theirs), key=sort_value)
+    return [seed for seed in shared if _one_tokenizer(mine[seed], theirs[seed])]
+
+
+def refused_pairs(levels: Mapping[str, Mapping[str, RunNumbers]], level: str, reference: str) -> list[tuple[str, str]]:
+    """The run pairs (level's, reference's) of the seeds both ran whose tokenizers differ."""
+    mine, theirs = levels.get(level, {}), levels.get(reference, {})
+    shared = sorted(set(mine) & set(theirs), key=sort_value)
+    return [(mine[seed].run.id, theirs[seed].run.id) for seed in shared if not _one_tokenizer(mine[seed], theirs[seed])]
 
 
 def refusal_note(refused: Iterable[tuple[str, str]]) -> str | None:
@@ -254,50 +254,26 @@ def refusal_note(refused: Iterable[tuple[str, str]]) -> str | None:
 def paired(
     levels: dict[str, dict[str, RunNumbers]], level: str, reference: str, metric: str, target: float | None
 ) -> Difference:
-    """``level - reference`` over shared seeds whose runs read one tokenizer; steps a run never reached
-    are lower bounds (its last step)."""
-    refused = {first for first, _ in refused_pairs(levels, level, reference)}
+    """``level - reference`` over shared seeds whose runs read one tokenizer (``claims.claim_difference``)."""
+    seeds = paired_seeds(levels, level, reference)
 
-    def values(name: str) -> tuple[dict[str, float], bool]:
-        found, bounded = {}, False
-        for seed, numbers in levels.get(name, {}).items():
-            if levels.get(level, {}).get(seed) is not None and levels[level][seed].run.id in refused:
-                continue
-            if metric == "final_loss":
-                if numbers.final is not None:
-                    found[seed] = numbers.final
-            elif numbers.steps.get(target) is not None:
-                found[seed] = numbers.steps[target]
-            elif numbers.last_step is not None:
-                found[seed], bounded = float(numbers.last_step), True
-        return found, bounded
+    def values(name: str) -> dict[str, Measured]:
+        found = {seed: levels[name][seed] for seed in seeds}
+        kept = {seed: measured(n.final, n.steps, n.last_step, metric, target) for seed, n in found.items()}
+        return {seed: value for seed, value in kept.items() if value is not None}
 
-    mine, mine_bounded = values(level)
-    theirs, theirs_bounded = values(reference)
-    difference = paired_difference(mine, theirs)
-    if theirs_bounded:  # the reference's true value is unknown: no difference can be stated
-        return Difference(difference.n, math.nan, math.nan, math.nan)
-    if mine_bounded:
-        return Difference(difference.n, difference.mean, difference.low, difference.high, bound_only=True)
-    return difference
+    return claim_difference(values(level), values(reference))
 
 
 def _params_difference(levels: dict[str, dict[str, RunNumbers]], level: str, reference: str) -> float | None:
     """Parameters of ``level`` minus the reference's, in millions (equal across seeds: one shape per level)."""
-
-    def params(name: str) -> float | None:
-        found = [numbers.params for numbers in levels.get(name, {}).values() if numbers.params is not None]
-        return found[0] if found else None
-
-    mine, theirs = params(level), params(reference)
+    mine, theirs = (_mean(found.params for found in levels.get(name, {}).values()) for name in (level, reference))
     return None if mine is None or theirs is None else (mine - theirs) / 1e6
 
 
 def differences_table(numbers: dict[str, dict[str, dict[str, RunNumbers]]], analysis: Analysis | None) -> Table:
     axis, targets = axis_and_targets(analysis)
     reference = analysis.reference if analysis else None
-    step_columns = [f"Δ steps to unigram - {target:g}" for target in targets]
-    columns = ["study", axis, "reference", "Δ final val loss", "Δ params (M)", *step_columns]
     rows, refused = [], []
     for study, levels in numbers.items():
         # the analysis's reference, or, in a study without it, the reference its claims name
@@ -309,29 +285,32 @@ def differences_table(numbers: dict[str, dict[str, dict[str, RunNumbers]]], anal
             if level == ref:
                 continue
             refused += refused_pairs(levels, level, ref)
-            row: dict[str, Any] = {
-                "study": study,
-                axis: level,
-                "reference": ref,
-                "Δ final val loss": paired(levels, level, ref, "final_loss", None).format(3),
-                "Δ params (M)": _params_difference(levels, level, ref),
-            }
-            for target, column in zip(targets, step_columns):
-                row[column] = paired(levels, level, ref, "steps", target).format(0)
-            rows.append(row)
+            rows.append(
+                {
+                    "study": study,
+                    axis: level,
+                    "reference": ref,
+                    "Δ final val loss": paired(levels, level, ref, "final_loss", None).format(3),
+                    "Δ params (M)": _params_difference(levels, level, ref),
+                    **{
+                        f"Δ steps to unigram - {target:g}": paired(levels, level, ref, "steps", target).format(0)
+                        for target in targets
+                    },
+                }
+            )
     notes = [
         f"each level minus its study's reference ({reference}, or the reference the study's claims name), "
         "seed by seed: mean [95% interval, Student's t on the "
         "paired differences] (n = seeds both ran)",
         "lower bound: a run of the level never reached the target, so its step count is taken as its last "
-        "step and the difference is at least this; nan: the reference never reached it",
+        "step and the difference is at least this; no paired seeds: none ran both, or the reference never "
+        "reached the target",
         "Δ params (M): the level's parameters minus the reference's, in millions (negative: parameters saved)",
     ]
     notes += [note] if (note := refusal_note(refused)) else []
     return Table(
         name="paired_differences",
         title="Paired differences from the reference",
-        columns=columns,
         rows=rows,
         notes=notes,
         digits={"Δ params (M)": 3},
@@ -340,29 +319,27 @@ def differences_table(numbers: dict[str, dict[str, dict[str, RunNumbers]]], anal
 
 def claims_table(numbers: dict[str, dict[str, dict[str, RunNumbers]]], analysis: Analysis | None) -> Table:
     rows, refused = [], []
-    for claim in analysis.claims if analysis else ():
-        reference = claim.reference or analysis.reference
+    for claim, level, reference in comparisons(analysis):
         levels = numbers.get(claim.study, {})
-        for level in claim.levels:
-            difference = paired(levels, level, reference, claim.metric, claim.target)
-            refused += refused_pairs(levels, level, reference)
-            decided = verdict(difference, claim.expect, claim.margin)
-            if level not in levels or reference not in levels:
-                decided = f"not run ({level if level not in levels else reference} has no finished runs)"
-            rows.append(
-                {
-                    "claim": claim.text,
-                    "study": claim.study,
-                    "level": level,
-                    "reference": reference,
-                    "measure": claim.metric_name,
-                    "expected": claim.expect,
-                    "margin": f"{claim.margin:g}",
-                    "difference": difference.format(0 if claim.metric == "steps" else 3),
-                    "verdict": decided,
-                    "rule": describe_rule(claim),
-                }
-            )
+        difference = paired(levels, level, reference, claim.metric, claim.target)
+        refused += refused_pairs(levels, level, reference)
+        decided = verdict(difference, claim.expect, claim.margin)
+        if level not in levels or reference not in levels:
+            decided = f"not run ({level if level not in levels else reference} has no finished runs)"
+        rows.append(
+            {
+                "claim": claim.text,
+                "study": claim.study,
+                "level": level,
+                "reference": reference,
+                "measure": claim.metric_name,
+                "expected": claim.expect,
+                "margin": f"{claim.margin:g}",
+                "difference": difference.format(0 if claim.metric == "steps" else 3),
+                "verdict": decided,
+                "rule": describe_rule(claim),
+            }
+        )
     notes = [
         "difference: level minus reference, paired by seed, mean [95% interval]; the claims, margins and "
         "rules were fixed in the sweep file's analysis section before the runs"
@@ -371,18 +348,6 @@ def claims_table(numbers: dict[str, dict[str, dict[str, RunNumbers]]], analysis:
     return Table(
         name="claims",
         title="Claims and verdicts",
-        columns=[
-            "claim",
-            "study",
-            "level",
-            "reference",
-            "measure",
-            "expected",
-            "margin",
-            "difference",
-            "verdict",
-            "rule",
-        ],
         rows=rows,
         notes=notes,
     )
@@ -422,7 +387,6 @@ def run_metrics_table(runs: Iterable[Run], analysis: Analysis | None) -> Table:
     return Table(
         name="run_metrics",
         title="Every run's final metrics",
-        columns=list(rows[0]) if rows else ["run", "study"],  # every row has the same columns
         rows=rows,
         notes=[
             "tokenizer: the fingerprint of the tokenizer the run read, as it logged it (blank: a run from "

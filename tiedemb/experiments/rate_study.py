@@ -37,11 +37,14 @@ from tiedemb.experiments.claims import (
     Analysis,
     Claim,
     Difference,
+    Measured,
+    claim_difference,
     claim_p_value,
+    comparisons,
     decision_gap,
     holm,
     holm_verdict,
-    paired_difference,
+    measured,
     parse_analysis,
     seeds_needed,
     verdict,
@@ -193,41 +196,23 @@ def pick_rates(runs: Iterable[RunRow], grid: Sequence[float] = ()) -> dict[str, 
 # --------------------------------------------------------------------------- claims
 
 
-def _metric(run: RunRow, claim: Claim) -> tuple[float, bool] | None:
-    """The claim's number for a run and whether it is only a lower bound (never reached)."""
-    if claim.metric == "final_loss":
-        return (run.final_loss, False) if math.isfinite(run.final_loss) else None
-    value = run.steps.get(claim.target)
-    if value is None:
-        return (run.last_step, True) if math.isfinite(run.last_step) else None
-    return value, False
-
-
 def compare(level: Sequence[RunRow], reference: Sequence[RunRow], claim: Claim) -> Difference:
     """``level - reference`` paired by seed, for one claim's metric."""
-    mine = {run.seed: found for run in level if (found := _metric(run, claim)) is not None}
-    theirs = {run.seed: found for run in reference if (found := _metric(run, claim)) is not None}
-    if any(bound for _, bound in theirs.values()):  # the reference's steps unknown: no difference
-        return Difference(0, math.nan, math.nan, math.nan)
-    return paired_difference(
-        {seed: value for seed, (value, _) in mine.items()},
-        {seed: value for seed, (value, _) in theirs.items()},
-        bound_only=any(bound for _, bound in mine.values()),
-    )
 
+    def values(runs: Sequence[RunRow]) -> dict[str, Measured]:
+        found = {
+            run.seed: measured(run.final_loss, run.steps, run.last_step, claim.metric, claim.target) for run in runs
+        }
+        return {seed: value for seed, value in found.items() if value is not None}
 
-def _pairs(analysis: Analysis) -> list[tuple[Claim, str, str]]:
-    """(claim, level, reference) of every level of every claim."""
-    return [
-        (claim, level, claim.reference or analysis.reference) for claim in analysis.claims for level in claim.levels
-    ]
+    return claim_difference(values(level), values(reference))
 
 
 def claims_at_rates(runs: Sequence[RunRow], analysis: Analysis) -> list[dict[str, Any]]:
     """Each claim at each rate both of its variants ran in the tuning phase."""
     tuning = [run for run in runs if run.phase == "tuning"]
     rows = []
-    for claim, level, reference in _pairs(analysis):
+    for claim, level, reference in comparisons(analysis):
         rates = sorted(
             {r.rate for r in tuning if r.variant == level} & {r.rate for r in tuning if r.variant == reference}
         )
@@ -260,7 +245,7 @@ def tuned_claims(
     """Each claim on the verdict runs (every variant at its tuned rate), raw and after Holm."""
     verdict_runs = [run for run in runs if run.phase == "verdict"]
     rows = []
-    for claim, level, reference in _pairs(analysis):
+    for claim, level, reference in comparisons(analysis):
         level_rate, reference_rate = (picks[v].rate if v in picks else None for v in (level, reference))
         mine = [run for run in verdict_runs if run.variant == level and run.rate == level_rate]
         theirs = [run for run in verdict_runs if run.variant == reference and run.rate == reference_rate]
@@ -469,7 +454,7 @@ def write_rate_report(
 ) -> Path:
     analysis = read_claims(claims)
     # the study's variants are those its claims compare (a fixed-rate table may hold others)
-    variants = {name for claim, level, reference in _pairs(analysis) for name in (level, reference)}
+    variants = {name for claim, level, reference in comparisons(analysis) for name in (level, reference)}
     runs = [run for run in [*tuning, *verdict_runs] if run.variant in variants]
     if not any(run.phase == "tuning" for run in runs):
         raise UserError("no finished tuning runs were read: nothing to pick a rate from")

@@ -53,16 +53,6 @@ def markdown_table(table: Table) -> str:
     return "\n".join([header, rule, *body, "", *notes]) + "\n"
 
 
-def _spread(value: Any, kind: type | None) -> list[Any]:
-    """A table value over its CSV columns: a ``Stat`` as mean, std and n; an ``Interval`` as low and high."""
-    if kind is Stat:
-        return [value.mean, value.std, value.n] if isinstance(value, Stat) else [value, None, None]
-    if kind is Interval:
-        half = value.stat.ci95 if isinstance(value, Interval) else None
-        return [None, None] if half is None else [value.stat.mean - half, value.stat.mean + half]
-    return [value]
-
-
 def flat_rows(table: Table) -> tuple[list[str], list[list[Any]]]:
     """Columns and rows with every statistic spread over ``mean``, ``std`` and ``n`` columns, and
     every confidence interval over ``low`` and ``high``."""
@@ -72,15 +62,22 @@ def flat_rows(table: Table) -> tuple[list[str], list[list[Any]]]:
         )
         for column in table.columns
     }
+
+    def spread(value: Any, kind: type | None) -> list[Any]:
+        if kind is Stat:
+            return [value.mean, value.std, value.n] if isinstance(value, Stat) else [value, None, None]
+        if kind is Interval:
+            half = value.stat.ci95 if isinstance(value, Interval) else None
+            return [None, None] if half is None else [value.stat.mean - half, value.stat.mean + half]
+        return [value]
+
     suffixes = {Stat: ("mean", "std", "n"), Interval: ("low", "high")}
     columns = [
         f"{column} {suffix}" if kind else column
         for column, kind in kinds.items()
         for suffix in suffixes.get(kind, ("",))
     ]
-    rows = [
-        [value for column in table.columns for value in _spread(row.get(column), kinds[column])] for row in table.rows
-    ]
+    rows = [[value for column, kind in kinds.items() for value in spread(row.get(column), kind)] for row in table.rows]
     return columns, rows
 
 
@@ -132,12 +129,7 @@ def study_analysis(manifest: dict[str, Any], echo: Callable[[str], None]) -> Ana
         return None
 
 
-def build_report(
-    root: str | Path,
-    target_loss: float | None = None,
-    wandb: bool = True,
-    echo: Callable[[str], None] = print,
-) -> Path:
+def build_report(root: str | Path, wandb: bool = True, echo: Callable[[str], None] = print) -> Path:
     """Write every report file into ``root``; return the path of ``report.md``."""
     root = Path(root)
     if not root.is_dir():
@@ -150,7 +142,7 @@ def build_report(
         )
     manifest = layout.read_json(root / layout.MANIFEST_FILE) or {}
     claims = study_analysis(manifest, echo)
-    inputs = Inputs(root, runs, claims, target_loss, echo)
+    inputs = Inputs(root, runs, claims, echo)
     if not plots.available():
         echo(f"note: {plots.MISSING}")
     try:

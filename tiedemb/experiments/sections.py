@@ -23,8 +23,6 @@ from tiedemb.experiments.claims import Analysis
 from tiedemb.experiments.runs import Run
 
 EVIDENCE_HEADING = "## Evidence: baselines, convergence, paired differences and verdicts"
-RETIRED = ("embedding_analysis",)
-"""Kinds of earlier versions, passed over: a sweep file or ``sweep.json`` naming one still reports."""
 
 
 @dataclass
@@ -45,7 +43,6 @@ class Inputs:
     root: Path
     runs: list[Run]
     analysis: Analysis | None
-    target_loss: float | None = None
     echo: Callable[[str], None] = print
 
     @cached_property
@@ -83,8 +80,7 @@ def gap_to_full_width(inputs: Inputs) -> Part:
 
 
 def tied_embeddings(inputs: Inputs) -> Part:
-    claims = inputs.analysis
-    table = tied_table(inputs.runs, inputs.target_loss, default_target=not (claims and claims.targets))
+    table = tied_table(inputs.runs)
     caption = "Validation loss per variant; circles: measured initial loss, crosses: predicted, dashed: ln n"
     return Part(
         heading="Tied embeddings",
@@ -153,8 +149,6 @@ def parse_report(raw: Any, analysis: Analysis | None, where: str) -> list[dict[s
         if not isinstance(section, dict) or not isinstance(section.get("kind"), str):
             raise UserError(f"{here}: expected a section kind or a mapping with a kind, got {entry!r}")
         name = section["kind"]
-        if name in RETIRED:
-            continue
         if name not in SECTIONS:
             nearest = difflib.get_close_matches(name, SECTIONS, n=1)
             hint = f"did you mean {nearest[0]}? " if nearest else ""

@@ -1,10 +1,9 @@
 """A sweep told to stop by its scheduler: SIGTERM, what SLURM and most clusters send before they end a job.
 
-A cell's stage runs as a child process (``cells.run_cell``). While the sweep runs, ``StopSignals``
-catches SIGTERM sent to the sweep process (``kill PID``, a cancelled or preempted job): the running
-stage gets SIGTERM in turn, saves its state after the step it is in (``tiedemb.training.preemption``)
-and exits 143; the sweep records the cell as preempted and stops. Running the sweep again resumes
-the cell from that checkpoint.
+While the sweep runs, ``StopSignals`` catches SIGTERM sent to the sweep process (``kill PID``, a
+cancelled or preempted job): the running stage gets SIGTERM in turn, saves its state after the step it
+is in (``tiedemb.training.preemption``) and exits 143; the sweep records the cell as preempted and
+stops. Running the sweep again resumes the cell from that checkpoint.
 """
 
 from __future__ import annotations
@@ -16,19 +15,16 @@ import threading
 from collections.abc import Iterator
 from types import FrameType
 
-STOP_SIGNALS = (signal.SIGTERM,)
-
 
 class SweepStopped(Exception):
     """The sweep process got SIGTERM; the cell it ran is recorded, the sweep ends."""
 
     def __init__(self, signum: int) -> None:
         super().__init__(signal.Signals(signum).name)
-        self.signum = signum
 
 
 class StopSignals:
-    """The stop signals the sweep process got, passed on to the stage that runs as SIGTERM."""
+    """The SIGTERMs the sweep process got, passed on to the stage that runs."""
 
     def __init__(self) -> None:
         self.received: list[int] = []
@@ -41,17 +37,17 @@ class StopSignals:
 
     @contextlib.contextmanager
     def watching(self) -> Iterator[StopSignals]:
-        """Catch the stop signals for the duration of the block (signal handlers live in the main thread)."""
+        """Catch SIGTERM for the duration of the block (signal handlers live in the main thread); what was
+        received is forgotten after it, so no later stage is stopped for it."""
         self.received.clear()
-        if threading.current_thread() is not threading.main_thread():
-            yield self
-            return
-        previous = {signum: signal.signal(signum, self._handle) for signum in STOP_SIGNALS}
+        main = threading.current_thread() is threading.main_thread()
+        previous = signal.signal(signal.SIGTERM, self._handle) if main else None
         try:
             yield self
         finally:
-            for signum, handler in previous.items():
-                signal.signal(signum, handler)
+            if main:
+                signal.signal(signal.SIGTERM, previous)
+            self.received.clear()
 
     @contextlib.contextmanager
     def running(self, child: subprocess.Popen) -> Iterator[None]:

@@ -19,8 +19,8 @@ from typing import Any
 import numpy
 
 from tiedemb.experiments.aggregate import Table, summarise
-from tiedemb.experiments.claims import Analysis, steps_to_target
-from tiedemb.experiments.evidence import RunNumbers, paired, refused_pairs
+from tiedemb.experiments.claims import HOLDS, Analysis, steps_to_target, verdict
+from tiedemb.experiments.evidence import RunNumbers, paired, paired_seeds
 from tiedemb.training.metric_names import VAL_LOSS
 
 Numbers = Mapping[str, Mapping[str, Mapping[str, RunNumbers]]]  # study -> level -> seed -> numbers
@@ -103,11 +103,9 @@ def gap_curves(numbers: Numbers, analysis: Analysis) -> dict[str, dict[str, list
         for _, level in ladder(levels, analysis.reference):
             if level == analysis.reference:
                 continue
-            refused = {first for first, _ in refused_pairs(levels, level, analysis.reference)}
             per_seed = [
-                dict(gap(found.run.series(VAL_LOSS), reference[seed].run.series(VAL_LOSS)))
-                for seed, found in levels[level].items()
-                if seed in reference and found.run.id not in refused
+                dict(gap(levels[level][seed].run.series(VAL_LOSS), reference[seed].run.series(VAL_LOSS)))
+                for seed in paired_seeds(levels, level, analysis.reference)
             ]
             if not per_seed:
                 continue
@@ -183,10 +181,9 @@ def gain_table(numbers: Numbers, analysis: Analysis) -> Table:
         full = widths[-1][0]
         detectable = []  # the wider end of each step up whose gain's interval lies above zero
         for (narrow, low_level), (wide, high_level) in zip(widths, widths[1:]):
-            gain = paired(
-                levels, low_level, high_level, "final_loss", None
-            )  # narrower minus wider: the loss widening saves
-            if gain.n >= 2 and gain.low > 0:
+            # narrower minus wider: the loss widening saves
+            gain = paired(levels, low_level, high_level, "final_loss", None)
+            if verdict(gain, "higher", 0) == HOLDS:
                 detectable.append(wide)
             source = (source_width(narrow, full), source_width(wide, full))
             rows.append(
@@ -219,7 +216,6 @@ def gain_table(numbers: Numbers, analysis: Analysis) -> Table:
     return Table(
         name="width_gains",
         title="(a) Diminishing returns: loss gained per step up the width ladder",
-        columns=["study", "d_e step", "share of hidden", "gain (nats)", "source step", "source gain (points)"],
         rows=rows,
         notes=notes,
     )
@@ -268,11 +264,11 @@ def _steps_ratios(
 ) -> tuple[list[float], list[float], bool]:
     """A level's steps to ``target`` and their ratios to the reference's (``theirs``, by seed), and whether
     any is a lower bound (a run that never reached the target: its last step stands in)."""
-    refused = {first for first, _ in refused_pairs(levels, level, reference)}
     ratios, steps, bounded = [], [], False
-    for seed, found in levels[level].items():
-        if found.run.id in refused or not theirs.get(seed):
+    for seed in paired_seeds(levels, level, reference):
+        if not theirs.get(seed):
             continue
+        found = levels[level][seed]
         mine = steps_to_target(found.run.series(VAL_LOSS), target)
         if mine is None:
             mine, bounded = float(found.last_step or 0), True
@@ -318,15 +314,6 @@ def convergence_cost_table(numbers: Numbers, analysis: Analysis) -> Table:
     return Table(
         name="width_convergence_cost",
         title="(b) Convergence cost: steps to one common target, as a ratio to the full width",
-        columns=[
-            "study",
-            "d_e",
-            "share of hidden",
-            "target (nats)",
-            "steps to target",
-            "ratio to full width",
-            "source",
-        ],
         rows=rows,
         notes=notes,
         digits={"d_e": 0, "steps to target": 0},
@@ -371,17 +358,6 @@ def parameters_table(numbers: Numbers, analysis: Analysis) -> Table:
     return Table(
         name="width_parameters",
         title="(c) Parameters saved against loss lost, per width",
-        columns=[
-            "study",
-            "d_e",
-            "share of hidden",
-            "params (M)",
-            "saved (M)",
-            "saved (%)",
-            "loss lost (nats)",
-            "nats per M saved",
-            "source",
-        ],
         rows=rows,
         notes=notes,
         digits={"d_e": 0, "params (M)": 3, "saved (M)": 3, "saved (%)": 1, "nats per M saved": 3},
@@ -412,7 +388,6 @@ def control_table(numbers: Numbers, analysis: Analysis) -> Table:
     return Table(
         name="width_control",
         title="The control: tied minus untied at each width both ran",
-        columns=["study", "d_e", "tied", "untied", "tied - untied"],
         rows=rows,
         notes=notes,
         digits={"d_e": 0},
