@@ -11,6 +11,7 @@ import math
 import os
 import sys
 import warnings
+from importlib.util import find_spec
 from pathlib import Path
 from typing import Any, Literal
 
@@ -28,7 +29,7 @@ from lightning.pytorch.plugins.io import CheckpointIO
 from lightning.pytorch.utilities.exceptions import SIGTERMException
 
 from tiedemb.data.pretrain import PretrainData
-from tiedemb.errors import UserError
+from tiedemb.errors import UserError, first_line
 from tiedemb.modules.base import FROM_CHECKPOINT
 from tiedemb.modules.glue import GlueModule, majority_floor
 from tiedemb.modules.pretrain import PretrainModule
@@ -82,7 +83,6 @@ from tiedemb.training.run_dir import (
     writes_in_run_dir,
 )
 from tiedemb.training.status_callback import RunStatus
-from tiedemb.training.strategy import check_strategy_config
 from tiedemb.training.wandb_mode import make_wandb_folders, wandb_mode
 
 USAGE = "%(prog)s [-h] [-c CONFIG] [--model CLASS] [--data CLASS] [--KEY VALUE ...]"
@@ -130,7 +130,10 @@ class Trainer(L.Trainer):
                 32-true where it would be emulated (most CPUs).
         """
         check_trainer_options(kwargs)
-        super().__init__(precision=resolve_precision(precision, kwargs.get("accelerator", "auto")), **kwargs)
+        try:
+            super().__init__(precision=resolve_precision(precision, kwargs.get("accelerator", "auto")), **kwargs)
+        except ValueError as error:  # Lightning refusing a setting, e.g. FSDP on a machine without a GPU
+            raise UserError(f"trainer: {first_line(error)}") from None
 
     def fit(self, *args: Any, **kwargs: Any) -> None:
         try:
@@ -396,9 +399,11 @@ class TiedembCLI(LightningCLI):
         from_checkpoint = self.subcommand != "fit" and getattr(self, "_checkpoint", None) is not None
         if model and not from_checkpoint:  # evaluation takes the checkpoint's settings, these included
             refuse_linked_settings(model)
-        # A strategy this machine cannot run (DeepSpeed not installed, FSDP without a GPU) is
-        # refused before the data is prepared, in one sentence instead of a stack trace.
-        check_strategy_config(config.get("trainer"))
+        # jsonargparse would bury Lightning's own message under a report on every type the option takes
+        if "deepspeed" in str(config.get("trainer", {}).get("strategy")).lower() and not find_spec("deepspeed"):
+            raise UserError(
+                "trainer.strategy is DeepSpeed, but the deepspeed package is not installed (pip install deepspeed)"
+            )
 
     # -- reliability: trainer extras and the checkpoint a run starts from --------------------------
     def instantiate_trainer(self, **kwargs: Any) -> L.Trainer:
