@@ -1,9 +1,6 @@
-"""The command line's parser: a mistake reported in two lines.
-
-jsonargparse reports a bad value as a failed match against every type and class it could have
-been, followed by the whole usage block. ``ArgumentParser.error`` cuts that down to the option and
-what is wrong with it in YAML's words (``--model.hidden_size: expected int or null, got abc``),
-suggests the nearest valid key for a typo, and points to ``--help``.
+"""The command line's parser: jsonargparse's report on a mistake (a failed match against every type it
+could have been, and the usage block) cut down to the option and what is wrong with it in YAML's words
+(``--model.hidden_size: expected int or null, got abc``), the nearest valid key for a typo, and a hint.
 """
 
 from __future__ import annotations
@@ -17,7 +14,7 @@ from typing import Any, NoReturn
 
 from lightning.pytorch.cli import LightningArgumentParser
 
-from tiedemb.options import class_parameters
+from tiedemb.options import parameters_of
 from tiedemb.training.exits import DEBUG_ENV, USER_ERROR_EXIT
 from tiedemb.training.shipped_configs import resolve_config_args
 
@@ -70,15 +67,10 @@ def nearest_valid_key(message: str, parser: Any) -> str | None:
     ``vocab_size`` under GLUE data, is not a typo of whatever it resembles.
     """
     import difflib
-    import importlib
 
     by_class = re.search(r"class_path '([^']+)':\s*Option '([^']+)' is not accepted", message)
     if by_class:
-        module_name, _, class_name = by_class.group(1).rpartition(".")
-        try:
-            valid = list(class_parameters(getattr(importlib.import_module(module_name), class_name)))
-        except (ImportError, AttributeError, ValueError):
-            return None
+        valid = list(parameters_of(by_class.group(1)) or ())
         unknown = by_class.group(2)
     else:
         found = re.search(r"does not accept option '([^']+)'", message) or re.search(

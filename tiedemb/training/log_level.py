@@ -41,22 +41,3 @@ def set_log_level(level: str | None, source: str = "--log_level") -> None:
 def set_log_level_from_env() -> None:
     """Apply ``TIEDEMB_LOG_LEVEL`` when it is set."""
     set_log_level(os.environ.get(LOG_LEVEL_ENV), source=LOG_LEVEL_ENV)
-
-
-LIGHTNING_RANK_ZERO_LOGGER = "lightning.pytorch.utilities.rank_zero"
-"""The logger Lightning's ``rank_zero_info`` messages go through."""
-
-
-class _HideLightningAdvert(logging.Filter):
-    """Drops the line Lightning 2.6 prints at the start of every run without its own cloud logger,
-    recommending that logger's package: advice about another product, not about the run."""
-
-    def filter(self, record: logging.LogRecord) -> bool:
-        return not str(record.msg).startswith("💡 Tip: For seamless cloud logging")
-
-
-def hide_lightning_advert() -> None:
-    """Keep the advertisement above out of tiedemb's runs (once per process)."""
-    logger = logging.getLogger(LIGHTNING_RANK_ZERO_LOGGER)
-    if not any(isinstance(existing, _HideLightningAdvert) for existing in logger.filters):
-        logger.addFilter(_HideLightningAdvert())
