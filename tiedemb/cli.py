@@ -30,6 +30,7 @@ from tiedemb.data.pretrain import PretrainData
 from tiedemb.errors import UserError, first_line
 from tiedemb.modules.base import FROM_CHECKPOINT
 from tiedemb.modules.glue import GlueModule, majority_floor
+from tiedemb.modules.pretrain import PretrainModule
 from tiedemb.modules.throughput import ModelThroughput
 from tiedemb.options import as_written, changed_from_default, parameters_of
 from tiedemb.training.arguments import ArgumentParser
@@ -391,8 +392,8 @@ class TiedembCLI(LightningCLI):
 
     # -- reliability: trainer extras and the checkpoint a run starts from --------------------------
     def instantiate_trainer(self, **kwargs: Any) -> L.Trainer:
-        """The Trainer, built once with the run's folder, its loggers and plugins, and a learning-rate
-        monitor where it has a logger (without one, LearningRateMonitor would stop the run)."""
+        """The Trainer, built once with the run's folder, its loggers and plugins, and the monitors that need
+        a logger (without one, LearningRateMonitor would stop the run)."""
         folder = self._choose_run_dir()
         loggers = self._loggers_in(folder)
         settings = self._built_trainer()
@@ -401,6 +402,8 @@ class TiedembCLI(LightningCLI):
         callbacks = given if isinstance(given, list) else [given]
         if logger is None or logger is True or bool(logger):
             callbacks = [*callbacks, LearningRateMonitor()]
+            if isinstance(self.model, PretrainModule):  # gradient norms and token-table statistics
+                callbacks.append(TrainingMonitor())
         for callback in self.trainer_defaults["callbacks"]:
             # status.json also at the top of its run folder, except in a folder whose status.json a sweep keeps
             if isinstance(callback, RunStatus) and self._run_name() != HERE:
@@ -810,7 +813,6 @@ def cli_kwargs() -> dict[str, Any]:
             RunFolder(),  # the folder the run started in: its relative data locations are relative to it
             RunStatus(),  # status.json: how the run ended, so reports leave out half-done runs
             ModelThroughput(),  # tokens and FLOPs per second
-            TrainingMonitor(),  # gradient norms and token-table statistics (training/monitor.py)
         ],
     }
     return {

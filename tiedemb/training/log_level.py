@@ -1,10 +1,5 @@
-"""How much of tiedemb's own logging (the ``tiedemb.*`` loggers) a command shows.
-
-Python shows only warnings from a logger nobody configured, so tiedemb's info and debug messages
-(what data was prepared and cached, which checkpoint a run resumes, the W&B mode chosen) stay
-silent unless asked for: ``TIEDEMB_LOG_LEVEL=info``, or ``--log_level=info`` on the LightningCLI
-subcommands. The option wins over the variable. Unset, logging is left as the embedding program
-configured it.
+"""How much of tiedemb's own logging (the ``tiedemb.*`` loggers) a command shows: ``TIEDEMB_LOG_LEVEL=info``,
+or ``--log_level=info`` on the LightningCLI subcommands (the option wins). Unset, logging is left alone.
 """
 
 from __future__ import annotations

@@ -1,8 +1,4 @@
-"""The names of the metrics that the modules and the training monitor log, in one place.
-
-Everything that reads metrics back by name (the report's tables and figures) takes them from
-here, so that renaming a metric is one change.
-"""
+"""The names of the metrics the modules and the training monitor log, and the report reads back."""
 
 from __future__ import annotations
 
