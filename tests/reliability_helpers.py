@@ -23,21 +23,19 @@ class SimulatedCrash(RuntimeError):
 
 class StopAt(Callback):
     """Ends the run just before training step ``step`` + 1: by an exception, by SIGKILL (no cleanup at
-    all), by SIGTERM (what a cluster sends before it kills a job: Lightning finishes the step), or by
-    SIGINT (Ctrl-C: tiedemb finishes the step too)."""
+    all), or by SIGTERM (what a cluster sends before it kills a job: Lightning finishes the step)."""
 
-    def __init__(self, step: int, sigkill: bool = False, sigterm: bool = False, sigint: bool = False) -> None:
+    def __init__(self, step: int, sigkill: bool = False, sigterm: bool = False) -> None:
         self.step = step
         self.sigkill = sigkill
         self.sigterm = sigterm
-        self.sigint = sigint
 
     def on_train_batch_start(self, trainer: L.Trainer, pl_module: L.LightningModule, batch, batch_idx: int) -> None:
         if trainer.global_step == self.step:
             if self.sigkill:
                 os.kill(os.getpid(), signal.SIGKILL)
-            if self.sigterm or self.sigint:
-                os.kill(os.getpid(), signal.SIGTERM if self.sigterm else signal.SIGINT)
+            if self.sigterm:
+                os.kill(os.getpid(), signal.SIGTERM)
                 return
             raise SimulatedCrash(f"stopped before step {self.step + 1}")
 
@@ -53,20 +51,6 @@ class SigtermInValidation(Callback):
     ) -> None:
         if trainer.global_step == self.step and not trainer.sanity_checking and batch_idx == 0:
             os.kill(os.getpid(), signal.SIGTERM)
-
-
-class SignalAt(Callback):
-    """Sends this process ``signum`` right after training step ``step`` (``global_step == step``), between two steps."""
-
-    def __init__(self, step: int, signum: int = int(signal.SIGUSR1)) -> None:
-        self.step = step
-        self.signum = signum
-
-    def on_train_batch_end(
-        self, trainer: L.Trainer, pl_module: L.LightningModule, outputs, batch, batch_idx: int
-    ) -> None:
-        if trainer.global_step == self.step:
-            os.kill(os.getpid(), self.signum)
 
 
 class FirstStep(Callback):
@@ -126,18 +110,6 @@ class HangInCheckpointWriteAfter(Callback):
             time.sleep(600)
 
         torch.save = stalling_save
-
-
-def stand_in_scontrol(folder: Path) -> tuple[Path, Path]:
-    """A stand-in for SLURM's ``scontrol`` in ``folder/bin``, appending its arguments to ``folder/scontrol.calls``.
-
-    Returns the folder to put first on ``PATH`` and the file of calls.
-    """
-    tools, calls = folder / "bin", folder / "scontrol.calls"
-    tools.mkdir(parents=True, exist_ok=True)
-    (tools / "scontrol").write_text(f'#!/bin/sh\necho "$@" >> {calls}\n')
-    (tools / "scontrol").chmod(0o755)
-    return tools, calls
 
 
 def run_command_lines(cases_file: str, results_file: str) -> None:
@@ -258,10 +230,10 @@ def sigterm_in_validation(step: int) -> str:
     )
 
 
-def stop_at(step: int, sigkill: bool = False, sigterm: bool = False, sigint: bool = False) -> str:
+def stop_at(step: int, sigkill: bool = False, sigterm: bool = False) -> str:
     return "--trainer.callbacks+=" + json.dumps(
         {
             "class_path": "reliability_helpers.StopAt",
-            "init_args": {"step": step, "sigkill": sigkill, "sigterm": sigterm, "sigint": sigint},
+            "init_args": {"step": step, "sigkill": sigkill, "sigterm": sigterm},
         }
     )

@@ -3,8 +3,7 @@ installed versions.
 
 docs/architecture.md ("Private touch points") lists each with the reason no public API serves.
 An upgrade that renames or reshapes one fails here, naming it, instead of changing the behaviour
-built on it without a word. What each is for is tested where that behaviour is (test_resume.py,
-test_sigterm_during_validation.py, test_user_errors.py).
+built on it without a word. What each is for is tested where that behaviour is (test_user_errors.py).
 """
 
 from __future__ import annotations
@@ -17,10 +16,8 @@ import pytest
 import torch
 from jsonargparse import ArgumentError
 from jsonargparse import ArgumentParser as JsonArgumentParser
-from lightning.pytorch.loops import evaluation_loop, fit_loop, training_epoch_loop
 
 from tiedemb.training.arguments import NO_CLASS, condense_parse_error, nearest_valid_key
-from tiedemb.training.preemption import stop_after_this_step
 
 PRIVATE_OVERRIDES: dict[str, list[str]] = {}
 """The private methods of a library class that a tiedemb subclass overrides: none."""
@@ -57,19 +54,7 @@ def parameters(function) -> list[str]:
     return list(inspect.signature(function).parameters)
 
 
-# -- 1. the Trainer's SIGTERM flag ------------------------------------------------------------------
-def test_the_flag_lightnings_sigterm_handler_sets_stops_the_fit_after_the_step():
-    trainer = L.Trainer(logger=False, enable_checkpointing=False, enable_progress_bar=False)
-    assert trainer.received_sigterm is False
-    stop_after_this_step(trainer)
-    assert trainer.received_sigterm is True, "Trainer.received_sigterm no longer reads _signal_connector"
-    stop_after_this_step(trainer, False)
-    assert trainer.received_sigterm is False
-    for loop in (training_epoch_loop, fit_loop, evaluation_loop):
-        assert "received_sigterm" in inspect.getsource(loop), f"{loop.__name__} no longer stops on the flag"
-
-
-# -- 2. jsonargparse's error report ------------------------------------------------------------------
+# -- 1. jsonargparse's error report ------------------------------------------------------------------
 def parse_error(parser: JsonArgumentParser, args: list[str]) -> str:
     with pytest.raises(ArgumentError) as raised:
         parser.parse_args(args)

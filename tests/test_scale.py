@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import importlib.util
 import os
-import re
 import socket
 from pathlib import Path
 from typing import Union
@@ -29,10 +28,8 @@ from torch import nn
 from tiedemb import PretrainModule
 from tiedemb.cli import main
 from tiedemb.data import PretrainData
-from tiedemb.errors import UserError
 from tiedemb.nn import Transformer, TransformerConfig
 from tiedemb.nn.model import Block
-from tiedemb.training.strategy import check_strategy_config, strategy_kind
 from tiedemb.training.ties import TieBroken, check_ties
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -68,7 +65,7 @@ def test_strategy_configs_compose_with_every_variant(strategy, capsys):
             main(["fit", "--config", str(variant), "--print_config"])
         variant_model = yaml.safe_load(capsys.readouterr().out)["model"]["init_args"]
         assert {key: printed["model"]["init_args"][key] for key in variant_model} == variant_model
-        assert strategy_kind(printed["trainer"]["strategy"]) == strategy.split("_")[0]
+        assert strategy.split("_")[0] in str(printed["trainer"]["strategy"]).lower()
         if strategy.startswith("deepspeed"):
             assert printed["trainer"]["strategy"]["init_args"]["stage"] == int(strategy[-1])
 
@@ -93,26 +90,6 @@ def test_fsdp_config_wraps_transformer_blocks_only_and_saves_full_state():
     assert set(selected) == set(model.encoder.blocks)
 
 
-@pytest.mark.parametrize(
-    "trainer,needle",
-    [
-        ({"strategy": {"class_path": "lightning.pytorch.strategies.DeepSpeedStrategy"}}, "pip install deepspeed"),
-        ({"strategy": "deepspeed_stage_3"}, "pip install deepspeed"),
-        ({"strategy": "fsdp", "accelerator": "cpu"}, "CUDA GPUs only (trainer.accelerator=cpu)"),
-    ],
-)
-def test_strategies_this_machine_cannot_run_are_refused_in_words(trainer, needle):
-    if "deepspeed" in str(trainer) and DEEPSPEED:
-        pytest.skip("deepspeed is installed here")
-    with pytest.raises(UserError, match=re.escape(needle)):
-        check_strategy_config(trainer)
-
-
-def test_ddp_and_single_device_pass_the_strategy_check():
-    for trainer in ({"strategy": "ddp", "accelerator": "cpu"}, {"strategy": "auto"}, {}, None):
-        check_strategy_config(trainer)
-
-
 @run_if(without_cuda=True)
 @pytest.mark.parametrize("strategy", ["fsdp", "deepspeed_zero3"])
 @pytest.mark.end_to_end
@@ -130,8 +107,9 @@ def test_gpu_strategy_on_this_cpu_machine_exits_with_one_message(strategy, capsy
         )
     assert exited.value.code == 2
     error = capsys.readouterr().err
-    assert "error: trainer.strategy is" in error and "Traceback" not in error
-    assert ("pip install deepspeed" if strategy.startswith("deepspeed") and not DEEPSPEED else "CUDA") in error
+    (line,) = [line for line in error.splitlines() if line.startswith("error:")]
+    assert "Traceback" not in error
+    assert ("install deepspeed" if strategy.startswith("deepspeed") and not DEEPSPEED else "GPU accelerator") in line
 
 
 # -- the tie through materialisation and wrapping ------------------------------------------------

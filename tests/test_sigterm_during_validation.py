@@ -1,7 +1,6 @@
-"""A SIGTERM that comes during a validation in ``fit`` is held back until that validation has ended.
-
-Lightning would stop after the current validation batch; tiedemb lets the validation complete and
-stops after it, at the end of the same step, saving that state (``training/preemption.py``).
+"""A SIGTERM that comes during a validation in ``fit`` stops it after the current batch (Lightning's
+rule); that state is not saved, as a resumed run would log every later metric a step late
+(``training/preemption.py``): the newest checkpoint before it is the one to resume.
 """
 
 from __future__ import annotations
@@ -45,7 +44,7 @@ class SigtermInFirstValidation(Callback):
 
 
 @pytest.mark.end_to_end
-def test_a_sigterm_during_validation_lets_it_finish_then_saves_the_step(tmp_path, capsys):
+def test_a_sigterm_during_validation_saves_nothing_and_leaves_the_earlier_checkpoint(tmp_path, capsys):
     cli = main(
         [
             "--config",
@@ -60,17 +59,15 @@ def test_a_sigterm_during_validation_lets_it_finish_then_saves_the_step(tmp_path
         ],
         run=False,
     )
-    probe = SigtermInFirstValidation()
+    probe = SigtermInFirstValidation(validation=2)
     cli.trainer.callbacks.append(probe)
     with pytest.raises(SIGTERMException):
         cli.trainer.fit(cli.model, datamodule=cli.datamodule)
-    assert probe.batches_after_signal == 3  # the whole validation ran, not one batch of it
-    assert cli.trainer.global_step == 3  # and the run stopped at the end of its step (val_check_interval 3)
+    assert probe.batches_after_signal == 1  # Lightning stops after the batch the signal came in
+    assert cli.trainer.global_step == 6  # in the validation of step 6 (val_check_interval 3)
     err = capsys.readouterr().err
-    assert "during a validation" not in err
-    last = run_checkpoint(tmp_path)  # the run's own folder under tmp_path
-    assert f"SIGTERM: saved the state after step 3 to {last}" in err
-    assert torch.load(last, weights_only=True)["global_step"] == 3
+    assert "SIGTERM during a validation: the state is not saved" in err and "saved the state" not in err
+    assert torch.load(run_checkpoint(tmp_path), weights_only=True)["global_step"] == 3
 
 
 @pytest.mark.end_to_end
@@ -90,6 +87,7 @@ def test_after_a_validation_with_no_last_checkpoint_the_state_at_the_signal_is_s
             str(ROOT / "configs" / "scale" / "tiny.yaml"),
             "--model.learning_rate=0",
             "--trainer.max_steps=9",
+            "--trainer.limit_val_batches=1",  # the signal in its last batch: the validation completes
             f"--trainer.callbacks=[{json.dumps(plain)}]",
             "--trainer.logger=false",
             "--trainer.num_sanity_val_steps=0",

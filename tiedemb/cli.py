@@ -6,11 +6,11 @@ LightningCLI object, so tests drive the real command line with a list of argumen
 
 from __future__ import annotations
 
-import importlib
 import math
 import os
 import sys
 import warnings
+from importlib.util import find_spec
 from pathlib import Path
 from typing import Any, Literal
 
@@ -20,7 +20,6 @@ from jsonargparse import set_parsing_settings
 from lightning.pytorch.callbacks import (
     LearningRateMonitor,
     ModelCheckpoint,
-    ThroughputMonitor,
 )
 from lightning.pytorch.cli import LightningArgumentParser, LightningCLI, SaveConfigCallback
 from lightning.pytorch.loggers import CSVLogger, WandbLogger
@@ -28,12 +27,12 @@ from lightning.pytorch.plugins.io import CheckpointIO
 from lightning.pytorch.utilities.exceptions import SIGTERMException
 
 from tiedemb.data.pretrain import PretrainData
-from tiedemb.errors import UserError
+from tiedemb.errors import UserError, first_line
 from tiedemb.modules.base import FROM_CHECKPOINT
 from tiedemb.modules.glue import GlueModule, majority_floor
 from tiedemb.modules.pretrain import PretrainModule
 from tiedemb.modules.throughput import ModelThroughput
-from tiedemb.options import as_written, changed_from_default, class_parameters
+from tiedemb.options import as_written, changed_from_default, parameters_of
 from tiedemb.training.arguments import ArgumentParser
 from tiedemb.training.checkpoints import (
     AtomicCheckpointIO,
@@ -47,6 +46,7 @@ from tiedemb.training.evaluation import (
     RunFolder,
     checkpoint_to_evaluate,
     given_keys,
+    option_values,
     override_lines,
     rebuilt_locations,
     recorded,
@@ -56,13 +56,13 @@ from tiedemb.training.evaluation import (
     weights_only_given,
     with_run_checkpoint,
 )
-from tiedemb.training.exits import INTERRUPTED_EXIT, PREEMPTED_EXIT, report_user_errors
+from tiedemb.training.exits import PREEMPTED_EXIT, report_user_errors
 from tiedemb.training.files import first_free
-from tiedemb.training.log_level import LEVELS, hide_lightning_advert, set_log_level, set_log_level_from_env
+from tiedemb.training.log_level import LEVELS, set_log_level, set_log_level_from_env
 from tiedemb.training.metric_names import MAJORITY_PREFIX, kept_name
 from tiedemb.training.monitor import ParameterCounts, TrainingMonitor
 from tiedemb.training.precision import LightningPrecision, PrecisionIfNative, resolve_precision
-from tiedemb.training.preemption import SaveOnPreemption, saved_at_stop, stop_signal
+from tiedemb.training.preemption import SaveOnPreemption
 from tiedemb.training.run_checks import (
     check_checkpoint_name,
     check_has_split,
@@ -76,17 +76,15 @@ from tiedemb.training.run_dir import (
     base_name,
     check_run_name,
     choose_run_dir,
-    newest_hpc_checkpoint,
     run_dir_of_parent,
     share_run_dir,
     writes_in_run_dir,
 )
 from tiedemb.training.status_callback import RunStatus
-from tiedemb.training.strategy import check_strategy_config
 from tiedemb.training.wandb_mode import make_wandb_folders, wandb_mode
 
+# argparse's own usage line lists each of the 100-odd options
 USAGE = "%(prog)s [-h] [-c CONFIG] [--model CLASS] [--data CLASS] [--KEY VALUE ...]"
-"""The usage line of every subcommand's --help (argparse's own lists each of its 100-odd options)."""
 GUIDE = (
     "A config names the model and data classes (--config configs/tied_orth.yaml). "
     "--model.help PretrainModule (or GlueModule) and --data.help PretrainData (or tiedemb.data.GlueData) "
@@ -94,7 +92,6 @@ GUIDE = (
     "validate, test and predict also take a run's folder (RUN_DIR: its best.ckpt, else last.ckpt) or "
     "--ckpt_path FILE, and evaluate that checkpoint with the model, data and Trainer limits its run had."
 )
-"""What every subcommand's --help says before its long list of options (LightningCLI's ``parser_kwargs``)."""
 
 
 # save_dir ".": the run's own folder under trainer.default_root_dir (training/run_dir.py).
@@ -130,7 +127,10 @@ class Trainer(L.Trainer):
                 32-true where it would be emulated (most CPUs).
         """
         check_trainer_options(kwargs)
-        super().__init__(precision=resolve_precision(precision, kwargs.get("accelerator", "auto")), **kwargs)
+        try:
+            super().__init__(precision=resolve_precision(precision, kwargs.get("accelerator", "auto")), **kwargs)
+        except ValueError as error:  # Lightning refusing a setting, e.g. FSDP on a machine without a GPU
+            raise UserError(f"trainer: {first_line(error)}") from None
 
     def fit(self, *args: Any, **kwargs: Any) -> None:
         try:
@@ -211,13 +211,9 @@ class Trainer(L.Trainer):
         return metrics
 
     def baselines(self, model: L.LightningModule, datamodule: L.LightningDataModule | None = None) -> dict[str, float]:
-        """Print the add-one unigram and bigram losses of the configured text's validation blocks
-        (and of its out-of-domain text), in nats per predicted token: the bars a run's loss is read against.
-        For a GLUE task, the dev scores of always answering the most frequent training label.
-
-        They are scored where the model is (the same tokenizer, blocks and, for MLM, masked positions);
-        ``trainer.limit_val_batches`` given as a count limits the blocks as it limits validation.
-        """
+        """Print the add-one unigram and bigram losses (nats per predicted token) of the configured text's
+        validation blocks, limited as ``trainer.limit_val_batches`` limits validation; for a GLUE task, the
+        dev scores of always answering the most frequent training label."""
         found = majority_floor(datamodule)  # a GLUE task: the floor of its dev scores
         if found is not None:
             print(f"{'always the most frequent label':<36}{'dev score':>10}")
@@ -283,10 +279,8 @@ class TiedembCLI(LightningCLI):
         }
 
     def parse_arguments(self, parser: LightningArgumentParser, args: Any) -> None:
-        """Parse the command line; a checkpoint file it evaluates stands in for the config's classes.
-
-        The classes and data settings the checkpoint records are the defaults a config or the command line
-        overrides (``training/evaluation.py``), set before parsing, which would stop at the missing classes."""
+        """Parse the command line; the classes and data settings of a checkpoint it evaluates are the
+        defaults a config or the command line overrides (``training/evaluation.py``)."""
         self._argv = (
             [str(arg) for arg in (sys.argv[1:] if args is None else args)]
             if args is None or isinstance(args, (list, tuple))
@@ -305,9 +299,8 @@ class TiedembCLI(LightningCLI):
             subcommand_parser.set_defaults({f"trainer.{name}": value for name, value in self._run_limits.items()})
             self._data_from_checkpoint = True
         super().parse_arguments(parser, args)
-        # LightningCLI then puts a --ckpt_path file's hyperparameters over the parsed model, fit
-        # included, reading the file unchecked; it finds none here, and before_instantiate_classes
-        # reads the checkpoint as tiedemb does (_take_checkpoint_settings) and puts the path back.
+        # Hidden from LightningCLI, which would put the file's hyperparameters over the parsed model
+        # unchecked; before_instantiate_classes puts it back (_take_checkpoint_settings).
         subcommand = self.config.get("subcommand")
         self._ckpt_path = self.config[subcommand].get("ckpt_path") if subcommand else None
         if self._ckpt_path is not None:
@@ -330,8 +323,7 @@ class TiedembCLI(LightningCLI):
             "name and a short id, e.g. tied_orth-1a2b3c4d); a folder that already holds something is "
             "refused. '.': trainer.default_root_dir itself is the run's folder (a sweep cell's).",
         )
-        # Every subcommand takes it, so that a fit's saved config.yaml is read by the others too;
-        # set outside fit it is refused (before_instantiate_classes).
+        # Every subcommand takes it (a fit's saved config.yaml is read by the others); typed outside fit it is refused.
         parser.add_argument(
             "--save_transformers",
             type=bool,
@@ -343,16 +335,13 @@ class TiedembCLI(LightningCLI):
         # Sizes the data decides are never typed twice (LINKED_FROM_DATA).
         parser.link_arguments("data.vocab_size", "model.init_args.vocab_size", apply_on="instantiate")
         parser.link_arguments("data.pad_token_id", "model.init_args.pad_token_id", apply_on="instantiate")
-        # GLUE: the task decides the classifier's width, metric names and file names. jsonargparse
-        # skips an instantiation link whose source object lacks the attribute or whose target class
-        # lacks the parameter, so pretraining runs are untouched by these two.
+        # GLUE: the task decides the classifier's width and metric names (jsonargparse skips these links
+        # for pretraining, whose data lacks the attribute and whose model the parameter).
         parser.link_arguments("data.num_labels", "model.init_args.num_labels", apply_on="instantiate")
         parser.link_arguments("data.task_spec", "model.init_args.task", compute_fn=_task_name, apply_on="instantiate")
-        # No default model or data class: every config names its class_path. With a default class,
-        # jsonargparse would keep that class's values for the settings another class shares with it
-        # (a GLUE config would inherit pretraining's warmup_steps, eps, hidden_size ...).
-        # The callbacks a config may replace (GLUE's list their own checkpoint); the ones every run
-        # gets whatever it lists are trainer_defaults' (cli_kwargs).
+        # No default model or data class: jsonargparse would keep a default class's values for the settings
+        # another class shares (a GLUE config would inherit pretraining's warmup_steps ...). The callbacks
+        # a config may replace; the ones every run gets are trainer_defaults' (cli_kwargs).
         parser.set_defaults({"trainer.callbacks": DEFAULT_CALLBACKS})
 
     def before_instantiate_classes(self) -> None:
@@ -367,8 +356,7 @@ class TiedembCLI(LightningCLI):
             # (a fit's saved config.yaml that sets it is read by the other subcommands as it is)
             raise UserError(f"--save_transformers saves what a fit trained; {self.subcommand} trains nothing")
         model, data = config.get("model"), config.get("data")
-        # The pretraining data collates for the model's objective (and trains the matching
-        # tokenizer kind); copied here because only that pair of classes shares the setting.
+        # The pretraining data collates for the model's objective: copied, as only that pair shares it.
         if (
             model
             and data
@@ -396,61 +384,41 @@ class TiedembCLI(LightningCLI):
         from_checkpoint = self.subcommand != "fit" and getattr(self, "_checkpoint", None) is not None
         if model and not from_checkpoint:  # evaluation takes the checkpoint's settings, these included
             refuse_linked_settings(model)
-        # A strategy this machine cannot run (DeepSpeed not installed, FSDP without a GPU) is
-        # refused before the data is prepared, in one sentence instead of a stack trace.
-        check_strategy_config(config.get("trainer"))
+        # jsonargparse would bury Lightning's own message under a report on every type the option takes
+        if "deepspeed" in str(config.get("trainer", {}).get("strategy")).lower() and not find_spec("deepspeed"):
+            raise UserError(
+                "trainer.strategy is DeepSpeed, but the deepspeed package is not installed (pip install deepspeed)"
+            )
 
     # -- reliability: trainer extras and the checkpoint a run starts from --------------------------
     def instantiate_trainer(self, **kwargs: Any) -> L.Trainer:
-        """The Trainer, built once with the run's folder, loggers, plugins and the callbacks every run gets."""
+        """The Trainer, built once with the run's folder, its loggers and plugins, and the monitors that need
+        a logger (without one, LearningRateMonitor would stop the run)."""
         folder = self._choose_run_dir()
         loggers = self._loggers_in(folder)
         settings = self._built_trainer()
         logger = loggers.get("logger", settings.get("logger"))
-        has_loggers = logger is None or logger is True or bool(logger)
         given = settings.get("callbacks") or []
-        callbacks = self._run_callbacks(given if isinstance(given, list) else [given], settings, has_loggers)
-        for callback in [*callbacks, *self.trainer_defaults["callbacks"]]:
+        callbacks = given if isinstance(given, list) else [given]
+        if logger is None or logger is True or bool(logger):
+            callbacks = [*callbacks, LearningRateMonitor()]
+            if isinstance(self.model, PretrainModule):  # gradient norms and token-table statistics
+                callbacks.append(TrainingMonitor())
+        for callback in self.trainer_defaults["callbacks"]:
             # status.json also at the top of its run folder, except in a folder whose status.json a sweep keeps
             if isinstance(callback, RunStatus) and self._run_name() != HERE:
                 callback.run_dir = str(folder)
-            # Checkpoints go to <run>/checkpoints, not Lightning's <save_dir>/<name>/<version>/checkpoints.
-            # As given (a relative root stays relative): the run's folder is then found from a
-            # checkpoint's recorded folder wherever the run folder is moved (training/evaluation.py).
+        self.save_config_kwargs = {**self.save_config_kwargs, "run_dir": folder}
+        trainer = super().instantiate_trainer(
+            **{"default_root_dir": str(folder), **loggers, **self._plugins(), "callbacks": callbacks, **kwargs}
+        )
+        for callback in trainer.checkpoint_callbacks:
+            # <run>/checkpoints, not Lightning's <save_dir>/<name>/<version>/checkpoints. As given (a relative
+            # root stays relative): the run's folder is then found from a checkpoint's recorded folder
+            # wherever the run folder is moved (training/evaluation.py).
             if isinstance(callback, ModelCheckpoint) and callback.dirpath is None:
                 callback.dirpath = str(folder / CHECKPOINTS)
-        kwargs = {
-            "default_root_dir": str(folder),
-            **loggers,
-            **self._plugins(),
-            "callbacks": callbacks,
-            **kwargs,
-        }
-        self.save_config_kwargs = {**self.save_config_kwargs, "run_dir": folder}
-        return super().instantiate_trainer(**kwargs)
-
-    def _run_callbacks(self, given: list[Any], settings: Any, has_loggers: bool) -> list[Any]:
-        """The config's callbacks and, where it lists none of a kind, the ones a run of this configuration gets."""
-
-        def missing(kind: type) -> bool:
-            return not any(isinstance(callback, kind) for callback in given)
-
-        def enabled(option: str) -> bool:
-            return settings.get(option) is not False  # unset: Lightning's default, on
-
-        # Without a logger (--trainer.logger=false) LearningRateMonitor would stop the run, having
-        # nowhere to write: it is left out.
-        kept = [c for c in given if has_loggers or not isinstance(c, LearningRateMonitor)]
-        wanted: list[tuple[type, Any]] = [
-            # the learning rate and throughput, also where a config lists its own callbacks (GLUE's)
-            *([(LearningRateMonitor, LearningRateMonitor)] if has_loggers else []),
-            (ThroughputMonitor, ModelThroughput),
-            # pretraining: gradient norms and token-table statistics (training/monitor.py)
-            *([(TrainingMonitor, TrainingMonitor)] if has_loggers and isinstance(self.model, PretrainModule) else []),
-            # Lightning's own checkpoint callback where the config lists none (given its folder above)
-            *([(ModelCheckpoint, ModelCheckpoint)] if enabled("enable_checkpointing") else []),
-        ]
-        return [*kept, *(make() for kind, make in wanted if missing(kind))]
+        return trainer
 
     def _plugins(self) -> dict[str, Any]:
         """The Trainer's ``plugins`` with crash-safe checkpoint files, unless the config gives a writer of its own."""
@@ -461,11 +429,9 @@ class TiedembCLI(LightningCLI):
         return {"plugins": [*given, AtomicCheckpointIO()]}
 
     def _take_checkpoint_settings(self) -> None:
-        """Read a ``--ckpt_path`` file once, up front, reporting a bad one as a user error.
-
-        Evaluation builds the model the checkpoint describes, with the settings typed on the command line
-        over the recorded ones, each said. ``fit`` keeps the configured model: a resumed checkpoint of
-        another variant or size is refused (``_prepare_checkpoint``)."""
+        """Read a ``--ckpt_path`` file once, up front, a bad one a user error. Evaluation builds the model
+        the checkpoint describes, the settings typed on the command line over the recorded ones, each said;
+        ``fit`` keeps the configured model (a checkpoint of another one is refused: ``_prepare_checkpoint``)."""
         subcommand = self.subcommand
         settings = self.config[subcommand]
         path = settings.get("ckpt_path")
@@ -478,8 +444,7 @@ class TiedembCLI(LightningCLI):
             return
         configured = (settings.get("model") or {}).get("class_path")
         if class_path and configured:
-            # Lightning would build the checkpoint's class whatever the config names, and then a
-            # pretraining model meets GLUE data (or the reverse) with a puzzling message.
+            # Lightning would build the checkpoint's class whatever the config names
             check_model_kind(path, class_path, configured)
         typed = given_keys(self._argv, "model")
         init_args = settings.model.get("init_args")
@@ -489,9 +454,7 @@ class TiedembCLI(LightningCLI):
             else []
         )
         hparams = {name: value for name, value in hparams.items() if name not in typed}
-        # The model is built for the checkpoint's weights (architecture included), so the pretrained
-        # source its settings name is not read: a fine-tuned run is tested without its pretraining
-        # run's files or the hub (tiedemb.modules.base).
+        # Built for the checkpoint's weights: the pretrained source its settings name is not read.
         class_path = class_path or configured
         model = {"class_path": class_path, "dict_kwargs": {**hparams, FROM_CHECKPOINT: True}} if class_path else hparams
         self.config = self.parser.parse_object({subcommand: {"model": model}}, self.config)
@@ -581,7 +544,7 @@ class TiedembCLI(LightningCLI):
         if config.get("weights_only") is None:
             config["weights_only"] = True  # never unpickle arbitrary objects unless asked to
         path = config.get("ckpt_path")
-        check_checkpoint_name(path, self.subcommand, self.trainer)
+        check_checkpoint_name(path, self.subcommand)
         if path is None and self.subcommand in ("test", "predict") and self.trainer.global_rank == 0:
             print(
                 f"note: no --ckpt_path: {self.subcommand} uses {untrained_weights(self.model)}, not a trained "
@@ -611,16 +574,11 @@ class TiedembCLI(LightningCLI):
             check_compatible(checkpoint, path, self.model)
             self._checkpoint = None  # Lightning reads it again; do not hold two copies
         if not fitting and path is not None:
-            # validate, test and predict write no checkpoints, so the checkpoint callback's state
-            # (which files it kept, in the run's own folder) is of no use here; Lightning still
-            # warns that it "won't be reloaded" whenever the folder differs, which with a W&B
-            # logger (a folder per run) is every time.
+            # An evaluation writes no checkpoints: the callbacks' state, which Lightning warns about, is of no use.
             warnings.filterwarnings("ignore", message="The dirpath has changed from")
-            # Nor are the callbacks the run had (its checkpoint callback), which Lightning asks for.
             warnings.filterwarnings("ignore", message="Be aware that when using `ckpt_path`, callbacks used to create")
         if type(self.datamodule).state_dict is not L.LightningDataModule.state_dict:
-            # The datamodule resumes its own data position (tiedemb.data.sampling), which
-            # Lightning cannot see; its warning that mid-epoch resumes are unreliable does not apply.
+            # The datamodule resumes its own data position (tiedemb.data.sampling), unseen by Lightning's warning
             warnings.filterwarnings(
                 "ignore", message="You're resuming from a checkpoint that ended before the epoch ended"
             )
@@ -630,7 +588,6 @@ class TiedembCLI(LightningCLI):
         return self.config[self.subcommand] if self.subcommand else self.config
 
     def _built_trainer(self) -> Any:
-        """The Trainer's settings with their classes built (loggers, callbacks, plugins)."""
         return (self.config_init[self.subcommand] if self.subcommand else self.config_init)["trainer"]
 
     def _run_name(self) -> str | None:
@@ -650,28 +607,10 @@ class TiedembCLI(LightningCLI):
         self._found_last = None
         if path == "last":
             self._found_last = path = find_last_checkpoint(self._roots, self.model, self.datamodule)
-        elif path == "hpc":
-            path = newest_hpc_checkpoint(root)  # its run folder, where Lightning looks for it
-            if path is None:
-                raise UserError(
-                    f"--ckpt_path=hpc found no SLURM checkpoint (hpc_ckpt_<N>.ckpt) in {root} or its run folders; "
-                    "pass the checkpoint file or --ckpt_path=last"
-                )
-        elif path == "best" or "://" in str(path):
+        elif path in ("best", "hpc") or "://" in str(path):
             path = None
-        # the command line's configs, in order (the parsed list also holds the ones a config includes)
-        argv = getattr(self, "_argv", [])
-        configs = [
-            value
-            for index, argument in enumerate(argv)
-            for value in (
-                [argument.split("=", 1)[1]]
-                if argument.startswith("--config=")
-                else [argv[index + 1]]
-                if argument == "--config" and index + 1 < len(argv)
-                else []
-            )
-        ]
+        # the command line's configs (the parsed list also holds the ones a config includes)
+        configs = option_values(getattr(self, "_argv", []), "--config")
         if configs:
             name = base_name(configs)
         elif path and Path(str(path)).expanduser().resolve().parent.name == CHECKPOINTS:
@@ -765,11 +704,9 @@ def refuse_linked_settings(model: Any) -> None:
     """Refuse a model setting the data decides, given another value than unset: jsonargparse would
     overwrite it with the data's value without a word."""
 
-    module_name, _, class_name = str(model.get("class_path", "")).rpartition(".")
-    try:
-        parameters = class_parameters(getattr(importlib.import_module(module_name), class_name))
-    except (ImportError, AttributeError, ValueError):
-        return  # jsonargparse reports an unknown class
+    parameters = parameters_of(str(model.get("class_path", "")))
+    if parameters is None:
+        return
     settings = model.get("init_args") or {}
     for name, source in LINKED_FROM_DATA.items():
         value = settings.get(name)
@@ -836,7 +773,6 @@ _SUMMARY_MIXED_PRECISION_WARNING = r"Precision (bf16-|16-)?mixed is not supporte
 
 def build_cli(args: list[str] | None = None, run: bool = True) -> TiedembCLI:
     set_log_level_from_env()
-    hide_lightning_advert()
     # ``main.py --print_completion=shtab-bash``: jsonargparse's completion script of every subcommand
     set_parsing_settings(add_print_completion_argument=True)
     # validate/test/predict RUN_DIR: the run's folder stands for its checkpoint (training/evaluation.py)
@@ -876,6 +812,7 @@ def cli_kwargs() -> dict[str, Any]:
             ParameterCounts(),  # params/total, params/embedding for the reports
             RunFolder(),  # the folder the run started in: its relative data locations are relative to it
             RunStatus(),  # status.json: how the run ended, so reports leave out half-done runs
+            ModelThroughput(),  # tokens and FLOPs per second
         ],
     }
     return {
@@ -897,17 +834,8 @@ def main(args: list[str] | None = None, run: bool = True) -> TiedembCLI | None:
     try:
         outcome = report_user_errors(lambda: build_cli(args, run=run))
     except SIGTERMException:
-        signal = stop_signal()
-        saved = [path for path in saved_at_stop() if os.path.isfile(path)]
-        # the advice names a checkpoint only where one was written at the stop (not with checkpointing off,
-        # nor in a validation, where the newest checkpoint, if any, is an earlier one)
-        advice = (
-            f"--ckpt_path=last (or {saved[0]}) resumes it"
-            if saved
-            else "no checkpoint was saved at the stop; --ckpt_path=last resumes from an earlier one, if any"
-        )
-        print(f"stopped by {signal}; {advice}", file=sys.stderr)
-        raise SystemExit(INTERRUPTED_EXIT if signal == "Ctrl-C" else PREEMPTED_EXIT) from None
+        print("stopped by SIGTERM; --ckpt_path=last resumes it", file=sys.stderr)
+        raise SystemExit(PREEMPTED_EXIT) from None
     if isinstance(outcome, int):  # the exit status of a user error, already reported
         raise SystemExit(outcome)
     return outcome

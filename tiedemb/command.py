@@ -1,13 +1,6 @@
-"""``tiedemb SUBCOMMAND ...``: one command for everything a user runs (``python -m tiedemb`` too).
-
-``fit``, ``validate``, ``test``, ``predict``, ``initloss``, ``baselines`` and ``similarity`` are the LightningCLI of
-``main.py`` (``tiedemb.cli``); the others hand their arguments to the command module that does the work, the
-same module ``python -m tiedemb.<module>`` runs. Modules are imported only for the subcommand
-chosen, so ``tiedemb --help`` answers without loading torch or Lightning.
-
-``predict`` is both: ``tiedemb predict RUN --input pairs.tsv`` (a first argument that is no option, or
-``--input``) runs ``tiedemb.predict`` on a run's classifier; ``tiedemb predict --config ... --ckpt_path ...``
-is the LightningCLI's, writing the submission files of a configured GLUE folder.
+"""``tiedemb SUBCOMMAND ...``: one command for everything a user runs (``python -m tiedemb`` too), each
+subcommand the ``main`` of its module, imported only when chosen (``tiedemb --help`` loads no torch).
+``predict RUN --input FILE`` is ``tiedemb.predict``; ``predict --config ...`` the LightningCLI's.
 """
 
 from __future__ import annotations

@@ -1,8 +1,5 @@
-"""Names a package exports without importing their modules until first use.
-
-The package's ``__init__`` stays light: ``import tiedemb.nn`` must not load torch, and
-``import tiedemb`` must not load Lightning, datasets or transformers (PEP 562 module attributes).
-"""
+"""Names a package exports without importing their modules until first use (PEP 562), so that
+``import tiedemb`` loads no Lightning, datasets or transformers."""
 
 from __future__ import annotations
 

@@ -1,17 +1,14 @@
-"""What an option accepts, declared with its type, and the one check of a value against it.
-
-A number's bounds are part of the annotation (``batch_size: PositiveInt = 32``); ``check_arguments``
-checks a call's arguments against their annotations and raises a ``UserError`` naming the option
-and what it accepts. The configurable classes call it first thing in ``__init__``, the one place
-every way of building them goes through (jsonargparse passes ``null`` on where the type forbids it).
-The argparse commands use ``number`` types. An option the configuration would not read is refused
-(``no_effect``), or warned about where configs compose (``warn_no_effect``), never dropped silently.
+"""What an option accepts, declared with its type (``batch_size: PositiveInt = 32``), and the one check
+of a value against it: ``check_arguments``, called first thing in the configurable classes' ``__init__``
+(jsonargparse passes ``null`` on where the type forbids it). An option the configuration would not read
+is refused (``no_effect``) or warned about (``warn_no_effect``), never dropped silently.
 """
 
 from __future__ import annotations
 
 import argparse
 import dataclasses
+import importlib
 import inspect
 import math
 import types
@@ -87,12 +84,19 @@ def class_parameters(cls: type) -> dict[str, inspect.Parameter]:
     return found
 
 
-def option_types(function: Callable[..., Any] | type) -> dict[str, Any]:
-    """The annotations of a function's parameters, ``Annotated`` kept (string annotations, from
-    ``from __future__ import annotations``, resolved in the function's module).
+def parameters_of(class_path: str) -> dict[str, inspect.Parameter] | None:
+    """``class_parameters`` of the class a dotted path names, or None when it cannot be imported
+    (jsonargparse reports an unknown class)."""
+    module_name, _, class_name = class_path.rpartition(".")
+    try:
+        return class_parameters(getattr(importlib.import_module(module_name), class_name))
+    except (ImportError, AttributeError, ValueError):
+        return None
 
-    Of a dataclass: its fields'. Of another class: those of its options (``class_parameters``).
-    """
+
+def option_types(function: Callable[..., Any] | type) -> dict[str, Any]:
+    """The annotations of a function's parameters (of a dataclass: its fields'; of another class: its
+    options'), ``Annotated`` kept, string annotations resolved."""
     if dataclasses.is_dataclass(function):
         return typing.get_type_hints(function, include_extras=True)
     if isinstance(function, type):
@@ -111,11 +115,8 @@ def option_types(function: Callable[..., Any] | type) -> dict[str, Any]:
 
 
 def check_arguments(prefix: str, types_: Mapping[str, Any], arguments: Mapping[str, Any]) -> None:
-    """Raise a ``UserError`` for the first argument its annotation does not accept.
-
-    ``prefix`` is how users name the options (``model``, ``data``); arguments without an
-    annotation in ``types_`` (``self``) are not checked.
-    """
+    """Raise a ``UserError`` for the first argument its annotation does not accept (``prefix``: how users
+    name the options, ``model``, ``data``; arguments without an annotation are not checked)."""
     for name, value in arguments.items():
         if name in types_ and not accepts(types_[name], value):
             choices = literal_choices(types_[name])
@@ -210,10 +211,7 @@ def as_written(value: Any) -> str:
 
 # -- options the configuration would not read -----------------------------------------------------
 def changed_from_default(value: Any, default: Any) -> bool:
-    """Whether an option was set: neither ``null`` (unset) nor ``default``, what leaving it out gives.
-
-    Setting an option to its default is indistinguishable from leaving it out, and harmless.
-    """
+    """Whether an option was set: neither ``null`` (unset) nor ``default``, what leaving it out gives."""
     return value is not None and value != default
 
 
@@ -238,11 +236,7 @@ def warn_no_effect(option: str, value: Any, why: str) -> None:
 
 # -- the argparse commands' numbers ---------------------------------------------------------------
 class number_type:
-    """An argparse ``type`` reading one number the annotation ``hint`` accepts (``number_type(PositiveInt)``).
-
-    ``hint`` stays readable on the type, so whatever reads a parser's options can tell what each
-    number option accepts.
-    """
+    """An argparse ``type`` reading one number the annotation ``hint`` (kept on it) accepts."""
 
     def __init__(self, hint: Any) -> None:
         self.hint = hint

@@ -70,8 +70,8 @@ def test_a_stop_signal_reaches_the_running_stage_as_sigterm(tmp_path):
 
 @pytest.mark.end_to_end
 def test_ctrl_c_saves_the_running_cell_at_its_step_and_records_it_interrupted(tmp_path):
-    """Ctrl-C in a terminal reaches the sweep and its running stage (one process group): the stage
-    saves its state after its current step, and the cell says how to resume."""
+    """Ctrl-C in a terminal reaches the sweep and its running stage (one process group): the stage stops
+    (its newest checkpoint is the one to resume), and the cell says how to resume."""
     import subprocess
 
     path = write_sweep(
@@ -107,9 +107,5 @@ def test_ctrl_c_saves_the_running_cell_at_its_step_and_records_it_interrupted(tm
         layout.FAILED,
         "interrupted (Ctrl-C) in fit: run the sweep again to resume from its last checkpoint",
     )
-    log = (status_file.parent / layout.LOG_FILE).read_text(encoding="utf-8", errors="replace")
-    saved = [line for line in log.splitlines() if line.startswith("Ctrl-C: saved the state after step ")]
-    assert len(saved) == 1, log[-3000:]
-    step = int(saved[0].split("after step ")[1].split()[0])
     (last,) = status_file.parent.rglob("last.ckpt")
-    assert torch.load(last, weights_only=True)["global_step"] == step > 0
+    assert torch.load(last, weights_only=True)["global_step"] > 0

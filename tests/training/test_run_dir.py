@@ -40,9 +40,9 @@ QUIET = ["--trainer.logger=false", "--trainer.enable_progress_bar=false", "--tra
 
 def test_the_first_config_names_the_run_and_an_id_keeps_runs_apart(tmp_path):
     assert base_name(["configs/tied_orth.yaml", "configs/scale/tiny.yaml"]) == "tied_orth"
-    first, continued = choose_run_dir(tmp_path, None, "tied_orth", environ={})
+    first, continued = choose_run_dir(tmp_path, None, "tied_orth")
     first.mkdir()
-    second, _ = choose_run_dir(tmp_path, None, "tied_orth", environ={})
+    second, _ = choose_run_dir(tmp_path, None, "tied_orth")
     assert not continued and first.parent == second.parent == tmp_path and first != second
     assert first.name.startswith("tied_orth-") and len(first.name) == len("tied_orth-") + 8
 
@@ -82,19 +82,6 @@ def test_a_checkpoint_inside_a_run_folder_under_the_root_continues_that_folder(t
     # a relative root stays relative: Lightning compares a resumed checkpoint folder as written
     monkeypatch.chdir(tmp_path)
     assert run_dir_of_checkpoint("runs/tied-0123abcd/checkpoints/last.ckpt", "runs") == Path("runs/tied-0123abcd")
-
-
-def test_under_slurm_the_job_names_the_run_and_a_requeued_job_continues_it(tmp_path):
-    job = {"SLURM_JOB_ID": "77"}
-    folder, continued = choose_run_dir(tmp_path, None, "tied", environ=job)
-    assert (folder, continued) == (tmp_path / "tied-slurm77", False)
-    (folder / "checkpoints").mkdir(parents=True)
-    # the same job, requeued: its own folder again; a second run in one allocation: a folder of its own
-    assert choose_run_dir(tmp_path, None, "tied", environ={**job, "SLURM_RESTART_COUNT": "1"}) == (folder, True)
-    other, continued = choose_run_dir(tmp_path, None, "tied", environ=job)
-    assert other != folder and not continued and other.name.startswith("tied-")
-    array = {"SLURM_JOB_ID": "80", "SLURM_ARRAY_JOB_ID": "79", "SLURM_ARRAY_TASK_ID": "3"}
-    assert choose_run_dir(tmp_path, None, "tied", environ=array)[0].name == "tied-slurm79_3"
 
 
 def test_a_ddp_rank_started_by_the_run_takes_its_folder_and_no_other_process_does(tmp_path):

@@ -1,9 +1,6 @@
-"""The command line's parser: a mistake reported in two lines.
-
-jsonargparse reports a bad value as a failed match against every type and class it could have
-been, followed by the whole usage block. ``ArgumentParser.error`` cuts that down to the option and
-what is wrong with it in YAML's words (``--model.hidden_size: expected int or null, got abc``),
-suggests the nearest valid key for a typo, and points to ``--help``.
+"""The command line's parser: jsonargparse's report on a mistake (a failed match against every type it
+could have been, and the usage block) cut down to the option and what is wrong with it in YAML's words
+(``--model.hidden_size: expected int or null, got abc``), the nearest valid key for a typo, and a hint.
 """
 
 from __future__ import annotations
@@ -17,7 +14,7 @@ from typing import Any, NoReturn
 
 from lightning.pytorch.cli import LightningArgumentParser
 
-from tiedemb.options import class_parameters
+from tiedemb.options import parameters_of
 from tiedemb.training.exits import DEBUG_ENV, USER_ERROR_EXIT
 from tiedemb.training.shipped_configs import resolve_config_args
 
@@ -30,9 +27,7 @@ class ArgumentParser(LightningArgumentParser):
     ``--config`` that is not here but names a shipped config from the shipped copy."""
 
     def parse_args(self, args: Any = None, *rest: Any, **kwargs: Any) -> Any:
-        # The parser resolves the config paths, not LightningCLI's caller: LightningCLI reads the
-        # process's own command line only when handed no arguments (else it warns that its args
-        # are meant for calls from Python), so the command line stays as given until here.
+        # Here, not in LightningCLI's caller: LightningCLI warns when handed the process's own command line.
         if args is None or isinstance(args, (list, tuple)):
             args = [str(arg) for arg in (sys.argv[1:] if args is None else args)]
             args = resolve_config_args(args)
@@ -61,24 +56,14 @@ TYPO_SIMILARITY = 0.8
 
 
 def nearest_valid_key(message: str, parser: Any) -> str | None:
-    """For an unknown key (a typo in YAML or on the command line), the valid key nearest to it.
-
-    jsonargparse names the unknown key but suggests nothing: a class's unknown keyword is matched
-    against the class's own keywords, any other key against the options of ``parser`` (the
-    subcommand's), by ``difflib``'s similarity. Only a near miss is suggested (similarity 0.8 and
-    up: a letter or two wrong): an option of another class, such as the pretraining data's
-    ``vocab_size`` under GLUE data, is not a typo of whatever it resembles.
-    """
+    """For an unknown key (a typo in YAML or on the command line), the valid key nearest to it: a class's
+    unknown keyword matched against the class's own keywords, any other key against the options of
+    ``parser``; only a near miss (an option of another class is not a typo of whatever it resembles)."""
     import difflib
-    import importlib
 
     by_class = re.search(r"class_path '([^']+)':\s*Option '([^']+)' is not accepted", message)
     if by_class:
-        module_name, _, class_name = by_class.group(1).rpartition(".")
-        try:
-            valid = list(class_parameters(getattr(importlib.import_module(module_name), class_name)))
-        except (ImportError, AttributeError, ValueError):
-            return None
+        valid = list(parameters_of(by_class.group(1)) or ())
         unknown = by_class.group(2)
     else:
         found = re.search(r"does not accept option '([^']+)'", message) or re.search(
@@ -97,11 +82,8 @@ def nearest_valid_key(message: str, parser: Any) -> str | None:
 
 
 def condense_parse_error(message: str) -> str:
-    """jsonargparse's report on a bad value, cut down to the option and what is wrong with it.
-
-    A bad ``--model.hidden_size`` is reported as a failed match against every accepted model
-    type; the line that matters is the one under "Problem with given class_path".
-    """
+    """jsonargparse's report on a bad value, cut down to the option and what is wrong with it (for a class's
+    option, the lines under "Problem with given class_path")."""
     lines = [line for line in message.splitlines() if line.strip()]
     key_match = re.match(r'Parser key "([^"]+)":', lines[0].strip()) if lines else None
     key = key_match.group(1) if key_match else None

@@ -1,6 +1,5 @@
-"""A run's checkpoints: crash-safe writing (never with non-finite weights, ``best.ckpt`` beside the
-best), ``last`` kept the newest state, the random states in them, and the checkpoint a run starts
-from: found (``--ckpt_path=last``), read and vetted, a bad one reported as one ``UserError``.
+"""A run's checkpoints: written crash-safe, ``last`` the newest state, random states in them; the one a
+run starts from found (``--ckpt_path=last``), read and vetted, a bad one reported as one ``UserError``.
 """
 
 from __future__ import annotations
@@ -26,7 +25,7 @@ from lightning.pytorch.trainer.states import TrainerFn
 from tiedemb.errors import UserError, first_line
 from tiedemb.options import class_parameters
 from tiedemb.training.files import atomic_write
-from tiedemb.training.run_dir import BEST_NAME, HPC_NAME
+from tiedemb.training.run_dir import BEST_NAME
 
 log = logging.getLogger("tiedemb")
 
@@ -97,9 +96,8 @@ class ResumableCheckpoint(ModelCheckpoint):
 
 
 def write_last(callback: ModelCheckpoint, trainer: L.Trainer) -> str:
-    """Write ``callback``'s ``last`` checkpoint now with ``Trainer.save_checkpoint``; the path written
-    (``last_model_path``, set first so that the checkpoint names it; the loggers are told, as after the
-    callback's own saves)."""
+    """Write ``callback``'s ``last`` checkpoint now; the path written (``last_model_path``, set first so
+    that the checkpoint names it)."""
     metrics = {**trainer.callback_metrics, "epoch": trainer.current_epoch, "step": trainer.global_step}
     path = callback.last_model_path or callback.format_checkpoint_name(metrics, callback.CHECKPOINT_NAME_LAST)
     callback.last_model_path = path
@@ -127,11 +125,9 @@ def non_finite_tensors(state_dict: dict[str, Any]) -> list[str]:
 
 
 class AtomicCheckpointIO(TorchCheckpointIO):
-    """Lightning's checkpoint writer, made crash-safe and refusing to save diverged weights.
-
-    Lightning's stages the file in the system temporary folder, a copy (not atomic) across file
-    systems; this one writes beside the target, fsyncs and renames (remote paths keep Lightning's).
-    Once the best checkpoint the callbacks' state names exists, ``best.ckpt`` beside it is that file."""
+    """Lightning's checkpoint writer, writing beside the target and renaming (Lightning's stages the file in
+    the system temporary folder: not atomic across file systems), refusing diverged weights and keeping
+    ``best.ckpt`` the best checkpoint the callbacks' state names."""
 
     def save_checkpoint(self, checkpoint: dict[str, Any], path: Any, storage_options: Any | None = None) -> None:
         if storage_options is not None or not _is_local(path):
@@ -265,40 +261,19 @@ class RandomState(Callback):
 # --------------------------------------------------------------------------- reading checkpoints
 
 
-BERT_KEYS = re.compile(r"^(bert\.)?(embeddings\.word_embeddings|encoder\.layer\.\d+\.attention)|^cls\.predictions\.")
-"""Parameter names of transformers' BERT (``pytorch_model.bin``), with or without the ``bert.`` prefix."""
 RUN_CHECKPOINT = "a checkpoint of a tiedemb run (the .ckpt file Lightning writes, with state_dict and hyper_parameters)"
-
-
-def describe_contents(contents: Any) -> str:
-    """What a file that loads but is no checkpoint holds, in words: ``transformers BERT weights (...)``."""
-    if (
-        isinstance(contents, Mapping)
-        and contents
-        and all(isinstance(value, torch.Tensor) for value in contents.values())
-    ):
-        keys = list(contents)
-        example = next((key for key in keys if BERT_KEYS.search(str(key))), None)
-        if example is not None:
-            return f"transformers BERT weights ({len(keys)} tensors such as {example!r}, as in a pytorch_model.bin)"
-        return (
-            f"a bare state dict ({len(keys)} tensors such as {keys[0]!r}), as torch.save(model.state_dict()) writes it"
-        )
-    if isinstance(contents, Mapping):
-        return f"a mapping with the keys {', '.join(repr(str(key)) for key in list(contents)[:4]) or 'none'}"
-    return f"a {type(contents).__name__}"
 
 
 def check_run_checkpoint(contents: Any, path: str | os.PathLike) -> dict[str, Any]:
     """``contents`` if it is a run's checkpoint, else one ``UserError`` saying what the file is instead."""
     if isinstance(contents, Mapping) and isinstance(contents.get("state_dict"), Mapping):
         return contents  # type: ignore[return-value]
-    described = describe_contents(contents)
-    hint = (
-        "To start from BERT weights, pass the model's folder (with config.json) as model.pretrained; "
-        if described.startswith("transformers BERT")
-        else ""
-    )
+    if isinstance(contents, Mapping) and contents and all(isinstance(v, torch.Tensor) for v in contents.values()):
+        described = f"a bare state dict ({len(contents)} tensors such as {next(iter(contents))!r})"
+        hint = "To start from transformers weights, pass the model's folder (with config.json) as model.pretrained; "
+    else:
+        described = f"a {type(contents).__name__}"
+        hint = ""
     raise UserError(
         f"checkpoint {str(path)!r} holds {described}, not {RUN_CHECKPOINT}. {hint}"
         "--ckpt_path continues or evaluates a run from the file it wrote (e.g. its checkpoints/last.ckpt)"
@@ -306,11 +281,7 @@ def check_run_checkpoint(contents: Any, path: str | os.PathLike) -> dict[str, An
 
 
 def read_checkpoint(path: str | os.PathLike, weights_only: bool = True) -> dict[str, Any]:
-    """Load a run's checkpoint (tensors memory-mapped where possible) or explain why not.
-
-    A file that loads but holds something else (a bare state dict, transformers' weights) is
-    refused too, saying what it holds: Lightning would fail on it with a bare ``KeyError``.
-    """
+    """Load a run's checkpoint or explain why not (Lightning would fail on a bare state dict with a ``KeyError``)."""
     return check_run_checkpoint(load_checkpoint_file(path, weights_only), path)
 
 
@@ -376,11 +347,8 @@ def _differences(
     ignore: Iterable[str],
     defaults: Mapping[str, Any] | None = None,
 ) -> dict[str, tuple[Any, Any]]:
-    """Settings that differ between a checkpoint's hyperparameters and the current ones.
-
-    A setting the checkpoint lacks (it predates the option) counts as equal when the current
-    value is the option's default, and a setting the current class no longer has is ignored.
-    """
+    """Settings that differ between a checkpoint's hyperparameters and the current ones: one the checkpoint
+    lacks (it predates the option) is equal at its default; one the class no longer has is ignored."""
     ignored, defaults = set(ignore), defaults or {}
     differences = {}
     for key in dict.fromkeys([*saved, *current]):
@@ -424,8 +392,8 @@ def check_model_kind(path: str | os.PathLike, saved_class: str, wanted_class: st
 
 
 def check_compatible(checkpoint: Mapping[str, Any], path: str | os.PathLike, model: L.LightningModule) -> None:
-    """Raise a ``UserError`` if ``checkpoint`` was written by another kind or size of model: settings
-    other than optimisation and speed, parameter names and shapes must agree."""
+    """Raise a ``UserError`` if ``checkpoint`` was written by another kind or size of model: its settings
+    other than optimisation and speed must agree."""
     saved = checkpoint.get("hyper_parameters") or {}
     current = dict(model.hparams)
     saved_class = saved.get("_class_path")
@@ -448,40 +416,19 @@ def check_compatible(checkpoint: Mapping[str, Any], path: str | os.PathLike, mod
             f"checkpoint {str(path)!r} is of another model variant or size: {_describe(differences, 'model.')}. "
             "Pass the config it was trained with, or a checkpoint of this model."
         )
-    state = checkpoint.get("state_dict") or {}
-    expected = {name: tuple(tensor.shape) for name, tensor in model.state_dict().items()}
-    found = {name: tuple(getattr(tensor, "shape", ())) for name, tensor in state.items()}
-    if state and found != expected:
-        missing, unexpected = sorted(set(expected) - set(found)), sorted(set(found) - set(expected))
-        reshaped = [
-            f"{name} {found[name]} there, {expected[name]} here"
-            for name in expected
-            if name in found and found[name] != expected[name]
-        ]
-        details = (
-            ([f"missing {', '.join(missing[:3])}"] if missing else [])
-            + ([f"unexpected {', '.join(unexpected[:3])}"] if unexpected else [])
-            + reshaped[:3]
-        )
-        raise UserError(
-            f"checkpoint {str(path)!r} does not fit this model's parameters ({'; '.join(details)}); "
-            "it comes from another model variant or size"
-        )
 
 
 # --------------------------------------------------------------------------- finding the last checkpoint
 
 
 def last_checkpoints(roots: Iterable[str | os.PathLike]) -> list[Path]:
-    """Every ``last*.ckpt`` (and Lightning's SLURM ``hpc_ckpt_N.ckpt``) under ``roots``, newest first."""
+    """Every ``last*.ckpt`` under ``roots``, newest first."""
     found: set[Path] = set()
     for root in roots:
         folder = Path(root).expanduser()
         if folder.is_dir():
             found.update(
-                path.resolve()
-                for path in folder.rglob("*.ckpt")
-                if (LAST_NAME.match(path.name) or HPC_NAME.match(path.name)) and path.is_file()
+                path.resolve() for path in folder.rglob("*.ckpt") if LAST_NAME.match(path.name) and path.is_file()
             )
     return sorted(found, key=lambda path: path.stat().st_mtime_ns, reverse=True)
 
@@ -513,8 +460,7 @@ def same_run_configuration(
 def find_last_checkpoint(
     roots: Iterable[str | os.PathLike], model: L.LightningModule, datamodule: L.LightningDataModule | None
 ) -> Path | None:
-    """The newest last checkpoint under ``roots`` of a run configured like this one (other
-    configurations' checkpoints in the same folders are passed over)."""
+    """The newest last checkpoint under ``roots`` of a run configured like this one."""
     for path in last_checkpoints(roots):
         try:
             checkpoint = read_checkpoint(path)

@@ -11,7 +11,6 @@ own, from its ``config.yaml``, so that ``validate`` scores the batches the run's
 from __future__ import annotations
 
 import glob
-import importlib
 import logging
 import os
 import sys
@@ -23,7 +22,7 @@ import lightning as L
 from lightning.pytorch.callbacks import Callback
 
 from tiedemb.errors import UserError
-from tiedemb.options import as_written, class_parameters
+from tiedemb.options import as_written, parameters_of
 from tiedemb.training.checkpoints import comparable
 from tiedemb.training.hub import spelled_as_path
 from tiedemb.training.run_dir import run_checkpoint
@@ -31,31 +30,26 @@ from tiedemb.training.run_dir import run_checkpoint
 log = logging.getLogger("tiedemb")
 
 EVALUATING = ("validate", "test", "predict")
-"""The subcommands that rebuild a checkpoint's model and data from the checkpoint alone."""
 NAMED_CHECKPOINTS = ("last", "best", "hpc")
 """``--ckpt_path`` values that name a checkpoint to be found, not a file."""
 RUN_FOLDER_KEY = "run_folder"
-"""The checkpoint key holding the folder the run started in (``RunFolder``)."""
 
-FOLDERS = ("data_dir",)
-FILE_LISTS = ("train_files", "val_files", "ood_val_files")
-FILE_MAPPINGS = ("data_files",)
-TOKENIZERS = ("tokenizer",)
-CACHES = ("cache_dir",)
-"""The data settings that are locations, by kind: a folder, lists and mappings of files (or globs), a
-tokenizer folder or hub name, and a cache (made afresh where it is missing)."""
-READS_TEXT = ("dataset", *FOLDERS, *FILE_LISTS, *FILE_MAPPINGS)
+LOCATIONS = {
+    "data_dir": "<folder>",
+    "tokenizer": "<folder>",
+    "data_files": "'{split: <file>, ...}'",
+    "train_files": "'[<file>, ...]'",
+    "val_files": "'[<file>, ...]'",
+    "ood_val_files": "'[<file>, ...]'",
+    "cache_dir": None,
+}
+"""The data settings that are locations (folders, files or globs, a tokenizer folder or hub name, a cache),
+and what a replacement looks like on the command line (None: a cache, made afresh where it is missing)."""
+READS_TEXT = ("dataset", "data_dir", "data_files", "train_files", "val_files", "ood_val_files")
 """Data settings that name text to read: only a run that read text used its cache (the embedded
 corpus refuses a ``cache_dir`` other than the default, as it caches nothing)."""
 RUN_LIMITS = ("limit_val_batches", "limit_test_batches", "limit_predict_batches")
 """Trainer settings that decide which batches an evaluation scores, restored from the run's config.yaml."""
-REMEDY = {
-    "data_dir": "<folder>",
-    "tokenizer": "<folder>",
-    "data_files": "'{split: <file>, ...}'",
-    **dict.fromkeys(FILE_LISTS, "'[<file>, ...]'"),
-}
-"""What each data location's replacement looks like on the command line."""
 
 
 class RunFolder(Callback):
@@ -68,15 +62,15 @@ class RunFolder(Callback):
 # --------------------------------------------------------------------------- the command line
 
 
-def option_value(argv: Sequence[str], option: str) -> str | None:
-    """The last value ``--option=V`` or ``--option V`` gives on a command line (jsonargparse takes the last)."""
-    value = None
+def option_values(argv: Sequence[str], option: str) -> list[str]:
+    """The values ``--option=V`` or ``--option V`` give on a command line, in order (jsonargparse takes the last)."""
+    values = []
     for index, argument in enumerate(argv):
         if argument.startswith(f"{option}="):
-            value = argument[len(option) + 1 :]
+            values.append(argument[len(option) + 1 :])
         elif argument == option and index + 1 < len(argv):
-            value = argv[index + 1]
-    return value
+            values.append(argv[index + 1])
+    return values
 
 
 def given_keys(argv: Sequence[str], group: str) -> set[str]:
@@ -91,26 +85,19 @@ def given_keys(argv: Sequence[str], group: str) -> set[str]:
 
 
 def checkpoint_to_evaluate(argv: Sequence[str]) -> str | None:
-    """The checkpoint file an evaluating command line names (``test --ckpt_path FILE ...``), else None.
-
-    Read before the command line is parsed, so that a checkpoint alone can stand in for a config
-    that names the model and data classes.
-    """
+    """The checkpoint file an evaluating command line names (``test --ckpt_path FILE ...``), else None:
+    read before parsing, so that a checkpoint alone can stand in for a config naming the classes."""
     if not argv or argv[0] not in EVALUATING:
         return None
-    path = option_value(argv, "--ckpt_path")
+    path = (option_values(argv, "--ckpt_path") or [None])[-1]
     if not path or path in NAMED_CHECKPOINTS or "://" in path:
         return None
     return path
 
 
 def with_run_checkpoint(argv: Sequence[str]) -> list[str]:
-    """An evaluating command line with a run's folder replaced by its checkpoint file.
-
-    ``test RUN_DIR`` (the folder as the subcommand's first argument) becomes ``--ckpt_path
-    RUN_DIR/checkpoints/best.ckpt``, else ``last.ckpt`` (``run_checkpoint``); a checkpoint file given
-    first stands for ``--ckpt_path FILE``. Anything else is left as it is.
-    """
+    """An evaluating command line with a run's folder (or a checkpoint file) given first replaced by
+    ``--ckpt_path`` its checkpoint file (``run_checkpoint``: best.ckpt, else last.ckpt)."""
     argv = [str(argument) for argument in argv]
     if not argv or argv[0] not in EVALUATING:
         return argv
@@ -122,15 +109,10 @@ def with_run_checkpoint(argv: Sequence[str]) -> list[str]:
                 "or --ckpt_path=<file>)"
             )
         path = run_checkpoint(given) if given.is_dir() else given
-        say_evaluating(path, argv[1])
+        if str(path) != argv[1]:  # said before any process of a DDP run starts
+            print(f"evaluating {path}", file=sys.stderr)
         argv = [argv[0], f"--ckpt_path={path}", *argv[2:]]
     return argv
-
-
-def say_evaluating(path: Path, given: str) -> None:
-    """The checkpoint a run's folder stood for, said on stderr (before any process of a DDP run starts)."""
-    if str(path) != given:
-        print(f"evaluating {path}", file=sys.stderr)
 
 
 def run_limits(checkpoint_path: str | os.PathLike) -> dict[str, Any]:
@@ -154,7 +136,7 @@ def run_limits(checkpoint_path: str | os.PathLike) -> dict[str, Any]:
 
 def weights_only_given(argv: Sequence[str]) -> bool:
     """``--weights_only`` as the command line gives it (true unless it says false)."""
-    return str(option_value(argv, "--weights_only")).lower() not in ("false", "0", "no", "off")
+    return str((option_values(argv, "--weights_only") or [None])[-1]).lower() not in ("false", "0", "no", "off")
 
 
 # --------------------------------------------------------------------------- what the checkpoint records
@@ -165,15 +147,6 @@ def recorded(checkpoint: Mapping[str, Any], key: str) -> tuple[str | None, dict[
     settings = dict(checkpoint.get(key) or {})
     class_path = settings.pop("_class_path", None)
     return class_path, {name: value for name, value in settings.items() if not name.startswith("_")}
-
-
-def current_parameters(class_path: str) -> set[str] | None:
-    """The options ``class_path`` takes today, or None when it cannot be imported."""
-    module_name, _, class_name = class_path.rpartition(".")
-    try:
-        return set(class_parameters(getattr(importlib.import_module(module_name), class_name)))
-    except (ImportError, AttributeError, ValueError):
-        return None  # jsonargparse reports an unknown class
 
 
 def recorded_defaults(checkpoint: Mapping[str, Any], path: str) -> dict[str, Any]:
@@ -187,9 +160,9 @@ def recorded_defaults(checkpoint: Mapping[str, Any], path: str) -> dict[str, Any
         defaults["model"] = {"class_path": model_class}
     data_class, data = recorded(checkpoint, "datamodule_hyper_parameters")
     if data_class:
-        known = current_parameters(data_class)
+        known = parameters_of(data_class)
         if known is not None:
-            for name in sorted(set(data) - known):
+            for name in sorted(set(data) - set(known)):
                 log.warning("checkpoint %r records data.%s, which %s no longer takes; left out", path, name, data_class)
             data = {name: value for name, value in data.items() if name in known}
         defaults["data"] = {"class_path": data_class, "init_args": data}
@@ -219,10 +192,8 @@ def run_folder(checkpoint: Mapping[str, Any], path: str | os.PathLike) -> Path |
 def override_lines(
     group: str, recorded_settings: Mapping[str, Any], settings: Mapping[str, Any], given: set[str]
 ) -> list[str]:
-    """One line per setting whose value differs from the recorded one.
-
-    For example ``data.batch_size: 32 (checkpoint) -> 8 (command line)``.
-    """
+    """One line per setting whose value differs from the recorded one:
+    ``data.batch_size: 32 (checkpoint) -> 8 (command line)``."""
     lines = []
     for name, value in settings.items():
         if name in recorded_settings and comparable(recorded_settings[name]) != comparable(value):
@@ -247,52 +218,37 @@ def _exists(path: Path) -> bool:
     return path.exists() or (glob.has_magic(str(path)) and bool(glob.glob(str(path))))
 
 
-def missing_location(name: str, value: Any, folder: Path | None) -> UserError:
-    """The one line refusing a recorded data location that is not there, naming the option to pass."""
-    relative = (
-        ""
-        if Path(str(value)).expanduser().is_absolute() or folder is None
-        else f" (relative to the run's folder {str(folder)!r})"
-    )
-    return UserError(
-        f"the checkpoint's data.{name} {str(value)!r}{relative} does not exist here; pass --data.{name}={REMEDY[name]}"
-    )
-
-
 def rebuilt_locations(
     settings: Mapping[str, Any], recorded_settings: Mapping[str, Any], folder: Path | None
 ) -> dict[str, Any]:
-    """The recorded data locations the run's settings still hold, as found now (absolute paths).
-
-    Only a location left as recorded is looked for; one the user gave is the data module's to
-    check. A missing folder, file or tokenizer folder raises a ``UserError`` naming its option.
-    """
-    found: dict[str, Any] = {}
+    """The recorded data locations the run's settings still hold, as found now (absolute paths). A
+    location the user gave is the data module's to check."""
     reads_text = any(recorded_settings.get(name) for name in READS_TEXT)
-    for name, value in settings.items():
-        if name in CACHES and not reads_text:
-            continue  # nothing was cached; the data module refuses a cache it would not use
+    found: dict[str, Any] = {}
+    for name, remedy in LOCATIONS.items():
+        value = settings.get(name)
         if value is None or name not in recorded_settings or comparable(value) != comparable(recorded_settings[name]):
             continue
-        if name in FOLDERS or name in CACHES:
-            where = locate(str(value), folder)
-            if where is None and name in FOLDERS:
-                raise missing_location(name, value, folder)
-            found[name] = where or value
-        elif name in TOKENIZERS:
-            where = locate(str(value), folder)
-            if where is None and spelled_as_path(str(value)):
-                raise missing_location(name, value, folder)
-            found[name] = where or value  # a hub name stays one
-        elif name in FILE_LISTS:
-            found[name] = [_located(name, item, folder) for item in value]
-        elif name in FILE_MAPPINGS:
-            found[name] = {split: _located(name, item, folder) for split, item in dict(value).items()}
+        if remedy is None and not reads_text:
+            continue  # nothing was cached; the data module refuses a cache it would not use
+        if isinstance(value, Mapping):
+            found[name] = {split: placed(name, item, folder) for split, item in value.items()}
+        elif isinstance(value, (list, tuple)):
+            found[name] = [placed(name, item, folder) for item in value]
+        else:
+            found[name] = placed(name, value, folder)
     return {name: value for name, value in found.items() if comparable(value) != comparable(settings[name])}
 
 
-def _located(name: str, value: str, folder: Path | None) -> str:
+def placed(name: str, value: Any, folder: Path | None) -> str:
+    """Where the recorded location ``value`` of ``data.<name>`` is now; a missing folder, file or tokenizer
+    folder is a ``UserError`` naming the option (a tokenizer spelled as a hub name stays one)."""
     where = locate(str(value), folder)
-    if where is None:
-        raise missing_location(name, value, folder)
-    return where
+    remedy = LOCATIONS[name]
+    if where is None and remedy is not None and (name != "tokenizer" or spelled_as_path(str(value))):
+        absolute = Path(str(value)).expanduser().is_absolute() or folder is None
+        relative = "" if absolute else f" (relative to the run's folder {str(folder)!r})"
+        raise UserError(
+            f"the checkpoint's data.{name} {str(value)!r}{relative} does not exist here; pass --data.{name}={remedy}"
+        )
+    return where or value

@@ -1,9 +1,5 @@
-"""How every command ends on a user's mistake: ``error: <message>`` on stderr, exit status 2.
-
-Anything a user can get wrong raises a ``UserError`` (``tiedemb.errors``); the commands (``python
-main.py``, ``python -m tiedemb.sweep``, ``.report``, ``.rate_report``, ``.export``) run
-their work through ``report_user_errors``, which prints that message alone, without a traceback.
-Everything else is a bug and keeps its traceback. ``TIEDEMB_DEBUG=1`` re-raises user errors too.
+"""How every command ends on a user's mistake (a ``UserError``): ``error: <message>`` on stderr, no
+traceback, exit status 2 (``report_user_errors``). ``TIEDEMB_DEBUG=1`` re-raises user errors too.
 """
 
 from __future__ import annotations
@@ -17,19 +13,10 @@ from typing import Any, NoReturn, TypeVar
 from tiedemb.errors import UserError
 
 DEBUG_ENV = "TIEDEMB_DEBUG"
-"""Set to 1 to see the full traceback of a user error."""
 USER_ERROR_EXIT = 2
-"""The exit status of a command stopped by a user's mistake (argparse's, for a bad option)."""
-
 PREEMPTED_EXIT = 143
-"""The exit status of a run stopped by SIGTERM (128 + 15, what a shell reports for it).
-
-Lightning stops a fit on SIGTERM (what SLURM and most clusters send before killing a job) with an
-exception that exits with status 0, so a preempted run would look finished to whoever started it;
-``main`` turns it into this status, and the sweep records the cell as preempted, to be resumed.
-"""
-INTERRUPTED_EXIT = 130
-"""The exit status of a run stopped by Ctrl-C (128 + 2, what a shell reports for SIGINT)."""
+"""The exit status of a run stopped by SIGTERM (128 + 15), not Lightning's 0: a sweep then records the
+cell as preempted, to be resumed."""
 
 T = TypeVar("T")
 

@@ -1,6 +1,5 @@
-"""Files written so that a crash never leaves a half-written one (``atomic_write``: a temporary file
-beside the target, fsynced, renamed over it), and never over an earlier one (``write_new_file``,
-``first_free``: ``name``, ``name-1``, ``name-2`` ...).
+"""Files written so that a crash never leaves a half-written one (``atomic_write``), and never over an
+earlier one (``write_new_file``, ``first_free``: ``name``, ``name-1``, ``name-2`` ...).
 """
 
 from __future__ import annotations
@@ -18,8 +17,6 @@ from typing import IO, Any
 from tiedemb.errors import UserError
 
 MAX_NUMBERED_NAMES = 10_000
-"""How many numbered names ``write_new_file`` tries before giving up."""
-
 PARTIAL_SUFFIX = ".partial"
 """Ends the name of a file still being written (``.last.ckpt.<host>.<pid>.partial``)."""
 
@@ -63,11 +60,8 @@ def _fsync_directory(directory: Path) -> None:
 
 @contextlib.contextmanager
 def atomic_write(path: str | os.PathLike, mode: str = "w", **open_kwargs: Any) -> Iterator[IO]:
-    """Open ``path`` for writing so that it is replaced only once the block has completed.
-
-    ``with atomic_write("report.json") as f: json.dump(result, f)``. If the block raises (or the
-    process dies), ``path`` keeps its previous contents. ``mode`` is ``"w"`` or ``"wb"``.
-    """
+    """Open ``path`` for writing (``mode`` ``"w"`` or ``"wb"``) so that it is replaced only once the block
+    has completed: a temporary file beside it, fsynced, renamed over it."""
     if mode not in ("w", "wb"):
         raise ValueError(f"atomic_write writes whole files; mode must be 'w' or 'wb', not {mode!r}")
     target = Path(path)
@@ -120,11 +114,8 @@ def umask() -> int:
 
 
 def ordinary_permissions(folder: str | os.PathLike) -> None:
-    """Give ``folder``, and every folder and file in it, the mode ``mkdir`` and ``open`` give under the umask.
-
-    Libraries write atomically through ``mkstemp`` (transformers' ``model.safetensors``), whose
-    files are private (0600) whatever the umask; a folder made to be shared must not keep that.
-    """
+    """Give ``folder``, and every folder and file in it, the mode ``mkdir`` and ``open`` give under the
+    umask (``mkstemp``'s files, as transformers writes them, are private whatever the umask)."""
     mask = umask()
     for root, _, files in os.walk(folder):
         os.chmod(root, 0o777 & ~mask)

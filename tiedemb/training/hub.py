@@ -1,8 +1,5 @@
-"""Whether the Hugging Face hub can be used: asked once, answered within seconds.
-
-Without a probe, a machine with no network spends close to a minute in the hub clients' retries
-before reporting that a name is not cached. Tokenizers, hub datasets, GLUE data and BERT weights
-all ask here (``hub_access`` or ``hub_problem``) before they reach for the hub.
+"""Whether the Hugging Face hub can be used, answered within seconds (without a probe, a machine with no
+network spends close to a minute in the hub clients' retries); asked before anything reaches for the hub.
 """
 
 from __future__ import annotations
@@ -15,7 +12,6 @@ from collections.abc import Iterator
 from tiedemb.errors import first_line
 
 HUB_PROBE_TIMEOUT_S = 3.0
-"""Seconds to wait for the hub before treating the machine as offline (its own retries take ~25 s)."""
 _TRUE = {"1", "ON", "YES", "TRUE"}
 
 
@@ -38,10 +34,8 @@ def hub_offline_requested() -> bool:
 
 
 def url_problem(url: str, timeout: float) -> str | None:
-    """Why ``url`` cannot be reached, or ``None`` when it answers (any HTTP status will do).
-
-    A HEAD request through ``urllib`` goes wherever the clients' own requests go, proxies included.
-    """
+    """Why ``url`` cannot be reached, or ``None`` when it answers (any HTTP status will do; ``urllib`` goes
+    wherever the clients' own requests go, proxies included)."""
     import urllib.error
     import urllib.request
 

@@ -1,10 +1,5 @@
-"""How much of tiedemb's own logging (the ``tiedemb.*`` loggers) a command shows.
-
-Python shows only warnings from a logger nobody configured, so tiedemb's info and debug messages
-(what data was prepared and cached, which checkpoint a run resumes, the W&B mode chosen) stay
-silent unless asked for: ``TIEDEMB_LOG_LEVEL=info``, or ``--log_level=info`` on the LightningCLI
-subcommands. The option wins over the variable. Unset, logging is left as the embedding program
-configured it.
+"""How much of tiedemb's own logging (the ``tiedemb.*`` loggers) a command shows: ``TIEDEMB_LOG_LEVEL=info``,
+or ``--log_level=info`` on the LightningCLI subcommands (the option wins). Unset, logging is left alone.
 """
 
 from __future__ import annotations
@@ -41,22 +36,3 @@ def set_log_level(level: str | None, source: str = "--log_level") -> None:
 def set_log_level_from_env() -> None:
     """Apply ``TIEDEMB_LOG_LEVEL`` when it is set."""
     set_log_level(os.environ.get(LOG_LEVEL_ENV), source=LOG_LEVEL_ENV)
-
-
-LIGHTNING_RANK_ZERO_LOGGER = "lightning.pytorch.utilities.rank_zero"
-"""The logger Lightning's ``rank_zero_info`` messages go through."""
-
-
-class _HideLightningAdvert(logging.Filter):
-    """Drops the line Lightning 2.6 prints at the start of every run without its own cloud logger,
-    recommending that logger's package: advice about another product, not about the run."""
-
-    def filter(self, record: logging.LogRecord) -> bool:
-        return not str(record.msg).startswith("💡 Tip: For seamless cloud logging")
-
-
-def hide_lightning_advert() -> None:
-    """Keep the advertisement above out of tiedemb's runs (once per process)."""
-    logger = logging.getLogger(LIGHTNING_RANK_ZERO_LOGGER)
-    if not any(isinstance(existing, _HideLightningAdvert) for existing in logger.filters):
-        logger.addFilter(_HideLightningAdvert())

@@ -1,8 +1,4 @@
-"""The names of the metrics that the modules and the training monitor log, in one place.
-
-Everything that reads metrics back by name (the report's tables and figures) takes them from
-here, so that renaming a metric is one change.
-"""
+"""The names of the metrics the modules and the training monitor log, and the report reads back."""
 
 from __future__ import annotations
 
@@ -77,17 +73,8 @@ ROW_NORM_MEAN = "embedding/row_norm_mean"
 """The mean L2 norm of the token table's rows."""
 ROW_NORM_STD = "embedding/row_norm_std"
 """Their standard deviation."""
-SELF_LOGIT_MARGIN = "embedding/self_logit_margin"
-"""On a fixed probe batch, the mean over positions of the logit of the input token itself minus the
-log-sum-exp of every other logit: above 0, the model would predict the token it was given (the
-pull a tied output matrix exerts, h_i . w_i with w_i the token's own row)."""
 EFFECTIVE_RANK = "val/embedding_effective_rank"
 """The effective rank of the token table (exp of the entropy of its normalised singular values), at every validation."""
 
 STEP_TARGETS = (0.25, 0.5, 1.0)
 """Targets ``t`` in nats below the unigram loss: the step at which the validation loss first reaches ``unigram - t``."""
-
-
-def steps_to_target_name(target: float) -> str:
-    """``val/steps_to_target/unigram-<t>``: the first validation step at which val/loss <= unigram - t."""
-    return f"val/steps_to_target/unigram-{target:g}"

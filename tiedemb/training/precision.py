@@ -1,11 +1,6 @@
-"""bfloat16 where the hardware computes it, float32 where it would only be emulated.
-
-bf16 mixed precision speeds a step up only on hardware with bfloat16 arithmetic: CUDA GPUs from
-Ampere on, and CPUs with AVX512-BF16 or AMX. On any other CPU torch still runs bf16 products, but
-through fallback kernels many times slower than float32 (benchmarks/RESULTS.md, "bf16 where it is
-emulated"). So a recipe that wants bf16 for its
-speed says ``trainer.precision: bf16-mixed-if-native`` and gets 32-true where bf16 would be
-emulated; an explicit bf16 setting there is kept, with a warning.
+"""``trainer.precision: bf16-mixed-if-native``: bf16-mixed where the hardware computes bfloat16 (CUDA
+GPUs from Ampere on, CPUs with AVX512-BF16 or AMX), 32-true where torch would emulate it many times
+slower than float32 (benchmarks/RESULTS.md); an explicit bf16 setting there is kept, with a warning.
 """
 
 from __future__ import annotations

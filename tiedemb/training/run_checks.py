@@ -1,10 +1,5 @@
-"""Settings a run cannot work with, refused before it starts, in one sentence each.
-
-Each of these used to fail later: inside Lightning's Trainer call with a stack trace (a checkpoint
-name it cannot resolve, a validation interval beyond the epoch), at the first batch (a division
-by zero, a sequence longer than the positions), or not at all (a negative clipping value turns
-every gradient around). The command line calls them once the objects are built and before any
-data is prepared or any logger starts.
+"""Settings a run cannot work with, refused before any data is prepared or any logger starts, in one
+sentence each, instead of a stack trace later (or, for a negative clipping value, nothing at all).
 """
 
 from __future__ import annotations
@@ -16,7 +11,6 @@ import lightning as L
 from tiedemb.errors import UserError
 from tiedemb.nn.config import TransformerConfig
 from tiedemb.options import NonNegativeFloat, PositiveInt, check_arguments
-from tiedemb.training.run_dir import newest_hpc_checkpoint
 
 TRAINER_OPTIONS = {
     "accumulate_grad_batches": PositiveInt,
@@ -54,11 +48,12 @@ def validation_beyond_the_epoch(trainer: L.Trainer, error: ValueError) -> UserEr
     )
 
 
-def check_checkpoint_name(path: Any, subcommand: str, trainer: L.Trainer) -> None:
+def check_checkpoint_name(path: Any, subcommand: str) -> None:
     """Refuse ``--ckpt_path`` names Lightning resolves only inside the Trainer call, where it fails.
 
     ``best`` is the best checkpoint of a fit run earlier by the same Trainer object, which a command
-    line never has; ``hpc`` is the newest SLURM checkpoint in ``default_root_dir``, if there is one.
+    line never has; ``hpc`` is a SLURM checkpoint in ``default_root_dir``, which a run folder of its
+    own never holds.
     """
     if path == "best":
         raise UserError(
@@ -66,11 +61,8 @@ def check_checkpoint_name(path: Any, subcommand: str, trainer: L.Trainer) -> Non
             f"which a {subcommand} command never has; pass the checkpoint file "
             "(<run>/checkpoints/<name>.ckpt) or --ckpt_path=last"
         )
-    if path == "hpc" and newest_hpc_checkpoint(trainer.default_root_dir) is None:
-        raise UserError(
-            f"--ckpt_path=hpc found no SLURM checkpoint (hpc_ckpt_<N>.ckpt) in {trainer.default_root_dir}; "
-            "pass the checkpoint file or --ckpt_path=last"
-        )
+    if path == "hpc":
+        raise UserError("--ckpt_path=hpc names a SLURM checkpoint, which runs do not keep; pass the checkpoint file")
 
 
 # What each evaluating subcommand needs from the data, and the line refusing data without it.

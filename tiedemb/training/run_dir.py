@@ -1,17 +1,11 @@
-"""One folder per run under ``trainer.default_root_dir`` (layout: docs/usage.md, "One folder per run").
-
-The name is ``--run_name`` (a folder that holds something is refused; ``.`` is the root itself, a
-sweep cell's folder), else the first config's name and a short random id. A run continued from a
-checkpoint inside a run folder writes into that folder again. A logger whose ``save_dir`` is ``.``,
-unset or the root writes into the run's folder. ``run_checkpoint`` gives the checkpoint a run
-folder stands for; ``export_beside`` is ``fit --save_transformers`` (``tiedemb export`` in a process
-of its own: the command sits above the training code).
+"""One folder per run under ``trainer.default_root_dir`` (docs/usage.md, "One folder per run"): named
+``--run_name`` (``.``: the root itself, a sweep cell's folder), else the first config's name and a short
+id; a run continued from a checkpoint in a run folder writes there again.
 """
 
 from __future__ import annotations
 
 import os
-import re
 import secrets
 import subprocess
 import sys
@@ -21,20 +15,14 @@ from pathlib import Path
 from tiedemb.errors import UserError
 
 HERE = "."
-"""``--run_name=.``: ``trainer.default_root_dir`` is the run's own folder (a sweep cell's)."""
 CHECKPOINTS = "checkpoints"
-"""The folder of a run's checkpoints, inside its run folder."""
 BEST_NAME = "best.ckpt"
 """The best checkpoint of a run by its checkpoint callback's monitored metric, whatever that metric is."""
 LAST_FILE = "last.ckpt"
 PREFERRED = (BEST_NAME, LAST_FILE)
 """A run folder's checkpoints in the order a command takes them when none is named."""
 TRANSFORMERS_FOLDER = "transformers"
-"""The folder in the run's folder that ``--save_transformers`` writes."""
-HPC_NAME = re.compile(r"^hpc_ckpt_\d+\.ckpt$")
-"""Lightning's SLURM checkpoints, written into ``trainer.default_root_dir``: the run's folder."""
 FALLBACK_NAME = "run"
-"""The name of a run given no config (a checkpoint evaluated alone, outside any run folder)."""
 
 
 def check_run_name(name: str) -> None:
@@ -49,10 +37,7 @@ def check_run_name(name: str) -> None:
 
 
 def base_name(configs: Iterable[str | os.PathLike]) -> str:
-    """The first config file's name without its suffix (``configs/tied_orth.yaml``: ``tied_orth``).
-
-    The first config names the variant; the overlays after it (``scale/tiny.yaml``) do not.
-    """
+    """The first config file's name without its suffix (``configs/tied_orth.yaml``: ``tied_orth``)."""
     for config in configs:
         stem = Path(str(config)).stem
         if stem:
@@ -61,15 +46,12 @@ def base_name(configs: Iterable[str | os.PathLike]) -> str:
 
 
 def run_dir_of_checkpoint(checkpoint: str | os.PathLike, root: str | os.PathLike) -> Path | None:
-    """The run folder under ``root`` whose ``checkpoints/`` (or SLURM checkpoint) holds ``checkpoint``,
-    or None; spelled as ``root`` is (Lightning compares a resumed callback's folder as a string)."""
+    """The run folder under ``root`` whose ``checkpoints/`` holds ``checkpoint``, or None; spelled as
+    ``root`` is (Lightning compares a resumed callback's folder as a string)."""
     path = Path(checkpoint).expanduser().resolve()
-    if path.parent.name == CHECKPOINTS:
-        run = path.parent.parent
-    elif HPC_NAME.match(path.name):  # Lightning's SLURM checkpoints lie in default_root_dir: the run folder
-        run = path.parent
-    else:
+    if path.parent.name != CHECKPOINTS:
         return None
+    run = path.parent.parent
     root_path = Path(root).expanduser()
     resolved_root = root_path.resolve()
     if run == resolved_root:
@@ -88,11 +70,9 @@ def choose_run_dir(
     run_name: str | None,
     name: str,
     checkpoint: str | os.PathLike | None = None,
-    environ: Mapping[str, str] | None = None,
 ) -> tuple[Path, bool]:
     """The run's folder and whether it continues an existing one: the folder of the checkpoint the run
-    starts from, else a new ``run_name`` folder, else ``<name>-<id>`` (under SLURM ``<name>-slurm<job>``,
-    continued by the job once requeued)."""
+    starts from, else a new ``run_name`` folder, else ``<name>-<id>``."""
     root_path = Path(root).expanduser()
     if run_name is not None:
         check_run_name(run_name)
@@ -108,13 +88,6 @@ def choose_run_dir(
         return folder, False
     if continued is not None:
         return continued, True
-    job, requeued = slurm_job(environ if environ is not None else os.environ)
-    if job is not None:
-        # A SLURM job requeued (auto_requeue, --requeue) runs the same command line again: its id
-        # names the folder, so the requeued run finds its own (and Lightning its hpc_ckpt_N.ckpt there).
-        folder = root_path / f"{name}-slurm{job}"
-        if not folder.exists() or (requeued and holds_something(folder)):
-            return folder, folder.exists()
     while True:  # an id drawn twice (1 in 4 billion) draws again, never writes into another run
         folder = root_path / f"{name}-{secrets.token_hex(4)}"
         if not folder.exists():
@@ -122,10 +95,8 @@ def choose_run_dir(
 
 
 def checkpoints_in(folder: Path) -> list[Path]:
-    """The checkpoint files a run folder holds (``checkpoints/*.ckpt`` and SLURM's ``hpc_ckpt_N.ckpt``)."""
-    found = [path for path in (folder / CHECKPOINTS).glob("*.ckpt") if path.is_file()]
-    found += [path for path in folder.glob("hpc_ckpt_*.ckpt") if HPC_NAME.match(path.name) and path.is_file()]
-    return found
+    """The checkpoint files a run folder holds."""
+    return [path for path in (folder / CHECKPOINTS).glob("*.ckpt") if path.is_file()]
 
 
 def refusal(folder: Path) -> str:
@@ -137,25 +108,7 @@ def refusal(folder: Path) -> str:
     return f"run folder {str(folder)!r} already exists: choose another --run_name{advice}"
 
 
-def newest_hpc_checkpoint(root: str | os.PathLike) -> Path | None:
-    """The newest ``hpc_ckpt_N.ckpt`` in a run folder under ``root`` (or in ``root``): ``--ckpt_path=hpc``
-    continues that run folder, where Lightning looks for it."""
-    root_path = Path(root).expanduser()
-    found = [path for pattern in ("hpc_ckpt_*.ckpt", "*/hpc_ckpt_*.ckpt") for path in root_path.glob(pattern)]
-    found = [path for path in found if HPC_NAME.match(path.name) and path.is_file()]
-    return max(found, key=lambda path: path.stat().st_mtime_ns) if found else None
-
-
-def slurm_job(environ: Mapping[str, str]) -> tuple[str | None, bool]:
-    """The SLURM job (``123``, or ``123_4`` for an array task) this process runs in, and whether it was requeued."""
-    array, task = environ.get("SLURM_ARRAY_JOB_ID"), environ.get("SLURM_ARRAY_TASK_ID")
-    job = f"{array}_{task}" if array and task else environ.get("SLURM_JOB_ID")
-    restarts = str(environ.get("SLURM_RESTART_COUNT") or "0")
-    return (job or None), restarts.isdigit() and int(restarts) > 0
-
-
-PARENT_RUN_DIR = "TIEDEMB_PARENT_RUN_DIR"
-"""``<pid>:<folder>``: the run folder a training process chose, for the processes it starts (DDP ranks)."""
+PARENT_RUN_DIR = "TIEDEMB_PARENT_RUN_DIR"  # <pid>:<folder>, for the processes a run starts (DDP ranks)
 
 
 def share_run_dir(folder: Path, environ: dict[str, str] | None = None) -> None:
@@ -186,10 +139,8 @@ def writes_in_run_dir(save_dir: str | os.PathLike | None, root: str | os.PathLik
 
 
 def run_checkpoint(target: str | os.PathLike, choice: str | None = None) -> Path:
-    """The checkpoint file ``target`` (a run folder or a ``.ckpt`` file) stands for.
-
-    ``choice``: ``best``, ``last`` or a file name in the run's ``checkpoints/``; default: best, else last.
-    """
+    """The checkpoint file ``target`` (a run folder or a ``.ckpt`` file) stands for; ``choice``: ``best``,
+    ``last`` or a file name in the run's ``checkpoints/`` (default: best, else last)."""
     path = Path(target).expanduser()
     if not path.exists():
         raise UserError(f"{str(target)!r} does not exist; pass a run folder (runs/<name>) or a .ckpt file")

@@ -1,8 +1,6 @@
-"""``status.json`` of every run (running, finished, failed with its last line), so that a report can
-tell a finished run from one that stopped: beside each CSV logger's metrics (one per attempt) and at
-the top of the run's folder (unset in a sweep cell, whose record is the sweep's). The run's id
-travels in its checkpoints, so a resumed run and a test of its checkpoint count as one run. Only the
-first process writes; a record that cannot be written costs a warning, never the run.
+"""``status.json`` of every run (running, finished, failed with its last line), beside each CSV logger's
+metrics and at the top of the run's folder. The run's id travels in its checkpoints, so a resumed run
+counts as one run. A record that cannot be written costs a warning, never the run.
 """
 
 from __future__ import annotations
@@ -16,7 +14,6 @@ from lightning.pytorch.callbacks import Callback
 from lightning.pytorch.loggers import CSVLogger
 from lightning.pytorch.utilities.exceptions import SIGTERMException
 
-from tiedemb.training.preemption import stop_signal
 from tiedemb.training.status_file import FAILED, FINISHED, RUNNING, STATUS_FILE, now, process_fields, write_status
 
 log = logging.getLogger("tiedemb")
@@ -54,13 +51,11 @@ class RunStatus(Callback):
             self._end(trainer, FINISHED, "")
 
     def on_exception(self, trainer: L.Trainer, pl_module: L.LightningModule, exception: BaseException) -> None:
-        if not self._record:
-            # failed before the callbacks' setup (the data module's setup runs first): still said, so that
-            # the run's folder, which its loggers may have made, is known to hold a failed run
+        if not self._record:  # failed before the callbacks' setup (the data module's runs first)
             function = trainer.state.fn  # fit, validate, test, predict
             self._start(str(getattr(function, "value", function) or "fit"))
         if isinstance(exception, (SIGTERMException, KeyboardInterrupt)):
-            signal = stop_signal() if isinstance(exception, SIGTERMException) else "Ctrl-C"
+            signal = "SIGTERM" if isinstance(exception, SIGTERMException) else "Ctrl-C"
             message = f"stopped by {signal} after step {trainer.global_step}"
         else:
             lines = str(exception).strip().splitlines()
@@ -76,8 +71,6 @@ class RunStatus(Callback):
     def _write(self, trainer: L.Trainer) -> None:
         if not trainer.is_global_zero or not self._record:
             return
-        # Lightning has made a CSV logger's version folder before any setup hook runs (a folder
-        # that already held this file would make the logger warn that it is not empty).
         folders = [logger.log_dir for logger in trainer.loggers if isinstance(logger, CSVLogger)]
         for folder in [*folders, *([self.run_dir] if self.run_dir else [])]:
             try:

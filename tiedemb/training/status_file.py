@@ -1,9 +1,5 @@
-"""``status.json``: how a run stands (running, finished, failed), in the folder that holds its logs.
-
-A sweep writes one into each cell's folder around the process (``tiedemb.experiments.cells``);
-every run writes one into its CSV logger's version folder (``status_callback.RunStatus``). The report
-reads both to tell a finished run from one that stopped half-way. Written atomically: a reader
-sees a whole record or the previous one.
+"""``status.json``: how a run stands (running, finished, failed), written atomically by a sweep's cell
+(``tiedemb.experiments.cells``) and by every run (``status_callback.RunStatus``), read by the report.
 """
 
 from __future__ import annotations
@@ -54,8 +50,7 @@ def process_fields() -> dict[str, Any]:
 
 
 def lost_process(status: dict[str, Any]) -> bool:
-    """Whether a ``running`` record's process, on this host, has ended without writing its end
-    (SIGKILL, the out-of-memory killer, a power cut). On another host nothing can be told."""
+    """Whether a ``running`` record's process, on this host, has ended without writing its end (SIGKILL)."""
     pid = status.get("pid")
     if (
         status.get("state") != RUNNING

@@ -1,9 +1,6 @@
-"""W&B: online or offline, decided once within seconds.
-
-W&B never prompts or waits for a server: without credentials runs are recorded offline (for
-``wandb sync``); with them the server is probed once, and a server that does not answer makes the
-run offline, said in one line. A ``WANDB_MODE`` the user set is kept. The mode goes to the logger
-(``mode=``); the environment is left alone.
+"""W&B online or offline, decided within seconds: offline without credentials, or when the server
+does not answer (said in one line); a ``WANDB_MODE`` the user set is kept. The mode goes to the
+logger (``mode=``); the environment is left alone.
 """
 
 from __future__ import annotations
@@ -18,7 +15,6 @@ from lightning.pytorch.loggers import Logger, WandbLogger
 from tiedemb.training.hub import url_problem
 
 WANDB_PROBE_TIMEOUT_S = 3.0
-"""Seconds to wait for the W&B server before recording offline."""
 DEFAULT_BASE_URL = "https://api.wandb.ai"
 
 
@@ -61,12 +57,7 @@ def choose_wandb_mode() -> str | None:
 
 
 def make_wandb_folders(loggers: Sequence[Logger]) -> None:
-    """Make each W&B logger's save folder before its run starts.
-
-    W&B looks for a git repository from that folder before it creates it, and warns when it is
-    missing. (Its other start-up warning, that the ``anonymous`` setting Lightning always passes has
-    no effect, is W&B's word on Lightning's call and is left to them.)
-    """
+    """Make each W&B logger's save folder before its run starts (W&B warns when it is missing)."""
     for logger in loggers:
         if isinstance(logger, WandbLogger) and logger.save_dir:
             os.makedirs(logger.save_dir, exist_ok=True)
