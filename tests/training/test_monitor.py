@@ -1,4 +1,4 @@
-"""The training monitor: gradient norms per part and token-table statistics."""
+"""The training monitor: gradient norms per part, token-table statistics, the self-logit margin."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ from tiny_runs import TINY_TIED
 from tiedemb.cli import main
 from tiedemb.nn import Transformer, TransformerConfig
 from tiedemb.training import metric_names as names
-from tiedemb.training.monitor import TrainingMonitor, gradient_norms, row_norms
+from tiedemb.training.monitor import TrainingMonitor, gradient_norms, probe_from, row_norms, self_logit_margin
 
 CONFIGS = Path(__file__).resolve().parents[2] / "configs"
 
@@ -51,6 +51,35 @@ def test_row_norms_are_the_mean_and_spread_of_the_token_rows():
     assert found[names.ROW_NORM_STD] == pytest.approx(torch.tensor([5.0, 1.0, 0.0]).std().item())
 
 
+def test_the_self_logit_margin_is_the_log_odds_of_the_input_token():
+    """logit_i - logsumexp(others) = log(p_i / (1 - p_i)): checked against the softmax of a full forward."""
+    model = tiny_model("tied")
+    ids = torch.randint(1, 50, (2, 8))
+    mask = torch.ones_like(ids)
+    mask[1, 6:] = 0
+    margin = self_logit_margin(model, {"input_ids": ids, "attention_mask": mask})
+    model.eval()
+    with torch.no_grad():
+        p = model(ids, mask).logits.float().softmax(-1).gather(-1, ids.unsqueeze(-1)).squeeze(-1)
+    expected = torch.log(p / (1 - p))[mask.bool()].mean().item()
+    assert margin == pytest.approx(expected, rel=1e-4, abs=1e-4)
+    # A table scaled up makes a tied model predict the token it is given: the margin grows.
+    with torch.no_grad():
+        model.embedding.token.weight.mul_(20)
+    assert self_logit_margin(model, {"input_ids": ids, "attention_mask": mask}) > margin + 1
+
+
+def test_a_masked_language_model_probe_holds_the_text_not_the_masks():
+    batch = {
+        "input_ids": torch.tensor([[5, 103, 7, 103]]),
+        "labels": torch.tensor([[-100, 6, -100, 8]]),
+        "attention_mask": torch.ones(1, 4, dtype=torch.long),
+    }
+    probe = probe_from(batch, sequences=1, length=3)
+    assert probe["input_ids"].tolist() == [[5, 6, 7]]
+    assert probe["attention_mask"].shape == (1, 3)
+
+
 def test_an_interval_below_one_is_refused():
     with pytest.raises(ValueError, match="every_n_steps"):
         TrainingMonitor(every_n_steps=0)
@@ -82,6 +111,7 @@ def test_a_pretraining_run_logs_them_on_its_interval_into_its_csv(tmp_path, monk
     for name in (names.GRAD_NORM_TOTAL, *map(names.grad_norm_name, names.GRAD_NORM_PARTS), names.ROW_NORM_MEAN):
         assert logged_at(name) == [0, 2, 4], name
     assert logged_at(names.ROW_NORM_STD) == [0, 2, 4]
+    assert logged_at(names.SELF_LOGIT_MARGIN) == [0, 2, 4]
     assert logged_at(names.EFFECTIVE_RANK) == [3, 6]
     rank = next(float(row[names.EFFECTIVE_RANK]) for row in rows if row.get(names.EFFECTIVE_RANK))
     assert 1.0 < rank <= 64.0  # at most the table's width (hidden_size 64 in the tiny scale)

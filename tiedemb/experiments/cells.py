@@ -515,7 +515,7 @@ def _run_logged(command: list[str], log_file: Path, workdir: Path, heading: str,
             with STOP.running(process):
                 return process.wait()
         except KeyboardInterrupt:
-            # The child got the same Ctrl-C; give it a moment to write its checkpoint, then stop it.
+            # The child got the same Ctrl-C; give it a moment to end, then stop it.
             try:
                 process.wait(timeout=30)
             except subprocess.TimeoutExpired:

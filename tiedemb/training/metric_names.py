@@ -73,6 +73,10 @@ ROW_NORM_MEAN = "embedding/row_norm_mean"
 """The mean L2 norm of the token table's rows."""
 ROW_NORM_STD = "embedding/row_norm_std"
 """Their standard deviation."""
+SELF_LOGIT_MARGIN = "embedding/self_logit_margin"
+"""On a fixed probe batch, the mean over positions of the logit of the input token itself minus the
+log-sum-exp of every other logit: above 0, the model would predict the token it was given (the
+pull a tied output matrix exerts, h_i . w_i with w_i the token's own row)."""
 EFFECTIVE_RANK = "val/embedding_effective_rank"
 """The effective rank of the token table (exp of the entropy of its normalised singular values), at every validation."""
 

@@ -1,8 +1,9 @@
 """What the studies are about, watched during training (docs/dashboard.md has each metric).
 
-``TrainingMonitor``: gradient norms (total and per part) and the token table's row norms every few
-steps, the table's effective rank at every validation. ``ParameterCounts``: every run's parameter
-counts (total, and the embedding's), so that reports never rebuild a model to know its size.
+``TrainingMonitor``: gradient norms (total and per part), the token table's row norms and the
+self-logit margin on a probe batch every few steps; the table's effective rank at every
+validation. ``ParameterCounts``: every run's parameter counts (total, and the embedding's), so that
+reports never rebuild a model to know its size.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ import torch
 from lightning.pytorch.callbacks import Callback
 from torch import Tensor, nn
 
+from tiedemb.nn.layers import IGNORE_INDEX  # the labels of positions that predict nothing (unmasked MLM)
 from tiedemb.training import metric_names as names
 
 
@@ -48,17 +50,71 @@ def row_norms(table: Tensor) -> dict[str, float]:
     return {names.ROW_NORM_MEAN: float(norms.mean()), names.ROW_NORM_STD: float(norms.std())}
 
 
-class TrainingMonitor(Callback):
-    """Gradient norms and token-table row norms every ``every_n_steps``; the table's effective rank at validation."""
+@torch.no_grad()
+def self_logit_margin(network: nn.Module, probe: dict[str, Tensor]) -> float | None:
+    """Mean over the probe's positions of logit(own token) - logsumexp(other logits); None with no position."""
+    ids, mask = probe["input_ids"], probe.get("attention_mask")
+    was_training = network.training
+    network.eval()
+    try:
+        logits = network.head(network.encode(ids, mask, probe.get("token_type_ids"))).float()
+    finally:
+        network.train(was_training)
+    own = logits.gather(-1, ids.unsqueeze(-1)).squeeze(-1)
+    others = torch.logsumexp(logits.scatter(-1, ids.unsqueeze(-1), float("-inf")), dim=-1)
+    keep = mask.bool() if mask is not None else torch.ones_like(ids, dtype=torch.bool)
+    if not keep.any():
+        return None
+    return float((own - others)[keep].mean())
 
-    def __init__(self, every_n_steps: int | None = None) -> None:
+
+def probe_from(batch: Any, sequences: int, length: int) -> dict[str, Tensor] | None:
+    """The first ``sequences`` x ``length`` tokens of a language-model batch, with masked MLM positions restored."""
+    if not isinstance(batch, dict) or not isinstance(batch.get("input_ids"), Tensor):
+        return None
+    ids = batch["input_ids"][:sequences, :length]
+    labels = batch.get("labels")
+    if isinstance(labels, Tensor) and labels.shape == batch["input_ids"].shape:
+        # An MLM batch holds [MASK] (or a random token) where it predicts: the margin is of the text itself.
+        labels = labels[:sequences, :length]
+        ids = torch.where(labels != IGNORE_INDEX, labels, ids)
+    probe = {"input_ids": ids.detach().clone()}
+    for key in ("attention_mask", "token_type_ids"):
+        if isinstance(batch.get(key), Tensor):
+            probe[key] = batch[key][:sequences, :length].detach().clone()
+    return probe
+
+
+class TrainingMonitor(Callback):
+    """Gradient norms, token-table statistics and the self-logit margin every ``every_n_steps``; the
+    table's effective rank at validation."""
+
+    def __init__(self, every_n_steps: int | None = None, probe_sequences: int = 8, probe_length: int = 128) -> None:
         """
         Args:
             every_n_steps: optimiser steps between two records (default: ``trainer.log_every_n_steps``).
+            probe_sequences: sequences in the probe batch the self-logit margin is measured on (the
+                first validation batch's, else the first training batch's).
+            probe_length: tokens of each probe sequence.
         """
         if every_n_steps is not None and every_n_steps < 1:
             raise ValueError(f"every_n_steps must be at least 1, got {every_n_steps}")
         self.every_n_steps = every_n_steps
+        self.probe_sequences = probe_sequences
+        self.probe_length = probe_length
+        self._probe: dict[str, Tensor] | None = None
+
+    def on_validation_batch_start(
+        self, trainer: L.Trainer, pl_module: L.LightningModule, batch: Any, batch_idx: int, dataloader_idx: int = 0
+    ) -> None:
+        if self._probe is None and batch_idx == 0 and dataloader_idx == 0:
+            self._probe = probe_from(batch, self.probe_sequences, self.probe_length)
+
+    def on_train_batch_start(
+        self, trainer: L.Trainer, pl_module: L.LightningModule, batch: Any, batch_idx: int
+    ) -> None:
+        if self._probe is None:  # no validation before the first step (num_sanity_val_steps=0)
+            self._probe = probe_from(batch, self.probe_sequences, self.probe_length)
 
     def on_before_optimizer_step(self, trainer: L.Trainer, pl_module: L.LightningModule, optimizer: Any) -> None:
         every = self.every_n_steps or trainer.log_every_n_steps or 1
@@ -69,6 +125,11 @@ class TrainingMonitor(Callback):
         table = _token_table(network)
         if table is not None:
             metrics.update(row_norms(table))
+            if self._probe is not None and isinstance(getattr(network, "head", None), nn.Module):
+                probe = {key: value.to(table.device) for key, value in self._probe.items()}
+                margin = self_logit_margin(network, probe)
+                if margin is not None:
+                    metrics[names.SELF_LOGIT_MARGIN] = margin
         _log(trainer, metrics)
 
     def on_validation_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
