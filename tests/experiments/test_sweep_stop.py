@@ -69,7 +69,7 @@ def test_a_stop_signal_reaches_the_running_stage_as_sigterm(tmp_path):
 
 
 @pytest.mark.end_to_end
-def test_ctrl_c_saves_the_running_cell_at_its_step_and_records_it_interrupted(tmp_path):
+def test_ctrl_c_stops_the_running_cell_and_records_it_interrupted_with_a_checkpoint_to_resume(tmp_path):
     """Ctrl-C in a terminal reaches the sweep and its running stage (one process group): the stage stops
     (its newest checkpoint is the one to resume), and the cell says how to resume."""
     import subprocess
@@ -95,7 +95,8 @@ def test_ctrl_c_saves_the_running_cell_at_its_step_and_records_it_interrupted(tm
         preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
     )
     deadline = time.monotonic() + 120
-    while not list((tmp_path / "out").rglob("step*.ckpt")) and time.monotonic() < deadline:  # training is under way
+    # training is under way and has written its periodic last.ckpt (atomically: once there, it is whole)
+    while not list((tmp_path / "out").rglob("last.ckpt")) and time.monotonic() < deadline:
         time.sleep(0.2)
     os.killpg(sweep.pid, signal.SIGINT)
     _, err = sweep.communicate(timeout=120)
