@@ -404,21 +404,23 @@ class TiedembCLI(LightningCLI):
             callbacks = [*callbacks, LearningRateMonitor()]
             if isinstance(self.model, PretrainModule):  # gradient norms and token-table statistics
                 callbacks.append(TrainingMonitor())
-        for callback in self.trainer_defaults["callbacks"]:
+        if settings.get("enable_checkpointing") is not False and not any(
+            isinstance(callback, ModelCheckpoint) for callback in callbacks
+        ):
+            callbacks = [*callbacks, ModelCheckpoint()]  # Lightning's own, given its folder below
+        for callback in [*callbacks, *self.trainer_defaults["callbacks"]]:
             # status.json also at the top of its run folder, except in a folder whose status.json a sweep keeps
             if isinstance(callback, RunStatus) and self._run_name() != HERE:
                 callback.run_dir = str(folder)
-        self.save_config_kwargs = {**self.save_config_kwargs, "run_dir": folder}
-        trainer = super().instantiate_trainer(
-            **{"default_root_dir": str(folder), **loggers, **self._plugins(), "callbacks": callbacks, **kwargs}
-        )
-        for callback in trainer.checkpoint_callbacks:
             # <run>/checkpoints, not Lightning's <save_dir>/<name>/<version>/checkpoints. As given (a relative
             # root stays relative): the run's folder is then found from a checkpoint's recorded folder
             # wherever the run folder is moved (training/evaluation.py).
             if isinstance(callback, ModelCheckpoint) and callback.dirpath is None:
                 callback.dirpath = str(folder / CHECKPOINTS)
-        return trainer
+        self.save_config_kwargs = {**self.save_config_kwargs, "run_dir": folder}
+        return super().instantiate_trainer(
+            **{"default_root_dir": str(folder), **loggers, **self._plugins(), "callbacks": callbacks, **kwargs}
+        )
 
     def _plugins(self) -> dict[str, Any]:
         """The Trainer's ``plugins`` with crash-safe checkpoint files, unless the config gives a writer of its own."""

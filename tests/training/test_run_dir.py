@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 import torch
+from lightning.pytorch.callbacks import ModelCheckpoint
 
 from tiedemb.cli import main
 from tiedemb.errors import UserError
@@ -139,6 +140,18 @@ def test_a_run_name_in_use_is_refused_and_its_run_untouched(tmp_path, capsys):
     assert errors[0].startswith(f"error: run folder {str(tmp_path / 'mine')!r} already exists")
     assert {path: path.stat().st_mtime_ns for path in (tmp_path / "mine").rglob("*")} == before
     assert [path.name for path in tmp_path.iterdir()] == ["mine"]
+
+
+@pytest.mark.end_to_end
+def test_a_config_that_lists_no_checkpoint_callback_gets_lightnings_own_in_the_run_folder(tmp_path):
+    """Callbacks replaced by a list without a ModelCheckpoint: Lightning's default one, given the run's
+    checkpoints folder before the Trainer is built (not Lightning's <save_dir>/<name>/<version>/)."""
+    args = ["fit", *TINY, *QUIET, f"--trainer.default_root_dir={tmp_path}", "--run_name=own"]
+    cli = main([*args, "--trainer.max_steps=2", "--trainer.callbacks=[]"])
+    (callback,) = cli.trainer.checkpoint_callbacks
+    assert type(callback) is ModelCheckpoint and callback.dirpath == str(tmp_path / "own" / "checkpoints")
+    off = [*args[:-1], "--run_name=off", "--trainer.max_steps=1", "--trainer.callbacks=[]"]
+    assert main([*off, "--trainer.enable_checkpointing=false"]).trainer.checkpoint_callbacks == []
 
 
 @pytest.mark.end_to_end
