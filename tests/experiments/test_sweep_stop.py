@@ -1,5 +1,6 @@
 """A sweep told to stop: SIGTERM to the sweep process stops the running stage after its step, the cell is
-recorded as preempted and the sweep ends; Ctrl-C does the same from a terminal."""
+recorded as preempted and the sweep ends; Ctrl-C from a terminal stops the stage at once, the cell is
+recorded as interrupted and the sweep exits 130."""
 
 from __future__ import annotations
 
