@@ -278,6 +278,10 @@ class TiedembCLI(LightningCLI):
             "similarity": {"model", "datamodule"},
         }
 
+    def subcommand_parsers(self) -> dict[str, LightningArgumentParser]:
+        """Each subcommand's parser, as add_arguments_to_parser saw them (in the order LightningCLI builds them)."""
+        return dict(zip(self.subcommands(), self._parsers_seen))
+
     def parse_arguments(self, parser: LightningArgumentParser, args: Any) -> None:
         """Parse the command line; the classes and data settings of a checkpoint it evaluates are the
         defaults a config or the command line overrides (``training/evaluation.py``)."""
@@ -287,8 +291,7 @@ class TiedembCLI(LightningCLI):
             else []
         )
         path = checkpoint_to_evaluate(self._argv)
-        # add_arguments_to_parser saw each subcommand's parser, in the order LightningCLI builds them
-        parsers = dict(zip(self.subcommands(), self._parsers_seen)) if self._argv else {}
+        parsers = self.subcommand_parsers() if self._argv else {}
         subcommand_parser = parsers.get(self._argv[0]) if len(parsers) == len(self.subcommands()) else None
         if path is not None and subcommand_parser is not None:
             self._checkpoint = read_checkpoint(path, weights_only=weights_only_given(self._argv))
@@ -400,14 +403,15 @@ class TiedembCLI(LightningCLI):
         logger = loggers.get("logger", settings.get("logger"))
         given = settings.get("callbacks") or []
         callbacks = given if isinstance(given, list) else [given]
-        if logger is None or logger is True or bool(logger):
-            callbacks = [*callbacks, LearningRateMonitor()]
-            if isinstance(self.model, PretrainModule):  # gradient norms and token-table statistics
-                callbacks.append(TrainingMonitor())
-        if settings.get("enable_checkpointing") is not False and not any(
-            isinstance(callback, ModelCheckpoint) for callback in callbacks
-        ):
-            callbacks = [*callbacks, ModelCheckpoint()]  # Lightning's own, given its folder below
+        logs = logger is None or logger is True or bool(logger)
+        wanted = [  # each added where the config lists none of its kind
+            *([LearningRateMonitor] if logs else []),
+            # pretraining: gradient norms and token-table statistics
+            *([TrainingMonitor] if logs and isinstance(self.model, PretrainModule) else []),
+            # Lightning's own checkpoint callback (given its folder below)
+            *([ModelCheckpoint] if settings.get("enable_checkpointing") is not False else []),
+        ]
+        callbacks = [*callbacks, *(kind() for kind in wanted if not any(isinstance(c, kind) for c in callbacks))]
         for callback in [*callbacks, *self.trainer_defaults["callbacks"]]:
             # status.json also at the top of its run folder, except in a folder whose status.json a sweep keeps
             if isinstance(callback, RunStatus) and self._run_name() != HERE:

@@ -135,8 +135,7 @@ def cli_parsers() -> tuple[Any, dict[str, Any]]:
 
     class Parsers(TiedembCLI):
         def parse_arguments(self, parser: Any, args: Any) -> None:
-            # add_arguments_to_parser saw each subcommand's parser, in the order LightningCLI builds them
-            raise _Parsers(parser, dict(zip(self.subcommands(), self._parsers_seen)))
+            raise _Parsers(parser, self.subcommand_parsers())
 
     try:
         with warnings.catch_warnings():

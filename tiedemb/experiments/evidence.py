@@ -229,18 +229,23 @@ def _one_tokenizer(mine: RunNumbers, theirs: RunNumbers) -> bool:
     return not (mine.tokenizer and theirs.tokenizer and mine.tokenizer != theirs.tokenizer)
 
 
+def _seed_pairs(
+    levels: Mapping[str, Mapping[str, RunNumbers]], level: str, reference: str
+) -> list[tuple[str, RunNumbers, RunNumbers]]:
+    """The seeds both levels ran, each with its two runs (level's, reference's)."""
+    mine, theirs = levels.get(level, {}), levels.get(reference, {})
+    return [(seed, mine[seed], theirs[seed]) for seed in sorted(set(mine) & set(theirs), key=sort_value)]
+
+
 def paired_seeds(levels: Mapping[str, Mapping[str, RunNumbers]], level: str, reference: str) -> list[str]:
     """The seeds both levels ran whose two runs read one tokenizer."""
-    mine, theirs = levels.get(level, {}), levels.get(reference, {})
-    shared = sorted(set(mine) & set(theirs), key=sort_value)
-    return [seed for seed in shared if _one_tokenizer(mine[seed], theirs[seed])]
+    return [seed for seed, mine, theirs in _seed_pairs(levels, level, reference) if _one_tokenizer(mine, theirs)]
 
 
 def refused_pairs(levels: Mapping[str, Mapping[str, RunNumbers]], level: str, reference: str) -> list[tuple[str, str]]:
     """The run pairs (level's, reference's) of the seeds both ran whose tokenizers differ."""
-    mine, theirs = levels.get(level, {}), levels.get(reference, {})
-    shared = sorted(set(mine) & set(theirs), key=sort_value)
-    return [(mine[seed].run.id, theirs[seed].run.id) for seed in shared if not _one_tokenizer(mine[seed], theirs[seed])]
+    pairs = _seed_pairs(levels, level, reference)
+    return [(mine.run.id, theirs.run.id) for _, mine, theirs in pairs if not _one_tokenizer(mine, theirs)]
 
 
 def refusal_note(refused: Iterable[tuple[str, str]]) -> str | None:

@@ -73,6 +73,12 @@ def option_values(argv: Sequence[str], option: str) -> list[str]:
     return values
 
 
+def option_value(argv: Sequence[str], option: str) -> str | None:
+    """The value the option takes on a command line: the last one given (as jsonargparse takes), else None."""
+    values = option_values(argv, option)
+    return values[-1] if values else None
+
+
 def given_keys(argv: Sequence[str], group: str) -> set[str]:
     """The settings of ``group`` (``model``, ``data``) a command line gives one by one (``--data.batch_size=8``)."""
     prefix = f"--{group}."
@@ -89,7 +95,7 @@ def checkpoint_to_evaluate(argv: Sequence[str]) -> str | None:
     read before parsing, so that a checkpoint alone can stand in for a config naming the classes."""
     if not argv or argv[0] not in EVALUATING:
         return None
-    path = (option_values(argv, "--ckpt_path") or [None])[-1]
+    path = option_value(argv, "--ckpt_path")
     if not path or path in NAMED_CHECKPOINTS or "://" in path:
         return None
     return path
@@ -136,7 +142,7 @@ def run_limits(checkpoint_path: str | os.PathLike) -> dict[str, Any]:
 
 def weights_only_given(argv: Sequence[str]) -> bool:
     """``--weights_only`` as the command line gives it (true unless it says false)."""
-    return str((option_values(argv, "--weights_only") or [None])[-1]).lower() not in ("false", "0", "no", "off")
+    return str(option_value(argv, "--weights_only")).lower() not in ("false", "0", "no", "off")
 
 
 # --------------------------------------------------------------------------- what the checkpoint records
