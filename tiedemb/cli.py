@@ -683,7 +683,7 @@ def check_exportable(model: L.LightningModule) -> None:
 
     kind = "glue" if isinstance(model, GlueModule) else "pretrain"
     try:
-        plan_export(dict(model.hparams), model.state_dict(), kind, None, "this run")
+        plan_export(dict(model.hparams), model.state_dict(), kind, "this run")
     except UserError as error:
         raise UserError(f"--save_transformers: {error}") from None
 

@@ -1,9 +1,10 @@
-"""``python -m tiedemb.export CHECKPOINT OUT``: a tiedemb checkpoint as a transformers model folder.
+"""``python -m tiedemb.export CHECKPOINT OUT``: a next-token tiedemb checkpoint as a transformers
+GPT-NeoX folder.
 
 OUT gets ``config.json``, ``model.safetensors``, the run's tokenizer and a model card
-(``README.md``), and loads with transformers' Auto classes without ``trust_remote_code``; which
-class and how the weights map is ``tiedemb.weights.export_plan``. The folder is filled beside OUT
-and renamed at the end, so a failure leaves nothing; an OUT that is not empty is never touched.
+(``README.md``), and loads with ``AutoModelForCausalLM`` without ``trust_remote_code``; how the
+weights map is ``tiedemb.weights.export_plan``. The folder is filled beside OUT and renamed at the
+end, so a failure leaves nothing; an OUT that is not empty is never touched.
 """
 
 from __future__ import annotations
@@ -17,40 +18,31 @@ from typing import Any
 from tiedemb.errors import UserError, first_line
 from tiedemb.options import add_weights_only
 from tiedemb.training.exits import CommandParser, report_user_errors
-from tiedemb.weights.export_plan import BERT_MODEL, OUTPUT_WEIGHT, ExportPlan, plan_export
+from tiedemb.weights.export_plan import NEOX, OUTPUT_WEIGHT, ExportPlan, plan_export
 from tiedemb.weights.source import checkpoint_kind
 
 EXPORT_COMPLETE = "config.json"
 """The file whose presence marks a written export folder."""
-MODEL_CARD = "README.md"
 CAUSAL_INPUTS = ["input_ids", "attention_mask"]
 """What a causal LM's tokenizer hands the model: no token types, which GPT-NeoX's forward does not take."""
+#: Settings that say how a run was executed, not what it learned from: left off the model card.
+RUNTIME_SETTINGS = {"num_proc", "num_workers", "pin_memory", "cache_dir", "encoding_errors", "compile", "peak_flops"}
 
 
-def task_labels(hparams: Mapping[str, Any]) -> tuple[str, ...] | None:
-    """Class names of the GLUE task a classifier was fine-tuned on, if it is one tiedemb knows."""
-    from tiedemb.data.glue_tasks import TASKS
-
-    task = TASKS.get(str(hparams.get("task") or "").lower())
-    if task is None or task.num_labels != hparams.get("num_labels"):
-        return None
-    return task.label_names
-
-
-def load_run_tokenizer(name: str, vocab_size: int, described: str):
-    """The tokenizer at ``name``, checked to have the model's vocabulary size."""
+def load_run_tokenizer(name: str, vocab_size: int):
+    """The tokenizer ``--tokenizer`` names, checked to have the model's vocabulary size."""
     from tiedemb.data.tokenizers import load_tokenizer
 
     try:
         tokenizer = load_tokenizer(name)
     except UserError as error:
         raise UserError(
-            f"{described} {name!r} could not be loaded ({first_line(error).split('. ')[0].rstrip('.')}); "
+            f"--tokenizer {name!r} could not be loaded ({first_line(error).split('. ')[0].rstrip('.')}); "
             "pass --tokenizer PATH_OR_NAME, or --no-tokenizer to export the weights alone"
         ) from None
     if len(tokenizer) != vocab_size:
         raise UserError(
-            f"{described} {name!r} has {len(tokenizer)} tokens, but the model's vocabulary has {vocab_size}; "
+            f"--tokenizer {name!r} has {len(tokenizer)} tokens, but the model's vocabulary has {vocab_size}; "
             "pass the tokenizer the model was trained with as --tokenizer"
         )
     return tokenizer
@@ -77,38 +69,69 @@ def find_tokenizer(checkpoint: Mapping[str, Any], path: Path, origin: str):
 
 
 def build_model(plan: ExportPlan):
-    """The transformers model of ``plan``, holding its weights."""
-    import transformers
+    """The ``GPTNeoXForCausalLM`` of ``plan``, holding its weights."""
+    from transformers import GPTNeoXConfig, GPTNeoXForCausalLM
 
-    config = getattr(transformers, plan.config_class)(**plan.config)
-    if plan.model_class == BERT_MODEL:
-        # Without the classifier's pooler there is none to write: a random one must not pass for trained.
-        has_pooler = any(key.startswith("pooler.") for key in plan.state)
-        model = transformers.BertModel(config, add_pooling_layer=has_pooler)
-    else:
-        model = getattr(transformers, plan.model_class)(config)
-    result = model.load_state_dict(named_for(model, plan.state), strict=False)
-    # The word table and the bias BERT's decoder ties to; a causal LM's output tied to its input table.
-    tied = {"cls.predictions.decoder.weight", "cls.predictions.decoder.bias", OUTPUT_WEIGHT}
-    parameters = {name for name, _ in model.named_parameters(remove_duplicate=False)}
-    missing = [key for key in result.missing_keys if key not in tied and key in parameters]
+    model = GPTNeoXForCausalLM(GPTNeoXConfig(**plan.config))
+    # The output matrix's name: ``embed_out`` before transformers 5, ``lm_head`` since (the last of
+    # the names it has: tied, the input table's comes first).
+    parameters = dict(model.named_parameters(remove_duplicate=False))
+    output = [name for name, weight in parameters.items() if weight is model.get_output_embeddings().weight][-1]
+    state = {(output if key == OUTPUT_WEIGHT else key): value for key, value in plan.state.items()}
+    result = model.load_state_dict(state, strict=False)
+    missing = [key for key in result.missing_keys if key != output and key in parameters]  # tied: the input table
     if missing or result.unexpected_keys:
         raise RuntimeError(
-            f"the exported weights do not fill {plan.model_class}: missing {missing[:3]}, "
-            f"unexpected {result.unexpected_keys[:3]}"
+            f"the exported weights do not fill {NEOX}: missing {missing[:3]}, unexpected {result.unexpected_keys[:3]}"
         )
     model.tie_weights()
     return model.eval()
 
 
-def named_for(model, state: dict) -> dict:
-    """``state`` with the output matrix under the name ``model`` gives it (GPT-NeoX's was ``embed_out``
-    before transformers 5)."""
-    if OUTPUT_WEIGHT not in state or model.get_output_embeddings() is None:
-        return state
-    weight = model.get_output_embeddings().weight
-    name = next(name for name, parameter in model.named_parameters(remove_duplicate=False) if parameter is weight)
-    return {(name if key == OUTPUT_WEIGHT else key): value for key, value in state.items()}
+def shown(value: Any) -> Any:
+    """``value`` for the model card: a local path as its last part (where a run's files lay is true
+    nowhere else), lists and mappings looked into."""
+    if isinstance(value, (list, tuple)):
+        return [shown(item) for item in value]
+    if isinstance(value, Mapping):
+        return {str(key): shown(item) for key, item in value.items()}
+    if isinstance(value, str) and (value.startswith(("/", "~", ".")) or Path(value).expanduser().exists()):
+        return Path(value).name or value
+    return value if value is None or isinstance(value, (str, int, float, bool)) else str(value)
+
+
+def model_card(checkpoint: Mapping[str, Any], location: str, has_tokenizer: bool) -> str:
+    """The folder's README.md: hub metadata, how to load it, the run's settings, step and monitored scores."""
+    import yaml
+
+    metrics = {}
+    for state in (checkpoint.get("callbacks") or {}).values():
+        if isinstance(state, Mapping) and state.get("monitor"):
+            for key, when in (("best_model_score", "best"), ("current_score", "at this checkpoint")):
+                if state.get(key) is not None:
+                    metrics[f"{state['monitor']} ({when})"] = round(float(state[key]), 6)
+    settings = {
+        part: {
+            key: shown(value)
+            for key, value in (checkpoint.get(entry) or {}).items()
+            if not key.startswith("_") and key not in RUNTIME_SETTINGS
+        }
+        for part, entry in (("model", "hyper_parameters"), ("data", "datamodule_hyper_parameters"))
+    }
+    training = {**settings, "global_step": checkpoint.get("global_step"), "metrics": metrics}
+    loading = f"model = AutoModelForCausalLM.from_pretrained({location!r})"
+    if has_tokenizer:
+        loading += f"\ntokenizer = AutoTokenizer.from_pretrained({location!r})"
+    else:
+        loading += "\n# the folder holds no tokenizer: token ids are the ones the run was trained on"
+    return (
+        "---\nlicense: apache-2.0\nlibrary_name: transformers\npipeline_tag: text-generation\ntags: [tiedemb]\n---\n\n"
+        f"# {Path(location).name}\n\n"
+        f"A `{NEOX}` trained with tiedemb; it computes what the tiedemb model computed (to float rounding).\n\n"
+        f"```python\nfrom transformers import AutoModelForCausalLM, AutoTokenizer\n\n{loading}\n```\n\n"
+        f"## Training\n\nThe run's settings, step and monitored scores:\n\n"
+        f"```yaml\n{yaml.safe_dump(training, sort_keys=False)}```\n\n## License\n\nApache-2.0.\n"
+    )
 
 
 def check_out(out: Path) -> None:
@@ -117,36 +140,12 @@ def check_out(out: Path) -> None:
         raise UserError(f"output {str(out)!r} exists and is not an empty folder; pass a new or empty folder")
 
 
-def write_folder(plan: ExportPlan, tokenizer, out: Path, card: str) -> None:
-    """Model, config, tokenizer and model card, filled in a sibling folder and renamed to ``out`` at the end."""
+def export(args: argparse.Namespace) -> None:
+    """Write the export folder: model, config, tokenizer and model card, filled in a sibling folder
+    and renamed to OUT at the end."""
+    from tiedemb.training.checkpoints import read_checkpoint
     from tiedemb.training.files import atomic_directory, ordinary_permissions
     from tiedemb.weights.bert import no_progress_bars
-
-    model = build_model(plan)
-    check_out(out)  # again: the folder may have been filled while the weights were mapped
-    with no_progress_bars(), atomic_directory(out, EXPORT_COMPLETE) as staging:
-        model.save_pretrained(str(staging))
-        if tokenizer is not None:
-            tokenizer.save_pretrained(str(staging))
-        (staging / MODEL_CARD).write_text(card, encoding="utf-8")
-        ordinary_permissions(staging)
-
-
-def for_causal_lm(plan: ExportPlan, tokenizer) -> None:
-    """A causal export's config gets the tokenizer's bos and eos ids (generation stops at eos), and
-    the tokenizer hands the model no token types."""
-    if tokenizer is None or not plan.causal:
-        return
-    eos = tokenizer.eos_token_id if tokenizer.eos_token_id is not None else tokenizer.sep_token_id
-    plan.config.update(bos_token_id=tokenizer.bos_token_id, eos_token_id=eos)
-    tokenizer.model_input_names = list(CAUSAL_INPUTS)
-    tokenizer.init_kwargs["model_input_names"] = list(CAUSAL_INPUTS)  # what save_pretrained writes
-
-
-def export(args: argparse.Namespace) -> str:
-    """Write the export folder; returns the exported class's name."""
-    from tiedemb.training.checkpoints import read_checkpoint
-    from tiedemb.weights.model_card import model_card
 
     out = Path(args.out).expanduser()
     check_out(out)
@@ -154,39 +153,41 @@ def export(args: argparse.Namespace) -> str:
         raise UserError("pass either --tokenizer or --no-tokenizer, not both")
     checkpoint = read_checkpoint(args.checkpoint, weights_only=args.weights_only)
     origin = str(args.checkpoint)
-    if not isinstance(checkpoint, dict) or not checkpoint.get("state_dict"):
-        raise UserError(f"checkpoint {origin!r} holds no model weights (state_dict)")
-    hparams = dict(checkpoint.get("hyper_parameters") or {})
-    kind = checkpoint_kind(checkpoint)
+    kind = checkpoint_kind(checkpoint) if isinstance(checkpoint, dict) and checkpoint.get("state_dict") else None
     if kind is None:
-        raise UserError(
-            f"checkpoint {origin!r} is neither a GlueModule's nor a PretrainModule's (no model.classifier "
-            "or model.head weights)"
-        )
-    labels = task_labels(hparams) if kind == "glue" else None
-    plan = plan_export(hparams, checkpoint["state_dict"], kind, labels, origin)
-    vocab_size = int(plan.config["vocab_size"])
+        raise UserError(f"checkpoint {origin!r} is neither a GlueModule's nor a PretrainModule's (no model weights)")
+    plan = plan_export(dict(checkpoint.get("hyper_parameters") or {}), checkpoint["state_dict"], kind, origin)
     if args.no_tokenizer:
         tokenizer = None
     elif args.tokenizer is not None:
-        tokenizer = load_run_tokenizer(args.tokenizer, vocab_size, "--tokenizer")
+        tokenizer = load_run_tokenizer(args.tokenizer, int(plan.config["vocab_size"]))
     else:
         tokenizer = find_tokenizer(checkpoint, Path(args.checkpoint), origin)
-    for_causal_lm(plan, tokenizer)
-    card = model_card(checkpoint, plan.model_class, f"./{out.name}", tokenizer is not None)
-    write_folder(plan, tokenizer, out, card)
-    print(f"wrote {out} ({plan.model_class}{'' if tokenizer is not None else ', no tokenizer'})")
-    return plan.model_class
+    if tokenizer is not None:  # generation stops at eos; GPT-NeoX's forward takes no token types
+        eos = tokenizer.eos_token_id if tokenizer.eos_token_id is not None else tokenizer.sep_token_id
+        plan.config.update(bos_token_id=tokenizer.bos_token_id, eos_token_id=eos)
+        tokenizer.model_input_names = list(CAUSAL_INPUTS)
+        tokenizer.init_kwargs["model_input_names"] = list(CAUSAL_INPUTS)  # what save_pretrained writes
+    card = model_card(checkpoint, f"./{out.name}", tokenizer is not None)
+    model = build_model(plan)
+    check_out(out)  # again: the folder may have been filled while the weights were mapped
+    with no_progress_bars(), atomic_directory(out, EXPORT_COMPLETE) as staging:
+        model.save_pretrained(str(staging))
+        if tokenizer is not None:
+            tokenizer.save_pretrained(str(staging))
+        (staging / "README.md").write_text(card, encoding="utf-8")
+        ordinary_permissions(staging)
+    print(f"wrote {out} ({NEOX}{'' if tokenizer is not None else ', no tokenizer'})")
 
 
 def parser() -> CommandParser:
     parser = CommandParser(
         prog="tiedemb export",
-        description="Write a tiedemb checkpoint as a transformers model folder (config.json, "
-        "model.safetensors, tokenizer, README.md model card) that AutoModel* classes load without "
-        "trust_remote_code (BERT for masked-LM and GLUE models; GPT-NeoX for next-token models).",
+        description="Write a next-token tiedemb checkpoint as a transformers GPT-NeoX folder (config.json, "
+        "model.safetensors, tokenizer, README.md model card) that AutoModelForCausalLM loads without "
+        "trust_remote_code.",
     )
-    parser.add_argument("checkpoint", help="a GlueModule or PretrainModule .ckpt file")
+    parser.add_argument("checkpoint", help="a next-token PretrainModule's .ckpt file")
     parser.add_argument("out", help="the folder to write (new or empty)")
     parser.add_argument(
         "--tokenizer", default=None, help="tokenizer directory or hub name; default: the one the run used"
@@ -198,8 +199,7 @@ def parser() -> CommandParser:
 
 def main(argv: list[str] | None = None) -> int:
     args = parser().parse_args(argv)
-    result = report_user_errors(lambda: export(args))
-    return result if isinstance(result, int) else 0
+    return report_user_errors(lambda: export(args)) or 0
 
 
 if __name__ == "__main__":

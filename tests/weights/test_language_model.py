@@ -12,8 +12,7 @@ from transformers import BertForMaskedLM
 from tiedemb import PretrainModule
 from tiedemb.errors import UserError
 from tiedemb.nn.config import TransformerConfig
-from tiedemb.weights.bert import masked_lm_head_fields
-from tiedemb.weights.export_plan import masked_lm_head_problem
+from tiedemb.weights.bert import masked_lm_head_fields, masked_lm_head_problem
 
 
 def save_tiny_masked_lm(folder: Path, **overrides) -> BertForMaskedLM:
@@ -100,7 +99,7 @@ def test_without_pretrained_the_defaults_are_unchanged_and_recorded():
         PretrainModule(hidden_size=16, num_heads=2)
 
 
-def test_the_head_fields_of_bert_are_the_head_export_writes_as_bert_for_masked_lm():
+def test_the_head_fields_of_bert_are_the_head_the_trainability_check_takes_for_berts():
     config = TransformerConfig(vocab_size=10, hidden_size=8, num_heads=2, **masked_lm_head_fields("gelu"))
     assert masked_lm_head_problem(config) is None
 

@@ -33,7 +33,7 @@ from tiedemb.theory import predict_for_config
 from tiedemb.training import metric_names
 from tiedemb.training.metric_names import LOG_N
 from tiedemb.training.ties import TieGuard, restore_tied_entries, tied_prefixes_of
-from tiedemb.weights.export_plan import encoder_problem, masked_lm_head_problem
+from tiedemb.weights.bert import encoder_problem, masked_lm_head_problem
 from tiedemb.weights.source import PretrainedWeights, load_pretrained, resolve_language_model
 
 # The command line offers the heads registered at import; from Python the registry takes later ones too.

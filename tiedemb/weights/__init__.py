@@ -1,2 +1,2 @@
 """Weights from elsewhere made into tiedemb's (``source``, ``bert``, ``narrow``), and the way out
-(``export_plan``, ``model_card``: ``python -m tiedemb.export``)."""
+(``export_plan``: ``python -m tiedemb.export``)."""

@@ -1,4 +1,4 @@
-"""BERT weights in transformers' layout -> tiedemb's parameter names, and back.
+"""BERT weights in transformers' layout -> tiedemb's parameter names, and what BERT's layout cannot hold.
 
 tiedemb's post-norm encoder with learned positions and segments is BERT's architecture; only the
 names differ, and tiedemb fuses the query, key and value projections into one ``qkv`` matrix.
@@ -23,8 +23,8 @@ from tiedemb.nn.config import TransformerConfig
 #: transformers' ``hidden_act`` names -> tiedemb activations with the same function ("gelu" is the
 #: exact GELU in both; the tanh approximations are refused, not swapped).
 ACTIVATIONS = {"gelu": "gelu", "relu": "relu", "tanh": "tanh", "silu": "silu", "swish": "silu"}
-#: tiedemb's activations -> transformers' ``hidden_act`` names for the same function, on the way out.
-HIDDEN_ACTS = {ours: theirs for theirs, ours in ACTIVATIONS.items() if theirs == ours}
+#: tiedemb's activations that transformers' ``hidden_act`` names alike.
+HIDDEN_ACTS = tuple(dict.fromkeys(ours for theirs, ours in ACTIVATIONS.items() if theirs == ours))
 
 #: Per-layer modules: transformers name (under ``encoder.layer.<i>.``) -> tiedemb name
 #: (under ``encoder.blocks.<i>.``); q, k, v are handled apart because they are fused.
@@ -64,6 +64,50 @@ def masked_lm_head_fields(activation: str) -> dict[str, Any]:
         "head_norm": True,
         "output_bias": True,
     }
+
+
+def encoder_problem(config: TransformerConfig) -> str | None:
+    """The first setting under which BERT's embedding and encoder compute something else, or ``None``."""
+    if config.causal:
+        return "model.objective='clm': the model attends causally, BERT's encoder attends both ways"
+    if config.position != "learned":
+        return f"model.position={config.position!r}: BERT has learned absolute positions only"
+    if config.norm_position != "post":
+        return f"model.norm_position={config.norm_position!r}: BERT normalises after each residual sum (post)"
+    if config.norm != "layernorm":
+        return f"model.norm={config.norm!r}: BERT's norms are LayerNorm"
+    if config.activation not in HIDDEN_ACTS:
+        return f"model.activation={config.activation!r} is none of BERT's activations ({', '.join(HIDDEN_ACTS)})"
+    if config.residual_init == "deepnorm":
+        return "model.residual_init='deepnorm': DeepNorm up-weights the residual stream, BERT does not"
+    if not config.embedding_norm:
+        return "model.embedding_norm=false: BERT normalises the embedding sum"
+    if config.token_scale != 1.0:
+        return f"model.embedding_scale={config.embedding_scale!r}: BERT adds the token vectors unscaled"
+    return None
+
+
+def masked_lm_head_problem(config: TransformerConfig) -> str | None:
+    """The first setting that makes the output head other than BERT's masked-LM head, or ``None``."""
+    checks = (
+        (config.objective == "mlm", f"model.objective={config.objective!r} (BERT's head predicts masked tokens)"),
+        (config.head == "tied_orth", f"model.head={config.head!r} (BERT's head is tied_orth with its transform)"),
+        (config.head_bias, "model.head_bias=false (BERT's transform has a bias)"),
+        (
+            config.head_activation == config.activation,
+            f"model.head_activation={config.head_activation!r} (BERT's transform uses the encoder's activation, "
+            f"{config.activation!r})",
+        ),
+        (config.head_norm, "model.head_norm=false (BERT's transform ends in a LayerNorm)"),
+        (config.output_bias, "model.output_bias=false (BERT's decoder has a bias)"),
+        (
+            not config.projected,
+            f"model.embedding_dim={config.embedding_dim} with an embedding projection "
+            f"(BERT's tied decoder is hidden={config.hidden_size} wide)",
+        ),
+        (config.readout_scale == 1.0, f"model.output_scale={config.output_scale!r} (BERT's logits are unscaled)"),
+    )
+    return next((problem for fits, problem in checks if not fits), None)
 
 
 def leaf_names(modules: Mapping[str, str]) -> dict[str, str]:
@@ -126,22 +170,6 @@ def fields_from_bert_config(config: Mapping[str, Any], origin: str) -> dict[str,
     }
 
 
-def shared_config(config: TransformerConfig) -> dict[str, Any]:
-    """The keywords BERT's and GPT-NeoX's transformers configs name alike."""
-    return {
-        "vocab_size": config.vocab_size,
-        "hidden_size": config.hidden_size,
-        "num_hidden_layers": config.num_layers,
-        "num_attention_heads": config.num_heads,
-        "intermediate_size": config.intermediate_size,
-        "hidden_act": HIDDEN_ACTS[config.activation],
-        "max_position_embeddings": config.max_position_embeddings,
-        "initializer_range": config.init_std,
-        "layer_norm_eps": config.norm_eps,
-        "pad_token_id": config.pad_token_id,
-    }
-
-
 def bert_to_tiedemb(state: Mapping[str, Tensor], num_layers: int, with_head: bool = False) -> dict[str, Tensor]:
     """A BERT state dict (a leading ``bert.`` dropped) in tiedemb's names, q, k and v fused into
     ``qkv``; ``with_head``: BERT's masked-LM head as ``head.*`` too, without the tied decoder."""
@@ -150,16 +178,6 @@ def bert_to_tiedemb(state: Mapping[str, Tensor], num_layers: int, with_head: boo
     for layer, leaf in itertools.product(range(num_layers), LEAVES):
         parts = [state[f"encoder.layer.{layer}.attention.self.{part}.{leaf}"].float() for part in QKV]
         out[f"encoder.blocks.{layer}.attention.qkv.{leaf}"] = torch.cat(parts, dim=0)
-    return out
-
-
-def tiedemb_to_bert(state: Mapping[str, Tensor], num_layers: int, with_head: bool = False) -> dict[str, Tensor]:
-    """The inverse of ``bert_to_tiedemb`` (no ``bert.`` prefix), for embedding tables already hidden wide."""
-    out = renamed(state, {ours: theirs for theirs, ours in bert_names(num_layers, with_head).items()})
-    for layer, leaf in itertools.product(range(num_layers), LEAVES):
-        parts = state[f"encoder.blocks.{layer}.attention.qkv.{leaf}"].float().chunk(3, dim=0)
-        for part, tensor in zip(QKV, parts):
-            out[f"encoder.layer.{layer}.attention.self.{part}.{leaf}"] = tensor.contiguous()
     return out
 
 
