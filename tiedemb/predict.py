@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from tiedemb.errors import UserError
-from tiedemb.options import PositiveInt, add_weights_only, number_type
+from tiedemb.options import add_weights_only
 from tiedemb.training.exits import CommandParser, report_user_errors
 
 PREDICTIONS = "predictions.tsv"
@@ -86,7 +86,7 @@ def read_examples(path: Path, task) -> Examples:
     return Examples([str(number) for number in range(len(rows))], [[row[i] for row in rows] for i in range(wanted)])
 
 
-def probabilities(module, tokenizer, examples: Examples, max_length: int, batch_size: int):
+def probabilities(module, tokenizer, examples: Examples, max_length: int, batch_size: int = 32):
     """Each example's label probabilities (N, num_labels)."""
     import torch
 
@@ -129,7 +129,7 @@ def predict(args: argparse.Namespace) -> list[Path]:
     max_length = int((checkpoint.get("datamodule_hyper_parameters") or {}).get("max_length") or 128)
     del checkpoint
     module = GlueModule.load_from_checkpoint(path, map_location="cpu", weights_only=args.weights_only).eval()
-    found = probabilities(module, tokenizer, examples, max_length, args.batch_size)
+    found = probabilities(module, tokenizer, examples, max_length)
     chosen = found.argmax(dim=-1).tolist()
     names = task.label_names
     header = ["index", "label", *(f"p_{name}" for name in names)]
@@ -159,7 +159,6 @@ def parser() -> CommandParser:
         "--output", default=PREDICTIONS, help=f"the file to write (default {PREDICTIONS}; never over an existing one)"
     )
     parser.add_argument("--submission", default=None, metavar="DIR", help="also write GLUE's submission file there")
-    parser.add_argument("--batch-size", type=number_type(PositiveInt), default=32, help="pairs per batch (default 32)")
     parser.add_argument(
         "--checkpoint", default=None, help="in a run folder: best (default, else last), last, or a file name"
     )

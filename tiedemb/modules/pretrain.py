@@ -34,7 +34,7 @@ from tiedemb.training import metric_names
 from tiedemb.training.metric_names import LOG_N
 from tiedemb.training.ties import TieGuard, restore_tied_entries, tied_prefixes_of
 from tiedemb.weights.bert import encoder_problem, masked_lm_head_problem
-from tiedemb.weights.source import PretrainedWeights, load_pretrained, resolve_language_model
+from tiedemb.weights.source import PretrainedWeights, load_pretrained, resolve_architecture
 
 # The command line offers the heads registered at import; from Python the registry takes later ones too.
 HeadName = Literal[tuple(HEADS)]
@@ -158,7 +158,7 @@ class PretrainModule(TransformerModule):
         model = {**self.transformer_settings, **language_model}
         reads = pretrained is not None and self.reads_pretrained
         source = load_pretrained(pretrained, language_model=True) if reads else None
-        resolved = resolve_language_model(model, source)
+        resolved = resolve_architecture(model, source, language_model=True)
         if source is not None:
             refuse_unread_with_source({**model, **resolved}, source)
         # Recorded as the values the model is built with (in the hyperparameters the loggers get too),

@@ -67,47 +67,21 @@ def masked_lm_head_fields(activation: str) -> dict[str, Any]:
 
 
 def encoder_problem(config: TransformerConfig) -> str | None:
-    """The first setting under which BERT's embedding and encoder compute something else, or ``None``."""
+    """The first setting under which a pretrained BERT's embedding and encoder would compute something
+    else, or ``None``; the architecture settings are the BERT's own (``resolve_architecture``)."""
     if config.causal:
         return "model.objective='clm': the model attends causally, BERT's encoder attends both ways"
-    if config.position != "learned":
-        return f"model.position={config.position!r}: BERT has learned absolute positions only"
-    if config.norm_position != "post":
-        return f"model.norm_position={config.norm_position!r}: BERT normalises after each residual sum (post)"
-    if config.norm != "layernorm":
-        return f"model.norm={config.norm!r}: BERT's norms are LayerNorm"
-    if config.activation not in HIDDEN_ACTS:
-        return f"model.activation={config.activation!r} is none of BERT's activations ({', '.join(HIDDEN_ACTS)})"
-    if config.residual_init == "deepnorm":
-        return "model.residual_init='deepnorm': DeepNorm up-weights the residual stream, BERT does not"
-    if not config.embedding_norm:
-        return "model.embedding_norm=false: BERT normalises the embedding sum"
     if config.token_scale != 1.0:
         return f"model.embedding_scale={config.embedding_scale!r}: BERT adds the token vectors unscaled"
     return None
 
 
 def masked_lm_head_problem(config: TransformerConfig) -> str | None:
-    """The first setting that makes the output head other than BERT's masked-LM head, or ``None``."""
-    checks = (
-        (config.objective == "mlm", f"model.objective={config.objective!r} (BERT's head predicts masked tokens)"),
-        (config.head == "tied_orth", f"model.head={config.head!r} (BERT's head is tied_orth with its transform)"),
-        (config.head_bias, "model.head_bias=false (BERT's transform has a bias)"),
-        (
-            config.head_activation == config.activation,
-            f"model.head_activation={config.head_activation!r} (BERT's transform uses the encoder's activation, "
-            f"{config.activation!r})",
-        ),
-        (config.head_norm, "model.head_norm=false (BERT's transform ends in a LayerNorm)"),
-        (config.output_bias, "model.output_bias=false (BERT's decoder has a bias)"),
-        (
-            not config.projected,
-            f"model.embedding_dim={config.embedding_dim} with an embedding projection "
-            f"(BERT's tied decoder is hidden={config.hidden_size} wide)",
-        ),
-        (config.readout_scale == 1.0, f"model.output_scale={config.output_scale!r} (BERT's logits are unscaled)"),
-    )
-    return next((problem for fits, problem in checks if not fits), None)
+    """The setting that makes BERT's masked-LM head compute something else, or ``None``; its other
+    settings are the BERT's own (``resolve_architecture``)."""
+    if config.readout_scale != 1.0:
+        return f"model.output_scale={config.output_scale!r} (BERT's logits are unscaled)"
+    return None
 
 
 def leaf_names(modules: Mapping[str, str]) -> dict[str, str]:

@@ -1,16 +1,15 @@
 """Where training starts: a tiedemb checkpoint, BERT weights in transformers format, or nothing.
 
 ``load_pretrained`` reads a source into one neutral form (architecture fields and a state dict in
-tiedemb's names); ``resolve_architecture`` (fine-tuning) and ``resolve_language_model`` (pretraining,
-the head settings too) take the user's values where set, else the source's, and refuse a set value
-that disagrees with it.
+tiedemb's names); ``resolve_architecture`` takes the user's values where set, else the source's,
+and refuses a set value that disagrees with it.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import math
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -120,38 +119,15 @@ def config_from_hparams(hparams: Mapping[str, Any], described: str) -> Transform
 ARCHITECTURE_FIELDS = tuple(name for name in TransformerConfig.field_names_of(ARCHITECTURE) if name != "embedding_dim")
 
 
-def resolve_architecture(requested: dict[str, Any], source: PretrainedWeights | None) -> dict[str, Any]:
-    """Concrete architecture values; ``embedding_dim`` may be narrower than the source's (settled by
-    ``fit_embedding``)."""
-    resolved = resolve_fields(requested, source, ARCHITECTURE_FIELDS)
-    given_de = requested.get("embedding_dim")
-    source_de = source.fields["embedding_dim"] if source is not None else None
-    resolved["embedding_dim"] = given_de if given_de is not None else (source_de or resolved["hidden_size"])
-    return resolved
-
-
-def resolve_language_model(requested: Mapping[str, Any], source: PretrainedWeights | None) -> dict[str, Any]:
-    """Concrete architecture and head values; with a source ``embedding_dim`` is the pretrained width."""
-    resolved = resolve_fields(requested, source, (*ARCHITECTURE_FIELDS, *HEAD_SETTINGS))
-    given = requested.get("embedding_dim")
-    width = source.fields["embedding_dim"] if source is not None else given
-    if given is not None and given != width:
-        raise UserError(
-            f"model.embedding_dim={given!r} does not fit the pretrained {source.kind} {source.origin!r}, "
-            f"whose embedding_dim is {width}; pretraining continues at the pretrained width (leave "
-            "model.embedding_dim unset; GlueModule narrows it for fine-tuning)"
-        )
-    resolved["embedding_dim"] = width
-    return resolved
-
-
-def resolve_fields(
-    requested: Mapping[str, Any], source: PretrainedWeights | None, names: Iterable[str]
+def resolve_architecture(
+    requested: Mapping[str, Any], source: PretrainedWeights | None, language_model: bool = False
 ) -> dict[str, Any]:
-    """Concrete values of the ``TransformerConfig`` fields ``names``: the user's where set, else the
-    source's, else the config's default; a set value that disagrees with the source's is refused."""
+    """Concrete architecture values (and head settings, for a ``language_model``): the user's where
+    set, else the source's, else the config's default; a set value that disagrees with the source's is
+    refused. Fine-tuning may narrow ``embedding_dim`` (``fit_embedding`` settles it); pretraining
+    continues at the pretrained width."""
     resolved: dict[str, Any] = {}
-    for name in names:
+    for name in (*ARCHITECTURE_FIELDS, *(HEAD_SETTINGS if language_model else ())):
         given = requested.get(name)
         have = source.fields.get(name) if source is not None else None
         if given is None:
@@ -172,6 +148,17 @@ def resolve_fields(
                 f"whose {name} is {have!r}; {hint}"
             )
         resolved[name] = given
+    given = requested.get("embedding_dim")
+    width = source.fields["embedding_dim"] if source is not None else None
+    if given is None:
+        given = width if width is not None or language_model else resolved["hidden_size"]
+    elif language_model and width is not None and given != width:
+        raise UserError(
+            f"model.embedding_dim={given!r} does not fit the pretrained {source.kind} {source.origin!r}, "
+            f"whose embedding_dim is {width}; pretraining continues at the pretrained width (leave "
+            "model.embedding_dim unset; GlueModule narrows it for fine-tuning)"
+        )
+    resolved["embedding_dim"] = given
     return resolved
 
 
