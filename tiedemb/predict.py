@@ -13,7 +13,6 @@ from __future__ import annotations
 import argparse
 import csv
 import sys
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -22,14 +21,6 @@ from tiedemb.options import add_weights_only
 from tiedemb.training.exits import CommandParser, report_user_errors
 
 PREDICTIONS = "predictions.tsv"
-
-
-@dataclass
-class Examples:
-    """The input's rows: each example's index and its sentences, column by column."""
-
-    index: list[str]
-    texts: list[list[str]]
 
 
 def glue_task(checkpoint: dict[str, Any], origin: str):
@@ -49,8 +40,9 @@ def glue_task(checkpoint: dict[str, Any], origin: str):
     return task
 
 
-def read_examples(path: Path, task) -> Examples:
-    """The input file's examples (see the module's text for the two layouts)."""
+def read_examples(path: Path, task) -> tuple[list[str], list[list[str]]]:
+    """The input file's examples (see the module's text for the two layouts): each one's index, and
+    their sentences column by column."""
     if not path.is_file():
         raise UserError(
             f"--input {str(path)!r} {'is a folder' if path.is_dir() else 'does not exist'}; pass a .tsv file"
@@ -72,7 +64,7 @@ def read_examples(path: Path, task) -> Examples:
             short = next((number for number, row in enumerate(body, 2) if len(row) <= max(columns)), None)
             if short is not None:
                 raise UserError(f"--input {str(path)!r} line {short} has fewer fields than its header")
-            return Examples(
+            return (
                 [row[index] if index is not None else str(number) for number, row in enumerate(body)],
                 [[row[column] for row in body] for column in columns],
             )
@@ -83,17 +75,17 @@ def read_examples(path: Path, task) -> Examples:
             f"--input {str(path)!r} line {bad} has {len(rows[bad - 1])} tab-separated fields; {task.name} takes "
             f"{wanted} per row (its sentences), or a header naming {names}"
         )
-    return Examples([str(number) for number in range(len(rows))], [[row[i] for row in rows] for i in range(wanted)])
+    return [str(number) for number in range(len(rows))], [[row[i] for row in rows] for i in range(wanted)]
 
 
-def probabilities(module, tokenizer, examples: Examples, max_length: int, batch_size: int = 32):
-    """Each example's label probabilities (N, num_labels)."""
+def probabilities(module, tokenizer, texts: list[list[str]], max_length: int, batch_size: int = 32):
+    """Each example's label probabilities (N, num_labels); ``texts``: the sentences column by column."""
     import torch
 
     results = []
     with torch.no_grad():
-        for start in range(0, len(examples.index), batch_size):
-            columns = [column[start : start + batch_size] for column in examples.texts]
+        for start in range(0, len(texts[0]), batch_size):
+            columns = [column[start : start + batch_size] for column in texts]
             batch = tokenizer(
                 *columns,
                 truncation="longest_first",
@@ -118,7 +110,7 @@ def predict(args: argparse.Namespace) -> list[Path]:
     path = run_checkpoint(args.run, args.checkpoint)
     checkpoint = read_checkpoint(path, weights_only=args.weights_only)
     task = glue_task(checkpoint, str(args.run))
-    examples = read_examples(Path(args.input).expanduser(), task)
+    indices, texts = read_examples(Path(args.input).expanduser(), task)
     output = Path(args.output).expanduser()
     if output.is_dir():
         raise UserError(f"--output {str(output)!r} is a folder; pass a file name")
@@ -129,18 +121,18 @@ def predict(args: argparse.Namespace) -> list[Path]:
     max_length = int((checkpoint.get("datamodule_hyper_parameters") or {}).get("max_length") or 128)
     del checkpoint
     module = GlueModule.load_from_checkpoint(path, map_location="cpu", weights_only=args.weights_only).eval()
-    found = probabilities(module, tokenizer, examples, max_length)
+    found = probabilities(module, tokenizer, texts, max_length)
     chosen = found.argmax(dim=-1).tolist()
     names = task.label_names
     header = ["index", "label", *(f"p_{name}" for name in names)]
     rows = [
         [index, names[label], *(f"{value:.6f}" for value in row)]
-        for index, label, row in zip(examples.index, chosen, found.tolist())
+        for index, label, row in zip(indices, chosen, found.tolist())
     ]
     written = [write_tsv(output.parent, output.name, header, rows)]
     if submission is not None:
         split = "test_mismatched" if "mismatched" in Path(args.input).name else task.test_splits[0]
-        rows = zip(examples.index, chosen)
+        rows = zip(indices, chosen)
         written.append(write_predictions(submission, task.submission_files[split], task, rows))
     return written
 

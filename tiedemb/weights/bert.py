@@ -109,21 +109,15 @@ def renamed(state: Mapping[str, Tensor], names: Mapping[str, str]) -> dict[str, 
 
 def fields_from_bert_config(config: Mapping[str, Any], origin: str) -> dict[str, Any]:
     """``TransformerConfig`` field values for a BERT config (``config.json`` as a mapping)."""
-    model_type = config.get("model_type", "bert")
-    if model_type != "bert":
-        raise UserError(
-            f"pretrained model {origin!r} is a {model_type!r} model; only the BERT architecture is supported"
-        )
-    position_type = config.get("position_embedding_type", "absolute")
-    if position_type != "absolute":
-        raise UserError(
-            f"pretrained model {origin!r} uses position_embedding_type={position_type!r}; only 'absolute' is supported"
-        )
+    # What tiedemb's encoder computes, each a key's first value its transformers default: others are refused.
+    readable = {"model_type": ("bert",), "position_embedding_type": ("absolute",), "hidden_act": (*ACTIVATIONS,)}
+    for key, values in readable.items():
+        if config.get(key, values[0]) not in values:
+            raise UserError(
+                f"pretrained model {origin!r} has {key}={config[key]!r}; tiedemb reads BERT models with "
+                f"{key} {' or '.join(map(repr, values))}"
+            )
     activation = config.get("hidden_act", "gelu")
-    if activation not in ACTIVATIONS:
-        raise UserError(
-            f"pretrained model {origin!r} uses hidden_act={activation!r}; supported: {', '.join(ACTIVATIONS)}"
-        )
     return {
         "vocab_size": int(config["vocab_size"]),
         "hidden_size": int(config["hidden_size"]),
@@ -169,9 +163,9 @@ def no_progress_bars() -> Iterator[None]:
             transformers_logging.enable_progress_bar()
 
 
-def load_bert_model(name_or_path: str, origin: str, with_head: bool) -> tuple[Any, dict[str, Any]]:
-    """The transformers BERT model (``BertForMaskedLM`` when ``with_head`` and saved with that head)
-    and its loading info."""
+def read_bert(name_or_path: str, origin: str, with_head: bool = False) -> tuple[dict[str, Any], dict[str, Tensor]]:
+    """``TransformerConfig`` field values and tiedemb-named float weights of a BERT model, read through
+    transformers; ``with_head``: a model saved with BERT's masked-LM head gives that head too."""
     from transformers import AutoConfig, BertForMaskedLM, BertModel
 
     from tiedemb.training.hub import hub_access
@@ -181,24 +175,16 @@ def load_bert_model(name_or_path: str, origin: str, with_head: bool) -> tuple[An
     try:
         with no_progress_bars(), contextlib.nullcontext(True) if local else hub_access() as online:
             config = AutoConfig.from_pretrained(name_or_path)
-            fields_from_bert_config(config.to_dict(), origin)  # other architectures refused before any weights
+            fields = fields_from_bert_config(config.to_dict(), origin)  # others refused before any weights
             # Decided from the saved class, not by trying: transformers fills an absent head randomly.
             head = with_head and any(name in MLM_ARCHITECTURES for name in config.architectures or ())
-            return (BertForMaskedLM if head else BertModel).from_pretrained(name_or_path, output_loading_info=True)
+            model_class = BertForMaskedLM if head else BertModel
+            model, info = model_class.from_pretrained(name_or_path, output_loading_info=True)
     except UserError:
         raise
     except (OSError, ValueError) as error:
         where = "" if local or online else " (the hub is unreachable and it is not in the local cache)"
         raise UserError(f"could not load pretrained BERT model {origin!r}{where}: {first_line(error)}") from None
-
-
-def read_bert(name_or_path: str, origin: str, with_head: bool = False) -> tuple[dict[str, Any], dict[str, Tensor]]:
-    """``TransformerConfig`` field values and tiedemb-named float weights of a BERT model, read through
-    transformers; ``with_head``: a model saved with BERT's masked-LM head gives that head too."""
-    from transformers import BertForMaskedLM
-
-    model, info = load_bert_model(name_or_path, origin, with_head)
-    fields = fields_from_bert_config(model.config.to_dict(), origin)
     state = model.state_dict()
     # transformers fills absent weights randomly: a random pooler is left out, and any other absent
     # weight must not pass for a pretrained one.
@@ -206,11 +192,10 @@ def read_bert(name_or_path: str, origin: str, with_head: bool = False) -> tuple[
     absent = [key for key in missing if not key.startswith("pooler.")]
     if absent:
         raise UserError(
-            f"pretrained BERT model {origin!r} lacks {absent[0]!r}; it is not a complete {type(model).__name__}"
+            f"pretrained BERT model {origin!r} lacks {absent[0]!r}; it is not a complete {model_class.__name__}"
         )
     if missing:
         state = {key: value for key, value in state.items() if not key.startswith("pooler.")}
-    head = isinstance(model, BertForMaskedLM)
     if head:
         fields.update(masked_lm_head_fields(fields["activation"]))
     return fields, bert_to_tiedemb(state, fields["num_layers"], with_head=head)

@@ -37,33 +37,30 @@ class ExportPlan:
 
 
 def causal_problem(config: TransformerConfig) -> str | None:
-    """The first setting GPT-NeoX does not reproduce exactly, or ``None``."""
-    if config.norm_position != "pre":
-        return "model.norm_position='post': GPT-NeoX normalises before each branch (pre)"
-    if config.activation not in HIDDEN_ACTS:
-        return f"model.activation={config.activation!r} is none of GPT-NeoX's ({', '.join(HIDDEN_ACTS)})"
-    if config.position == "learned":
-        return "model.position='learned': GPT-NeoX has rotary positions, no position table"
-    if config.norm != "layernorm":
-        return f"model.norm={config.norm!r}: GPT-NeoX's norms are LayerNorm"
-    return head_problem(config)
-
-
-def head_problem(config: TransformerConfig) -> str | None:
-    """The first head setting that keeps the logits from being one matrix times the final state."""
+    """The first setting GPT-NeoX does not reproduce exactly, or ``None``; the head must leave the
+    logits one matrix times the final state."""
     between = "between the encoder and the output matrix cannot be multiplied into it"
-    if config.head_activation != "none":
-        return f"model.head_activation={config.head_activation!r}: an activation {between}"
-    if config.head_norm:
-        return f"model.head_norm=true: a norm {between}"
-    if config.head_bias:
-        return (
+    checks = (
+        (config.norm_position == "pre", "model.norm_position='post': GPT-NeoX normalises before each branch (pre)"),
+        (
+            config.activation in HIDDEN_ACTS,
+            f"model.activation={config.activation!r} is none of GPT-NeoX's ({', '.join(HIDDEN_ACTS)})",
+        ),
+        (config.position != "learned", "model.position='learned': GPT-NeoX has rotary positions, no position table"),
+        (config.norm == "layernorm", f"model.norm={config.norm!r}: GPT-NeoX's norms are LayerNorm"),
+        (
+            config.head_activation == "none",
+            f"model.head_activation={config.head_activation!r}: an activation {between}",
+        ),
+        (not config.head_norm, f"model.head_norm=true: a norm {between}"),
+        (
+            not config.head_bias,
             "model.head_bias=true: the head's bias becomes a vocabulary-sized output bias, and GPT-NeoX's "
-            "output layer has none"
-        )
-    if config.output_bias:
-        return "model.output_bias=true: GPT-NeoX's output layer has no bias"
-    return None
+            "output layer has none",
+        ),
+        (not config.output_bias, "model.output_bias=true: GPT-NeoX's output layer has no bias"),
+    )
+    return next((problem for fits, problem in checks if not fits), None)
 
 
 def loaded(module: nn.Module, inner: Mapping[str, Tensor], prefix: str, **extra: Tensor) -> nn.Module:

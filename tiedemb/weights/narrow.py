@@ -27,8 +27,8 @@ from tiedemb.errors import UserError
 if TYPE_CHECKING:
     from tiedemb.weights.source import PretrainedWeights
 
+#: The tables summed before the projection, which therefore share it.
 TABLES = ("embedding.token.weight", "embedding.position.weight", "embedding.segment.weight")
-"""The tables summed before the projection, which therefore share it."""
 PROJECTION = "embedding.projection.weight"
 
 
@@ -44,17 +44,11 @@ class Narrowing:
 def factorise_tables(
     tables: list[Tensor], projection: Tensor | None, rank: int, weighting: str = "balanced"
 ) -> Narrowing:
-    """Narrow embedding tables (rows, d) to width ``rank`` and the projection that lifts them.
-
-    ``projection`` is the pretrained weight (hidden, d) that follows the tables, or ``None`` when
-    they are already hidden wide. ``new_table @ new_projection.T`` is the part of
-    ``table @ projection.T`` inside the basis; ``weighting``: see the module docstring.
-    """
+    """Narrow embedding tables (rows, d) to width ``rank`` and the projection that lifts them;
+    ``projection``: the pretrained weight (hidden, d) after the tables, ``None`` when they are hidden wide."""
     originals = [table.detach().double() for table in tables]
     norms = [float(table.norm()) for table in originals]
     scale = [1.0 / norm if weighting == "balanced" and norm > 0 else 1.0 for norm in norms]
-    if not 0 < rank <= min(sum(len(table) for table in originals), originals[0].shape[1]):
-        raise ValueError(f"rank must be at least 1 and at most the tables' width and rows, got {rank}")
     # The basis V_k (d, rank): the top right singular vectors, computed in float64 for accuracy.
     stacked = torch.cat([table * factor for table, factor in zip(originals, scale)], dim=0)
     basis = torch.linalg.svd(stacked, full_matrices=False).Vh[:rank].T
@@ -73,10 +67,8 @@ def fit_embedding(
     weighting: str = "balanced",
     kept: dict[str, float] | None = None,
 ) -> dict[str, Tensor]:
-    """The source's state with its embedding at width ``embedding_dim`` (or left out when ``reinit``);
-    ``kept``, if given, receives each narrowed table's share of energy kept (``{"token": 0.63, ...}``).
-    The embedding LayerNorm is hidden-wide and is kept either way.
-    """
+    """The source's state with its embedding at width ``embedding_dim`` (or left out when ``reinit``;
+    the hidden-wide embedding norm stays); ``kept`` receives each narrowed table's share of energy kept."""
     state = dict(source.state)
     source_de = source.fields["embedding_dim"]
     if reinit:

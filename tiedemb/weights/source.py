@@ -8,7 +8,6 @@ and refuses a set value that disagrees with it.
 from __future__ import annotations
 
 import dataclasses
-import math
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -137,7 +136,7 @@ def resolve_architecture(
                 raise UserError(f"model.{name} must be set when model.pretrained is not")
             resolved[name] = value
             continue
-        if have is not None and not _same(given, have):
+        if have is not None and given != have:
             hint = (
                 "use the tokenizer the model was pretrained with (data.tokenizer)"
                 if name == "vocab_size"
@@ -160,9 +159,3 @@ def resolve_architecture(
         )
     resolved["embedding_dim"] = given
     return resolved
-
-
-def _same(given: Any, have: Any) -> bool:
-    if isinstance(given, float) or isinstance(have, float):
-        return math.isclose(float(given), float(have), rel_tol=1e-9)
-    return given == have
