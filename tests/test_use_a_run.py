@@ -109,14 +109,21 @@ def test_save_transformers_writes_a_folder_transformers_loads_beside_the_checkpo
     assert model.config.vocab_size == 300 and (folder / "transformers" / "tokenizer.json").is_file()
 
 
-def test_save_transformers_is_refused_before_training_for_a_model_no_class_holds(tmp_path, capsys):
+@pytest.mark.parametrize(
+    "settings, named",
+    [
+        (["--model.head=tied_orth", "--model.head_norm=true"], "model.head_norm=true"),
+        (["--model.objective=mlm"], "is a masked-LM model; only next-token models (model.objective=clm) export"),
+    ],
+    ids=["head-norm", "masked-lm"],
+)
+def test_save_transformers_is_refused_before_training_for_a_model_no_class_holds(settings, named, tmp_path, capsys):
     with pytest.raises(SystemExit) as exited, pytest.MonkeyPatch.context() as patch:
         patch.chdir(tmp_path)
-        cli_main(
-            ["fit", *TINY_TIED, "--model.head=tied_orth", "--model.head_norm=true", "--save_transformers=true", *QUIET]
-        )
+        cli_main(["fit", *TINY_TIED, *settings, "--save_transformers=true", *QUIET])
     assert exited.value.code == 2
-    assert capsys.readouterr().err.strip().splitlines()[-1].startswith("error: --save_transformers: ")
+    last = capsys.readouterr().err.strip().splitlines()[-1]
+    assert last.startswith("error: --save_transformers: ") and named in last
     assert not (tmp_path / "runs").exists()
 
 

@@ -29,43 +29,35 @@ CAUSAL_INPUTS = ["input_ids", "attention_mask"]
 RUNTIME_SETTINGS = {"num_proc", "num_workers", "pin_memory", "cache_dir", "encoding_errors", "compile", "peak_flops"}
 
 
-def load_run_tokenizer(name: str, vocab_size: int):
-    """The tokenizer ``--tokenizer`` names, checked to have the model's vocabulary size."""
-    from tiedemb.data.tokenizers import load_tokenizer
+def export_tokenizer(args: argparse.Namespace, checkpoint: Mapping[str, Any], vocab_size: int):
+    """The tokenizer to write: none with ``--no-tokenizer``, ``--tokenizer``'s (of the model's vocabulary
+    size), else the run's, found from the data settings its checkpoint recorded (``run_tokenizer``)."""
+    from tiedemb.data.text import run_tokenizer
+    from tiedemb.data.tokenizers import has_no_tokenizer, load_tokenizer
 
+    named = args.tokenizer
+    if args.no_tokenizer:
+        return None
+    if named is None and has_no_tokenizer(checkpoint):
+        raise UserError(
+            f"checkpoint {str(args.checkpoint)!r} was trained on the embedded synthetic corpus, which has no "
+            "tokenizer; pass --no-tokenizer to export the weights alone (token ids are the corpus's word ids), "
+            f"or --tokenizer with a tokenizer of {vocab_size} tokens"
+        )
     try:
-        tokenizer = load_tokenizer(name)
+        tokenizer = run_tokenizer(checkpoint, Path(args.checkpoint)) if named is None else load_tokenizer(named)
     except UserError as error:
+        found = first_line(error).split(". ")[0].rstrip(".")
+        failed = found if named is None else f"--tokenizer {named!r} could not be loaded ({found})"
         raise UserError(
-            f"--tokenizer {name!r} could not be loaded ({first_line(error).split('. ')[0].rstrip('.')}); "
-            "pass --tokenizer PATH_OR_NAME, or --no-tokenizer to export the weights alone"
+            f"{failed}; pass --tokenizer PATH_OR_NAME, or --no-tokenizer to export the weights alone"
         ) from None
-    if len(tokenizer) != vocab_size:
+    if named is not None and len(tokenizer) != vocab_size:
         raise UserError(
-            f"--tokenizer {name!r} has {len(tokenizer)} tokens, but the model's vocabulary has {vocab_size}; "
+            f"--tokenizer {named!r} has {len(tokenizer)} tokens, but the model's vocabulary has {vocab_size}; "
             "pass the tokenizer the model was trained with as --tokenizer"
         )
     return tokenizer
-
-
-def find_tokenizer(checkpoint: Mapping[str, Any], path: Path, origin: str):
-    """The tokenizer the run used, found from the data settings its checkpoint recorded
-    (``tiedemb.data.text.run_tokenizer``: from the folder the run started in, or the current one)."""
-    from tiedemb.data.text import run_tokenizer
-    from tiedemb.data.tokenizers import has_no_tokenizer
-
-    if has_no_tokenizer(checkpoint):
-        vocab_size = (checkpoint.get("hyper_parameters") or {}).get("vocab_size")
-        raise UserError(
-            f"checkpoint {origin!r} was trained on the embedded synthetic corpus, which has no tokenizer; "
-            "pass --no-tokenizer to export the weights alone (token ids are the corpus's word ids), or "
-            f"--tokenizer with a tokenizer of {vocab_size} tokens"
-        )
-    try:
-        return run_tokenizer(checkpoint, path)
-    except UserError as error:
-        found = first_line(error).split(". ")[0].rstrip(".")
-        raise UserError(f"{found}; pass --tokenizer PATH_OR_NAME, or --no-tokenizer") from None
 
 
 def build_model(plan: ExportPlan):
@@ -157,12 +149,7 @@ def export(args: argparse.Namespace) -> None:
     if kind is None:
         raise UserError(f"checkpoint {origin!r} is neither a GlueModule's nor a PretrainModule's (no model weights)")
     plan = plan_export(dict(checkpoint.get("hyper_parameters") or {}), checkpoint["state_dict"], kind, origin)
-    if args.no_tokenizer:
-        tokenizer = None
-    elif args.tokenizer is not None:
-        tokenizer = load_run_tokenizer(args.tokenizer, int(plan.config["vocab_size"]))
-    else:
-        tokenizer = find_tokenizer(checkpoint, Path(args.checkpoint), origin)
+    tokenizer = export_tokenizer(args, checkpoint, int(plan.config["vocab_size"]))
     if tokenizer is not None:  # generation stops at eos; GPT-NeoX's forward takes no token types
         eos = tokenizer.eos_token_id if tokenizer.eos_token_id is not None else tokenizer.sep_token_id
         plan.config.update(bos_token_id=tokenizer.bos_token_id, eos_token_id=eos)
