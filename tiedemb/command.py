@@ -31,7 +31,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
         "tiedemb.rate_report",
         "each variant at the learning rate a fixed rule picks: the picks and the claims at every rate",
     ),
-    "export": ("tiedemb.export", "a checkpoint as a transformers model folder (BERT or GPT-NeoX)"),
+    "export": ("tiedemb.export", "a next-token checkpoint as a transformers model folder (GPT-NeoX)"),
     "data": ("tiedemb.data_command", "fetch the studies' text, GLUE and tokenizer into data/ (data prepare NAME ...)"),
 }
 LIGHTNING_SUBCOMMANDS = {name for name, (module, _) in COMMANDS.items() if module == "tiedemb.cli"}
