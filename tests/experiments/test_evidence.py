@@ -100,7 +100,7 @@ def read(path):
 
 
 def test_the_report_decides_the_claims_from_paired_differences(sweep_folder):
-    report = build_report(sweep_folder, wandb=False, echo=lambda _: None).read_text()
+    report = build_report(sweep_folder, echo=lambda _: None).read_text()
     claims = {row["level"]: row for row in read(sweep_folder / "claims.csv")}
     # slow reaches unigram - 1 = 6.0 at step 250 (+ 3 per seed) against ref's 150: +100 steps, exactly
     assert claims["slow"]["verdict"] == "holds" and claims["slow"]["difference"].startswith("+100")
@@ -111,7 +111,7 @@ def test_the_report_decides_the_claims_from_paired_differences(sweep_folder):
 
 
 def test_every_run_has_its_metrics_and_its_curve_in_csv(sweep_folder):
-    build_report(sweep_folder, wandb=False, echo=lambda _: None)
+    build_report(sweep_folder, echo=lambda _: None)
     runs = read(sweep_folder / "run_metrics.csv")
     assert len(runs) == 12
     ref0 = next(row for row in runs if row["run"] == "clm/variant=ref,seed=0")
@@ -125,7 +125,7 @@ def test_every_run_has_its_metrics_and_its_curve_in_csv(sweep_folder):
 
 
 def test_a_level_that_never_reaches_the_target_is_said_so(sweep_folder):
-    build_report(sweep_folder, wandb=False, echo=lambda _: None)
+    build_report(sweep_folder, echo=lambda _: None)
     convergence = {row["variant"]: row for row in read(sweep_folder / "convergence.csv")}
     assert convergence["worse"]["steps to unigram - 1"] == "never"  # ends at 6.2, above unigram - 1
     # 6.5 is crossed between step 100 (7.5 - (100 - shift) / 100) and step 150 (the floor, 6.2), by hand:
@@ -135,7 +135,7 @@ def test_a_level_that_never_reaches_the_target_is_said_so(sweep_folder):
 
 
 def test_parameters_and_training_flops_stand_beside_the_losses(sweep_folder):
-    build_report(sweep_folder, wandb=False, echo=lambda _: None)
+    build_report(sweep_folder, echo=lambda _: None)
     convergence = {row["variant"]: row for row in read(sweep_folder / "convergence.csv")}
     assert float(convergence["ref"]["params (M)"]) == pytest.approx(1000 / 1e6)
     # 5e11 FLOPs a batch times the 500 steps of the last evaluation: 2.5e14 FLOPs, 0.25 PFLOP
@@ -158,7 +158,7 @@ def test_runs_of_different_tokenizers_are_never_paired(sweep_folder):
         _set_fingerprint(folder, "aaaa")
     # seed 1 of "worse" read another tokenizer: its pair with ref's seed 1 is left out, by name
     _set_fingerprint(cells / "variant=worse,seed=1", "bbbb")
-    build_report(sweep_folder, wandb=False, echo=lambda _: None)
+    build_report(sweep_folder, echo=lambda _: None)
     differences = {row["variant"]: row for row in read(sweep_folder / "paired_differences.csv")}
     assert "(n = 2)" in differences["worse"]["Δ final val loss"]
     assert "(n = 3)" in differences["same"]["Δ final val loss"]
@@ -176,7 +176,7 @@ def test_runs_of_different_tokenizers_are_never_paired(sweep_folder):
 def test_runs_of_one_tokenizer_are_all_paired(sweep_folder):
     for folder in (sweep_folder / "clm").iterdir():
         _set_fingerprint(folder, "aaaa")
-    report = build_report(sweep_folder, wandb=False, echo=lambda _: None).read_text()
+    report = build_report(sweep_folder, echo=lambda _: None).read_text()
     differences = {row["variant"]: row for row in read(sweep_folder / "paired_differences.csv")}
     assert all("(n = 3)" in row["Δ final val loss"] for row in differences.values())
     assert "tokenizer fingerprints differ" not in report

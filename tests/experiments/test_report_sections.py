@@ -52,7 +52,7 @@ def test_a_new_study_is_one_sweep_file_and_its_report_has_the_sections_it_declar
     for cell in sweep.cells:  # each cell's run, as the sweep would leave it
         final = FINAL[cell.labels["variant"]] + 0.01 * int(cell.labels["seed"])
         make_cell(out, cell.study, cell.labels, pretrain_metrics(9.0, 9.0, {10: 7.0, 20: final}))
-    build_report(out, wandb=False, echo=lambda _: None)
+    build_report(out, echo=lambda _: None)
 
     text = (out / "report.md").read_text(encoding="utf-8")
     headings = [line for line in text.splitlines() if line.startswith("#")]
@@ -81,7 +81,7 @@ def test_a_sweep_file_without_a_report_gets_every_section_that_needs_no_width_an
     write_manifest(sweep, out)
     for cell in sweep.cells:
         make_cell(out, cell.study, cell.labels, pretrain_metrics(9.0, 9.0, {10: 7.0, 20: 5.0}))
-    build_report(out, wandb=False, echo=lambda _: None)
+    build_report(out, echo=lambda _: None)
     text = (out / "report.md").read_text(encoding="utf-8")
     chapters = [line for line in text.splitlines() if line.startswith("## ")]
     assert chapters[1:] == [

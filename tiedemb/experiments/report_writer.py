@@ -1,7 +1,6 @@
 """The report of a folder of runs, written into the folder, each file atomically: ``report.md``, the
 tables (one CSV each) and figures of the sections the sweep file declares (``sections.py``), what
-every report writes (``runs.csv``, ``run_metrics.csv``, ``curves.csv``, ``configs/<run>.yaml``), and
-one W&B run (job type ``report``) with the tables and figures.
+every report writes (``runs.csv``, ``run_metrics.csv``, ``curves.csv``, ``configs/<run>.yaml``).
 """
 
 from __future__ import annotations
@@ -20,10 +19,8 @@ from tiedemb.experiments.claims import Analysis, parse_analysis
 from tiedemb.experiments.runs import Run, find_runs
 from tiedemb.experiments.sections import EVIDENCE_HEADING, Inputs, Part, build_parts, default_report, parse_report
 from tiedemb.training.files import atomic_write_text
-from tiedemb.training.wandb_mode import choose_wandb_mode
 
 REPORT_FILE = "report.md"
-WANDB_DIR = ".report"  # hidden: the report's own W&B run is never read back as a run
 
 
 def format_value(value: Any, digits: int = 3) -> str:
@@ -129,7 +126,7 @@ def study_analysis(manifest: dict[str, Any], echo: Callable[[str], None]) -> Ana
         return None
 
 
-def build_report(root: str | Path, wandb: bool = True, echo: Callable[[str], None] = print) -> Path:
+def build_report(root: str | Path, echo: Callable[[str], None] = print) -> Path:
     """Write every report file into ``root``; return the path of ``report.md``."""
     root = Path(root)
     if not root.is_dir():
@@ -159,9 +156,6 @@ def build_report(root: str | Path, wandb: bool = True, echo: Callable[[str], Non
     write_run_configs(runs, root)
     text = render_markdown(root, manifest, runs, parts, evidence.seed_statement(runs))
     atomic_write_text(root / REPORT_FILE, text)
-    if wandb:
-        images = [path for part in parts for _, path in part.figures if path is not None]
-        log_report_to_wandb(root, manifest, [*tables, always[0]], images, echo)
     return root / REPORT_FILE
 
 
@@ -224,51 +218,3 @@ def render_markdown(
         "",
     ]
     return "\n".join(lines)
-
-
-def log_report_to_wandb(
-    root: Path,
-    manifest: dict[str, Any],
-    tables: list[Table],
-    images: list[Path],
-    echo: Callable[[str], None],
-) -> None:
-    """The tables and figures as one W&B run (job type ``report``), online or offline as a training
-    run would be (``choose_wandb_mode``); W&B draws the curves itself from the training runs."""
-    try:
-        import wandb
-    except ImportError:
-        echo("note: wandb is not installed; the report is not logged to W&B")
-        return
-    choose_wandb_mode()
-    settings = manifest.get("wandb") or {}
-    folder = root / WANDB_DIR
-    folder.mkdir(exist_ok=True)
-    name = manifest.get("name") or root.name
-    run = wandb.init(
-        project=settings.get("project", "tiedemb"),
-        entity=settings.get("entity"),
-        group=name,
-        job_type="report",
-        name=f"{name} report",
-        tags=[f"experiment={name}", "report"],
-        dir=str(folder),
-        reinit="finish_previous",
-        # a busy machine can take longer than the default 90 s to start W&B's service
-        settings=wandb.Settings(init_timeout=300),
-    )
-    try:
-        for table in tables:
-            columns, rows = flat_rows(table)
-            run.log(
-                {f"report/{table.name}": wandb.Table(columns=columns, data=[[_plain(v) for v in row] for row in rows])}
-            )
-        run.log({f"report/{path.stem}": wandb.Image(str(path)) for path in images})
-    finally:
-        run.finish()
-    where = f" (offline: `wandb sync {folder}/wandb/offline-run-*`)" if run.offline else ""
-    echo(f"logged the tables and figures to W&B run {run.id} under {folder}{where}")
-
-
-def _plain(value: Any) -> Any:
-    return value if value is None or isinstance(value, (int, float, str)) else str(value)
