@@ -1,6 +1,6 @@
 """``python -m tiedemb.report DIR``: tables, figures and report.md from a folder of runs.
 
-The logic lives in ``tiedemb.experiments.report_writer``; the files it writes are listed there.
+The files written: ``tiedemb.experiments.report_writer``.
 """
 
 from __future__ import annotations

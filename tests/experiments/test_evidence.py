@@ -64,12 +64,7 @@ def sweep_folder(tmp_path):
         for seed in range(3):
             metrics = pretrain_metrics(9.0, 9.0, curve(shift + 3 * seed, end + 0.001 * seed * (variant == "same"), 0))
             metrics |= {"data/unigram_loss": {0: UNIGRAM}, "data/bigram_loss": {0: 6.8}}
-            # 2e12 FLOP/s at 4 batches/s: 5e11 FLOPs a batch; the slow variant is 500 parameters bigger
-            metrics |= {
-                "params/total": {0: 1000.0 + 500 * (variant == "slow")},
-                "train/device/flops_per_sec": {480: 2e12},
-                "train/device/batches_per_sec": {480: 4.0},
-            }
+            metrics |= {"params/total": {0: 1000.0 + 500 * (variant == "slow")}}  # slow: 500 parameters more
             folder = make_cell(
                 root,
                 "clm",
@@ -106,7 +101,6 @@ def test_the_report_decides_the_claims_from_paired_differences(sweep_folder):
     assert claims["slow"]["verdict"] == "holds" and claims["slow"]["difference"].startswith("+100")
     assert claims["same"]["verdict"] == "holds"  # ends 0.01-0.012 above ref, inside ±0.05
     assert claims["worse"]["verdict"] == "does not hold"  # 0.6 above ref
-    assert "A seed set the initialisation, the training order and the training masks together" in report
     assert "/somewhere/on/one/machine" not in report  # no machine-local path in a report others read
 
 
@@ -134,15 +128,11 @@ def test_a_level_that_never_reaches_the_target_is_said_so(sweep_folder):
     assert convergence["worse"]["steps to unigram - 0.5"] == f"{mean:.0f} ± {statistics.stdev(crossings):.0f}"
 
 
-def test_parameters_and_training_flops_stand_beside_the_losses(sweep_folder):
+def test_parameters_stand_beside_the_losses(sweep_folder):
     build_report(sweep_folder, echo=lambda _: None)
     convergence = {row["variant"]: row for row in read(sweep_folder / "convergence.csv")}
     assert float(convergence["ref"]["params (M)"]) == pytest.approx(1000 / 1e6)
-    # 5e11 FLOPs a batch times the 500 steps of the last evaluation: 2.5e14 FLOPs, 0.25 PFLOP
-    assert float(convergence["ref"]["training PFLOP"]) == pytest.approx(0.25)
-    differences = {row["variant"]: row for row in read(sweep_folder / "paired_differences.csv")}
-    assert float(differences["slow"]["Δ params (M)"]) == pytest.approx(500 / 1e6)
-    assert float(differences["same"]["Δ params (M)"]) == 0.0
+    assert float(convergence["slow"]["params (M)"]) == pytest.approx(1500 / 1e6)
 
 
 def _set_fingerprint(folder, fingerprint):

@@ -52,22 +52,22 @@ def runs_folder(tmp_path):
 def test_report_writes_tables_plots_and_lists_failed_runs(runs_folder):
     path = build_report(runs_folder, echo=lambda _: None)
     text = path.read_text()
-    assert "## 1. Tied embeddings" in text and "## 2. Embedding dimension" in text
-    assert "| tied | 64 | 2 | 15.100 ± 0.141 | 15.000 ± 0.000 |" in text  # seeds 0 and 1 only
+    assert "### Convergence" in text and "## 1. Embedding dimension" in text
+    assert "| tied | tied, d_e=64 | 2 | 15.100 ± 0.141 | 15.000 ± 0.000 |" in text  # seeds 0 and 1 only
     # best evaluation (step 7) of each seed: 71% and 73%
     assert "| 32 | 2 | 2.00 | 1.00 | 50.0 | 72.00 ± 1.41 | 81.00 ± 0.00 |" in text
-    failed = text.split("## 3. Runs not averaged", 1)[1]
+    failed = text.split("## 2. Runs not averaged", 1)[1]
     assert "tied/variant=tied,d_e=64,seed=2 | failed | error: the training loss became nan" in failed
     for name in ("loss_curves.png", "dev_score_vs_de.png"):
         assert (runs_folder / name).read_bytes().startswith(PNG_SIGNATURE)
         assert f"]({name})" in text
-    with open(runs_folder / "tied_embeddings.csv", newline="") as handle:
+    with open(runs_folder / "convergence.csv", newline="") as handle:
         rows = list(csv.DictReader(handle))
-    tied = next(row for row in rows if row["variant"] == "tied")
+    tied = next(row for row in rows if row["variant"] == "tied, d_e=64")
     assert float(tied["initial loss mean"]) == pytest.approx(15.1) and tied["initial loss n"] == "2"
-    with open(runs_folder / "runs.csv", newline="") as handle:
-        states = {row["run"]: (row["state"], row["averaged"]) for row in csv.DictReader(handle)}
-    assert states["tied/variant=tied,d_e=64,seed=2"] == ("failed", "no")
+    with open(runs_folder / "run_metrics.csv", newline="") as handle:
+        states = {row["run"]: row["state"] for row in csv.DictReader(handle)}
+    assert states["tied/variant=tied,d_e=64,seed=2"] == "failed"
     assert not list(runs_folder.glob(".*.partial"))  # nothing half-written left behind
 
 
@@ -108,7 +108,7 @@ def test_report_without_matplotlib_writes_its_tables_and_says_why_no_figures(run
     monkeypatch.setattr(builtins, "__import__", no_matplotlib)
     notes: list[str] = []
     path = build_report(runs_folder, echo=notes.append)
-    assert "## 1. Tied embeddings" in path.read_text() and (runs_folder / "tied_embeddings.csv").is_file()
+    assert "### Convergence" in path.read_text() and (runs_folder / "convergence.csv").is_file()
     assert not list(runs_folder.glob("*.png"))
     assert any("matplotlib is not installed" in note and "tiedemb[report]" in note for note in notes)
 
@@ -157,7 +157,7 @@ def test_the_versions_of_a_resumed_plain_run_are_one_run(tmp_path):
     assert first.series("val/loss") == [(9, 5.0), (19, 4.0)] and first.first("init/loss") == 15.0
     text = build_report(tmp_path, echo=lambda _: None).read_text()
     assert "runs: 2 (2 finished); averaged: 2" in text
-    assert "| tied | 64 | 2 | 15.250 ± 0.354 |" in text  # two runs, not three
+    assert "| tied, d_e=64 | 2 | 15.250 ± 0.354 |" in text  # two runs, not three
 
 
 def test_a_run_whose_process_ended_without_a_word_is_lost_not_running(tmp_path):

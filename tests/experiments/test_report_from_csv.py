@@ -16,7 +16,7 @@ from tiedemb.experiments.runs import find_runs
 from tiedemb.experiments.sweep_file import load_sweep
 
 CONFIGS = Path(__file__).resolve().parents[2] / "configs"
-TABLES = ("tied_embeddings.csv", "runs.csv", "run_metrics.csv", "curves.csv", "convergence.csv", "baselines.csv")
+TABLES = ("run_metrics.csv", "curves.csv", "convergence.csv", "baselines.csv")
 
 
 def tables(folder: Path) -> dict[str, str]:
@@ -92,5 +92,5 @@ def test_the_report_of_a_sweep_gives_the_same_tables_from_its_csv_alone(tmp_path
     without_wandb(monkeypatch)
     build_report(csv_only, echo=lambda _: None)
     assert tables(csv_only) == tables(with_wandb)
-    runs = {row.split(",")[0] for row in tables(csv_only)["runs.csv"].splitlines()[1:]}
+    runs = {row.split(",")[0] for row in tables(csv_only)["run_metrics.csv"].splitlines()[1:]}
     assert runs == {"t/variant=tied", "t/variant=untied"}

@@ -11,6 +11,7 @@ import pytest
 import yaml
 from run_folders import make_cell, pretrain_metrics
 
+from tiedemb.errors import UserError
 from tiedemb.experiments import layout, plots
 from tiedemb.experiments.evidence import collect
 from tiedemb.experiments.report_writer import build_report
@@ -98,10 +99,9 @@ def test_the_report_sets_the_three_tables_beside_the_source(width_sweep):
     saved = {row["d_e"]: row for row in read(width_sweep / "width_parameters.csv")}
     assert float(saved["64"]["saved (M)"]) == pytest.approx(8000 * 64 / 1e6, abs=1e-3)
     assert saved["64"]["loss lost (nats)"].startswith("+0.005")
-    assert float(saved["64"]["nats per M saved"]) == pytest.approx(0.005 / 0.512, rel=1e-2)
     assert "768 → 384 saves about 12M parameters" in saved["64"]["source"]
     assert saved["128"]["loss lost (nats)"] == "reference"
-    if plots.available():
+    if plots.pyplot() is not None:
         assert (width_sweep / "gap_to_full_width.png").stat().st_size > 0
         assert "(gap_to_full_width.png)" in report
 
@@ -126,12 +126,13 @@ def test_the_control_table_states_tied_minus_untied_at_each_width_both_ran(width
     assert {row["d_e"] for row in read(width_sweep / "width_parameters.csv")} == {str(d_e) for d_e in FINAL}
 
 
-def test_a_sweep_without_a_common_target_gets_no_width_tables(width_sweep):
+def test_width_sections_without_a_common_target_are_refused_before_anything_is_written(width_sweep):
     manifest = layout.read_json(width_sweep / layout.MANIFEST_FILE)
     manifest["analysis"] = {key: value for key, value in ANALYSIS.items() if key != "common_target"}
     layout.write_json(width_sweep / layout.MANIFEST_FILE, manifest)
-    build_report(width_sweep, echo=lambda _: None)
-    assert not (width_sweep / "width_gains.csv").exists() and not (width_sweep / "gap_to_full_width.png").exists()
+    with pytest.raises(UserError, match="width_control compares widths at analysis.common_target"):
+        build_report(width_sweep, echo=lambda _: None)
+    assert not list(width_sweep.glob("*.csv")) and not (width_sweep / "report.md").exists()
 
 
 def test_width_steps_leave_out_seeds_of_another_tokenizer(width_sweep):
@@ -142,23 +143,6 @@ def test_width_steps_leave_out_seeds_of_another_tokenizer(width_sweep):
     assert "(n = 2)" in gains["21 → 43"]["gain (nats)"] and "(n = 3)" in gains["43 → 64"]["gain (nats)"]
     cost = {row["d_e"]: row for row in read(width_sweep / "width_convergence_cost.csv")}
     assert "(n = 2" in cost["21"]["ratio to full width"]
-
-
-def test_a_downstream_claim_needs_the_full_width_above_the_majority_by_more_than_the_mde():
-    from tiedemb.experiments.aggregate import Stat, Table
-    from tiedemb.experiments.width_study import downstream_notes
-
-    def dims(full_score: float) -> Table:
-        rows = [
-            {"d_e": d_e, "MRPC acc": Stat(score, 1.0, 3), "MRPC acc majority": 68.4, "MRPC acc MDE": 2.2}
-            for d_e, score in ((21, 69.4), (128, full_score))
-        ]
-        return Table(name="embedding_dim", title="", columns=["d_e", "MRPC acc"], rows=rows)
-
-    (noise,) = downstream_notes(dims(70.5))  # +2.1 over the majority: within the MDE of 2.2
-    assert noise.startswith("no downstream signal at this scale: MRPC acc at d_e 128 is +2.1 points")
-    (signal,) = downstream_notes(dims(75.0))
-    assert signal.startswith("downstream signal: MRPC acc at d_e 128 beats the majority class by 6.6 points")
 
 
 def test_the_gap_interpolates_the_full_width_between_its_evaluations():

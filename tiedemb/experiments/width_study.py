@@ -9,7 +9,6 @@ units, matched by the share d_e / hidden.
 
 from __future__ import annotations
 
-import math
 import statistics
 from collections.abc import Iterator, Mapping, Sequence
 from fractions import Fraction
@@ -80,11 +79,8 @@ def gap_curves(numbers: Numbers, analysis: Analysis) -> dict[str, dict[str, list
     """study -> level -> [(step, mean gap, lowest seed's, highest seed's)], the gap to the reference
     over the seeds both ran (and whose tokenizers agree), at the steps every such seed evaluated."""
     curves: dict[str, dict[str, list[tuple[int, float, float, float]]]] = {}
-    for study, levels in numbers.items():
-        reference = levels.get(analysis.reference)
-        if reference is None:
-            continue
-        for _, level in ladder(levels, analysis.reference):
+    for study, levels, reference, widths, _ in _ladders(numbers, analysis):
+        for _, level in widths:
             if level == analysis.reference:
                 continue
             per_seed = [
@@ -282,9 +278,6 @@ def parameters_table(numbers: Numbers, analysis: Analysis) -> Table:
                     "saved (M)": saved,
                     "saved (%)": None if saved is None or not full_params else 100 * saved * 1e6 / full_params,
                     "loss lost (nats)": lost.format(3) if lost is not None else "reference",
-                    "nats per M saved": (
-                        lost.mean / saved if lost is not None and saved and math.isfinite(lost.mean) else None
-                    ),
                     "source": f"768 → {source} {SOURCE_SAVING[source]}" if source in SOURCE_SAVING else "",
                 }
             )
@@ -299,7 +292,7 @@ def parameters_table(numbers: Numbers, analysis: Analysis) -> Table:
         title="(c) Parameters saved against loss lost, per width",
         rows=rows,
         notes=notes,
-        digits={"d_e": 0, "params (M)": 3, "saved (M)": 3, "saved (%)": 1, "nats per M saved": 3},
+        digits={"d_e": 0, "params (M)": 3, "saved (M)": 3, "saved (%)": 1},
     )
 
 
@@ -331,36 +324,3 @@ def control_table(numbers: Numbers, analysis: Analysis) -> Table:
         notes=notes,
         digits={"d_e": 0},
     )
-
-
-# --------------------------------------------------------------------------- downstream
-
-
-def downstream_notes(dims: Table) -> list[str]:
-    """Per route and main score of the embedding-dimension table: whether its widest row beats the
-    majority class by more than the minimum detectable effect (MDE), which a downstream claim needs."""
-    from tiedemb.experiments.aggregate import Stat, majority_column, mde_column
-
-    notes = []
-    routes: dict[str, list[dict[str, Any]]] = {}
-    for row in dims.rows:
-        routes.setdefault(str(row.get("route", "")), []).append(row)
-    for route, rows in routes.items():
-        widest = max(rows, key=lambda row: row["d_e"])
-        for column in dims.columns:
-            score, floor, mde = widest.get(column), widest.get(majority_column(column)), widest.get(mde_column(column))
-            if not isinstance(score, Stat) or floor is None or mde is None:
-                continue
-            margin = score.mean - floor
-            where = f"{route + ', ' if route else ''}{column} at d_e {widest['d_e']}"
-            if margin > mde:
-                notes.append(
-                    f"downstream signal: {where} beats the majority class by {margin:.1f} points, more than "
-                    f"the MDE of {mde:.1f}: differences between widths larger than the MDE may be claimed"
-                )
-            else:
-                notes.append(
-                    f"no downstream signal at this scale: {where} is {margin:+.1f} points from the majority "
-                    f"class ({floor:.1f}), within the MDE of {mde:.1f}; no downstream claim is made"
-                )
-    return notes
