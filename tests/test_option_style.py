@@ -14,7 +14,6 @@ OWN_COMMANDS = sorted(name for name in COMMANDS if name not in LIGHTNING_SUBCOMM
 #: command -> (its required arguments, options of more than one word as --help shows them)
 SPELLED = {
     "sweep": (["s.yaml", "--out", "o"], ["--dry-run"]),
-    "report": (["folder"], ["--no-wandb"]),
     "export": (["run.ckpt", "out"], ["--no-tokenizer", "--weights-only", "false"]),
 }
 

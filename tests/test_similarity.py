@@ -168,7 +168,7 @@ def test_a_sweep_study_runs_the_probe_and_the_report_tables_it(tmp_path, probe_i
     from tiedemb.sweep import main as run_sweep
 
     assert run_sweep([str(sweep), "--out", str(tmp_path / "out")]) == 0
-    assert report([str(tmp_path / "out"), "--no-wandb"]) == 0
+    assert report([str(tmp_path / "out")]) == 0
     rows = {row["d_e"]: row for row in csv.DictReader(open(tmp_path / "out" / "zero_shot.csv"))}
     assert set(rows) == {"16", "48"} and float(rows["16"]["ROC-AUC"]) == pytest.approx(1.0, abs=1e-6)
     assert rows["48"]["kept token"] == ""  # not narrowed at the source's own width

@@ -1,8 +1,6 @@
 """``python -m tiedemb.rate_report``: a study with each variant at its own learning rate.
 
-Reads the run tables ``tiedemb report`` wrote (``run_metrics.csv``) for the tuning and the verdict
-runs, applies the protocol's rule to pick each variant's rate, and decides the claims at the tuned
-rates and at every shared rate (tiedemb.experiments.rate_study).
+The rule and the files written: ``tiedemb.experiments.rate_study``.
 """
 
 from __future__ import annotations

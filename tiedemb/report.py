@@ -1,6 +1,6 @@
 """``python -m tiedemb.report DIR``: tables, figures and report.md from a folder of runs.
 
-The logic lives in ``tiedemb.experiments.report_writer``; the files it writes are listed there.
+The files written: ``tiedemb.experiments.report_writer``.
 """
 
 from __future__ import annotations
@@ -14,7 +14,6 @@ from tiedemb.training.exits import CommandParser, report_user_errors
 def parser() -> CommandParser:
     parser = CommandParser(prog="tiedemb report", description=__doc__.split("\n\n")[0])
     parser.add_argument("folder", type=Path, help="a sweep's --out folder, or any folder of runs")
-    parser.add_argument("--no-wandb", action="store_true", help="do not log the report to W&B")
     return parser
 
 
@@ -22,7 +21,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser().parse_args(argv)
     from tiedemb.experiments.report_writer import build_report
 
-    path = report_user_errors(lambda: build_report(args.folder, wandb=not args.no_wandb))
+    path = report_user_errors(lambda: build_report(args.folder))
     if isinstance(path, int):  # the exit status of a user error, already reported
         return path
     print(f"wrote {path}")

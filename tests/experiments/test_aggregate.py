@@ -8,15 +8,8 @@ import statistics
 import pytest
 from run_folders import glue_metrics, make_cell, pretrain_metrics
 
-from tiedemb.experiments.aggregate import (
-    Stat,
-    default_fixed_steps,
-    dev_scores,
-    embedding_dim_table,
-    summarise,
-    tied_table,
-)
-from tiedemb.experiments.claims import detectable_difference
+from tiedemb.experiments.aggregate import Stat, dev_scores, embedding_dim_table, summarise
+from tiedemb.experiments.evidence import collect, convergence_table
 from tiedemb.experiments.runs import find_runs
 
 
@@ -60,30 +53,19 @@ def pretraining_folder(tmp_path):
     return tmp_path
 
 
-def test_tied_table_gives_exact_means_and_stds_over_finished_seeds(pretraining_folder):
+def test_the_convergence_table_gives_exact_means_and_stds_over_finished_seeds(pretraining_folder):
     runs = find_runs(pretraining_folder)
     assert len(runs) == 6 and sum(run.ok for run in runs) == 5
-    table = tied_table(runs)
-    rows = {row["variant"]: row for row in table.rows}
+    rows = {row["variant"]: row for row in convergence_table(collect(runs, None), None).rows}
     tied, untied = rows["tied"], rows["untied"]
     assert tied["seeds"] == 3 and untied["seeds"] == 2  # the failed seed is not averaged
     assert tied["initial loss"].mean == pytest.approx(15.0)
     assert tied["initial loss"].std == pytest.approx(statistics.stdev([15.0, 16.0, 14.0]))
     assert untied["initial loss"].mean == pytest.approx(6.2)
     assert untied["initial loss"].std == pytest.approx(statistics.stdev([6.1, 6.3]))
-    assert tied["predicted"] == Stat(15.4, 0.0, 3) and tied["ln n"].mean == 6.0
+    assert tied["predicted"] == Stat(15.4, 0.0, 3)
     assert tied["final val loss"].mean == pytest.approx((4.0 + 4.5 + 3.9) / 3)
     assert tied["final val loss"].std == pytest.approx(statistics.stdev([4.0, 4.5, 3.9]))
-    assert tied["val loss @ step 9"].mean == pytest.approx(6.0)
-    assert tied["val loss @ step 19"].std == pytest.approx(statistics.stdev([5.0, 5.5, 4.5]))
-    assert "variant" in table.columns and "study" not in table.columns
-
-
-def test_default_steps_come_from_what_every_run_logged(pretraining_folder):
-    runs = [run for run in find_runs(pretraining_folder) if run.ok]
-    assert default_fixed_steps(runs) == [9, 19]  # the common steps but the last
-    table = tied_table(runs)
-    assert "final val loss" in table.columns and "val loss @ step 9" in table.columns
 
 
 @pytest.fixture
@@ -130,7 +112,7 @@ def test_dev_scores_are_read_at_the_best_main_metric(glue_folder):
     assert scores["accuracy"] == 0.79 and scores["f1"] == 0.87  # step 5, where accuracy peaked
 
 
-def test_embedding_dim_table_gives_exact_means_stds_and_points_per_million(glue_folder):
+def test_embedding_dim_table_gives_exact_means_and_stds(glue_folder):
     table = embedding_dim_table(find_runs(glue_folder))
     small, large = table.rows
     assert (small["d_e"], large["d_e"]) == (128, 256)
@@ -138,27 +120,7 @@ def test_embedding_dim_table_gives_exact_means_stds_and_points_per_million(glue_
     assert small["MRPC acc"].std == pytest.approx(100 * statistics.stdev([0.80, 0.79]))
     assert large["MRPC acc"].mean == pytest.approx(100 * (0.83 + 0.84) / 2)  # the first best of seed 1 is step 3
     assert large["MRPC F1"].mean == pytest.approx(100 * (0.89 + 0.90) / 2)
-    assert small["epochs to converge (MRPC)"].mean == pytest.approx(2.0)
-    assert small["epochs to converge (MRPC)"].std == pytest.approx(statistics.stdev([1.5, 2.5]))
     assert small["total params (M)"] == pytest.approx(10.0) and small["embedding share (%)"] == pytest.approx(20.0)
-    assert small["pts per M params"] is None
-    assert large["pts per M params"] == pytest.approx((83.5 - 79.5) / 2.0)
-
-
-def test_the_minimum_detectable_difference_takes_t_quantiles_from_the_tables():
-    # Student's t table: t_0.975 = 2.776 and t_0.80 = 0.941 at 4 degrees of freedom (two levels x 3 seeds)
-    assert detectable_difference(1.0, 3, 4, groups=2) == pytest.approx((2.776 + 0.941) * math.sqrt(2 / 3), abs=2e-3)
-    # 8 degrees of freedom (two levels x 5 seeds): 2.306 and 0.889
-    assert detectable_difference(2.0, 5, 8, groups=2) == pytest.approx(
-        (2.306 + 0.889) * 2.0 * math.sqrt(2 / 5), abs=2e-3
-    )
-
-
-def test_each_width_states_the_difference_its_seeds_could_detect(glue_folder):
-    small, large = embedding_dim_table(find_runs(glue_folder)).rows
-    pooled = math.sqrt((statistics.variance([80.0, 79.0]) + statistics.variance([83.0, 84.0])) / 2)  # df = 2
-    expected = detectable_difference(pooled, 2, 2, groups=2)
-    assert small["MRPC acc MDE"] == pytest.approx(expected) and large["MRPC acc MDE"] == pytest.approx(expected)
 
 
 def test_confidence_interval_uses_students_t():

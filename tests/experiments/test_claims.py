@@ -17,12 +17,10 @@ from tiedemb.experiments.claims import (
     UNDECIDED_AFTER_HOLM,
     Difference,
     claim_p_value,
-    decision_gap,
     holm,
     holm_verdict,
     paired_difference,
     parse_analysis,
-    seeds_needed,
     steps_to_target,
     verdict,
 )
@@ -116,36 +114,6 @@ def test_holm_adjusts_step_down_on_hand_made_p_values():
     assert holm_verdict(HOLDS, 0.03) == UNDECIDED_AFTER_HOLM  # held raw (p < 0.025), not after
     assert holm_verdict(HOLDS_SMALL, 0.04) == UNDECIDED_AFTER_HOLM
     assert holm_verdict(FAILS, 0.9) == FAILS and holm_verdict(UNDECIDED, 0.2) == UNDECIDED
-
-
-def test_seeds_needed_is_the_first_n_whose_detectable_difference_is_below_the_margin():
-    # (t_0.975 + t_0.80) with 7 d.f. is 2.3646 + 0.8960 (printed tables): 3.2606 * sd / sqrt(8)
-    assert seeds_needed(27.0, 50) <= 8
-    assert 3.2606 * 0.053 / math.sqrt(8) > 0.05 and seeds_needed(0.053, 0.05) > 8
-    n = seeds_needed(0.053, 0.05)
-    from scipy import stats
-
-    def detectable(k):
-        return (stats.t.ppf(0.975, k - 1) + stats.t.ppf(0.8, k - 1)) * 0.053 / math.sqrt(k)
-
-    assert detectable(n) <= 0.05 < detectable(n - 1)
-    assert seeds_needed(math.nan, 0.05) is None
-
-
-def test_decision_gap_is_the_distance_to_the_nearest_line_the_interval_must_clear():
-    def at(mean):
-        return Difference(8, mean, mean - 1, mean + 1, sd=10.0)
-
-    # alike within 50: a mean of 48 is 2 from the margin, a mean of 70 is 20 beyond it
-    assert decision_gap(at(48.0), "alike", 50) == pytest.approx(2.0)
-    assert decision_gap(at(-70.0), "alike", 50) == pytest.approx(20.0)
-    # higher by 50: a mean of 20 must clear 0 (20 away) or stay below 50 (30 away): the larger
-    assert decision_gap(at(20.0), "higher", 50) == pytest.approx(30.0)
-    assert decision_gap(at(-20.0), "lower", 50) == pytest.approx(30.0)
-    assert decision_gap(at(80.0), "higher", 50) == pytest.approx(80.0)
-    # a mean on the margin needs more seeds than a mean far from it
-    assert seeds_needed(32.0, decision_gap(at(48.0), "alike", 50)) is None
-    assert seeds_needed(32.0, decision_gap(at(10.0), "alike", 50)) <= 8
 
 
 ANALYSIS = {

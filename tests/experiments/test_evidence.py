@@ -64,12 +64,7 @@ def sweep_folder(tmp_path):
         for seed in range(3):
             metrics = pretrain_metrics(9.0, 9.0, curve(shift + 3 * seed, end + 0.001 * seed * (variant == "same"), 0))
             metrics |= {"data/unigram_loss": {0: UNIGRAM}, "data/bigram_loss": {0: 6.8}}
-            # 2e12 FLOP/s at 4 batches/s: 5e11 FLOPs a batch; the slow variant is 500 parameters bigger
-            metrics |= {
-                "params/total": {0: 1000.0 + 500 * (variant == "slow")},
-                "train/device/flops_per_sec": {480: 2e12},
-                "train/device/batches_per_sec": {480: 4.0},
-            }
+            metrics |= {"params/total": {0: 1000.0 + 500 * (variant == "slow")}}  # slow: 500 parameters more
             folder = make_cell(
                 root,
                 "clm",
@@ -100,18 +95,17 @@ def read(path):
 
 
 def test_the_report_decides_the_claims_from_paired_differences(sweep_folder):
-    report = build_report(sweep_folder, wandb=False, echo=lambda _: None).read_text()
+    report = build_report(sweep_folder, echo=lambda _: None).read_text()
     claims = {row["level"]: row for row in read(sweep_folder / "claims.csv")}
     # slow reaches unigram - 1 = 6.0 at step 250 (+ 3 per seed) against ref's 150: +100 steps, exactly
     assert claims["slow"]["verdict"] == "holds" and claims["slow"]["difference"].startswith("+100")
     assert claims["same"]["verdict"] == "holds"  # ends 0.01-0.012 above ref, inside ±0.05
     assert claims["worse"]["verdict"] == "does not hold"  # 0.6 above ref
-    assert "A seed set the initialisation, the training order and the training masks together" in report
     assert "/somewhere/on/one/machine" not in report  # no machine-local path in a report others read
 
 
 def test_every_run_has_its_metrics_and_its_curve_in_csv(sweep_folder):
-    build_report(sweep_folder, wandb=False, echo=lambda _: None)
+    build_report(sweep_folder, echo=lambda _: None)
     runs = read(sweep_folder / "run_metrics.csv")
     assert len(runs) == 12
     ref0 = next(row for row in runs if row["run"] == "clm/variant=ref,seed=0")
@@ -125,7 +119,7 @@ def test_every_run_has_its_metrics_and_its_curve_in_csv(sweep_folder):
 
 
 def test_a_level_that_never_reaches_the_target_is_said_so(sweep_folder):
-    build_report(sweep_folder, wandb=False, echo=lambda _: None)
+    build_report(sweep_folder, echo=lambda _: None)
     convergence = {row["variant"]: row for row in read(sweep_folder / "convergence.csv")}
     assert convergence["worse"]["steps to unigram - 1"] == "never"  # ends at 6.2, above unigram - 1
     # 6.5 is crossed between step 100 (7.5 - (100 - shift) / 100) and step 150 (the floor, 6.2), by hand:
@@ -134,15 +128,11 @@ def test_a_level_that_never_reaches_the_target_is_said_so(sweep_folder):
     assert convergence["worse"]["steps to unigram - 0.5"] == f"{mean:.0f} ± {statistics.stdev(crossings):.0f}"
 
 
-def test_parameters_and_training_flops_stand_beside_the_losses(sweep_folder):
-    build_report(sweep_folder, wandb=False, echo=lambda _: None)
+def test_parameters_stand_beside_the_losses(sweep_folder):
+    build_report(sweep_folder, echo=lambda _: None)
     convergence = {row["variant"]: row for row in read(sweep_folder / "convergence.csv")}
     assert float(convergence["ref"]["params (M)"]) == pytest.approx(1000 / 1e6)
-    # 5e11 FLOPs a batch times the 500 steps of the last evaluation: 2.5e14 FLOPs, 0.25 PFLOP
-    assert float(convergence["ref"]["training PFLOP"]) == pytest.approx(0.25)
-    differences = {row["variant"]: row for row in read(sweep_folder / "paired_differences.csv")}
-    assert float(differences["slow"]["Δ params (M)"]) == pytest.approx(500 / 1e6)
-    assert float(differences["same"]["Δ params (M)"]) == 0.0
+    assert float(convergence["slow"]["params (M)"]) == pytest.approx(1500 / 1e6)
 
 
 def _set_fingerprint(folder, fingerprint):
@@ -158,7 +148,7 @@ def test_runs_of_different_tokenizers_are_never_paired(sweep_folder):
         _set_fingerprint(folder, "aaaa")
     # seed 1 of "worse" read another tokenizer: its pair with ref's seed 1 is left out, by name
     _set_fingerprint(cells / "variant=worse,seed=1", "bbbb")
-    build_report(sweep_folder, wandb=False, echo=lambda _: None)
+    build_report(sweep_folder, echo=lambda _: None)
     differences = {row["variant"]: row for row in read(sweep_folder / "paired_differences.csv")}
     assert "(n = 2)" in differences["worse"]["Δ final val loss"]
     assert "(n = 3)" in differences["same"]["Δ final val loss"]
@@ -176,7 +166,7 @@ def test_runs_of_different_tokenizers_are_never_paired(sweep_folder):
 def test_runs_of_one_tokenizer_are_all_paired(sweep_folder):
     for folder in (sweep_folder / "clm").iterdir():
         _set_fingerprint(folder, "aaaa")
-    report = build_report(sweep_folder, wandb=False, echo=lambda _: None).read_text()
+    report = build_report(sweep_folder, echo=lambda _: None).read_text()
     differences = {row["variant"]: row for row in read(sweep_folder / "paired_differences.csv")}
     assert all("(n = 3)" in row["Δ final val loss"] for row in differences.values())
     assert "tokenizer fingerprints differ" not in report

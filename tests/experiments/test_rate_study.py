@@ -29,8 +29,7 @@ def run(variant, rate, seed, final, steps=None, phase="tuning", unigram=7.0, las
         rate=rate,
         seed=str(seed),
         corpus_seed=str(seed if phase == "verdict" else 0),
-        state="finished",
-        final_loss=final,
+        final=final,
         unigram=unigram,
         last_step=last,
         steps={1.0: steps},
@@ -112,7 +111,7 @@ def test_claims_are_decided_at_each_shared_rate_and_at_the_tuned_rates_with_holm
     runs = _study_runs()
     at_rates = claims_at_rates(runs, ANALYSIS)
     slow = {row["learning rate"]: row for row in at_rates if row["claim"] == "slow"}
-    assert slow[0.001]["verdict"] == HOLDS and slow[0.001]["mean"] == pytest.approx(100.0)
+    assert slow[0.001]["verdict"] == HOLDS and slow[0.001]["Δ"].mean == pytest.approx(100.0)
     assert slow[0.003]["verdict"] == HOLDS_SMALL  # real, but inside (0, 50)
     picks = pick_rates(runs)
     assert (picks["ref"].rate, picks["slow"].rate) == (0.001, 0.003)
@@ -157,7 +156,7 @@ def test_a_fixed_rate_table_needs_its_rate_and_unfinished_runs_are_left_out(tmp_
     with pytest.raises(UserError, match="give the table's rate"):
         read_runs(table, "tuning")
     (found,) = read_runs(table, "tuning", 0.003)
-    assert (found.rate, found.final_loss, found.steps[1.0], found.last_step) == (0.003, 5.1, None, 976.0)
+    assert (found.rate, found.final, found.steps[1.0], found.last_step) == (0.003, 5.1, None, 976.0)
 
 
 def test_the_rate_report_writes_its_tables_and_names_the_protocol(tmp_path):
@@ -174,7 +173,7 @@ def test_the_rate_report_writes_its_tables_and_names_the_protocol(tmp_path):
                 "state": "finished",
                 "seed_everything": r.seed,
                 "corpus seed": r.corpus_seed,
-                "final val loss": r.final_loss,
+                "final val loss": r.final,
                 "unigram": r.unigram,
                 "last step": r.last_step,
                 "steps to unigram - 1": r.steps[1.0],
@@ -210,21 +209,30 @@ def test_the_rate_report_writes_its_tables_and_names_the_protocol(tmp_path):
         )
         == 0
     )
-    for name in ("run_metrics.csv", "tuning.csv", "claims_by_rate.csv", "claims.csv", "report.md"):
+    for name in (
+        "run_metrics.csv",
+        "tuning.csv",
+        "claims_by_rate.csv",
+        "claims.csv",
+        "claims_vs_rate.png",
+        "report.md",
+    ):
         assert (out / name).is_file(), name
     with open(out / "claims.csv", newline="", encoding="utf-8") as handle:
         (claim,) = list(csv.DictReader(handle))
     # the rule's picks: ref at 0.001, slow at 0.003; the verdict runs pair across the two rates
     assert (claim["level rate"], claim["reference rate"], claim["n"]) == ("0.003", "0.001", "8")
     assert claim["verdict"] == claim["Holm verdict"] == "holds" and claim["across rates"] == "holds robustly"
-    # beside the tuned verdict, the claim at each shared rate of the tuning runs, in its own column
-    shared = {name: value for name, value in claim.items() if name.startswith("at lr ")}
+    # the claim at each shared rate of the tuning runs
+    with open(out / "claims_by_rate.csv", newline="", encoding="utf-8") as handle:
+        shared = {row["learning rate"]: (row["difference"], row["verdict"]) for row in csv.DictReader(handle)}
     assert shared == {
-        "at lr 0.001": "+100 [+88, +112] (n = 3): holds",
-        "at lr 0.003": "+30 [+18, +42] (n = 3): holds, smaller than the margin",
+        "0.001": ("+100 [+88, +112] (n = 3)", "holds"),
+        "0.003": ("+30 [+18, +42] (n = 3)", "holds, smaller than the margin"),
     }
     report = (out / "report.md").read_text(encoding="utf-8")
     assert "Protocol: `protocol.md`" in report and "no git history" in report
+    assert "- ref: 0.001 — at the grid's lowest rate" in report and "| slow | 0.003 | 3 |" in report
 
 
 def test_a_missing_claims_file_is_one_line(tmp_path, capsys):
@@ -258,7 +266,7 @@ def test_a_rate_not_run_on_every_tuning_seed_is_not_eligible_and_the_pick_waits_
     scores = {s.rate: s for s in rate_scores(runs)}
     assert not scores[0.01].complete and not scores[0.01].eligible
     pick = pick_rates(runs, grid=(0.001, 0.003, 0.01, 0.03))["a"]
-    assert pick.rate == 0.003 and pick.provisional and pick.missing == (0.01, 0.03)
+    assert pick.rate == 0.003 and pick.missing == (0.01, 0.03)  # provisional
     done = [*runs, run("a", 0.01, 1, 5.0), run("a", 0.01, 2, 5.0), *(run("a", 0.03, s, 6.0) for s in range(3))]
     final = pick_rates(done, grid=(0.001, 0.003, 0.01, 0.03))["a"]
-    assert final.rate == 0.01 and not final.provisional and final.at_edge == ""
+    assert final.rate == 0.01 and not final.missing and final.at_edge == ""

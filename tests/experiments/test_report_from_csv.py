@@ -16,7 +16,7 @@ from tiedemb.experiments.runs import find_runs
 from tiedemb.experiments.sweep_file import load_sweep
 
 CONFIGS = Path(__file__).resolve().parents[2] / "configs"
-TABLES = ("tied_embeddings.csv", "runs.csv", "run_metrics.csv", "curves.csv", "convergence.csv", "baselines.csv")
+TABLES = ("run_metrics.csv", "curves.csv", "convergence.csv", "baselines.csv")
 
 
 def tables(folder: Path) -> dict[str, str]:
@@ -84,13 +84,13 @@ def test_the_report_of_a_sweep_gives_the_same_tables_from_its_csv_alone(tmp_path
     assert list(with_wandb.rglob("run-*.wandb")), "the cells recorded W&B runs too"
     csv_only = tmp_path / "csv-only"
     shutil.copytree(with_wandb, csv_only)
-    build_report(with_wandb, wandb=False, echo=lambda _: None)
+    build_report(with_wandb, echo=lambda _: None)
 
     for folder in [path for path in csv_only.rglob("wandb") if path.is_dir()]:
         shutil.rmtree(folder)
     assert not list(csv_only.rglob("run-*.wandb"))
     without_wandb(monkeypatch)
-    build_report(csv_only, wandb=False, echo=lambda _: None)
+    build_report(csv_only, echo=lambda _: None)
     assert tables(csv_only) == tables(with_wandb)
-    runs = {row.split(",")[0] for row in tables(csv_only)["runs.csv"].splitlines()[1:]}
+    runs = {row.split(",")[0] for row in tables(csv_only)["run_metrics.csv"].splitlines()[1:]}
     assert runs == {"t/variant=tied", "t/variant=untied"}

@@ -35,7 +35,7 @@ NEW_STUDY = {
             }
         ],
     },
-    "report": ["convergence", "claims", {"kind": "tied_embeddings"}, "runs_not_averaged"],
+    "report": ["convergence", "claims", {"kind": "runs_not_averaged"}],
 }
 FINAL = {"tied": 5.0, "untied": 4.9, "tied_scaled_init": 4.5}
 
@@ -52,7 +52,7 @@ def test_a_new_study_is_one_sweep_file_and_its_report_has_the_sections_it_declar
     for cell in sweep.cells:  # each cell's run, as the sweep would leave it
         final = FINAL[cell.labels["variant"]] + 0.01 * int(cell.labels["seed"])
         make_cell(out, cell.study, cell.labels, pretrain_metrics(9.0, 9.0, {10: 7.0, 20: final}))
-    build_report(out, wandb=False, echo=lambda _: None)
+    build_report(out, echo=lambda _: None)
 
     text = (out / "report.md").read_text(encoding="utf-8")
     headings = [line for line in text.splitlines() if line.startswith("#")]
@@ -61,16 +61,16 @@ def test_a_new_study_is_one_sweep_file_and_its_report_has_the_sections_it_declar
         "## Evidence: baselines, convergence, paired differences and verdicts",
         "### Convergence",
         "### Claims and verdicts",
-        "## 1. Tied embeddings",
-        "## 2. Runs not averaged",
+        "## 1. Runs not averaged",
     ]
     (claim,) = read(out / "claims.csv")
     assert claim["level"] == "tied_scaled_init" and claim["difference"].startswith("-0.500 [")
     assert claim["verdict"].startswith("holds"), claim
-    assert {row["variant"] for row in read(out / "tied_embeddings.csv")} == set(FINAL)
+    assert {row["variant"] for row in read(out / "convergence.csv")} == set(FINAL)
+    assert "](loss_curves.png)" in text
     # what it does not declare is not made; what every report has is
     assert not (out / "baselines.csv").exists() and not (out / "embedding_dim.csv").exists()
-    assert {"runs.csv", "run_metrics.csv", "curves.csv"} <= {path.name for path in out.iterdir()}
+    assert {"run_metrics.csv", "curves.csv"} <= {path.name for path in out.iterdir()}
 
 
 def test_a_sweep_file_without_a_report_gets_every_section_that_needs_no_width_analysis(tmp_path):
@@ -81,14 +81,10 @@ def test_a_sweep_file_without_a_report_gets_every_section_that_needs_no_width_an
     write_manifest(sweep, out)
     for cell in sweep.cells:
         make_cell(out, cell.study, cell.labels, pretrain_metrics(9.0, 9.0, {10: 7.0, 20: 5.0}))
-    build_report(out, wandb=False, echo=lambda _: None)
+    build_report(out, echo=lambda _: None)
     text = (out / "report.md").read_text(encoding="utf-8")
     chapters = [line for line in text.splitlines() if line.startswith("## ")]
-    assert chapters[1:] == [
-        "## 1. Tied embeddings",
-        "## 2. Embedding dimension",
-        "## 3. Runs not averaged",
-    ]
+    assert chapters[1:] == ["## 1. Embedding dimension", "## 2. Runs not averaged"]
     assert "### Baselines" in text and "### Claims and verdicts" in text
 
 
@@ -97,9 +93,8 @@ def test_a_sweep_file_without_a_report_gets_every_section_that_needs_no_width_an
     [
         (["claims", "loss_table"], "report[1]: unknown section kind 'loss_table'; the kinds are baselines, "),
         (["claim"], "report[0]: unknown section kind 'claim'; did you mean claims? the kinds are baselines, "),
-        ([{"kind": "embedding_dim", "downstream": "yes"}], "report[0]: embedding_dim's downstream must be true or"),
-        ([{"kind": "claims", "digits": 2}], "report[0]: claims has no option 'digits' (its options: none)"),
-        ([{"kind": "embedding_dim", "downstrem": True}], "embedding_dim has no option 'downstrem' (its options: "),
+        (["tied_embeddings"], "report[0]: unknown section kind 'tied_embeddings'; "),
+        ([{"kind": "embedding_dim", "downstream": True}], "report[0]: expected a section kind, got {'kind': "),
         (["width_gains"], "report[0]: width_gains compares widths at analysis.common_target, which the file"),
         ("claims", "report must be a list of section kinds"),
     ],

@@ -1,4 +1,4 @@
-"""From runs to the two tables of the studies: mean and sample standard deviation over seeds.
+"""Statistics over seeds, the report's ``Table``, and the embedding-dimension table of fine-tuned runs.
 
 Only runs that finished are averaged. Runs are grouped by all their labels but the seed, so a table
 row is one setting and its ``n`` is its seed count.
@@ -12,16 +12,12 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from tiedemb.experiments.claims import detectable_difference, t_half_width
+from tiedemb.experiments.claims import t_half_width
 from tiedemb.experiments.runs import Run
 from tiedemb.training.metric_names import (
-    INIT_LOSS,
-    INIT_LOSS_PREDICTED,
-    LOG_N,
     MAJORITY_PREFIX,
     PARAMS_EMBEDDING,
     PARAMS_TOTAL,
-    VAL_LOSS,
     eval_name,
 )
 
@@ -34,7 +30,6 @@ GLUE_COLUMNS: dict[str, list[tuple[str, str]]] = {
 MAIN_METRICS = ("accuracy_matched", "accuracy", "matthews")
 """The metric that picks a GLUE run's best dev evaluation, first present wins (as GlueModule's)."""
 DEV_SKIPPED = ("loss", "epochs_to_converge")
-EPOCHS_TO_CONVERGE = eval_name("val", "epochs_to_converge")
 
 
 @dataclass(frozen=True)
@@ -55,12 +50,6 @@ class Stat:
         with three seeds it is 4.30 standard errors, not the 1.96 of a normal distribution."""
         return None if self.std is None else t_half_width(self.std, self.n)
 
-    def interval(self, digits: int = 3) -> str:
-        """``[low, high]``: the 95% confidence interval of the mean."""
-        if self.ci95 is None:
-            return "–"
-        return f"[{self.mean - self.ci95:.{digits}f}, {self.mean + self.ci95:.{digits}f}]"
-
 
 @dataclass(frozen=True)
 class Interval:
@@ -69,7 +58,9 @@ class Interval:
     stat: Stat
 
     def format(self, digits: int = 3) -> str:
-        return self.stat.interval(digits)
+        """``[low, high]``: the 95% confidence interval of the mean."""
+        half = self.stat.ci95
+        return "–" if half is None else f"[{self.stat.mean - half:.{digits}f}, {self.stat.mean + half:.{digits}f}]"
 
 
 def summarise(values: Iterable[float | None]) -> Stat | None:
@@ -103,15 +94,6 @@ def group_runs(runs: Iterable[Run]) -> dict[tuple[str, tuple[tuple[str, str], ..
     return groups
 
 
-LABEL_ORDER = ("variant", "task", "d_e")
-"""Label columns the tables put first, whatever order the sweep's axes had."""
-
-
-def label_columns(groups: Iterable[tuple[str, tuple[tuple[str, str], ...]]]) -> list[str]:
-    columns = dict.fromkeys(label for _, labels in groups for label, _ in labels)
-    return sorted(columns, key=lambda label: LABEL_ORDER.index(label) if label in LABEL_ORDER else len(LABEL_ORDER))
-
-
 def sort_value(value: str) -> tuple[int, float | str]:
     try:
         return (0, float(value))
@@ -124,61 +106,6 @@ def sort_value(value: str) -> tuple[int, float | str]:
 
 def pretraining_runs(runs: Iterable[Run]) -> list[Run]:
     return [run for run in runs if run.ok and run.kind == "pretrain"]
-
-
-def common_steps(runs: list[Run], metric: str = VAL_LOSS) -> list[int]:
-    steps = [set(run.metrics.get(metric, {})) for run in runs]
-    return sorted(set.intersection(*steps)) if steps else []
-
-
-def default_fixed_steps(runs: list[Run], count: int = 3) -> list[int]:
-    """Up to ``count`` evenly spaced common evaluation steps before the last one."""
-    steps = common_steps(runs)[:-1]
-    if len(steps) <= count:
-        return steps
-    return sorted({steps[round(i * (len(steps) - 1) / (count - 1))] for i in range(count)})
-
-
-TIED_NOTES = [
-    "mean ± sample standard deviation over seeds (n - 1 in the denominator); seeds = finished runs averaged",
-    "initial loss: the untrained model on the first training batch, without dropout; predicted: "
-    "tiedemb.theory for the run's configuration; ln n: the uniform model's loss",
-    "losses are validation cross-entropy in nats per predicted token, at the steps the runs logged",
-    "final 95% CI: the confidence interval of the mean final loss over seeds (Student's t)",
-]
-
-
-def _tied_row(members: list[Run], steps: list[int]) -> dict[str, Any]:
-    row: dict[str, Any] = {"seeds": len(members)}
-    row["initial loss"] = summarise(run.first(INIT_LOSS) for run in members)
-    row["predicted"] = summarise(run.first(INIT_LOSS_PREDICTED) for run in members)
-    row["ln n"] = summarise(run.first(LOG_N) for run in members)
-    for step in steps:
-        row[f"val loss @ step {step}"] = summarise(run.metrics.get(VAL_LOSS, {}).get(step) for run in members)
-    row["final val loss"] = summarise(run.last(VAL_LOSS) for run in members)
-    row["final 95% CI"] = Interval(row["final val loss"]) if row["final val loss"] is not None else None
-    return row
-
-
-def tied_table(runs: Iterable[Run]) -> Table:
-    """Variant, initial loss (measured, predicted, ln n), loss at fixed steps, final loss (the steps to a
-    target are the evidence's ``convergence`` table's)."""
-    chosen = pretraining_runs(runs)
-    groups = group_runs(chosen)
-    steps = default_fixed_steps(chosen)
-    labels = label_columns(groups)
-    rows = [{"study": study, **dict(key), **_tied_row(members, steps)} for (study, key), members in groups.items()]
-    rows.sort(key=lambda row: [row["study"], *(sort_value(str(row.get(label, ""))) for label in labels)])
-    several = len({study for study, _ in groups}) > 1
-    measures = [key for key in rows[0] if key != "study" and key not in labels] if rows else []
-    return Table(
-        name="tied_embeddings",
-        title="Tied embeddings: initial loss and training",
-        rows=rows,
-        columns=[*(["study"] if several else []), *labels, *measures],
-        notes=TIED_NOTES,
-        digits={"seeds": 0},
-    )
 
 
 # --------------------------------------------------------------------------- the embedding-dimension table
@@ -223,11 +150,6 @@ def _dev_metrics(run: Run, stage: str) -> list[str]:
     return [name for name in names if not name.startswith(DEV_SKIPPED)]
 
 
-def route_of(run: Run) -> str:
-    """The way a run got its width: its sweep study (``pretrained``, ``svd`` ...)."""
-    return str(run.study or "glue")
-
-
 def majority_column(column: str) -> str:
     return f"{column} majority"
 
@@ -258,8 +180,7 @@ def _majority(runs: list[Run], metric: str) -> float | None:
 
 
 def _dim_row(members: list[Run], metric_columns: list[tuple[str, str, str]], tasks: list[str]) -> dict[str, Any]:
-    """A row's numbers in the table's column order; the MDE and the points per million parameters, which
-    compare the rows, are filled in once every row is made."""
+    """A row's numbers in the table's column order."""
     total = summarise(run.last(PARAMS_TOTAL) for run in members)
     embedding = summarise(run.last(PARAMS_EMBEDDING) for run in members)
     of_task = {task: [run for run in members if task_of(run) == task] for task in tasks}
@@ -268,7 +189,6 @@ def _dim_row(members: list[Run], metric_columns: list[tuple[str, str, str]], tas
         for task, column, metric in metric_columns
     }
     mains = [(task, column, metric) for task, column, metric in metric_columns if metric in MAIN_METRICS]
-    main_means = [scores[column].mean for _, column, _ in mains if scores[column] is not None]
     return {
         "runs": len(members),
         "total params (M)": total.mean / 1e6 if total else None,
@@ -280,17 +200,10 @@ def _dim_row(members: list[Run], metric_columns: list[tuple[str, str, str]], tas
             f"{column} 95% CI": Interval(scores[column]) if scores[column] is not None else None
             for _, column, _ in mains
         },
-        **dict.fromkeys(mde_column(column) for _, column, _ in mains),
         **{
             f"{column} final": _percent(summarise(run.last(eval_name("val", metric)) for run in of_task[task]))
             for task, column, metric in mains
         },
-        **{
-            f"epochs to converge ({task.upper()})": summarise(run.last(EPOCHS_TO_CONVERGE) for run in of_task[task])
-            for task in tasks
-        },
-        "score": statistics.fmean(main_means) if main_means else None,
-        "pts per M params": None,
     }
 
 
@@ -302,103 +215,39 @@ DIM_NOTES = [
     "the d_e -> hidden projection, the embedding norm)",
     "95% CI: the confidence interval of the mean over seeds (Student's t); final: the main metric at the "
     "run's last dev evaluation, beside the best-of-run figure",
-    "epochs to converge: the first dev evaluation (in fractional epochs) at which the main metric is "
-    "within 1% (relative) of the run's best; meaningful when the schedule does not force convergence "
-    "(a constant learning rate after warmup) and the run is long enough to plateau",
     "majority: the score of always answering the training set's most frequent label, which every run "
     "logs at its start (data/majority/...); – where the runs predate it",
-    "score: mean over tasks of the main metric (MNLI-m accuracy, MRPC accuracy, ...)",
-    "MDE: the minimum detectable difference, in points, between this row and another of the same route "
-    "with as many seeds: (t_0.975 + t_0.80) x the route's pooled seed standard deviation x sqrt(2 / seeds) "
-    "(two-sided 5% test, 80% power); a difference between widths smaller than it is not claimed",
 ]
 
 
 def embedding_dim_table(runs: Iterable[Run]) -> Table:
-    """d_e, parameters, dev scores per task, epochs to converge, points per million parameters."""
+    """d_e, parameters and dev scores per task."""
     chosen = [run for run in glue_runs(runs) if embedding_dim_of(run) is not None]
     # One row per route to a width (the study: pretrained at d_e, SVD-narrowed, re-initialised ...)
     # and d_e, so the routes stand side by side; a single-route sweep has rows per d_e alone.
-    routes = list(dict.fromkeys(route_of(run) for run in chosen))
+    routes = list(dict.fromkeys(run.study for run in chosen))
     by_dim: dict[tuple[int, int], list[Run]] = {}
     for run in chosen:
-        by_dim.setdefault((routes.index(route_of(run)), embedding_dim_of(run)), []).append(run)
+        by_dim.setdefault((routes.index(run.study), embedding_dim_of(run)), []).append(run)
     tasks = list(dict.fromkeys(task_of(run) for run in chosen))
     metric_columns = _score_columns(chosen, tasks)
-    mains = [column for _, column, metric in metric_columns if metric in MAIN_METRICS]
     rows = []
     for route, dim in sorted(by_dim):
         rows.append({"route": routes[route], "d_e": dim, **_dim_row(by_dim[(route, dim)], metric_columns, tasks)})
-    for route in routes:
-        _points_per_million([row for row in rows if row["route"] == route])
-        for column in mains:
-            _minimum_detectable([row for row in rows if row["route"] == route], column)
     columns = [column for column in rows[0] if column != "route" or len(routes) > 1] if rows else []
-    notes = list(DIM_NOTES)
-    if rows:
-        smallest = rows[0]["d_e"]
-        notes.append(
-            f"pts per M params: (score - score at d_e={smallest}) / (params - params at d_e={smallest}) in millions"
-        )
     majority = [majority_column(column) for _, column, _ in metric_columns]  # the default 3 decimals
     return Table(
         name="embedding_dim",
         title="Embedding dimension d_e",
         columns=columns,
         rows=rows,
-        notes=notes,
+        notes=DIM_NOTES,
         digits={
             **dict.fromkeys(columns, 2),
             "d_e": 0,
             "runs": 0,
             "embedding share (%)": 1,
-            "pts per M params": 3,
             **dict.fromkeys(majority, 3),
         },
         score_columns=[column for _, column, _ in metric_columns],
     )
-
-
-def mde_column(column: str) -> str:
-    return f"{column} MDE"
-
-
-def _minimum_detectable(rows: list[dict[str, Any]], column: str) -> None:
-    """Each row's MDE for ``column`` from the pooled seed spread of all the rows (one route)."""
-    stats_ = [row[column] for row in rows if isinstance(row.get(column), Stat) and row[column].std is not None]
-    df = sum(stat.n - 1 for stat in stats_)
-    pooled = math.sqrt(sum((stat.n - 1) * stat.std**2 for stat in stats_) / df) if df else None
-    for row in rows:
-        stat = row.get(column)
-        usable = pooled is not None and isinstance(stat, Stat)
-        row[mde_column(column)] = detectable_difference(pooled, stat.n, df, groups=2) if usable else None
-
-
-def _points_per_million(rows: list[dict[str, Any]]) -> None:
-    if not rows:
-        return
-    base = rows[0]
-    for row in rows:
-        delta_params = (row["total params (M)"] or 0.0) - (base["total params (M)"] or 0.0)
-        if row is base or row["score"] is None or base["score"] is None or abs(delta_params) < 1e-12:
-            row["pts per M params"] = None
-        else:
-            row["pts per M params"] = (row["score"] - base["score"]) / delta_params
-
-
-# --------------------------------------------------------------------------- all runs
-
-
-def runs_table(runs: Iterable[Run]) -> Table:
-    rows = [
-        {
-            "run": run.id,
-            "study": run.study,
-            "kind": run.kind,
-            "state": run.state,
-            "averaged": "yes" if run.ok else "no",
-            "message": run.message.splitlines()[-1] if run.message else "",
-        }
-        for run in runs
-    ]
-    return Table(name="runs", title="Runs", rows=rows)

@@ -30,10 +30,6 @@ interval alone:
   hold when it reaches 0 (or beyond) and lies wholly below ``margin`` (above ``-margin``), i.e. any
   effect in the claimed direction is smaller than the margin; otherwise "cannot tell at this n".
 
-Several claims tested together: ``holm`` adjusts each claim's p-value (``claim_p_value``: the
-one-sided paired t-test of what "holds" asserts) by Holm's step-down rule, so the report can give
-a family-wise verdict beside each raw one.
-
 A run that never reached a target has no step count. Its steps are then known only to exceed
 the last step it ran: that bound still decides a ``higher`` claim about the level that did not
 reach (its true difference is at least the bound's), and leaves any other claim undecided.
@@ -209,30 +205,34 @@ def paired_difference(
     return Difference(n, mean, mean - half, mean + half, bound_only, sd)
 
 
-Measured = tuple[float, bool]
-"""A run's number for a claim, and whether it is only a lower bound (a target never reached: its last step)."""
-
-
-def measured(
-    final: float | None, steps: Mapping[float, float | None], last_step: float | None, metric: str, target: float | None
-) -> Measured | None:
-    """A run's final loss, or its steps to ``target`` (its last step, a lower bound, where it never got there)."""
+def measured(run: Any, metric: str, target: float | None) -> tuple[float, bool] | None:
+    """A run's final loss, or its steps to ``target`` (its last step, a lower bound, where it never got
+    there), and whether it is only that bound; ``run``: anything with ``final``, ``steps`` and ``last_step``."""
     if metric == "final_loss":
-        return None if final is None or not math.isfinite(final) else (final, False)
-    if steps.get(target) is not None:
-        return steps[target], False
-    return None if last_step is None or not math.isfinite(last_step) else (float(last_step), True)
+        return None if run.final is None or not math.isfinite(run.final) else (run.final, False)
+    if run.steps.get(target) is not None:
+        return run.steps[target], False
+    last = run.last_step
+    return None if last is None or not math.isfinite(last) else (float(last), True)
 
 
-def claim_difference(level: Mapping[str, Measured], reference: Mapping[str, Measured]) -> Difference:
-    """``level - reference`` by seed: a lower bound where a level's run never reached the target; unknown
-    (no paired seeds) where a reference's run never did."""
-    if any(bounded for _, bounded in reference.values()):
+def claim_difference(
+    level: Mapping[str, Any], reference: Mapping[str, Any], metric: str, target: float | None
+) -> Difference:
+    """``level - reference`` over the runs of the seeds both have (seed -> run, as ``measured`` reads it):
+    a lower bound where a level's run never reached the target; unknown (no paired seeds) where a
+    reference's run never did."""
+    mine, theirs = (
+        {seed: found for seed, run in runs.items() if (found := measured(run, metric, target)) is not None}
+        for runs in (level, reference)
+    )
+    shared = set(mine) & set(theirs)
+    if any(theirs[seed][1] for seed in shared):
         return Difference(0, math.nan, math.nan, math.nan)
     return paired_difference(
-        {seed: value for seed, (value, _) in level.items()},
-        {seed: value for seed, (value, _) in reference.items()},
-        bound_only=any(bounded for _, bounded in level.values()),
+        {seed: value for seed, (value, _) in mine.items()},
+        {seed: value for seed, (value, _) in theirs.items()},
+        bound_only=any(mine[seed][1] for seed in shared),
     )
 
 
@@ -307,54 +307,32 @@ def holm_verdict(raw: str, adjusted_p: float, alpha: float = (1 - CONFIDENCE) / 
     return raw
 
 
-def detectable_difference(sd: float, n: int, df: int, power: float = 0.8, groups: int = 1) -> float:
-    """The smallest true difference a two-sided 5% t-test detects with ``power``:
-    (t_0.975 + t_power, ``df`` d.f.) * sd * sqrt(groups / n). ``groups=1``: a mean of ``n`` paired
-    differences; ``groups=2``: two means of ``n`` seeds each, ``sd`` their pooled spread."""
-    from scipy import stats
-
-    if df < 1 or n < 1:
-        raise ValueError(f"need df >= 1 and n >= 1, got df={df}, n={n}")
-    t = stats.t.ppf(0.5 + CONFIDENCE / 2, df) + stats.t.ppf(power, df)
-    return float(t * sd * math.sqrt(groups / n))
-
-
-def seeds_needed(sd: float, margin: float, power: float = 0.8, limit: int = 1000) -> int | None:
-    """The smallest n at which a paired difference of standard deviation ``sd`` is detected at the
-    margin with this power (``detectable_difference`` with n - 1 d.f. at most ``margin``).
-    ``None`` when the spread is unknown or more than ``limit`` seeds would be needed."""
-    if not math.isfinite(sd) or margin <= 0:
-        return None
-    return next((n for n in range(2, limit + 1) if detectable_difference(sd, n, n - 1, power) <= margin), None)
-
-
-def decision_gap(difference: Difference, expect: str, margin: float) -> float:
-    """How far the measured mean lies from the nearest line the interval must clear to decide.
-
-    An "alike" claim is decided once the interval lies within ±margin or wholly outside it: the
-    gap is ``|margin - |mean||``. A directional claim is decided once the interval clears 0 (holds)
-    or stays on the near side of the margin while reaching 0 (does not hold): the larger of the
-    two distances. ``seeds_needed(sd, gap)`` is then the n at which a mean this far from the line
-    is told apart with 80% power; a mean on the margin needs more seeds than any budget."""
-    d = difference.mean
-    if expect == "alike":
-        return abs(margin - abs(d))
-    signed = margin if expect == "higher" else -margin
-    return max(abs(d), abs(signed - d))
-
-
-def describe_rule(claim: Claim) -> str:
-    """The claim's decision rule in words, as the report prints it."""
-    m = f"{claim.margin:g}"
-    if claim.expect == "alike":
-        return f"holds if the interval lies within ±{m}; does not hold if it lies wholly outside"
-    word = "above" if claim.expect == "higher" else "below"
-    inside = f"(0, {m})" if claim.expect == "higher" else f"(-{m}, 0)"
-    other = f"below {m}" if claim.expect == "higher" else f"above -{m}"
-    return (
-        f"holds if the interval lies wholly {word} 0 (inside {inside}: holds, smaller than the margin); "
-        f"does not hold if it reaches 0 and lies wholly {other}"
-    )
+def decide(compared: Sequence[tuple[Claim, str, str, Difference]]) -> list[dict[str, Any]]:
+    """A row per (claim, level, reference, paired difference): its verdict, the one-sided p-value of
+    what "holds" asserts and Holm's adjustment over all the rows (``None`` where there is no p-value).
+    ``Δ`` keeps the difference for figures; a table lists the columns it shows."""
+    rows = []
+    for claim, level, reference, difference in compared:
+        p_value = claim_p_value(difference, claim.expect, claim.margin)
+        rows.append(
+            {
+                "claim": claim.text,
+                "level": level,
+                "reference": reference,
+                "measure": claim.metric_name,
+                "expected": claim.expect,
+                "margin": f"{claim.margin:g}",
+                "n": difference.n,
+                "difference": difference.format(0 if claim.metric == "steps" else 3),
+                "verdict": verdict(difference, claim.expect, claim.margin),
+                "p": None if math.isnan(p_value) else p_value,
+                "Δ": difference,
+            }
+        )
+    for row, adjusted in zip(rows, holm([math.nan if row["p"] is None else row["p"] for row in rows])):
+        row["Holm p"] = None if math.isnan(adjusted) else adjusted
+        row["Holm verdict"] = holm_verdict(row["verdict"], adjusted)
+    return rows
 
 
 # --------------------------------------------------------------------------- checks

@@ -12,17 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from tiedemb.experiments.aggregate import SEED_LABEL, Interval, Table, pretraining_runs, sort_value, summarise
-from tiedemb.experiments.claims import (
-    Analysis,
-    Difference,
-    Measured,
-    claim_difference,
-    comparisons,
-    describe_rule,
-    measured,
-    steps_to_target,
-    verdict,
-)
+from tiedemb.experiments.claims import Analysis, Difference, claim_difference, comparisons, decide, steps_to_target
 from tiedemb.experiments.runs import Run
 from tiedemb.training.metric_names import (
     BIGRAM_LOSS,
@@ -30,8 +20,6 @@ from tiedemb.training.metric_names import (
     INIT_LOSS_PREDICTED,
     PARAMS_TOTAL,
     STEP_TARGETS,
-    TRAIN_BATCHES_PER_SEC,
-    TRAIN_FLOPS_PER_SEC,
     UNIGRAM_LOSS,
     VAL_LOSS,
     VAL_OOD_LOSS,
@@ -46,7 +34,6 @@ BASELINES = {
     "ood unigram": baseline_name("unigram", ood=True),
     "ood bigram": baseline_name("bigram", ood=True),
 }
-DEFAULT_TARGETS = STEP_TARGETS  # the targets runs log their steps to (training/monitor.py)
 
 
 @dataclass(frozen=True)
@@ -60,7 +47,6 @@ class RunNumbers:
     baselines: dict[str, float | None]
     steps: dict[float, float | None]  # target -> interpolated step, None: never reached
     params: float | None = None  # parameters in all (params/total)
-    training_flops: float | None = None  # model FLOPs of every training step taken (training_flops)
     tokenizer: str | None = None  # the fingerprint of the tokenizer the run read, where it logged one
 
     @property
@@ -71,8 +57,8 @@ class RunNumbers:
 
 def axis_and_targets(analysis: Analysis | None) -> tuple[str, tuple[float, ...]]:
     if analysis is None:
-        return "variant", DEFAULT_TARGETS
-    return analysis.axis, analysis.targets or DEFAULT_TARGETS
+        return "variant", STEP_TARGETS
+    return analysis.axis, analysis.targets or STEP_TARGETS
 
 
 def labels_of(runs: Iterable[Run]) -> list[str]:
@@ -86,19 +72,6 @@ def level_of(labels: dict[str, str], axis: str) -> str:
     return ", ".join([labels.get(axis, ""), *others]) if others else labels.get(axis, "")
 
 
-def training_flops(run: Run, steps: int | None) -> float | None:
-    """Model FLOPs of a run's ``steps`` training steps: FLOPs per batch times the steps.
-
-    The throughput monitor logs FLOPs per second and batches per second over the same window, so
-    their ratio is the FLOPs of one batch (PaLM's count, ``tiedemb.modules.flops``), constant for
-    fixed shapes; a masked LM's batches differ only in how many positions are masked.
-    """
-    flops, batches = run.last(TRAIN_FLOPS_PER_SEC), run.last(TRAIN_BATCHES_PER_SEC)
-    if not flops or not batches or not steps:
-        return None
-    return flops / batches * steps
-
-
 def run_numbers(run: Run, axis: str, targets: Iterable[float]) -> RunNumbers:
     baselines = {name: run.first(metric) for name, metric in BASELINES.items()}
     curve = run.series(VAL_LOSS)
@@ -107,14 +80,13 @@ def run_numbers(run: Run, axis: str, targets: Iterable[float]) -> RunNumbers:
     return RunNumbers(
         run=run,
         level=level_of(run.labels, axis),
-        seed=run.labels.get(SEED_LABEL, ""),
+        seed=run.labels.get(SEED_LABEL) or run.id,  # a run without a seed label pairs with none
         final=run.last(VAL_LOSS),
         final_ood=run.last(VAL_OOD_LOSS),
         last_step=curve[-1][0] if curve else None,
         baselines=baselines,
         steps=steps,
         params=run.first(PARAMS_TOTAL),
-        training_flops=training_flops(run, curve[-1][0] if curve else None),
         tokenizer=run.tokenizer_fingerprint,
     )
 
@@ -127,10 +99,6 @@ def collect(runs: Iterable[Run], analysis: Analysis | None) -> dict[str, dict[st
         found = run_numbers(run, axis, targets)
         numbers.setdefault(run.study, {}).setdefault(found.level, {})[found.seed] = found
     return numbers
-
-
-def _levels(levels: dict[str, Any]) -> list[str]:
-    return sorted(levels, key=sort_value)
 
 
 def baselines_table(numbers: dict[str, dict[str, dict[str, RunNumbers]]]) -> Table:
@@ -149,12 +117,9 @@ def baselines_table(numbers: dict[str, dict[str, dict[str, RunNumbers]]]) -> Tab
                 row[name] = f"{min(values):.3f}–{max(values):.3f}"
         rows.append(row)
     notes = [
-        "add-one unigram and bigram models of the training blocks, scored on the validation blocks the runs "
-        "are scored on (same tokenizer, blocks and, for masked-token prediction, the same masked positions); "
-        "nats per predicted token; ood: the out-of-domain validation text",
-        "each run computes them when it starts (PretrainData.baselines) and logs them as data/unigram_loss, "
-        "data/bigram_loss, data/ood_unigram_loss, data/ood_bigram_loss; "
-        "`python main.py baselines --config ...` prints them for any configuration",
+        "add-one unigram and bigram models of the training blocks, scored on the runs' validation blocks "
+        "(and masked positions) in nats per predicted token; ood: the out-of-domain validation text; each run "
+        "logs them at its start (data/*_loss), `python main.py baselines --config ...` prints them",
     ]
     return Table(
         name="baselines",
@@ -185,7 +150,7 @@ def convergence_table(numbers: dict[str, dict[str, dict[str, RunNumbers]]], anal
     axis, targets = axis_and_targets(analysis)
     rows = []
     for study, levels in numbers.items():
-        for level in _levels(levels):
+        for level in sorted(levels, key=sort_value):
             members = list(levels[level].values())
             final = summarise(found.final for found in members)
             rows.append(
@@ -193,32 +158,33 @@ def convergence_table(numbers: dict[str, dict[str, dict[str, RunNumbers]]], anal
                     "study": study,
                     axis: level,
                     "seeds": len(members),
+                    "initial loss": summarise(found.run.first(INIT_LOSS) for found in members),
+                    "predicted": summarise(found.run.first(INIT_LOSS_PREDICTED) for found in members),
                     "final val loss": final,
                     "95% CI": Interval(final) if final is not None else None,
                     "below unigram": summarise(found.below_unigram for found in members),
                     "final ood loss": summarise(found.final_ood for found in members),
                     **{f"steps to unigram - {target:g}": _steps(members, target) for target in targets},
                     "params (M)": _mean((found.params for found in members), 1e6),
-                    "training PFLOP": _mean((found.training_flops for found in members), 1e15),
                 }
             )
     notes = [
         "mean ± sample standard deviation over seeds; 95% CI: of the mean final loss (Student's t)",
+        "initial loss: the untrained model on the first training batch, without dropout; predicted: "
+        "tiedemb.theory for the run's configuration",
         "below unigram: the in-domain unigram loss minus the final validation loss (positive: better than "
         "token frequencies)",
         "steps to unigram - t: the step at which the validation loss first reached the in-domain unigram loss "
         "minus t nats, interpolated linearly between the two evaluations around the crossing; averaged over "
         "the runs that reached it; never: the run ended above it",
-        "params (M): parameters in all; training PFLOP: model FLOPs of all training steps (PaLM's count: 6 per "
-        "weight and projected position, plus attention), from the FLOPs per batch the run logged times its "
-        "steps; means over seeds",
+        "params (M): parameters in all, mean over seeds",
     ]
     return Table(
         name="convergence",
         title="Convergence",
         rows=rows,
         notes=notes,
-        digits={"seeds": 0, "params (M)": 3, "training PFLOP": 3},
+        digits={"seeds": 0, "params (M)": 3},
     )
 
 
@@ -261,19 +227,9 @@ def paired(
 ) -> Difference:
     """``level - reference`` over shared seeds whose runs read one tokenizer (``claims.claim_difference``)."""
     seeds = paired_seeds(levels, level, reference)
-
-    def values(name: str) -> dict[str, Measured]:
-        found = {seed: levels[name][seed] for seed in seeds}
-        kept = {seed: measured(n.final, n.steps, n.last_step, metric, target) for seed, n in found.items()}
-        return {seed: value for seed, value in kept.items() if value is not None}
-
-    return claim_difference(values(level), values(reference))
-
-
-def _params_difference(levels: dict[str, dict[str, RunNumbers]], level: str, reference: str) -> float | None:
-    """Parameters of ``level`` minus the reference's, in millions (equal across seeds: one shape per level)."""
-    mine, theirs = (_mean(found.params for found in levels.get(name, {}).values()) for name in (level, reference))
-    return None if mine is None or theirs is None else (mine - theirs) / 1e6
+    return claim_difference(
+        {seed: levels[level][seed] for seed in seeds}, {seed: levels[reference][seed] for seed in seeds}, metric, target
+    )
 
 
 def differences_table(numbers: dict[str, dict[str, dict[str, RunNumbers]]], analysis: Analysis | None) -> Table:
@@ -286,7 +242,7 @@ def differences_table(numbers: dict[str, dict[str, dict[str, RunNumbers]]], anal
         ref = next((name for name in (reference, *claimed) if name in levels), None)
         if ref is None:
             continue
-        for level in _levels(levels):
+        for level in sorted(levels, key=sort_value):
             if level == ref:
                 continue
             refused += refused_pairs(levels, level, ref)
@@ -296,7 +252,6 @@ def differences_table(numbers: dict[str, dict[str, dict[str, RunNumbers]]], anal
                     axis: level,
                     "reference": ref,
                     "Δ final val loss": paired(levels, level, ref, "final_loss", None).format(3),
-                    "Δ params (M)": _params_difference(levels, level, ref),
                     **{
                         f"Δ steps to unigram - {target:g}": paired(levels, level, ref, "steps", target).format(0)
                         for target in targets
@@ -310,7 +265,6 @@ def differences_table(numbers: dict[str, dict[str, dict[str, RunNumbers]]], anal
         "lower bound: a run of the level never reached the target, so its step count is taken as its last "
         "step and the difference is at least this; no paired seeds: none ran both, or the reference never "
         "reached the target",
-        "Δ params (M): the level's parameters minus the reference's, in millions (negative: parameters saved)",
     ]
     notes += [note] if (note := refusal_note(refused)) else []
     return Table(
@@ -318,42 +272,34 @@ def differences_table(numbers: dict[str, dict[str, dict[str, RunNumbers]]], anal
         title="Paired differences from the reference",
         rows=rows,
         notes=notes,
-        digits={"Δ params (M)": 3},
     )
 
 
 def claims_table(numbers: dict[str, dict[str, dict[str, RunNumbers]]], analysis: Analysis | None) -> Table:
-    rows, refused = [], []
+    compared, refused = [], []
     for claim, level, reference in comparisons(analysis):
         levels = numbers.get(claim.study, {})
-        difference = paired(levels, level, reference, claim.metric, claim.target)
+        compared.append((claim, level, reference, paired(levels, level, reference, claim.metric, claim.target)))
         refused += refused_pairs(levels, level, reference)
-        decided = verdict(difference, claim.expect, claim.margin)
-        if level not in levels or reference not in levels:
-            decided = f"not run ({level if level not in levels else reference} has no finished runs)"
-        rows.append(
-            {
-                "claim": claim.text,
-                "study": claim.study,
-                "level": level,
-                "reference": reference,
-                "measure": claim.metric_name,
-                "expected": claim.expect,
-                "margin": f"{claim.margin:g}",
-                "difference": difference.format(0 if claim.metric == "steps" else 3),
-                "verdict": decided,
-                "rule": describe_rule(claim),
-            }
-        )
+    rows = decide(compared)
+    for row, (claim, level, reference, _) in zip(rows, compared):
+        row["study"] = claim.study
+        missing = [name for name in (level, reference) if name not in numbers.get(claim.study, {})]
+        if missing:
+            row["verdict"] = row["Holm verdict"] = f"not run ({missing[0]} has no finished runs)"
     notes = [
         "difference: level minus reference, paired by seed, mean [95% interval]; the claims, margins and "
-        "rules were fixed in the sweep file's analysis section before the runs"
+        "rules (tiedemb/experiments/claims.py) were fixed in the sweep file's analysis section before the runs",
+        "p: the one-sided paired t-test of what the claim asserts; Holm: adjusted over all the claims "
+        "(family-wise 0.025)",
     ]
     notes += [note] if (note := refusal_note(refused)) else []
+    columns = ["claim", "study", "level", "reference", "measure", "expected", "margin", "difference", "verdict"]
     return Table(
         name="claims",
         title="Claims and verdicts",
         rows=rows,
+        columns=[*columns, "p", "Holm p", "Holm verdict"],
         notes=notes,
     )
 
@@ -432,30 +378,6 @@ def seeds_of(run: Run) -> tuple[Any, Any, Any]:
     )
 
 
-def seed_statement(runs: Iterable[Run]) -> str | None:
-    """What the runs' seeds varied, read from their settings: the initialisation alone, or with the data order."""
-    pairs = [seeds_of(run) for run in pretraining_runs(runs)]
-    if not pairs:
-        return None
-    if all(seed is not None and seed == data_seed for seed, data_seed, _ in pairs):
-        corpus = {corpus for _, _, corpus in pairs}
-        fixed = (
-            f"; the validation text and its masks are fixed (data.corpus_seed = {corpus.pop()})"
-            if len(corpus) == 1 and None not in corpus
-            else ""
-        )
-        return (
-            "A seed set the initialisation, the training order and the training masks together "
-            f"(data.seed = seed_everything in every run){fixed}."
-        )
-    if len({data_seed for _, data_seed, _ in pairs}) == 1:
-        return (
-            "A seed set the initialisation only: every run read the same training order and masks "
-            f"(data.seed = {pairs[0][1]})."
-        )
-    return "Seeds: seed_everything and data.seed differ between runs in no single pattern; see run_metrics.csv."
-
-
 PAIRED_DIFFERENCE = "Δ vs full width"
 PAIRED_INTERVAL = "95% paired bootstrap"
 
@@ -502,7 +424,7 @@ def zero_shot_table(runs: Iterable[Run]) -> Table:
         rows.append(
             {
                 "study": run.study,
-                **run.labels,
+                **{name: run.labels.get(name) for name in label_names},
                 "ROC-AUC": run.first(f"{ZERO_SHOT}/auroc"),
                 "95% bootstrap": "[{:.3f}, {:.3f}]".format(
                     run.first(f"{ZERO_SHOT}/auroc_low"), run.first(f"{ZERO_SHOT}/auroc_high")
@@ -520,22 +442,9 @@ def zero_shot_table(runs: Iterable[Run]) -> Table:
         "the pairs' shared difficulty cancels (blank: no such probe, or its pair scores were not written)",
         "kept: the share of each embedding table's energy the narrowing to d_e kept (blank: not narrowed)",
     ]
-    columns = [
-        "study",
-        *label_names,
-        "ROC-AUC",
-        "95% bootstrap",
-        "pairs",
-        PAIRED_DIFFERENCE,
-        PAIRED_INTERVAL,
-        "kept token",
-        "kept position",
-        "kept segment",
-    ]
     return Table(
         name="zero_shot",
         title="Zero-shot sentence similarity",
-        columns=columns,
         rows=rows,
         notes=notes,
         digits={"pairs": 0},

@@ -18,10 +18,6 @@ from tiedemb.training.metric_names import BIGRAM_LOSS, INIT_LOSS, INIT_LOSS_PRED
 MISSING = 'no figures: matplotlib is not installed (pip install "tiedemb[report]")'
 
 
-def available() -> bool:
-    return pyplot() is not None
-
-
 def pyplot() -> Any:
     # Imported on first use: the report's tables and every other command run without matplotlib.
     try:
@@ -145,19 +141,8 @@ def loss_curves(runs: Iterable[Run], path: Path) -> Path | None:
     return save(figure, path)
 
 
-def stat_series(rows: list[dict[str, Any]], column: str) -> tuple[list[float], list[float], list[float]]:
-    xs, ys, errors = [], [], []
-    for row in rows:
-        value = row.get(column)
-        if isinstance(value, Stat):
-            xs.append(row["d_e"])
-            ys.append(value.mean)
-            errors.append(value.std or 0.0)
-    return xs, ys, errors
-
-
 def dev_score_vs_dim(rows: list[dict[str, Any]], score_columns: list[str], path: Path) -> Path | None:
-    """Dev scores against d_e (mean ± std over seeds), total parameters on a second axis."""
+    """Dev scores against d_e (mean ± std over seeds)."""
     plt = pyplot()
     if plt is None:
         return None
@@ -167,32 +152,17 @@ def dev_score_vs_dim(rows: list[dict[str, Any]], score_columns: list[str], path:
     figure, axis = plt.subplots(figsize=(7.2, 4.6))
     routes = list(dict.fromkeys(row.get("route") for row in rows))
     for route in routes:  # one line per route to a width (pretrained at d_e, SVD-narrowed, ...)
-        route_rows = [row for row in rows if row.get("route") == route]
         for column in columns:
-            xs, ys, errors = stat_series(route_rows, column)
+            points = [(row["d_e"], row[column]) for row in rows if row.get("route") == route and row.get(column)]
+            xs, stats = [x for x, _ in points], [stat for _, stat in points]
             label = f"{route}: {column}" if len(routes) > 1 else column
-            axis.errorbar(xs, ys, yerr=errors, marker="o", capsize=4, label=label)
+            errors = [stat.std or 0.0 for stat in stats]
+            axis.errorbar(xs, [stat.mean for stat in stats], yerr=errors, marker="o", capsize=4, label=label)
     axis.set_xlabel("embedding dimension d_e")
     axis.set_ylabel("dev score (%)")
     axis.set_xticks(sorted({row["d_e"] for row in rows}))
     axis.grid(alpha=0.3)
-    # Parameters of the first route only: the routes of one width have the same architecture.
-    first = [row for row in rows if row.get("route") == routes[0]]
-    params = [(row["d_e"], row["total params (M)"]) for row in first if row.get("total params (M)") is not None]
-    if params:
-        twin = axis.twinx()
-        twin.plot([x for x, _ in params], [y for _, y in params], "s--", color="grey", label="total parameters")
-        twin.set_ylabel("total parameters (millions)", color="grey")
-        twin.margins(y=0.15)  # room for the labels above the points
-        for x, y in params:
-            twin.annotate(
-                f"{y:.2f}M", (x, y), textcoords="offset points", xytext=(0, 6), ha="center", fontsize=7, color="grey"
-            )
-        handles, labels = axis.get_legend_handles_labels()
-        more_handles, more_labels = twin.get_legend_handles_labels()
-        axis.legend(handles + more_handles, labels + more_labels, fontsize=8, loc="best")
-    else:
-        axis.legend(fontsize=8)
+    axis.legend(fontsize=8)
     axis.set_title("Dev score against embedding dimension")
     return save(figure, path)
 

@@ -12,13 +12,15 @@ Holm-adjusted over all claims.
 
 Files written to the output folder: ``run_metrics.csv`` (every run read, with the protocol version
 that governed it), ``tuning.csv`` (the rule's table), ``claims_by_rate.csv``, ``claims.csv``,
-``claims_vs_rate.png`` and ``report.md``.
+``claims_vs_rate.png`` and ``report.md``; the verdicts and tables as the sweep report's
+(``claims.decide``, ``report_writer``).
 """
 
 from __future__ import annotations
 
 import csv
 import math
+from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -28,33 +30,24 @@ import yaml
 
 from tiedemb.errors import UserError
 from tiedemb.experiments import plots
+from tiedemb.experiments.aggregate import Table
 from tiedemb.experiments.cells import git
 from tiedemb.experiments.claims import (
     FAILS,
     HOLDS,
     HOLDS_SMALL,
-    UNDECIDED,
     Analysis,
     Claim,
     Difference,
-    Measured,
     claim_difference,
-    claim_p_value,
     comparisons,
-    decision_gap,
-    holm,
-    holm_verdict,
-    measured,
+    decide,
     parse_analysis,
-    seeds_needed,
-    verdict,
 )
-from tiedemb.experiments.report_writer import write_rows
+from tiedemb.experiments.report_writer import flat_rows, markdown_table, write_rows
 
-PHASES = ("tuning", "verdict")
 STUDY = "clm"
 RATE_COLUMN = "learning_rate"
-AT_RATE = "at lr "  # claims.csv's columns of each claim at one shared rate: "at lr 0.003"
 
 
 @dataclass(frozen=True)
@@ -66,8 +59,7 @@ class RunRow:
     rate: float
     seed: str
     corpus_seed: str
-    state: str
-    final_loss: float  # nan when the run has none
+    final: float  # nan when the run has none
     unigram: float
     last_step: float
     steps: dict[float, float | None]  # target -> steps to unigram - target (None: never reached)
@@ -77,7 +69,7 @@ class RunRow:
 
     @property
     def diverged(self) -> bool:
-        return not math.isfinite(self.final_loss) or (math.isfinite(self.unigram) and self.final_loss > self.unigram)
+        return not math.isfinite(self.final) or (math.isfinite(self.unigram) and self.final > self.unigram)
 
 
 def _number(value: str | None) -> float:
@@ -111,8 +103,7 @@ def read_runs(path: Path, phase: str, rate: float | None = None) -> list[RunRow]
                 rate=float(row[RATE_COLUMN]) if row.get(RATE_COLUMN, "") != "" else rate,
                 seed=str(row.get("seed_everything") or row.get("seed")),
                 corpus_seed=str(row.get("corpus seed", "")),
-                state=row["state"],
-                final_loss=_number(row.get("final val loss")),
+                final=_number(row.get("final val loss")),
                 unigram=_number(row.get("unigram")),
                 last_step=_number(row.get("last step")),
                 steps=steps,
@@ -154,7 +145,7 @@ def rate_scores(runs: Iterable[RunRow]) -> list[RateScore]:
     seeds = max((len(group) for group in grouped.values()), default=0)
     scores = []
     for (variant, rate), group in sorted(grouped.items()):
-        finite = [run.final_loss for run in group if not run.diverged]
+        finite = [run.final for run in group if not run.diverged]
         mean = sum(finite) / len(finite) if len(finite) == len(group) else math.nan
         scores.append(RateScore(variant, rate, len(group), mean, sum(run.diverged for run in group), seeds))
     return scores
@@ -167,10 +158,6 @@ class Pick:
     at_edge: str  # "", "lowest" or "highest": the grid must be extended there
     grid: tuple[float, ...]
     missing: tuple[float, ...] = ()  # grid rates of this variant not (completely) run: the pick is provisional
-
-    @property
-    def provisional(self) -> bool:
-        return bool(self.missing)
 
 
 def pick_rates(runs: Iterable[RunRow], grid: Sequence[float] = ()) -> dict[str, Pick]:
@@ -198,44 +185,27 @@ def pick_rates(runs: Iterable[RunRow], grid: Sequence[float] = ()) -> dict[str, 
 
 def compare(level: Sequence[RunRow], reference: Sequence[RunRow], claim: Claim) -> Difference:
     """``level - reference`` paired by seed, for one claim's metric."""
-
-    def values(runs: Sequence[RunRow]) -> dict[str, Measured]:
-        found = {
-            run.seed: measured(run.final_loss, run.steps, run.last_step, claim.metric, claim.target) for run in runs
-        }
-        return {seed: value for seed, value in found.items() if value is not None}
-
-    return claim_difference(values(level), values(reference))
+    mine, theirs = ({run.seed: run for run in runs} for runs in (level, reference))
+    return claim_difference(mine, theirs, claim.metric, claim.target)
 
 
 def claims_at_rates(runs: Sequence[RunRow], analysis: Analysis) -> list[dict[str, Any]]:
     """Each claim at each rate both of its variants ran in the tuning phase."""
     tuning = [run for run in runs if run.phase == "tuning"]
-    rows = []
+    compared, rates = [], []
     for claim, level, reference in comparisons(analysis):
-        rates = sorted(
-            {r.rate for r in tuning if r.variant == level} & {r.rate for r in tuning if r.variant == reference}
-        )
-        for rate in rates:
+        shared = {r.rate for r in tuning if r.variant == level} & {r.rate for r in tuning if r.variant == reference}
+        for rate in sorted(shared):
             mine = [run for run in tuning if run.variant == level and run.rate == rate]
             theirs = [run for run in tuning if run.variant == reference and run.rate == rate]
-            diverged = any(run.diverged for run in mine + theirs)
-            difference = compare(mine, theirs, claim)
-            rows.append(
-                {
-                    "claim": claim.text,
-                    "level": level,
-                    "reference": reference,
-                    "learning rate": rate,
-                    "diverged": "yes" if diverged else "",
-                    "n": difference.n,
-                    "mean": difference.mean,
-                    "low": difference.low,
-                    "high": difference.high,
-                    "difference": difference.format(0 if claim.metric == "steps" else 3),
-                    "verdict": "a variant diverged" if diverged else verdict(difference, claim.expect, claim.margin),
-                }
-            )
+            compared.append((claim, level, reference, compare(mine, theirs, claim)))
+            rates.append((rate, any(run.diverged for run in mine + theirs)))
+    rows = decide(compared)
+    for row, (rate, diverged) in zip(rows, rates):
+        row["learning rate"] = rate
+        row["diverged"] = "yes" if diverged else ""
+        if diverged:
+            row["verdict"] = "a variant diverged"
     return rows
 
 
@@ -244,44 +214,20 @@ def tuned_claims(
 ) -> list[dict[str, Any]]:
     """Each claim on the verdict runs (every variant at its tuned rate), raw and after Holm."""
     verdict_runs = [run for run in runs if run.phase == "verdict"]
-    rows = []
+    compared, rates = [], []
     for claim, level, reference in comparisons(analysis):
         level_rate, reference_rate = (picks[v].rate if v in picks else None for v in (level, reference))
         mine = [run for run in verdict_runs if run.variant == level and run.rate == level_rate]
         theirs = [run for run in verdict_runs if run.variant == reference and run.rate == reference_rate]
-        difference = compare(mine, theirs, claim)
-        raw = verdict(difference, claim.expect, claim.margin) if difference.n else "no verdict runs"
-        # The n at which the measured spread would tell the measured mean apart from the nearest
-        # line of the rule (a mean on the margin: more than any budget, left empty).
-        gap = decision_gap(difference, claim.expect, claim.margin)
-        needed = (seeds_needed(difference.sd, gap) or "more than 1000") if raw == UNDECIDED else None
-        rows.append(
-            {
-                "claim": claim.text,
-                "level": level,
-                "reference": reference,
-                "measure": claim.metric_name,
-                "expected": claim.expect,
-                "margin": claim.margin,
-                "level rate": level_rate,
-                "reference rate": reference_rate,
-                "n": difference.n,
-                "mean": difference.mean,
-                "low": difference.low,
-                "high": difference.high,
-                "difference": difference.format(0 if claim.metric == "steps" else 3),
-                "verdict": raw,
-                "p": claim_p_value(difference, claim.expect, claim.margin),
-                "seeds needed": needed,
-            }
-        )
-    for row, adjusted in zip(rows, holm([row["p"] for row in rows])):
-        row["Holm p"] = adjusted
-        row["Holm verdict"] = holm_verdict(row["verdict"], adjusted)
+        compared.append((claim, level, reference, compare(mine, theirs, claim)))
+        rates.append((level_rate, reference_rate))
+    rows = decide(compared)
+    for row, (level_rate, reference_rate) in zip(rows, rates):
+        row["level rate"], row["reference rate"] = level_rate, reference_rate
+        if not row["n"]:
+            row["verdict"] = row["Holm verdict"] = "no verdict runs"
         shared = [r for r in at_rates if r["claim"] == row["claim"] and r["level"] == row["level"]]
         row["across rates"] = robustness(row["verdict"], [r["verdict"] for r in shared if not r["diverged"]])
-        for r in shared:  # the claim at each shared rate, beside its tuned-rate verdict
-            row[f"{AT_RATE}{r['learning rate']:g}"] = f"{r['difference']}: {r['verdict']}"
     return rows
 
 
@@ -315,16 +261,6 @@ def read_claims(path: Path) -> Analysis:
     return analysis
 
 
-def _cell(value: Any) -> Any:
-    if isinstance(value, float):
-        return "" if math.isnan(value) else f"{value:.6g}"
-    return "" if value is None else value
-
-
-def _write_csv(path: Path, rows: Sequence[dict[str, Any]], columns: Sequence[str]) -> None:
-    write_rows(list(columns), [[_cell(row.get(key)) for key in columns] for row in rows], path)
-
-
 def _protocol_note(protocol: Path, commits: list[str], commit: str) -> str:
     """Whether the protocol's current version governed a run made at ``commit`` (its newest commit
     that is an ancestor of it); empty when it did."""
@@ -347,7 +283,7 @@ def provenance(runs: Sequence[RunRow], protocol: Path, commits: list[str]) -> li
             "learning rate": run.rate,
             "seed": run.seed,
             "corpus seed": run.corpus_seed,
-            "final val loss": run.final_loss,
+            "final val loss": None if math.isnan(run.final) else run.final,
             "unigram": run.unigram,
             "steps to unigram - 1": run.steps.get(1.0),
             "last step": run.last_step,
@@ -367,25 +303,29 @@ def figure(at_rates: Sequence[dict[str, Any]], tuned: Sequence[dict[str, Any]], 
     plt = plots.pyplot()
     if plt is None or not at_rates:
         return None
+
+    def error_bars(differences: Sequence[Difference]) -> list[list[float]]:
+        return [
+            [d.mean - d.low if math.isfinite(d.low) else 0 for d in differences],
+            [d.high - d.mean if math.isfinite(d.high) else 0 for d in differences],
+        ]
+
     keys = list(dict.fromkeys((row["claim"], row["level"]) for row in at_rates))
-    columns = 3
-    rows_n = math.ceil(len(keys) / columns)
-    fig, axes = plt.subplots(rows_n, columns, figsize=(4.2 * columns, 3.2 * rows_n), squeeze=False)
+    rows_n = math.ceil(len(keys) / 3)
+    fig, axes = plt.subplots(rows_n, 3, figsize=(12.6, 3.2 * rows_n), squeeze=False)
     for ax, (claim, level) in zip(axes.flat, keys):
         points = [row for row in at_rates if row["claim"] == claim and row["level"] == level]
+        differences = [row["Δ"] for row in points]
         rates = [row["learning rate"] for row in points]
-        means = [row["mean"] for row in points]
-        lows = [row["mean"] - row["low"] if math.isfinite(row["low"]) else 0 for row in points]
-        highs = [row["high"] - row["mean"] if math.isfinite(row["high"]) else 0 for row in points]
-        ax.errorbar(rates, means, yerr=[lows, highs], fmt="o-", capsize=3, label="shared rate (tuning runs)")
-        mine = next((row for row in tuned if row["claim"] == claim and row["level"] == level), None)
-        margin = mine["margin"] if mine is not None else None
-        if mine is not None and mine["n"] and mine["level rate"] and math.isfinite(mine["low"]):
+        means = [d.mean for d in differences]
+        ax.errorbar(rates, means, yerr=error_bars(differences), fmt="o-", capsize=3, label="shared rate (tuning runs)")
+        mine = next(row for row in tuned if row["claim"] == claim and row["level"] == level)
+        if mine["n"] and mine["level rate"] and math.isfinite(mine["Δ"].low):
             # the verdict runs' difference, drawn just right of its rate so the two do not overlap
             ax.errorbar(
                 [mine["level rate"] * 1.15],
-                [mine["mean"]],
-                yerr=[[mine["mean"] - mine["low"]], [mine["high"] - mine["mean"]]],
+                [mine["Δ"].mean],
+                yerr=error_bars([mine["Δ"]]),
                 fmt="s",
                 color="tab:red",
                 capsize=3,
@@ -393,14 +333,12 @@ def figure(at_rates: Sequence[dict[str, Any]], tuned: Sequence[dict[str, Any]], 
             )
             ax.legend(fontsize=7)
         ax.axhline(0, color="grey", linewidth=0.8)
-        if margin is not None:
-            for sign in (1, -1):
-                ax.axhline(sign * margin, color="grey", linestyle="--", linewidth=0.8)
+        for sign in (1, -1):
+            ax.axhline(sign * float(mine["margin"]), color="grey", linestyle="--", linewidth=0.8)
         ax.set_xscale("log")
         ax.set_xlabel("learning rate")
-        reference = points[0]["reference"]
-        ax.set_title(f"{level} − {reference}", fontsize=9)
-        ax.set_ylabel("Δ steps" if "steps" in claim or "converges" in claim else "Δ final loss")
+        ax.set_title(f"{level} − {points[0]['reference']}", fontsize=9)
+        ax.set_ylabel(f"Δ {points[0]['measure']}")
     for ax in list(axes.flat)[len(keys) :]:
         ax.axis("off")
     fig.tight_layout()
@@ -423,7 +361,6 @@ CLAIM_COLUMNS = [
     "p",
     "Holm p",
     "Holm verdict",
-    "seeds needed",
     "across rates",
 ]
 
@@ -435,13 +372,24 @@ def _score_rows(scores: Sequence[RateScore], picks: dict[str, Pick]) -> list[dic
             "variant": s.variant,
             "learning rate": s.rate,
             "tuning seeds": s.n,
-            "mean final val loss": s.mean_final,
+            "mean final val loss": None if math.isnan(s.mean_final) else s.mean_final,
             "diverged seeds": s.diverged,
             "eligible": "yes" if s.eligible else "no" if s.complete else f"no: {s.n} of {s.seeds} seeds",
             "picked": "yes" if picks[s.variant].rate == s.rate else "",
         }
         for s in scores
     ]
+
+
+def _pick_lines(picks: dict[str, Pick]) -> list[str]:
+    lines = []
+    for variant, pick in sorted(picks.items()):
+        rate = "none eligible" if pick.rate is None else f"{pick.rate:g}"
+        edge = f" — at the grid's {pick.at_edge} rate: the protocol extends the grid" if pick.at_edge else ""
+        missing = ", ".join(f"{r:g}" for r in pick.missing)
+        wait = f" — provisional: {missing} not yet run on every tuning seed" if pick.missing else ""
+        lines.append(f"{variant}: {rate}{edge}{wait}")
+    return lines
 
 
 def write_rate_report(
@@ -460,89 +408,49 @@ def write_rate_report(
         raise UserError("no finished tuning runs were read: nothing to pick a rate from")
     out.mkdir(parents=True, exist_ok=True)
     commits = (git(["log", "--format=%H", "--", protocol.name], protocol.parent) or "").split()
-    run_rows = provenance(runs, protocol, commits)
-    _write_csv(out / "run_metrics.csv", run_rows, list(run_rows[0]))
     picks = pick_rates(runs, grid)
-    score_rows = _score_rows(rate_scores(runs), picks)
-    _write_csv(out / "tuning.csv", score_rows, list(score_rows[0]))
     at_rates = claims_at_rates(runs, analysis)
-    _write_csv(out / "claims_by_rate.csv", at_rates, BY_RATE_COLUMNS)
     tuned = tuned_claims(runs, analysis, picks, at_rates)
-    rates = sorted({float(key[len(AT_RATE) :]) for row in tuned for key in row if key.startswith(AT_RATE)})
-    _write_csv(out / "claims.csv", tuned, [*CLAIM_COLUMNS, *(f"{AT_RATE}{rate:g}" for rate in rates)])
-    plot = figure(at_rates, tuned, out / "claims_vs_rate.png")
-    lines = [
-        *_header(protocol, commits, run_rows),
-        *_picks(score_rows, picks),
-        *_claims(tuned, at_rates),
-        *([f"![paired difference against the learning rate]({plot.name})", ""] if plot is not None else []),
+    claims_note = f"{len(tuned)} claims tested on the verdict runs; Holm's adjustment over all of them (0.025)"
+    run_metrics = Table("run_metrics", "Runs read", provenance(runs, protocol, commits))
+    tables = [
+        Table(
+            "tuning",
+            "The rule's picks",
+            _score_rows(rate_scores(runs), picks),
+            notes=[
+                "each variant's eligible tuning rate with the lowest mean final validation loss "
+                "(no tuning seed diverged)",
+                *_pick_lines(picks),
+            ],
+        ),
+        Table("claims", "Claims at the tuned rates", tuned, columns=CLAIM_COLUMNS, notes=[claims_note]),
+        Table("claims_by_rate", "Claims at every shared rate (tuning runs)", at_rates, columns=BY_RATE_COLUMNS),
     ]
+    for table in [run_metrics, *tables]:
+        write_rows(*flat_rows(table), out / f"{table.name}.csv")
+    plot = figure(at_rates, tuned, out / "claims_vs_rate.png")
+    lines = _header(protocol, commits, run_metrics.rows)
+    for table in tables:
+        lines += [f"## {table.title}", "", markdown_table(table)]
+    if plot is not None:
+        lines += [f"![paired difference against the learning rate]({plot.name})", ""]
     path = out / "report.md"
-    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    path.write_text("\n".join(lines), encoding="utf-8")
     return path
 
 
-def _table(rows: Sequence[dict[str, Any]], columns: Sequence[str]) -> list[str]:
-    head = ["| " + " | ".join(columns) + " |", "|" + "---|" * len(columns)]
-    return head + ["| " + " | ".join(str(_cell(row.get(c))) for c in columns) + " |" for row in rows]
-
-
 def _header(protocol: Path, commits: list[str], run_rows: list[dict[str, Any]]) -> list[str]:
-    lines = ["# Each remedy at its own learning rate", ""]
-    if commits:
-        lines.append(f"Protocol: `{protocol.name}` at commit {commits[0][:7]} (first committed at {commits[-1][:7]}).")
-    else:
-        lines.append(f"Protocol: `{protocol.name}` (no git history found: its commits cannot be checked).")
-    marked = [row for row in run_rows if row["protocol"]]
-    phases = {phase: sum(row["phase"] == phase for row in run_rows) for phase in PHASES}
+    version = f"at commit {commits[0][:7]} (first committed at {commits[-1][:7]})" if commits else "(no git history)"
+    phases = Counter(row["phase"] for row in run_rows)
+    marked = sum(bool(row["protocol"]) for row in run_rows)
     return [
-        *lines,
+        "# Each remedy at its own learning rate",
         "",
-        f"Runs read: {phases['tuning']} tuning, {phases['verdict']} verdict; "
-        f"{len(marked)} marked in `run_metrics.csv` (column `protocol`) as made outside the current "
-        "protocol version or without a recorded commit.",
+        f"Protocol: `{protocol.name}` {version}.",
         "",
-    ]
-
-
-def _picks(score_rows: list[dict[str, Any]], picks: dict[str, Pick]) -> list[str]:
-    lines = [
-        "## The rule's picks",
-        "",
-        "Each variant's eligible tuning rate with the lowest mean final validation loss (no tuning seed diverged).",
-        "",
-        *_table(score_rows, list(score_rows[0])),
-        "",
-    ]
-    for variant, pick in sorted(picks.items()):
-        rate = "none eligible" if pick.rate is None else f"{pick.rate:g}"
-        edge = f" — at the grid's {pick.at_edge} rate: the protocol extends the grid" if pick.at_edge else ""
-        missing = ", ".join(f"{r:g}" for r in pick.missing)
-        wait = f" — provisional: {missing} not yet run on every tuning seed" if pick.provisional else ""
-        lines.append(f"- {variant}: {rate}{edge}{wait}")
-    return lines
-
-
-def _claims(tuned: list[dict[str, Any]], at_rates: list[dict[str, Any]]) -> list[str]:
-    lines = ["", "## Claims at the tuned rates", ""]
-    if not any(row["n"] for row in tuned):
-        lines.append("No verdict runs yet: the claims are decided on them only.")
-    else:
-        lines.append(
-            f"{len(tuned)} claims tested; Holm's adjustment over all of them at a family-wise 0.025 (one-sided). "
-            "For an undecided claim, *seeds needed* is the n at which its measured spread would tell its "
-            "measured mean apart, with 80% power, from the nearest line of the rule (0 or the margin)."
-        )
-    hidden = ("measure", "expected", "mean", "low", "high")  # the difference column says them
-    columns = [c for c in tuned[0] if c not in hidden and not c.startswith(AT_RATE)]  # shared rates: next table
-    by_rate = ["claim", "level", "reference", "learning rate", "n", "difference", "verdict"]
-    return [
-        *lines,
-        "",
-        *_table(tuned, columns),
-        "",
-        "## Claims at every shared rate (tuning runs)",
-        "",
-        *_table(at_rates, by_rate),
+        f"Runs read: {phases['tuning']} tuning, {phases['verdict']} verdict; {marked} marked in "
+        "`run_metrics.csv` (column `protocol`) as made outside the current protocol version or without a "
+        "recorded commit.",
         "",
     ]

@@ -9,10 +9,8 @@ units, matched by the share d_e / hidden.
 
 from __future__ import annotations
 
-import math
 import statistics
 from collections.abc import Iterator, Mapping, Sequence
-from dataclasses import dataclass
 from fractions import Fraction
 from typing import Any
 
@@ -32,16 +30,6 @@ SOURCE_EPOCHS = {128: 5.2, 768: 3.0}
 """Fine-tuning epochs to converge at d_e 128 and 768 in the source: 5.2 / 3.0 = 1.73 (+73%)."""
 SOURCE_SAVING = {384: "saves about 12M parameters (11% of BERT-base) for about 0.6 points"}
 """What the source says narrowing 768 -> d_e costs, by the source's d_e."""
-SEED_NOISE = 0.0088
-"""Nats: the seed noise of a 3-seed mean gap: the one-seed sd of the published width study's paired
-final-loss gap d_e 32 - 128 (0.0153) over sqrt(3)."""
-PILOT_FRACTION = 0.2  # the last share of the steps over which the gap must have settled
-PILOT_WINDOW = 200  # steps either side over which each curve is averaged before the gap is read
-PILOT_ROUND = 500  # the chosen step count is rounded up to a multiple of this
-PILOT_CAP = 4500  # the most steps the study's 5 h budget allows its 21 cells (width_pilot_cpu.yaml)
-PILOT_MIN_STEP = 2000
-"""No step before this can meet the rule: the published study's length, where the gap was still closing
-(early on, 20% of the steps is a short stretch and the smoothing window reaches back to step 0)."""
 
 
 # --------------------------------------------------------------------------- the ladder
@@ -74,11 +62,6 @@ def share(d_e: int, full: int) -> str:
 # --------------------------------------------------------------------------- gap against steps
 
 
-def smoothed(curve: Sequence[tuple[int, float]], window: int) -> list[tuple[int, float]]:
-    """Each evaluation replaced by the mean of the evaluations within ``window`` steps of it."""
-    return [(step, statistics.fmean(v for s, v in curve if abs(s - step) <= window)) for step, _ in curve]
-
-
 def gap(narrow: Sequence[tuple[int, float]], full: Sequence[tuple[int, float]]) -> list[tuple[int, float]]:
     """``narrow - full`` at each of ``narrow``'s evaluations within ``full``'s, ``full`` interpolated
     between its own evaluations where they fall elsewhere (runs whose epochs differ in length
@@ -96,11 +79,8 @@ def gap_curves(numbers: Numbers, analysis: Analysis) -> dict[str, dict[str, list
     """study -> level -> [(step, mean gap, lowest seed's, highest seed's)], the gap to the reference
     over the seeds both ran (and whose tokenizers agree), at the steps every such seed evaluated."""
     curves: dict[str, dict[str, list[tuple[int, float, float, float]]]] = {}
-    for study, levels in numbers.items():
-        reference = levels.get(analysis.reference)
-        if reference is None:
-            continue
-        for _, level in ladder(levels, analysis.reference):
+    for study, levels, reference, widths, _ in _ladders(numbers, analysis):
+        for _, level in widths:
             if level == analysis.reference:
                 continue
             per_seed = [
@@ -117,56 +97,11 @@ def gap_curves(numbers: Numbers, analysis: Analysis) -> dict[str, dict[str, list
     return curves
 
 
-@dataclass(frozen=True)
-class PilotReading:
-    """Where the pilot's rule stops: the gap at ``step`` and at ``earlier`` (= (1 - fraction) step)."""
-
-    step: int
-    gap: float
-    earlier: float
-    earlier_gap: float
-    chosen: int  # ``step`` rounded up to a multiple of PILOT_ROUND: the study's trainer.max_steps
-
-    @property
-    def change(self) -> float:
-        return self.gap - self.earlier_gap
-
-
 def value_at(curve: Sequence[tuple[int, float]], step: float) -> float | None:
     """The curve at ``step``, interpolated linearly between evaluations; None outside them."""
     if not curve or not curve[0][0] <= step <= curve[-1][0]:
         return None
     return float(numpy.interp(step, [s for s, _ in curve], [v for _, v in curve]))
-
-
-def pilot_reading(
-    narrow: Sequence[tuple[int, float]],
-    full: Sequence[tuple[int, float]],
-    sigma: float = SEED_NOISE,
-    fraction: float = PILOT_FRACTION,
-    window: int = PILOT_WINDOW,
-    round_to: int = PILOT_ROUND,
-    min_step: int = PILOT_MIN_STEP,
-) -> PilotReading | None:
-    """The first evaluation step S >= ``min_step`` with |gap(s) - gap((1 - fraction) s)| < sigma at S and
-    at every later evaluation of the pilot (one quiet stretch of a noisy curve does not end the rule),
-    each curve averaged over ``window`` steps either side first; None when no step meets it."""
-    gaps = gap(smoothed(sorted(narrow), window), smoothed(sorted(full), window))
-    readings = []  # (step, gap, earlier step, gap there) from min_step on
-    for step, value in gaps:
-        earlier = (1 - fraction) * step
-        earlier_value = value_at(gaps, earlier)
-        if step >= max(min_step, 1) and earlier_value is not None:
-            readings.append((step, value, earlier, earlier_value))
-    settled = None
-    for reading in reversed(readings):  # the earliest step of the final run of settled evaluations
-        if abs(reading[1] - reading[3]) >= sigma:
-            break
-        settled = reading
-    if settled is None:
-        return None
-    step, value, earlier, earlier_value = settled
-    return PilotReading(step, value, earlier, earlier_value, math.ceil(step / round_to) * round_to)
 
 
 # --------------------------------------------------------------------------- (a) diminishing returns
@@ -343,9 +278,6 @@ def parameters_table(numbers: Numbers, analysis: Analysis) -> Table:
                     "saved (M)": saved,
                     "saved (%)": None if saved is None or not full_params else 100 * saved * 1e6 / full_params,
                     "loss lost (nats)": lost.format(3) if lost is not None else "reference",
-                    "nats per M saved": (
-                        lost.mean / saved if lost is not None and saved and math.isfinite(lost.mean) else None
-                    ),
                     "source": f"768 → {source} {SOURCE_SAVING[source]}" if source in SOURCE_SAVING else "",
                 }
             )
@@ -360,7 +292,7 @@ def parameters_table(numbers: Numbers, analysis: Analysis) -> Table:
         title="(c) Parameters saved against loss lost, per width",
         rows=rows,
         notes=notes,
-        digits={"d_e": 0, "params (M)": 3, "saved (M)": 3, "saved (%)": 1, "nats per M saved": 3},
+        digits={"d_e": 0, "params (M)": 3, "saved (M)": 3, "saved (%)": 1},
     )
 
 
@@ -392,36 +324,3 @@ def control_table(numbers: Numbers, analysis: Analysis) -> Table:
         notes=notes,
         digits={"d_e": 0},
     )
-
-
-# --------------------------------------------------------------------------- downstream
-
-
-def downstream_notes(dims: Table) -> list[str]:
-    """Per route and main score of the embedding-dimension table: whether its widest row beats the
-    majority class by more than the minimum detectable effect (MDE), which a downstream claim needs."""
-    from tiedemb.experiments.aggregate import Stat, majority_column, mde_column
-
-    notes = []
-    routes: dict[str, list[dict[str, Any]]] = {}
-    for row in dims.rows:
-        routes.setdefault(str(row.get("route", "")), []).append(row)
-    for route, rows in routes.items():
-        widest = max(rows, key=lambda row: row["d_e"])
-        for column in dims.columns:
-            score, floor, mde = widest.get(column), widest.get(majority_column(column)), widest.get(mde_column(column))
-            if not isinstance(score, Stat) or floor is None or mde is None:
-                continue
-            margin = score.mean - floor
-            where = f"{route + ', ' if route else ''}{column} at d_e {widest['d_e']}"
-            if margin > mde:
-                notes.append(
-                    f"downstream signal: {where} beats the majority class by {margin:.1f} points, more than "
-                    f"the MDE of {mde:.1f}: differences between widths larger than the MDE may be claimed"
-                )
-            else:
-                notes.append(
-                    f"no downstream signal at this scale: {where} is {margin:+.1f} points from the majority "
-                    f"class ({floor:.1f}), within the MDE of {mde:.1f}; no downstream claim is made"
-                )
-    return notes
