@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import argparse
 import functools
-import importlib
 import json
 import os
 import shlex
@@ -19,7 +18,7 @@ import subprocess
 import sys
 import time
 import warnings
-from dataclasses import asdict, replace
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
@@ -27,7 +26,7 @@ from tiedemb.errors import UserError
 from tiedemb.experiments import layout
 from tiedemb.experiments.stopping import STOP_SIGNALS_RECEIVED as STOP
 from tiedemb.experiments.stopping import SweepStopped
-from tiedemb.experiments.sweep_file import Cell, Sweep, replace_cells
+from tiedemb.experiments.sweep_file import CHAIN_KEY, Cell, Sweep
 from tiedemb.training.exits import PREEMPTED_EXIT
 from tiedemb.training.status_file import now, process_fields
 
@@ -62,7 +61,6 @@ def loggers(sweep: Sweep, cell: Cell, folder: Path, stage: str) -> list[dict[str
             f"experiment={sweep.name}",
             f"study={cell.study}",
             *(f"{k}={v}" for k, v in cell.labels.items()),
-            *map(str, sweep.wandb.get("tags") or []),
         ]
         init = {
             "project": sweep.wandb["project"],
@@ -74,8 +72,6 @@ def loggers(sweep: Sweep, cell: Cell, folder: Path, stage: str) -> list[dict[str
             # labels as config too: the dashboard can group and filter by them like any setting
             "config": {"sweep": {"experiment": sweep.name, "study": cell.study, "stage": stage, **cell.labels}},
         }
-        if sweep.wandb.get("entity"):
-            init["entity"] = sweep.wandb["entity"]
         settings.append({"class_path": WANDB_LOGGER, "init_args": init})
     settings.append({"class_path": CSV_LOGGER, "init_args": {"save_dir": str(folder), "name": "csv"}})
     return settings
@@ -98,8 +94,8 @@ def cell_args(
     args.append("--trainer.enable_progress_bar=false")
     args += [f"--{key}={render(value)}" for key, value in cell.overrides.items()]
     if cell.upstream is not None:  # after the overrides: the chain decides where the weights come from
-        placeholder = f"<the {cell.upstream.checkpoint} checkpoint of {cell.upstream.cell.id}>"
-        args.append(f"--{cell.upstream.key}={upstream_checkpoint or placeholder}")
+        placeholder = f"<the last checkpoint of {cell.upstream.cell.id}>"
+        args.append(f"--{CHAIN_KEY}={upstream_checkpoint or placeholder}")
     # The sweep owns where a cell writes: set last, so no config can send two cells to one folder.
     # The cell's folder is the run's folder (--run_name=.), so a rerun continues in it.
     args += [
@@ -116,12 +112,20 @@ def cell_args(
 
 
 def validate_cell(sweep: Sweep, cell: Cell, folder: Path) -> dict[str, Any]:
-    """Parse the cell's command line with the CLI's parser, then check a pretraining model's settings as
-    the model would (known head, widths that divide) without building it; return the resolved config."""
-    config = resolved_config(sweep, cell, folder)
-    _check_model_settings(sweep, cell, config)
-    _check_test_stage(sweep, cell, config)
-    return config
+    """The cell's configuration as the CLI's parser resolves it (jsonargparse; nothing instantiated), or
+    a ``UserError`` naming the cell and the key. What only the run can check (e.g. widths that divide)
+    is refused by the run's own first step."""
+    from tiedemb.training.arguments import choice_mismatch, condense_parse_error, nearest_valid_key
+
+    parser, subcommands = cli_parsers()
+    args = cell_args(sweep, cell, folder, cell.command)
+    try:
+        config = parser.parse_args(args)
+    except argparse.ArgumentError as error:
+        nearest = nearest_valid_key(str(error), subcommands.get(args[0], parser))
+        message = choice_mismatch(condense_parse_error(str(error))) + (f"; did you mean {nearest}?" if nearest else "")
+        raise UserError(f"sweep {sweep.name!r}, cell {cell.id!r}: the command line is rejected: {message}") from None
+    return config[config["subcommand"]].as_dict()
 
 
 class _Parsers(Exception):
@@ -146,113 +150,6 @@ def cli_parsers() -> tuple[Any, dict[str, Any]]:
     except _Parsers as built:
         return built.args
     raise AssertionError("the CLI's parse_arguments hook was not called")
-
-
-def resolved_config(sweep: Sweep, cell: Cell, folder: Path) -> dict[str, Any]:
-    """The cell's configuration as the CLI's parser resolves it (jsonargparse; nothing instantiated)."""
-    from tiedemb.training.arguments import choice_mismatch, condense_parse_error, nearest_valid_key
-
-    parser, subcommands = cli_parsers()
-    args = cell_args(sweep, cell, folder, cell.command)
-    try:
-        config = parser.parse_args(args)
-    except argparse.ArgumentError as error:
-        nearest = nearest_valid_key(str(error), subcommands.get(args[0], parser))
-        message = choice_mismatch(condense_parse_error(str(error))) + (f"; did you mean {nearest}?" if nearest else "")
-        raise UserError(
-            f"sweep {sweep.name!r}, cell {cell.id!r}: the command line is rejected: {message}{_blame(cell, message)}"
-        ) from None
-    return config[config["subcommand"]].as_dict()
-
-
-def _blame(cell: Cell, message: str) -> str:
-    """Which of the cell's overrides the parser's message is about, when one can be told."""
-    for key in cell.overrides:
-        if f"--{key}" in message or f"'{key.rsplit('.', 1)[-1]}'" in message:
-            return f" (override {key}={render(cell.overrides[key])})"
-    return ""
-
-
-def _check_model_settings(sweep: Sweep, cell: Cell, config: dict[str, Any]) -> None:
-    from tiedemb.nn.config import TransformerConfig
-    from tiedemb.nn.heads import head_class
-
-    model = config.get("model") or {}
-    init_args = model.get("init_args") or {}
-    if not str(model.get("class_path", "")).endswith("PretrainModule") or init_args.get("pretrained"):
-        return  # a model with a pretrained source takes its architecture from it at run time
-    # null: unset, the config's default (a PretrainModule without a source)
-    fields = {
-        key: value for key, value in init_args.items() if key in TransformerConfig.field_names() and value is not None
-    }
-    fields["vocab_size"] = fields.get("vocab_size") or 1000  # linked from the data when the run starts
-    try:
-        head_class(TransformerConfig(**fields).head)  # the registry knows the heads, not the config
-    except (UserError, TypeError) as error:
-        raise UserError(f"sweep {sweep.name!r}, cell {cell.id!r}: {error}") from None
-
-
-def _check_test_stage(sweep: Sweep, cell: Cell, config: dict[str, Any]) -> None:
-    """A study with ``test:`` runs ``main.py test`` after fit: refuse it now when the cell's data
-    has nothing to test on, rather than after every cell's training."""
-    from tiedemb.training.run_checks import check_has_split
-
-    if not cell.test:
-        return
-    class_path = str((config.get("data") or {}).get("class_path") or "")
-    module, _, name = class_path.rpartition(".")
-    data_class = getattr(importlib.import_module(module), name)  # the CLI has just resolved it
-    try:
-        check_has_split("test", data_class)
-    except UserError as error:
-        raise UserError(
-            f"sweep {sweep.name!r}, cell {cell.id!r}: test: {cell.test} runs `main.py test` after fit, "
-            f"but {error}; leave test out of the study"
-        ) from None
-
-
-# --------------------------------------------------------------------------- --set
-
-
-def apply_settings(sweep: Sweep, settings: dict[str, Any], out: Path) -> None:
-    """Add ``settings`` (CLI key -> value) after every other override of each cell whose resolved
-    configuration has the key; a key no cell has is a typo, or a setting of a study this sweep does not run."""
-    if not settings:
-        return
-    keys: dict[str, list[str]] = {}  # cell id -> the setting keys its configuration has
-    for cell in sweep.all_cells:
-        config = resolved_config(sweep, cell, cell_dir(out, cell))
-        keys[cell.id] = [key for key in settings if has_key(config, key)]
-        if cell.upstream is not None and cell.upstream.key in keys[cell.id]:
-            raise UserError(
-                f"--set {cell.upstream.key}: cell {cell.id!r} of sweep file {str(sweep.path)!r} takes "
-                f"it from study {cell.upstream.cell.study!r} (pretrained_from)"
-            )
-    unused = [key for key in settings if not any(key in found for found in keys.values())]
-    if unused:
-        raise UserError(
-            f"--set {unused[0]}: no cell of sweep file {str(sweep.path)!r} has this key in its configuration"
-        )
-
-    def with_settings(cell: Cell) -> Cell:
-        # Removed, then added: last on the command line, so nothing the file sets can override them.
-        overrides = {key: value for key, value in cell.overrides.items() if key not in keys[cell.id]}
-        return replace(cell, overrides={**overrides, **{key: settings[key] for key in keys[cell.id]}})
-
-    replace_cells(sweep, with_settings)
-
-
-def has_key(config: Any, key: str) -> bool:
-    """Whether the resolved configuration has the dotted CLI key (``data.train_files`` is found in
-    ``data.init_args.train_files`` as the command line finds it)."""
-    node = config
-    for part in key.split("."):
-        if isinstance(node, dict) and part not in node and isinstance(node.get("init_args"), dict):
-            node = node["init_args"]
-        if not isinstance(node, dict) or part not in node:
-            return False
-        node = node[part]
-    return True
 
 
 # --------------------------------------------------------------------------- chained cells
@@ -329,16 +226,7 @@ def write_manifest(sweep: Sweep, out: Path) -> None:
             "name": sweep.name,
             "description": sweep.description,
             "sweep_file": str(sweep.path.resolve()),
-            "cells": [
-                {
-                    "id": cell.id,
-                    "study": cell.study,
-                    "labels": cell.labels,
-                    "index": cell.index,
-                    **({"pretrained_from": cell.upstream.cell.id} if cell.upstream else {}),
-                }
-                for cell in sweep.cells
-            ],
+            "cells": [{"id": cell.id, "study": cell.study} for cell in sweep.cells],
             "skipped_studies": {study.name: study.skipped_because for study in sweep.studies if study.skipped_because},
             "wandb": sweep.wandb,
             # the claims and margins as the file stated them when the sweep ran (claims.parse_analysis reads
@@ -407,7 +295,7 @@ def run_cell(sweep: Sweep, cell: Cell, out: Path, workdir: Path) -> bool:
     checkpoint = None
     if cell.upstream is not None:
         try:
-            checkpoint = _checkpoint(cell_dir(out, cell.upstream.cell), cell.upstream.checkpoint)
+            checkpoint = _checkpoint(cell_dir(out, cell.upstream.cell), "last")
         except UserError as error:  # finished without a checkpoint: never start on random weights
             _record(folder, {**previous, "attempt": attempt}, layout.FAILED, message=f"error: {error}")
             return False
