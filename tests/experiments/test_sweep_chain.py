@@ -82,7 +82,7 @@ def fake_runs(monkeypatch):
 
 def test_each_chained_cell_names_its_upstream_cell_and_runs_after_it(tmp_path):
     sweep = load_sweep(chain_sweep(tmp_path))
-    upstream = {cell.id: cell.upstream.cell.id for cell in sweep.study("mrpc").cells}
+    upstream = {cell.id: cell.upstream.id for cell in sweep.study("mrpc").cells}
     assert upstream == {
         "mrpc/d_e=16,seed=0": "pretrain/d_e=16,seed=0",
         "mrpc/d_e=16,seed=1": "pretrain/d_e=16,seed=0",
@@ -95,7 +95,7 @@ def test_each_chained_cell_names_its_upstream_cell_and_runs_after_it(tmp_path):
         "cell": "pretrain/d_e=16,seed=0",
         "checkpoint": "last",
         "key": "model.pretrained",
-        "spec_hash": cell.upstream.cell.spec_hash,
+        "spec_hash": cell.upstream.spec_hash,
     }
     assert "pretrained_from" not in sweep.study("pretrain").cells[0].spec()  # unchained specs are as before
     # before the upstream has run, the command line holds a placeholder, last, after the overrides

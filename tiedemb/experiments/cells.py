@@ -44,24 +44,14 @@ def cell_dir(out: Path, cell: Cell) -> Path:
 
 def render(value: Any) -> str:
     """A value as jsonargparse reads it on the command line."""
-    if value is None:
-        return "null"
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, (list, dict)):
-        return json.dumps(value)
-    return str(value)
+    return value if isinstance(value, str) else json.dumps(value, default=str)
 
 
 def loggers(sweep: Sweep, cell: Cell, folder: Path, stage: str) -> list[dict[str, Any]]:
     """The cell's loggers: W&B grouped by experiment and tagged by label, and CSV metrics."""
     settings: list[dict[str, Any]] = []
     if sweep.wandb is not None:
-        tags = [
-            f"experiment={sweep.name}",
-            f"study={cell.study}",
-            *(f"{k}={v}" for k, v in cell.labels.items()),
-        ]
+        tags = [f"experiment={sweep.name}", f"study={cell.study}", *(f"{k}={v}" for k, v in cell.labels.items())]
         init = {
             "project": sweep.wandb["project"],
             "save_dir": str(folder),
@@ -94,7 +84,7 @@ def cell_args(
     args.append("--trainer.enable_progress_bar=false")
     args += [f"--{key}={render(value)}" for key, value in cell.overrides.items()]
     if cell.upstream is not None:  # after the overrides: the chain decides where the weights come from
-        placeholder = f"<the last checkpoint of {cell.upstream.cell.id}>"
+        placeholder = f"<the last checkpoint of {cell.upstream.id}>"
         args.append(f"--{CHAIN_KEY}={upstream_checkpoint or placeholder}")
     # The sweep owns where a cell writes: set last, so no config can send two cells to one folder.
     # The cell's folder is the run's folder (--run_name=.), so a rerun continues in it.
@@ -159,7 +149,7 @@ def waiting_reason(sweep: Sweep, cell: Cell, out: Path) -> str | None:
     """Why a chained cell cannot start yet (its upstream ``failed``, ``not run`` ...); ``None``: it can."""
     if cell.upstream is None:
         return None
-    upstream = cell.upstream.cell
+    upstream = cell.upstream
     skipped = sweep.study(upstream.study).skipped_because
     if skipped:
         return f"study {upstream.study!r} is skipped: {skipped}"
@@ -179,7 +169,7 @@ def record_waiting(sweep: Sweep, cell: Cell, out: Path, workdir: Path, message: 
     discard_superseded(cell, folder)
     folder.mkdir(parents=True, exist_ok=True)
     if layout.read_json(folder / layout.CELL_FILE) is None:  # the report lists the cell as waiting
-        layout.write_json(folder / layout.CELL_FILE, _cell_record(sweep, cell, workdir, {}))
+        layout.write_json(folder / layout.CELL_FILE, _cell_record(sweep, cell, workdir))
     previous = layout.read_status(folder) or {}
     layout.write_json(
         folder / layout.STATUS_FILE, {**previous, "state": layout.WAITING, "message": message, "since": now()}
@@ -194,7 +184,7 @@ def cell_state(sweep: Sweep, cell: Cell, out: Path) -> tuple[str, str]:
     reason = waiting_reason(sweep, cell, out)
     if reason is None:
         return ("ready" if state == layout.WAITING else state), ""  # its upstream has finished since
-    return layout.WAITING, f"waits for {cell.upstream.cell.id} ({reason})"
+    return layout.WAITING, f"waits for {cell.upstream.id} ({reason})"
 
 
 # --------------------------------------------------------------------------- running
@@ -229,10 +219,8 @@ def write_manifest(sweep: Sweep, out: Path) -> None:
             "cells": [{"id": cell.id, "study": cell.study} for cell in sweep.cells],
             "skipped_studies": {study.name: study.skipped_because for study in sweep.studies if study.skipped_because},
             "wandb": sweep.wandb,
-            # the claims and margins as the file stated them when the sweep ran (claims.parse_analysis reads
-            # its fields back)
+            # the claims and the report's sections as the file stated them (read back by the report)
             **({"analysis": asdict(sweep.analysis)} if sweep.analysis else {}),
-            # the report's sections as declared when the sweep ran (experiments/sections.py)
             **({"report": sweep.report} if sweep.report else {}),
         },
     )
@@ -257,125 +245,89 @@ def source_commit() -> str | None:
     return commit.strip() + ("+" if (dirty or "").strip() else "")
 
 
-def discard_superseded(cell: Cell, folder: Path) -> bool:
+def discard_superseded(cell: Cell, folder: Path) -> None:
     """Delete what an unfinished earlier attempt with other settings left: its checkpoints could not be
     resumed and its metrics would be mixed into this run's."""
     recorded = layout.read_json(folder / layout.CELL_FILE)
-    if not recorded or recorded.get("spec_hash") == cell.spec_hash or layout.is_finished(folder):
-        return False
-    shutil.rmtree(folder)
-    return True
+    if recorded and recorded.get("spec_hash") != cell.spec_hash and not layout.is_finished(folder):
+        shutil.rmtree(folder)
 
 
-def _cell_record(
-    sweep: Sweep, cell: Cell, workdir: Path, commands: dict[str, list[str]], checkpoint: Path | None = None
-) -> dict[str, Any]:
+def _cell_record(sweep: Sweep, cell: Cell, workdir: Path, checkpoint: str | None = None) -> dict[str, Any]:
     record = {
         **cell.spec(),
         "id": cell.id,
-        "experiment": sweep.name,
         "spec_hash": cell.spec_hash,
-        "index": cell.index,
         "workdir": str(workdir),
-        "commands": commands,
         "commit": source_commit(),
     }
     if cell.upstream is not None and checkpoint is not None:
-        record["pretrained_from"] = {**cell.upstream.spec(), "path": str(checkpoint)}
+        record["pretrained_from"] = {**cell.upstream_spec(), "path": checkpoint}
     return record
 
 
 def run_cell(sweep: Sweep, cell: Cell, out: Path, workdir: Path) -> bool:
-    """Run one cell's stages; return whether it finished."""
+    """Run one cell's stages (each command line is in its log.txt); return whether it finished."""
+    from tiedemb.training.checkpoints import last_checkpoints
+
     folder = cell_dir(out, cell)
     discard_superseded(cell, folder)
     folder.mkdir(parents=True, exist_ok=True)
     previous = layout.read_status(folder) or {}
-    attempt = int(previous.get("attempt", 0)) + 1
+    status: dict[str, Any] = {
+        "state": layout.RUNNING,
+        "attempt": int(previous.get("attempt", 0)) + 1,
+        "started": now(),
+        # kept across resumed attempts: a protocol committed before the study can be checked against it
+        "first_started": previous.get("first_started") or previous.get("started") or now(),
+        **process_fields(),
+        # a stage an earlier attempt completed (fit, before a failed test) is not run again
+        "stages": {stage: info for stage, info in (previous.get("stages") or {}).items() if info["returncode"] == 0},
+    }
+    begin = time.monotonic()
     checkpoint = None
     if cell.upstream is not None:
         try:
-            checkpoint = _checkpoint(cell_dir(out, cell.upstream.cell), "last")
+            checkpoint = str(_checkpoint(cell_dir(out, cell.upstream), "last"))
         except UserError as error:  # finished without a checkpoint: never start on random weights
-            _record(folder, {**previous, "attempt": attempt}, layout.FAILED, message=f"error: {error}")
+            _record(folder, status, layout.FAILED, begin, message=f"error: {error}")
             return False
-    upstream = str(checkpoint) if checkpoint is not None else None
-    # A stage an earlier attempt completed (fit, before a failed test) is not run again.
-    completed = {stage: info for stage, info in (previous.get("stages") or {}).items() if info.get("returncode") == 0}
-    recorded = (layout.read_json(folder / layout.CELL_FILE) or {}).get("commands") or {}
-    commands = {stage: recorded[stage] for stage in completed if stage in recorded}
-    resume = "last" if cell.command == "fit" and _last_checkpoint(folder) is not None else None
-    if cell.command not in completed:
-        commands[cell.command] = [*TIEDEMB_COMMAND, *cell_args(sweep, cell, folder, cell.command, resume, upstream)]
-    layout.write_json(folder / layout.CELL_FILE, _cell_record(sweep, cell, workdir, commands, checkpoint))
-    status: dict[str, Any] = {
-        "state": layout.RUNNING,
-        "attempt": attempt,
-        "started": now(),
-        # the first attempt's start stays recorded across resumed attempts: a protocol committed
-        # before the study can be checked against it
-        "first_started": previous.get("first_started") or previous.get("started") or now(),
-        **process_fields(),
-        "resumed": resume is not None and cell.command not in completed,
-        "stages": dict(completed),
-    }
-    stages = [stage for stage in [cell.command] + (["test"] if cell.test else []) if stage not in completed]
-    begin = time.monotonic()
-    if not _run_stages(sweep, cell, folder, workdir, stages, commands, status, upstream):
-        return False
-    layout.write_json(
-        folder / layout.CELL_FILE, {**(layout.read_json(folder / layout.CELL_FILE) or {}), "commands": commands}
-    )
-    status.pop("stage", None)
-    _record(folder, status, layout.FINISHED, seconds=round(time.monotonic() - begin, 1))
-    return True
-
-
-def _run_stages(
-    sweep: Sweep,
-    cell: Cell,
-    folder: Path,
-    workdir: Path,
-    stages: list[str],
-    commands: dict[str, list[str]],
-    status: dict[str, Any],
-    upstream: str | None,
-) -> bool:
-    begin, attempt = time.monotonic(), status["attempt"]
+    layout.write_json(folder / layout.CELL_FILE, _cell_record(sweep, cell, workdir, checkpoint))
+    stages = [stage for stage in [cell.command, *(["test"] if cell.test else [])] if stage not in status["stages"]]
+    status["resumed"] = cell.command in stages and cell.command == "fit" and bool(last_checkpoints([folder]))
     for stage in stages:
         status["stage"] = stage
         if STOP.received:  # told to stop before this stage started: it is not started
             _record_stop(folder, status, stage, begin)
         layout.write_json(folder / layout.STATUS_FILE, status)
-        if stage == "test":
-            commands["test"] = [
-                *TIEDEMB_COMMAND,
-                *cell_args(sweep, cell, folder, "test", str(_checkpoint(folder, cell.test)), upstream),
-            ]
+        resume = "last" if status["resumed"] else None
+        ckpt_path = str(_checkpoint(folder, cell.test)) if stage == "test" else resume
+        command = [*TIEDEMB_COMMAND, *cell_args(sweep, cell, folder, stage, ckpt_path, checkpoint)]
         started = time.monotonic()
         try:
             code = _run_logged(
-                commands[stage], folder / layout.LOG_FILE, workdir, f"attempt {attempt}, {stage}", sweep.threads
+                command, folder / layout.LOG_FILE, workdir, f"attempt {status['attempt']}, {stage}", sweep.threads
             )
         except KeyboardInterrupt:
             message = f"interrupted (Ctrl-C) in {stage}: run the sweep again to resume from its last checkpoint"
-            _record(folder, status, layout.FAILED, message=message)
+            _record(folder, status, layout.FAILED, begin, message=message)
             raise
         status["stages"][stage] = {"returncode": code, "seconds": round(time.monotonic() - started, 1)}
         if STOP.received and (code != 0 or stage != stages[-1]):
-            # the sweep itself was told to stop, and the stage got SIGTERM from it (a cell whose last
-            # stage completed all the same is finished)
+            # the sweep was told to stop and passed SIGTERM on (a cell whose last stage completed is finished)
             _record_stop(folder, status, stage, begin)
         if code != 0:
             preempted = code in (PREEMPTED_EXIT, -signal.SIGTERM)
             message = _preempted(stage) if preempted else _tail(folder / layout.LOG_FILE)
-            _record(folder, status, layout.FAILED, seconds=round(time.monotonic() - begin, 1), message=message)
+            _record(folder, status, layout.FAILED, begin, message=message)
             return False
+    status.pop("stage", None)
+    _record(folder, status, layout.FINISHED, begin)
     return True
 
 
-def _record(folder: Path, status: dict[str, Any], state: str, **fields: Any) -> None:
-    status.update(state=state, finished=now(), **fields)
+def _record(folder: Path, status: dict[str, Any], state: str, begin: float, **fields: Any) -> None:
+    status.update(state=state, finished=now(), seconds=round(time.monotonic() - begin, 1), **fields)
     layout.write_json(folder / layout.STATUS_FILE, status)
 
 
@@ -385,7 +337,7 @@ def _preempted(stage: str) -> str:
 
 def _record_stop(folder: Path, status: dict[str, Any], stage: str, begin: float) -> None:
     """Record a cell whose sweep got SIGTERM as preempted (a stage that completed counts as done), and stop."""
-    _record(folder, status, layout.FAILED, seconds=round(time.monotonic() - begin, 1), message=_preempted(stage))
+    _record(folder, status, layout.FAILED, begin, message=_preempted(stage))
     raise SweepStopped(STOP.received[0])
 
 
@@ -418,13 +370,6 @@ def _tail(log_file: Path) -> str:
         return ""
     errors = [line for line in lines if line.startswith("error:")]
     return errors[-1] if errors else "\n".join(lines[-FAILURE_TAIL_LINES:])
-
-
-def _last_checkpoint(folder: Path) -> Path | None:
-    from tiedemb.training.checkpoints import last_checkpoints
-
-    found = last_checkpoints([folder])
-    return found[0] if found else None
 
 
 def _checkpoint(folder: Path, which: str) -> Path:
@@ -472,7 +417,7 @@ def _run_cells(sweep: Sweep, out: Path, workdir: Path, todo: list[Cell], outcome
         # Asked only now: an upstream cell run a moment ago in this loop counts.
         reason = waiting_reason(sweep, cell, out)
         if reason is not None and cell.upstream is not None:
-            message = f"{cell.id} waits for {cell.upstream.cell.id} ({reason})"
+            message = f"{cell.id} waits for {cell.upstream.id} ({reason})"
             record_waiting(sweep, cell, out, workdir, message)
             outcome["waiting"].append(cell.id)
             echo(f"[{number}/{len(todo)}] {message}")

@@ -92,7 +92,7 @@ class Cell:
     test: str | None
     index: int = 0  # position in the whole sweep: what --cell names (e.g. a job array's task id)
     root: Path = Path(".")  # the sweep file's folder: configs are named relative to it in the spec
-    upstream: Upstream | None = None  # a chained cell: whose checkpoint it starts from
+    upstream: Cell | None = None  # a chained cell: the cell whose last checkpoint it starts from
     command: str = "fit"  # the subcommand the cell runs (COMMAND_CHOICES)
 
     @property
@@ -112,24 +112,20 @@ class Cell:
             "test": self.test,
         }
         if self.upstream is not None:  # only then: the hashes of unchained cells stay as they were
-            spec["pretrained_from"] = self.upstream.spec()
+            spec["pretrained_from"] = self.upstream_spec()
         if self.command != "fit":  # likewise: fitting cells keep their hashes
             spec["command"] = self.command
         return spec
 
+    def upstream_spec(self) -> dict[str, Any]:
+        """The upstream cell's id and spec, never its path: the path changes when the folder moves.
+        (checkpoint and key: once options, kept so that finished cells keep their hashes)"""
+        assert self.upstream is not None
+        return {"cell": self.upstream.id, "spec_hash": self.upstream.spec_hash, "checkpoint": "last", "key": CHAIN_KEY}
+
     @property
     def spec_hash(self) -> str:
         return hashlib.sha256(json.dumps(self.spec(), sort_keys=True, default=str).encode()).hexdigest()[:16]
-
-
-@dataclass(frozen=True)
-class Upstream:
-    cell: Cell
-
-    def spec(self) -> dict[str, Any]:
-        # The upstream's id and spec, never the path: the path changes when the folder moves.
-        # (checkpoint and key: once options, kept so that finished cells keep their hashes)
-        return {"cell": self.cell.id, "spec_hash": self.cell.spec_hash, "checkpoint": "last", "key": CHAIN_KEY}
 
 
 @dataclass(frozen=True)
@@ -215,12 +211,7 @@ def load_sweep(path: str | Path, workdir: str | Path | None = None) -> Sweep:
     )
     shared = {key: content[key] for key in SHARED_KEYS if key in content}
     studies = content.get("studies")
-    if studies is None:
-        raw_studies = {name: {}}
-    else:
-        raw_studies = mapping_of(studies, f"{where}: studies")
-        if not raw_studies:
-            raise UserError(f"{where}: studies is empty")
+    raw_studies = {name: {}} if studies is None else mapping_of(studies, f"{where}: studies")
     index = 0
     for study_name, raw in raw_studies.items():
         study_where = f"{where}: study {study_name!r}"
@@ -230,7 +221,7 @@ def load_sweep(path: str | Path, workdir: str | Path | None = None) -> Sweep:
         index += len(study.cells)
         sweep.studies.append(study)
     if not sweep.all_cells:
-        raise UserError(f"{where}: every cell is left out by a rule; nothing to run")
+        raise UserError(f"{where}: no cells to run (no studies, or every cell left out by a rule)")
     for study in sweep.studies:
         if study.chain is not None:
             _link(study, study.chain, sweep.studies, f"{where}: study {study.name!r}: pretrained_from")
@@ -257,7 +248,14 @@ def _expand_study(
         own.get("configs", []), base, where
     )
     overrides = {**_overrides(shared.get("overrides", {}), where), **_overrides(own.get("overrides", {}), where)}
-    test, command = _stages(shared, own, where)
+    test = own.get("test", shared.get("test")) or None
+    if test not in (None, *TEST_CHOICES):
+        raise UserError(
+            f"{where}: test={test!r} is not a known choice; valid: {', '.join(TEST_CHOICES)} (or leave it out)"
+        )
+    command = own.get("command", "fit")
+    if command not in COMMAND_CHOICES:
+        raise UserError(f"{where}: command={command!r} is not a known choice; valid: {', '.join(COMMAND_CHOICES)}")
     grid = {**mapping_of(shared.get("grid", {}), f"{where}: grid"), **mapping_of(own.get("grid", {}), f"{where}: grid")}
     axes = [_axis(str(key), values, base, f"{where}: grid.{key}") for key, values in grid.items()]
     labels = [axis[0].label for axis in axes]
@@ -301,21 +299,6 @@ def _expand_study(
                 )
             )
     return study
-
-
-def _stages(shared: dict[str, Any], own: dict[str, Any], where: str) -> tuple[str | None, str]:
-    """A study's ``test`` (``best``, ``last`` or unset) and ``command``, checked."""
-    test = own.get("test", shared.get("test"))
-    if test not in (None, False, *TEST_CHOICES):
-        raise UserError(
-            f"{where}: test={test!r} is not a known choice; valid: {', '.join(TEST_CHOICES)} (or leave it out)"
-        )
-    command = own.get("command", shared.get("command", "fit"))
-    if command not in COMMAND_CHOICES:
-        raise UserError(f"{where}: command={command!r} is not a known choice; valid: {', '.join(COMMAND_CHOICES)}")
-    if command != "fit" and test:
-        raise UserError(f"{where}: test={test!r} has no effect with command={command!r}: it tests what fit trained")
-    return test or None, command
 
 
 def _axis(key: str, values: Any, base: Path, where: str) -> list[_Level]:
@@ -399,7 +382,7 @@ def _link(study: Study, chain: Chain, studies: list[Study], where: str) -> None:
                 f"{where}: {len(found)} cells of study {upstream.name!r} have {described} (for cell "
                 f"{cell.id!r}); match and labels must pick exactly one"
             )
-        linked.append(replace(cell, upstream=Upstream(found[0])))
+        linked.append(replace(cell, upstream=found[0]))
     study.cells = linked
 
 
