@@ -1,7 +1,6 @@
 """``python -m tiedemb.sweep SWEEP.yaml --out DIR``: run a sweep file's cells one after another.
 
-The logic lives in ``tiedemb.experiments`` (the file format: ``sweep_file.py``).
-"""
+The file format: ``tiedemb/experiments/sweep_file.py``."""
 
 from __future__ import annotations
 
@@ -104,10 +103,7 @@ def _summary(name: str, out: Path, outcome: dict[str, list[str]]) -> int:
         print(f"  failed: {cell_id} (see {out / cell_id / layout.LOG_FILE})")
     if outcome["waiting"]:
         # Not a failure of this run: the same command runs them once their upstream cells finish.
-        print(
-            f"  {len(outcome['waiting'])} waiting for upstream cells; "
-            "run the same command again once those have finished"
-        )
+        print(f"  {len(outcome['waiting'])} waiting for upstream cells; run the same command again once those finish")
     return 1 if outcome["failed"] else 0
 
 

@@ -30,8 +30,7 @@ from tiedemb.experiments.sweep_file import CHAIN_KEY, Cell, Sweep
 from tiedemb.training.exits import PREEMPTED_EXIT
 from tiedemb.training.status_file import now, process_fields
 
-#: How a cell runs a stage: the installed package's command line (``python -m tiedemb fit ...``), so
-#: sweeps run from any install, not only from a checkout with main.py beside the package.
+#: The installed package's command line: sweeps run from any install, not only from a checkout with main.py.
 TIEDEMB_COMMAND = [sys.executable, "-m", "tiedemb"]
 CSV_LOGGER = "lightning.pytorch.loggers.CSVLogger"
 WANDB_LOGGER = "lightning.pytorch.loggers.WandbLogger"
@@ -149,17 +148,16 @@ def waiting_reason(sweep: Sweep, cell: Cell, out: Path) -> str | None:
     """Why a chained cell cannot start yet (its upstream ``failed``, ``not run`` ...); ``None``: it can."""
     if cell.upstream is None:
         return None
-    upstream = cell.upstream
-    skipped = sweep.study(upstream.study).skipped_because
+    skipped = sweep.study(cell.upstream.study).skipped_because
     if skipped:
-        return f"study {upstream.study!r} is skipped: {skipped}"
-    folder = cell_dir(out, upstream)
+        return f"study {cell.upstream.study!r} is skipped: {skipped}"
+    folder = cell_dir(out, cell.upstream)
     status = layout.read_status(folder)
     if status is None:
         return "not run"
     if status.get("state") != layout.FINISHED:
         return str(status.get("state") or layout.RUNNING)
-    if (layout.read_json(folder / layout.CELL_FILE) or {}).get("spec_hash") != upstream.spec_hash:
+    if (layout.read_json(folder / layout.CELL_FILE) or {}).get("spec_hash") != cell.upstream.spec_hash:
         return "finished with other settings"  # its checkpoint is not the one this cell's spec names
     return None
 
@@ -364,17 +362,13 @@ def _run_logged(command: list[str], log_file: Path, workdir: Path, heading: str,
 
 
 def _tail(log_file: Path) -> str:
-    try:
-        lines = log_file.read_text(encoding="utf-8", errors="replace").splitlines()
-    except OSError:
-        return ""
+    lines = log_file.read_text(encoding="utf-8", errors="replace").splitlines()
     errors = [line for line in lines if line.startswith("error:")]
     return errors[-1] if errors else "\n".join(lines[-FAILURE_TAIL_LINES:])
 
 
 def _checkpoint(folder: Path, which: str) -> Path:
-    """The checkpoint ``test`` (or a chained cell) starts from: ``best.ckpt`` (the monitored best, else the
-    newest state) or ``last.ckpt`` of the cell's run folder (``tiedemb.training.run_dir.run_checkpoint``)."""
+    """The cell's ``best.ckpt`` (the monitored best, else the newest state) or ``last.ckpt``, for test or a chain."""
     from tiedemb.training.run_dir import run_checkpoint
 
     return run_checkpoint(folder, None if which == "best" else "last")
@@ -406,26 +400,22 @@ def run_sweep(
     out.mkdir(parents=True, exist_ok=True)
     write_manifest(sweep, out)
     with STOP.watching():  # SIGTERM stops the running cell, records it and ends the sweep
-        _run_cells(sweep, out, workdir, todo, outcome, echo)
+        for number, cell in enumerate(sweep.run_order(todo), start=1):
+            if STOP.received:  # a signal between two cells: nothing is running, nothing to record
+                raise SweepStopped(STOP.received[0])
+            # Asked only now: an upstream cell run a moment ago in this loop counts.
+            reason = waiting_reason(sweep, cell, out)
+            if reason is not None and cell.upstream is not None:
+                message = f"{cell.id} waits for {cell.upstream.id} ({reason})"
+                record_waiting(sweep, cell, out, workdir, message)
+                outcome["waiting"].append(cell.id)
+                echo(f"[{number}/{len(todo)}] {message}")
+                continue
+            echo(f"[{number}/{len(todo)}] {cell.id} ...")
+            started = time.monotonic()
+            ok = run_cell(sweep, cell, out, workdir)
+            outcome["finished" if ok else "failed"].append(cell.id)
+            detail = "" if ok else f": {(layout.read_status(cell_dir(out, cell)) or {}).get('message', '')[-500:]}"
+            seconds = time.monotonic() - started
+            echo(f"[{number}/{len(todo)}] {cell.id} {'finished' if ok else 'FAILED'} in {seconds:.0f} s{detail}")
     return outcome
-
-
-def _run_cells(sweep: Sweep, out: Path, workdir: Path, todo: list[Cell], outcome: dict[str, list[str]], echo) -> None:
-    for number, cell in enumerate(sweep.run_order(todo), start=1):
-        if STOP.received:  # a signal between two cells: nothing is running, nothing to record
-            raise SweepStopped(STOP.received[0])
-        # Asked only now: an upstream cell run a moment ago in this loop counts.
-        reason = waiting_reason(sweep, cell, out)
-        if reason is not None and cell.upstream is not None:
-            message = f"{cell.id} waits for {cell.upstream.id} ({reason})"
-            record_waiting(sweep, cell, out, workdir, message)
-            outcome["waiting"].append(cell.id)
-            echo(f"[{number}/{len(todo)}] {message}")
-            continue
-        echo(f"[{number}/{len(todo)}] {cell.id} ...")
-        started = time.monotonic()
-        ok = run_cell(sweep, cell, out, workdir)
-        seconds = time.monotonic() - started
-        outcome["finished" if ok else "failed"].append(cell.id)
-        detail = "" if ok else f": {(layout.read_status(cell_dir(out, cell)) or {}).get('message', '')[-500:]}"
-        echo(f"[{number}/{len(todo)}] {cell.id} {'finished' if ok else 'FAILED'} in {seconds:.0f} s{detail}")
