@@ -150,8 +150,6 @@ def test_a_wheel_install_runs_fit_and_a_shipped_sweep_from_a_folder_outside_the_
         "sweep",
         "--cell",
         "0",
-        "--set",
-        "trainer.max_steps=2",
         cwd=work,
         env=env,
     )

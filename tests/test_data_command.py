@@ -219,19 +219,12 @@ def test_a_shipped_study_runs_from_a_clean_copy_with_the_prepared_data(tmp_path,
     downloaders.served["brown"] = brown
     downloaders.served[("Salesforce/wikitext", "wikitext-2-v1")] = {"validation": paragraphs}
     assert main(["prepare", "brown", "wikitext-2", "--dir", str(repo / "data")]) == 0  # in this process
+    # the shipped study, two steps long
+    study = yaml.safe_load((repo / "configs" / "sweeps" / "repro_tied_cpu.yaml").read_text())
+    study["overrides"]["trainer.max_steps"] = 2
+    (repo / "configs" / "sweeps" / "short.yaml").write_text(yaml.safe_dump(study))
     swept = run(
-        [
-            "-m",
-            "tiedemb",
-            "sweep",
-            "configs/sweeps/repro_tied_cpu.yaml",
-            "--out",
-            "runs/repro_tied",
-            "--cell",
-            "0",
-            "--set",
-            "trainer.max_steps=2",
-        ],
+        ["-m", "tiedemb", "sweep", "configs/sweeps/short.yaml", "--out", "runs/repro_tied", "--cell", "0"],
         repo,
         WANDB_MODE="offline",
     )

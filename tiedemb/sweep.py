@@ -1,7 +1,6 @@
 """``python -m tiedemb.sweep SWEEP.yaml --out DIR``: run a sweep file's cells one after another.
 
-The logic lives in ``tiedemb.experiments`` (the file format: ``sweep_file.py``).
-"""
+The file format: ``tiedemb/experiments/sweep_file.py``."""
 
 from __future__ import annotations
 
@@ -9,7 +8,6 @@ import argparse
 import shlex
 import sys
 from pathlib import Path
-from typing import Any
 
 from tiedemb.errors import UserError
 from tiedemb.experiments.stopping import SweepStopped
@@ -39,30 +37,7 @@ def parser() -> CommandParser:
     )
     parser.add_argument("--list", action="store_true", help="list the cells and their state")
     parser.add_argument("--dry-run", action="store_true", help="validate and print the commands only")
-    parser.add_argument(
-        "--set",
-        action="append",
-        default=[],
-        metavar="KEY=VALUE",
-        help="a setting (VALUE read as YAML) for every cell whose configuration has KEY; repeatable",
-    )
     return parser
-
-
-def parse_settings(tokens: list[str]) -> dict[str, Any]:
-    """``--set KEY=VALUE`` flags as CLI key -> value, values read as YAML like the sweep file's."""
-    import yaml
-
-    settings = {}
-    for token in tokens:
-        key, equals, value = token.partition("=")
-        if not equals or not key:  # a key no cell's configuration has is refused by apply_settings
-            raise UserError(f"--set {token!r}: expected KEY=VALUE, e.g. --set data.train_files='[my.txt]'")
-        try:
-            settings[key] = yaml.safe_load(value)
-        except yaml.YAMLError as error:
-            raise UserError(f"--set {key}: the value is not valid YAML: {str(error).splitlines()[0]}") from None
-    return settings
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -80,18 +55,16 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _main(args: argparse.Namespace) -> int:
-    from tiedemb.experiments.cells import apply_settings, cell_args, cell_dir, cell_state, run_sweep, validate_cell
+    from tiedemb.experiments.cells import cell_args, cell_dir, cell_state, run_sweep, validate_cell
     from tiedemb.experiments.sweep_file import load_sweep
 
     workdir = Path.cwd()
-    settings = parse_settings(args.set)
     sweep = load_sweep(args.sweep_file, workdir)
     if args.out is None:
         args.out = Path("runs") / sweep.name
     out: Path = args.out.resolve()
     if out.exists() and not out.is_dir():
         raise UserError(f"--out {str(args.out)!r} is a file; pass a folder for the cells (created if absent)")
-    apply_settings(sweep, settings, out)
     cells = sweep.cells
     if args.cell is not None:
         chosen = [cell for cell in sweep.all_cells if cell.index == args.cell]
@@ -130,10 +103,7 @@ def _summary(name: str, out: Path, outcome: dict[str, list[str]]) -> int:
         print(f"  failed: {cell_id} (see {out / cell_id / layout.LOG_FILE})")
     if outcome["waiting"]:
         # Not a failure of this run: the same command runs them once their upstream cells finish.
-        print(
-            f"  {len(outcome['waiting'])} waiting for upstream cells; "
-            "run the same command again once those have finished"
-        )
+        print(f"  {len(outcome['waiting'])} waiting for upstream cells; run the same command again once those finish")
     return 1 if outcome["failed"] else 0
 
 

@@ -1,4 +1,4 @@
-"""The report reads the CSV metrics Lightning writes, wherever a cell or run keeps them, and nothing of W&B's."""
+"""The report reads the CSV metrics Lightning writes, and nothing of W&B's."""
 
 from __future__ import annotations
 
@@ -8,11 +8,9 @@ from pathlib import Path
 
 import pytest
 import yaml
-from run_folders import make_cell, pretrain_metrics, write_metrics
 
 from tiedemb.experiments.cells import run_sweep
 from tiedemb.experiments.report_writer import build_report
-from tiedemb.experiments.runs import find_runs
 from tiedemb.experiments.sweep_file import load_sweep
 
 CONFIGS = Path(__file__).resolve().parents[2] / "configs"
@@ -31,33 +29,6 @@ def without_wandb(monkeypatch: pytest.MonkeyPatch) -> None:
     for name in [name for name in sys.modules if name == "wandb" or name.startswith("wandb.")]:
         monkeypatch.delitem(sys.modules, name)
     monkeypatch.setitem(sys.modules, "wandb", None)
-
-
-def test_a_cells_csv_is_read_wherever_its_logger_wrote_it(tmp_path, monkeypatch):
-    """csv/version_N (a sweep's own layout) or a run folder of its own inside the cell: the same run."""
-    without_wandb(monkeypatch)
-    metrics = pretrain_metrics(15.0, 15.0, {9: 5.0, 19: 4.0})
-    make_cell(tmp_path / "a", "tied", {"variant": "tied", "seed": "0"}, metrics, hparams={"head": "tied"})
-    new = make_cell(tmp_path / "b", "tied", {"variant": "tied", "seed": "0"}, {}, hparams={"head": "tied"})
-    shutil.rmtree(new / "csv")
-    write_metrics(new / "tied-3f2a" / "csv", metrics, {"head": "tied"})  # one folder per run, any depth
-    (run_a,), (run_b,) = find_runs(tmp_path / "a"), find_runs(tmp_path / "b")
-    assert run_a.metrics == run_b.metrics and run_b.metrics["val/loss"] == {9: 5.0, 19: 4.0}
-    assert run_b.hparams == {"head": "tied"} and run_b.ok
-    # a later stage in a folder of its own wins for the same step
-    write_metrics(new / "tied-3f2a-test" / "csv", {"val/loss": {19: 3.5}}, {"head": "tied"})
-    (run_b,) = find_runs(tmp_path / "b")
-    assert run_b.metrics["val/loss"] == {9: 5.0, 19: 3.5}
-
-
-def test_a_plain_runs_metrics_csv_outside_a_version_folder_is_a_run(tmp_path, monkeypatch):
-    from tiedemb.training.status_file import write_status
-
-    without_wandb(monkeypatch)
-    write_metrics(tmp_path / "tied-abc123", pretrain_metrics(15.0, 15.0, {9: 5.0}), {"head": "tied"})
-    write_status(tmp_path / "tied-abc123", {"state": "finished"})
-    (run,) = find_runs(tmp_path)
-    assert run.id == "tied-abc123" and run.labels["variant"] == "tied" and run.metrics["val/loss"] == {9: 5.0}
 
 
 @pytest.mark.end_to_end

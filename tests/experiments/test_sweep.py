@@ -115,32 +115,9 @@ def test_the_sweep_command_reports_a_rejected_key_in_the_clis_words_alone(tmp_pa
     errors = [line for line in result.stderr.splitlines() if line.startswith("error:")]
     assert errors == [
         "error: sweep 't', cell 't/hidden_sizee=32': the command line is rejected: --model "
-        "'tiedemb.PretrainModule': Option 'hidden_sizee' is not accepted; did you mean hidden_size? "
-        "(override model.hidden_sizee=32)"
+        "'tiedemb.PretrainModule': Option 'hidden_sizee' is not accepted; did you mean hidden_size?"
     ], result.stderr[-3000:]
     assert "Traceback" not in result.stderr and not (tmp_path / "out" / "t").exists()
-
-
-@pytest.mark.end_to_end
-def test_a_setting_the_model_rejects_fails_before_any_run(tmp_path):
-    sweep = load_sweep(tiny_sweep(tmp_path, overrides={"model.output_scale": "huge"}))
-    with pytest.raises(UserError, match=r"cell 't/variant=tied,seed=0'.*model.output_scale='huge'"):
-        validate_cell(sweep, sweep.cells[0], tmp_path / "out")
-
-
-def test_a_test_stage_on_data_without_a_held_out_split_is_refused_and_pretraining_data_has_one(tmp_path):
-    sweep = load_sweep(tiny_sweep(tmp_path, test="best"))
-    cell = sweep.cells[0]
-    plain = {"data": {"class_path": "lightning.pytorch.LightningDataModule"}}
-    with pytest.raises(UserError) as raised:
-        sweep_module._check_test_stage(sweep, cell, plain)
-    assert str(raised.value) == (
-        "sweep 't', cell 't/variant=tied,seed=0': test: best runs `main.py test` after fit, but test scores a "
-        "held-out split (GLUE's dev sets, pretraining's held-out text), and LightningDataModule has none; leave "
-        "test out of the study"
-    )
-    # pretraining data: its held-out text
-    sweep_module._check_test_stage(sweep, cell, {"data": {"class_path": "tiedemb.data.PretrainData"}})
 
 
 # --------------------------------------------------------------------------- running and rerunning
@@ -264,8 +241,7 @@ def test_a_failed_test_stage_reruns_alone(tmp_path, fake_runs, monkeypatch):
     monkeypatch.setattr(sweep_module, "_run_logged", real)
     assert run_sweep(sweep, out, echo=lambda _: None)["finished"] == ["t/seed=0"]
     assert [stage(command) for command in calls] == ["fit", "test"]  # fit was not run again
-    test_command = layout.read_json(out / "t" / "seed=0" / layout.CELL_FILE)["commands"]["test"]
-    assert f"--ckpt_path={out / 't' / 'seed=0' / 'best.ckpt'}" in test_command
+    assert f"--ckpt_path={out / 't' / 'seed=0' / 'best.ckpt'}" in calls[-1]
 
 
 def test_the_test_stage_and_a_chained_cell_take_the_run_folders_best_or_last_checkpoint(tmp_path):

@@ -1,4 +1,4 @@
-"""Chained studies (a study's cells start from another study's checkpoints) and ``--set``."""
+"""Chained studies: a study's cells start from another study's checkpoints."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ import yaml
 from tiedemb.errors import UserError
 from tiedemb.experiments import cells as sweep_module
 from tiedemb.experiments import layout
-from tiedemb.experiments.cells import apply_settings, cell_args, run_sweep
+from tiedemb.experiments.cells import cell_args, run_sweep
 from tiedemb.experiments.sweep_file import load_sweep
 from tiedemb.sweep import main as sweep_main
 
@@ -82,7 +82,7 @@ def fake_runs(monkeypatch):
 
 def test_each_chained_cell_names_its_upstream_cell_and_runs_after_it(tmp_path):
     sweep = load_sweep(chain_sweep(tmp_path))
-    upstream = {cell.id: cell.upstream.cell.id for cell in sweep.study("mrpc").cells}
+    upstream = {cell.id: cell.upstream.id for cell in sweep.study("mrpc").cells}
     assert upstream == {
         "mrpc/d_e=16,seed=0": "pretrain/d_e=16,seed=0",
         "mrpc/d_e=16,seed=1": "pretrain/d_e=16,seed=0",
@@ -95,7 +95,7 @@ def test_each_chained_cell_names_its_upstream_cell_and_runs_after_it(tmp_path):
         "cell": "pretrain/d_e=16,seed=0",
         "checkpoint": "last",
         "key": "model.pretrained",
-        "spec_hash": cell.upstream.cell.spec_hash,
+        "spec_hash": cell.upstream.spec_hash,
     }
     assert "pretrained_from" not in sweep.study("pretrain").cells[0].spec()  # unchained specs are as before
     # before the upstream has run, the command line holds a placeholder, last, after the overrides
@@ -111,19 +111,19 @@ def test_each_chained_cell_names_its_upstream_cell_and_runs_after_it(tmp_path):
     [
         (
             {"study": "pretrain", "match": ["d_e"], "labels": {"seed": 5}},
-            ["study 'mrpc': pretrained_from: no cell of study 'pretrain' has d_e=16, seed=5"],
+            ["study 'mrpc': pretrained_from: 0 cells of study 'pretrain' have d_e=16, seed=5"],
         ),
         (
             {"study": "pretrain", "match": ["seed"]},
             [
                 "study 'mrpc': pretrained_from: 2 cells of study 'pretrain' have seed=0",
-                "add the labels that tell them apart",
+                "match and labels must pick exactly one",
             ],
         ),
-        ({"study": "pretrian"}, ["pretrained_from.study 'pretrian' is not a study of this file"]),
+        ({"study": "pretrian"}, ["pretrained_from: study 'pretrian' is not an unchained study of this file: pretrain"]),
         ({"study": "pretrain", "match": ["task"]}, ["match label 'task' is not an axis of study 'mrpc'"]),
-        ({"study": "pretrain", "checkpoint": "first"}, ["checkpoint='first' is not a known choice"]),
-        ({"study": "mrpc"}, ["studies start from each other's checkpoints: mrpc <- mrpc"]),
+        ({"study": "pretrain", "checkpoint": "best"}, ["unknown key 'checkpoint'; valid: study, match, labels"]),
+        ({"study": "mrpc"}, ["study 'mrpc' is not an unchained study of this file: pretrain"]),
     ],
 )
 def test_an_upstream_spec_matching_zero_or_several_cells_is_refused_at_load(tmp_path, chain, needles):
@@ -191,53 +191,6 @@ def test_a_skipped_upstream_study_leaves_its_chained_cells_waiting(tmp_path, fak
         "'no/such/data' is absent" in line
         for line in lines
     )
-
-
-# --------------------------------------------------------------------------- --set
-
-
-def small_chain_sweep(folder: Path) -> Path:
-    """One pretraining cell, one chained cell: --set resolves every cell's configuration."""
-    return chain_sweep(
-        folder,
-        pretrain={"grid": {"model.embedding_dim": [16], "seed_everything": [0]}},
-        mrpc={"grid": {"model.embedding_dim": [16], "seed_everything": [1]}},
-    )
-
-
-@pytest.mark.end_to_end
-def test_set_reaches_only_the_cells_whose_configuration_has_the_key(tmp_path):
-    sweep = load_sweep(small_chain_sweep(tmp_path))
-    before = {cell.id: cell.spec_hash for cell in sweep.all_cells}
-    apply_settings(sweep, {"data.train_files": ["my.txt"], "data.block_size": 16}, tmp_path / "out")
-    for cell in sweep.study("pretrain").cells:
-        assert cell.overrides["data.train_files"] == ["my.txt"] and cell.overrides["data.block_size"] == 16
-    for cell in sweep.study("mrpc").cells:  # GlueData has neither key
-        assert "data.train_files" not in cell.overrides and "data.block_size" not in cell.overrides
-        assert cell.upstream.cell.overrides["data.train_files"] == ["my.txt"]  # relinked to the new upstream
-    # every spec changed: the pretraining cells' own, the chained cells' through their upstream's
-    assert all(cell.spec_hash != before[cell.id] for cell in sweep.all_cells)
-    args = cell_args(sweep, sweep.study("pretrain").cells[0], tmp_path / "out")
-    assert '--data.train_files=["my.txt"]' in args
-
-
-@pytest.mark.end_to_end
-def test_set_of_a_key_no_cell_has_stops_before_anything_runs(tmp_path, capsys):
-    path, out = small_chain_sweep(tmp_path), tmp_path / "out"
-    assert sweep_main([str(path), "--out", str(out), "--set", "data.colour=red"]) == 2
-    error = capsys.readouterr().err
-    assert error.startswith("error: --set data.colour: no cell of sweep file") and str(path) in error
-    assert len(error.strip().splitlines()) == 1 and not out.exists()
-
-
-@pytest.mark.end_to_end
-def test_set_values_are_part_of_the_cells_spec(tmp_path, fake_runs, capsys):
-    calls, _ = fake_runs
-    path, out = small_chain_sweep(tmp_path), tmp_path / "out"
-    assert sweep_main([str(path), "--out", str(out), "--cell", "1"]) == 0
-    assert sweep_main([str(path), "--out", str(out), "--set", "data.block_size=16"]) == 2
-    assert "holds finished cells run with other settings" in capsys.readouterr().err
-    assert list(calls) == ["pretrain/d_e=16,seed=0"]
 
 
 # --------------------------------------------------------------------------- end to end, real runs

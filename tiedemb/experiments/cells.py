@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import argparse
 import functools
-import importlib
 import json
 import os
 import shlex
@@ -19,7 +18,7 @@ import subprocess
 import sys
 import time
 import warnings
-from dataclasses import asdict, replace
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
@@ -27,12 +26,11 @@ from tiedemb.errors import UserError
 from tiedemb.experiments import layout
 from tiedemb.experiments.stopping import STOP_SIGNALS_RECEIVED as STOP
 from tiedemb.experiments.stopping import SweepStopped
-from tiedemb.experiments.sweep_file import Cell, Sweep, replace_cells
+from tiedemb.experiments.sweep_file import CHAIN_KEY, Cell, Sweep
 from tiedemb.training.exits import PREEMPTED_EXIT
 from tiedemb.training.status_file import now, process_fields
 
-#: How a cell runs a stage: the installed package's command line (``python -m tiedemb fit ...``), so
-#: sweeps run from any install, not only from a checkout with main.py beside the package.
+#: The installed package's command line: sweeps run from any install, not only from a checkout with main.py.
 TIEDEMB_COMMAND = [sys.executable, "-m", "tiedemb"]
 CSV_LOGGER = "lightning.pytorch.loggers.CSVLogger"
 WANDB_LOGGER = "lightning.pytorch.loggers.WandbLogger"
@@ -45,25 +43,14 @@ def cell_dir(out: Path, cell: Cell) -> Path:
 
 def render(value: Any) -> str:
     """A value as jsonargparse reads it on the command line."""
-    if value is None:
-        return "null"
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, (list, dict)):
-        return json.dumps(value)
-    return str(value)
+    return value if isinstance(value, str) else json.dumps(value, default=str)
 
 
 def loggers(sweep: Sweep, cell: Cell, folder: Path, stage: str) -> list[dict[str, Any]]:
     """The cell's loggers: W&B grouped by experiment and tagged by label, and CSV metrics."""
     settings: list[dict[str, Any]] = []
     if sweep.wandb is not None:
-        tags = [
-            f"experiment={sweep.name}",
-            f"study={cell.study}",
-            *(f"{k}={v}" for k, v in cell.labels.items()),
-            *map(str, sweep.wandb.get("tags") or []),
-        ]
+        tags = [f"experiment={sweep.name}", f"study={cell.study}", *(f"{k}={v}" for k, v in cell.labels.items())]
         init = {
             "project": sweep.wandb["project"],
             "save_dir": str(folder),
@@ -74,8 +61,6 @@ def loggers(sweep: Sweep, cell: Cell, folder: Path, stage: str) -> list[dict[str
             # labels as config too: the dashboard can group and filter by them like any setting
             "config": {"sweep": {"experiment": sweep.name, "study": cell.study, "stage": stage, **cell.labels}},
         }
-        if sweep.wandb.get("entity"):
-            init["entity"] = sweep.wandb["entity"]
         settings.append({"class_path": WANDB_LOGGER, "init_args": init})
     settings.append({"class_path": CSV_LOGGER, "init_args": {"save_dir": str(folder), "name": "csv"}})
     return settings
@@ -98,8 +83,8 @@ def cell_args(
     args.append("--trainer.enable_progress_bar=false")
     args += [f"--{key}={render(value)}" for key, value in cell.overrides.items()]
     if cell.upstream is not None:  # after the overrides: the chain decides where the weights come from
-        placeholder = f"<the {cell.upstream.checkpoint} checkpoint of {cell.upstream.cell.id}>"
-        args.append(f"--{cell.upstream.key}={upstream_checkpoint or placeholder}")
+        placeholder = f"<the last checkpoint of {cell.upstream.id}>"
+        args.append(f"--{CHAIN_KEY}={upstream_checkpoint or placeholder}")
     # The sweep owns where a cell writes: set last, so no config can send two cells to one folder.
     # The cell's folder is the run's folder (--run_name=.), so a rerun continues in it.
     args += [
@@ -116,12 +101,20 @@ def cell_args(
 
 
 def validate_cell(sweep: Sweep, cell: Cell, folder: Path) -> dict[str, Any]:
-    """Parse the cell's command line with the CLI's parser, then check a pretraining model's settings as
-    the model would (known head, widths that divide) without building it; return the resolved config."""
-    config = resolved_config(sweep, cell, folder)
-    _check_model_settings(sweep, cell, config)
-    _check_test_stage(sweep, cell, config)
-    return config
+    """The cell's configuration as the CLI's parser resolves it (jsonargparse; nothing instantiated), or
+    a ``UserError`` naming the cell and the key. What only the run can check (e.g. widths that divide)
+    is refused by the run's own first step."""
+    from tiedemb.training.arguments import choice_mismatch, condense_parse_error, nearest_valid_key
+
+    parser, subcommands = cli_parsers()
+    args = cell_args(sweep, cell, folder, cell.command)
+    try:
+        config = parser.parse_args(args)
+    except argparse.ArgumentError as error:
+        nearest = nearest_valid_key(str(error), subcommands.get(args[0], parser))
+        message = choice_mismatch(condense_parse_error(str(error))) + (f"; did you mean {nearest}?" if nearest else "")
+        raise UserError(f"sweep {sweep.name!r}, cell {cell.id!r}: the command line is rejected: {message}") from None
+    return config[config["subcommand"]].as_dict()
 
 
 class _Parsers(Exception):
@@ -148,113 +141,6 @@ def cli_parsers() -> tuple[Any, dict[str, Any]]:
     raise AssertionError("the CLI's parse_arguments hook was not called")
 
 
-def resolved_config(sweep: Sweep, cell: Cell, folder: Path) -> dict[str, Any]:
-    """The cell's configuration as the CLI's parser resolves it (jsonargparse; nothing instantiated)."""
-    from tiedemb.training.arguments import choice_mismatch, condense_parse_error, nearest_valid_key
-
-    parser, subcommands = cli_parsers()
-    args = cell_args(sweep, cell, folder, cell.command)
-    try:
-        config = parser.parse_args(args)
-    except argparse.ArgumentError as error:
-        nearest = nearest_valid_key(str(error), subcommands.get(args[0], parser))
-        message = choice_mismatch(condense_parse_error(str(error))) + (f"; did you mean {nearest}?" if nearest else "")
-        raise UserError(
-            f"sweep {sweep.name!r}, cell {cell.id!r}: the command line is rejected: {message}{_blame(cell, message)}"
-        ) from None
-    return config[config["subcommand"]].as_dict()
-
-
-def _blame(cell: Cell, message: str) -> str:
-    """Which of the cell's overrides the parser's message is about, when one can be told."""
-    for key in cell.overrides:
-        if f"--{key}" in message or f"'{key.rsplit('.', 1)[-1]}'" in message:
-            return f" (override {key}={render(cell.overrides[key])})"
-    return ""
-
-
-def _check_model_settings(sweep: Sweep, cell: Cell, config: dict[str, Any]) -> None:
-    from tiedemb.nn.config import TransformerConfig
-    from tiedemb.nn.heads import head_class
-
-    model = config.get("model") or {}
-    init_args = model.get("init_args") or {}
-    if not str(model.get("class_path", "")).endswith("PretrainModule") or init_args.get("pretrained"):
-        return  # a model with a pretrained source takes its architecture from it at run time
-    # null: unset, the config's default (a PretrainModule without a source)
-    fields = {
-        key: value for key, value in init_args.items() if key in TransformerConfig.field_names() and value is not None
-    }
-    fields["vocab_size"] = fields.get("vocab_size") or 1000  # linked from the data when the run starts
-    try:
-        head_class(TransformerConfig(**fields).head)  # the registry knows the heads, not the config
-    except (UserError, TypeError) as error:
-        raise UserError(f"sweep {sweep.name!r}, cell {cell.id!r}: {error}") from None
-
-
-def _check_test_stage(sweep: Sweep, cell: Cell, config: dict[str, Any]) -> None:
-    """A study with ``test:`` runs ``main.py test`` after fit: refuse it now when the cell's data
-    has nothing to test on, rather than after every cell's training."""
-    from tiedemb.training.run_checks import check_has_split
-
-    if not cell.test:
-        return
-    class_path = str((config.get("data") or {}).get("class_path") or "")
-    module, _, name = class_path.rpartition(".")
-    data_class = getattr(importlib.import_module(module), name)  # the CLI has just resolved it
-    try:
-        check_has_split("test", data_class)
-    except UserError as error:
-        raise UserError(
-            f"sweep {sweep.name!r}, cell {cell.id!r}: test: {cell.test} runs `main.py test` after fit, "
-            f"but {error}; leave test out of the study"
-        ) from None
-
-
-# --------------------------------------------------------------------------- --set
-
-
-def apply_settings(sweep: Sweep, settings: dict[str, Any], out: Path) -> None:
-    """Add ``settings`` (CLI key -> value) after every other override of each cell whose resolved
-    configuration has the key; a key no cell has is a typo, or a setting of a study this sweep does not run."""
-    if not settings:
-        return
-    keys: dict[str, list[str]] = {}  # cell id -> the setting keys its configuration has
-    for cell in sweep.all_cells:
-        config = resolved_config(sweep, cell, cell_dir(out, cell))
-        keys[cell.id] = [key for key in settings if has_key(config, key)]
-        if cell.upstream is not None and cell.upstream.key in keys[cell.id]:
-            raise UserError(
-                f"--set {cell.upstream.key}: cell {cell.id!r} of sweep file {str(sweep.path)!r} takes "
-                f"it from study {cell.upstream.cell.study!r} (pretrained_from)"
-            )
-    unused = [key for key in settings if not any(key in found for found in keys.values())]
-    if unused:
-        raise UserError(
-            f"--set {unused[0]}: no cell of sweep file {str(sweep.path)!r} has this key in its configuration"
-        )
-
-    def with_settings(cell: Cell) -> Cell:
-        # Removed, then added: last on the command line, so nothing the file sets can override them.
-        overrides = {key: value for key, value in cell.overrides.items() if key not in keys[cell.id]}
-        return replace(cell, overrides={**overrides, **{key: settings[key] for key in keys[cell.id]}})
-
-    replace_cells(sweep, with_settings)
-
-
-def has_key(config: Any, key: str) -> bool:
-    """Whether the resolved configuration has the dotted CLI key (``data.train_files`` is found in
-    ``data.init_args.train_files`` as the command line finds it)."""
-    node = config
-    for part in key.split("."):
-        if isinstance(node, dict) and part not in node and isinstance(node.get("init_args"), dict):
-            node = node["init_args"]
-        if not isinstance(node, dict) or part not in node:
-            return False
-        node = node[part]
-    return True
-
-
 # --------------------------------------------------------------------------- chained cells
 
 
@@ -262,17 +148,16 @@ def waiting_reason(sweep: Sweep, cell: Cell, out: Path) -> str | None:
     """Why a chained cell cannot start yet (its upstream ``failed``, ``not run`` ...); ``None``: it can."""
     if cell.upstream is None:
         return None
-    upstream = cell.upstream.cell
-    skipped = sweep.study(upstream.study).skipped_because
+    skipped = sweep.study(cell.upstream.study).skipped_because
     if skipped:
-        return f"study {upstream.study!r} is skipped: {skipped}"
-    folder = cell_dir(out, upstream)
+        return f"study {cell.upstream.study!r} is skipped: {skipped}"
+    folder = cell_dir(out, cell.upstream)
     status = layout.read_status(folder)
     if status is None:
         return "not run"
     if status.get("state") != layout.FINISHED:
         return str(status.get("state") or layout.RUNNING)
-    if (layout.read_json(folder / layout.CELL_FILE) or {}).get("spec_hash") != upstream.spec_hash:
+    if (layout.read_json(folder / layout.CELL_FILE) or {}).get("spec_hash") != cell.upstream.spec_hash:
         return "finished with other settings"  # its checkpoint is not the one this cell's spec names
     return None
 
@@ -282,7 +167,7 @@ def record_waiting(sweep: Sweep, cell: Cell, out: Path, workdir: Path, message: 
     discard_superseded(cell, folder)
     folder.mkdir(parents=True, exist_ok=True)
     if layout.read_json(folder / layout.CELL_FILE) is None:  # the report lists the cell as waiting
-        layout.write_json(folder / layout.CELL_FILE, _cell_record(sweep, cell, workdir, {}))
+        layout.write_json(folder / layout.CELL_FILE, _cell_record(sweep, cell, workdir))
     previous = layout.read_status(folder) or {}
     layout.write_json(
         folder / layout.STATUS_FILE, {**previous, "state": layout.WAITING, "message": message, "since": now()}
@@ -297,7 +182,7 @@ def cell_state(sweep: Sweep, cell: Cell, out: Path) -> tuple[str, str]:
     reason = waiting_reason(sweep, cell, out)
     if reason is None:
         return ("ready" if state == layout.WAITING else state), ""  # its upstream has finished since
-    return layout.WAITING, f"waits for {cell.upstream.cell.id} ({reason})"
+    return layout.WAITING, f"waits for {cell.upstream.id} ({reason})"
 
 
 # --------------------------------------------------------------------------- running
@@ -329,22 +214,11 @@ def write_manifest(sweep: Sweep, out: Path) -> None:
             "name": sweep.name,
             "description": sweep.description,
             "sweep_file": str(sweep.path.resolve()),
-            "cells": [
-                {
-                    "id": cell.id,
-                    "study": cell.study,
-                    "labels": cell.labels,
-                    "index": cell.index,
-                    **({"pretrained_from": cell.upstream.cell.id} if cell.upstream else {}),
-                }
-                for cell in sweep.cells
-            ],
+            "cells": [{"id": cell.id, "study": cell.study} for cell in sweep.cells],
             "skipped_studies": {study.name: study.skipped_because for study in sweep.studies if study.skipped_because},
             "wandb": sweep.wandb,
-            # the claims and margins as the file stated them when the sweep ran (claims.parse_analysis reads
-            # its fields back)
+            # the claims and the report's sections as the file stated them (read back by the report)
             **({"analysis": asdict(sweep.analysis)} if sweep.analysis else {}),
-            # the report's sections as declared when the sweep ran (experiments/sections.py)
             **({"report": sweep.report} if sweep.report else {}),
         },
     )
@@ -369,125 +243,89 @@ def source_commit() -> str | None:
     return commit.strip() + ("+" if (dirty or "").strip() else "")
 
 
-def discard_superseded(cell: Cell, folder: Path) -> bool:
+def discard_superseded(cell: Cell, folder: Path) -> None:
     """Delete what an unfinished earlier attempt with other settings left: its checkpoints could not be
     resumed and its metrics would be mixed into this run's."""
     recorded = layout.read_json(folder / layout.CELL_FILE)
-    if not recorded or recorded.get("spec_hash") == cell.spec_hash or layout.is_finished(folder):
-        return False
-    shutil.rmtree(folder)
-    return True
+    if recorded and recorded.get("spec_hash") != cell.spec_hash and not layout.is_finished(folder):
+        shutil.rmtree(folder)
 
 
-def _cell_record(
-    sweep: Sweep, cell: Cell, workdir: Path, commands: dict[str, list[str]], checkpoint: Path | None = None
-) -> dict[str, Any]:
+def _cell_record(sweep: Sweep, cell: Cell, workdir: Path, checkpoint: str | None = None) -> dict[str, Any]:
     record = {
         **cell.spec(),
         "id": cell.id,
-        "experiment": sweep.name,
         "spec_hash": cell.spec_hash,
-        "index": cell.index,
         "workdir": str(workdir),
-        "commands": commands,
         "commit": source_commit(),
     }
     if cell.upstream is not None and checkpoint is not None:
-        record["pretrained_from"] = {**cell.upstream.spec(), "path": str(checkpoint)}
+        record["pretrained_from"] = {**cell.upstream_spec(), "path": checkpoint}
     return record
 
 
 def run_cell(sweep: Sweep, cell: Cell, out: Path, workdir: Path) -> bool:
-    """Run one cell's stages; return whether it finished."""
+    """Run one cell's stages (each command line is in its log.txt); return whether it finished."""
+    from tiedemb.training.checkpoints import last_checkpoints
+
     folder = cell_dir(out, cell)
     discard_superseded(cell, folder)
     folder.mkdir(parents=True, exist_ok=True)
     previous = layout.read_status(folder) or {}
-    attempt = int(previous.get("attempt", 0)) + 1
+    status: dict[str, Any] = {
+        "state": layout.RUNNING,
+        "attempt": int(previous.get("attempt", 0)) + 1,
+        "started": now(),
+        # kept across resumed attempts: a protocol committed before the study can be checked against it
+        "first_started": previous.get("first_started") or previous.get("started") or now(),
+        **process_fields(),
+        # a stage an earlier attempt completed (fit, before a failed test) is not run again
+        "stages": {stage: info for stage, info in (previous.get("stages") or {}).items() if info["returncode"] == 0},
+    }
+    begin = time.monotonic()
     checkpoint = None
     if cell.upstream is not None:
         try:
-            checkpoint = _checkpoint(cell_dir(out, cell.upstream.cell), cell.upstream.checkpoint)
+            checkpoint = str(_checkpoint(cell_dir(out, cell.upstream), "last"))
         except UserError as error:  # finished without a checkpoint: never start on random weights
-            _record(folder, {**previous, "attempt": attempt}, layout.FAILED, message=f"error: {error}")
+            _record(folder, status, layout.FAILED, begin, message=f"error: {error}")
             return False
-    upstream = str(checkpoint) if checkpoint is not None else None
-    # A stage an earlier attempt completed (fit, before a failed test) is not run again.
-    completed = {stage: info for stage, info in (previous.get("stages") or {}).items() if info.get("returncode") == 0}
-    recorded = (layout.read_json(folder / layout.CELL_FILE) or {}).get("commands") or {}
-    commands = {stage: recorded[stage] for stage in completed if stage in recorded}
-    resume = "last" if cell.command == "fit" and _last_checkpoint(folder) is not None else None
-    if cell.command not in completed:
-        commands[cell.command] = [*TIEDEMB_COMMAND, *cell_args(sweep, cell, folder, cell.command, resume, upstream)]
-    layout.write_json(folder / layout.CELL_FILE, _cell_record(sweep, cell, workdir, commands, checkpoint))
-    status: dict[str, Any] = {
-        "state": layout.RUNNING,
-        "attempt": attempt,
-        "started": now(),
-        # the first attempt's start stays recorded across resumed attempts: a protocol committed
-        # before the study can be checked against it
-        "first_started": previous.get("first_started") or previous.get("started") or now(),
-        **process_fields(),
-        "resumed": resume is not None and cell.command not in completed,
-        "stages": dict(completed),
-    }
-    stages = [stage for stage in [cell.command] + (["test"] if cell.test else []) if stage not in completed]
-    begin = time.monotonic()
-    if not _run_stages(sweep, cell, folder, workdir, stages, commands, status, upstream):
-        return False
-    layout.write_json(
-        folder / layout.CELL_FILE, {**(layout.read_json(folder / layout.CELL_FILE) or {}), "commands": commands}
-    )
-    status.pop("stage", None)
-    _record(folder, status, layout.FINISHED, seconds=round(time.monotonic() - begin, 1))
-    return True
-
-
-def _run_stages(
-    sweep: Sweep,
-    cell: Cell,
-    folder: Path,
-    workdir: Path,
-    stages: list[str],
-    commands: dict[str, list[str]],
-    status: dict[str, Any],
-    upstream: str | None,
-) -> bool:
-    begin, attempt = time.monotonic(), status["attempt"]
+    layout.write_json(folder / layout.CELL_FILE, _cell_record(sweep, cell, workdir, checkpoint))
+    stages = [stage for stage in [cell.command, *(["test"] if cell.test else [])] if stage not in status["stages"]]
+    status["resumed"] = cell.command in stages and cell.command == "fit" and bool(last_checkpoints([folder]))
     for stage in stages:
         status["stage"] = stage
         if STOP.received:  # told to stop before this stage started: it is not started
             _record_stop(folder, status, stage, begin)
         layout.write_json(folder / layout.STATUS_FILE, status)
-        if stage == "test":
-            commands["test"] = [
-                *TIEDEMB_COMMAND,
-                *cell_args(sweep, cell, folder, "test", str(_checkpoint(folder, cell.test)), upstream),
-            ]
+        resume = "last" if status["resumed"] else None
+        ckpt_path = str(_checkpoint(folder, cell.test)) if stage == "test" else resume
+        command = [*TIEDEMB_COMMAND, *cell_args(sweep, cell, folder, stage, ckpt_path, checkpoint)]
         started = time.monotonic()
         try:
             code = _run_logged(
-                commands[stage], folder / layout.LOG_FILE, workdir, f"attempt {attempt}, {stage}", sweep.threads
+                command, folder / layout.LOG_FILE, workdir, f"attempt {status['attempt']}, {stage}", sweep.threads
             )
         except KeyboardInterrupt:
             message = f"interrupted (Ctrl-C) in {stage}: run the sweep again to resume from its last checkpoint"
-            _record(folder, status, layout.FAILED, message=message)
+            _record(folder, status, layout.FAILED, begin, message=message)
             raise
         status["stages"][stage] = {"returncode": code, "seconds": round(time.monotonic() - started, 1)}
         if STOP.received and (code != 0 or stage != stages[-1]):
-            # the sweep itself was told to stop, and the stage got SIGTERM from it (a cell whose last
-            # stage completed all the same is finished)
+            # the sweep was told to stop and passed SIGTERM on (a cell whose last stage completed is finished)
             _record_stop(folder, status, stage, begin)
         if code != 0:
             preempted = code in (PREEMPTED_EXIT, -signal.SIGTERM)
             message = _preempted(stage) if preempted else _tail(folder / layout.LOG_FILE)
-            _record(folder, status, layout.FAILED, seconds=round(time.monotonic() - begin, 1), message=message)
+            _record(folder, status, layout.FAILED, begin, message=message)
             return False
+    status.pop("stage", None)
+    _record(folder, status, layout.FINISHED, begin)
     return True
 
 
-def _record(folder: Path, status: dict[str, Any], state: str, **fields: Any) -> None:
-    status.update(state=state, finished=now(), **fields)
+def _record(folder: Path, status: dict[str, Any], state: str, begin: float, **fields: Any) -> None:
+    status.update(state=state, finished=now(), seconds=round(time.monotonic() - begin, 1), **fields)
     layout.write_json(folder / layout.STATUS_FILE, status)
 
 
@@ -497,7 +335,7 @@ def _preempted(stage: str) -> str:
 
 def _record_stop(folder: Path, status: dict[str, Any], stage: str, begin: float) -> None:
     """Record a cell whose sweep got SIGTERM as preempted (a stage that completed counts as done), and stop."""
-    _record(folder, status, layout.FAILED, seconds=round(time.monotonic() - begin, 1), message=_preempted(stage))
+    _record(folder, status, layout.FAILED, begin, message=_preempted(stage))
     raise SweepStopped(STOP.received[0])
 
 
@@ -524,24 +362,13 @@ def _run_logged(command: list[str], log_file: Path, workdir: Path, heading: str,
 
 
 def _tail(log_file: Path) -> str:
-    try:
-        lines = log_file.read_text(encoding="utf-8", errors="replace").splitlines()
-    except OSError:
-        return ""
+    lines = log_file.read_text(encoding="utf-8", errors="replace").splitlines()
     errors = [line for line in lines if line.startswith("error:")]
     return errors[-1] if errors else "\n".join(lines[-FAILURE_TAIL_LINES:])
 
 
-def _last_checkpoint(folder: Path) -> Path | None:
-    from tiedemb.training.checkpoints import last_checkpoints
-
-    found = last_checkpoints([folder])
-    return found[0] if found else None
-
-
 def _checkpoint(folder: Path, which: str) -> Path:
-    """The checkpoint ``test`` (or a chained cell) starts from: ``best.ckpt`` (the monitored best, else the
-    newest state) or ``last.ckpt`` of the cell's run folder (``tiedemb.training.run_dir.run_checkpoint``)."""
+    """The cell's ``best.ckpt`` (the monitored best, else the newest state) or ``last.ckpt``, for test or a chain."""
     from tiedemb.training.run_dir import run_checkpoint
 
     return run_checkpoint(folder, None if which == "best" else "last")
@@ -573,26 +400,22 @@ def run_sweep(
     out.mkdir(parents=True, exist_ok=True)
     write_manifest(sweep, out)
     with STOP.watching():  # SIGTERM stops the running cell, records it and ends the sweep
-        _run_cells(sweep, out, workdir, todo, outcome, echo)
+        for number, cell in enumerate(sweep.run_order(todo), start=1):
+            if STOP.received:  # a signal between two cells: nothing is running, nothing to record
+                raise SweepStopped(STOP.received[0])
+            # Asked only now: an upstream cell run a moment ago in this loop counts.
+            reason = waiting_reason(sweep, cell, out)
+            if reason is not None and cell.upstream is not None:
+                message = f"{cell.id} waits for {cell.upstream.id} ({reason})"
+                record_waiting(sweep, cell, out, workdir, message)
+                outcome["waiting"].append(cell.id)
+                echo(f"[{number}/{len(todo)}] {message}")
+                continue
+            echo(f"[{number}/{len(todo)}] {cell.id} ...")
+            started = time.monotonic()
+            ok = run_cell(sweep, cell, out, workdir)
+            outcome["finished" if ok else "failed"].append(cell.id)
+            detail = "" if ok else f": {(layout.read_status(cell_dir(out, cell)) or {}).get('message', '')[-500:]}"
+            seconds = time.monotonic() - started
+            echo(f"[{number}/{len(todo)}] {cell.id} {'finished' if ok else 'FAILED'} in {seconds:.0f} s{detail}")
     return outcome
-
-
-def _run_cells(sweep: Sweep, out: Path, workdir: Path, todo: list[Cell], outcome: dict[str, list[str]], echo) -> None:
-    for number, cell in enumerate(sweep.run_order(todo), start=1):
-        if STOP.received:  # a signal between two cells: nothing is running, nothing to record
-            raise SweepStopped(STOP.received[0])
-        # Asked only now: an upstream cell run a moment ago in this loop counts.
-        reason = waiting_reason(sweep, cell, out)
-        if reason is not None and cell.upstream is not None:
-            message = f"{cell.id} waits for {cell.upstream.cell.id} ({reason})"
-            record_waiting(sweep, cell, out, workdir, message)
-            outcome["waiting"].append(cell.id)
-            echo(f"[{number}/{len(todo)}] {message}")
-            continue
-        echo(f"[{number}/{len(todo)}] {cell.id} ...")
-        started = time.monotonic()
-        ok = run_cell(sweep, cell, out, workdir)
-        seconds = time.monotonic() - started
-        outcome["finished" if ok else "failed"].append(cell.id)
-        detail = "" if ok else f": {(layout.read_status(cell_dir(out, cell)) or {}).get('message', '')[-500:]}"
-        echo(f"[{number}/{len(todo)}] {cell.id} {'finished' if ok else 'FAILED'} in {seconds:.0f} s{detail}")

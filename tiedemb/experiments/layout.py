@@ -1,23 +1,10 @@
 """What a sweep leaves in its output folder, shared by the sweep runner and the report.
 
-::
-
-    OUT/sweep.json                     the sweep: name, file, every cell's id, skipped studies
-    OUT/<study>/<label=value,...>/     one cell
-        cell.json                      its labels, configs, overrides and command lines (and a
-                                       chained cell's upstream cell and checkpoint path)
-        status.json                    running / finished / failed / waiting (for an upstream
-                                       cell), attempts, times, exit codes
-        config.yaml                    the resolved configuration, as the run saved it
-        log.txt                        stdout and stderr of every attempt
-        csv/version_*/metrics.csv      Lightning's CSVLogger (a resumed or test stage adds a version)
-        csv/version_*/status.json      that process's own record (every run writes one: status_callback.py)
-        wandb/offline-run-*/           W&B's records (synced later with `wandb sync`)
-        checkpoints/                   last.ckpt, best.ckpt and the best ones by name
-
-A cell's folder is its run's folder (``--run_name=.``, ``tiedemb.training.run_dir``).
-
-Every JSON file is replaced atomically, so a crash never leaves half a status behind.
+``OUT/sweep.json`` names the sweep and its cells. A cell's folder ``OUT/<study>/<label=value,...>/`` is
+its run's folder (``--run_name=.``): ``cell.json`` (its labels, spec, and a chained cell's upstream
+checkpoint), ``status.json`` (running / finished / failed / waiting, attempts, times, exit codes),
+``log.txt`` (each attempt's command line and output), ``config.yaml``, ``csv/version_*/``,
+``wandb/`` and ``checkpoints/``. JSON files are replaced atomically.
 """
 
 from __future__ import annotations

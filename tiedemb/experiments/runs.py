@@ -1,11 +1,8 @@
 """Runs as the report sees them: labels, state, settings and metric series, read from folders.
 
-A run is a sweep cell (a folder with ``cell.json``) or, outside any cell, a plain run's folder (the
-folder ``tiedemb.training.run_dir`` gives every run, with the run's own ``status.json`` at its top).
-Metrics, settings and config come from what Lightning's ``CSVLogger`` writes, found wherever it
-wrote them under the folder; W&B's own files are never read, so a report needs neither a W&B
-server nor W&B's internal record format. Within a run, later CSV versions (a resumed attempt, the
-test stage) win for the same step.
+A run is a sweep cell (a folder with ``cell.json``) or a plain run's folder (``status.json`` at its
+top). Metrics and settings come from Lightning's ``CSVLogger`` versions under it (never W&B's
+files); later versions (a resumed attempt, the test stage) win for the same step.
 """
 
 from __future__ import annotations
@@ -39,8 +36,7 @@ class Run:
     config: dict[str, Any] = field(default_factory=dict)  # the resolved CLI config, where recorded
     metrics: dict[str, dict[int, float]] = field(default_factory=dict)  # name -> {step: value}
     workdir: Path | None = None  # where the run was started: relative data paths are relative to it
-    # The tokenizer the run trained with, as its attempts logged it (a test-only stage logs none).
-    tokenizer_fingerprint: str | None = None
+    tokenizer_fingerprint: str | None = None  # the tokenizer the run trained with, as its attempts logged it
     commit: str | None = None  # the source commit a sweep cell ran (cell.json); None for a plain run
     started: str | None = None  # when its first attempt started (kept across resumed attempts)
 
@@ -85,21 +81,10 @@ def find_runs(root: str | Path) -> list[Run]:
     return [read_run(folder, root) for folder in [*cells, *plain]]
 
 
-def _csv_folders(folder: Path) -> list[Path]:
-    """Every CSV logger folder under a run's folder, oldest first: by version (``version_0`` ...), then
-    (attempts or stages in folders of their own) by when their files were last written."""
-    found = {path.parent for name in (METRICS_FILE, "hparams.yaml") for path in folder.rglob(name)}
-    found = {path for path in found if (path / METRICS_FILE).is_file() or VERSION.search(path.name)}
-
-    def written(version: Path) -> float:
-        files = [version / METRICS_FILE, version / "hparams.yaml"]
-        return max((path.stat().st_mtime for path in files if path.is_file()), default=0.0)
-
-    def key(version: Path) -> tuple[int, float, str]:
-        number = VERSION.search(version.name)
-        return (int(number.group(1)) if number else 0, written(version), str(version))
-
-    return sorted(found, key=key)
+def _csv_versions(folder: Path) -> list[Path]:
+    """Every CSV logger version under a run's folder (``csv/version_N``), oldest first."""
+    found = [path for path in folder.rglob("version_*") if VERSION.search(path.name) and path.is_dir()]
+    return sorted(found, key=lambda path: int(VERSION.search(path.name).group(1)))
 
 
 def _hidden(path: Path, root: Path) -> bool:
@@ -109,34 +94,30 @@ def _hidden(path: Path, root: Path) -> bool:
 def read_run(folder: Path, root: Path) -> Run:
     """A cell or a plain run's folder: its CSV versions in order, its state from its ``status.json``."""
     cell = layout.read_json(folder / layout.CELL_FILE)
+    recorded = cell or {}
     status = layout.read_status(folder) or {}
-    metrics: dict[str, dict[int, float]] = {}
-    hparams: dict[str, Any] = {}
-    config: dict[str, Any] = {}
-    fingerprint = None
-    for version in _csv_folders(folder):  # later versions (a resumed attempt, the test stage) win
-        found, found_hparams, found_config = _read_csv_version(version)
-        for name, values in found.items():
-            metrics.setdefault(name, {}).update(values)
-        hparams = found_hparams or hparams
-        config = found_config or config
-        fingerprint = _fingerprint(found_hparams) or fingerprint
-    resume = "running the sweep again resumes it" if cell is not None else "--ckpt_path=last resumes it"
-    state, message = _state(status, resume) if status else ("not started", "")
     run = Run(
         id=str(folder.relative_to(root)) if folder != root else folder.name,
         folder=folder,
-        labels=dict((cell or {}).get("labels") or {}),
-        state=state,
-        message=message,
-        study=str((cell or {}).get("study") or ""),
-        hparams=hparams,
-        config=config,
-        metrics=metrics,
-        tokenizer_fingerprint=fingerprint,
-        commit=(cell or {}).get("commit"),
+        labels=dict(recorded.get("labels") or {}),
+        state=str(status.get("state") or layout.RUNNING) if status else "not started",
+        message=str(status.get("message") or ""),
+        study=str(recorded.get("study") or ""),
+        commit=recorded.get("commit"),
         started=status.get("first_started") or status.get("started"),
     )
+    if lost_process(status):  # "running", but its process has ended here
+        resume = "running the sweep again resumes it" if cell is not None else "--ckpt_path=last resumes it"
+        run.state = LOST
+        run.message = f"process {status['pid']} ended without recording how (killed, out of memory?); {resume}"
+    for version in _csv_versions(folder):  # later versions (a resumed attempt, the test stage) win
+        metrics, hparams, config = _read_csv_version(version)
+        for name, values in metrics.items():
+            run.metrics.setdefault(name, {}).update(values)
+        run.hparams = hparams or run.hparams
+        run.config = config or run.config
+        if hparams.get(TOKENIZER_FINGERPRINT):  # a test-only stage logs none
+            run.tokenizer_fingerprint = str(hparams[TOKENIZER_FINGERPRINT])
     if cell is None:  # a plain run: labelled from its settings, its data paths relative to here
         run.labels = derived_labels(run)
         run.study = run.labels.get("task", "pretrain" if run.kind == "pretrain" else run.kind)
@@ -144,18 +125,6 @@ def read_run(folder: Path, root: Path) -> Run:
     elif cell.get("workdir"):
         run.workdir = Path(cell["workdir"])
     return run
-
-
-def _fingerprint(hparams: dict[str, Any]) -> str | None:
-    value = hparams.get(TOKENIZER_FINGERPRINT)
-    return str(value) if value else None
-
-
-def _state(status: dict[str, Any], resume: str) -> tuple[str, str]:
-    """A status record's state and message; a ``running`` one whose process has ended here is ``lost``."""
-    if lost_process(status):
-        return LOST, f"process {status['pid']} ended without recording how (killed, out of memory?); {resume}"
-    return str(status.get("state") or layout.RUNNING), str(status.get("message") or "")
 
 
 def derived_labels(run: Run) -> dict[str, str]:
@@ -188,17 +157,10 @@ def _read_csv_version(version: Path) -> tuple[dict[str, dict[int, float]], dict[
         with open(version / METRICS_FILE, newline="", encoding="utf-8") as handle:
             rows = list(csv.DictReader(handle))
     for row in rows:
-        try:
-            step = int(float(row.get("step") or ""))
-        except ValueError:
-            continue
+        step = int(float(row["step"]))
         for name, text in row.items():
-            if name in NOT_METRICS or name is None or text in (None, ""):
-                continue
-            try:
+            if name not in NOT_METRICS and text:  # CSVLogger leaves a row's other metrics blank
                 metrics.setdefault(name, {})[step] = float(text)
-            except ValueError:
-                continue
     hparams = _read_yaml(version / "hparams.yaml")
     config = hparams.pop("config", None) or {}
     return metrics, hparams, config if isinstance(config, dict) else {}

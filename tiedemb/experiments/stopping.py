@@ -1,9 +1,7 @@
-"""A sweep told to stop by its scheduler: SIGTERM, what SLURM and most clusters send before they end a job.
+"""A sweep told to stop by its scheduler (SIGTERM, as SLURM sends before it ends a job).
 
-While the sweep runs, ``StopSignals`` catches SIGTERM sent to the sweep process (``kill PID``, a
-cancelled or preempted job): the running stage gets SIGTERM in turn, saves its state after the step it
-is in (``tiedemb.training.preemption``) and exits 143; the sweep records the cell as preempted and
-stops. Running the sweep again resumes the cell from that checkpoint.
+The running stage gets SIGTERM in turn, saves its state after its step (``tiedemb.training.preemption``)
+and exits 143; the sweep records the cell as preempted and stops. A rerun resumes the cell.
 """
 
 from __future__ import annotations
@@ -11,7 +9,6 @@ from __future__ import annotations
 import contextlib
 import signal
 import subprocess
-import threading
 from collections.abc import Iterator
 from types import FrameType
 
@@ -37,16 +34,13 @@ class StopSignals:
 
     @contextlib.contextmanager
     def watching(self) -> Iterator[StopSignals]:
-        """Catch SIGTERM for the duration of the block (signal handlers live in the main thread); what was
-        received is forgotten after it, so no later stage is stopped for it."""
+        """Catch SIGTERM in the block (the sweep runs in the main thread), forgotten after it."""
         self.received.clear()
-        main = threading.current_thread() is threading.main_thread()
-        previous = signal.signal(signal.SIGTERM, self._handle) if main else None
+        previous = signal.signal(signal.SIGTERM, self._handle)
         try:
             yield self
         finally:
-            if main:
-                signal.signal(signal.SIGTERM, previous)
+            signal.signal(signal.SIGTERM, previous)
             self.received.clear()
 
     @contextlib.contextmanager
@@ -61,5 +55,4 @@ class StopSignals:
             self.child = None
 
 
-STOP_SIGNALS_RECEIVED = StopSignals()
-"""The sweep process's one watcher: ``run_sweep`` installs it, ``_run_logged`` hands it each stage's process."""
+STOP_SIGNALS_RECEIVED = StopSignals()  # installed by run_sweep, given each stage's process by _run_logged

@@ -5,21 +5,19 @@ A sweep file is YAML::
     name: smoke                          # the experiment: W&B group, tag and report title
     description: ...
     wandb: {project: tiedemb}            # or false: CSV metrics only
-    threads: 1                           # CPU threads of each cell (OMP_NUM_THREADS); with
-                                         # trainer.deterministic a rerun repeats to the bit
+    threads: 1                           # OMP_NUM_THREADS of each cell: a deterministic rerun repeats to the bit
     configs: [../tied.yaml]              # base configs, relative to this file (every study)
     overrides: {trainer.max_steps: 200}  # CLI keys and values (every cell)
     studies:                             # optional; without it the file itself is the one study
       tied:
         configs: [../scale/tiny.yaml]
-        requires: [data/glue/MRPC]              # paths (relative to the working folder) that must
-                                                # exist, else the study is skipped, saying why
+        requires: [data/glue/MRPC]              # paths that must exist (relative to the working
+                                                # folder), else the study is skipped, saying why
         grid:
           model.head: [tied, untied]            # a CLI key and its values
           variant:                              # or a named axis whose levels are bundles
             t5: {configs: [../tied_t5.yaml], overrides: {...}}
           seed_everything: [0, 1, 2]
-        overrides: {...}
         rules:                                  # per-cell overrides, or cells left out
           - where: {variant: t5, seed: 0}
             overrides: {trainer.max_steps: 10}
@@ -27,21 +25,15 @@ A sweep file is YAML::
             skip: true
         test: best                              # after fit, `test` on the best (or last) checkpoint
         command: fit                            # or similarity: the zero-shot probe, no training
-      mrpc:                                     # a chained study: each cell starts from the
-        configs: [../glue/mrpc.yaml]            # checkpoint of one cell of another study
+      mrpc:                                     # a chained study: each cell fine-tunes from the
+        configs: [../glue/mrpc.yaml]            # last checkpoint of one cell of another study
         pretrained_from:
-          study: tied                           # the upstream study, in this file
+          study: tied                           # the upstream study (itself not chained)
           match: [seed]                         # labels equal between this cell and the upstream one
           labels: {variant: tied}               # fixed labels of the upstream cell (optional)
-          checkpoint: last                      # last (default) or best
-          key: model.pretrained                 # the CLI key that receives the path (default)
         grid: {model.embedding_dim: [32, 64], seed_everything: [0, 1, 2]}
-    analysis: {axis: variant, reference: tied, claims: [...]}   # the claims and margins the report
-                                                # decides (experiments/claims.py)
-    report:                                     # the report's sections, in order (experiments/sections.py;
-      - baselines                               # without it: sections.default_report())
-      - claims
-      - {kind: embedding_dim, downstream: true}
+    analysis: {axis: variant, reference: tied, claims: [...]}   # what the report decides (claims.py)
+    report: [baselines, claims, {kind: embedding_dim, downstream: true}]   # its sections (sections.py)
 
 Every cell is one ``main.py fit`` run: the configs in order (file, study, named levels), then
 the overrides as ``--key=value`` flags (file, study, levels, rules, grid values). Each axis has a
@@ -49,14 +41,11 @@ label naming it in folders, tags and tables: ``model.head`` -> ``variant``,
 ``model.embedding_dim`` -> ``d_e``, ``seed_everything`` -> ``seed``, ``data.task`` -> ``task``,
 another key -> its last part, a named axis -> its name.
 
-A chained cell names exactly one upstream cell (its ``match`` labels plus the fixed ``labels``);
-one that would match none or several is an error when the file is read. The checkpoint's path is
-only known once the upstream cell has run, so it is passed (as ``--<key>=PATH``, after every
-override) when the cell runs; the cell's spec names the upstream cell and its spec instead, so a
-moved output folder is still the same sweep. Upstream studies run first, whatever their place
-in the file. A chained cell whose upstream cell has not finished (failed, not run, its study
-skipped) is never started: it is recorded as waiting, and a later run of the sweep runs it once
-the upstream cell has finished.
+A chained cell names exactly one upstream cell (else the file is refused). The checkpoint's path
+is only known once the upstream cell has run: it is passed as ``--model.pretrained=PATH`` after
+every override, and the cell's spec names the upstream cell's id and spec instead, so a moved
+output folder is still the same sweep. A chained cell whose upstream cell has not finished is
+recorded as waiting; a later run of the sweep runs it.
 """
 
 from __future__ import annotations
@@ -65,7 +54,6 @@ import hashlib
 import itertools
 import json
 import os
-from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -78,19 +66,16 @@ from tiedemb.experiments.claims import Analysis, check_keys, mapping_of, parse_a
 from tiedemb.experiments.sections import parse_report
 from tiedemb.training.shipped_configs import resolve_config
 
-SHARED_KEYS = ("configs", "overrides", "grid", "rules", "requires", "test")
-"""What the file sets for every study, and each study for itself."""
+SHARED_KEYS = ("configs", "overrides", "grid", "rules", "requires", "test")  # the file's for every study
 FILE_KEYS = ("name", "description", "wandb", "threads", *SHARED_KEYS, "studies", "analysis", "report")
 STUDY_KEYS = ("description", *SHARED_KEYS, "pretrained_from", "command")
 COMMAND_CHOICES = ("fit", "similarity")
-"""What a cell runs: training (``fit``), or the zero-shot ``similarity`` probe of a pretrained encoder."""
 LEVEL_KEYS = ("configs", "overrides")
 RULE_KEYS = ("where", "overrides", "skip")
-WANDB_KEYS = ("project", "entity", "tags")
+WANDB_KEYS = ("project",)
 TEST_CHOICES = ("best", "last")
-CHAIN_KEYS = ("study", "match", "labels", "checkpoint", "key")
-CHECKPOINT_CHOICES = ("last", "best")
-DEFAULT_CHAIN_KEY = "model.pretrained"
+CHAIN_KEYS = ("study", "match", "labels")
+CHAIN_KEY = "model.pretrained"  # the CLI key that receives the upstream cell's last checkpoint
 
 #: Labels of the axes that the reports and dashboards know by name.
 AXIS_LABELS = {"model.head": "variant", "model.embedding_dim": "d_e", "seed_everything": "seed", "data.task": "task"}
@@ -107,7 +92,7 @@ class Cell:
     test: str | None
     index: int = 0  # position in the whole sweep: what --cell names (e.g. a job array's task id)
     root: Path = Path(".")  # the sweep file's folder: configs are named relative to it in the spec
-    upstream: Upstream | None = None  # a chained cell: whose checkpoint it starts from
+    upstream: Cell | None = None  # a chained cell: the cell whose last checkpoint it starts from
     command: str = "fit"  # the subcommand the cell runs (COMMAND_CHOICES)
 
     @property
@@ -127,10 +112,16 @@ class Cell:
             "test": self.test,
         }
         if self.upstream is not None:  # only then: the hashes of unchained cells stay as they were
-            spec["pretrained_from"] = self.upstream.spec()
+            spec["pretrained_from"] = self.upstream_spec()
         if self.command != "fit":  # likewise: fitting cells keep their hashes
             spec["command"] = self.command
         return spec
+
+    def upstream_spec(self) -> dict[str, Any]:
+        """The upstream cell's id and spec, never its path: the path changes when the folder moves.
+        (checkpoint and key: once options, kept so that finished cells keep their hashes)"""
+        assert self.upstream is not None
+        return {"cell": self.upstream.id, "spec_hash": self.upstream.spec_hash, "checkpoint": "last", "key": CHAIN_KEY}
 
     @property
     def spec_hash(self) -> str:
@@ -138,23 +129,10 @@ class Cell:
 
 
 @dataclass(frozen=True)
-class Upstream:
-    cell: Cell
-    checkpoint: str  # "last" or "best"
-    key: str  # the CLI key that receives the checkpoint's path
-
-    def spec(self) -> dict[str, Any]:
-        # The upstream's id and spec, never the path: the path changes when the folder moves.
-        return {"cell": self.cell.id, "spec_hash": self.cell.spec_hash, "checkpoint": self.checkpoint, "key": self.key}
-
-
-@dataclass(frozen=True)
 class Chain:
     study: str
     match: tuple[str, ...]
     labels: dict[str, str]
-    checkpoint: str
-    key: str
 
 
 @dataclass
@@ -164,7 +142,6 @@ class Study:
     skipped_because: str | None = None  # a missing required path: the study is not run
     labels: tuple[str, ...] = ()  # its grid's axis labels, in order
     chain: Chain | None = None
-    depth: int = 0  # studies it starts from, transitively: upstream studies run first
 
 
 @dataclass
@@ -173,7 +150,7 @@ class Sweep:
     name: str
     description: str
     wandb: dict[str, Any] | None  # None: no W&B logger
-    threads: int | None = None  # CPU threads of each cell's process; None: the machine's default
+    threads: int | None = None  # OMP_NUM_THREADS of each cell's process; None: the machine's default
     studies: list[Study] = field(default_factory=list)
     analysis: Analysis | None = None  # the claims the report decides (experiments/claims.py)
     report: list[dict[str, Any]] | None = None  # the report's sections (experiments/sections.py); None: the default
@@ -193,23 +170,7 @@ class Sweep:
 
     def run_order(self, cells: list[Cell]) -> list[Cell]:
         """``cells`` with every upstream study's cells before those of the studies chained to it."""
-        depth = {study.name: study.depth for study in self.studies}
-        return sorted(cells, key=lambda cell: depth[cell.study])  # stable: file order otherwise
-
-
-def replace_cells(sweep: Sweep, change: Callable[[Cell], Cell]) -> None:
-    """Replace every cell by ``change(cell)``, upstream studies first, so that a chained cell's spec
-    hashes its new upstream cell's spec."""
-    new: dict[str, Cell] = {}
-    for study in sorted(sweep.studies, key=lambda study: study.depth):
-        cells = []
-        for cell in study.cells:
-            changed = change(cell)
-            if changed.upstream is not None:
-                changed = replace(changed, upstream=replace(changed.upstream, cell=new[changed.upstream.cell.id]))
-            new[changed.id] = changed
-            cells.append(changed)
-        study.cells = cells
+        return sorted(cells, key=lambda cell: cell.upstream is not None)  # stable: file order otherwise
 
 
 def format_value(value: Any) -> str:
@@ -250,12 +211,7 @@ def load_sweep(path: str | Path, workdir: str | Path | None = None) -> Sweep:
     )
     shared = {key: content[key] for key in SHARED_KEYS if key in content}
     studies = content.get("studies")
-    if studies is None:
-        raw_studies = {name: {}}
-    else:
-        raw_studies = mapping_of(studies, f"{where}: studies")
-        if not raw_studies:
-            raise UserError(f"{where}: studies is empty")
+    raw_studies = {name: {}} if studies is None else mapping_of(studies, f"{where}: studies")
     index = 0
     for study_name, raw in raw_studies.items():
         study_where = f"{where}: study {study_name!r}"
@@ -265,11 +221,10 @@ def load_sweep(path: str | Path, workdir: str | Path | None = None) -> Sweep:
         index += len(study.cells)
         sweep.studies.append(study)
     if not sweep.all_cells:
-        raise UserError(f"{where}: every cell is left out by a rule; nothing to run")
-    _order_studies(sweep.studies, where)
-    for study in sorted(sweep.studies, key=lambda study: study.depth):
+        raise UserError(f"{where}: no cells to run (no studies, or every cell left out by a rule)")
+    for study in sweep.studies:
         if study.chain is not None:
-            _link(study, study.chain, sweep.study(study.chain.study), f"{where}: study {study.name!r}: pretrained_from")
+            _link(study, study.chain, sweep.studies, f"{where}: study {study.name!r}: pretrained_from")
     sweep.analysis = parse_analysis(content.get("analysis"), [study.name for study in sweep.studies], where)
     sweep.report = parse_report(content.get("report"), sweep.analysis, where)
     return sweep
@@ -293,7 +248,14 @@ def _expand_study(
         own.get("configs", []), base, where
     )
     overrides = {**_overrides(shared.get("overrides", {}), where), **_overrides(own.get("overrides", {}), where)}
-    test, command = _stages(shared, own, where)
+    test = own.get("test", shared.get("test")) or None
+    if test not in (None, *TEST_CHOICES):
+        raise UserError(
+            f"{where}: test={test!r} is not a known choice; valid: {', '.join(TEST_CHOICES)} (or leave it out)"
+        )
+    command = own.get("command", "fit")
+    if command not in COMMAND_CHOICES:
+        raise UserError(f"{where}: command={command!r} is not a known choice; valid: {', '.join(COMMAND_CHOICES)}")
     grid = {**mapping_of(shared.get("grid", {}), f"{where}: grid"), **mapping_of(own.get("grid", {}), f"{where}: grid")}
     axes = [_axis(str(key), values, base, f"{where}: grid.{key}") for key, values in grid.items()]
     labels = [axis[0].label for axis in axes]
@@ -337,21 +299,6 @@ def _expand_study(
                 )
             )
     return study
-
-
-def _stages(shared: dict[str, Any], own: dict[str, Any], where: str) -> tuple[str | None, str]:
-    """A study's ``test`` (``best``, ``last`` or unset) and ``command``, checked."""
-    test = own.get("test", shared.get("test"))
-    if test not in (None, False, *TEST_CHOICES):
-        raise UserError(
-            f"{where}: test={test!r} is not a known choice; valid: {', '.join(TEST_CHOICES)} (or leave it out)"
-        )
-    command = own.get("command", shared.get("command", "fit"))
-    if command not in COMMAND_CHOICES:
-        raise UserError(f"{where}: command={command!r} is not a known choice; valid: {', '.join(COMMAND_CHOICES)}")
-    if command != "fit" and test:
-        raise UserError(f"{where}: test={test!r} has no effect with command={command!r}: it tests what fit trained")
-    return test or None, command
 
 
 def _axis(key: str, values: Any, base: Path, where: str) -> list[_Level]:
@@ -401,47 +348,21 @@ def _rule(rule: Any, labels: list[str], where: str) -> dict[str, Any]:
 def _chain(raw: Any, where: str) -> Chain:
     raw = mapping_of(raw, where)
     check_keys(raw, CHAIN_KEYS, where)
-    if not isinstance(raw.get("study"), str):
-        raise UserError(f"{where}: study must name the upstream study of this file, got {raw.get('study')!r}")
     match = raw.get("match") or []
     if not isinstance(match, list) or not all(isinstance(label, str) for label in match):
         raise UserError(f"{where}: match must be a list of axis labels, got {match!r}")
-    checkpoint = raw.get("checkpoint", "last")
-    if checkpoint not in CHECKPOINT_CHOICES:
-        raise UserError(
-            f"{where}: checkpoint={checkpoint!r} is not a known choice; valid: {', '.join(CHECKPOINT_CHOICES)}"
-        )
-    key = str(raw.get("key", DEFAULT_CHAIN_KEY))
     labels = {
         str(label): format_value(value) for label, value in mapping_of(raw.get("labels"), f"{where}: labels").items()
     }
-    return Chain(study=raw["study"], match=tuple(match), labels=labels, checkpoint=checkpoint, key=key)
+    return Chain(study=str(raw.get("study")), match=tuple(match), labels=labels)
 
 
-def _order_studies(studies: list[Study], where: str) -> None:
-    """Set each study's depth; an unknown upstream study or a cycle is an error."""
-    by_name = {study.name: study for study in studies}
-    for study in studies:
-        path, current = [study.name], study
-        while current.chain is not None:
-            upstream = current.chain.study
-            if upstream not in by_name:
-                raise UserError(
-                    f"{where}: study {current.name!r}: pretrained_from.study {upstream!r} is not a study of "
-                    f"this file; its studies are {', '.join(by_name)}"
-                )
-            if upstream in path:
-                raise UserError(
-                    f"{where}: studies start from each other's checkpoints: {' <- '.join([*path, upstream])}"
-                )
-            path.append(upstream)
-            current = by_name[upstream]
-        study.depth = len(path) - 1
-
-
-def _link(study: Study, chain: Chain, upstream: Study, where: str) -> None:
-    """Give each of ``study``'s cells its one upstream cell (``upstream`` is linked already); fixed
-    ``labels`` no upstream cell has are refused as matching none."""
+def _link(study: Study, chain: Chain, studies: list[Study], where: str) -> None:
+    """Give each of ``study``'s cells its one upstream cell, of an unchained study of the file."""
+    upstream = next((other for other in studies if other.name == chain.study and other.chain is None), None)
+    if upstream is None:
+        unchained = ", ".join(other.name for other in studies if other.chain is None)
+        raise UserError(f"{where}: study {chain.study!r} is not an unchained study of this file: {unchained}")
     for label in chain.match:
         for side in (study, upstream):
             if label not in side.labels:
@@ -451,26 +372,17 @@ def _link(study: Study, chain: Chain, upstream: Study, where: str) -> None:
                 )
     linked = []
     for cell in study.cells:
-        if chain.key in cell.overrides:
-            raise UserError(
-                f"{where}: cell {cell.id!r} sets {chain.key} in its overrides, and also takes it from "
-                f"study {upstream.name!r}; remove the override"
-            )
+        if CHAIN_KEY in cell.overrides:
+            raise UserError(f"{where}: cell {cell.id!r} sets {CHAIN_KEY}, which it takes from study {upstream.name!r}")
         wanted = {**{label: cell.labels[label] for label in chain.match}, **chain.labels}
         found = [other for other in upstream.cells if all(other.labels.get(k) == v for k, v in wanted.items())]
-        described = (
-            ", ".join(f"{label}={value}" for label, value in wanted.items())
-            or "any labels (match and labels are empty)"
-        )
-        if not found:
-            raise UserError(f"{where}: no cell of study {upstream.name!r} has {described} (for cell {cell.id!r})")
-        if len(found) > 1:
+        described = ", ".join(f"{label}={value}" for label, value in wanted.items()) or "any labels"
+        if len(found) != 1:
             raise UserError(
                 f"{where}: {len(found)} cells of study {upstream.name!r} have {described} (for cell "
-                f"{cell.id!r}: {', '.join(other.id for other in found[:3])}); add the labels that tell "
-                "them apart to match or labels"
+                f"{cell.id!r}); match and labels must pick exactly one"
             )
-        linked.append(replace(cell, upstream=Upstream(found[0], chain.checkpoint, chain.key)))
+        linked.append(replace(cell, upstream=found[0]))
     study.cells = linked
 
 
