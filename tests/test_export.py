@@ -310,7 +310,6 @@ REFUSED_SETTINGS = [
     (dict(norm="rmsnorm"), "model.norm='rmsnorm'"),
     (dict(embedding_scale="sqrt_d"), "model.embedding_scale='sqrt_d'"),
     (dict(embedding_norm=False), "model.embedding_norm=false"),
-    (dict(residual_init="deepnorm"), "model.residual_init='deepnorm'"),
 ]
 
 

@@ -97,7 +97,6 @@ def test_training_loss_and_gradients_equal_the_full_logits_reference(objective):
     [
         dict(norm_position="post"),
         dict(norm_position="pre", position="rope"),
-        dict(norm_position="post", residual_init="deepnorm"),
     ],
 )
 def test_encoding_selected_positions_equals_selecting_from_the_full_output(layout):

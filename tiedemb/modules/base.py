@@ -95,8 +95,8 @@ class TransformerModule(L.LightningModule):
             norm_eps: Epsilon of every norm. Unset: the pretrained model's, else 1e-12.
             activation: Feed-forward activation: gelu, relu, tanh or silu. Unset: the pretrained model's, else
                 'gelu'.
-            residual_init: How far from the identity residual branches start: standard, scaled (GPT-2), zero,
-                deepnorm (post-norm only). Unset: the pretrained model's, else 'standard'.
+            residual_init: How far from the identity residual branches start: standard, scaled (GPT-2) or zero.
+                Unset: the pretrained model's, else 'standard'.
             rope_base: Base of the rotary frequencies (position=rope). Unset: the pretrained model's, else 10000.0.
             dropout: Dropout on embeddings and residual branches, in [0, 1).
             attention_dropout: Dropout on attention weights, in [0, 1).

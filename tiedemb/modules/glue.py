@@ -1,8 +1,12 @@
-"""GlueModule: fine-tune the pretraining embedding and encoder on a GLUE classification task."""
+"""GlueModule: fine-tune the pretraining embedding and encoder on a GLUE classification task.
+
+GLUE's metric names: ``val/accuracy`` and ``val/f1`` (positive class) for MRPC; a split's suffix comes
+from its name (``validation_matched`` -> ``val/accuracy_matched``), so several dev splits need no code.
+"""
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
@@ -10,19 +14,13 @@ import torch
 import torch.nn.functional as F
 from lightning.pytorch.utilities import rank_zero_info
 from torch import Tensor, nn
-from torchmetrics import MeanMetric, MetricCollection
+from torchmetrics import MeanMetric, Metric, MetricCollection
+from torchmetrics.classification import BinaryF1Score, MulticlassAccuracy
 
 from tiedemb.data.glue_tasks import TASKS, GlueTask
 from tiedemb.errors import UserError, check_choice
 from tiedemb.modules.base import TransformerModule
 from tiedemb.modules.flops import MatmulWeights
-from tiedemb.modules.glue_metrics import (
-    build_metric,
-    epochs_to_converge,
-    majority_scores,
-    metric_names,
-    split_suffix,
-)
 from tiedemb.modules.optim import LrDecay, check_schedule
 from tiedemb.nn.classifier import SequenceClassifier
 from tiedemb.nn.config import ARCHITECTURE, TRAINING, TransformerConfig
@@ -40,9 +38,57 @@ from tiedemb.options import (
     warn_no_effect,
 )
 from tiedemb.training.files import write_tsv
-from tiedemb.training.metric_names import eval_name, kept_name
+from tiedemb.training.metric_names import MAJORITY_PREFIX, eval_name, kept_name
 from tiedemb.weights.narrow import PROJECTION, TABLES, fit_embedding
 from tiedemb.weights.source import PretrainedWeights, load_pretrained, resolve_architecture
+
+#: Metrics per task, the main one first (it decides convergence and should decide checkpoints).
+TASK_METRICS: dict[str, tuple[str, ...]] = {"mrpc": ("accuracy", "f1")}
+CONVERGED_FRACTION = 0.99
+"""A run has converged once the main dev metric reaches this fraction of its best value."""
+
+
+def metric_names(task: str | None) -> tuple[str, ...]:
+    return TASK_METRICS.get(task or "", ("accuracy",))
+
+
+def build_metric(name: str, num_labels: int) -> Metric:
+    """A metric of predicted and true class ids; f1 is the positive class's."""
+    return BinaryF1Score() if name == "f1" else MulticlassAccuracy(num_classes=num_labels, average="micro")
+
+
+def majority_scores(
+    task: str | None, num_labels: int, train_labels: Sequence[int], dev_labels: dict[str, Sequence[int]]
+) -> dict[str, float]:
+    """Each dev metric of always answering the most frequent training label (ties: the lowest id), the
+    floor a fine-tuned score is read against; ``dev_labels`` maps a dev split's name to its labels."""
+    counts = torch.bincount(torch.as_tensor(list(train_labels), dtype=torch.long), minlength=num_labels)
+    majority = int(torch.argmax(counts))
+    scores = {}
+    for split, labels in dev_labels.items():
+        target = torch.as_tensor(list(labels), dtype=torch.long)
+        for name in metric_names(task):
+            metric = build_metric(name, num_labels)
+            metric.update(torch.full_like(target, majority), target)
+            scores[f"{MAJORITY_PREFIX}{name}{split_suffix(split)}"] = float(metric.compute())
+    return scores
+
+
+def split_suffix(split: str) -> str:
+    """``validation`` -> ``""``, ``validation_matched`` -> ``"_matched"``."""
+    return split.removeprefix("validation")
+
+
+def epochs_to_converge(history: Sequence[tuple[float, float]], fraction: float = CONVERGED_FRACTION) -> float | None:
+    """The first (fractional) epoch whose metric reaches ``fraction`` of the run's best.
+
+    ``history`` is (epoch, value) in training order.
+    """
+    if not history:
+        return None
+    target = fraction * max(value for _, value in history)
+    return next(epoch for epoch, value in history if value >= target)
+
 
 WARMUP_RATIO = 0.1
 """BERT's fine-tuning warmup, a tenth of the steps; ``warmup_steps``, when given, replaces it."""

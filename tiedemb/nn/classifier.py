@@ -11,7 +11,7 @@ import torch
 from torch import Tensor, nn
 
 from tiedemb.nn.config import TransformerConfig
-from tiedemb.nn.fast import Dropout
+from tiedemb.nn.fast.dropout import Dropout
 from tiedemb.nn.layers import init_linear
 from tiedemb.nn.model import Embedding, Encoder, init_embedding, init_encoder
 

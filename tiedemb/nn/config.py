@@ -32,7 +32,7 @@ Objective = Literal["mlm", "clm"]
 Position = Literal["learned", "rope", "none"]
 Norm = Literal["layernorm", "rmsnorm"]
 NormPosition = Literal["pre", "post"]
-ResidualInit = Literal["standard", "scaled", "zero", "deepnorm"]
+ResidualInit = Literal["standard", "scaled", "zero"]
 Activation = Literal["gelu", "relu", "tanh", "silu"]
 HeadActivation = Literal["none", "gelu", "relu", "tanh", "silu"]
 Shuffle = Literal["half_swap", "channel_shuffle"]
@@ -152,8 +152,6 @@ class TransformerConfig:
                 resolve_scale(getattr(self, name), self.embedding_dim, f"model.{name}")
             except ValueError as error:
                 raise UserError(str(error)) from None
-        if self.residual_init == "deepnorm" and self.norm_position != "post":
-            raise UserError("model.residual_init=deepnorm is defined for model.norm_position=post")
         if self.head == "tied_shuffle":
             self._check_shuffle()
         self._refuse_unread_settings()

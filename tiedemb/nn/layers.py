@@ -41,11 +41,9 @@ def init_norms(module: nn.Module) -> None:
                 nn.init.zeros_(norm.bias)
 
 
-def init_linear(linear: nn.Linear, std: float, gain_xavier: float | None = None) -> None:
-    """Weight from N(0, std) (or Xavier-normal with ``gain_xavier``; exactly 0 when std is 0), bias 0."""
-    if gain_xavier is not None:
-        nn.init.xavier_normal_(linear.weight, gain=gain_xavier)
-    elif std == 0.0:
+def init_linear(linear: nn.Linear, std: float) -> None:
+    """Weight from N(0, std) (exactly 0 when std is 0), bias 0."""
+    if std == 0.0:
         nn.init.zeros_(linear.weight)
     else:
         nn.init.normal_(linear.weight, mean=0.0, std=std)

@@ -16,10 +16,25 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from tiedemb.nn import fast
 from tiedemb.nn.config import TransformerConfig
+from tiedemb.nn.fast.dropout import Dropout, attention
+from tiedemb.nn.fast.sliced_loss import linear_cross_entropy
 from tiedemb.nn.heads import build_head
 from tiedemb.nn.layers import ACTIVATION_FUNCTIONS, IGNORE_INDEX, init_linear, init_norms, make_norm
+
+Positions = Tensor | int | None
+"""Which positions a block finishes: all (None), flat B * T indices, or one position of every sequence."""
+
+
+def take_rows(x: Tensor, positions: Positions) -> Tensor:
+    """(B, T, hidden) -> (len(positions), hidden) at flat positions, (B, hidden) at one position of
+    every sequence (an int); x itself when None."""
+    if positions is None:
+        return x
+    if isinstance(positions, int):
+        return x[:, positions]
+    return x.reshape(-1, x.shape[-1]).index_select(0, positions)
+
 
 # -- 1. embedding ----------------------------------------------------------------------------------
 
@@ -44,7 +59,7 @@ class Embedding(nn.Module):
         self.norm = (
             make_norm(config.norm, config.hidden_size, config.norm_eps) if config.embedding_norm else nn.Identity()
         )
-        self.dropout = fast.Dropout(config.dropout)
+        self.dropout = Dropout(config.dropout)
         # Gemma's sqrt(d) multiplier, a plain number: no parameter, so checkpoints are unchanged.
         self.token_scale = config.token_scale
 
@@ -102,8 +117,8 @@ class SelfAttention(nn.Module):
             else None
         )
 
-    def forward(self, x: Tensor, attention_mask: Tensor | None, positions: fast.Positions = None) -> Tensor:
-        """(B, T, hidden) -> (B, T, hidden). ``positions`` (``tiedemb.nn.fast.rows``): only those
+    def forward(self, x: Tensor, attention_mask: Tensor | None, positions: Positions = None) -> Tensor:
+        """(B, T, hidden) -> (B, T, hidden). ``positions``: only those
         positions' outputs, (len(positions), hidden), or (B, hidden) for one position (an int) of every
         sequence; keys and values still come from every position."""
         batch, length, hidden = x.shape
@@ -122,10 +137,10 @@ class SelfAttention(nn.Module):
             q = q[:, :, positions : positions + 1]
             if self.causal:  # the query at `positions` sees keys up to itself
                 attention_mask = (torch.arange(length, device=x.device) <= positions).expand(1, 1, 1, length)
-            y = fast.attention(q, k, v, attention_mask, dropout, is_causal=False)
+            y = attention(q, k, v, attention_mask, dropout, is_causal=False)
             return self.out(y.reshape(batch, hidden))  # (B, heads, 1, head_dim) -> (B, hidden)
-        y = fast.attention(q, k, v, attention_mask, dropout, is_causal=self.causal and attention_mask is None)
-        return self.out(fast.take_rows(y.transpose(1, 2).reshape(batch, length, hidden), positions))
+        y = attention(q, k, v, attention_mask, dropout, is_causal=self.causal and attention_mask is None)
+        return self.out(take_rows(y.transpose(1, 2).reshape(batch, length, hidden), positions))
 
 
 class FeedForward(nn.Module):
@@ -141,7 +156,7 @@ class FeedForward(nn.Module):
 
 class Block(nn.Module):
     """``norm_position="pre"``: x + f(norm(x)) (GPT-2, most modern models).
-    ``norm_position="post"``: norm(alpha * x + f(x)) (BERT; DeepNorm when alpha > 1)."""
+    ``norm_position="post"``: norm(x + f(x)) (BERT)."""
 
     def __init__(self, config: TransformerConfig) -> None:
         super().__init__()
@@ -150,25 +165,17 @@ class Block(nn.Module):
         self.attention = SelfAttention(config)
         self.ffn_norm = make_norm(config.norm, config.hidden_size, config.norm_eps)
         self.ffn = FeedForward(config)
-        self.dropout = fast.Dropout(config.dropout)
-        # DeepNorm up-weights the residual stream so that post-norm stays stable when deep.
-        self.alpha = (2.0 * config.num_layers) ** 0.25 if config.residual_init == "deepnorm" else 1.0
+        self.dropout = Dropout(config.dropout)
 
-    def forward(self, x: Tensor, attention_mask: Tensor | None, positions: fast.Positions = None) -> Tensor:
+    def forward(self, x: Tensor, attention_mask: Tensor | None, positions: Positions = None) -> Tensor:
         """``positions``: as for ``SelfAttention``; everything after attention runs on those positions only."""
         if self.pre_norm:
-            x = fast.take_rows(x, positions) + self.dropout(
+            x = take_rows(x, positions) + self.dropout(
                 self.attention(self.attention_norm(x), attention_mask, positions)
             )
             return x + self.dropout(self.ffn(self.ffn_norm(x)))
-        x = self.attention_norm(
-            self.residual(fast.take_rows(x, positions)) + self.dropout(self.attention(x, attention_mask, positions))
-        )
-        return self.ffn_norm(self.residual(x) + self.dropout(self.ffn(x)))
-
-    def residual(self, x: Tensor) -> Tensor:
-        # alpha is 1 except under DeepNorm; multiplying by 1 would still copy the residual stream.
-        return x if self.alpha == 1.0 else self.alpha * x
+        x = self.attention_norm(take_rows(x, positions) + self.dropout(self.attention(x, attention_mask, positions)))
+        return self.ffn_norm(x + self.dropout(self.ffn(x)))
 
 
 # -- 3. the encoder ----------------------------------------------------------------------------------
@@ -184,15 +191,13 @@ class Encoder(nn.Module):
             make_norm(config.norm, config.hidden_size, config.norm_eps) if config.norm_position == "pre" else None
         )
 
-    def forward(self, x: Tensor, attention_mask: Tensor | None = None, positions: fast.Positions = None) -> Tensor:
+    def forward(self, x: Tensor, attention_mask: Tensor | None = None, positions: Positions = None) -> Tensor:
         """(B, T, hidden) states; with ``positions`` only those positions' final states: (len(positions),
         hidden) for flat B * T indices, (B, hidden) for an int. Only the last block uses ``positions``."""
         mask = self.attention_bias(attention_mask, x.dtype)
         last = len(self.blocks) - 1
         for index, block in enumerate(self.blocks):
             x = block(x, mask, positions if index == last else None)
-        if positions is not None and not self.blocks:
-            x = fast.take_rows(x, positions)
         return self.final_norm(x) if self.final_norm is not None else x
 
     def attention_bias(self, attention_mask: Tensor | None, dtype: torch.dtype) -> Tensor | None:
@@ -213,9 +218,6 @@ class LMOutput:
     loss: Tensor | None
     logits: Tensor | None  # MLM: (num_masked, vocab); CLM: (B, T, vocab); None if not asked for
     num_targets: int = 0
-
-    def __getitem__(self, key: str) -> Tensor | None:
-        return getattr(self, key)
 
 
 class Transformer(nn.Module):
@@ -271,7 +273,7 @@ class Transformer(nn.Module):
         return_logits: bool = True,
     ) -> LMOutput:
         """``return_logits=False`` (with labels): the loss alone, computed without materialising
-        the logits (``fast.linear_cross_entropy``); ``logits`` is then None."""
+        the logits (``linear_cross_entropy``); ``logits`` is then None."""
         if labels is None:
             return LMOutput(loss=None, logits=self.head(self.encode(input_ids, attention_mask, token_type_ids)))
         positions, targets = self.scored_positions(labels)
@@ -280,7 +282,7 @@ class Transformer(nn.Module):
         num_targets = int((targets != IGNORE_INDEX).sum())  # after the encoder is queued: a GPU sync
         if not return_logits and num_targets > 0:
             head = self.head
-            loss = fast.linear_cross_entropy(head.features(hidden), head.decoder.weight, head.bias, targets)
+            loss = linear_cross_entropy(head.features(hidden), head.decoder.weight, head.bias, targets)
             return LMOutput(loss=loss, logits=None, num_targets=num_targets)
         logits = self.head(hidden)  # (scored positions, vocab)
         if num_targets == 0:
@@ -329,25 +331,10 @@ def init_encoder(encoder: Encoder, config: TransformerConfig) -> None:
     """``residual_init`` decides how far from the identity each residual branch starts."""
     std, layers = config.init_std, config.num_layers
     # GPT-2's "scaled": residual branch output projections shrink with depth.
-    branch_std = {"standard": std, "scaled": std / math.sqrt(2.0 * layers), "zero": 0.0, "deepnorm": std}[
-        config.residual_init
-    ]
-    # DeepNorm's init gain for branch weights.
-    beta = (8.0 * layers) ** -0.25 if config.residual_init == "deepnorm" else None
+    branch_std = {"standard": std, "scaled": std / math.sqrt(2.0 * layers), "zero": 0.0}[config.residual_init]
     for block in encoder.blocks:
-        attention, ffn = block.attention, block.ffn
-        if beta is None:
-            init_linear(attention.qkv, std)
-            init_linear(attention.out, branch_std)
-            init_linear(ffn.up, std)
-            init_linear(ffn.down, branch_std)
-        else:
-            # DeepNorm: q and k keep gain 1; v, the output projection and the FFN get gain beta.
-            hidden = config.hidden_size
-            nn.init.xavier_normal_(attention.qkv.weight[: 2 * hidden], gain=1.0)
-            nn.init.xavier_normal_(attention.qkv.weight[2 * hidden :], gain=beta)
-            nn.init.zeros_(attention.qkv.bias)
-            init_linear(attention.out, std, gain_xavier=beta)
-            init_linear(ffn.up, std, gain_xavier=beta)
-            init_linear(ffn.down, std, gain_xavier=beta)
+        init_linear(block.attention.qkv, std)
+        init_linear(block.attention.out, branch_std)
+        init_linear(block.ffn.up, std)
+        init_linear(block.ffn.down, branch_std)
     init_norms(encoder)
