@@ -9,8 +9,8 @@ import torch.nn.functional as F
 
 from tiedemb import PretrainModule
 from tiedemb.data import PretrainData
-from tiedemb.modules.flops import MatmulWeights
 from tiedemb.modules.optim import adamw_with_schedule
+from tiedemb.modules.throughput import MatmulWeights
 from tiedemb.nn import Transformer, TransformerConfig
 
 TINY = dict(hidden_size=32, num_layers=2, num_heads=2, intermediate_size=64, dropout=0.0, attention_dropout=0.0)

@@ -14,8 +14,8 @@ from typing import TYPE_CHECKING, Any
 import lightning as L
 from torch import Tensor
 
-from tiedemb.modules.flops import MatmulWeights
 from tiedemb.modules.optim import adamw_with_schedule
+from tiedemb.modules.throughput import MatmulWeights
 from tiedemb.nn.config import (
     Activation,
     EmbeddingProjection,

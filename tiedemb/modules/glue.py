@@ -20,8 +20,8 @@ from torchmetrics.classification import BinaryF1Score, MulticlassAccuracy
 from tiedemb.data.glue_tasks import TASKS, GlueTask
 from tiedemb.errors import UserError, check_choice
 from tiedemb.modules.base import TransformerModule
-from tiedemb.modules.flops import MatmulWeights
 from tiedemb.modules.optim import LrDecay, check_schedule
+from tiedemb.modules.throughput import MatmulWeights
 from tiedemb.nn.classifier import SequenceClassifier
 from tiedemb.nn.config import ARCHITECTURE, TRAINING, TransformerConfig
 from tiedemb.options import (

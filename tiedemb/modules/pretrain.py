@@ -13,8 +13,8 @@ from torchmetrics import MeanMetric
 
 from tiedemb.errors import UserError
 from tiedemb.modules.base import TransformerModule
-from tiedemb.modules.flops import MatmulWeights
 from tiedemb.modules.optim import LrDecay, check_schedule
+from tiedemb.modules.throughput import MatmulWeights
 from tiedemb.nn import HEADS, LMOutput, Transformer, TransformerConfig
 from tiedemb.nn.config import HeadActivation, Objective, Shuffle
 from tiedemb.options import (

@@ -1,21 +1,72 @@
 """Tokens per second, model FLOPs per second and MFU, measured by Lightning's ``ThroughputMonitor``.
 
-The monitor times the batches; what a batch costs is the module's ``flops_per_batch``
-(``tiedemb.modules.flops``), and its tokens are its ``input_ids`` entries, padding included. MFU
-divides by Lightning's table of accelerators, or by a peak given as ``model.peak_flops`` (or the
-callback's ``peak_flops``) for a device the table does not name (the plain "NVIDIA H200": 989e12).
+The monitor times the batches; what a batch costs is the module's ``flops_per_batch``, PaLM's count of
+model FLOPs (Chowdhery et al. 2022, app. B): a weight matrix of N entries costs 6N FLOPs per row it
+multiplies in a training step (2N forward, 4N backward), attention 12 * L * T * d per token; lookups
+and vectors count nothing. Unlike PaLM, the output head (and the last block's attention output and
+feed-forward, which the encoder runs only there) counts only at the positions projected: every
+position for CLM, the masked ones for MLM, a classifier's [CLS] row. Evaluation is the forward pass, a
+third. Causal attention counts in full, as in PaLM, so the figure is comparable across objectives.
+A batch's tokens are its ``input_ids`` entries, padding included. MFU divides by Lightning's table of
+accelerators, or by a peak given as ``model.peak_flops`` (or the callback's ``peak_flops``) for a
+device the table does not name (the plain "NVIDIA H200": 989e12).
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 import lightning as L
 from lightning.pytorch.callbacks import ThroughputMonitor
 from lightning.pytorch.utilities import rank_zero_only
+from torch import nn
 
 FLOPS_PER_SEC = "train/device/flops_per_sec"
 MFU = "train/device/mfu"
+
+
+@dataclass(frozen=True)
+class MatmulWeights:
+    """Entries of the weight matrices a token meets, split by where they are applied."""
+
+    per_token: int  # applied at every position: embedding projection, encoder blocks but the tail below
+    per_output: int  # applied at each projected position: last block's out + FFN, head (vocabulary matrix, classifier)
+    num_layers: int
+    hidden_size: int
+
+    @classmethod
+    def of(cls, model: nn.Module) -> MatmulWeights:
+        """Count the ``nn.Linear`` weights of a ``tiedemb.nn.Transformer`` or ``SequenceClassifier``
+        (the built modules, so that every head variant counts right)."""
+        last = model.encoder.blocks[-1]
+        heads = [model.head] if hasattr(model, "head") else [model.pooler, model.classifier]
+        tail = sum(_linear_weights(part) for part in (last.attention.out, last.ffn))
+        return cls(
+            per_token=_linear_weights(model.embedding) + _linear_weights(model.encoder) - tail,
+            per_output=tail + sum(_linear_weights(part) for part in heads if part is not None),
+            num_layers=model.config.num_layers,
+            hidden_size=model.config.hidden_size,
+        )
+
+    def training_flops(self, batch_size: int, seq_len: int, output_positions: int | None = None) -> float:
+        """FLOPs of one forward + backward pass; ``output_positions``: the positions whose logits are
+        computed (MLM: the masked ones), None for all of them."""
+        tokens = batch_size * seq_len
+        outputs = tokens if output_positions is None else output_positions
+        dense = 6 * (tokens * self.per_token + outputs * self.per_output)
+        attention = 12 * self.num_layers * seq_len * self.hidden_size * tokens
+        return float(dense + attention)
+
+    def forward_flops(self, batch_size: int, seq_len: int, output_positions: int | None = None) -> float:
+        """FLOPs of the forward pass alone (evaluation): a third of ``training_flops``."""
+        return self.training_flops(batch_size, seq_len, output_positions) / 3
+
+
+def _linear_weights(module: nn.Module) -> int:
+    # A tied matrix is one Parameter but two uses (a lookup and a product); only the product is
+    # a Linear, so the lookup never counts.
+    return sum(m.weight.numel() for m in module.modules() if isinstance(m, nn.Linear))
 
 
 def batch_sequences(batch: Any) -> int:
@@ -42,8 +93,8 @@ class ModelThroughput(ThroughputMonitor):
         self.peak_flops = peak_flops
 
     def own_peak(self, pl_module: L.LightningModule) -> float | None:
-        """The peak given for MFU, which replaces the one Lightning's table gives (``available_flops``)."""
-        given = self.peak_flops or getattr(pl_module, "hparams", {}).get("peak_flops")
+        """The peak given for MFU, which replaces the one Lightning's table gives."""
+        given = self.peak_flops or pl_module.hparams.get("peak_flops")
         return float(given) if given else None
 
     @rank_zero_only

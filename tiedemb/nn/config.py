@@ -1,9 +1,7 @@
-"""The one description of a model: plain, serialisable fields with string-valued variants.
+"""The one description of a model: plain fields named as a YAML file names them (``model.hidden_size``).
 
-Every field has the name a YAML file uses (``model.hidden_size`` ...), so a checkpoint's
-hyperparameters rebuild the model and a sweep can vary any field by name. A leaf module: it imports
-no other part of the model, so ``model.head`` is checked by the head registry
-(``tiedemb.nn.heads.HEADS``) when the head is built, and a new head is one class.
+A leaf module: ``model.head`` is checked by the head registry (``tiedemb.nn.heads.HEADS``) when the
+head is built, so a new head is one class.
 """
 
 from __future__ import annotations
@@ -73,28 +71,20 @@ def resolve_scale(value: float | str, width: int, name: str = "scale") -> float:
     return scale
 
 
-#: What a field describes, which decides which module declares it (``tiedemb.modules``):
-ARCHITECTURE = "architecture"
-"""The network's shape and parts: fine-tuning takes these from the pretrained model when unset."""
-TRAINING = "training"
-"""Dropout, initialisation and padding: chosen for each run, fine-tuning included."""
-LANGUAGE_MODEL = "language model"
-"""The pretraining objective, the output head and the remedies of its initial loss: a classifier has none."""
+# What a field describes, which decides which module declares it (``tiedemb.modules``): the network's
+# shape (fine-tuning takes it from the pretrained model when unset), what each run chooses (dropout,
+# initialisation, padding), and the language model's objective and head (a classifier has none).
+ARCHITECTURE, TRAINING, LANGUAGE_MODEL = "architecture", "training", "language model"
 
 
 def setting(default: Any = dataclasses.MISSING, *, part: str = ARCHITECTURE) -> Any:
-    """A field with its part (``ARCHITECTURE`` ...)."""
     return dataclasses.field(default=default, metadata={"part": part})
 
 
 @dataclass
 class TransformerConfig:
-    """Every setting of the model, with its type and default.
-
-    Each is also a keyword of the module its part belongs to (``TransformerModule``: architecture and
-    training, ``PretrainModule``: the language model), whose ``Args:`` say what it means
-    (``--model.help``); ``tests/modules/test_settings.py`` checks that the two agree.
-    """
+    """Every setting of the model; each is also a keyword of the module its part belongs to, whose
+    ``Args:`` say what it means (``tests/modules/test_settings.py`` checks that the two agree)."""
 
     vocab_size: PositiveInt = setting()
     objective: Objective = setting("mlm", part=LANGUAGE_MODEL)
@@ -152,8 +142,10 @@ class TransformerConfig:
                 resolve_scale(getattr(self, name), self.embedding_dim, f"model.{name}")
             except ValueError as error:
                 raise UserError(str(error)) from None
-        if self.head == "tied_shuffle":
-            self._check_shuffle()
+        groups = 2 if self.shuffle == "half_swap" else self.shuffle_groups
+        if self.head == "tied_shuffle" and self.embedding_dim % groups:
+            what = f"model.shuffle_groups ({groups})" if groups != 2 else f"model.shuffle={self.shuffle}'s 2 groups"
+            raise UserError(f"{what} must divide model.embedding_dim ({self.embedding_dim})")
         self._refuse_unread_settings()
 
     def _refuse_unread_settings(self) -> None:
@@ -199,23 +191,13 @@ class TransformerConfig:
                 "with model.head='tied_scaled_init', which draws the shared table with std ln(n)/d_e",
             )
 
-    def _check_shuffle(self) -> None:
-        """The shuffle head permutes the d_e dimensions in groups that must divide them."""
-        width = self.embedding_dim
-        if self.shuffle == "half_swap" and width % 2:
-            raise UserError(f"model.shuffle=half_swap needs an even model.embedding_dim, got {width}")
-        if self.shuffle == "channel_shuffle" and (self.shuffle_groups < 2 or width % self.shuffle_groups):
-            raise UserError(
-                f"model.shuffle_groups ({self.shuffle_groups}) must be >= 2 and divide model.embedding_dim ({width})"
-            )
-
     @property
     def head_dim(self) -> int:
         return self.hidden_size // self.num_heads
 
     @property
     def projected(self) -> bool:
-        """Whether the embedding has a d_e -> hidden projection (and the plain tied heads a down-map)."""
+        """Whether the embedding has a d_e -> hidden projection (and the tied heads a down-map)."""
         return self.embedding_dim != self.hidden_size or self.embedding_projection == "always"
 
     @property
@@ -224,12 +206,11 @@ class TransformerConfig:
 
     @property
     def token_scale(self) -> float:
-        """``embedding_scale`` as a number: the token vectors' width is d_e."""
         return resolve_scale(self.embedding_scale, self.embedding_dim, "model.embedding_scale")
 
     @property
     def readout_scale(self) -> float:
-        """``output_scale`` as a number, for the width of the vector the output matrix meets."""
+        # For the width of the vector the output matrix meets.
         width = self.hidden_size if self.head == "untied" else self.embedding_dim
         return resolve_scale(self.output_scale, width, "model.output_scale")
 
