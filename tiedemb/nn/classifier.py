@@ -50,9 +50,8 @@ class SequenceClassifier(nn.Module):
     def forward(
         self, input_ids: Tensor, attention_mask: Tensor | None = None, token_type_ids: Tensor | None = None
     ) -> Tensor:
-        # Only [CLS] is read, so the last block computes only its row (keys and values still come
-        # from every position): that query's attention, the output projection, feed-forward and
-        # norms skip the other positions. Same values as encode()[:, 0].
+        # Only [CLS] is read, so the last block's output projection, feed-forward and norms skip the
+        # other positions. Same values as encode()[:, 0].
         first = self.encoder(self.embedding(input_ids, token_type_ids), attention_mask, positions=0)  # (B, hidden)
         if self.pooler is not None:
             first = torch.tanh(self.pooler(first))

@@ -62,8 +62,6 @@ class OutputHead(nn.Module):
     def __init_subclass__(cls, name: str | None = None, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
         if name is not None:
-            if name in HEADS:
-                raise ValueError(f"a head is already registered as {name!r}: {HEADS[name].__qualname__}")
             cls.name = name
             HEADS[name] = cls
 

@@ -1,10 +1,8 @@
 """The whole language model, top to bottom: Embedding -> Block x L -> Encoder -> Transformer.
 
-The tie is ``Transformer.tie_weights`` (one Parameter, two uses); every parameter is drawn in one
-place, section 5 (each head draws its own parts, ``OutputHead.reset_parameters``). The speed path
-lives in ``tiedemb.nn.fast``, each piece beside the plain PyTorch call it equals. The batch follows
-Hugging Face's convention (labels -100 where no loss), so the model drops into code written for
-transformers models.
+The tie is ``Transformer.tie_weights`` (one Parameter, two uses); every parameter is drawn in section 5
+(each head draws its own parts). The CPU speed path is ``tiedemb.nn.fast``. Labels follow Hugging
+Face's convention (-100 where no loss).
 """
 
 from __future__ import annotations
@@ -22,13 +20,14 @@ from tiedemb.nn.fast.sliced_loss import linear_cross_entropy
 from tiedemb.nn.heads import build_head
 from tiedemb.nn.layers import ACTIVATION_FUNCTIONS, IGNORE_INDEX, init_linear, init_norms, make_norm
 
+# Which positions the last block finishes (a masked LM's loss reads ~15%, a classifier [CLS] alone):
+# all (None), flat B * T indices, or one position of every sequence (an int). Every position still
+# feeds attention as keys and values.
 Positions = Tensor | int | None
-"""Which positions a block finishes: all (None), flat B * T indices, or one position of every sequence."""
 
 
 def take_rows(x: Tensor, positions: Positions) -> Tensor:
-    """(B, T, hidden) -> (len(positions), hidden) at flat positions, (B, hidden) at one position of
-    every sequence (an int); x itself when None."""
+    """(B, T, hidden) -> (len(positions), hidden), or (B, hidden) for an int; x itself for None."""
     if positions is None:
         return x
     if isinstance(positions, int):
@@ -118,9 +117,7 @@ class SelfAttention(nn.Module):
         )
 
     def forward(self, x: Tensor, attention_mask: Tensor | None, positions: Positions = None) -> Tensor:
-        """(B, T, hidden) -> (B, T, hidden). ``positions``: only those
-        positions' outputs, (len(positions), hidden), or (B, hidden) for one position (an int) of every
-        sequence; keys and values still come from every position."""
+        """(B, T, hidden) -> (B, T, hidden), or ``take_rows`` of it at ``positions``."""
         batch, length, hidden = x.shape
         # Split, then view each part as (B, heads, T, head_dim): the backward is one concatenation
         # into the fused layout, where unbinding a permuted (3, B, heads, T, head_dim) view costs a
@@ -132,13 +129,6 @@ class SelfAttention(nn.Module):
         if self.rotary is not None:
             q, k = self.rotary(q), self.rotary(k)
         dropout = self.dropout if self.training else 0.0
-        if isinstance(positions, int):
-            # One query per sequence (a classifier's [CLS]): the attention of that query alone.
-            q = q[:, :, positions : positions + 1]
-            if self.causal:  # the query at `positions` sees keys up to itself
-                attention_mask = (torch.arange(length, device=x.device) <= positions).expand(1, 1, 1, length)
-            y = attention(q, k, v, attention_mask, dropout, is_causal=False)
-            return self.out(y.reshape(batch, hidden))  # (B, heads, 1, head_dim) -> (B, hidden)
         y = attention(q, k, v, attention_mask, dropout, is_causal=self.causal and attention_mask is None)
         return self.out(take_rows(y.transpose(1, 2).reshape(batch, length, hidden), positions))
 
@@ -168,7 +158,7 @@ class Block(nn.Module):
         self.dropout = Dropout(config.dropout)
 
     def forward(self, x: Tensor, attention_mask: Tensor | None, positions: Positions = None) -> Tensor:
-        """``positions``: as for ``SelfAttention``; everything after attention runs on those positions only."""
+        """Everything after attention runs on ``positions`` only."""
         if self.pre_norm:
             x = take_rows(x, positions) + self.dropout(
                 self.attention(self.attention_norm(x), attention_mask, positions)
@@ -192,22 +182,16 @@ class Encoder(nn.Module):
         )
 
     def forward(self, x: Tensor, attention_mask: Tensor | None = None, positions: Positions = None) -> Tensor:
-        """(B, T, hidden) states; with ``positions`` only those positions' final states: (len(positions),
-        hidden) for flat B * T indices, (B, hidden) for an int. Only the last block uses ``positions``."""
-        mask = self.attention_bias(attention_mask, x.dtype)
+        """(B, T, hidden) final states, or ``take_rows`` of them at ``positions`` (the last block's)."""
+        # None when nothing is padded lets SDPA pick its fastest kernel. Causal models pad on the
+        # right, so real tokens never see padding and is_causal alone is exact.
+        mask = None
+        if attention_mask is not None and not self.causal and not bool(attention_mask.all()):
+            mask = attention_mask[:, None, None, :].bool()  # (B, 1, 1, T), True = attend
         last = len(self.blocks) - 1
         for index, block in enumerate(self.blocks):
             x = block(x, mask, positions if index == last else None)
         return self.final_norm(x) if self.final_norm is not None else x
-
-    def attention_bias(self, attention_mask: Tensor | None, dtype: torch.dtype) -> Tensor | None:
-        """The mask SDPA gets: None when nothing is padded (lets it pick its fastest kernel).
-
-        Causal models pad on the right, so real tokens never see padding and is_causal alone is exact.
-        """
-        if attention_mask is None or self.causal or bool(attention_mask.all()):
-            return None
-        return attention_mask[:, None, None, :].bool()  # (B, 1, 1, T), True = attend
 
 
 # -- 4. the language model ---------------------------------------------------------------------------
@@ -247,7 +231,7 @@ class Transformer(nn.Module):
         token_type_ids: Tensor | None = None,
         positions: Tensor | None = None,
     ) -> Tensor:
-        """(B, T, hidden); with ``positions`` (flat B * T indices) only those positions, (len(positions), hidden)."""
+        """(B, T, hidden), or ``take_rows`` of it at ``positions``."""
         return self.encoder(self.embedding(input_ids, token_type_ids), attention_mask, positions)
 
     def scored_positions(self, labels: Tensor) -> tuple[Tensor | None, Tensor]:
@@ -298,12 +282,8 @@ class Transformer(nn.Module):
 
 
 def init_transformer(model: Transformer, config: TransformerConfig) -> None:
-    """Draw a ``Transformer``'s parameters as the config says: embedding, encoder, then the head.
-
-    The head decides the token table's std (``OutputHead.token_std``: for a tied head that is the
-    shared matrix) and draws its own parts after the embedding. Nothing here breaks the tie: it
-    writes into the shared Parameter.
-    """
+    """Embedding, encoder, then the head, which decides the token table's std (for a tied head the
+    shared matrix) and draws its own parts. Writing into the shared Parameter keeps the tie."""
     token_std = model.head.token_std(
         vocab_size=config.vocab_size,
         embedding_dim=config.embedding_dim,
