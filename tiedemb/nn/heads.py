@@ -1,15 +1,10 @@
 """Output heads: hidden states -> vocabulary logits. One class per ``model.head`` name.
 
-``class MyHead(TiedHead, name="my_head")`` registers a head in ``HEADS`` under the name a config
-gives ``model.head``. The class owns its parts (``__init__``), how it reads the hidden state
-(``transform``), its initial values (``reset_parameters``; ``token_std`` for the shared token table)
-and what a fresh model's logits are (``initial_logits``, the hook ``tiedemb.theory`` reads).
-
-A tied head's ``decoder.weight`` *is* the token table (``Transformer.tie_weights``). When d_e <
-hidden, the plain tied heads map hidden -> d_e with a learned map initialised to the transpose of
-the embedding projection, so a fresh model is still a tied 2-gram model (a random map is what
-``tied_orth`` is). The config checks a head's name against ``HEADS`` here, so this module must not
-import ``tiedemb.nn.config``.
+``class MyHead(TiedHead, name="my_head")`` registers a head in ``HEADS``. The class owns its parts,
+how it reads the hidden state (``transform``), its initial values (``reset_parameters``, ``token_std``)
+and a fresh model's logits (``initial_logits``, which ``tiedemb.theory`` reads). A tied head's
+``decoder.weight`` *is* the token table; when d_e < hidden, the plain tied heads' hidden -> d_e map
+starts as the transpose of the embedding projection, so a fresh model is still a tied 2-gram model.
 """
 
 from __future__ import annotations
@@ -35,14 +30,10 @@ def head_class(name: str) -> type[OutputHead]:
 
 @dataclass(frozen=True)
 class FreshReadout:
-    """What a fresh, near-identity network hands its head, as ``tiedemb.theory`` models it.
-
-    The input token i reaches the head as x = norm(w_i + p_t + s), |x|^2 = hidden, with w_i drawn
-    with std ``token_std``. ``token_share`` is the token's part of x's scale (embedding_scale *
-    token_std / rms of the sum). Through the embedding's projection P and a tied head's down-map
-    P^T (or straight through at d_e = hidden without one), x . w_i keeps ``aligned_gain`` of
-    |w_i|^2 / rms, and the other scores see a vector of squared length ``mixed_width``.
-    """
+    """What a fresh, near-identity network hands its head (``tiedemb.theory``): token i arrives as
+    x = norm(w_i + p_t + s), |x|^2 = hidden, w_i drawn with std ``token_std``; ``token_share`` is the
+    token's part of x's scale; through P and a tied head's P^T, x . w_i keeps ``aligned_gain`` of
+    |w_i|^2 / rms, and the other scores see a vector of squared length ``mixed_width``."""
 
     hidden_size: int
     embedding_dim: int

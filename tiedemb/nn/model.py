@@ -15,7 +15,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from tiedemb.nn.config import TransformerConfig
-from tiedemb.nn.fast.dropout import Dropout, attention
+from tiedemb.nn.fast.dropout import Dropout
 from tiedemb.nn.fast.sliced_loss import linear_cross_entropy
 from tiedemb.nn.heads import build_head
 from tiedemb.nn.layers import ACTIVATION_FUNCTIONS, IGNORE_INDEX, init_linear, init_norms, make_norm
@@ -129,7 +129,9 @@ class SelfAttention(nn.Module):
         if self.rotary is not None:
             q, k = self.rotary(q), self.rotary(k)
         dropout = self.dropout if self.training else 0.0
-        y = attention(q, k, v, attention_mask, dropout, is_causal=self.causal and attention_mask is None)
+        y = F.scaled_dot_product_attention(
+            q, k, v, attn_mask=attention_mask, dropout_p=dropout, is_causal=self.causal and attention_mask is None
+        )
         return self.out(take_rows(y.transpose(1, 2).reshape(batch, length, hidden), positions))
 
 

@@ -4,9 +4,7 @@ without building the (rows, vocab) logits.
 Built whole, the logits, their log-softmax and the two gradients each fill a fresh rows x vocab
 buffer, pages the operating system hands out afresh every step. Here a slice of rows at a time is
 projected and turned into its share of the loss and straight into the gradients for x, W and b, in
-one reused buffer; the backward only scales what the forward computed. Under autocast the products
-run in the autocast dtype, as ``F.linear`` would, while each slice's log-sum-exp, the loss and the
-weight gradient accumulate in float32.
+one reused buffer; the backward only scales what the forward computed.
 """
 
 from __future__ import annotations
@@ -46,9 +44,9 @@ def linear_cross_entropy(x: Tensor, weight: Tensor, bias: Tensor | None, targets
 
 
 class _SlicedLinearCrossEntropy(torch.autograd.Function):
-    """Under autocast each slice's logits come out of a low-precision product and are widened to
-    float32 for the softmax (the log-sum-exp of 30k terms would lose the loss's digits in bf16); the
-    softmax gradient is narrowed again for the gradient products, whose results accumulate in float32."""
+    """Under autocast the products run in the autocast dtype, as ``F.linear`` would; each slice's
+    softmax (the log-sum-exp of 30k terms would lose the loss's digits in bf16), the loss and the
+    gradients accumulate in float32."""
 
     @staticmethod
     def forward(
@@ -157,14 +155,11 @@ _TINY_PROBABILITY = 1e-30
 def _probabilities_in_place(logits: Tensor, targets: Tensor, row_logits: Callable[[Tensor], Tensor]) -> Tensor:
     """Turn a slice's logits into probabilities in place; return the log-probability of each row's target.
 
-    The gradients need the probabilities, the loss only the targets' log-probabilities. On the CPU
-    the slice is turned into its softmax in one pass (the kernel reads a row whole, its maximum
-    and its sum of exponentials, before it writes any of it) and the targets' log-probabilities
-    are the logarithms of their probabilities: a log-softmax followed by ``exp`` would read and
-    write the (rows, vocab) slice, far larger than the caches, twice. A row whose target lies more
-    than ~69 nats below its log-sum-exp is recomputed exactly (``row_logits(rows)`` gives those
-    rows' logits again). Elsewhere (GPUs, where the extra pass is cheap and checking for such rows
-    would wait for the device) the log-softmax and ``exp`` are kept, both in place.
+    On the CPU the softmax is one pass and the targets' log-probabilities the logarithms of their
+    probabilities (a log-softmax then ``exp`` would pass over the slice, far larger than the caches,
+    twice); a row whose target lies more than ~69 nats below its log-sum-exp is recomputed exactly
+    from ``row_logits(rows)``. On GPUs, where the extra pass is cheap and looking for such rows would
+    wait for the device, log-softmax then ``exp``, both in place.
     """
     if logits.device.type != "cpu":
         torch.ops.aten._log_softmax.out(logits, 1, False, out=logits)
