@@ -260,11 +260,9 @@ class GlueModule(TransformerModule):
         source.load_into(self.model, state, lambda key: key.startswith(("pooler.", "classifier.")) or key in fresh)
         rank_zero_info(f"loaded the embedding and encoder from {source.kind} {source.origin!r}")
 
-    def forward(
-        self, input_ids: Tensor, attention_mask: Tensor | None = None, token_type_ids: Tensor | None = None
-    ) -> Tensor:
-        """Class logits (B, num_labels)."""
-        return self.model(input_ids, attention_mask=attention_mask, token_type_ids=token_type_ids)
+    def forward(self, *args: Any, **kwargs: Any) -> Tensor:
+        """``SequenceClassifier.forward``: class logits (B, num_labels)."""
+        return self.model(*args, **kwargs)
 
     def _logits(self, batch: dict[str, Tensor]) -> Tensor:
         # Only the [CLS] row of each sequence reaches the last block's tail, pooler and classifier.
@@ -274,8 +272,7 @@ class GlueModule(TransformerModule):
     def on_train_start(self) -> None:
         if self.global_step != 0:
             return  # a resumed run logged these at its start
-        # What narrowing the pretrained embedding kept, and the scores of always answering the most
-        # frequent label, beside the scores the run reaches.
+        # What narrowing kept, and the scores of always answering the most frequent label.
         described = {kept_name(name): share for name, share in self.narrowing_kept.items()}
         described.update(majority_floor(getattr(self.trainer, "datamodule", None)) or {})
         if described:
@@ -284,17 +281,8 @@ class GlueModule(TransformerModule):
 
     def setup(self, stage: str) -> None:
         datamodule = getattr(self.trainer, "datamodule", None)
-        data_task = getattr(datamodule, "task_spec", None)
-        if data_task is not None:
-            if self.task_spec is None:
-                self.task_spec = data_task  # metric names and file names follow the data's task
-            elif data_task.name != self.task_spec.name:
-                raise UserError(f"model.task={self.task_spec.name!r} but the data is task {data_task.name!r}")
-            if data_task.num_labels != self.hparams.num_labels:
-                raise UserError(
-                    f"model.num_labels={self.hparams.num_labels} but task {data_task.name!r} has "
-                    f"{data_task.num_labels} labels"
-                )
+        # Metric and file names follow the data's task (the command line links model.task to it).
+        self.task_spec = self.task_spec or getattr(datamodule, "task_spec", None)
         if stage == "predict":
             return
         splits = getattr(datamodule, "val_split_names", None)
@@ -447,6 +435,5 @@ class GlueModule(TransformerModule):
         return list({row[0]: row for part in everyone for row in part}.values())
 
     def _output_dir(self) -> Path:
-        if self.hparams.predictions_dir:
-            return Path(self.hparams.predictions_dir).expanduser()
-        return Path(self.trainer.default_root_dir)  # the run's folder (tiedemb.training.run_dir)
+        # The run's folder (tiedemb.training.run_dir) unless predictions_dir says otherwise.
+        return Path(self.hparams.predictions_dir or self.trainer.default_root_dir).expanduser()

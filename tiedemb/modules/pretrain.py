@@ -190,16 +190,9 @@ class PretrainModule(TransformerModule):
         head = "its masked-LM head" if source.has_head else "a fresh head"
         rank_zero_info(f"loaded the embedding, encoder and {head} from {source.kind} {source.origin!r}")
 
-    def forward(
-        self,
-        input_ids: Tensor,
-        attention_mask: Tensor | None = None,
-        token_type_ids: Tensor | None = None,
-        labels: Tensor | None = None,
-        *,
-        return_logits: bool = True,
-    ) -> LMOutput:
-        return self.model(input_ids, attention_mask, token_type_ids, labels, return_logits=return_logits)
+    def forward(self, *args: Any, **kwargs: Any) -> LMOutput:
+        """``Transformer.forward``."""
+        return self.model(*args, **kwargs)
 
     def configure_model(self) -> None:
         """Before the strategy wraps the model: re-tie (after any materialisation) and ``compile``."""

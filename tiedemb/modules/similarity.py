@@ -79,11 +79,8 @@ def _percentile_interval(statistic, labels: Tensor, samples: int, seed: int) -> 
 def bootstrap_auroc(scores: Tensor, labels: Tensor, samples: int = BOOTSTRAP_SAMPLES, seed: int = 0) -> SimilarityScore:
     """AUROC of ``scores`` against binary ``labels`` and its 95% percentile bootstrap interval."""
     labels = labels.long()
-    auroc = float(binary_auroc(scores, labels))
-    low, high = _percentile_interval(
-        lambda index: float(binary_auroc(scores[index], labels[index])), labels, samples, seed
-    )
-    return SimilarityScore(auroc, low, high, len(scores))
+    low, high = _percentile_interval(lambda i: float(binary_auroc(scores[i], labels[i])), labels, samples, seed)
+    return SimilarityScore(float(binary_auroc(scores, labels)), low, high, len(scores))
 
 
 @dataclass(frozen=True)
@@ -104,13 +101,11 @@ def paired_auroc_difference(
     if not (len(scores) == len(reference) == len(labels)):
         raise ValueError(f"paired scores need the same pairs: {len(scores)}, {len(reference)} and {len(labels)} rows")
     labels = labels.long()
-    difference = float(binary_auroc(scores, labels) - binary_auroc(reference, labels))
 
-    def resampled(index: Tensor) -> float:  # both probes on the same resample
+    def difference(index: Tensor | slice) -> float:  # both probes on the same pairs
         return float(binary_auroc(scores[index], labels[index]) - binary_auroc(reference[index], labels[index]))
 
-    low, high = _percentile_interval(resampled, labels, samples, seed)
-    return PairedDifference(difference, low, high)
+    return PairedDifference(difference(slice(None)), *_percentile_interval(difference, labels, samples, seed))
 
 
 def write_scores(folder: str | Path, scores: Tensor, labels: Tensor) -> Path:

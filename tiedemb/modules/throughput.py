@@ -1,15 +1,11 @@
 """Tokens per second, model FLOPs per second and MFU, measured by Lightning's ``ThroughputMonitor``.
 
-The monitor times the batches; what a batch costs is the module's ``flops_per_batch``, PaLM's count of
-model FLOPs (Chowdhery et al. 2022, app. B): a weight matrix of N entries costs 6N FLOPs per row it
-multiplies in a training step (2N forward, 4N backward), attention 12 * L * T * d per token; lookups
-and vectors count nothing. Unlike PaLM, the output head (and the last block's attention output and
-feed-forward, which the encoder runs only there) counts only at the positions projected: every
-position for CLM, the masked ones for MLM, a classifier's [CLS] row. Evaluation is the forward pass, a
-third. Causal attention counts in full, as in PaLM, so the figure is comparable across objectives.
-A batch's tokens are its ``input_ids`` entries, padding included. MFU divides by Lightning's table of
-accelerators, or by a peak given as ``model.peak_flops`` (or the callback's ``peak_flops``) for a
-device the table does not name (the plain "NVIDIA H200": 989e12).
+A batch costs the module's ``flops_per_batch``, PaLM's count (Chowdhery et al. 2022, app. B): 6N
+FLOPs per row a weight matrix of N entries multiplies in a training step, attention 12 * L * T * d per
+token (causal in full), lookups and vectors nothing; the output head and the last block's tail count
+only at the positions projected (CLM: all, MLM: the masked ones, a classifier: [CLS]). Evaluation is a
+third. Tokens are ``input_ids`` entries, padding included. MFU divides by Lightning's table of
+accelerators, or by ``model.peak_flops`` (or the callback's ``peak_flops``) where it names no peak.
 """
 
 from __future__ import annotations

@@ -33,8 +33,7 @@ class SequenceClassifier(nn.Module):
 
     @torch.no_grad()
     def reset_parameters(self) -> None:
-        """Random initialisation, as pretraining draws its embedding and encoder; BERT's pooler and
-        classifier from N(0, init_std), biases zero."""
+        """The embedding and encoder drawn as pretraining draws them; BERT's pooler and classifier too."""
         init_embedding(self.embedding, self.config, self.config.init_std)
         init_encoder(self.encoder, self.config)
         for linear in (self.pooler, self.classifier):

@@ -1,9 +1,6 @@
-"""What the model files share: the norms and activations a config can name, how a linear layer
-or a norm is drawn, and the label that marks "no loss here".
-
-``tiedemb.nn.config`` lists the names and refuses any other; the tables here hold one entry per
-name (a test checks that they agree), so the blocks and heads never validate a name themselves.
-"""
+"""What the model files share: the norms and activations a config can name (``tiedemb.nn.config``
+refuses any other; a test checks that the two agree), how a linear layer or a norm is drawn, and the
+label that marks "no loss here"."""
 
 from __future__ import annotations
 
