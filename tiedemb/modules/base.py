@@ -97,8 +97,7 @@ class TransformerModule(L.LightningModule):
             attention_dropout: Dropout on attention weights, in [0, 1).
             init_std: Std of the normal initialisation of weight matrices and tables.
             pad_token_id: Id of the padding token; the command line takes it from the data.
-            _from_checkpoint: Built for a checkpoint's weights (``load_from_checkpoint``, a ``--ckpt_path``):
-                the ``pretrained`` source it names is not read (it may be gone). Not an option, not recorded.
+            _from_checkpoint: Built for a checkpoint's weights: its ``pretrained`` source (maybe gone) is not read.
         """
         check_arguments("model", option_types(TransformerModule.__init__), locals())
         # The arguments of this call, read before any other local variable exists.

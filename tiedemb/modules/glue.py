@@ -114,7 +114,7 @@ def _check_vocabulary(vocab_size: int | None, source: PretrainedWeights) -> None
 def majority_floor(data: Any) -> dict[str, float] | None:
     """``majority_scores`` of ``data``, named ``data/majority/...``; ``None`` unless ``data`` is a GLUE
     task (``GlueData``, not imported here: it brings ``datasets``)."""
-    if not (hasattr(data, "raw_split") and hasattr(data, "val_split_names") and hasattr(data, "task_spec")):
+    if not hasattr(data, "raw_split"):
         return None
     dev = {split: data.raw_split(split)["label"] for split in data.val_split_names}
     return majority_scores(data.task_spec.name, data.num_labels, data.raw_split("train")["label"], dev)
@@ -164,13 +164,11 @@ class GlueModule(TransformerModule):
         Args:
             num_labels: The classifier's outputs; the command line takes it from data.task.
             task: The GLUE task (its metrics and file names); the command line takes it from data.task.
-            pretrained: where the embedding and encoder start: a tiedemb ``.ckpt`` (a pretraining or
-                fine-tuning run), a transformers BERT directory or hub name, or ``None`` (random).
-            reinit_embeddings: draw the token/position/segment tables and the projection afresh
-                instead of taking (or SVD-narrowing) the pretrained ones.
-            narrowing: how an embedding narrower than the pretrained one is chosen (``tiedemb.weights.narrow``):
-                ``balanced`` (each table's energy counts equally, so the positions keep theirs) or ``energy``
-                (a plain truncated SVD, dominated by the token table). Logged as ``narrow/kept_*``.
+            pretrained: Where the embedding and encoder start: a tiedemb ``.ckpt``, a transformers BERT folder
+                or hub name, or ``None`` (random).
+            reinit_embeddings: Draw the embedding tables and projection afresh instead of the pretrained ones.
+            narrowing: How an embedding narrower than the pretrained one is chosen: ``balanced`` (each table's
+                energy counts equally) or ``energy`` (a plain truncated SVD). Logged as ``narrow/kept_*``.
             pooler: BERT's dense + tanh on [CLS] before the classifier.
             classifier_dropout: Dropout before the classifier. Unset: model.dropout.
             learning_rate: AdamW's peak learning rate, reached at the end of warmup.
@@ -182,8 +180,7 @@ class GlueModule(TransformerModule):
             lr_decay: How the learning rate falls after warmup, to min_lr_ratio of its peak at the last step.
             min_lr_ratio: The learning rate at the last step, as a fraction of its peak (not with constant).
             predictions_dir: where ``predict`` and ``test`` write TSV files; default the run's folder.
-            write_test_predictions: ``test`` also writes each dev split's predictions with the gold
-                label (``MRPC-validation.tsv``), so the logged figures can be recomputed from a file.
+            write_test_predictions: ``test`` also writes each dev split's predictions with the gold label.
         """
         check_arguments("model", option_types(GlueModule.__init__), locals())
         super().__init__(**kwargs)
@@ -328,7 +325,8 @@ class GlueModule(TransformerModule):
         values = self._log_eval("val")
         if self.trainer.sanity_checking or self.trainer.state.fn != "fit" or self.main_metric not in values:
             return
-        self.history.append((self._fractional_epoch(), values[self.main_metric]))
+        epoch = self.global_step * self.trainer.accumulate_grad_batches / self.trainer.num_training_batches
+        self.history.append((epoch, values[self.main_metric]))
 
     def on_test_epoch_end(self) -> None:
         self._log_eval("test")
@@ -362,12 +360,6 @@ class GlueModule(TransformerModule):
             # Over all evaluated examples: lets a loss-monitoring checkpoint work for every task.
             self.log(f"{stage}/loss", total / count, add_dataloader_idx=False)
         return logged
-
-    def _fractional_epoch(self) -> float:
-        per_epoch = self.trainer.num_training_batches
-        if not per_epoch or per_epoch == float("inf"):
-            return float(self.trainer.current_epoch + 1)
-        return self.global_step * self.trainer.accumulate_grad_batches / per_epoch
 
     def on_train_end(self) -> None:
         self.epochs_to_converge = epochs_to_converge(self.history)

@@ -1,9 +1,8 @@
 """Zero-shot sentence similarity: how well a pretrained encoder separates paraphrases with no training.
 
-Each sentence is encoded on its own and mean-pooled (as all-MiniLM-L6-v2 is trained), each pair
-scored by the cosine of its two vectors, and the ROC-AUC of that score against the gold label given
-with a 95% bootstrap interval. Nothing is fitted, so the interval is the dev set's sampling noise
-alone: a probe of an embedding (narrowed, say) finer than fine-tuned accuracy on 408 examples.
+Each sentence is mean-pooled on its own (as all-MiniLM-L6-v2 is trained), each pair scored by the
+cosine of its two vectors, and the ROC-AUC of that score given with a 95% bootstrap interval: with
+nothing fitted, the dev set's sampling noise alone, a finer probe than fine-tuned accuracy.
 """
 
 from __future__ import annotations

@@ -77,11 +77,9 @@ class ModelThroughput(ThroughputMonitor):
     """``ThroughputMonitor`` counting tokens, with the module's FLOPs and a peak that can be given.
 
     Args:
-        peak_flops: the device's peak in FLOP/s for MFU. Unset: the module's ``peak_flops``
-            setting, else Lightning's table of accelerators for the run's precision. No MFU when
-            none applies (a CPU, a GPU Lightning's table does not name).
-        window_size: batches the rates are averaged over; the first rates appear once this many
-            batches have run.
+        peak_flops: the device's peak in FLOP/s for MFU. Unset: the module's ``peak_flops``, else
+            Lightning's table for the run's precision (no MFU on a CPU or a GPU it does not name).
+        window_size: batches the rates are averaged over.
     """
 
     def __init__(self, peak_flops: float | None = None, window_size: int = 10) -> None:

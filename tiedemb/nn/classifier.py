@@ -1,8 +1,6 @@
-"""Sequence(-pair) classification: the pretraining embedding and encoder, plus a head on [CLS].
-
-The embedding and encoder are the very classes pretraining uses, so a pretraining checkpoint's
-``embedding.*`` and ``encoder.*`` parameters load by name. The head follows BERT: an optional
-pooler (dense + tanh on the first token), dropout, and a linear classifier.
+"""Sequence(-pair) classification: the pretraining embedding and encoder (so a pretraining checkpoint's
+``embedding.*`` and ``encoder.*`` load by name), then BERT's head on [CLS]: an optional pooler (dense +
+tanh), dropout and a linear classifier.
 """
 
 from __future__ import annotations

@@ -38,7 +38,6 @@ EmbeddingProjection = Literal["auto", "always"]
 NORMS = typing.get_args(Norm)
 ACTIVATIONS = typing.get_args(HeadActivation)
 #: Settings only some heads read, and those heads: given with another head they would change nothing.
-#: ``untied_orth`` reads tied_orth's transform settings (it is that head with its own output matrix).
 TRANSFORM_HEADS = ("tied_orth", "untied_orth")
 HEAD_ONLY_SETTINGS = {
     "head_bias": TRANSFORM_HEADS,
@@ -50,12 +49,8 @@ HEAD_ONLY_SETTINGS = {
 
 
 def resolve_scale(value: float | str, width: int, name: str = "scale") -> float:
-    """A multiplier given as a number or a keyword of the width ``d`` it applies to.
-
-    ``sqrt_d``: d^(1/2) (Gemma's input embedding). ``rsqrt_d``: d^(-1/2) (T5's tied readout).
-    ``mup:B``: B/d, muP's readout multiplier 1/width_mult for a model tuned at base width B.
-    Raises ``ValueError`` naming ``name`` for anything else.
-    """
+    """A multiplier given as a number or a keyword of the width d it applies to: ``sqrt_d`` (Gemma's
+    input embedding), ``rsqrt_d`` (T5's tied readout) or ``mup:B``, B/d (muP's readout tuned at width B)."""
     keywords = {"sqrt_d": math.sqrt(width), "rsqrt_d": 1.0 / math.sqrt(width)}
     try:
         if isinstance(value, bool):
@@ -151,29 +146,20 @@ class TransformerConfig:
     def _refuse_unread_settings(self) -> None:
         """A setting the chosen parts do not read is refused, not dropped (``tiedemb.options.given``)."""
         defaults = {field.name: field.default for field in dataclasses.fields(self)}
-        for name, heads in HEAD_ONLY_SETTINGS.items():
-            value = getattr(self, name)
-            if self.head not in heads and changed_from_default(value, defaults[name]):
-                readers = " or ".join(heads)
-                raise no_effect(
-                    f"model.{name}", value, f"with model.head={self.head!r}: only the {readers} head reads it"
-                )
-        if (
-            self.head == "tied_shuffle"
-            and self.shuffle == "half_swap"
-            and changed_from_default(self.shuffle_groups, defaults["shuffle_groups"])
-        ):
-            raise no_effect(
-                "model.shuffle_groups",
-                self.shuffle_groups,
-                "with model.shuffle='half_swap', which always swaps two halves; groups are for channel_shuffle",
+        unread = {  # setting -> why the chosen parts do not read it
+            name: f"with model.head={self.head!r}: only the {' or '.join(heads)} head reads it"
+            for name, heads in HEAD_ONLY_SETTINGS.items()
+            if self.head not in heads
+        }
+        if self.head == "tied_shuffle" and self.shuffle == "half_swap":
+            unread["shuffle_groups"] = (
+                "with model.shuffle='half_swap', which always swaps two halves; groups are for channel_shuffle"
             )
-        if self.position != "rope" and changed_from_default(self.rope_base, defaults["rope_base"]):
-            raise no_effect(
-                "model.rope_base",
-                self.rope_base,
-                f"with model.position={self.position!r}: only rotary positions have a base",
-            )
+        if self.position != "rope":
+            unread["rope_base"] = f"with model.position={self.position!r}: only rotary positions have a base"
+        for name, why in unread.items():
+            if changed_from_default(getattr(self, name), defaults[name]):
+                raise no_effect(f"model.{name}", getattr(self, name), why)
         if self.position == "none" and changed_from_default(
             self.max_position_embeddings, defaults["max_position_embeddings"]
         ):

@@ -88,10 +88,7 @@ class OutputHead(nn.Module):
     def token_std(
         cls, *, vocab_size: int, embedding_dim: int, init_std: float, embedding_init_std: float | None
     ) -> float:
-        """The std the token table (for a tied head, the shared matrix) is drawn with.
-
-        ``embedding_init_std`` (T5 draws its embedding with std 1.0) replaces ``init_std`` there.
-        """
+        """The std the token table (for a tied head, the shared matrix) is drawn with."""
         return embedding_init_std if embedding_init_std is not None else init_std
 
     @torch.no_grad()
@@ -156,10 +153,8 @@ class TiedScaledInitHead(TiedHead, name="tied_scaled_init"):
 
 
 class TiedOrthHead(OutputHead, name="tied_orth"):
-    """Tied, after an orthogonally initialised projection (+ optional bias, activation, norm).
-
-    ``head_bias: true, head_activation: gelu, head_norm: true`` is BERT's MLM transform.
-    """
+    """Tied, after an orthogonally initialised projection (+ optional bias, activation, norm: all three
+    with gelu are BERT's MLM transform)."""
 
     def __init__(self, config: Any) -> None:
         super().__init__(config)
@@ -187,11 +182,8 @@ class TiedOrthHead(OutputHead, name="tied_orth"):
 
 
 class UntiedOrthHead(TiedOrthHead, name="untied_orth"):
-    """tied_orth's transform (hidden -> d_e, + bias, activation, norm) before its own d_e x n output matrix.
-
-    The control that changes one thing: with BERT's transform on both, it differs from ``tied_orth``
-    only in the output matrix being a separate parameter instead of the token table.
-    """
+    """tied_orth's transform before its own d_e x n output matrix: the control that differs from
+    ``tied_orth`` only in the output matrix being a separate parameter instead of the token table."""
 
     tied = False
 
@@ -206,11 +198,8 @@ class UntiedOrthHead(TiedOrthHead, name="untied_orth"):
 
 
 class TiedShuffleHead(TiedHead, name="tied_shuffle"):
-    """Tied, after a parameter-free permutation of the dimensions.
-
-    ``half_swap``: [w[d/2:], w[:d/2]]. ``channel_shuffle``: reshape (g, d/g), transpose, flatten
-    (ShuffleNet). Either way the permuted w_i is nearly orthogonal to w_i at init.
-    """
+    """Tied, after a parameter-free permutation of the dimensions, which leaves w_i nearly orthogonal
+    to itself at init: ``half_swap`` [w[d/2:], w[:d/2]], or ``channel_shuffle`` (ShuffleNet's)."""
 
     def __init__(self, config: Any) -> None:
         super().__init__(config)

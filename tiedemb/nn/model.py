@@ -39,11 +39,8 @@ def take_rows(x: Tensor, positions: Positions) -> Tensor:
 
 
 class Embedding(nn.Module):
-    """Token + position + segment embeddings of width d_e, projected to the hidden size.
-
-    With d_e < hidden the n x d_e token table is the only vocabulary-sized matrix, and a bias-free
-    d_e -> hidden projection lifts it.
-    """
+    """Token + position + segment embeddings of width d_e, lifted to the hidden size by a bias-free
+    projection (with d_e < hidden the n x d_e token table is the only vocabulary-sized matrix)."""
 
     def __init__(self, config: TransformerConfig) -> None:
         super().__init__()
@@ -66,13 +63,8 @@ class Embedding(nn.Module):
         x = self.token(input_ids)  # (B, T, d_e)
         if self.token_scale != 1.0:
             x = x * self.token_scale
-        if self.position is not None:
-            length = input_ids.shape[1]
-            if length > self.position.num_embeddings:
-                raise ValueError(
-                    f"sequence length {length} exceeds model.max_position_embeddings ({self.position.num_embeddings})"
-                )
-            x = x + self.position.weight[:length]
+        if self.position is not None:  # longer data is refused before training (training/run_checks.py)
+            x = x + self.position.weight[: input_ids.shape[1]]
         if self.segment is not None:
             x = x + (self.segment.weight[0] if token_type_ids is None else self.segment(token_type_ids))
         if self.projection is not None:
@@ -239,10 +231,8 @@ class Transformer(nn.Module):
     def scored_positions(self, labels: Tensor) -> tuple[Tensor | None, Tensor]:
         """Which positions the loss reads (flat B * T indices; None: all) and each one's target.
 
-        Next-token: position t predicts token t+1, so every position is read and the labels shift
-        left (the last position gets none) rather than the logits right, which would copy the
-        (B, T, vocab) logits and their gradient once more. Masked-token: only the masked positions
-        are read, so the last block finishes only those and (B, T, vocab) logits are never built.
+        Next-token: the labels shift left rather than the logits right (which would copy the logits
+        and their gradient once more). Masked-token: the last block finishes only the masked positions.
         """
         if self.config.causal:
             return None, F.pad(labels[:, 1:], (0, 1), value=IGNORE_INDEX).reshape(-1)

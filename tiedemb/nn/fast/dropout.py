@@ -1,10 +1,8 @@
 """Dropout whose keep-mask costs less to draw on the CPU.
 
-torch's CPU dropout draws every entry with ``bernoulli_``, a large share of a small BERT's step
-(benchmarks/RESULTS.md). Here ``random_()`` on int64 fills each word with 63 uniform bits, read as
-two int32 halves whose 31 low bits are independent and uniform; an entry is kept when its bits are
-at least ``round(p * 2^31)``: the drop rate is p to within 2^-32, one random word per two entries.
-GPUs and ``torch.compile`` keep torch's own dropout.
+torch's CPU dropout draws every entry with ``bernoulli_`` (benchmarks/RESULTS.md: about 2.5 times the
+cost). Here each int64 word of ``random_()`` gives two int32 halves of 31 uniform bits; an entry is kept
+when its bits are at least ``round(p * 2^31)`` (p to within 2^-32). GPUs and ``torch.compile`` keep torch's.
 """
 
 from __future__ import annotations
@@ -44,16 +42,11 @@ class _ScaleKept(torch.autograd.Function):
         return torch.ops.aten.native_dropout_backward(grad, keep, ctx.scale), None, None
 
 
-def uses_own_mask(x: Tensor) -> bool:
-    """Whether ``dropout`` draws the mask here rather than calling torch's."""
-    return x.device.type == "cpu" and not torch.compiler.is_compiling()
-
-
 def dropout(x: Tensor, p: float, training: bool = True) -> Tensor:
     """``F.dropout(x, p, training)``, with the cheaper mask on the CPU."""
     if not training or p == 0.0:
         return x
-    if not uses_own_mask(x) or p == 1.0:
+    if x.device.type != "cpu" or torch.compiler.is_compiling() or p == 1.0:
         return F.dropout(x, p, training)
     return _ScaleKept.apply(x, keep_mask(x.shape, p, x.device), 1.0 / (1.0 - p))
 

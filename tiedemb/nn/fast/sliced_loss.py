@@ -1,10 +1,9 @@
 """Cross-entropy of a linear readout, ``F.cross_entropy(x @ W.T + b, targets, ignore_index=-100)``,
 without building the (rows, vocab) logits.
 
-Built whole, the logits, their log-softmax and the two gradients each fill a fresh rows x vocab
-buffer, pages the operating system hands out afresh every step. Here a slice of rows at a time is
-projected and turned into its share of the loss and straight into the gradients for x, W and b, in
-one reused buffer; the backward only scales what the forward computed.
+Built whole, the logits, their log-softmax and the two gradients each fill a fresh rows x vocab buffer
+every step. Here a slice of rows at a time becomes its share of the loss and of the gradients for x, W
+and b, in one reused buffer; the backward only scales what the forward computed.
 """
 
 from __future__ import annotations
@@ -17,10 +16,8 @@ from torch import Tensor
 
 from tiedemb.nn.layers import IGNORE_INDEX
 
-# fp32 logits per slice: 128 MiB (1099 rows of a 30522-word vocabulary). Big enough that the
-# products stay efficient (each slice re-packs the weight and re-reads and re-writes its whole
-# gradient, so fewer, larger slices win: benchmarks/RESULTS.md compares sizes), small enough to
-# stay a fraction of the full logits.
+# fp32 logits per slice: 128 MiB (1099 rows of 30522 words). Each slice re-packs the weight and re-reads
+# its whole gradient, so fewer, larger slices win (benchmarks/RESULTS.md compares sizes).
 SLICE_ELEMENTS = 1 << 25
 
 
