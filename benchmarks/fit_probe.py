@@ -8,7 +8,7 @@ This probe adds, once at the end of training and into the same loggers (so into 
 * ``bench/tokens_per_sec``, ``bench/flops_per_sec``, ``bench/mfu``, ``bench/util``: over all steps
   after the first ``warmup_steps``, timed between two device synchronisations, so the figure is the
   device's sustained rate and not a sample of single steps. FLOPs are counted as the module counts
-  them (``tiedemb.modules.flops``: the vocabulary projection only at masked positions for MLM).
+  them (``tiedemb.modules.throughput``: the vocabulary projection only at masked positions for MLM).
   ``bench/mfu`` is against the device's dense 16-bit spec peak where known (H100, H200, A100 with a
   16-bit precision), ``bench/util`` against ``peak_flops`` when given (``benchmarks/gpu.py`` passes
   the matrix-product peak that ``train_step.py`` measured in the same dtype).
@@ -35,7 +35,7 @@ import lightning as L
 import torch
 from lightning.fabric.utilities.throughput import get_available_flops
 
-from tiedemb.modules.flops import MatmulWeights
+from tiedemb.modules.throughput import MatmulWeights
 
 IGNORE_INDEX = -100  # label of positions without a loss (the collators' convention)
 

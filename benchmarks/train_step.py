@@ -22,7 +22,7 @@ dispatch mode that sees every tensor any operator creates, forward and backward;
 uses without making a tensor, and allocator overhead, are not in it. On CUDA,
 ``torch.cuda.max_memory_allocated`` over the step (the same quantity, from the allocator).
 
-Utilisation: the model FLOPs each model computes in a step (``tiedemb.modules.flops``: 6 per
+Utilisation: the model FLOPs each model computes in a step (``tiedemb.modules.throughput``: 6 per
 weight entry per row it multiplies, plus attention; transformers projects every position onto
 the vocabulary, tiedemb only the masked ones for MLM) per second, over the FLOP/s of a square
 matrix product (2048^2 on CPU, 8192^2 on GPU, the benchmark's dtype) measured at the start.
@@ -74,8 +74,8 @@ from torch.utils._pytree import tree_flatten
 
 from tiedemb import PretrainModule
 from tiedemb.data.collate import MaskingCollator
-from tiedemb.modules.flops import MatmulWeights
 from tiedemb.modules.optim import adamw_with_schedule
+from tiedemb.modules.throughput import MatmulWeights
 from tiedemb.nn.fast.sliced_loss import kept_buffers
 
 SIZES = {

@@ -158,7 +158,7 @@ def test_routes_stand_side_by_side_with_final_beside_best(tmp_path):
 
 
 def test_epochs_to_converge_on_a_hand_made_dev_curve():
-    from tiedemb.modules.glue_metrics import epochs_to_converge
+    from tiedemb.modules.glue import epochs_to_converge
 
     # best 0.84 at epoch 3.0; 99% of it is 0.8316, first reached at 2.25 (0.835), not at the best
     curve = [(0.25, 0.68), (0.5, 0.70), (1.0, 0.79), (2.0, 0.83), (2.25, 0.835), (3.0, 0.84), (4.0, 0.82)]

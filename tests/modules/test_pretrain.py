@@ -98,7 +98,7 @@ def test_forward_follows_the_hugging_face_convention():
     ids = torch.randint(5, 200, (2, 10))
     output = model(input_ids=ids, attention_mask=torch.ones_like(ids), labels=ids)
     expected = F.cross_entropy(output.logits[:, :-1].reshape(-1, 200), ids[:, 1:].reshape(-1))
-    torch.testing.assert_close(output["loss"], expected)
+    torch.testing.assert_close(output.loss, expected)
     assert output.logits.shape == (2, 10, 200)
 
 

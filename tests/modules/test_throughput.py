@@ -9,8 +9,7 @@ import pytest
 import torch
 
 from tiedemb.cli import main
-from tiedemb.modules.flops import MatmulWeights
-from tiedemb.modules.throughput import ModelThroughput, batch_sequences, batch_tokens
+from tiedemb.modules.throughput import MatmulWeights, ModelThroughput, batch_sequences, batch_tokens
 
 ROOT = Path(__file__).resolve().parents[2]
 

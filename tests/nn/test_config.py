@@ -13,11 +13,10 @@ from tiedemb.options import option_types
         (dict(position="alibi"), "valid: learned, rope, none"),
         (dict(norm="batchnorm"), "valid: layernorm, rmsnorm"),
         (dict(norm_position="sandwich"), "valid: pre, post"),
-        (dict(residual_init="fixup"), "valid: standard, scaled, zero, deepnorm"),
+        (dict(residual_init="fixup"), "valid: standard, scaled, zero"),
         (dict(embedding_dim=0), "model.embedding_dim"),
         (dict(embedding_dim=1024), "model.embedding_dim"),
         (dict(hidden_size=250, num_heads=4), "model.hidden_size (250) must be divisible by model.num_heads (4)"),
-        (dict(residual_init="deepnorm", norm_position="pre"), "deepnorm"),
         (dict(dropout=1.5), "model.dropout"),
     ],
 )

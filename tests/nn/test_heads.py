@@ -122,7 +122,7 @@ def test_tied_down_map_starts_as_the_projection_transpose():
     "overrides,needle",
     [
         (dict(head="nonsense"), "valid: untied, tied, tied_scaled_init, tied_orth, untied_orth, tied_shuffle"),
-        (dict(head="tied_shuffle", embedding_dim=15), "even model.embedding_dim"),
+        (dict(head="tied_shuffle", embedding_dim=15), "2 groups must divide model.embedding_dim"),
         (dict(head="tied_shuffle", shuffle="channel_shuffle", shuffle_groups=5), "model.shuffle_groups"),
         (dict(head="tied_shuffle", shuffle="spin"), "model.shuffle"),
         (dict(head_activation="swish"), "model.head_activation"),

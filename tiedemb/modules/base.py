@@ -1,10 +1,9 @@
 """TransformerModule: the Transformer settings both LightningModules take, checked and recorded.
 
-A module takes its own settings as keywords and passes the rest on with ``super().__init__(**kwargs)``;
-LightningCLI follows ``**kwargs`` here, so ``--model.help`` lists both, flat, and
-``save_hyperparameters`` (called here) records every ``__init__`` of the chain, a user's subclass's
-too. Each setting is a ``TransformerConfig`` field, written again here because a signature is what
-LightningCLI, an editor and a type checker read (``tests/modules/test_settings.py`` checks them).
+A module takes its own settings as keywords and passes the rest on with ``super().__init__(**kwargs)``,
+which LightningCLI follows, so ``--model.help`` lists both; ``save_hyperparameters`` here records the
+whole chain. Each setting is a ``TransformerConfig`` field written again as a signature (what
+LightningCLI, an editor and a type checker read; ``tests/modules/test_settings.py`` checks them).
 """
 
 from __future__ import annotations
@@ -14,8 +13,8 @@ from typing import TYPE_CHECKING, Any
 import lightning as L
 from torch import Tensor
 
-from tiedemb.modules.flops import MatmulWeights
 from tiedemb.modules.optim import adamw_with_schedule
+from tiedemb.modules.throughput import MatmulWeights
 from tiedemb.nn.config import (
     Activation,
     EmbeddingProjection,
@@ -34,13 +33,9 @@ FROM_CHECKPOINT = "_from_checkpoint"
 
 
 class TransformerModule(L.LightningModule):
-    """The settings of the Transformer that both ``PretrainModule`` and ``GlueModule`` take.
-
-    Unset (``None``) architecture settings are the ``pretrained`` model's, or ``TransformerConfig``'s
-    defaults without one; a set one must equal the pretrained value. A subclass builds ``self.model``,
-    counts its ``matmul_weights`` at once (from full-size modules: a sharding strategy may later wrap
-    them) and calls ``count_flops`` with each batch it runs.
-    """
+    """Unset (``None``) architecture settings are the ``pretrained`` model's, else ``TransformerConfig``'s
+    defaults. A subclass builds ``self.model``, counts its ``matmul_weights`` at once (before a sharding
+    strategy wraps it) and calls ``count_flops`` with each batch it runs."""
 
     def __init__(
         self,
@@ -95,15 +90,14 @@ class TransformerModule(L.LightningModule):
             norm_eps: Epsilon of every norm. Unset: the pretrained model's, else 1e-12.
             activation: Feed-forward activation: gelu, relu, tanh or silu. Unset: the pretrained model's, else
                 'gelu'.
-            residual_init: How far from the identity residual branches start: standard, scaled (GPT-2), zero,
-                deepnorm (post-norm only). Unset: the pretrained model's, else 'standard'.
+            residual_init: How far from the identity residual branches start: standard, scaled (GPT-2) or zero.
+                Unset: the pretrained model's, else 'standard'.
             rope_base: Base of the rotary frequencies (position=rope). Unset: the pretrained model's, else 10000.0.
             dropout: Dropout on embeddings and residual branches, in [0, 1).
             attention_dropout: Dropout on attention weights, in [0, 1).
             init_std: Std of the normal initialisation of weight matrices and tables.
             pad_token_id: Id of the padding token; the command line takes it from the data.
-            _from_checkpoint: Built for a checkpoint's weights (``load_from_checkpoint``, a ``--ckpt_path``):
-                the ``pretrained`` source it names is not read (it may be gone). Not an option, not recorded.
+            _from_checkpoint: Built for a checkpoint's weights: its ``pretrained`` source (maybe gone) is not read.
         """
         check_arguments("model", option_types(TransformerModule.__init__), locals())
         # The arguments of this call, read before any other local variable exists.
@@ -123,10 +117,8 @@ class TransformerModule(L.LightningModule):
         return super().load_from_checkpoint(checkpoint_path, *args, **{FROM_CHECKPOINT: True, **kwargs})
 
     def count_flops(self, input_ids: Tensor, output_positions: int | None) -> None:
-        """The model FLOPs of the batch just run, for ``ThroughputMonitor`` (``tiedemb.modules.throughput``).
-
-        ``output_positions``: the positions the output head computes (None: all of them).
-        """
+        """The model FLOPs of the batch just run, for ``ThroughputMonitor``; ``output_positions``: the
+        positions the output head computes (None: all of them)."""
         weights = self.matmul_weights
         count = weights.training_flops if self.training else weights.forward_flops
         self.flops_per_batch = count(*input_ids.shape, output_positions=output_positions)

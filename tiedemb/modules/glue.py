@@ -1,8 +1,12 @@
-"""GlueModule: fine-tune the pretraining embedding and encoder on a GLUE classification task."""
+"""GlueModule: fine-tune the pretraining embedding and encoder on a GLUE classification task.
+
+GLUE's metric names: ``val/accuracy`` and ``val/f1`` (positive class) for MRPC; a split's suffix comes
+from its name (``validation_matched`` -> ``val/accuracy_matched``), so several dev splits need no code.
+"""
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
@@ -10,20 +14,14 @@ import torch
 import torch.nn.functional as F
 from lightning.pytorch.utilities import rank_zero_info
 from torch import Tensor, nn
-from torchmetrics import MeanMetric, MetricCollection
+from torchmetrics import MeanMetric, Metric, MetricCollection
+from torchmetrics.classification import BinaryF1Score, MulticlassAccuracy
 
 from tiedemb.data.glue_tasks import TASKS, GlueTask
 from tiedemb.errors import UserError, check_choice
 from tiedemb.modules.base import TransformerModule
-from tiedemb.modules.flops import MatmulWeights
-from tiedemb.modules.glue_metrics import (
-    build_metric,
-    epochs_to_converge,
-    majority_scores,
-    metric_names,
-    split_suffix,
-)
 from tiedemb.modules.optim import LrDecay, check_schedule
+from tiedemb.modules.throughput import MatmulWeights
 from tiedemb.nn.classifier import SequenceClassifier
 from tiedemb.nn.config import ARCHITECTURE, TRAINING, TransformerConfig
 from tiedemb.options import (
@@ -40,9 +38,57 @@ from tiedemb.options import (
     warn_no_effect,
 )
 from tiedemb.training.files import write_tsv
-from tiedemb.training.metric_names import eval_name, kept_name
+from tiedemb.training.metric_names import MAJORITY_PREFIX, eval_name, kept_name
 from tiedemb.weights.narrow import PROJECTION, TABLES, fit_embedding
 from tiedemb.weights.source import PretrainedWeights, load_pretrained, resolve_architecture
+
+#: Metrics per task, the main one first (it decides convergence and should decide checkpoints).
+TASK_METRICS: dict[str, tuple[str, ...]] = {"mrpc": ("accuracy", "f1")}
+CONVERGED_FRACTION = 0.99
+"""A run has converged once the main dev metric reaches this fraction of its best value."""
+
+
+def metric_names(task: str | None) -> tuple[str, ...]:
+    return TASK_METRICS.get(task or "", ("accuracy",))
+
+
+def build_metric(name: str, num_labels: int) -> Metric:
+    """A metric of predicted and true class ids; f1 is the positive class's."""
+    return BinaryF1Score() if name == "f1" else MulticlassAccuracy(num_classes=num_labels, average="micro")
+
+
+def majority_scores(
+    task: str | None, num_labels: int, train_labels: Sequence[int], dev_labels: dict[str, Sequence[int]]
+) -> dict[str, float]:
+    """Each dev metric of always answering the most frequent training label (ties: the lowest id), the
+    floor a fine-tuned score is read against; ``dev_labels`` maps a dev split's name to its labels."""
+    counts = torch.bincount(torch.as_tensor(list(train_labels), dtype=torch.long), minlength=num_labels)
+    majority = int(torch.argmax(counts))
+    scores = {}
+    for split, labels in dev_labels.items():
+        target = torch.as_tensor(list(labels), dtype=torch.long)
+        for name in metric_names(task):
+            metric = build_metric(name, num_labels)
+            metric.update(torch.full_like(target, majority), target)
+            scores[f"{MAJORITY_PREFIX}{name}{split_suffix(split)}"] = float(metric.compute())
+    return scores
+
+
+def split_suffix(split: str) -> str:
+    """``validation`` -> ``""``, ``validation_matched`` -> ``"_matched"``."""
+    return split.removeprefix("validation")
+
+
+def epochs_to_converge(history: Sequence[tuple[float, float]], fraction: float = CONVERGED_FRACTION) -> float | None:
+    """The first (fractional) epoch whose metric reaches ``fraction`` of the run's best.
+
+    ``history`` is (epoch, value) in training order.
+    """
+    if not history:
+        return None
+    target = fraction * max(value for _, value in history)
+    return next(epoch for epoch, value in history if value >= target)
+
 
 WARMUP_RATIO = 0.1
 """BERT's fine-tuning warmup, a tenth of the steps; ``warmup_steps``, when given, replaces it."""
@@ -68,7 +114,7 @@ def _check_vocabulary(vocab_size: int | None, source: PretrainedWeights) -> None
 def majority_floor(data: Any) -> dict[str, float] | None:
     """``majority_scores`` of ``data``, named ``data/majority/...``; ``None`` unless ``data`` is a GLUE
     task (``GlueData``, not imported here: it brings ``datasets``)."""
-    if not (hasattr(data, "raw_split") and hasattr(data, "val_split_names") and hasattr(data, "task_spec")):
+    if not hasattr(data, "raw_split"):
         return None
     dev = {split: data.raw_split(split)["label"] for split in data.val_split_names}
     return majority_scores(data.task_spec.name, data.num_labels, data.raw_split("train")["label"], dev)
@@ -118,13 +164,11 @@ class GlueModule(TransformerModule):
         Args:
             num_labels: The classifier's outputs; the command line takes it from data.task.
             task: The GLUE task (its metrics and file names); the command line takes it from data.task.
-            pretrained: where the embedding and encoder start: a tiedemb ``.ckpt`` (a pretraining or
-                fine-tuning run), a transformers BERT directory or hub name, or ``None`` (random).
-            reinit_embeddings: draw the token/position/segment tables and the projection afresh
-                instead of taking (or SVD-narrowing) the pretrained ones.
-            narrowing: how an embedding narrower than the pretrained one is chosen (``tiedemb.weights.narrow``):
-                ``balanced`` (each table's energy counts equally, so the positions keep theirs) or ``energy``
-                (a plain truncated SVD, dominated by the token table). Logged as ``narrow/kept_*``.
+            pretrained: Where the embedding and encoder start: a tiedemb ``.ckpt``, a transformers BERT folder
+                or hub name, or ``None`` (random).
+            reinit_embeddings: Draw the embedding tables and projection afresh instead of the pretrained ones.
+            narrowing: How an embedding narrower than the pretrained one is chosen: ``balanced`` (each table's
+                energy counts equally) or ``energy`` (a plain truncated SVD). Logged as ``narrow/kept_*``.
             pooler: BERT's dense + tanh on [CLS] before the classifier.
             classifier_dropout: Dropout before the classifier. Unset: model.dropout.
             learning_rate: AdamW's peak learning rate, reached at the end of warmup.
@@ -136,8 +180,7 @@ class GlueModule(TransformerModule):
             lr_decay: How the learning rate falls after warmup, to min_lr_ratio of its peak at the last step.
             min_lr_ratio: The learning rate at the last step, as a fraction of its peak (not with constant).
             predictions_dir: where ``predict`` and ``test`` write TSV files; default the run's folder.
-            write_test_predictions: ``test`` also writes each dev split's predictions with the gold
-                label (``MRPC-validation.tsv``), so the logged figures can be recomputed from a file.
+            write_test_predictions: ``test`` also writes each dev split's predictions with the gold label.
         """
         check_arguments("model", option_types(GlueModule.__init__), locals())
         super().__init__(**kwargs)
@@ -214,11 +257,9 @@ class GlueModule(TransformerModule):
         source.load_into(self.model, state, lambda key: key.startswith(("pooler.", "classifier.")) or key in fresh)
         rank_zero_info(f"loaded the embedding and encoder from {source.kind} {source.origin!r}")
 
-    def forward(
-        self, input_ids: Tensor, attention_mask: Tensor | None = None, token_type_ids: Tensor | None = None
-    ) -> Tensor:
-        """Class logits (B, num_labels)."""
-        return self.model(input_ids, attention_mask=attention_mask, token_type_ids=token_type_ids)
+    def forward(self, *args: Any, **kwargs: Any) -> Tensor:
+        """``SequenceClassifier.forward``: class logits (B, num_labels)."""
+        return self.model(*args, **kwargs)
 
     def _logits(self, batch: dict[str, Tensor]) -> Tensor:
         # Only the [CLS] row of each sequence reaches the last block's tail, pooler and classifier.
@@ -228,8 +269,7 @@ class GlueModule(TransformerModule):
     def on_train_start(self) -> None:
         if self.global_step != 0:
             return  # a resumed run logged these at its start
-        # What narrowing the pretrained embedding kept, and the scores of always answering the most
-        # frequent label, beside the scores the run reaches.
+        # What narrowing kept, and the scores of always answering the most frequent label.
         described = {kept_name(name): share for name, share in self.narrowing_kept.items()}
         described.update(majority_floor(getattr(self.trainer, "datamodule", None)) or {})
         if described:
@@ -238,17 +278,8 @@ class GlueModule(TransformerModule):
 
     def setup(self, stage: str) -> None:
         datamodule = getattr(self.trainer, "datamodule", None)
-        data_task = getattr(datamodule, "task_spec", None)
-        if data_task is not None:
-            if self.task_spec is None:
-                self.task_spec = data_task  # metric names and file names follow the data's task
-            elif data_task.name != self.task_spec.name:
-                raise UserError(f"model.task={self.task_spec.name!r} but the data is task {data_task.name!r}")
-            if data_task.num_labels != self.hparams.num_labels:
-                raise UserError(
-                    f"model.num_labels={self.hparams.num_labels} but task {data_task.name!r} has "
-                    f"{data_task.num_labels} labels"
-                )
+        # Metric and file names follow the data's task (the command line links model.task to it).
+        self.task_spec = self.task_spec or getattr(datamodule, "task_spec", None)
         if stage == "predict":
             return
         splits = getattr(datamodule, "val_split_names", None)
@@ -294,7 +325,8 @@ class GlueModule(TransformerModule):
         values = self._log_eval("val")
         if self.trainer.sanity_checking or self.trainer.state.fn != "fit" or self.main_metric not in values:
             return
-        self.history.append((self._fractional_epoch(), values[self.main_metric]))
+        epoch = self.global_step * self.trainer.accumulate_grad_batches / self.trainer.num_training_batches
+        self.history.append((epoch, values[self.main_metric]))
 
     def on_test_epoch_end(self) -> None:
         self._log_eval("test")
@@ -328,12 +360,6 @@ class GlueModule(TransformerModule):
             # Over all evaluated examples: lets a loss-monitoring checkpoint work for every task.
             self.log(f"{stage}/loss", total / count, add_dataloader_idx=False)
         return logged
-
-    def _fractional_epoch(self) -> float:
-        per_epoch = self.trainer.num_training_batches
-        if not per_epoch or per_epoch == float("inf"):
-            return float(self.trainer.current_epoch + 1)
-        return self.global_step * self.trainer.accumulate_grad_batches / per_epoch
 
     def on_train_end(self) -> None:
         self.epochs_to_converge = epochs_to_converge(self.history)
@@ -401,6 +427,5 @@ class GlueModule(TransformerModule):
         return list({row[0]: row for part in everyone for row in part}.values())
 
     def _output_dir(self) -> Path:
-        if self.hparams.predictions_dir:
-            return Path(self.hparams.predictions_dir).expanduser()
-        return Path(self.trainer.default_root_dir)  # the run's folder (tiedemb.training.run_dir)
+        # The run's folder (tiedemb.training.run_dir) unless predictions_dir says otherwise.
+        return Path(self.hparams.predictions_dir or self.trainer.default_root_dir).expanduser()

@@ -10,8 +10,7 @@ from torch import nn
 
 from tiedemb.options import changed_from_default, no_effect
 
-LrDecay = Literal["linear", "cosine", "constant"]
-"""How the learning rate falls after warmup (``model.lr_decay``)."""
+LrDecay = Literal["linear", "cosine", "constant"]  # how the learning rate falls after warmup
 
 
 def parameter_groups(model: nn.Module, weight_decay: float) -> list[dict]:

@@ -13,8 +13,8 @@ from torchmetrics import MeanMetric
 
 from tiedemb.errors import UserError
 from tiedemb.modules.base import TransformerModule
-from tiedemb.modules.flops import MatmulWeights
 from tiedemb.modules.optim import LrDecay, check_schedule
+from tiedemb.modules.throughput import MatmulWeights
 from tiedemb.nn import HEADS, LMOutput, Transformer, TransformerConfig
 from tiedemb.nn.config import HeadActivation, Objective, Shuffle
 from tiedemb.options import (
@@ -45,31 +45,24 @@ class TrainingDiverged(UserError):
 
 
 def refuse_unread_with_source(settings: dict[str, Any], source: PretrainedWeights) -> None:
-    """Refuse initialisation settings that the pretrained weights replace before anything reads them:
-    the token table's std and scaled draw, and ``init_std`` unless it draws a fresh untied output matrix."""
+    """Refuse initialisation settings that the pretrained weights replace before anything reads them."""
     origin = f"with model.pretrained={source.origin!r}"
-    if settings.get("embedding_init_std") is not None:
-        raise no_effect(
-            "model.embedding_init_std",
-            settings["embedding_init_std"],
-            f"{origin}: the token table is the pretrained one",
-        )
-    if settings.get("head") == "tied_scaled_init":
-        raise no_effect(
-            "model.head",
-            "tied_scaled_init",
-            f"{origin}: its scaled draw of the shared table is replaced by the pretrained table; use model.head=tied",
-        )
     default_std = TransformerConfig.__dataclass_fields__["init_std"].default
-    if changed_from_default(settings.get("init_std"), default_std) and (
-        source.has_head or settings.get("head") != "untied"
-    ):
-        raise no_effect(
-            "model.init_std",
-            settings["init_std"],
-            f"{origin}: every weight it would draw comes from the "
-            "pretrained model (only a fresh untied head draws from it)",
-        )
+    fresh_untied = not source.has_head and settings.get("head") == "untied"  # the one matrix init_std draws
+    unread = {
+        "embedding_init_std": (settings.get("embedding_init_std") is not None, "the token table is the pretrained one"),
+        "head": (
+            settings.get("head") == "tied_scaled_init",
+            "its scaled draw of the shared table is replaced by the pretrained table; use model.head=tied",
+        ),
+        "init_std": (
+            changed_from_default(settings.get("init_std"), default_std) and not fresh_untied,
+            "every weight it would draw comes from the pretrained model (only a fresh untied head draws from it)",
+        ),
+    }
+    for name, (refused, why) in unread.items():
+        if refused:
+            raise no_effect(f"model.{name}", settings[name], f"{origin}: {why}")
 
 
 def check_trainable(config: TransformerConfig, source: PretrainedWeights) -> None:
@@ -122,19 +115,15 @@ class PretrainModule(TransformerModule):
             objective: mlm (masked tokens) or clm (next token, causal attention).
             head: Output layer: untied, tied, tied_scaled_init, tied_orth, untied_orth, tied_shuffle, or any head
                 registered in tiedemb.nn.heads.HEADS. Unset: the pretrained model's, else 'tied'.
-            output_bias: A vocabulary-sized output bias (never part of the tie). Unset: the pretrained model's,
-                else False.
-            head_bias: tied_orth and untied_orth: a bias on its projection. Unset: the pretrained model's, else
-                False.
-            head_activation: tied_orth and untied_orth: an activation after its projection (none, gelu, relu, tanh,
-                silu). Unset: the pretrained model's, else 'none'.
-            head_norm: tied_orth and untied_orth: a norm after its projection (with head_bias and gelu: BERT's MLM
-                transform). Unset: the pretrained model's, else False.
+            output_bias: A vocabulary-sized output bias, never tied. Unset: the pretrained model's, else False.
+            head_bias: tied_orth/untied_orth: a bias on the projection. Unset: the pretrained model's, else False.
+            head_activation: tied_orth/untied_orth: an activation after the projection. Unset: the pretrained
+                model's, else 'none'.
+            head_norm: tied_orth/untied_orth: a norm after the projection. Unset: the pretrained model's, else False.
             shuffle: tied_shuffle: half_swap, or channel_shuffle in shuffle_groups groups.
             shuffle_groups: tied_shuffle with channel_shuffle: groups; must divide d_e.
             embedding_scale: Token vectors x this: a number, sqrt_d (Gemma), rsqrt_d or mup:<base_width>.
-            output_scale: The vector meeting the output matrix x this: a number, rsqrt_d (T5), mup:<base_width>
-                (muP) or sqrt_d.
+            output_scale: What meets the output matrix x this: a number, rsqrt_d (T5), mup:<base_width> or sqrt_d.
             embedding_init_std: Std of the token table (T5: 1.0); unset: init_std.
             learning_rate: AdamW's peak learning rate, reached at the end of warmup.
             weight_decay: AdamW's decoupled weight decay, on weight matrices only (not biases or norm gains).
@@ -149,8 +138,7 @@ class PretrainModule(TransformerModule):
         """
         # The language model's settings of this call, read before any other local variable exists.
         language_model = {name: value for name, value in locals().items() if name in TransformerConfig.field_names()}
-        # model.head is checked by the head registry when the head is built, which also knows the
-        # heads registered after this class was defined (in a user's code, a test).
+        # model.head is checked by the head registry, which also knows heads registered after this class.
         checked = {name: hint for name, hint in option_types(PretrainModule.__init__).items() if name != "head"}
         check_arguments("model", checked, {name: value for name, value in locals().items() if name in checked})
         super().__init__(**kwargs)
@@ -161,8 +149,7 @@ class PretrainModule(TransformerModule):
         resolved = resolve_architecture(model, source, language_model=True)
         if source is not None:
             refuse_unread_with_source({**model, **resolved}, source)
-        # Recorded as the values the model is built with (in the hyperparameters the loggers get too),
-        # so a checkpoint rebuilds the same shapes without the source.
+        # Recorded as built (loggers get them too), so a checkpoint rebuilds the same shapes without the source.
         self.save_hyperparameters({**self.hparams, **resolved})
         self.config = TransformerConfig(**{**model, **resolved})
         self.model = Transformer(self.config)
@@ -190,25 +177,16 @@ class PretrainModule(TransformerModule):
         head = "its masked-LM head" if source.has_head else "a fresh head"
         rank_zero_info(f"loaded the embedding, encoder and {head} from {source.kind} {source.origin!r}")
 
-    def forward(
-        self,
-        input_ids: Tensor,
-        attention_mask: Tensor | None = None,
-        token_type_ids: Tensor | None = None,
-        labels: Tensor | None = None,
-        *,
-        return_logits: bool = True,
-    ) -> LMOutput:
-        return self.model(input_ids, attention_mask, token_type_ids, labels, return_logits=return_logits)
+    def forward(self, *args: Any, **kwargs: Any) -> LMOutput:
+        """``Transformer.forward``."""
+        return self.model(*args, **kwargs)
 
     def configure_model(self) -> None:
         """Before the strategy wraps the model: re-tie (after any materialisation) and ``compile``."""
         if any(t.is_meta for t in (*self.model.parameters(), *self.model.buffers())):
-            # Built under ``trainer.init_module(empty_init=True)``: nothing drawn. Built again inside the
-            # strategy's device context, it is initialised and tied as on a single device.
+            # Built under ``trainer.init_module(empty_init=True)``: built again, drawn and tied, here.
             self.model = Transformer(self.config)
-        # The tie is an attribute assignment that materialisation or a wrapper may have undone.
-        self.model.tie_weights()
+        self.model.tie_weights()  # an attribute assignment that materialisation or a wrapper may undo
         if self.hparams.get("compile") and not self._compiled:
             # Block by block, in place (checkpoint keys keep their names): the blocks share one graph, so
             # compile time does not grow with depth, and the data-dependent parts stay outside it.

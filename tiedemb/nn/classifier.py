@@ -1,8 +1,6 @@
-"""Sequence(-pair) classification: the pretraining embedding and encoder, plus a head on [CLS].
-
-The embedding and encoder are the very classes pretraining uses, so a pretraining checkpoint's
-``embedding.*`` and ``encoder.*`` parameters load by name. The head follows BERT: an optional
-pooler (dense + tanh on the first token), dropout, and a linear classifier.
+"""Sequence(-pair) classification: the pretraining embedding and encoder (so a pretraining checkpoint's
+``embedding.*`` and ``encoder.*`` load by name), then BERT's head on [CLS]: an optional pooler (dense +
+tanh), dropout and a linear classifier.
 """
 
 from __future__ import annotations
@@ -11,7 +9,7 @@ import torch
 from torch import Tensor, nn
 
 from tiedemb.nn.config import TransformerConfig
-from tiedemb.nn.fast import Dropout
+from tiedemb.nn.fast.dropout import Dropout
 from tiedemb.nn.layers import init_linear
 from tiedemb.nn.model import Embedding, Encoder, init_embedding, init_encoder
 
@@ -33,8 +31,7 @@ class SequenceClassifier(nn.Module):
 
     @torch.no_grad()
     def reset_parameters(self) -> None:
-        """Random initialisation, as pretraining draws its embedding and encoder; BERT's pooler and
-        classifier from N(0, init_std), biases zero."""
+        """The embedding and encoder drawn as pretraining draws them; BERT's pooler and classifier too."""
         init_embedding(self.embedding, self.config, self.config.init_std)
         init_encoder(self.encoder, self.config)
         for linear in (self.pooler, self.classifier):
@@ -50,9 +47,8 @@ class SequenceClassifier(nn.Module):
     def forward(
         self, input_ids: Tensor, attention_mask: Tensor | None = None, token_type_ids: Tensor | None = None
     ) -> Tensor:
-        # Only [CLS] is read, so the last block computes only its row (keys and values still come
-        # from every position): that query's attention, the output projection, feed-forward and
-        # norms skip the other positions. Same values as encode()[:, 0].
+        # Only [CLS] is read, so the last block's output projection, feed-forward and norms skip the
+        # other positions. Same values as encode()[:, 0].
         first = self.encoder(self.embedding(input_ids, token_type_ids), attention_mask, positions=0)  # (B, hidden)
         if self.pooler is not None:
             first = torch.tanh(self.pooler(first))

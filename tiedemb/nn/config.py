@@ -1,9 +1,7 @@
-"""The one description of a model: plain, serialisable fields with string-valued variants.
+"""The one description of a model: plain fields named as a YAML file names them (``model.hidden_size``).
 
-Every field has the name a YAML file uses (``model.hidden_size`` ...), so a checkpoint's
-hyperparameters rebuild the model and a sweep can vary any field by name. A leaf module: it imports
-no other part of the model, so ``model.head`` is checked by the head registry
-(``tiedemb.nn.heads.HEADS``) when the head is built, and a new head is one class.
+A leaf module: ``model.head`` is checked by the head registry (``tiedemb.nn.heads.HEADS``) when the
+head is built, so a new head is one class.
 """
 
 from __future__ import annotations
@@ -32,7 +30,7 @@ Objective = Literal["mlm", "clm"]
 Position = Literal["learned", "rope", "none"]
 Norm = Literal["layernorm", "rmsnorm"]
 NormPosition = Literal["pre", "post"]
-ResidualInit = Literal["standard", "scaled", "zero", "deepnorm"]
+ResidualInit = Literal["standard", "scaled", "zero"]
 Activation = Literal["gelu", "relu", "tanh", "silu"]
 HeadActivation = Literal["none", "gelu", "relu", "tanh", "silu"]
 Shuffle = Literal["half_swap", "channel_shuffle"]
@@ -40,7 +38,6 @@ EmbeddingProjection = Literal["auto", "always"]
 NORMS = typing.get_args(Norm)
 ACTIVATIONS = typing.get_args(HeadActivation)
 #: Settings only some heads read, and those heads: given with another head they would change nothing.
-#: ``untied_orth`` reads tied_orth's transform settings (it is that head with its own output matrix).
 TRANSFORM_HEADS = ("tied_orth", "untied_orth")
 HEAD_ONLY_SETTINGS = {
     "head_bias": TRANSFORM_HEADS,
@@ -52,12 +49,8 @@ HEAD_ONLY_SETTINGS = {
 
 
 def resolve_scale(value: float | str, width: int, name: str = "scale") -> float:
-    """A multiplier given as a number or a keyword of the width ``d`` it applies to.
-
-    ``sqrt_d``: d^(1/2) (Gemma's input embedding). ``rsqrt_d``: d^(-1/2) (T5's tied readout).
-    ``mup:B``: B/d, muP's readout multiplier 1/width_mult for a model tuned at base width B.
-    Raises ``ValueError`` naming ``name`` for anything else.
-    """
+    """A multiplier given as a number or a keyword of the width d it applies to: ``sqrt_d`` (Gemma's
+    input embedding), ``rsqrt_d`` (T5's tied readout) or ``mup:B``, B/d (muP's readout tuned at width B)."""
     keywords = {"sqrt_d": math.sqrt(width), "rsqrt_d": 1.0 / math.sqrt(width)}
     try:
         if isinstance(value, bool):
@@ -73,28 +66,20 @@ def resolve_scale(value: float | str, width: int, name: str = "scale") -> float:
     return scale
 
 
-#: What a field describes, which decides which module declares it (``tiedemb.modules``):
-ARCHITECTURE = "architecture"
-"""The network's shape and parts: fine-tuning takes these from the pretrained model when unset."""
-TRAINING = "training"
-"""Dropout, initialisation and padding: chosen for each run, fine-tuning included."""
-LANGUAGE_MODEL = "language model"
-"""The pretraining objective, the output head and the remedies of its initial loss: a classifier has none."""
+# What a field describes, which decides which module declares it (``tiedemb.modules``): the network's
+# shape (fine-tuning takes it from the pretrained model when unset), what each run chooses (dropout,
+# initialisation, padding), and the language model's objective and head (a classifier has none).
+ARCHITECTURE, TRAINING, LANGUAGE_MODEL = "architecture", "training", "language model"
 
 
 def setting(default: Any = dataclasses.MISSING, *, part: str = ARCHITECTURE) -> Any:
-    """A field with its part (``ARCHITECTURE`` ...)."""
     return dataclasses.field(default=default, metadata={"part": part})
 
 
 @dataclass
 class TransformerConfig:
-    """Every setting of the model, with its type and default.
-
-    Each is also a keyword of the module its part belongs to (``TransformerModule``: architecture and
-    training, ``PretrainModule``: the language model), whose ``Args:`` say what it means
-    (``--model.help``); ``tests/modules/test_settings.py`` checks that the two agree.
-    """
+    """Every setting of the model; each is also a keyword of the module its part belongs to, whose
+    ``Args:`` say what it means (``tests/modules/test_settings.py`` checks that the two agree)."""
 
     vocab_size: PositiveInt = setting()
     objective: Objective = setting("mlm", part=LANGUAGE_MODEL)
@@ -152,38 +137,29 @@ class TransformerConfig:
                 resolve_scale(getattr(self, name), self.embedding_dim, f"model.{name}")
             except ValueError as error:
                 raise UserError(str(error)) from None
-        if self.residual_init == "deepnorm" and self.norm_position != "post":
-            raise UserError("model.residual_init=deepnorm is defined for model.norm_position=post")
-        if self.head == "tied_shuffle":
-            self._check_shuffle()
+        groups = 2 if self.shuffle == "half_swap" else self.shuffle_groups
+        if self.head == "tied_shuffle" and self.embedding_dim % groups:
+            what = f"model.shuffle_groups ({groups})" if groups != 2 else f"model.shuffle={self.shuffle}'s 2 groups"
+            raise UserError(f"{what} must divide model.embedding_dim ({self.embedding_dim})")
         self._refuse_unread_settings()
 
     def _refuse_unread_settings(self) -> None:
         """A setting the chosen parts do not read is refused, not dropped (``tiedemb.options.given``)."""
         defaults = {field.name: field.default for field in dataclasses.fields(self)}
-        for name, heads in HEAD_ONLY_SETTINGS.items():
-            value = getattr(self, name)
-            if self.head not in heads and changed_from_default(value, defaults[name]):
-                readers = " or ".join(heads)
-                raise no_effect(
-                    f"model.{name}", value, f"with model.head={self.head!r}: only the {readers} head reads it"
-                )
-        if (
-            self.head == "tied_shuffle"
-            and self.shuffle == "half_swap"
-            and changed_from_default(self.shuffle_groups, defaults["shuffle_groups"])
-        ):
-            raise no_effect(
-                "model.shuffle_groups",
-                self.shuffle_groups,
-                "with model.shuffle='half_swap', which always swaps two halves; groups are for channel_shuffle",
+        unread = {  # setting -> why the chosen parts do not read it
+            name: f"with model.head={self.head!r}: only the {' or '.join(heads)} head reads it"
+            for name, heads in HEAD_ONLY_SETTINGS.items()
+            if self.head not in heads
+        }
+        if self.head == "tied_shuffle" and self.shuffle == "half_swap":
+            unread["shuffle_groups"] = (
+                "with model.shuffle='half_swap', which always swaps two halves; groups are for channel_shuffle"
             )
-        if self.position != "rope" and changed_from_default(self.rope_base, defaults["rope_base"]):
-            raise no_effect(
-                "model.rope_base",
-                self.rope_base,
-                f"with model.position={self.position!r}: only rotary positions have a base",
-            )
+        if self.position != "rope":
+            unread["rope_base"] = f"with model.position={self.position!r}: only rotary positions have a base"
+        for name, why in unread.items():
+            if changed_from_default(getattr(self, name), defaults[name]):
+                raise no_effect(f"model.{name}", getattr(self, name), why)
         if self.position == "none" and changed_from_default(
             self.max_position_embeddings, defaults["max_position_embeddings"]
         ):
@@ -201,23 +177,13 @@ class TransformerConfig:
                 "with model.head='tied_scaled_init', which draws the shared table with std ln(n)/d_e",
             )
 
-    def _check_shuffle(self) -> None:
-        """The shuffle head permutes the d_e dimensions in groups that must divide them."""
-        width = self.embedding_dim
-        if self.shuffle == "half_swap" and width % 2:
-            raise UserError(f"model.shuffle=half_swap needs an even model.embedding_dim, got {width}")
-        if self.shuffle == "channel_shuffle" and (self.shuffle_groups < 2 or width % self.shuffle_groups):
-            raise UserError(
-                f"model.shuffle_groups ({self.shuffle_groups}) must be >= 2 and divide model.embedding_dim ({width})"
-            )
-
     @property
     def head_dim(self) -> int:
         return self.hidden_size // self.num_heads
 
     @property
     def projected(self) -> bool:
-        """Whether the embedding has a d_e -> hidden projection (and the plain tied heads a down-map)."""
+        """Whether the embedding has a d_e -> hidden projection (and the tied heads a down-map)."""
         return self.embedding_dim != self.hidden_size or self.embedding_projection == "always"
 
     @property
@@ -226,12 +192,11 @@ class TransformerConfig:
 
     @property
     def token_scale(self) -> float:
-        """``embedding_scale`` as a number: the token vectors' width is d_e."""
         return resolve_scale(self.embedding_scale, self.embedding_dim, "model.embedding_scale")
 
     @property
     def readout_scale(self) -> float:
-        """``output_scale`` as a number, for the width of the vector the output matrix meets."""
+        # For the width of the vector the output matrix meets.
         width = self.hidden_size if self.head == "untied" else self.embedding_dim
         return resolve_scale(self.output_scale, width, "model.output_scale")
 

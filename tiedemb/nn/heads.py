@@ -1,15 +1,10 @@
 """Output heads: hidden states -> vocabulary logits. One class per ``model.head`` name.
 
-``class MyHead(TiedHead, name="my_head")`` registers a head in ``HEADS`` under the name a config
-gives ``model.head``. The class owns its parts (``__init__``), how it reads the hidden state
-(``transform``), its initial values (``reset_parameters``; ``token_std`` for the shared token table)
-and what a fresh model's logits are (``initial_logits``, the hook ``tiedemb.theory`` reads).
-
-A tied head's ``decoder.weight`` *is* the token table (``Transformer.tie_weights``). When d_e <
-hidden, the plain tied heads map hidden -> d_e with a learned map initialised to the transpose of
-the embedding projection, so a fresh model is still a tied 2-gram model (a random map is what
-``tied_orth`` is). The config checks a head's name against ``HEADS`` here, so this module must not
-import ``tiedemb.nn.config``.
+``class MyHead(TiedHead, name="my_head")`` registers a head in ``HEADS``. The class owns its parts,
+how it reads the hidden state (``transform``), its initial values (``reset_parameters``, ``token_std``)
+and a fresh model's logits (``initial_logits``, which ``tiedemb.theory`` reads). A tied head's
+``decoder.weight`` *is* the token table; when d_e < hidden, the plain tied heads' hidden -> d_e map
+starts as the transpose of the embedding projection, so a fresh model is still a tied 2-gram model.
 """
 
 from __future__ import annotations
@@ -35,14 +30,10 @@ def head_class(name: str) -> type[OutputHead]:
 
 @dataclass(frozen=True)
 class FreshReadout:
-    """What a fresh, near-identity network hands its head, as ``tiedemb.theory`` models it.
-
-    The input token i reaches the head as x = norm(w_i + p_t + s), |x|^2 = hidden, with w_i drawn
-    with std ``token_std``. ``token_share`` is the token's part of x's scale (embedding_scale *
-    token_std / rms of the sum). Through the embedding's projection P and a tied head's down-map
-    P^T (or straight through at d_e = hidden without one), x . w_i keeps ``aligned_gain`` of
-    |w_i|^2 / rms, and the other scores see a vector of squared length ``mixed_width``.
-    """
+    """What a fresh, near-identity network hands its head (``tiedemb.theory``): token i arrives as
+    x = norm(w_i + p_t + s), |x|^2 = hidden, w_i drawn with std ``token_std``; ``token_share`` is the
+    token's part of x's scale; through P and a tied head's P^T, x . w_i keeps ``aligned_gain`` of
+    |w_i|^2 / rms, and the other scores see a vector of squared length ``mixed_width``."""
 
     hidden_size: int
     embedding_dim: int
@@ -62,8 +53,6 @@ class OutputHead(nn.Module):
     def __init_subclass__(cls, name: str | None = None, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
         if name is not None:
-            if name in HEADS:
-                raise ValueError(f"a head is already registered as {name!r}: {HEADS[name].__qualname__}")
             cls.name = name
             HEADS[name] = cls
 
@@ -99,10 +88,7 @@ class OutputHead(nn.Module):
     def token_std(
         cls, *, vocab_size: int, embedding_dim: int, init_std: float, embedding_init_std: float | None
     ) -> float:
-        """The std the token table (for a tied head, the shared matrix) is drawn with.
-
-        ``embedding_init_std`` (T5 draws its embedding with std 1.0) replaces ``init_std`` there.
-        """
+        """The std the token table (for a tied head, the shared matrix) is drawn with."""
         return embedding_init_std if embedding_init_std is not None else init_std
 
     @torch.no_grad()
@@ -167,10 +153,8 @@ class TiedScaledInitHead(TiedHead, name="tied_scaled_init"):
 
 
 class TiedOrthHead(OutputHead, name="tied_orth"):
-    """Tied, after an orthogonally initialised projection (+ optional bias, activation, norm).
-
-    ``head_bias: true, head_activation: gelu, head_norm: true`` is BERT's MLM transform.
-    """
+    """Tied, after an orthogonally initialised projection (+ optional bias, activation, norm: all three
+    with gelu are BERT's MLM transform)."""
 
     def __init__(self, config: Any) -> None:
         super().__init__(config)
@@ -198,11 +182,8 @@ class TiedOrthHead(OutputHead, name="tied_orth"):
 
 
 class UntiedOrthHead(TiedOrthHead, name="untied_orth"):
-    """tied_orth's transform (hidden -> d_e, + bias, activation, norm) before its own d_e x n output matrix.
-
-    The control that changes one thing: with BERT's transform on both, it differs from ``tied_orth``
-    only in the output matrix being a separate parameter instead of the token table.
-    """
+    """tied_orth's transform before its own d_e x n output matrix: the control that differs from
+    ``tied_orth`` only in the output matrix being a separate parameter instead of the token table."""
 
     tied = False
 
@@ -217,11 +198,8 @@ class UntiedOrthHead(TiedOrthHead, name="untied_orth"):
 
 
 class TiedShuffleHead(TiedHead, name="tied_shuffle"):
-    """Tied, after a parameter-free permutation of the dimensions.
-
-    ``half_swap``: [w[d/2:], w[:d/2]]. ``channel_shuffle``: reshape (g, d/g), transpose, flatten
-    (ShuffleNet). Either way the permuted w_i is nearly orthogonal to w_i at init.
-    """
+    """Tied, after a parameter-free permutation of the dimensions, which leaves w_i nearly orthogonal
+    to itself at init: ``half_swap`` [w[d/2:], w[:d/2]], or ``channel_shuffle`` (ShuffleNet's)."""
 
     def __init__(self, config: Any) -> None:
         super().__init__(config)

@@ -1,9 +1,6 @@
-"""What the model files share: the norms and activations a config can name, how a linear layer
-or a norm is drawn, and the label that marks "no loss here".
-
-``tiedemb.nn.config`` lists the names and refuses any other; the tables here hold one entry per
-name (a test checks that they agree), so the blocks and heads never validate a name themselves.
-"""
+"""What the model files share: the norms and activations a config can name (``tiedemb.nn.config``
+refuses any other; a test checks that the two agree), how a linear layer or a norm is drawn, and the
+label that marks "no loss here"."""
 
 from __future__ import annotations
 
@@ -41,11 +38,9 @@ def init_norms(module: nn.Module) -> None:
                 nn.init.zeros_(norm.bias)
 
 
-def init_linear(linear: nn.Linear, std: float, gain_xavier: float | None = None) -> None:
-    """Weight from N(0, std) (or Xavier-normal with ``gain_xavier``; exactly 0 when std is 0), bias 0."""
-    if gain_xavier is not None:
-        nn.init.xavier_normal_(linear.weight, gain=gain_xavier)
-    elif std == 0.0:
+def init_linear(linear: nn.Linear, std: float) -> None:
+    """Weight from N(0, std) (exactly 0 when std is 0), bias 0."""
+    if std == 0.0:
         nn.init.zeros_(linear.weight)
     else:
         nn.init.normal_(linear.weight, mean=0.0, std=std)

@@ -1,10 +1,8 @@
 """The whole language model, top to bottom: Embedding -> Block x L -> Encoder -> Transformer.
 
-The tie is ``Transformer.tie_weights`` (one Parameter, two uses); every parameter is drawn in one
-place, section 5 (each head draws its own parts, ``OutputHead.reset_parameters``). The speed path
-lives in ``tiedemb.nn.fast``, each piece beside the plain PyTorch call it equals. The batch follows
-Hugging Face's convention (labels -100 where no loss), so the model drops into code written for
-transformers models.
+The tie is ``Transformer.tie_weights`` (one Parameter, two uses); every parameter is drawn in section 5
+(each head draws its own parts). The CPU speed path is ``tiedemb.nn.fast``. Labels follow Hugging
+Face's convention (-100 where no loss).
 """
 
 from __future__ import annotations
@@ -16,20 +14,33 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from tiedemb.nn import fast
 from tiedemb.nn.config import TransformerConfig
+from tiedemb.nn.fast.dropout import Dropout
+from tiedemb.nn.fast.sliced_loss import linear_cross_entropy
 from tiedemb.nn.heads import build_head
 from tiedemb.nn.layers import ACTIVATION_FUNCTIONS, IGNORE_INDEX, init_linear, init_norms, make_norm
+
+# Which positions the last block finishes (a masked LM's loss reads ~15%, a classifier [CLS] alone):
+# all (None), flat B * T indices, or one position of every sequence (an int). Every position still
+# feeds attention as keys and values.
+Positions = Tensor | int | None
+
+
+def take_rows(x: Tensor, positions: Positions) -> Tensor:
+    """(B, T, hidden) -> (len(positions), hidden), or (B, hidden) for an int; x itself for None."""
+    if positions is None:
+        return x
+    if isinstance(positions, int):
+        return x[:, positions]
+    return x.reshape(-1, x.shape[-1]).index_select(0, positions)
+
 
 # -- 1. embedding ----------------------------------------------------------------------------------
 
 
 class Embedding(nn.Module):
-    """Token + position + segment embeddings of width d_e, projected to the hidden size.
-
-    With d_e < hidden the n x d_e token table is the only vocabulary-sized matrix, and a bias-free
-    d_e -> hidden projection lifts it.
-    """
+    """Token + position + segment embeddings of width d_e, lifted to the hidden size by a bias-free
+    projection (with d_e < hidden the n x d_e token table is the only vocabulary-sized matrix)."""
 
     def __init__(self, config: TransformerConfig) -> None:
         super().__init__()
@@ -44,7 +55,7 @@ class Embedding(nn.Module):
         self.norm = (
             make_norm(config.norm, config.hidden_size, config.norm_eps) if config.embedding_norm else nn.Identity()
         )
-        self.dropout = fast.Dropout(config.dropout)
+        self.dropout = Dropout(config.dropout)
         # Gemma's sqrt(d) multiplier, a plain number: no parameter, so checkpoints are unchanged.
         self.token_scale = config.token_scale
 
@@ -52,13 +63,8 @@ class Embedding(nn.Module):
         x = self.token(input_ids)  # (B, T, d_e)
         if self.token_scale != 1.0:
             x = x * self.token_scale
-        if self.position is not None:
-            length = input_ids.shape[1]
-            if length > self.position.num_embeddings:
-                raise ValueError(
-                    f"sequence length {length} exceeds model.max_position_embeddings ({self.position.num_embeddings})"
-                )
-            x = x + self.position.weight[:length]
+        if self.position is not None:  # longer data is refused before training (training/run_checks.py)
+            x = x + self.position.weight[: input_ids.shape[1]]
         if self.segment is not None:
             x = x + (self.segment.weight[0] if token_type_ids is None else self.segment(token_type_ids))
         if self.projection is not None:
@@ -102,10 +108,8 @@ class SelfAttention(nn.Module):
             else None
         )
 
-    def forward(self, x: Tensor, attention_mask: Tensor | None, positions: fast.Positions = None) -> Tensor:
-        """(B, T, hidden) -> (B, T, hidden). ``positions`` (``tiedemb.nn.fast.rows``): only those
-        positions' outputs, (len(positions), hidden), or (B, hidden) for one position (an int) of every
-        sequence; keys and values still come from every position."""
+    def forward(self, x: Tensor, attention_mask: Tensor | None, positions: Positions = None) -> Tensor:
+        """(B, T, hidden) -> (B, T, hidden), or ``take_rows`` of it at ``positions``."""
         batch, length, hidden = x.shape
         # Split, then view each part as (B, heads, T, head_dim): the backward is one concatenation
         # into the fused layout, where unbinding a permuted (3, B, heads, T, head_dim) view costs a
@@ -117,15 +121,10 @@ class SelfAttention(nn.Module):
         if self.rotary is not None:
             q, k = self.rotary(q), self.rotary(k)
         dropout = self.dropout if self.training else 0.0
-        if isinstance(positions, int):
-            # One query per sequence (a classifier's [CLS]): the attention of that query alone.
-            q = q[:, :, positions : positions + 1]
-            if self.causal:  # the query at `positions` sees keys up to itself
-                attention_mask = (torch.arange(length, device=x.device) <= positions).expand(1, 1, 1, length)
-            y = fast.attention(q, k, v, attention_mask, dropout, is_causal=False)
-            return self.out(y.reshape(batch, hidden))  # (B, heads, 1, head_dim) -> (B, hidden)
-        y = fast.attention(q, k, v, attention_mask, dropout, is_causal=self.causal and attention_mask is None)
-        return self.out(fast.take_rows(y.transpose(1, 2).reshape(batch, length, hidden), positions))
+        y = F.scaled_dot_product_attention(
+            q, k, v, attn_mask=attention_mask, dropout_p=dropout, is_causal=self.causal and attention_mask is None
+        )
+        return self.out(take_rows(y.transpose(1, 2).reshape(batch, length, hidden), positions))
 
 
 class FeedForward(nn.Module):
@@ -141,7 +140,7 @@ class FeedForward(nn.Module):
 
 class Block(nn.Module):
     """``norm_position="pre"``: x + f(norm(x)) (GPT-2, most modern models).
-    ``norm_position="post"``: norm(alpha * x + f(x)) (BERT; DeepNorm when alpha > 1)."""
+    ``norm_position="post"``: norm(x + f(x)) (BERT)."""
 
     def __init__(self, config: TransformerConfig) -> None:
         super().__init__()
@@ -150,25 +149,17 @@ class Block(nn.Module):
         self.attention = SelfAttention(config)
         self.ffn_norm = make_norm(config.norm, config.hidden_size, config.norm_eps)
         self.ffn = FeedForward(config)
-        self.dropout = fast.Dropout(config.dropout)
-        # DeepNorm up-weights the residual stream so that post-norm stays stable when deep.
-        self.alpha = (2.0 * config.num_layers) ** 0.25 if config.residual_init == "deepnorm" else 1.0
+        self.dropout = Dropout(config.dropout)
 
-    def forward(self, x: Tensor, attention_mask: Tensor | None, positions: fast.Positions = None) -> Tensor:
-        """``positions``: as for ``SelfAttention``; everything after attention runs on those positions only."""
+    def forward(self, x: Tensor, attention_mask: Tensor | None, positions: Positions = None) -> Tensor:
+        """Everything after attention runs on ``positions`` only."""
         if self.pre_norm:
-            x = fast.take_rows(x, positions) + self.dropout(
+            x = take_rows(x, positions) + self.dropout(
                 self.attention(self.attention_norm(x), attention_mask, positions)
             )
             return x + self.dropout(self.ffn(self.ffn_norm(x)))
-        x = self.attention_norm(
-            self.residual(fast.take_rows(x, positions)) + self.dropout(self.attention(x, attention_mask, positions))
-        )
-        return self.ffn_norm(self.residual(x) + self.dropout(self.ffn(x)))
-
-    def residual(self, x: Tensor) -> Tensor:
-        # alpha is 1 except under DeepNorm; multiplying by 1 would still copy the residual stream.
-        return x if self.alpha == 1.0 else self.alpha * x
+        x = self.attention_norm(take_rows(x, positions) + self.dropout(self.attention(x, attention_mask, positions)))
+        return self.ffn_norm(x + self.dropout(self.ffn(x)))
 
 
 # -- 3. the encoder ----------------------------------------------------------------------------------
@@ -184,25 +175,17 @@ class Encoder(nn.Module):
             make_norm(config.norm, config.hidden_size, config.norm_eps) if config.norm_position == "pre" else None
         )
 
-    def forward(self, x: Tensor, attention_mask: Tensor | None = None, positions: fast.Positions = None) -> Tensor:
-        """(B, T, hidden) states; with ``positions`` only those positions' final states: (len(positions),
-        hidden) for flat B * T indices, (B, hidden) for an int. Only the last block uses ``positions``."""
-        mask = self.attention_bias(attention_mask, x.dtype)
+    def forward(self, x: Tensor, attention_mask: Tensor | None = None, positions: Positions = None) -> Tensor:
+        """(B, T, hidden) final states, or ``take_rows`` of them at ``positions`` (the last block's)."""
+        # None when nothing is padded lets SDPA pick its fastest kernel. Causal models pad on the
+        # right, so real tokens never see padding and is_causal alone is exact.
+        mask = None
+        if attention_mask is not None and not self.causal and not bool(attention_mask.all()):
+            mask = attention_mask[:, None, None, :].bool()  # (B, 1, 1, T), True = attend
         last = len(self.blocks) - 1
         for index, block in enumerate(self.blocks):
             x = block(x, mask, positions if index == last else None)
-        if positions is not None and not self.blocks:
-            x = fast.take_rows(x, positions)
         return self.final_norm(x) if self.final_norm is not None else x
-
-    def attention_bias(self, attention_mask: Tensor | None, dtype: torch.dtype) -> Tensor | None:
-        """The mask SDPA gets: None when nothing is padded (lets it pick its fastest kernel).
-
-        Causal models pad on the right, so real tokens never see padding and is_causal alone is exact.
-        """
-        if attention_mask is None or self.causal or bool(attention_mask.all()):
-            return None
-        return attention_mask[:, None, None, :].bool()  # (B, 1, 1, T), True = attend
 
 
 # -- 4. the language model ---------------------------------------------------------------------------
@@ -213,9 +196,6 @@ class LMOutput:
     loss: Tensor | None
     logits: Tensor | None  # MLM: (num_masked, vocab); CLM: (B, T, vocab); None if not asked for
     num_targets: int = 0
-
-    def __getitem__(self, key: str) -> Tensor | None:
-        return getattr(self, key)
 
 
 class Transformer(nn.Module):
@@ -245,16 +225,14 @@ class Transformer(nn.Module):
         token_type_ids: Tensor | None = None,
         positions: Tensor | None = None,
     ) -> Tensor:
-        """(B, T, hidden); with ``positions`` (flat B * T indices) only those positions, (len(positions), hidden)."""
+        """(B, T, hidden), or ``take_rows`` of it at ``positions``."""
         return self.encoder(self.embedding(input_ids, token_type_ids), attention_mask, positions)
 
     def scored_positions(self, labels: Tensor) -> tuple[Tensor | None, Tensor]:
         """Which positions the loss reads (flat B * T indices; None: all) and each one's target.
 
-        Next-token: position t predicts token t+1, so every position is read and the labels shift
-        left (the last position gets none) rather than the logits right, which would copy the
-        (B, T, vocab) logits and their gradient once more. Masked-token: only the masked positions
-        are read, so the last block finishes only those and (B, T, vocab) logits are never built.
+        Next-token: the labels shift left rather than the logits right (which would copy the logits
+        and their gradient once more). Masked-token: the last block finishes only the masked positions.
         """
         if self.config.causal:
             return None, F.pad(labels[:, 1:], (0, 1), value=IGNORE_INDEX).reshape(-1)
@@ -271,7 +249,7 @@ class Transformer(nn.Module):
         return_logits: bool = True,
     ) -> LMOutput:
         """``return_logits=False`` (with labels): the loss alone, computed without materialising
-        the logits (``fast.linear_cross_entropy``); ``logits`` is then None."""
+        the logits (``linear_cross_entropy``); ``logits`` is then None."""
         if labels is None:
             return LMOutput(loss=None, logits=self.head(self.encode(input_ids, attention_mask, token_type_ids)))
         positions, targets = self.scored_positions(labels)
@@ -280,7 +258,7 @@ class Transformer(nn.Module):
         num_targets = int((targets != IGNORE_INDEX).sum())  # after the encoder is queued: a GPU sync
         if not return_logits and num_targets > 0:
             head = self.head
-            loss = fast.linear_cross_entropy(head.features(hidden), head.decoder.weight, head.bias, targets)
+            loss = linear_cross_entropy(head.features(hidden), head.decoder.weight, head.bias, targets)
             return LMOutput(loss=loss, logits=None, num_targets=num_targets)
         logits = self.head(hidden)  # (scored positions, vocab)
         if num_targets == 0:
@@ -296,12 +274,8 @@ class Transformer(nn.Module):
 
 
 def init_transformer(model: Transformer, config: TransformerConfig) -> None:
-    """Draw a ``Transformer``'s parameters as the config says: embedding, encoder, then the head.
-
-    The head decides the token table's std (``OutputHead.token_std``: for a tied head that is the
-    shared matrix) and draws its own parts after the embedding. Nothing here breaks the tie: it
-    writes into the shared Parameter.
-    """
+    """Embedding, encoder, then the head, which decides the token table's std (for a tied head the
+    shared matrix) and draws its own parts. Writing into the shared Parameter keeps the tie."""
     token_std = model.head.token_std(
         vocab_size=config.vocab_size,
         embedding_dim=config.embedding_dim,
@@ -329,25 +303,10 @@ def init_encoder(encoder: Encoder, config: TransformerConfig) -> None:
     """``residual_init`` decides how far from the identity each residual branch starts."""
     std, layers = config.init_std, config.num_layers
     # GPT-2's "scaled": residual branch output projections shrink with depth.
-    branch_std = {"standard": std, "scaled": std / math.sqrt(2.0 * layers), "zero": 0.0, "deepnorm": std}[
-        config.residual_init
-    ]
-    # DeepNorm's init gain for branch weights.
-    beta = (8.0 * layers) ** -0.25 if config.residual_init == "deepnorm" else None
+    branch_std = {"standard": std, "scaled": std / math.sqrt(2.0 * layers), "zero": 0.0}[config.residual_init]
     for block in encoder.blocks:
-        attention, ffn = block.attention, block.ffn
-        if beta is None:
-            init_linear(attention.qkv, std)
-            init_linear(attention.out, branch_std)
-            init_linear(ffn.up, std)
-            init_linear(ffn.down, branch_std)
-        else:
-            # DeepNorm: q and k keep gain 1; v, the output projection and the FFN get gain beta.
-            hidden = config.hidden_size
-            nn.init.xavier_normal_(attention.qkv.weight[: 2 * hidden], gain=1.0)
-            nn.init.xavier_normal_(attention.qkv.weight[2 * hidden :], gain=beta)
-            nn.init.zeros_(attention.qkv.bias)
-            init_linear(attention.out, std, gain_xavier=beta)
-            init_linear(ffn.up, std, gain_xavier=beta)
-            init_linear(ffn.down, std, gain_xavier=beta)
+        init_linear(block.attention.qkv, std)
+        init_linear(block.attention.out, branch_std)
+        init_linear(block.ffn.up, std)
+        init_linear(block.ffn.down, branch_std)
     init_norms(encoder)

@@ -1,10 +1,8 @@
-"""Dropout whose keep-mask costs less to draw on the CPU, and attention that uses it.
+"""Dropout whose keep-mask costs less to draw on the CPU.
 
-torch's CPU dropout draws every entry with ``bernoulli_``, a large share of a small BERT's step
-(benchmarks/RESULTS.md). Here ``random_()`` on int64 fills each word with 63 uniform bits, read as
-two int32 halves whose 31 low bits are independent and uniform; an entry is kept when its bits are
-at least ``round(p * 2^31)``: the drop rate is p to within 2^-32, one random word per two entries.
-GPUs and ``torch.compile`` keep torch's own dropout.
+torch's CPU dropout draws every entry with ``bernoulli_`` (benchmarks/RESULTS.md: about 2.5 times the
+cost). Here each int64 word of ``random_()`` gives two int32 halves of 31 uniform bits; an entry is kept
+when its bits are at least ``round(p * 2^31)`` (p to within 2^-32). GPUs and ``torch.compile`` keep torch's.
 """
 
 from __future__ import annotations
@@ -44,16 +42,11 @@ class _ScaleKept(torch.autograd.Function):
         return torch.ops.aten.native_dropout_backward(grad, keep, ctx.scale), None, None
 
 
-def uses_own_mask(x: Tensor) -> bool:
-    """Whether ``dropout`` draws the mask here rather than calling torch's."""
-    return x.device.type == "cpu" and not torch.compiler.is_compiling()
-
-
 def dropout(x: Tensor, p: float, training: bool = True) -> Tensor:
     """``F.dropout(x, p, training)``, with the cheaper mask on the CPU."""
     if not training or p == 0.0:
         return x
-    if not uses_own_mask(x) or p == 1.0:
+    if x.device.type != "cpu" or torch.compiler.is_compiling() or p == 1.0:
         return F.dropout(x, p, training)
     return _ScaleKept.apply(x, keep_mask(x.shape, p, x.device), 1.0 / (1.0 - p))
 
@@ -63,35 +56,3 @@ class Dropout(nn.Dropout):
 
     def forward(self, x: Tensor) -> Tensor:
         return dropout(x, self.p, self.training)
-
-
-def attention(q: Tensor, k: Tensor, v: Tensor, attn_mask: Tensor | None, dropout_p: float, is_causal: bool) -> Tensor:
-    """``F.scaled_dot_product_attention``, written out where dropout on the weights would make
-    torch take its unfused path with ``bernoulli_`` masks (the CPU in training).
-
-    q: (B, heads, Tq, head_dim); k, v: (B, heads, Tk, head_dim); attn_mask: bool, True = attend,
-    broadcastable to (B, heads, Tq, Tk).
-    """
-    if dropout_p == 0.0 or not uses_own_mask(q):
-        return F.scaled_dot_product_attention(q, k, v, attn_mask=attn_mask, dropout_p=dropout_p, is_causal=is_causal)
-    batch, heads, queries, width = q.shape
-    keys = k.shape[-2]
-    # As (B * heads) matrices: batched products of contiguous 3-d blocks, the 1/sqrt(head_dim)
-    # scale folded into the first (no pass over q or the scores for it).
-    q3, k3, v3 = (t.reshape(batch * heads, -1, width) for t in (q, k, v))
-    if is_causal:
-        # The causal mask as an additive bias the product starts from (0 on and below the
-        # diagonal, -inf above): no pass over the scores to mask them, nothing to undo in the
-        # backward.
-        start, beta = torch.full((queries, keys), float("-inf"), dtype=q.dtype, device=q.device).triu_(1), 1.0
-    else:
-        start, beta = q3.new_empty(()), 0.0
-    scores = torch.baddbmm(
-        start.expand(batch * heads, queries, keys), q3, k3.transpose(1, 2), beta=beta, alpha=width**-0.5
-    ).view(batch, heads, queries, keys)
-    if attn_mask is not None:
-        # Out of place: filling the view in place would make autograd copy the scores' gradient
-        # back and forth through their 3-d base.
-        scores = scores.masked_fill(attn_mask.logical_not(), float("-inf"))
-    weights = dropout(torch.softmax(scores, dim=-1), dropout_p)  # (B, heads, Tq, Tk)
-    return torch.bmm(weights.to(v.dtype).view(batch * heads, queries, keys), v3).view(batch, heads, queries, width)
