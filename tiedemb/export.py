@@ -58,9 +58,8 @@ def load_run_tokenizer(name: str, vocab_size: int, described: str):
 
 def find_tokenizer(checkpoint: Mapping[str, Any], path: Path, origin: str):
     """The tokenizer the run used, found from the data settings its checkpoint recorded
-    (``tiedemb.data.text.run_tokenizer``: from the folder the run started in, or the current one)."""
-    from tiedemb.data.text import run_tokenizer
-    from tiedemb.data.tokenizers import has_no_tokenizer
+    (``tiedemb.data.tokenizers.run_tokenizer``: from the folder the run started in, or the current one)."""
+    from tiedemb.data.tokenizers import has_no_tokenizer, run_tokenizer
 
     if has_no_tokenizer(checkpoint):
         vocab_size = (checkpoint.get("hyper_parameters") or {}).get("vocab_size")

@@ -109,7 +109,7 @@ def probabilities(module, tokenizer, examples: Examples, max_length: int, batch_
 
 def predict(args: argparse.Namespace) -> list[Path]:
     """Write the predictions (and the submission file); the files written."""
-    from tiedemb.data.text import run_tokenizer
+    from tiedemb.data.tokenizers import run_tokenizer
     from tiedemb.modules.glue import GlueModule, write_predictions
     from tiedemb.training.checkpoints import read_checkpoint
     from tiedemb.training.files import write_tsv

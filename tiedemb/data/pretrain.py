@@ -20,10 +20,9 @@ import torch
 from torch.utils.data import DataLoader, Dataset
 
 from tiedemb.data.collate import CausalCollator, MaskingCollator
-from tiedemb.data.sampling import KeyedDataset, ResumableTraining, loader_generator
+from tiedemb.data.sampling import KeyedDataset, ResumableTraining
 from tiedemb.data.synthetic import SPECIAL_TOKENS, MarkovCorpus
-from tiedemb.data.text_settings import TEXT_COLUMN, VAL_FRACTION
-from tiedemb.data.tokenizers import TOKENIZER_STATE, tokenizer_fingerprint
+from tiedemb.data.tokenizers import TEXT_COLUMN, TOKENIZER_STATE, VAL_FRACTION, tokenizer_fingerprint
 from tiedemb.errors import UserError
 from tiedemb.options import (
     Bounds,
@@ -114,15 +113,12 @@ class PretrainData(ResumableTraining, L.LightningDataModule):
     ) -> None:
         """
         Args:
-            dataset: a hub dataset name to pretrain on (``wikitext``), or a local folder of JSON lines
-                or parquet files, read through ``datasets``.
+            dataset: a hub dataset name (``wikitext``), or a local folder of JSON lines or parquet files.
             dataset_config: that dataset's configuration (``wikitext-2-raw-v1``).
-            train_files: local training text: UTF-8 ``.txt`` files, one document a line, globs allowed.
-            val_files: local validation text. Unset: the dataset's validation split, else ``val_fraction``
-                of the training documents.
+            train_files: local training text: UTF-8 ``.txt`` files, one document a line.
+            val_files: local validation text. Unset: the dataset's validation split, else ``val_fraction``.
             text_column: the column holding the text in ``dataset``.
-            tokenizer: a tokenizer folder or hub name. Unset: one trained on the training text
-                (WordPiece for mlm, byte-level BPE for clm), kept under ``cache_dir``.
+            tokenizer: a tokenizer folder or hub name. Unset: one trained on the training text, kept in ``cache_dir``.
             vocab_size: the size of the trained tokenizer, or of the embedded corpus (default 4096).
             block_size: tokens per training and validation block.
             batch_size: blocks per batch, in training and validation.
@@ -135,18 +131,14 @@ class PretrainData(ResumableTraining, L.LightningDataModule):
             num_workers: DataLoader worker processes.
             pin_memory: the DataLoader's page-locked batches (faster copies to a GPU).
             cache_dir: where tokenised text and trained tokenizers are kept (relative to the working folder).
-            seed: the training order and the training masks. Unset: the run's ``seed_everything``,
-                so one seed varies initialisation, data order and masks together.
-            corpus_seed: which data there is: the documents held out for validation (when no
-                ``val_files`` are given), the embedded corpus's chain and samples, and the
-                validation masks. Fixed across a study's seeds, so every run is scored on the same
-                validation tokens.
-            ood_val_files: a second validation text (local files), tokenised with the same
-                tokenizer and logged as ``val_ood/loss``: the out-of-domain column.
+            seed: the training order and the training masks. Unset: the run's ``seed_everything``.
+            corpus_seed: which data there is (the held-out documents, the embedded corpus, the validation
+                masks): fixed across a study's seeds, so every run is scored on the same tokens.
+            ood_val_files: a second validation text (local files), logged as ``val_ood/loss``.
             ood_val_blocks: at most this many blocks of ``ood_val_files`` (its first ones).
         """
         check_arguments("data", option_types(PretrainData.__init__), locals())
-        # One file (or glob) may be given alone; it is recorded, and read, as a list of one.
+        # One file may be given alone; it is recorded, and read, as a list of one.
         train_files, val_files, ood_val_files = (
             [files] if isinstance(files, str) else files for files in (train_files, val_files, ood_val_files)
         )
@@ -164,26 +156,19 @@ class PretrainData(ResumableTraining, L.LightningDataModule):
         self.tokenizer = None
         if self.source == "synthetic":
             corpus = self.corpus = MarkovCorpus(vocab_size=vocab_size or DEFAULT_SYNTHETIC_VOCAB, seed=corpus_seed)
-            self.vocab_size, self.pad_token_id, self.mask_token_id = (
-                corpus.vocab_size,
-                corpus.pad_token_id,
-                corpus.mask_token_id,
-            )
+            self.vocab_size, self.pad_token_id, self.mask_token_id = corpus.vocab_size, 0, corpus.mask_token_id
             self.special_token_ids = list(range(len(SPECIAL_TOKENS)))
         else:
             from tiedemb.data.text import plan_text  # datasets and pyarrow: real text only
 
-            # The tokenizer is decided now (loaded, or trained on the training text and kept): the
-            # vocabulary the model must match is its size. The text is tokenised in prepare_data.
+            # The tokenizer is decided now: the model's vocabulary is its size. The text is tokenised in prepare_data.
             self.text = plan_text(self.hparams, objective)
             tokenizer = self.tokenizer = self.text.tokenizer
             self.vocab_size = len(tokenizer)
             self.pad_token_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0
             self.mask_token_id = tokenizer.mask_token_id
             self.special_token_ids = list(tokenizer.all_special_ids)
-        # The resolved size is the one number the model is built with (linked by the CLI); the
-        # hyperparameters record it too, so the run's logged config holds one vocabulary size
-        # whatever decided it (the corpus default, a given tokenizer or a trained one).
+        # the resolved size, which the CLI links into the model, is the one the logged config holds
         self.save_hyperparameters({**self.hparams, "vocab_size": self.vocab_size, "seed": self.seed})
         self.stats: dict[str, float] = {}
         self.train_set: Dataset | None = None
@@ -306,13 +291,11 @@ class PretrainData(ResumableTraining, L.LightningDataModule):
             return self._loader(self.val_set, shuffle=False)
         return [self._loader(self.val_set, shuffle=False), self._loader(self.ood_val_set, shuffle=False)]
 
-    def test_dataloader(self) -> DataLoader | list[DataLoader]:
-        """The held-out text again: pretraining text has no third split."""
+    def test_dataloader(self) -> DataLoader | list[DataLoader]:  # pretraining text has no third split
         return self.val_dataloader()
 
     def _loader(self, dataset: Dataset, shuffle: bool) -> DataLoader:
         workers = self.hparams.num_workers
-        # The training order is resumable (see tiedemb.data.sampling); evaluation reads in order.
         sampler = (
             self.resumable_sampler(dataset, batch_size=self.batch_size, seed=self.seed, drop_last=True)
             if shuffle
@@ -327,7 +310,7 @@ class PretrainData(ResumableTraining, L.LightningDataModule):
             num_workers=workers,
             pin_memory=self.hparams.pin_memory,
             persistent_workers=workers > 0,
-            generator=loader_generator(self.seed),
+            generator=torch.Generator().manual_seed(self.seed),  # leaves the global generator alone
         )
 
     def _collator(self, validation: bool):
