@@ -122,7 +122,6 @@ class GlueData(ResumableTraining, LightningDataModule):
         return self._conform(self._load_hub()[split], split)
 
     def split_dataset(self, split: str) -> datasets.Dataset:
-        """The tokenised examples of one split (hub name), prepared on first use."""
         if split not in self._encoded:
             raw = self.raw_split(split)
             if split == "train" and self.hparams.max_train_samples is not None:
@@ -181,7 +180,6 @@ class GlueData(ResumableTraining, LightningDataModule):
         return self.task_dir / self.task_spec.classic.split_files[split]
 
     def _present(self, splits: tuple[str, ...]) -> list[str]:
-        """The splits there are: every one on the hub, the files there in a folder."""
         return list(splits) if self.task_dir is None else [split for split in splits if self._path(split).is_file()]
 
     def _load_hub(self) -> datasets.DatasetDict:
@@ -192,23 +190,12 @@ class GlueData(ResumableTraining, LightningDataModule):
         return self._hub_splits
 
     def _conform(self, dataset: datasets.Dataset, split: str) -> datasets.Dataset:
-        """A hub split reduced to the text columns, ``label`` ids and ``idx`` (the row number if missing),
-        still backed by the hub's Arrow files, so its tokenised copy is cached on disk."""
-        task, origin = self.task_spec, f"{self.hparams.hub_dataset}/{self.task_spec.name}"
+        """A hub split reduced to the text columns, ``label`` ids and ``idx``, still backed by the hub's
+        Arrow files, so its tokenised copy is cached on disk."""
+        task = self.task_spec
         labelled = split not in task.test_splits
-        required = [*task.text_columns, *(["label"] if labelled else [])]
-        missing = [column for column in required if column not in dataset.column_names]
-        if missing:
-            raise UserError(
-                f"{origin}: the {split} split lacks the column(s) {', '.join(missing)} "
-                f"(found: {', '.join(dataset.column_names) or 'none'})"
-            )
-        dataset = dataset.select_columns([column for column in (*required, "idx") if column in dataset.column_names])
-        if not labelled:
-            dataset = dataset.add_column("label", [UNLABELED] * len(dataset))
-        if "idx" not in dataset.column_names:
-            dataset = dataset.add_column("idx", list(range(len(dataset))))
-        return dataset
+        dataset = dataset.select_columns([*task.text_columns, *(["label"] if labelled else []), "idx"])
+        return dataset if labelled else dataset.add_column("label", [UNLABELED] * len(dataset))
 
 
 def _lengths(dataset: datasets.Dataset) -> list[int]:  # tokens per example, before padding

@@ -129,7 +129,6 @@ def prepare(
 
 
 def files_of(root: Path, location: str) -> list[Path]:
-    """The files a data set's location holds (itself, if it is a file), in sorted order."""
     place = root / location
     return [place] if place.is_file() else sorted(path for path in place.rglob("*") if path.is_file())
 
@@ -160,7 +159,6 @@ def from_hub(what: str, fetch: Callable[[], Any], advice: str = "") -> Any:
 
 
 def hub_splits(name: str) -> dict[str, Any]:
-    """A hub dataset's splits as Arrow tables, through ``datasets``' own loader and cache."""
     import datasets
 
     repo, config = HUB_DATASETS[name]

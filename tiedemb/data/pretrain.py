@@ -1,9 +1,5 @@
-"""Pretraining data: the embedded Markov corpus by default, real text when given.
-
-The vocabulary size and special-token ids are known right after construction (the tokenizer is
-loaded, or trained and kept, then), so the CLI links them into the model; the text is tokenised
-and cached in ``prepare_data`` and opened in ``setup``.
-"""
+"""Pretraining data: the embedded Markov corpus by default, real text when given. The vocabulary
+is known on construction (for the CLI to link into the model); text is tokenised in ``prepare_data``."""
 
 from __future__ import annotations
 
@@ -47,9 +43,8 @@ DEFAULT_SYNTHETIC_VOCAB = 4096
 
 
 def _check_source_options(source: str, options: dict[str, Any]) -> None:
-    """Refuse each setting the chosen source would ignore (``options``: the call's arguments); a
-    table entry's reason is ``False`` where the option is read. The embedded corpus's sizes are
-    only warned about: the study's recipe sets them, a data overlay replaces the corpus."""
+    """Refuse each setting the chosen source would ignore (its reason ``False`` where it is read); the
+    embedded corpus's sizes are only warned about: the study's recipe sets them, a data overlay replaces it."""
     if source == "dataset" and options.get("train_files"):
         raise UserError("data.dataset and data.train_files are both given; choose one source of text")
     synthetic = source == "synthetic"
@@ -176,8 +171,7 @@ class PretrainData(ResumableTraining, L.LightningDataModule):
         self.ood_val_set: Dataset | None = None
 
     def check_one_batch(self) -> None:
-        """Refuse training data of fewer blocks than one batch: every batch would be dropped and
-        Lightning would end the run at once, with nothing trained."""
+        """Refuse training data of fewer blocks than one batch: Lightning would end the run at once."""
         if self.source == "synthetic":
             blocks = self._synthetic_block_count(self.hparams.synthetic_tokens)
             more = "or raise data.synthetic_tokens"
@@ -207,12 +201,10 @@ class PretrainData(ResumableTraining, L.LightningDataModule):
         return described
 
     def prepare_data(self) -> None:
-        """Tokenise the text into blocks and cache them, once; the embedded corpus is drawn in ``setup``."""
         if self.text is not None:
             self.text.write()
 
     def setup(self, stage: str | None = None) -> None:
-        """Open the blocks ``prepare_data`` cached (or draw the embedded corpus's)."""
         if self.train_set is not None:
             return
         hp = self.hparams
@@ -222,10 +214,8 @@ class PretrainData(ResumableTraining, L.LightningDataModule):
                 stream = self.corpus.sample_documents(self._synthetic_block_count(tokens) * self.block_size, seed=seed)
                 return torch.from_numpy(np.ascontiguousarray(stream, dtype=np.int64)).view(-1, self.block_size)
 
-            train, val = (
-                blocks(hp.synthetic_tokens, hp.corpus_seed + 1),
-                blocks(hp.synthetic_val_tokens, hp.corpus_seed + 2),
-            )
+            train = blocks(hp.synthetic_tokens, hp.corpus_seed + 1)
+            val = blocks(hp.synthetic_val_tokens, hp.corpus_seed + 2)
             self.train_set, self.val_set = BlockTensor(train), BlockTensor(val)
             self.stats = {"train_tokens": float(train.numel()), "val_tokens": float(val.numel())}
         else:
@@ -263,7 +253,6 @@ class PretrainData(ResumableTraining, L.LightningDataModule):
 
     @functools.cached_property
     def tokenizer_fingerprint(self) -> str | None:
-        """The fingerprint of the run's tokenizer (``None`` for the embedded corpus), hashed once."""
         return tokenizer_fingerprint(self.tokenizer) if self.tokenizer is not None else None
 
     def state_dict(self) -> dict[str, Any]:
@@ -276,10 +265,9 @@ class PretrainData(ResumableTraining, L.LightningDataModule):
         recorded = state_dict.get(TOKENIZER_STATE)
         if recorded is not None and self.tokenizer_fingerprint not in (None, recorded):
             raise UserError(
-                "the checkpoint was trained with another tokenizer than the one prepared for this run "
-                f"(fingerprint {recorded}, now {self.tokenizer_fingerprint}): a trained tokenizer is "
-                "found again only while its text and data.cache_dir are unchanged, and training it again numbers "
-                "its tokens differently; pass the run's tokenizer folder with --data.tokenizer"
+                f"the checkpoint was trained with another tokenizer (fingerprint {recorded}, now "
+                f"{self.tokenizer_fingerprint}): a trained one is found again only while its text and "
+                "data.cache_dir are unchanged; pass the run's tokenizer folder with --data.tokenizer"
             )
         super().load_state_dict(state_dict)
 

@@ -134,7 +134,6 @@ class ResumableTraining:
         lengths: Sequence[int] = (),
         window: int = 0,
     ) -> ResumableSampler:
-        """The training loader's sampler, sharded over the trainer's processes."""
         trainer = getattr(self, "trainer", None)
         options = dict(
             seed=seed, keyed=keyed, drop_last=drop_last, lengths=lengths, batch_size=batch_size, window=window

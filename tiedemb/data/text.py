@@ -85,7 +85,6 @@ class TextCache:
         log.info("saved prepared text to %s", self.folder)
 
     def _cut(self, name: str, documents: datasets.Dataset, work: Path) -> tuple[datasets.Dataset, dict[str, int]]:
-        """One split's blocks and its counts, logged."""
         fingerprint = f"tiedemb-{self.folder.name}-{name}"
         tokenized = _tokenize_documents(documents, self.tokenizer, self.separator, self.num_proc, fingerprint)
         blocks, total, dropped = _blocks(tokenized, self.block_size, work / f"{name}-blocks.arrow")
@@ -106,7 +105,6 @@ class TextCache:
         return json.loads((self.folder / "stats.json").read_text())
 
     def open(self) -> dict[str, datasets.Dataset]:
-        """The saved splits, memory-mapped."""
         names = [name for name in ("train", "val", "ood_val") if (self.folder / name).is_dir()]
         opened = {name: datasets.load_from_disk(str(self.folder / name)) for name in names}
         log.info("prepared text in %s: %s", self.folder, {name: len(split) for name, split in opened.items()})

@@ -54,8 +54,8 @@ BYTE_ALPHABET_SIZE = 256  # byte-level BPE starts from all 256 byte symbols, cou
 
 
 def load_tokenizer(name_or_path: str | os.PathLike) -> PreTrainedTokenizerBase:
-    """Load a tokenizer from a directory or a hub name, with the padding and truncation some
-    ``tokenizer.json`` files preset switched off (tiedemb pads and truncates explicitly)."""
+    """A tokenizer from a directory or a hub name, the padding and truncation some ``tokenizer.json``
+    files preset switched off (tiedemb pads and truncates explicitly)."""
     text = str(name_or_path)
     path = Path(text).expanduser()
     looks_local = path.exists() or spelled_as_path(text)  # else a hub name or org/name
@@ -85,8 +85,7 @@ TOKENIZER_STATE = "tokenizer_fingerprint"  # the key of the fingerprint in a che
 
 
 def recorded_fingerprint(checkpoint: Mapping[str, Any]) -> str | None:
-    """The fingerprint of the tokenizer a pretraining checkpoint recorded, if any (Lightning stores
-    the data module's state under its class name)."""
+    """The fingerprint of the tokenizer a pretraining checkpoint recorded (in its data module's state), if any."""
     for value in checkpoint.values():
         if isinstance(value, Mapping) and isinstance(value.get(TOKENIZER_STATE), str):
             return value[TOKENIZER_STATE]
@@ -111,8 +110,7 @@ def tokenizer_fingerprint(tokenizer: PreTrainedTokenizerBase) -> str:
 
 
 def configure_for_objective(tokenizer: PreTrainedTokenizerBase, objective: str) -> int:
-    """Make sure the tokens an objective needs are set; return the document separator id (mlm:
-    ``sep``, needing ``pad`` and ``mask``; clm: ``eos`` or ``sep``, padding with it as GPT-2 does)."""
+    """The document separator id, the tokens ``objective`` needs checked (clm pads with it, as GPT-2 does)."""
     name = getattr(tokenizer, "name_or_path", "") or "the tokenizer"
     if objective == "clm":
         separator = tokenizer.eos_token if tokenizer.eos_token_id is not None else tokenizer.sep_token
@@ -133,7 +131,6 @@ def configure_for_objective(tokenizer: PreTrainedTokenizerBase, objective: str) 
 
 
 def check_vocab_size(kind: str, vocab_size: int | None) -> int:
-    """``vocab_size`` if a ``kind`` tokenizer can be trained to that size."""
     if vocab_size is None:
         raise UserError(
             "pass either `tokenizer` (a hub name or local directory) or `vocab_size` to train one on the training text"
@@ -149,8 +146,7 @@ def check_vocab_size(kind: str, vocab_size: int | None) -> int:
 
 
 def train_tokenizer(texts: Iterable[str], *, kind: str, vocab_size: int, save_dir: Path) -> PreTrainedTokenizerFast:
-    """A ``kind`` ("wordpiece" or "bpe") tokenizer of ``vocab_size`` tokens trained on ``texts`` and
-    saved in ``save_dir``, or the one already there (``texts`` unread)."""
+    """A ``kind`` tokenizer trained on ``texts`` and saved in ``save_dir``, or the one there (``texts`` unread)."""
     save_dir = Path(save_dir)
     save_dir.parent.mkdir(parents=True, exist_ok=True)
     # Training is not deterministic: cells run side by side that share a cache must share one
@@ -195,10 +191,7 @@ def _train_and_save(texts: Iterable[str], kind: str, vocab_size: int, save_dir: 
     tokenizer = PreTrainedTokenizerFast(tokenizer_object=backend, **SPECIALS_BY_KIND[kind])
     if len(tokenizer) != vocab_size:
         log.warning(
-            "the %s tokenizer has %d tokens, not %d: the training text is too small for more",
-            kind,
-            len(tokenizer),
-            vocab_size,
+            "%s tokenizer of %d tokens, not %d: the training text is too small", kind, len(tokenizer), vocab_size
         )
     with (
         disk_full_is_reported(save_dir.parent, "the trained tokenizer", DISK_REMEDY),
@@ -210,8 +203,7 @@ def _train_and_save(texts: Iterable[str], kind: str, vocab_size: int, save_dir: 
 
 
 def text_source(settings: Mapping[str, Any]) -> tuple[dict, list[Path], list[Path]]:
-    """What decides the text a run reads (its trained tokenizer's key), and its training and
-    validation files. A checkpoint from before ``corpus_seed`` split by ``seed``."""
+    """What decides the text a run reads (its trained tokenizer's key), and its training and validation files."""
     dataset = settings.get("dataset")
     train = expand_files(settings["train_files"], "train") if settings.get("train_files") else []
     val = expand_files(settings["val_files"], "val") if settings.get("val_files") else []
@@ -222,7 +214,7 @@ def text_source(settings: Mapping[str, Any]) -> tuple[dict, list[Path], list[Pat
         folder = Path(dataset).expanduser()
         source["files"] = file_identity(sorted(path for path in folder.rglob("*") if path.is_file()))
     if not val:  # the split itself may decide the validation text
-        seed = settings["corpus_seed"] if "corpus_seed" in settings else settings.get("seed", 0)
+        seed = settings["corpus_seed"] if "corpus_seed" in settings else settings.get("seed", 0)  # older runs: seed
         source |= {"val_fraction": settings.get("val_fraction", VAL_FRACTION), "seed": seed}
     return source, train, val
 
@@ -242,8 +234,7 @@ def expand_files(paths: list[str], role: str) -> list[Path]:
 
 
 def file_identity(paths: list[Path]) -> list[tuple[str, int, str]]:
-    """A file's path, size and content hash, not its modification time: a touched copy of the text
-    finds the tokenizer trained on it (a tokenizer trained again numbers its tokens differently)."""
+    """Path, size and content hash, not modification time: a touched copy finds the tokenizer trained on it."""
     return [(str(path), path.stat().st_size, file_sha256(path)) for path in paths]
 
 
@@ -254,9 +245,8 @@ def cache_key(parts: dict) -> str:
 def tokenizer_of_run(
     data: Mapping[str, Any], vocab_size: int, objective: str, fingerprint: str | None = None
 ) -> str | None:
-    """Where a pretraining run's tokenizer is, from its recorded data settings: the one it named, or
-    the one it trained in its ``data.cache_dir`` (of ``vocab_size`` tokens and the recorded
-    ``fingerprint``); ``None`` for the embedded corpus, or when the trained one is not found."""
+    """Where a pretraining run's tokenizer is, from its recorded data settings: the one it named, or the
+    one it trained in its ``data.cache_dir``; ``None`` for the embedded corpus, or when it is not found."""
     if data.get("tokenizer"):
         return str(data["tokenizer"])
     if not (data.get("dataset") or data.get("train_files")):
@@ -279,8 +269,8 @@ def tokenizer_of_run(
 
 
 def run_tokenizer(checkpoint: Mapping[str, Any], path: str | os.PathLike):
-    """The tokenizer a run's checkpoint was trained with, or ``None`` for the embedded corpus, found
-    from any folder (its paths looked for where the run started first, then here)."""
+    """The tokenizer a run's checkpoint was trained with (``None``: the embedded corpus), found from any
+    folder (its paths looked for where the run started first, then here)."""
     from tiedemb.training.evaluation import locate, run_folder
 
     if has_no_tokenizer(checkpoint):
