@@ -63,7 +63,7 @@ def test_a_file_without_a_line_break_is_refused_before_it_is_tokenised(tmp_path,
         prepare(vocab_size=100, train_files=[str(giant)], cache_dir=str(tmp_path / "c"))
     assert str(raised.value).startswith(
         f"train file {str(giant)!r}, line 1: a document of more than {8 << 20} bytes, too long to "
-        "tokenise in one piece; each line of a .txt file is one document, so break the text into lines"
+        "tokenise in one piece; break it into lines (each line of a .txt file is a document)"
     )
 
 

@@ -204,14 +204,13 @@ def make_tokenizer(name: str, work: Path, out: Path) -> str:
     return f"{len(copied)} files"
 
 
-MAKERS: dict[str, Callable[[str, Path, Path], str]] = {
+MAKERS: dict[str, Callable[[str, Path, Path], str]] = {  # (name, a scratch folder, where to write) -> a summary
     "brown": make_brown,
     "wikitext-2": make_wikitext,
     "mrpc": make_glue,
     "mnli": make_glue,
     "bert-base-uncased": make_tokenizer,
 }
-"""Name -> what makes it: (name, a scratch folder, where to write) -> a summary."""
 
 
 def brown_files(source: Path, unpack_to: Path) -> list[Path]:

@@ -112,11 +112,8 @@ class TextCache:
 
 
 def plan_text(settings: Mapping[str, Any], objective: str) -> TextCache:
-    """The tokenizer of the text ``settings`` (``PretrainData``'s) name, and its cache entry.
-
-    Without ``tokenizer`` one of ``vocab_size`` tokens is trained on the training text and kept in
-    the cache: the one text read before ``prepare_data``, as the model's vocabulary is its size.
-    """
+    """The tokenizer of the text ``settings`` (``PretrainData``'s) name, and its cache entry; without
+    ``tokenizer``, one trained on the training text (read now: the model's vocabulary is its size)."""
     kind = TOKENIZER_KIND[objective]
     source, train, val = text_source(settings)
     ood = expand_files(settings["ood_val_files"], "ood_val") if settings.get("ood_val_files") else []
@@ -242,8 +239,7 @@ def read_files(paths: list[Path], role: str, work_dir: Path) -> datasets.Dataset
         if too_long >= 0:
             raise UserError(
                 f"{role} file {str(path)!r}, line {too_long + 1}: a document of more than {MAX_DOCUMENT_BYTES} bytes, "
-                "too long to tokenise in one piece; each line of a .txt file is one document, so break the text "
-                "into lines of fewer bytes (one per paragraph, say)"
+                "too long to tokenise in one piece; break it into lines (each line of a .txt file is a document)"
             )
         parts.append(lines)
     if not parts:
