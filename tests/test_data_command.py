@@ -17,7 +17,7 @@ import pytest
 import yaml
 from data_sources import BROWN, MNLI, MRPC, TOKENIZER, WIKITEXT, write_made_up_brown
 
-from tiedemb.data.catalog import ENTRIES
+from tiedemb.data.preparing import ENTRIES
 from tiedemb.data_command import main
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -117,7 +117,7 @@ def test_a_download_goes_through_nltk_datasets_and_the_hub_and_writes_the_pinned
     data = tmp_path / "data"
     assert main(["prepare", *ENTRIES, "--dir", str(data)]) == 0
     shown = capsys.readouterr().out
-    assert all(f"{name}: {data / entry.location} (" in shown for name, entry in ENTRIES.items())
+    assert all(f"{name}: {data / location} (" in shown for name, location in ENTRIES.items())
     assert downloaders.asked == [
         ("nltk", "brown"),
         ("datasets", "Salesforce/wikitext", "wikitext-2-v1"),

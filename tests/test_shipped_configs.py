@@ -135,14 +135,14 @@ def strings(value):
 
 
 MADE_BY_A_RUN = {"data/tokenizers/brown-wordpiece-8192"}
-"""Paths a study makes from one of its runs (python -m tiedemb.data.keep_tokenizer), not data prepare."""
+"""Paths a study makes from one of its runs (python -m tiedemb.data.tokenizers), not data prepare."""
 
 
 def test_every_data_path_a_shipped_config_names_is_one_data_prepare_makes():
-    """So a missing one is reported with the command that makes it (tiedemb.data.catalog.prepare_hint)."""
+    """So a missing one is reported with the command that makes it (tiedemb.data.preparing.prepare_hint)."""
     import yaml
 
-    from tiedemb.data.catalog import entry_for
+    from tiedemb.data.preparing import entry_for
 
     named = {
         text
@@ -155,4 +155,4 @@ def test_every_data_path_a_shipped_config_names_is_one_data_prepare_makes():
     assert {"data/text/brown.txt", "data/glue", "data/tokenizers/bert-base-uncased"} <= named
     # data/glue is a GLUE data_dir: the task's folder in it (data/glue/MRPC) is what is looked up
     assert [path for path in sorted(named - {"data/glue"}) if entry_for(path) is None] == []
-    assert entry_for("data/glue/MNLI").name == "mnli"
+    assert entry_for("data/glue/MNLI") == "mnli"

@@ -743,8 +743,7 @@ def resolve_pretrained_tokenizer(model: Any, data: Any) -> None:
     if path.is_dir() or not path.suffix == ".ckpt":
         data_settings["tokenizer"] = str(pretrained)  # a transformers folder or hub name holds its tokenizer
         return
-    from tiedemb.data.text import tokenizer_of_run
-    from tiedemb.data.tokenizers import recorded_fingerprint
+    from tiedemb.data.tokenizers import recorded_fingerprint, tokenizer_of_run
 
     checkpoint = read_checkpoint(path)
     hparams = checkpoint.get("hyper_parameters") or {}

@@ -1,26 +1,16 @@
 """``tiedemb data prepare NAME ...``: fetch the data the studies read and write it under ``data/``.
 
-``python -m tiedemb.data_command prepare NAME ...`` is the same command. The work is in
-``tiedemb.data.preparing``; what each name is, in ``tiedemb.data.catalog``.
+``python -m tiedemb.data_command prepare NAME ...`` is the same command; the work is in
+``tiedemb.data.preparing``, what each name holds in README's Data section.
 """
 
 from __future__ import annotations
 
-import argparse
 import sys
 from pathlib import Path
 
-from tiedemb.data.catalog import CHECKSUMS, DATA_DIR, ENTRIES
+from tiedemb.data.preparing import CHECKSUMS, DATA_DIR, ENTRIES
 from tiedemb.training.exits import CommandParser, report_user_errors
-
-
-def names_table() -> str:
-    width = max(map(len, ENTRIES))
-    lines = ["names:"]
-    for entry in ENTRIES.values():
-        lines.append(f"  {entry.name:<{width}}  {entry.what}")
-        lines.append(f"  {'':<{width}}    into {entry.location}, from {entry.source}")
-    return "\n".join(lines)
 
 
 def parser() -> CommandParser:
@@ -33,8 +23,6 @@ def parser() -> CommandParser:
         f"files the shipped configs read and list their sha256 in {DATA_DIR}/{CHECKSUMS}. "
         "A data set already there is left as it is. Without the network, copy a data folder prepared elsewhere "
         f"(sha256sum -c {CHECKSUMS} in it checks the copy).",
-        epilog=names_table(),
-        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     prepare.add_argument("names", nargs="*", metavar="NAME", help=f"one or more of: {', '.join(ENTRIES)}")
     prepare.add_argument(

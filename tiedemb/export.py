@@ -32,8 +32,7 @@ RUNTIME_SETTINGS = {"num_proc", "num_workers", "pin_memory", "cache_dir", "encod
 def export_tokenizer(args: argparse.Namespace, checkpoint: Mapping[str, Any], vocab_size: int):
     """The tokenizer to write: none with ``--no-tokenizer``, ``--tokenizer``'s (of the model's vocabulary
     size), else the run's, found from the data settings its checkpoint recorded (``run_tokenizer``)."""
-    from tiedemb.data.text import run_tokenizer
-    from tiedemb.data.tokenizers import has_no_tokenizer, load_tokenizer
+    from tiedemb.data.tokenizers import has_no_tokenizer, load_tokenizer, run_tokenizer
 
     named = args.tokenizer
     if args.no_tokenizer:

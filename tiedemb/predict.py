@@ -101,7 +101,7 @@ def probabilities(module, tokenizer, texts: list[list[str]], max_length: int, ba
 
 def predict(args: argparse.Namespace) -> list[Path]:
     """Write the predictions (and the submission file); the files written."""
-    from tiedemb.data.text import run_tokenizer
+    from tiedemb.data.tokenizers import run_tokenizer
     from tiedemb.modules.glue import GlueModule, write_predictions
     from tiedemb.training.checkpoints import read_checkpoint
     from tiedemb.training.files import write_tsv

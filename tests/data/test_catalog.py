@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from tiedemb.data.catalog import entry_for, prepare_hint
+from tiedemb.data.preparing import entry_for, prepare_hint
 from tiedemb.errors import UserError
 
 
@@ -26,8 +26,7 @@ from tiedemb.errors import UserError
     ],
 )
 def test_a_path_is_matched_to_the_data_set_that_provides_it(path, name):
-    entry = entry_for(path)
-    assert (entry.name if entry else None) == name
+    assert entry_for(path) == name
     assert prepare_hint(path) == (f" (`tiedemb data prepare {name}` makes it)" if name else "")
 
 
@@ -38,15 +37,15 @@ def empty_folder(tmp_path, monkeypatch):
 
 
 def test_a_missing_text_file_names_the_command(empty_folder):
-    from tiedemb.data.text import _expand
+    from tiedemb.data.tokenizers import expand_files
 
     with pytest.raises(UserError) as raised:
-        _expand(["data/text/brown.txt"], "train")
+        expand_files(["data/text/brown.txt"], "train")
     assert str(raised.value) == (
         "train file 'data/text/brown.txt' does not exist (`tiedemb data prepare brown` makes it)"
     )
     with pytest.raises(UserError) as raised:
-        _expand(["corpus/mine.txt"], "train")
+        expand_files(["corpus/mine.txt"], "train")
     assert str(raised.value) == "train file 'corpus/mine.txt' does not exist"
 
 

@@ -9,7 +9,7 @@ import pytest
 import torch
 
 from tiedemb.data import GlueData
-from tiedemb.data.sampling import ResumableSampler, grouped_order, longest_first
+from tiedemb.data.sampling import ResumableSampler, grouped_order
 
 
 def random_lengths(count: int, seed: int = 0) -> list[int]:
@@ -116,10 +116,6 @@ def test_grouped_order_keeps_equal_lengths_in_permutation_order():
         [5, 0, 4, 1, 2, 3], lengths, batch_size=3, window=2, generator=torch.Generator().manual_seed(0)
     )
     assert sorted(map(tuple, batches_of(order, 3))) == [(0, 4, 2), (5, 1, 3)]
-
-
-def test_longest_first_sorts_by_decreasing_length_with_ties_by_index():
-    assert longest_first([2, 5, 2, 7, 5]) == [3, 1, 4, 0, 2]
 
 
 # -- GlueData ------------------------------------------------------------------------------------------

@@ -153,8 +153,13 @@ def test_the_baselines_command_refuses_the_embedded_corpus(tmp_path, capsys):
 
 
 def test_a_checkpoint_records_its_tokenizer_and_a_resume_with_another_is_refused(tmp_path):
-    from tiedemb.data.text import tokenizer_of_run
-    from tiedemb.data.tokenizers import TOKENIZER_STATE, load_tokenizer, recorded_fingerprint, tokenizer_fingerprint
+    from tiedemb.data.tokenizers import (
+        TOKENIZER_STATE,
+        load_tokenizer,
+        recorded_fingerprint,
+        tokenizer_fingerprint,
+        tokenizer_of_run,
+    )
 
     data = small_text(tmp_path, seed=3)
     state = data.state_dict()
@@ -173,5 +178,5 @@ def test_a_checkpoint_records_its_tokenizer_and_a_resume_with_another_is_refused
     assert tokenizer_of_run(recorded, len(data.tokenizer), "clm", fingerprint="another") is None
     renamed.rename(saved)
     data.load_state_dict(state)  # the same tokenizer: resumes
-    with pytest.raises(UserError, match="another tokenizer than the one prepared for this run"):
+    with pytest.raises(UserError, match="the checkpoint was trained with another tokenizer"):
         small_text(tmp_path, seed=3).load_state_dict({**state, TOKENIZER_STATE: "0123456789abcdef"})

@@ -20,30 +20,24 @@ from tiedemb.errors import UserError
 # --------------------------------------------------------------------------- not UTF-8
 
 
-def test_a_file_that_is_not_utf8_is_named_with_the_offset_and_line_of_its_first_bad_byte(tmp_path, small_tokenizer):
+def test_a_file_that_is_not_utf8_is_named_with_its_first_bad_byte(tmp_path, small_tokenizer):
     corpus = tmp_path / "latin1.txt"
-    good = b"doc one alpha\r\ndoc two beta\r\n"
-    corpus.write_bytes(good + "caf\u00e9 gamma\n".encode("latin-1"))
+    corpus.write_bytes(b"doc one alpha\r\ndoc two beta\r\n" + "caf\u00e9 gamma\n".encode("latin-1"))
     with pytest.raises(UserError) as raised:
         prepare(tokenizer=small_tokenizer, train_files=[str(corpus)], cache_dir=str(tmp_path / "c"))
-    assert str(raised.value).startswith(
-        f"train file {str(corpus)!r} is not UTF-8 text: byte 0xe9 at offset {len(good) + 3} (line 3) is not part of a "
-        "UTF-8 character. Convert the file to UTF-8"
-    )
-    assert str(raised.value).endswith("(e.g. iconv -f latin1 -t utf-8)")
+    message = str(raised.value)
+    assert message.startswith(f"train file {str(corpus)!r} is not UTF-8 text (convert it to UTF-8): "), message
+    assert "byte 0xe9" in message and "\n" not in message
     assert not (tmp_path / "c" / "text").exists() or not any((tmp_path / "c" / "text").iterdir())  # nothing left behind
 
 
-def test_the_offset_and_line_are_exact_whatever_the_line_ends_and_characters_before(tmp_path):
+def test_utf8_with_any_line_ends_and_a_byte_order_mark_is_read(tmp_path):
     clean = "\ufeffdoc \u00e9t\u00e9 \u4e2d\u6587\r\n\r\nline three \U0001f600\rline four\n".encode()
     path = tmp_path / "mixed.txt"
     path.write_bytes(clean)
     assert read_files([path], "train", tmp_path / "work")["text"][0] == "doc \u00e9t\u00e9 \u4e2d\u6587"
-    path.write_bytes(clean + b"five \xe4\xb8\n")  # a character cut short, then a line end
-    with pytest.raises(UserError, match=rf"val file .* byte 0xe4 at offset {len(clean) + 5} \(line 5\)"):
-        read_files([path], "val", tmp_path / "work")
-    path.write_bytes(clean + b"five \r six \xf0\x9f")  # cut short by the end of the file, after a lone \r
-    with pytest.raises(UserError, match=rf"val file .* byte 0xf0 at offset {len(clean) + 11} \(line 6\)"):
+    path.write_bytes(clean + b"five \r six \xf0\x9f")  # cut short by the end of the file
+    with pytest.raises(UserError, match=r"val file .*mixed.txt' is not UTF-8 text"):
         read_files([path], "val", tmp_path / "work")
 
 
@@ -69,7 +63,7 @@ def test_a_file_without_a_line_break_is_refused_before_it_is_tokenised(tmp_path,
         prepare(vocab_size=100, train_files=[str(giant)], cache_dir=str(tmp_path / "c"))
     assert str(raised.value).startswith(
         f"train file {str(giant)!r}, line 1: a document of more than {8 << 20} bytes, too long to "
-        "tokenise in one piece; each line of a .txt file is one document, so break the text into lines"
+        "tokenise in one piece; break it into lines (each line of a .txt file is a document)"
     )
 
 

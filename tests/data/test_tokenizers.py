@@ -82,11 +82,10 @@ def test_small_corpus_gives_fewer_tokens_with_a_warning(tmp_path, caplog):
 
 
 @pytest.mark.parametrize(("kind", "too_small", "smallest"), [("wordpiece", 5, 6), ("bpe", 261, 262)])
-def test_vocab_size_must_fit_the_special_tokens(kind, too_small, smallest, tmp_path):
+def test_vocab_size_must_fit_the_special_tokens(kind, too_small, smallest):
     with pytest.raises(UserError, match=rf"vocab_size={too_small} is too small.*at least {smallest}"):
-        train_tokenizer(["some text"], kind=kind, vocab_size=too_small, save_dir=tmp_path / "t")
+        check_vocab_size(kind, too_small)
     assert check_vocab_size(kind, smallest) == smallest
-    assert not (tmp_path / "t").exists()
 
 
 def test_bpe_vocab_error_mentions_the_byte_alphabet():

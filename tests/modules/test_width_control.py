@@ -71,7 +71,7 @@ def test_the_untied_control_trains_with_the_tied_heads_transform_and_logs_its_to
 
 
 def test_a_runs_trained_tokenizer_is_kept_as_the_folder_the_study_names(tmp_path, stand_in_data, capsys):
-    from tiedemb.data.keep_tokenizer import main as keep
+    from tiedemb.data.tokenizers import main as keep
 
     text = stand_in_data / "text"
     main(

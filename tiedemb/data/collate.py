@@ -73,7 +73,6 @@ class MaskingCollator:
         return output, labels
 
     def _draw(self, generator: torch.Generator | None, size: tuple[int, ...]) -> tuple[Tensor, Tensor, Tensor]:
-        """Which tokens to pick, how to corrupt them, and the random replacements."""
         return (
             torch.rand(size, generator=generator),
             torch.rand(size, generator=generator),

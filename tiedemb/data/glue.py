@@ -1,9 +1,7 @@
 """GLUE classification tasks as a LightningDataModule, from the hub or a classic ``glue_data`` folder.
 
 Each split becomes a ``datasets.Dataset`` with the hub's text columns, ``label`` (hub order, ``-1``
-unlabelled) and ``idx``, tokenised once with a batched ``map`` and padded per batch. The classic
-files are tab-separated with no quoting (sentences hold bare ``"``), may start with a byte-order
-mark, and test files carry an example index instead of a label.
+unlabelled) and ``idx``, tokenised once with a batched ``map`` and padded per batch.
 """
 
 from __future__ import annotations
@@ -15,14 +13,14 @@ from typing import Annotated
 import datasets
 import pyarrow
 import pyarrow.csv
+import torch
 from lightning import LightningDataModule
 from torch.utils.data import DataLoader
 from transformers import DataCollatorWithPadding, PreTrainedTokenizerBase
 
-from tiedemb.data.catalog import prepare_hint
 from tiedemb.data.glue_tasks import TASKS, GlueTask
-from tiedemb.data.preparing import from_hub
-from tiedemb.data.sampling import ResumableTraining, loader_generator, longest_first
+from tiedemb.data.preparing import from_hub, prepare_hint
+from tiedemb.data.sampling import ResumableTraining
 from tiedemb.data.tokenizers import load_tokenizer
 from tiedemb.errors import UserError, check_choice, first_line
 from tiedemb.options import (
@@ -41,12 +39,9 @@ UNLABELED = -1  # the label id of a test example, as on the hub
 
 
 class GlueData(ResumableTraining, LightningDataModule):
-    """One GLUE task, tokenised for a sentence(-pair) classifier.
-
-    ``num_labels``, ``vocab_size``, ``pad_token_id`` and the split names are known right after
-    construction, so the CLI links them into the model. The test loaders score the dev splits again
-    (GLUE hides test labels); the predict loaders run over the test splits, for submission files.
-    """
+    """One GLUE task, tokenised for a sentence(-pair) classifier; ``num_labels``, ``vocab_size`` and
+    ``pad_token_id`` are known on construction, for the CLI to link into the model. Test scores the
+    dev splits again (GLUE hides test labels); predict runs over the test splits."""
 
     def __init__(
         self,
@@ -84,11 +79,6 @@ class GlueData(ResumableTraining, LightningDataModule):
             raise no_effect(
                 "data.hub_dataset", hub_dataset, "with data.data_dir, which is read instead; give one source"
             )
-        if tokenizer == "pretrained":
-            raise UserError(
-                "data.tokenizer='pretrained' is resolved by the command line from model.pretrained; "
-                "outside it, pass the tokenizer itself"
-            )
         super().__init__()
         self.save_hyperparameters()
         self.task_spec: GlueTask = TASKS[check_choice("data.task", task, TASKS)]
@@ -107,13 +97,11 @@ class GlueData(ResumableTraining, LightningDataModule):
         self._hub_splits: datasets.DatasetDict | None = None
         self._encoded: dict[str, datasets.Dataset] = {}
 
-    def prepare_data(self) -> None:
-        """Download hub data once per machine; a local folder needs nothing."""
+    def prepare_data(self) -> None:  # hub data downloaded once per machine
         if self.task_dir is None:
             self._load_hub()
 
     def setup(self, stage: str | None = None) -> None:
-        """Read and tokenise the splits ``stage`` needs, each once."""
         for kind, expected, needed in (
             ("validation", self.task_spec.validation_splits, stage in ("fit", "validate", "test")),
             ("test", self.task_spec.test_splits, stage == "predict"),
@@ -131,16 +119,9 @@ class GlueData(ResumableTraining, LightningDataModule):
         """One split as read, untokenised: its text columns, ``label`` and ``idx``."""
         if self.task_dir is not None:
             return read_split(self._path(split), self.task_spec, split)
-        splits = self._load_hub()
-        if split not in splits:
-            name = self.hparams.hub_dataset
-            raise UserError(
-                f"hub dataset {name!r} ({self.task_spec.name}) has no split {split!r}; it has {', '.join(splits)}"
-            )
-        return self._conform(splits[split], split)
+        return self._conform(self._load_hub()[split], split)
 
     def split_dataset(self, split: str) -> datasets.Dataset:
-        """The tokenised examples of one split (hub name), prepared on first use."""
         if split not in self._encoded:
             raw = self.raw_split(split)
             if split == "train" and self.hparams.max_train_samples is not None:
@@ -182,12 +163,13 @@ class GlueData(ResumableTraining, LightningDataModule):
                 dataset, batch_size=batch_size, seed=seed, keyed=False, lengths=lengths, window=window
             )
         elif self.hparams.sort_eval_by_length:
-            dataset = dataset.select(longest_first(_lengths(dataset)))
+            lengths = _lengths(dataset)  # longest first, ties in index order: less padding, the same figures
+            dataset = dataset.select(sorted(range(len(lengths)), key=lambda index: -lengths[index]))
         return DataLoader(
             dataset,
             batch_size=batch_size,
             sampler=sampler,
-            generator=loader_generator(seed),
+            generator=torch.Generator().manual_seed(seed),  # leaves the global generator alone
             collate_fn=DataCollatorWithPadding(self.tokenizer),
             num_workers=self.hparams.num_workers,
             pin_memory=self.hparams.pin_memory,
@@ -198,7 +180,6 @@ class GlueData(ResumableTraining, LightningDataModule):
         return self.task_dir / self.task_spec.classic.split_files[split]
 
     def _present(self, splits: tuple[str, ...]) -> list[str]:
-        """The splits there are: every one on the hub, the files there in a folder."""
         return list(splits) if self.task_dir is None else [split for split in splits if self._path(split).is_file()]
 
     def _load_hub(self) -> datasets.DatasetDict:
@@ -209,28 +190,12 @@ class GlueData(ResumableTraining, LightningDataModule):
         return self._hub_splits
 
     def _conform(self, dataset: datasets.Dataset, split: str) -> datasets.Dataset:
-        """A hub split reduced to the text columns, ``label`` ids and ``idx`` (the row number if missing),
-        still backed by the hub's Arrow files, so its tokenised copy is cached on disk."""
-        task, origin = self.task_spec, f"{self.hparams.hub_dataset}/{self.task_spec.name}"
+        """A hub split reduced to the text columns, ``label`` ids and ``idx``, still backed by the hub's
+        Arrow files, so its tokenised copy is cached on disk."""
+        task = self.task_spec
         labelled = split not in task.test_splits
-        required = [*task.text_columns, *(["label"] if labelled else [])]
-        missing = [column for column in required if column not in dataset.column_names]
-        if missing:
-            raise UserError(
-                f"{origin}: the {split} split lacks the column(s) {', '.join(missing)} "
-                f"(found: {', '.join(dataset.column_names) or 'none'})"
-            )
-        dataset = dataset.select_columns([column for column in (*required, "idx") if column in dataset.column_names])
-        if labelled:
-            for row, label in enumerate(dataset["label"]):
-                if not isinstance(label, int) or not 0 <= label < task.num_labels:
-                    expected = f"expected an id 0-{task.num_labels - 1}"
-                    raise UserError(f"{origin}, row {row + 1}: label {label!r} is not valid ({expected})")
-        else:
-            dataset = dataset.add_column("label", [UNLABELED] * len(dataset))
-        if "idx" not in dataset.column_names:
-            dataset = dataset.add_column("idx", list(range(len(dataset))))
-        return dataset
+        dataset = dataset.select_columns([*task.text_columns, *(["label"] if labelled else []), "idx"])
+        return dataset if labelled else dataset.add_column("label", [UNLABELED] * len(dataset))
 
 
 def _lengths(dataset: datasets.Dataset) -> list[int]:  # tokens per example, before padding
@@ -240,10 +205,6 @@ def _lengths(dataset: datasets.Dataset) -> list[int]:  # tokens per example, bef
 def find_task_dir(data_dir: str | Path, task: GlueTask) -> Path:
     """The task folder, given either ``glue_data`` itself or its task subfolder."""
     layout, root = task.classic, Path(data_dir).expanduser()
-    if not root.is_dir():
-        raise UserError(
-            f"data_dir {str(root)!r} does not exist or is not a directory{prepare_hint(root / layout.folder)}"
-        )
     nested = root / layout.folder
     if nested.is_dir():
         return nested
@@ -251,7 +212,7 @@ def find_task_dir(data_dir: str | Path, task: GlueTask) -> Path:
         return root
     files = ", ".join(sorted(set(layout.split_files.values())))
     raise UserError(
-        f"data_dir {str(root)!r} holds no {layout.folder} data: expected the folder "
+        f"data_dir {str(root)!r} does not exist or holds no {layout.folder} data: expected the folder "
         f"{str(nested)!r} or the task files ({files}) directly in it{prepare_hint(nested)}"
     )
 
@@ -268,31 +229,27 @@ def read_split(path: Path, task: GlueTask, split: str) -> datasets.Dataset:
     columns = [*layout.text_columns, key]
     # No quoting: sentences hold bare ". Arrow's reader skips the byte-order mark and blank lines.
     parse = pyarrow.csv.ParseOptions(delimiter="\t", quote_char=False)
-    convert = pyarrow.csv.ConvertOptions(
-        include_columns=columns, column_types=dict.fromkeys(columns, pyarrow.string()), strings_can_be_null=False
-    )
+    types = dict.fromkeys(columns, pyarrow.string()) | ({} if labelled else {key: pyarrow.int64()})
+    convert = pyarrow.csv.ConvertOptions(include_columns=columns, column_types=types, strings_can_be_null=False)
     try:
         table = pyarrow.csv.read_csv(path, parse_options=parse, convert_options=convert)
     except pyarrow.ArrowException as error:  # a missing column, a short row, an empty file, bytes not UTF-8
         raise UserError(f"{path}: {first_line(error)}; is this {layout.folder}'s {split} file?") from None
     if not table.num_rows:
         raise UserError(f"{path}: the {split} file has a header but no examples")
+    texts = {hub: table.column(classic).to_pylist() for classic, hub in zip(layout.text_columns, task.text_columns)}
+    if not labelled:  # the example index, which submission files echo
+        return datasets.Dataset.from_dict(
+            texts | {"label": [UNLABELED] * table.num_rows, "idx": table.column(key).to_pylist()}
+        )
     values = [value.strip() for value in table.column(key).to_pylist()]
     label_ids = {value: number for number, value in enumerate(layout.label_values)}
-    valid = (lambda value: value in label_ids) if labelled else (lambda value: value.lstrip("-").isdigit())
-    row = next((row for row, value in enumerate(values) if not valid(value)), None)
-    if row is not None and labelled:
+    row = next((row for row, value in enumerate(values) if value not in label_ids), None)
+    if row is not None:
         raise UserError(
             f"{path}, row {row + 1}: label {values[row]!r} is not a {layout.folder} label "
             f"(expected one of {', '.join(layout.label_values)})"
         )
-    if row is not None:
-        raise UserError(f"{path}, row {row + 1}: example index {values[row]!r} is not an integer")
-    texts = {hub: table.column(classic).to_pylist() for classic, hub in zip(layout.text_columns, task.text_columns)}
-    if labelled:
-        return datasets.Dataset.from_dict(
-            texts | {"label": [label_ids[value] for value in values], "idx": list(range(len(values)))}
-        )
     return datasets.Dataset.from_dict(
-        texts | {"label": [UNLABELED] * len(values), "idx": [int(value) for value in values]}
+        texts | {"label": [label_ids[value] for value in values], "idx": list(range(len(values)))}
     )

@@ -1,18 +1,16 @@
-"""``tiedemb data prepare``: the named data sets (``tiedemb.data.catalog``) fetched and converted under the data folder.
+"""``tiedemb data prepare``: the data the shipped configs read, by name, fetched and converted under ``data/``.
 
-Brown comes through NLTK's downloader, WikiText-2, GLUE and the tokenizer from the Hugging Face
-hub; each is converted to the files the studies read (the converters need no network, so the tests
-hand them small files in each source's format): Brown to one document a line, tags removed and TeX
-quotes made plain; WikiText's rows back to the original ``wiki.*.tokens`` lines; GLUE's splits to
-the classic ``glue_data`` TSV files ``tiedemb.data.glue`` reads.
-
-Everything is asked for before anything is written. Each data set is made in a staging folder
-inside the data folder and renamed into place whole, so a failed download leaves no half-made
-file; ``SHA256SUMS`` then lists the sha256 of every file in place.
+Brown comes through NLTK's downloader, the rest from the Hugging Face hub; the converters need no
+network (the tests hand them small files in each source's format). Each data set is made in a
+staging folder inside the data folder and renamed into place whole, so a failed download leaves no
+half-made file; ``SHA256SUMS`` lists the sha256 of every file in place. A loader that misses one
+of these files says the command that makes it (``prepare_hint``). Free of heavy imports: error
+paths and the sweep reader ask it for hints.
 """
 
 from __future__ import annotations
 
+import hashlib
 import importlib
 import os
 import re
@@ -20,27 +18,59 @@ import shutil
 import tempfile
 import zipfile
 from collections.abc import Callable, Iterable, Mapping
-from pathlib import Path
+from pathlib import Path, PurePath
 from typing import Any
 
-from tiedemb.data.catalog import CHECKSUMS, DATA_DIR, ENTRIES, Entry, file_sha256
 from tiedemb.data.glue_tasks import TASKS, GlueTask
 from tiedemb.errors import UserError, first_line
 from tiedemb.training.files import atomic_write_text, disk_full_is_reported, ordinary_permissions
+
+DATA_DIR = Path("data")  # relative to the working folder, as the shipped configs read it
+CHECKSUMS = "SHA256SUMS"  # sha256sum's format, one prepared file a line
+ENTRIES = {
+    "brown": "text/brown.txt",
+    "wikitext-2": "text/wikitext-2-valid.txt",
+    "mrpc": "glue/MRPC",
+    "mnli": "glue/MNLI",
+    "bert-base-uncased": "tokenizers/bert-base-uncased",
+}
+"""Name -> the file or folder it is, in the data folder (README's Data section: what each holds)."""
+
+
+def file_sha256(path: str | os.PathLike) -> str:
+    """The sha256 of a file's bytes (``CHECKSUMS`` lists them; cache keys hold them)."""
+    digest = hashlib.sha256()
+    with open(path, "rb") as handle:
+        for block in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def entry_for(path: str | os.PathLike) -> str | None:
+    """The name of the data set whose file or folder ``path`` is, or lies in, under a folder named ``data``."""
+    parts = PurePath(os.path.expanduser(str(path))).parts
+    for name, location in ENTRIES.items():
+        wanted = (DATA_DIR.name, *PurePath(location).parts)
+        if any(parts[start : start + len(wanted)] == wanted for start in range(len(parts) - len(wanted) + 1)):
+            return name
+    return None
+
+
+def prepare_hint(path: str | os.PathLike) -> str:
+    """`` (`tiedemb data prepare NAME` makes it)`` for a missing path a named data set provides, else ``""``."""
+    name = entry_for(path)
+    return f" (`tiedemb data prepare {name}` makes it)" if name is not None else ""
+
 
 HUB_DATASETS = {
     "wikitext-2": ("Salesforce/wikitext", "wikitext-2-v1"),
     "mrpc": ("nyu-mll/glue", "mrpc"),
     "mnli": ("nyu-mll/glue", "mnli"),
 }
-"""Name -> (hub dataset, configuration)."""
+# the model's config.json too: it names the tokenizer's class where tokenizer_config.json does not
 TOKENIZER_FILES = ("config.json", "special_tokens_map.json", "tokenizer.json", "tokenizer_config.json", "vocab.txt")
-"""What a tokenizer folder holds: the model's config.json too, which names the tokenizer's class when
-tokenizer_config.json does not (bert-base-uncased's)."""
-BROWN_FILE = re.compile(r"c[a-z]\d\d")
-"""The names of Brown's tagged files, as NLTK's corpus reader finds them (its fileids)."""
-BROWN_QUOTES = {"``": '"', "''": '"'}
-"""NLTK's Brown writes quotes as TeX does; the studies' text has plain ``"`` (a token of its own)."""
+BROWN_FILE = re.compile(r"c[a-z]\d\d")  # the names of Brown's tagged files, as NLTK's reader finds them
+BROWN_QUOTES = {"``": '"', "''": '"'}  # NLTK's Brown writes quotes as TeX does; the studies' text has plain ones
 
 
 def prepare(
@@ -59,38 +89,36 @@ def prepare(
             raise UserError(
                 "preparing brown downloads it with NLTK, which is not installed: pip install 'tiedemb[data]'"
             ) from None
-    if root.exists() and not root.is_dir():
-        raise UserError(f"the data folder {str(root)!r} is a file")
     todo = []
-    for entry in (ENTRIES[name] for name in dict.fromkeys(names)):
-        if (root / entry.location).exists() and not force:
-            echo(f"{entry.name}: {root / entry.location} is there (--force makes it again)")
+    for name in dict.fromkeys(names):
+        if (root / ENTRIES[name]).exists() and not force:
+            echo(f"{name}: {root / ENTRIES[name]} is there (--force makes it again)")
         else:
-            todo.append(entry)
+            todo.append(name)
     made_root = not root.exists()
     written: list[Path] = []
     try:
-        for entry in todo:
+        for name in todo:
             root.mkdir(parents=True, exist_ok=True)
-            target = root / entry.location
+            location = ENTRIES[name]
+            target = root / location
             work = Path(tempfile.mkdtemp(prefix=".prepare-", dir=root))
             try:
-                staged = work / "out" / entry.location
+                staged = work / "out" / location
                 staged.parent.mkdir(parents=True)
-                with disk_full_is_reported(root, entry.location, "prepare it into another folder with --dir"):
-                    summary = MAKERS[entry.name](entry, work, staged)
+                with disk_full_is_reported(root, location, "prepare it into another folder with --dir"):
+                    summary = MAKERS[name](name, work, staged)
                 ordinary_permissions(work / "out")  # mkdtemp's folder is private; what goes in place is not
                 # What was there goes aside first, and is deleted with the staging folder.
                 if target.is_symlink() or target.exists():
                     target.rename(work / "replaced")
                 target.parent.mkdir(parents=True, exist_ok=True)
                 os.replace(staged, target)
-                record_checksums(root, entry.location)
+                record_checksums(root, location)
             finally:
                 shutil.rmtree(work, ignore_errors=True)
-            size = sum(path.stat().st_size for path in files_of(root, entry.location))
-            shown = f"{size / 1e6:.1f} MB" if size >= 100_000 else f"{size / 1e3:.1f} kB"
-            echo(f"{entry.name}: {target} ({summary}, {shown})")
+            size = sum(path.stat().st_size for path in files_of(root, location))
+            echo(f"{name}: {target} ({summary}, {size / 1e6:.1f} MB)")
             written.append(target)
     finally:
         if made_root and not written:
@@ -101,7 +129,6 @@ def prepare(
 
 
 def files_of(root: Path, location: str) -> list[Path]:
-    """The files a data set's location holds (itself, if it is a file), in sorted order."""
     place = root / location
     return [place] if place.is_file() else sorted(path for path in place.rglob("*") if path.is_file())
 
@@ -132,7 +159,6 @@ def from_hub(what: str, fetch: Callable[[], Any], advice: str = "") -> Any:
 
 
 def hub_splits(name: str) -> dict[str, Any]:
-    """A hub dataset's splits as Arrow tables, through ``datasets``' own loader and cache."""
     import datasets
 
     repo, config = HUB_DATASETS[name]
@@ -141,7 +167,7 @@ def hub_splits(name: str) -> dict[str, Any]:
     return {split: dataset.data for split, dataset in loaded.items()}
 
 
-def make_brown(entry: Entry, work: Path, out: Path) -> str:
+def make_brown(name: str, work: Path, out: Path) -> str:
     import nltk
 
     target = work / "nltk_data"
@@ -156,42 +182,35 @@ def make_brown(entry: Entry, work: Path, out: Path) -> str:
     return f"{write_brown(brown_files(folder if folder.is_dir() else archive, work / 'unpacked'), out)} documents"
 
 
-def make_wikitext(entry: Entry, work: Path, out: Path) -> str:
-    return f"{write_wikitext(hub_splits(entry.name)['validation'].column('text').to_pylist(), out)} lines"
+def make_wikitext(name: str, work: Path, out: Path) -> str:
+    return f"{write_wikitext(hub_splits(name)['validation'].column('text').to_pylist(), out)} lines"
 
 
-def make_glue(entry: Entry, work: Path, out: Path) -> str:
-    written = write_glue(TASKS[entry.name], hub_splits(entry.name), out)
+def make_glue(name: str, work: Path, out: Path) -> str:
+    written = write_glue(TASKS[name], hub_splits(name), out)
     return ", ".join(f"{name} {rows} rows" for name, rows in written.items())
 
 
-def make_tokenizer(entry: Entry, work: Path, out: Path) -> str:
+def make_tokenizer(name: str, work: Path, out: Path) -> str:
     """The tokenizer's files as the hub holds them (not the weights), copied byte for byte, so their
-    checksums do not depend on the transformers version; checked to load."""
+    checksums do not depend on the transformers version."""
     from huggingface_hub import snapshot_download
-    from transformers import AutoTokenizer
 
-    repo = entry.name  # the hub model whose tokenizer it is
-    fetch = lambda: Path(snapshot_download(repo, allow_patterns=list(TOKENIZER_FILES)))  # noqa: E731
-    folder = from_hub(f"the tokenizer of {repo}", fetch)
+    folder = from_hub(
+        f"the tokenizer of {name}", lambda: Path(snapshot_download(name, allow_patterns=list(TOKENIZER_FILES)))
+    )
     out.mkdir()
-    for path in (folder / name for name in TOKENIZER_FILES if (folder / name).is_file()):
-        shutil.copyfile(path, out / path.name)
-    try:
-        tokenizer = AutoTokenizer.from_pretrained(str(out))
-    except Exception as error:  # OSError for a missing file; others for a broken one
-        raise UserError(f"the tokenizer files of {str(folder)!r} do not load: {first_line(error)}") from None
-    return f"{len(tokenizer)} tokens"
+    copied = [shutil.copyfile(folder / file, out / file) for file in TOKENIZER_FILES if (folder / file).is_file()]
+    return f"{len(copied)} files"
 
 
-MAKERS: dict[str, Callable[[Entry, Path, Path], str]] = {
+MAKERS: dict[str, Callable[[str, Path, Path], str]] = {  # (name, a scratch folder, where to write) -> a summary
     "brown": make_brown,
     "wikitext-2": make_wikitext,
     "mrpc": make_glue,
     "mnli": make_glue,
     "bert-base-uncased": make_tokenizer,
 }
-"""Name -> what makes it: (entry, a scratch folder, where to write) -> a summary."""
 
 
 def brown_files(source: Path, unpack_to: Path) -> list[Path]:

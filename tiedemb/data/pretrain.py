@@ -1,9 +1,5 @@
-"""Pretraining data: the embedded Markov corpus by default, real text when given.
-
-The vocabulary size and special-token ids are known right after construction (the tokenizer is
-loaded, or trained and kept, then), so the CLI links them into the model; the text is tokenised
-and cached in ``prepare_data`` and opened in ``setup``.
-"""
+"""Pretraining data: the embedded Markov corpus by default, real text when given. The vocabulary
+is known on construction (for the CLI to link into the model); text is tokenised in ``prepare_data``."""
 
 from __future__ import annotations
 
@@ -20,10 +16,9 @@ import torch
 from torch.utils.data import DataLoader, Dataset
 
 from tiedemb.data.collate import CausalCollator, MaskingCollator
-from tiedemb.data.sampling import KeyedDataset, ResumableTraining, loader_generator
+from tiedemb.data.sampling import KeyedDataset, ResumableTraining
 from tiedemb.data.synthetic import SPECIAL_TOKENS, MarkovCorpus
-from tiedemb.data.text_settings import TEXT_COLUMN, VAL_FRACTION
-from tiedemb.data.tokenizers import TOKENIZER_STATE, tokenizer_fingerprint
+from tiedemb.data.tokenizers import TEXT_COLUMN, TOKENIZER_STATE, VAL_FRACTION, tokenizer_fingerprint
 from tiedemb.errors import UserError
 from tiedemb.options import (
     Bounds,
@@ -48,9 +43,8 @@ DEFAULT_SYNTHETIC_VOCAB = 4096
 
 
 def _check_source_options(source: str, options: dict[str, Any]) -> None:
-    """Refuse each setting the chosen source would ignore (``options``: the call's arguments); a
-    table entry's reason is ``False`` where the option is read. The embedded corpus's sizes are
-    only warned about: the study's recipe sets them, a data overlay replaces the corpus."""
+    """Refuse each setting the chosen source would ignore (its reason ``False`` where it is read); the
+    embedded corpus's sizes are only warned about: the study's recipe sets them, a data overlay replaces it."""
     if source == "dataset" and options.get("train_files"):
         raise UserError("data.dataset and data.train_files are both given; choose one source of text")
     synthetic = source == "synthetic"
@@ -114,15 +108,12 @@ class PretrainData(ResumableTraining, L.LightningDataModule):
     ) -> None:
         """
         Args:
-            dataset: a hub dataset name to pretrain on (``wikitext``), or a local folder of JSON lines
-                or parquet files, read through ``datasets``.
+            dataset: a hub dataset name (``wikitext``), or a local folder of JSON lines or parquet files.
             dataset_config: that dataset's configuration (``wikitext-2-raw-v1``).
-            train_files: local training text: UTF-8 ``.txt`` files, one document a line, globs allowed.
-            val_files: local validation text. Unset: the dataset's validation split, else ``val_fraction``
-                of the training documents.
+            train_files: local training text: UTF-8 ``.txt`` files, one document a line.
+            val_files: local validation text. Unset: the dataset's validation split, else ``val_fraction``.
             text_column: the column holding the text in ``dataset``.
-            tokenizer: a tokenizer folder or hub name. Unset: one trained on the training text
-                (WordPiece for mlm, byte-level BPE for clm), kept under ``cache_dir``.
+            tokenizer: a tokenizer folder or hub name. Unset: one trained on the training text, kept in ``cache_dir``.
             vocab_size: the size of the trained tokenizer, or of the embedded corpus (default 4096).
             block_size: tokens per training and validation block.
             batch_size: blocks per batch, in training and validation.
@@ -135,18 +126,14 @@ class PretrainData(ResumableTraining, L.LightningDataModule):
             num_workers: DataLoader worker processes.
             pin_memory: the DataLoader's page-locked batches (faster copies to a GPU).
             cache_dir: where tokenised text and trained tokenizers are kept (relative to the working folder).
-            seed: the training order and the training masks. Unset: the run's ``seed_everything``,
-                so one seed varies initialisation, data order and masks together.
-            corpus_seed: which data there is: the documents held out for validation (when no
-                ``val_files`` are given), the embedded corpus's chain and samples, and the
-                validation masks. Fixed across a study's seeds, so every run is scored on the same
-                validation tokens.
-            ood_val_files: a second validation text (local files), tokenised with the same
-                tokenizer and logged as ``val_ood/loss``: the out-of-domain column.
+            seed: the training order and the training masks. Unset: the run's ``seed_everything``.
+            corpus_seed: which data there is (the held-out documents, the embedded corpus, the validation
+                masks): fixed across a study's seeds, so every run is scored on the same tokens.
+            ood_val_files: a second validation text (local files), logged as ``val_ood/loss``.
             ood_val_blocks: at most this many blocks of ``ood_val_files`` (its first ones).
         """
         check_arguments("data", option_types(PretrainData.__init__), locals())
-        # One file (or glob) may be given alone; it is recorded, and read, as a list of one.
+        # One file may be given alone; it is recorded, and read, as a list of one.
         train_files, val_files, ood_val_files = (
             [files] if isinstance(files, str) else files for files in (train_files, val_files, ood_val_files)
         )
@@ -164,26 +151,19 @@ class PretrainData(ResumableTraining, L.LightningDataModule):
         self.tokenizer = None
         if self.source == "synthetic":
             corpus = self.corpus = MarkovCorpus(vocab_size=vocab_size or DEFAULT_SYNTHETIC_VOCAB, seed=corpus_seed)
-            self.vocab_size, self.pad_token_id, self.mask_token_id = (
-                corpus.vocab_size,
-                corpus.pad_token_id,
-                corpus.mask_token_id,
-            )
+            self.vocab_size, self.pad_token_id, self.mask_token_id = corpus.vocab_size, 0, corpus.mask_token_id
             self.special_token_ids = list(range(len(SPECIAL_TOKENS)))
         else:
             from tiedemb.data.text import plan_text  # datasets and pyarrow: real text only
 
-            # The tokenizer is decided now (loaded, or trained on the training text and kept): the
-            # vocabulary the model must match is its size. The text is tokenised in prepare_data.
+            # The tokenizer is decided now: the model's vocabulary is its size. The text is tokenised in prepare_data.
             self.text = plan_text(self.hparams, objective)
             tokenizer = self.tokenizer = self.text.tokenizer
             self.vocab_size = len(tokenizer)
             self.pad_token_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0
             self.mask_token_id = tokenizer.mask_token_id
             self.special_token_ids = list(tokenizer.all_special_ids)
-        # The resolved size is the one number the model is built with (linked by the CLI); the
-        # hyperparameters record it too, so the run's logged config holds one vocabulary size
-        # whatever decided it (the corpus default, a given tokenizer or a trained one).
+        # the resolved size, which the CLI links into the model, is the one the logged config holds
         self.save_hyperparameters({**self.hparams, "vocab_size": self.vocab_size, "seed": self.seed})
         self.stats: dict[str, float] = {}
         self.train_set: Dataset | None = None
@@ -191,8 +171,7 @@ class PretrainData(ResumableTraining, L.LightningDataModule):
         self.ood_val_set: Dataset | None = None
 
     def check_one_batch(self) -> None:
-        """Refuse training data of fewer blocks than one batch: every batch would be dropped and
-        Lightning would end the run at once, with nothing trained."""
+        """Refuse training data of fewer blocks than one batch: Lightning would end the run at once."""
         if self.source == "synthetic":
             blocks = self._synthetic_block_count(self.hparams.synthetic_tokens)
             more = "or raise data.synthetic_tokens"
@@ -222,12 +201,10 @@ class PretrainData(ResumableTraining, L.LightningDataModule):
         return described
 
     def prepare_data(self) -> None:
-        """Tokenise the text into blocks and cache them, once; the embedded corpus is drawn in ``setup``."""
         if self.text is not None:
             self.text.write()
 
     def setup(self, stage: str | None = None) -> None:
-        """Open the blocks ``prepare_data`` cached (or draw the embedded corpus's)."""
         if self.train_set is not None:
             return
         hp = self.hparams
@@ -237,10 +214,8 @@ class PretrainData(ResumableTraining, L.LightningDataModule):
                 stream = self.corpus.sample_documents(self._synthetic_block_count(tokens) * self.block_size, seed=seed)
                 return torch.from_numpy(np.ascontiguousarray(stream, dtype=np.int64)).view(-1, self.block_size)
 
-            train, val = (
-                blocks(hp.synthetic_tokens, hp.corpus_seed + 1),
-                blocks(hp.synthetic_val_tokens, hp.corpus_seed + 2),
-            )
+            train = blocks(hp.synthetic_tokens, hp.corpus_seed + 1)
+            val = blocks(hp.synthetic_val_tokens, hp.corpus_seed + 2)
             self.train_set, self.val_set = BlockTensor(train), BlockTensor(val)
             self.stats = {"train_tokens": float(train.numel()), "val_tokens": float(val.numel())}
         else:
@@ -278,7 +253,6 @@ class PretrainData(ResumableTraining, L.LightningDataModule):
 
     @functools.cached_property
     def tokenizer_fingerprint(self) -> str | None:
-        """The fingerprint of the run's tokenizer (``None`` for the embedded corpus), hashed once."""
         return tokenizer_fingerprint(self.tokenizer) if self.tokenizer is not None else None
 
     def state_dict(self) -> dict[str, Any]:
@@ -291,10 +265,9 @@ class PretrainData(ResumableTraining, L.LightningDataModule):
         recorded = state_dict.get(TOKENIZER_STATE)
         if recorded is not None and self.tokenizer_fingerprint not in (None, recorded):
             raise UserError(
-                "the checkpoint was trained with another tokenizer than the one prepared for this run "
-                f"(fingerprint {recorded}, now {self.tokenizer_fingerprint}): a trained tokenizer is "
-                "found again only while its text and data.cache_dir are unchanged, and training it again numbers "
-                "its tokens differently; pass the run's tokenizer folder with --data.tokenizer"
+                f"the checkpoint was trained with another tokenizer (fingerprint {recorded}, now "
+                f"{self.tokenizer_fingerprint}): a trained one is found again only while its text and "
+                "data.cache_dir are unchanged; pass the run's tokenizer folder with --data.tokenizer"
             )
         super().load_state_dict(state_dict)
 
@@ -306,13 +279,11 @@ class PretrainData(ResumableTraining, L.LightningDataModule):
             return self._loader(self.val_set, shuffle=False)
         return [self._loader(self.val_set, shuffle=False), self._loader(self.ood_val_set, shuffle=False)]
 
-    def test_dataloader(self) -> DataLoader | list[DataLoader]:
-        """The held-out text again: pretraining text has no third split."""
+    def test_dataloader(self) -> DataLoader | list[DataLoader]:  # pretraining text has no third split
         return self.val_dataloader()
 
     def _loader(self, dataset: Dataset, shuffle: bool) -> DataLoader:
         workers = self.hparams.num_workers
-        # The training order is resumable (see tiedemb.data.sampling); evaluation reads in order.
         sampler = (
             self.resumable_sampler(dataset, batch_size=self.batch_size, seed=self.seed, drop_last=True)
             if shuffle
@@ -327,7 +298,7 @@ class PretrainData(ResumableTraining, L.LightningDataModule):
             num_workers=workers,
             pin_memory=self.hparams.pin_memory,
             persistent_workers=workers > 0,
-            generator=loader_generator(self.seed),
+            generator=torch.Generator().manual_seed(self.seed),  # leaves the global generator alone
         )
 
     def _collator(self, validation: bool):

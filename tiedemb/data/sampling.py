@@ -1,16 +1,14 @@
 """Training data order that survives a restart, and batches of similar length for padded data (GLUE).
 
-A run restarted from its checkpoint sees exactly the batches an uninterrupted run would have:
 ``ResumableSampler`` draws each epoch's order from ``(seed, epoch)`` alone and can start at an
 offset; ``KeyedDataset`` tags each example with its ``(epoch, index)``, from which the MLM collator
 seeds its mask; ``ResumableTraining`` stores the fit loop's position in each checkpoint. (Lightning's
 own loader states are a batch ahead of the loop, and are skipped when ``configure_optimizers`` reads
 ``trainer.estimated_stepping_batches``, Lightning issue 20550.)
 
-A ``window`` cuts padding (MRPC's random batches of 32 pad to 80 tokens for a mean of
-53): each epoch's permutation is cut into windows of ``window`` batches, each window sorted by
-length and cut into batches, and the batches shuffled. The order still depends on
-``(seed, epoch)`` alone; which examples share a batch changes the results, so it is off by default.
+A ``window`` cuts padding: each epoch's permutation is cut into windows of ``window`` batches, each
+sorted by length and cut into batches, and the batches shuffled (off by default: which examples
+share a batch changes the results).
 """
 
 from __future__ import annotations
@@ -38,8 +36,7 @@ def _splitmix64(value: int) -> int:
 
 
 def example_seed(seed: int, epoch: int, index: int) -> int:
-    """A generator seed for one example in one epoch, hashed to the 32 bits torch's CPU generator uses
-    (bit fields for seed, epoch and index would make epochs collide)."""
+    """A generator seed for one example in one epoch, hashed to the 32 bits torch's CPU generator uses."""
     value = 0
     for part in (seed, epoch, index):
         value = _splitmix64(value ^ (part & _MASK64))
@@ -63,9 +60,8 @@ class KeyedDataset(Dataset):
 
 class ResumableSampler(DistributedSampler):
     """Each epoch a permutation seeded by ``(seed, epoch)``, this process's share of it, from an offset,
-    as ``(epoch, index)`` keys (plain indices with ``keyed=False``); with a ``window``, batches of
-    similar ``lengths`` (module docstring; ``batch_size`` per process). A ``DistributedSampler``, so
-    that Lightning neither replaces nor wraps it under DDP."""
+    as ``(epoch, index)`` keys (plain indices with ``keyed=False``). A ``DistributedSampler``, so that
+    Lightning neither replaces nor wraps it under DDP."""
 
     def __init__(
         self,
@@ -83,16 +79,13 @@ class ResumableSampler(DistributedSampler):
         self.resume_offset = 0
 
     def resume_at(self, epoch: int, offset: int) -> None:
-        """Start epoch ``epoch`` at its ``offset``-th example (of this process's share)."""
         self.set_epoch(epoch)
         self.resume_epoch, self.resume_offset = epoch, max(0, offset)
 
     def share(self) -> list[int]:
-        """This process's indices of the current epoch."""
         if not (self.window and self.shuffle):
             return list(super().__iter__())
-        # Not transformers' get_length_grouped_indices: it leaves each window's batches longest first
-        # and the partial batch inside the last window; here the batches are shuffled, the partial last.
+        # Not transformers' get_length_grouped_indices: it leaves each window's batches longest first.
         generator = torch.Generator().manual_seed(self.seed + self.epoch)
         permutation = torch.randperm(len(self.lengths), generator=generator).tolist()
         order = grouped_order(permutation, self.lengths, self.batch_size * self.num_replicas, self.window, generator)
@@ -123,16 +116,6 @@ def grouped_order(
     return [index for position in shuffled for index in batches[position]] + list(permutation[full:])
 
 
-def longest_first(lengths: Sequence[int]) -> list[int]:
-    """Indices by decreasing length (ties in index order): evaluation padded less, with the same results."""
-    return sorted(range(len(lengths)), key=lambda index: -lengths[index])
-
-
-def loader_generator(seed: int) -> torch.Generator:
-    """A DataLoader's own generator, so creating its iterator leaves the global RNG alone."""
-    return torch.Generator().manual_seed(seed)
-
-
 class ResumableTraining:
     """Mixin for a LightningDataModule whose training sampler comes from ``resumable_sampler``."""
 
@@ -151,8 +134,6 @@ class ResumableTraining:
         lengths: Sequence[int] = (),
         window: int = 0,
     ) -> ResumableSampler:
-        """The training loader's sampler, sharded over the trainer's processes; grouped by length when
-        ``window`` is above 0."""
         trainer = getattr(self, "trainer", None)
         options = dict(
             seed=seed, keyed=keyed, drop_last=drop_last, lengths=lengths, batch_size=batch_size, window=window
@@ -185,19 +166,12 @@ class ResumableTraining:
         position, sampler = self._resume_position, self._train_sampler
         if position is None or sampler is None:
             return
-        offset = position["offset"]
-        if position["num_replicas"] != sampler.num_replicas:
-            # The permutation is shared by all processes, so the examples consumed overall carry over.
-            offset = offset * position["num_replicas"] // sampler.num_replicas
+        # The permutation is shared by all processes, so the examples consumed overall carry over.
+        offset = position["offset"] * position["num_replicas"] // sampler.num_replicas
+        if (position["num_replicas"], position["seed"]) != (sampler.num_replicas, sampler.seed):
             log.warning(
-                "resuming on %d processes a run checkpointed on %d: the data order continues approximately",
-                sampler.num_replicas,
-                position["num_replicas"],
-            )
-        if position["seed"] != sampler.seed:
-            log.warning(
-                "resuming with data seed %d, the checkpoint used %d: the epoch continues in a new order",
-                sampler.seed,
-                position["seed"],
+                "resuming with another data seed or process count than the checkpoint's (%s, %s processes): "
+                "the data order continues approximately",
+                *(position["seed"], position["num_replicas"]),
             )
         sampler.resume_at(position["epoch"], offset)

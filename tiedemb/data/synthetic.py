@@ -1,23 +1,11 @@
-"""The embedded default corpus: a Zipf-distributed first-order Markov language.
+"""The embedded default corpus: a Zipf-distributed first-order Markov language over word ids
+``5 .. vocab_size - 1`` (ids 0-4 are BERT-like special tokens), generated because tiedemb ships no text.
 
-tiedemb cannot download text and must not ship text copied from elsewhere, so it
-generates its own pretraining corpus. The "language" is a Markov chain over word ids
-``5 .. vocab_size - 1`` (ids 0-4 are BERT-like special tokens):
-
-* every word lists ``successors`` candidate next words, drawn at random with a
-  preference for frequent words, plus itself (an immediate repeat, taken with
-  ``repeat_probability``, as rare as in natural text);
-* the transition probabilities over a word's candidates are skewed by gamma noise, so a
-  few continuations dominate, and every column is rescaled until the stationary
-  (unigram) distribution follows Zipf's law with ``zipf_exponent``.
-
-Because the chain is known exactly, so are the best achievable losses. A causal LM sees
-the whole past, and for a first-order chain the past matters only through the previous
-token, so no model can beat the entropy rate ``h = sum_i pi_i H(P[i, :])`` (nats per
-token): a trained CLM's loss converges to ``h`` from above. A bidirectional model
-predicting one masked token with both neighbours visible is bounded by
-``H(X_t | X_{t-1}, X_{t+1}) = 2 h - H(X_{t+1} | X_{t-1})`` instead (``mlm_bound``).
-``unigram_entropy`` is what a model that ignores context would reach.
+Every word lists ``successors`` candidate next words (frequent words preferred) plus itself (taken
+with ``repeat_probability``); gamma noise skews each row, and the columns are rescaled until the
+stationary distribution follows Zipf's law. The chain being known, so are the best losses: no
+causal model beats the entropy rate ``h = sum_i pi_i H(P[i, :])``; a bidirectional model with both
+neighbours of a masked token is bounded by ``2 h - H(X_{t+1} | X_{t-1})`` (``mlm_bound``).
 """
 
 from __future__ import annotations
@@ -48,12 +36,8 @@ def _entropy(p: np.ndarray) -> np.ndarray:
 
 
 def _draw_successors(rng: np.random.Generator, zipf: np.ndarray, k: int) -> np.ndarray:
-    """For every word, ``k`` distinct other words drawn one by one without replacement, ∝ ``zipf``.
-
-    Draws with replacement and keeps each row's first ``k`` distinct hits, which is exactly
-    sequential sampling without replacement; rows that come up short (steep Zipf, large k)
-    fall back to the Gumbel-top-k trick over the whole vocabulary.
-    """
+    """For every word, ``k`` distinct other words drawn without replacement, ∝ ``zipf``: each row's
+    first ``k`` distinct hits of draws with replacement, else (rows that come up short) Gumbel-top-k."""
     m = len(zipf)
     cdf = np.cumsum(zipf)
     cdf[-1] = 1.0
@@ -116,12 +100,8 @@ def _transition_rows(weights: np.ndarray, scale: np.ndarray, others: np.ndarray,
 def _fit_to_zipf(
     nxt: np.ndarray, weights: np.ndarray, zipf: np.ndarray, repeat: float
 ) -> tuple[np.ndarray, np.ndarray]:
-    """Rescale each word's weight as a successor until the stationary distribution is ~ ``zipf``.
-
-    Sinkhorn-like: a word visited too rarely becomes a likelier successor everywhere. Targets
-    that the sparse structure cannot carry (a rare word listed only by rarer ones) stay close.
-    Returns the transition rows and their exact stationary distribution.
-    """
+    """The transition rows and their exact stationary distribution, each word's weight as a successor
+    rescaled (Sinkhorn-like) until that distribution is ~ ``zipf``."""
     others = nxt[:, 1:]
     scale = np.ones(len(zipf))
     pi = zipf
@@ -180,11 +160,7 @@ class MarkovCorpus:
 
         # Column 0 is the word itself, so P = r I + (1 - r) Q with every row of Q over `others`.
         nxt = np.concatenate([np.arange(words)[:, None], others], axis=1)
-        if self.successors == 1:  # the lone successor is the cycle: P is doubly stochastic, pi uniform
-            probs = _transition_rows(weights, np.ones(words), others, self.repeat_probability)
-            pi = np.full(words, 1.0 / words)
-        else:
-            probs, pi = _fit_to_zipf(nxt, weights, zipf, self.repeat_probability)
+        probs, pi = _fit_to_zipf(nxt, weights, zipf, self.repeat_probability)
 
         self.next_ids: np.ndarray = nxt + _FIRST_WORD  # (words, successors + 1), column 0 = itself
         self.next_probs: np.ndarray = probs
@@ -211,20 +187,14 @@ class MarkovCorpus:
             weights = (probs[start:stop, :, None] * probs[mid]).reshape(stop - start, -1)
             keys = (np.arange(stop - start)[:, None] * words + nxt[mid].reshape(stop - start, -1)).ravel()
             summed = np.bincount(keys, weights.ravel(), minlength=(stop - start) * words)[keys]
-            # Each target's probability appears once per path to it; weighting log p by each
-            # path's share sums to p log p per distinct target without finding distinct targets.
-            # (A target reached only by zero-probability paths has weight 0: log 1 keeps it out.)
+            # weighting log p by each path's share sums to p log p per distinct target
             shares = weights * np.log(np.where(summed > 0, summed, 1.0)).reshape(weights.shape)
             total -= float(pi[start:stop] @ shares.sum(axis=1))
         return total
 
     def sample_documents(self, num_tokens: int, seed: int, mean_length: int = 128) -> np.ndarray:
-        """A stream of exactly ``num_tokens`` ids: documents separated by ``sep_token_id``.
-
-        Each document starts from the stationary distribution and ends after every token with
-        probability ``1 / mean_length`` (geometric lengths). Many independent lanes of documents
-        advance one token per numpy step and are concatenated; each lane ends with a separator.
-        """
+        """A stream of exactly ``num_tokens`` ids: documents (stationary starts, geometric lengths of
+        mean ``mean_length``) separated by ``sep_token_id``, drawn in parallel lanes, each ending with one."""
         if num_tokens == 0:
             return np.empty(0, dtype=np.int64)
         rng = np.random.default_rng([self.seed, int(seed), 1])

@@ -60,7 +60,7 @@ from typing import Any
 
 import yaml
 
-from tiedemb.data.catalog import prepare_hint
+from tiedemb.data.preparing import prepare_hint
 from tiedemb.errors import UserError
 from tiedemb.experiments.claims import Analysis, check_keys, mapping_of, parse_analysis
 from tiedemb.experiments.sections import parse_report

@@ -100,7 +100,7 @@ def _check_vocabulary(vocab_size: int | None, source: PretrainedWeights) -> None
     have = source.fields.get("vocab_size")
     if vocab_size is None or have is None or vocab_size == have or source.kind != "checkpoint":
         return  # agreeing, or left to resolve_architecture's message
-    from tiedemb.data.text import tokenizer_of_run  # datasets and pyarrow, needed only here
+    from tiedemb.data.tokenizers import tokenizer_of_run
 
     used = tokenizer_of_run(source.data, have, str(source.data.get("objective") or "mlm"))
     if used is not None:
