@@ -236,7 +236,7 @@ def test_report_logs_tables_and_figures_to_an_offline_wandb_run(runs_folder, mon
 def test_the_report_run_goes_online_when_credentials_exist_and_the_server_answers(runs_folder, monkeypatch):
     import wandb
 
-    import tiedemb.training.wandb_mode as wandb_mode
+    import tiedemb.training.hub as wandb_mode
 
     calls = []
 

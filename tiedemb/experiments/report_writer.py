@@ -20,7 +20,7 @@ from tiedemb.experiments.claims import Analysis, parse_analysis
 from tiedemb.experiments.runs import Run, find_runs
 from tiedemb.experiments.sections import EVIDENCE_HEADING, Inputs, Part, build_parts, default_report, parse_report
 from tiedemb.training.files import atomic_write_text
-from tiedemb.training.wandb_mode import choose_wandb_mode
+from tiedemb.training.hub import choose_wandb_mode
 
 REPORT_FILE = "report.md"
 WANDB_DIR = ".report"  # hidden: the report's own W&B run is never read back as a run
