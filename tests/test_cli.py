@@ -161,7 +161,7 @@ def test_default_logger_records_offline_without_credentials(tmp_path):
 def test_each_wandb_logger_has_its_save_folder_before_its_run_starts(tmp_path):
     from lightning.pytorch.loggers import CSVLogger, WandbLogger
 
-    from tiedemb.training.wandb_mode import make_wandb_folders
+    from tiedemb.training.hub import make_wandb_folders
 
     wandb_logger = WandbLogger(save_dir=str(tmp_path / "wandb"))
     csv = CSVLogger(save_dir=str(tmp_path / "csv"))

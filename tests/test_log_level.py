@@ -1,4 +1,4 @@
-"""TIEDEMB_LOG_LEVEL and --log_level show tiedemb's own log messages (tiedemb.training.log_level)."""
+"""TIEDEMB_LOG_LEVEL and --log_level show tiedemb's own log messages (tiedemb.training.exits)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import pytest
 
 from tiedemb.cli import main
 from tiedemb.errors import UserError
-from tiedemb.training.log_level import LOG_LEVEL_ENV, set_log_level, set_log_level_from_env
+from tiedemb.training.exits import LOG_LEVEL_ENV, set_log_level, set_log_level_from_env
 
 ROOT = Path(__file__).resolve().parents[1]
 TINY = ["--config", str(ROOT / "configs" / "tied.yaml"), "--config", str(ROOT / "configs" / "scale" / "tiny.yaml")]

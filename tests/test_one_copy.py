@@ -21,7 +21,6 @@ HELPERS = (
     "first_free",
     "write_new_file",
     "url_problem",
-    "hub_problem",
     "hub_reachable",
     "hub_access",
     "hub_offline_requested",

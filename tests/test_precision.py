@@ -11,7 +11,7 @@ from lightning.pytorch.accelerators import CPUAccelerator
 from tiny_runs import TINY_TIED
 
 from tiedemb.cli import main
-from tiedemb.training.precision import BF16_IF_NATIVE, bf16_is_native, resolve_precision, runs_on_cpu
+from tiedemb.training.run_checks import BF16_IF_NATIVE, bf16_is_native, resolve_precision, runs_on_cpu
 
 CONFIGS = Path(__file__).resolve().parents[1] / "configs"
 
@@ -33,16 +33,11 @@ def test_if_native_follows_the_cpu(cpu_bf16, recwarn, native, chosen):
     assert not [w for w in recwarn if "bfloat16" in str(w.message)]
 
 
-def test_an_explicit_bf16_on_a_cpu_without_hardware_runs_with_a_warning(cpu_bf16, recwarn):
+def test_other_precisions_pass_through_unchanged(cpu_bf16):
     cpu_bf16(False)
-    with pytest.warns(UserWarning, match="without bfloat16 instructions"):
-        assert resolve_precision("bf16-mixed", "cpu") == "bf16-mixed"
-    recwarn.clear()
-    cpu_bf16(True)
     assert resolve_precision("bf16-mixed", "cpu") == "bf16-mixed"
     assert resolve_precision("32-true", "cpu") == "32-true"
     assert resolve_precision(None, "cpu") is None
-    assert not [w for w in recwarn if "bfloat16" in str(w.message)]
 
 
 def test_the_gpu_decides_off_the_cpu(monkeypatch):

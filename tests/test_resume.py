@@ -293,7 +293,7 @@ def test_a_run_stopped_by_sigterm_where_a_validation_or_an_epoch_ends_resumes_as
     the steps an uninterrupted run does and ends with its weights (resumed from an earlier checkpoint,
     it ends with them too). (Saved as the loops stand in a
     validation or at an epoch's end, it would log every later metric a step late, or skip the rest
-    of the next epoch: training/preemption.py.)"""
+    of the next epoch: training/checkpoints.py.)"""
     step = int(signal_during.split()[-1])
     signal_arg = sigterm_in_validation(step) if "validation" in signal_during else stop_at(step - 1, sigterm=True)
     stopped = run_in_a_process(tmp_path, batches_per_epoch, signal_arg)

@@ -1,6 +1,6 @@
 """A SIGTERM that comes during a validation in ``fit`` stops it after the current batch (Lightning's
 rule); that state is not saved, as a resumed run would log every later metric a step late
-(``training/preemption.py``): the newest checkpoint before it is the one to resume.
+(``training/checkpoints.py``): the newest checkpoint before it is the one to resume.
 """
 
 from __future__ import annotations
@@ -74,7 +74,7 @@ def test_a_sigterm_during_validation_saves_nothing_and_leaves_the_earlier_checkp
 def test_after_a_validation_with_no_last_checkpoint_the_state_at_the_signal_is_said_to_be_unsaved(tmp_path, capsys):
     """A plain ModelCheckpoint writes last.ckpt only when its metric improved (a learning rate of 0: only
     at the first validation). A signal after a later validation saves nothing: written after that step,
-    the checkpoint would make the resumed run log every later metric a step late (training/preemption.py)."""
+    the checkpoint would make the resumed run log every later metric a step late (training/checkpoints.py)."""
     plain = {
         "class_path": "lightning.pytorch.callbacks.ModelCheckpoint",
         "init_args": {"monitor": "val/loss", "save_last": True},

@@ -37,6 +37,7 @@ from tiedemb.training.arguments import ArgumentParser
 from tiedemb.training.checkpoints import (
     AtomicCheckpointIO,
     RandomState,
+    SaveOnPreemption,
     check_compatible,
     check_model_kind,
     find_last_checkpoint,
@@ -56,18 +57,19 @@ from tiedemb.training.evaluation import (
     weights_only_given,
     with_run_checkpoint,
 )
-from tiedemb.training.exits import PREEMPTED_EXIT, report_user_errors
+from tiedemb.training.exits import LEVELS, PREEMPTED_EXIT, report_user_errors, set_log_level, set_log_level_from_env
 from tiedemb.training.files import first_free
-from tiedemb.training.log_level import LEVELS, set_log_level, set_log_level_from_env
+from tiedemb.training.hub import make_wandb_folders, wandb_mode
 from tiedemb.training.metric_names import MAJORITY_PREFIX, kept_name
 from tiedemb.training.monitor import ParameterCounts, TrainingMonitor
-from tiedemb.training.precision import LightningPrecision, PrecisionIfNative, resolve_precision
-from tiedemb.training.preemption import SaveOnPreemption
 from tiedemb.training.run_checks import (
+    LightningPrecision,
+    PrecisionIfNative,
     check_checkpoint_name,
     check_has_split,
     check_sequence_length,
     check_trainer_options,
+    resolve_precision,
     validation_beyond_the_epoch,
 )
 from tiedemb.training.run_dir import (
@@ -80,8 +82,7 @@ from tiedemb.training.run_dir import (
     share_run_dir,
     writes_in_run_dir,
 )
-from tiedemb.training.status_callback import RunStatus
-from tiedemb.training.wandb_mode import make_wandb_folders, wandb_mode
+from tiedemb.training.status_file import RunStatus
 
 # argparse's own usage line lists each of the 100-odd options
 USAGE = "%(prog)s [-h] [-c CONFIG] [--model CLASS] [--data CLASS] [--KEY VALUE ...]"

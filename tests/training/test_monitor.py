@@ -80,9 +80,14 @@ def test_a_masked_language_model_probe_holds_the_text_not_the_masks():
     assert probe["attention_mask"].shape == (1, 3)
 
 
-def test_an_interval_below_one_is_refused():
-    with pytest.raises(ValueError, match="every_n_steps"):
-        TrainingMonitor(every_n_steps=0)
+def test_an_interval_below_one_is_refused_by_the_parser():
+    from jsonargparse import ArgumentParser
+
+    parser = ArgumentParser(exit_on_error=False)
+    parser.add_class_arguments(TrainingMonitor, "monitor")
+    assert parser.parse_args(["--monitor.every_n_steps=3"]).monitor.every_n_steps == 3
+    with pytest.raises(Exception, match="every_n_steps"):
+        parser.parse_args(["--monitor.every_n_steps=0"])
 
 
 @pytest.mark.end_to_end

@@ -12,7 +12,7 @@ from lightning.pytorch.callbacks import ModelCheckpoint
 from lightning.pytorch.demos.boring_classes import BoringModel
 from lightning.pytorch.loggers import CSVLogger
 
-from tiedemb.training.status_callback import RunStatus
+from tiedemb.training.status_file import RunStatus
 
 
 class BreaksAtStep(BoringModel):
@@ -96,12 +96,12 @@ def test_a_resumed_run_and_a_test_of_its_checkpoint_go_on_under_the_first_runs_i
 def test_a_status_that_cannot_be_written_costs_a_warning_not_the_run_or_its_error(tmp_path, monkeypatch, caplog):
     import errno
 
-    import tiedemb.training.status_callback as status_callback
+    import tiedemb.training.status_file as status_file
 
     def disk_full(folder, content):
         raise OSError(errno.ENOSPC, "No space left on device")
 
-    monkeypatch.setattr(status_callback, "write_status", disk_full)
+    monkeypatch.setattr(status_file, "write_status", disk_full)
     assert fit(tmp_path / "ok", BoringModel()).global_step == 5
     with pytest.raises(RuntimeError, match="at step 3"):  # the run's own error, not the status file's
         fit(tmp_path / "broken", BreaksAtStep(3))

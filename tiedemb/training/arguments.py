@@ -23,8 +23,7 @@ NO_CLASS = re.compile(r"required: .*\b(model|data)\b|'lightning\.(LightningModul
 
 
 class ArgumentParser(LightningArgumentParser):
-    """Reports a command-line mistake in two lines instead of the whole usage block; reads a
-    ``--config`` that is not here but names a shipped config from the shipped copy."""
+    """Reports a command-line mistake in two lines, not the usage block; reads shipped configs."""
 
     def parse_args(self, args: Any = None, *rest: Any, **kwargs: Any) -> Any:
         # Here, not in LightningCLI's caller: LightningCLI warns when handed the process's own command line.
@@ -56,9 +55,8 @@ TYPO_SIMILARITY = 0.8
 
 
 def nearest_valid_key(message: str, parser: Any) -> str | None:
-    """For an unknown key (a typo in YAML or on the command line), the valid key nearest to it: a class's
-    unknown keyword matched against the class's own keywords, any other key against the options of
-    ``parser``; only a near miss (an option of another class is not a typo of whatever it resembles)."""
+    """For an unknown key (a typo), the nearest valid one: a class's keyword among the class's own keywords,
+    any other key among the options of ``parser``; only a near miss."""
     import difflib
 
     by_class = re.search(r"class_path '([^']+)':\s*Option '([^']+)' is not accepted", message)
@@ -82,8 +80,7 @@ def nearest_valid_key(message: str, parser: Any) -> str | None:
 
 
 def condense_parse_error(message: str) -> str:
-    """jsonargparse's report on a bad value, cut down to the option and what is wrong with it (for a class's
-    option, the lines under "Problem with given class_path")."""
+    """jsonargparse's report on a bad value, cut down to the option and what is wrong with it."""
     lines = [line for line in message.splitlines() if line.strip()]
     key_match = re.match(r'Parser key "([^"]+)":', lines[0].strip()) if lines else None
     key = key_match.group(1) if key_match else None
@@ -92,8 +89,9 @@ def condense_parse_error(message: str) -> str:
         return " ".join(line.strip() for line in lines)
     if problem is None:
         rest = [lines[0].strip()[key_match.end() :].strip(), *(line.strip() for line in lines[1:])]
-        return f"--{key}: " + _what_is_wrong(
-            message, [line for line in rest if line and not line.startswith("Given value")]
+        return f"--{key}: " + (
+            _union_mismatch(message)
+            or _plain_types(" ".join(line for line in rest if line and not line.startswith("Given value")))
         )
     indent = len(lines[problem]) - len(lines[problem].lstrip())
     option, detail = key, []
@@ -108,7 +106,7 @@ def condense_parse_error(message: str) -> str:
     if option == key:  # the class itself is the problem: name it
         class_path = re.search(r"class_path '([^']+)'", lines[problem])
         option += f" {class_path.group(1)!r}" if class_path else ""
-    return f"--{option}: " + _what_is_wrong("\n".join(detail), detail)
+    return f"--{option}: " + (_union_mismatch("\n".join(detail)) or _plain_types(" ".join(detail)))
 
 
 LITERAL_MISMATCH = re.compile(
@@ -132,11 +130,6 @@ def choice_mismatch(condensed: str) -> str:
         f"--{found['option']}={found['value'].strip()!r} is not a known choice; "
         f"valid: {', '.join(str(choice) for choice in choices)}"
     )
-
-
-def _what_is_wrong(report: str, lines: list[str]) -> str:
-    """One value's problem in YAML words: a union no type of which takes it, else the lines given."""
-    return _union_mismatch(report) or _plain_types(" ".join(lines))
 
 
 def _union_mismatch(message: str) -> str | None:

@@ -1,36 +1,32 @@
-"""A run's checkpoints: written crash-safe, ``last`` the newest state, random states in them; the one a
-run starts from found (``--ckpt_path=last``), read and vetted, a bad one reported as one ``UserError``.
+"""A run's checkpoints: written crash-safe, ``last`` the newest state (also on SIGTERM), random states in
+them; the one a run starts from found (``--ckpt_path=last``), read and vetted, a bad one one ``UserError``.
 """
 
 from __future__ import annotations
 
-import inspect
 import logging
 import os
 import random
 import re
 import shutil
-from collections.abc import Callable, Iterable, Mapping
+import sys
+from collections.abc import Iterable, Mapping
 from pathlib import Path
-from typing import IO, Any
+from typing import Any
 
 import lightning as L
 import numpy as np
 import torch
-from lightning.fabric.utilities.cloud_io import get_filesystem
 from lightning.pytorch.callbacks import Callback, ModelCheckpoint
 from lightning.pytorch.plugins.io import TorchCheckpointIO
 from lightning.pytorch.trainer.states import TrainerFn
+from lightning.pytorch.utilities.exceptions import SIGTERMException
 
 from tiedemb.errors import UserError, first_line
-from tiedemb.options import class_parameters
 from tiedemb.training.files import atomic_write
 from tiedemb.training.run_dir import BEST_NAME
 
 log = logging.getLogger("tiedemb")
-
-LAST_NAME = re.compile(r"^last(-v?\d+)?\.ckpt$")
-"""File names ``ModelCheckpoint(save_last=True)`` writes (``last.ckpt``, ``last-v1.ckpt``)."""
 
 EXCLUDED_FROM_IDENTITY = frozenset(
     {
@@ -70,10 +66,8 @@ TRAINING_SETTINGS = frozenset(
 
 
 class ResumableCheckpoint(ModelCheckpoint):
-    """``ModelCheckpoint`` whose ``last`` is the newest state at every validation and at the end of a fit.
-
-    Lightning refreshes ``last`` after a validation only when the monitored metric improved; a run
-    resumed from a lagging ``last`` would repeat steps."""
+    """``ModelCheckpoint`` whose ``last`` is the newest state at every validation and at the end of a fit
+    (Lightning refreshes it only when the monitored metric improved: a resumed run would repeat steps)."""
 
     def on_save_checkpoint(self, trainer: L.Trainer, pl_module: L.LightningModule, checkpoint: dict[str, Any]) -> None:
         # Lightning calls this for every checkpoint written, by any callback: the step is saved.
@@ -96,8 +90,7 @@ class ResumableCheckpoint(ModelCheckpoint):
 
 
 def write_last(callback: ModelCheckpoint, trainer: L.Trainer) -> str:
-    """Write ``callback``'s ``last`` checkpoint now; the path written (``last_model_path``, set first so
-    that the checkpoint names it)."""
+    """Write ``callback``'s ``last`` checkpoint now (``last_model_path`` set first: the checkpoint names it)."""
     metrics = {**trainer.callback_metrics, "epoch": trainer.current_epoch, "step": trainer.global_step}
     path = callback.last_model_path or callback.format_checkpoint_name(metrics, callback.CHECKPOINT_NAME_LAST)
     callback.last_model_path = path
@@ -108,6 +101,59 @@ def write_last(callback: ModelCheckpoint, trainer: L.Trainer) -> str:
     return path
 
 
+class SaveOnPreemption(Callback):
+    """On SIGTERM, saves every ``last`` checkpoint at the step the run stopped after (``tiedemb.cli.main``
+    then exits 143).
+
+    Lightning notes a SIGTERM, lets the step complete and raises ``SIGTERMException``; any other exception
+    may leave a step half-done. Only a state Lightning resumes exactly (tests/test_resume.py) is written:
+    not during a validation, nor in an epoch's last step (resumed from there, the run would log every later
+    metric a step late, or skip the rest of the next epoch); after a step that validated, the ``last``
+    written at that validation is that step's state.
+    """
+
+    def __init__(self) -> None:
+        self._validated_at: int | None = None  # the step whose validation ended last
+        self._saved_at: int | None = None  # the step the newest checkpoint (by any callback) holds
+
+    def on_save_checkpoint(self, trainer: L.Trainer, pl_module: L.LightningModule, checkpoint: dict[str, Any]) -> None:
+        self._saved_at = trainer.global_step
+
+    def on_validation_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
+        if trainer.state.fn == TrainerFn.FITTING and not trainer.sanity_checking:
+            self._validated_at = trainer.global_step
+
+    def on_exception(self, trainer: L.Trainer, pl_module: L.LightningModule, exception: BaseException) -> None:
+        if not isinstance(exception, SIGTERMException) or trainer.state.fn != TrainerFn.FITTING:
+            return
+        if trainer.sanity_checking or trainer.fast_dev_run:
+            return
+        validated = self._validated_at == trainer.global_step  # its checkpoints were written at that validation
+        if trainer.validating or (trainer.fit_loop.epoch_loop.batch_progress.is_last_batch and not validated):
+            where = "during a validation" if trainer.validating else "in an epoch's last step"
+            say(trainer, f"SIGTERM {where}: the state is not saved; --ckpt_path=last resumes from an earlier one")
+            return
+        savers = [c for c in trainer.checkpoint_callbacks if isinstance(c, ModelCheckpoint) and c.save_last]
+        if not savers:
+            say(trainer, "SIGTERM: no checkpoint callback keeps a last checkpoint (save_last): the state is not saved")
+        for callback in savers:
+            if validated and self._saved_at != trainer.global_step:
+                say(
+                    trainer,
+                    f"SIGTERM: the state after step {trainer.global_step} is not saved ({type(callback).__name__} "
+                    "wrote no last checkpoint at its validation); --ckpt_path=last resumes from an earlier one",
+                )
+                continue
+            if not validated:
+                write_last(callback, trainer)
+            say(trainer, f"SIGTERM: saved the state after step {trainer.global_step} to {callback.last_model_path}")
+
+
+def say(trainer: L.Trainer, line: str) -> None:
+    if trainer.is_global_zero:
+        print(line, file=sys.stderr)
+
+
 # --------------------------------------------------------------------------- writing checkpoints
 
 
@@ -115,25 +161,19 @@ class NonFiniteCheckpoint(UserError):
     """A checkpoint was about to be written with NaN or infinite weights."""
 
 
-def non_finite_tensors(state_dict: dict[str, Any]) -> list[str]:
-    """Names of floating-point tensors in ``state_dict`` holding NaN or infinity."""
-    return [
-        name
-        for name, value in state_dict.items()
-        if isinstance(value, torch.Tensor) and value.is_floating_point() and not bool(torch.isfinite(value).all())
-    ]
-
-
 class AtomicCheckpointIO(TorchCheckpointIO):
-    """Lightning's checkpoint writer, writing beside the target and renaming (Lightning's stages the file in
-    the system temporary folder: not atomic across file systems), refusing diverged weights and keeping
-    ``best.ckpt`` the best checkpoint the callbacks' state names."""
+    """Lightning's checkpoint writer, writing atomically beside the target (Lightning's is not atomic),
+    refusing diverged weights and keeping ``best.ckpt`` the best checkpoint the callbacks' state names."""
 
     def save_checkpoint(self, checkpoint: dict[str, Any], path: Any, storage_options: Any | None = None) -> None:
-        if storage_options is not None or not _is_local(path):
+        if storage_options is not None or "://" in str(path):
             super().save_checkpoint(checkpoint, path, storage_options)
             return
-        broken = non_finite_tensors(checkpoint.get("state_dict", {}))
+        broken = [
+            name
+            for name, value in checkpoint.get("state_dict", {}).items()
+            if isinstance(value, torch.Tensor) and value.is_floating_point() and not bool(torch.isfinite(value).all())
+        ]
         if broken:
             # The previous checkpoint stays: it is the last one whose weights were finite.
             step = checkpoint.get("global_step", "?")
@@ -142,13 +182,14 @@ class AtomicCheckpointIO(TorchCheckpointIO):
                 f"and {str(path)!r} keeps its last good contents. "
                 "Lower model.learning_rate or raise model.warmup_steps."
             )
-        save_atomically(checkpoint, path)
+        with atomic_write(path, "wb") as handle:
+            torch.save(checkpoint, handle)
         keep_best_name(checkpoint, path)
 
 
 def keep_best_name(checkpoint: dict[str, Any], path: str | os.PathLike) -> None:
-    """Make ``best.ckpt`` in ``path``'s folder the best checkpoint the callbacks' state names there (the
-    file just written until a validation has scored one): a hard link, else a copy, replaced atomically."""
+    """Make ``best.ckpt`` (a hard link, else a copy) the best checkpoint the callbacks' state names in ``path``'s
+    folder, or ``path`` until a validation has scored one."""
     written = os.path.realpath(path)
     folder = os.path.dirname(written)
     for state in (checkpoint.get("callbacks") or {}).values():
@@ -156,34 +197,20 @@ def keep_best_name(checkpoint: dict[str, Any], path: str | os.PathLike) -> None:
             continue
         best = state.get("best_model_path") or ""
         if best and os.path.dirname(os.path.realpath(best)) == folder and os.path.isfile(best):
-            _link(best, os.path.join(folder, BEST_NAME))
-            return
-        if not best and state.get("dirpath") and os.path.realpath(str(state["dirpath"])) == folder:
-            _link(written, os.path.join(folder, BEST_NAME))
-            return
-
-
-def _link(source: str, target: str) -> None:
-    if os.path.realpath(source) == target or (os.path.exists(target) and os.path.samefile(source, target)):
+            source = best
+        elif not best and state.get("dirpath") and os.path.realpath(str(state["dirpath"])) == folder:
+            source = written
+        else:
+            continue
+        target = os.path.join(folder, BEST_NAME)
+        if not (os.path.exists(target) and os.path.samefile(source, target)):
+            staged = os.path.join(folder, f".{BEST_NAME}.{os.getpid()}.link")
+            try:
+                os.link(source, staged)
+            except OSError:  # a file system without hard links (or a leftover staged file: copied over)
+                shutil.copyfile(source, staged)
+            os.replace(staged, target)
         return
-    staged = os.path.join(os.path.dirname(target), f".{os.path.basename(target)}.{os.getpid()}.link")
-    try:
-        os.link(source, staged)
-    except OSError:  # a file system without hard links (or a leftover staged file: copied over)
-        shutil.copyfile(source, staged)
-    os.replace(staged, target)
-
-
-def save_atomically(obj: Any, path: str | os.PathLike, save: Callable[[Any, IO], None] | None = None) -> None:
-    """``torch.save(obj, path)`` (or ``save(obj, file)``), but ``path`` only ever holds a complete file."""
-    with atomic_write(path, "wb") as handle:
-        (save or torch.save)(obj, handle)
-
-
-def _is_local(path: Any) -> bool:
-    from fsspec.implementations.local import LocalFileSystem
-
-    return isinstance(get_filesystem(str(path)), LocalFileSystem)
 
 
 # --------------------------------------------------------------------------- random states
@@ -195,13 +222,7 @@ def _local_random_state() -> dict[str, Any]:
     version, python_state, gauss = random.getstate()
     state: dict[str, Any] = {
         "torch": torch.get_rng_state(),
-        "numpy": [
-            str(kind),
-            torch.from_numpy(np.asarray(keys, dtype=np.int64)),
-            int(position),
-            int(has_gauss),
-            float(cached),
-        ],
+        "numpy": [str(kind), torch.from_numpy(keys.astype(np.int64)), int(position), int(has_gauss), float(cached)],
         "python": [int(version), list(python_state), gauss],
     }
     if torch.cuda.is_available() and torch.cuda.is_initialized():
@@ -209,85 +230,44 @@ def _local_random_state() -> dict[str, Any]:
     return state
 
 
-def _set_local_random_state(state: Mapping[str, Any]) -> None:
-    torch.set_rng_state(state["torch"])
-    kind, keys, position, has_gauss, cached = state["numpy"]
-    np.random.set_state((kind, keys.numpy().astype(np.uint32), position, has_gauss, cached))
-    version, python_state, gauss = state["python"]
-    random.setstate((version, tuple(python_state), gauss))
-    cuda = state.get("cuda")
-    if cuda and torch.cuda.is_available() and len(cuda) == torch.cuda.device_count():
-        torch.cuda.set_rng_state_all(cuda)
-
-
 class RandomState(Callback):
-    """Keeps every process's global RNG state in checkpoints and restores it when training resumes
-    (right before the next step), so that dropout draws as in an uninterrupted run."""
+    """Keeps every process's global RNG state in checkpoints and restores it right before the next step
+    of a resumed run, so that dropout draws as in an uninterrupted run."""
 
     def __init__(self) -> None:
-        self._pending: list[dict[str, Any]] | None = None
+        self._pending: list[dict[str, Any]] = []
 
     def state_dict(self) -> dict[str, Any]:
         local = _local_random_state()
-        if (
-            torch.distributed.is_available()
-            and torch.distributed.is_initialized()
-            and torch.distributed.get_world_size() > 1
-        ):
-            gathered: list[Any] = [None] * torch.distributed.get_world_size()
-            torch.distributed.all_gather_object(gathered, local)
-            return {"ranks": gathered}
-        return {"ranks": [local]}
+        if not (torch.distributed.is_available() and torch.distributed.is_initialized()):
+            return {"ranks": [local]}
+        gathered: list[Any] = [None] * torch.distributed.get_world_size()
+        torch.distributed.all_gather_object(gathered, local)
+        return {"ranks": gathered}
 
     def load_state_dict(self, state_dict: dict[str, Any]) -> None:
-        self._pending = list(state_dict.get("ranks") or []) or None
+        self._pending = list(state_dict.get("ranks") or [])
 
     def on_train_start(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
-        if self._pending is None:
-            return
-        rank = trainer.global_rank
-        if rank < len(self._pending):
-            _set_local_random_state(self._pending[rank])
-        else:
-            log.warning(
-                "the checkpoint holds random states of %d processes, this run has %d: process %d re-seeds",
-                len(self._pending),
-                trainer.world_size,
-                rank,
-            )
-        self._pending = None
+        if trainer.global_rank < len(self._pending):
+            state = self._pending[trainer.global_rank]
+            torch.set_rng_state(state["torch"])
+            kind, keys, position, has_gauss, cached = state["numpy"]
+            np.random.set_state((kind, keys.numpy().astype(np.uint32), position, has_gauss, cached))
+            version, python_state, gauss = state["python"]
+            random.setstate((version, tuple(python_state), gauss))
+            cuda = state.get("cuda")
+            if cuda and torch.cuda.is_available() and len(cuda) == torch.cuda.device_count():
+                torch.cuda.set_rng_state_all(cuda)
+        self._pending = []
 
 
 # --------------------------------------------------------------------------- reading checkpoints
 
 
-RUN_CHECKPOINT = "a checkpoint of a tiedemb run (the .ckpt file Lightning writes, with state_dict and hyper_parameters)"
-
-
-def check_run_checkpoint(contents: Any, path: str | os.PathLike) -> dict[str, Any]:
-    """``contents`` if it is a run's checkpoint, else one ``UserError`` saying what the file is instead."""
-    if isinstance(contents, Mapping) and isinstance(contents.get("state_dict"), Mapping):
-        return contents  # type: ignore[return-value]
-    if isinstance(contents, Mapping) and contents and all(isinstance(v, torch.Tensor) for v in contents.values()):
-        described = f"a bare state dict ({len(contents)} tensors such as {next(iter(contents))!r})"
-        hint = "To start from transformers weights, pass the model's folder (with config.json) as model.pretrained; "
-    else:
-        described = f"a {type(contents).__name__}"
-        hint = ""
-    raise UserError(
-        f"checkpoint {str(path)!r} holds {described}, not {RUN_CHECKPOINT}. {hint}"
-        "--ckpt_path continues or evaluates a run from the file it wrote (e.g. its checkpoints/last.ckpt)"
-    )
-
-
 def read_checkpoint(path: str | os.PathLike, weights_only: bool = True) -> dict[str, Any]:
-    """Load a run's checkpoint or explain why not (Lightning would fail on a bare state dict with a ``KeyError``)."""
-    return check_run_checkpoint(load_checkpoint_file(path, weights_only), path)
-
-
-def load_checkpoint_file(path: str | os.PathLike, weights_only: bool = True) -> Any:
-    """What a checkpoint file holds (tensors memory-mapped where possible), or a ``UserError`` saying
-    why it cannot be read: missing, a folder, truncated or corrupt, or pickled objects."""
+    """A run's checkpoint, or one ``UserError`` saying why the file is not one: missing, a folder,
+    truncated or corrupt, pickled objects, a bare state dict (Lightning would fail with a ``KeyError``)."""
     file = Path(path).expanduser()
     if not file.exists():
         raise UserError(f"checkpoint {str(path)!r} does not exist")
@@ -296,12 +276,7 @@ def load_checkpoint_file(path: str | os.PathLike, weights_only: bool = True) -> 
             f"checkpoint {str(path)!r} is a directory; pass the .ckpt file (e.g. {str(file / 'last.ckpt')!r})"
         )
     try:
-        try:
-            contents = torch.load(file, map_location="cpu", weights_only=weights_only, mmap=True)
-        except RuntimeError as error:
-            if "mmap" not in str(error):
-                raise
-            contents = torch.load(file, map_location="cpu", weights_only=weights_only)
+        contents = torch.load(file, map_location="cpu", weights_only=weights_only)
     except Exception as error:
         text = str(error)
         # torch's safe unpickler names a class it will not build "Unsupported global"; any other
@@ -318,7 +293,18 @@ def load_checkpoint_file(path: str | os.PathLike, weights_only: bool = True) -> 
             f"checkpoint {str(path)!r} could not be read ({reason}); it is truncated, corrupt or not "
             "a Lightning checkpoint"
         ) from None
-    return contents
+    if isinstance(contents, Mapping) and isinstance(contents.get("state_dict"), Mapping):
+        return contents  # type: ignore[return-value]
+    if isinstance(contents, Mapping) and contents and all(isinstance(v, torch.Tensor) for v in contents.values()):
+        described = f"a bare state dict ({len(contents)} tensors such as {next(iter(contents))!r})"
+        hint = "To start from transformers weights, pass the model's folder (with config.json) as model.pretrained; "
+    else:
+        described, hint = f"a {type(contents).__name__}", ""
+    raise UserError(
+        f"checkpoint {str(path)!r} holds {described}, not a checkpoint of a tiedemb run (the .ckpt file Lightning "
+        f"writes, with state_dict and hyper_parameters). {hint}--ckpt_path continues or evaluates a run from the "
+        "file it wrote (e.g. its checkpoints/last.ckpt)"
+    )
 
 
 def comparable(value: Any) -> Any:
@@ -330,47 +316,16 @@ def comparable(value: Any) -> Any:
     return value
 
 
-_MISSING = object()
-
-
-def _signature_defaults(cls: type) -> dict[str, Any]:
-    try:
-        parameters = class_parameters(cls).values()
-    except (TypeError, ValueError):
-        return {}
-    return {p.name: p.default for p in parameters if p.default is not inspect.Parameter.empty}
-
-
-def _differences(
-    saved: Mapping[str, Any],
-    current: Mapping[str, Any],
-    ignore: Iterable[str],
-    defaults: Mapping[str, Any] | None = None,
-) -> dict[str, tuple[Any, Any]]:
-    """Settings that differ between a checkpoint's hyperparameters and the current ones: one the checkpoint
-    lacks (it predates the option) is equal at its default; one the class no longer has is ignored."""
-    ignored, defaults = set(ignore), defaults or {}
-    differences = {}
-    for key in dict.fromkeys([*saved, *current]):
-        if key in ignored or key.startswith("_") or key not in current:
-            continue
-        old = saved.get(key, _MISSING)
-        if old is _MISSING:
-            if key in defaults and comparable(current[key]) == comparable(defaults[key]):
-                continue
-            old = None
-        if comparable(old) != comparable(current[key]):
-            differences[key] = (old, current[key])
-    return differences
-
-
-def _describe(differences: Mapping[str, tuple[Any, Any]], prefix: str, limit: int = 4) -> str:
-    shown = [
-        f"{prefix}{key}={saved!r} there, {current!r} here"
-        for key, (saved, current) in list(differences.items())[:limit]
-    ]
-    more = len(differences) - len(shown)
-    return "; ".join(shown) + (f"; and {more} more" if more > 0 else "")
+def differences(saved: Mapping[str, Any], current: Mapping[str, Any], ignore: Iterable[str]) -> dict[str, tuple]:
+    """Settings both sides have that differ (one the checkpoint lacks predates the option: not compared)."""
+    return {
+        key: (saved[key], value)
+        for key, value in current.items()
+        if key in saved
+        and key not in ignore
+        and not key.startswith("_")
+        and comparable(saved[key]) != comparable(value)
+    }
 
 
 def check_model_kind(path: str | os.PathLike, saved_class: str, wanted_class: str) -> None:
@@ -392,28 +347,21 @@ def check_model_kind(path: str | os.PathLike, saved_class: str, wanted_class: st
 
 
 def check_compatible(checkpoint: Mapping[str, Any], path: str | os.PathLike, model: L.LightningModule) -> None:
-    """Raise a ``UserError`` if ``checkpoint`` was written by another kind or size of model: its settings
-    other than optimisation and speed must agree."""
+    """Refuse a checkpoint of another kind or size of model: settings other than optimisation and speed agree."""
     saved = checkpoint.get("hyper_parameters") or {}
-    current = dict(model.hparams)
-    saved_class = saved.get("_class_path")
-    if saved_class:
-        check_model_kind(path, saved_class, f"{type(model).__module__}.{type(model).__qualname__}")
-    differences = (
-        _differences(saved, current, EXCLUDED_FROM_IDENTITY | TRAINING_SETTINGS, _signature_defaults(type(model)))
-        if saved
-        else {}
-    )
-    vocab = differences.get("vocab_size")
-    if vocab is not None and set(differences) <= {"vocab_size", "pad_token_id"}:
+    if saved.get("_class_path"):
+        check_model_kind(path, saved["_class_path"], f"{type(model).__module__}.{type(model).__qualname__}")
+    found = differences(saved, dict(model.hparams), EXCLUDED_FROM_IDENTITY | TRAINING_SETTINGS)
+    if "vocab_size" in found and set(found) <= {"vocab_size", "pad_token_id"}:
         raise UserError(
-            f"checkpoint {str(path)!r} has a vocabulary of {vocab[0]} tokens, but the data's tokenizer gives "
-            f"{vocab[1]}: tokenizer and model vocabulary do not match. Use the tokenizer (and data.vocab_size) the "
-            "checkpoint was trained with."
+            f"checkpoint {str(path)!r} has a vocabulary of {found['vocab_size'][0]} tokens, but the data's tokenizer "
+            f"gives {found['vocab_size'][1]}: tokenizer and model vocabulary do not match. Use the tokenizer (and "
+            "data.vocab_size) the checkpoint was trained with."
         )
-    if differences:
+    if found:
+        described = "; ".join(f"model.{key}={old!r} there, {new!r} here" for key, (old, new) in found.items())
         raise UserError(
-            f"checkpoint {str(path)!r} is of another model variant or size: {_describe(differences, 'model.')}. "
+            f"checkpoint {str(path)!r} is of another model variant or size: {described}. "
             "Pass the config it was trained with, or a checkpoint of this model."
         )
 
@@ -423,50 +371,30 @@ def check_compatible(checkpoint: Mapping[str, Any], path: str | os.PathLike, mod
 
 def last_checkpoints(roots: Iterable[str | os.PathLike]) -> list[Path]:
     """Every ``last*.ckpt`` under ``roots``, newest first."""
-    found: set[Path] = set()
-    for root in roots:
-        folder = Path(root).expanduser()
-        if folder.is_dir():
-            found.update(
-                path.resolve() for path in folder.rglob("*.ckpt") if LAST_NAME.match(path.name) and path.is_file()
-            )
+    found = {path.resolve() for root in roots for path in Path(root).expanduser().rglob("last*.ckpt") if path.is_file()}
     return sorted(found, key=lambda path: path.stat().st_mtime_ns, reverse=True)
-
-
-def same_run_configuration(
-    checkpoint: Mapping[str, Any], model: L.LightningModule, datamodule: L.LightningDataModule | None
-) -> bool:
-    """Whether ``checkpoint`` was written by a run with this model's and data's settings."""
-    saved_model = checkpoint.get("hyper_parameters") or {}
-    saved_class = str(saved_model.get("_class_path", ""))
-    if saved_class and saved_class.rsplit(".", 1)[-1] != type(model).__qualname__:
-        return False
-    if _differences(saved_model, dict(model.hparams), EXCLUDED_FROM_IDENTITY, _signature_defaults(type(model))):
-        return False
-    if datamodule is not None and datamodule.hparams:
-        saved_data = checkpoint.get("datamodule_hyper_parameters") or {}
-        # The vocabulary size is compared through the model above; a checkpoint written before the
-        # data recorded its resolved size holds null there for the same tokenizer.
-        if _differences(
-            saved_data,
-            dict(datamodule.hparams),
-            EXCLUDED_FROM_IDENTITY | {"vocab_size"},
-            _signature_defaults(type(datamodule)),
-        ):
-            return False
-    return True
 
 
 def find_last_checkpoint(
     roots: Iterable[str | os.PathLike], model: L.LightningModule, datamodule: L.LightningDataModule | None
 ) -> Path | None:
-    """The newest last checkpoint under ``roots`` of a run configured like this one."""
+    """The newest last checkpoint under ``roots`` written by a run with this model's and data's settings."""
+    data = dict(datamodule.hparams) if datamodule is not None else {}
     for path in last_checkpoints(roots):
         try:
             checkpoint = read_checkpoint(path)
         except UserError as error:
             log.warning("skipping %s: %s", path, error)
             continue
-        if same_run_configuration(checkpoint, model, datamodule):
+        saved_model = checkpoint.get("hyper_parameters") or {}
+        saved_data = checkpoint.get("datamodule_hyper_parameters") or {}
+        saved_class = str(saved_model.get("_class_path", type(model).__qualname__)).rsplit(".", 1)[-1]
+        # The vocabulary size is compared through the model; a checkpoint written before the data
+        # recorded its resolved size holds null there for the same tokenizer.
+        if (
+            saved_class == type(model).__qualname__
+            and not differences(saved_model, dict(model.hparams), EXCLUDED_FROM_IDENTITY)
+            and not differences(saved_data, data, EXCLUDED_FROM_IDENTITY | {"vocab_size"})
+        ):
             return path
     return None

@@ -1,11 +1,8 @@
 """Evaluating a checkpoint alone: ``test --ckpt_path FILE`` (or ``test RUN_DIR``) with no config, from any folder.
 
-A checkpoint records its model's and data's classes and settings; ``validate``, ``test`` and
-``predict`` rebuild both from it, what a config or the command line gives overriding them (each
-override said in one line). Relative data locations are relative to the folder the run started in,
-found from where the checkpoint lies now, else from what ``RunFolder`` recorded; one found nowhere
-is refused naming the option that replaces it. The Trainer's limits on what is scored are the run's
-own, from its ``config.yaml``, so that ``validate`` scores the batches the run's validation did.
+``validate``, ``test`` and ``predict`` rebuild the model and data a checkpoint records (each override said
+in one line), relative data locations relative to the folder the run started in, and the run's own Trainer
+limits (its ``config.yaml``): ``validate`` scores what its run did.
 """
 
 from __future__ import annotations
@@ -23,7 +20,7 @@ from lightning.pytorch.callbacks import Callback
 
 from tiedemb.errors import UserError
 from tiedemb.options import as_written, parameters_of
-from tiedemb.training.checkpoints import comparable
+from tiedemb.training.checkpoints import comparable, differences
 from tiedemb.training.hub import spelled_as_path
 from tiedemb.training.run_dir import run_checkpoint
 
@@ -43,11 +40,9 @@ LOCATIONS = {
     "ood_val_files": "'[<file>, ...]'",
     "cache_dir": None,
 }
-"""The data settings that are locations (folders, files or globs, a tokenizer folder or hub name, a cache),
-and what a replacement looks like on the command line (None: a cache, made afresh where it is missing)."""
+"""Data settings that are locations, and how a replacement is written (None: a cache, made afresh)."""
 READS_TEXT = ("dataset", "data_dir", "data_files", "train_files", "val_files", "ood_val_files")
-"""Data settings that name text to read: only a run that read text used its cache (the embedded
-corpus refuses a ``cache_dir`` other than the default, as it caches nothing)."""
+"""Data settings that name text to read: only a run that read text used its cache."""
 RUN_LIMITS = ("limit_val_batches", "limit_test_batches", "limit_predict_batches")
 """Trainer settings that decide which batches an evaluation scores, restored from the run's config.yaml."""
 
@@ -73,57 +68,40 @@ def option_values(argv: Sequence[str], option: str) -> list[str]:
     return values
 
 
-def option_value(argv: Sequence[str], option: str) -> str | None:
-    """The value the option takes on a command line: the last one given (as jsonargparse takes), else None."""
-    values = option_values(argv, option)
-    return values[-1] if values else None
-
-
 def given_keys(argv: Sequence[str], group: str) -> set[str]:
     """The settings of ``group`` (``model``, ``data``) a command line gives one by one (``--data.batch_size=8``)."""
     prefix = f"--{group}."
-    keys = set()
-    for argument in argv:
-        if argument.startswith(prefix):
-            name = argument[len(prefix) :].split("=", 1)[0].removeprefix("init_args.")
-            keys.add(name.split(".", 1)[0])
-    return keys
+    names = [argument[len(prefix) :].split("=", 1)[0] for argument in argv if argument.startswith(prefix)]
+    return {name.removeprefix("init_args.").split(".", 1)[0] for name in names}
 
 
 def checkpoint_to_evaluate(argv: Sequence[str]) -> str | None:
-    """The checkpoint file an evaluating command line names (``test --ckpt_path FILE ...``), else None:
-    read before parsing, so that a checkpoint alone can stand in for a config naming the classes."""
+    """The checkpoint file an evaluating command line names, read before parsing: it names the classes."""
     if not argv or argv[0] not in EVALUATING:
         return None
-    path = option_value(argv, "--ckpt_path")
-    if not path or path in NAMED_CHECKPOINTS or "://" in path:
-        return None
-    return path
+    path = (option_values(argv, "--ckpt_path") or [None])[-1]
+    return None if not path or path in NAMED_CHECKPOINTS or "://" in path else path
 
 
 def with_run_checkpoint(argv: Sequence[str]) -> list[str]:
-    """An evaluating command line with a run's folder (or a checkpoint file) given first replaced by
-    ``--ckpt_path`` its checkpoint file (``run_checkpoint``: best.ckpt, else last.ckpt)."""
+    """An evaluating command line with a run's folder (or a checkpoint file) given first as ``--ckpt_path``."""
     argv = [str(argument) for argument in argv]
-    if not argv or argv[0] not in EVALUATING:
+    if len(argv) < 2 or argv[0] not in EVALUATING or argv[1].startswith("-"):
         return argv
-    if len(argv) > 1 and not argv[1].startswith("-"):
-        given = Path(argv[1]).expanduser()
-        if not given.exists():
-            raise UserError(
-                f"{argv[0]} {argv[1]}: no such run folder or checkpoint file (give a run's folder, e.g. runs/<name>, "
-                "or --ckpt_path=<file>)"
-            )
-        path = run_checkpoint(given) if given.is_dir() else given
-        if str(path) != argv[1]:  # said before any process of a DDP run starts
-            print(f"evaluating {path}", file=sys.stderr)
-        argv = [argv[0], f"--ckpt_path={path}", *argv[2:]]
-    return argv
+    given = Path(argv[1]).expanduser()
+    if not given.exists():
+        raise UserError(
+            f"{argv[0]} {argv[1]}: no such run folder or checkpoint file (give a run's folder, e.g. runs/<name>, "
+            "or --ckpt_path=<file>)"
+        )
+    path = run_checkpoint(given) if given.is_dir() else given
+    if str(path) != argv[1]:  # said before any process of a DDP run starts
+        print(f"evaluating {path}", file=sys.stderr)
+    return [argv[0], f"--ckpt_path={path}", *argv[2:]]
 
 
 def run_limits(checkpoint_path: str | os.PathLike) -> dict[str, Any]:
-    """The Trainer limits (``RUN_LIMITS``) the run that wrote a checkpoint set, from its ``config.yaml``
-    (none for a checkpoint outside a run folder, or a run without a readable config)."""
+    """The Trainer limits (``RUN_LIMITS``) the run that wrote a checkpoint set, from its ``config.yaml``."""
     import yaml
 
     folder = Path(checkpoint_path).expanduser().resolve().parent
@@ -131,18 +109,15 @@ def run_limits(checkpoint_path: str | os.PathLike) -> dict[str, Any]:
     if folder.name != "checkpoints" or not config.is_file():
         return {}
     try:
-        saved = yaml.safe_load(config.read_text())
-    except (OSError, yaml.YAMLError):
+        trainer = yaml.safe_load(config.read_text()).get("trainer") or {}
+    except (OSError, yaml.YAMLError, AttributeError):  # unreadable, or not a mapping
         return {}
-    trainer = saved.get("trainer") if isinstance(saved, dict) else None
-    if not isinstance(trainer, dict):
-        return {}
-    return {name: trainer[name] for name in RUN_LIMITS if trainer.get(name) is not None}
+    return {name: trainer[name] for name in RUN_LIMITS if isinstance(trainer, dict) and trainer.get(name) is not None}
 
 
 def weights_only_given(argv: Sequence[str]) -> bool:
     """``--weights_only`` as the command line gives it (true unless it says false)."""
-    return str(option_value(argv, "--weights_only")).lower() not in ("false", "0", "no", "off")
+    return str((option_values(argv, "--weights_only") or [None])[-1]).lower() not in ("false", "0", "no", "off")
 
 
 # --------------------------------------------------------------------------- what the checkpoint records
@@ -156,10 +131,7 @@ def recorded(checkpoint: Mapping[str, Any], key: str) -> tuple[str | None, dict[
 
 
 def recorded_defaults(checkpoint: Mapping[str, Any], path: str) -> dict[str, Any]:
-    """The model and data classes (and the data's settings) a checkpoint records, as parser defaults.
-
-    The model's settings are put over the parsed ones later (``TiedembCLI._take_checkpoint_settings``);
-    a data setting the class no longer takes is left out, with a warning."""
+    """The model and data classes (and the data's settings) a checkpoint records, as parser defaults."""
     defaults: dict[str, Any] = {}
     model_class, _ = recorded(checkpoint, "hyper_parameters")
     if model_class:
@@ -176,8 +148,7 @@ def recorded_defaults(checkpoint: Mapping[str, Any], path: str) -> dict[str, Any
 
 
 def run_folder(checkpoint: Mapping[str, Any], path: str | os.PathLike) -> Path | None:
-    """The folder the run that wrote ``checkpoint`` started in, as it is now; None when unknown: from
-    the checkpoint callback's relative folder, which the checkpoint's folder ends with, else as recorded."""
+    """The folder the run started in, as it is now: from the callbacks' relative ``dirpath``, else as recorded."""
     folder = Path(path).expanduser().resolve().parent
     for state in (checkpoint.get("callbacks") or {}).values():
         dirpath = state.get("dirpath") if isinstance(state, Mapping) else None
@@ -198,37 +169,29 @@ def run_folder(checkpoint: Mapping[str, Any], path: str | os.PathLike) -> Path |
 def override_lines(
     group: str, recorded_settings: Mapping[str, Any], settings: Mapping[str, Any], given: set[str]
 ) -> list[str]:
-    """One line per setting whose value differs from the recorded one:
-    ``data.batch_size: 32 (checkpoint) -> 8 (command line)``."""
-    lines = []
-    for name, value in settings.items():
-        if name in recorded_settings and comparable(recorded_settings[name]) != comparable(value):
-            source = "command line" if name in given else "config"
-            lines.append(
-                f"{group}.{name}: {as_written(recorded_settings[name])} (checkpoint) -> {as_written(value)} ({source})"
-            )
-    return lines
+    """One line per setting that differs from the recorded one: ``data.batch_size: 32 (checkpoint) -> 8 (config)``."""
+    return [
+        f"{group}.{name}: {as_written(old)} (checkpoint) -> {as_written(new)} "
+        f"({'command line' if name in given else 'config'})"
+        for name, (old, new) in differences(recorded_settings, settings, ()).items()
+    ]
 
 
 def locate(value: str, folder: Path | None) -> str | None:
     """Where a recorded location (or glob) is now, or None: a relative one in the run's folder (made
     absolute), then in the current folder."""
     path = Path(value).expanduser()
-    if not path.is_absolute() and folder is not None and folder.resolve() != Path.cwd().resolve():
-        if _exists(folder / path):
-            return str((folder / path).resolve())
-    return value if _exists(path) else None
-
-
-def _exists(path: Path) -> bool:
-    return path.exists() or (glob.has_magic(str(path)) and bool(glob.glob(str(path))))
+    elsewhere = not path.is_absolute() and folder is not None and folder.resolve() != Path.cwd().resolve()
+    candidates = [(folder / path).resolve(), path] if elsewhere else [path]
+    found = next((where for where in candidates if where.exists() or glob.glob(str(where))), None)
+    return None if found is None else value if found == path else str(found)
 
 
 def rebuilt_locations(
     settings: Mapping[str, Any], recorded_settings: Mapping[str, Any], folder: Path | None
 ) -> dict[str, Any]:
-    """The recorded data locations the run's settings still hold, as found now (absolute paths). A
-    location the user gave is the data module's to check."""
+    """The recorded data locations the run's settings still hold, as found now (absolute paths); one the
+    user gave is the data module's to check."""
     reads_text = any(recorded_settings.get(name) for name in READS_TEXT)
     found: dict[str, Any] = {}
     for name, remedy in LOCATIONS.items():
@@ -247,8 +210,7 @@ def rebuilt_locations(
 
 
 def placed(name: str, value: Any, folder: Path | None) -> str:
-    """Where the recorded location ``value`` of ``data.<name>`` is now; a missing folder, file or tokenizer
-    folder is a ``UserError`` naming the option (a tokenizer spelled as a hub name stays one)."""
+    """Where the recorded location ``value`` of ``data.<name>`` is now; one missing is a ``UserError``."""
     where = locate(str(value), folder)
     remedy = LOCATIONS[name]
     if where is None and remedy is not None and (name != "tokenizer" or spelled_as_path(str(value))):

@@ -1,5 +1,6 @@
-"""Whether the Hugging Face hub can be used, answered within seconds (without a probe, a machine with no
-network spends close to a minute in the hub clients' retries); asked before anything reaches for the hub.
+"""Whether the Hugging Face hub and the W&B server can be used, answered within seconds (without a probe,
+a machine with no network spends close to a minute in the clients' retries). W&B goes offline without
+credentials, or when the server does not answer (said in one line); a ``WANDB_MODE`` set is kept.
 """
 
 from __future__ import annotations
@@ -7,17 +8,19 @@ from __future__ import annotations
 import contextlib
 import os
 import sys
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+from typing import Any
 
 from tiedemb.errors import first_line
 
-HUB_PROBE_TIMEOUT_S = 3.0
+HUB_PROBE_TIMEOUT_S = WANDB_PROBE_TIMEOUT_S = 3.0
+DEFAULT_BASE_URL = "https://api.wandb.ai"
 _TRUE = {"1", "ON", "YES", "TRUE"}
 
 
 def spelled_as_path(text: str) -> bool:
-    """Whether a name is spelled as a local path (``./x``, ``/x``, ``~/x``, ``a/b/c``), not as a hub
-    ``name`` or ``org/name``: such a name that does not exist is a missing folder, not a hub lookup."""
+    """Whether a name is spelled as a local path (``./x``, ``/x``, ``~/x``, ``a/b/c``), not as a hub name."""
     return text.startswith((".", "/", "~")) or os.sep in text.rstrip(os.sep) and text.count("/") > 1
 
 
@@ -34,8 +37,7 @@ def hub_offline_requested() -> bool:
 
 
 def url_problem(url: str, timeout: float) -> str | None:
-    """Why ``url`` cannot be reached, or ``None`` when it answers (any HTTP status will do; ``urllib`` goes
-    wherever the clients' own requests go, proxies included)."""
+    """Why ``url`` cannot be reached, or ``None`` when it answers (any HTTP status; proxies as the clients')."""
     import urllib.error
     import urllib.request
 
@@ -48,26 +50,17 @@ def url_problem(url: str, timeout: float) -> str | None:
     return None
 
 
-def hub_problem(timeout: float = HUB_PROBE_TIMEOUT_S) -> str | None:
-    """Why the hub endpoint cannot be reached, or ``None`` when it answers."""
-    from huggingface_hub import constants
-
-    return url_problem(constants.ENDPOINT, timeout)
-
-
 def hub_reachable(timeout: float = HUB_PROBE_TIMEOUT_S) -> bool:
     """Probe the hub endpoint once, quickly."""
-    return hub_problem(timeout) is None
+    from huggingface_hub import constants
+
+    return url_problem(constants.ENDPOINT, timeout) is None
 
 
 @contextlib.contextmanager
 def hub_access() -> Iterator[bool]:
-    """Context in which hub loaders either reach the hub or read only the local cache.
-
-    Yields True when online. When offline (asked for, or the hub is unreachable), the offline
-    flags of ``huggingface_hub`` and ``datasets`` are switched on for the duration, because
-    they are read once at import and so do not see ``HF_HUB_OFFLINE`` set afterwards.
-    """
+    """Yields True where hub loaders reach the hub; else (asked for, or unreachable) switches on the offline
+    flags of ``huggingface_hub`` and ``datasets`` for the duration (they read ``HF_HUB_OFFLINE`` at import)."""
     if not hub_offline_requested() and hub_reachable():
         yield True
         return
@@ -80,3 +73,43 @@ def hub_access() -> Iterator[bool]:
         yield False
     finally:
         constants.HF_HUB_OFFLINE, datasets.config.HF_HUB_OFFLINE = saved
+
+
+def server_problem(timeout: float = WANDB_PROBE_TIMEOUT_S) -> str | None:
+    """Why the W&B server cannot be reached, or ``None`` when it answers."""
+    problem = url_problem(os.environ.get("WANDB_BASE_URL", DEFAULT_BASE_URL), timeout)
+    return f"the W&B server {problem}" if problem else None
+
+
+def wandb_mode() -> str | None:
+    """``"offline"`` where a run cannot go online; None where W&B decides: a ``WANDB_MODE`` the user set,
+    or credentials and a server that answers (W&B then prints the run's URL)."""
+    if "WANDB_MODE" in os.environ:
+        return None
+    netrc = Path(os.environ.get("NETRC", Path.home() / ".netrc"))
+    host = os.environ.get("WANDB_BASE_URL", DEFAULT_BASE_URL).split("://")[-1].split("/")[0]
+    if not os.environ.get("WANDB_API_KEY") and not (netrc.is_file() and host in netrc.read_text(errors="ignore")):
+        return "offline"  # no credentials
+    problem = server_problem()
+    if problem is not None:
+        print(f"{problem}: W&B records this run offline; upload it later with `wandb sync`", file=sys.stderr)
+        return "offline"
+    return None
+
+
+def choose_wandb_mode() -> str | None:
+    """Set ``WANDB_MODE=offline`` where a ``wandb.init`` run (the report's) cannot go online; the mode set."""
+    mode = wandb_mode()
+    if mode is not None:
+        os.environ["WANDB_MODE"] = mode
+        os.environ.setdefault("WANDB_SILENT", "true")  # nothing to link to: keep the log quiet
+    return mode
+
+
+def make_wandb_folders(loggers: Sequence[Any]) -> None:
+    """Make each W&B logger's save folder before its run starts (W&B warns when it is missing)."""
+    from lightning.pytorch.loggers import WandbLogger
+
+    for logger in loggers:
+        if isinstance(logger, WandbLogger) and logger.save_dir:
+            os.makedirs(logger.save_dir, exist_ok=True)

@@ -5,29 +5,26 @@ from __future__ import annotations
 
 # -- the language-model modules (modules/pretrain.py) ----------------------------------------------
 def eval_name(stage: str, metric: str, split_suffix: str = "") -> str:
-    """``<stage>/<metric><suffix>``: a metric of a stage (``val/accuracy``, ``test/f1_matched``)."""
     return f"{stage}/{metric}{split_suffix}"
 
 
 def loss_name(stage: str) -> str:
-    """``<stage>/loss``: the loss of a stage (``train``, ``val``, ``test``); per token for language models."""
+    """Per token for language models."""
     return eval_name(stage, "loss")
 
 
 TRAIN_LOSS = loss_name("train")
 VAL_LOSS = loss_name("val")
-"""The per-token validation loss, at every validation."""
 VAL_OOD_LOSS = loss_name("val_ood")
-"""The per-token loss of the out-of-domain validation text, where the data has one."""
+"""The loss of the out-of-domain validation text, where the data has one."""
 INIT_LOSS = "init/loss"
 """The loss of the untouched model on the first training batch (dropout off), at step 0."""
 INIT_LOSS_PREDICTED = "init/loss_pred"
-"""The initial loss ``tiedemb.theory`` predicts for the run's settings, at step 0."""
+"""The initial loss ``tiedemb.theory`` predicts, at step 0."""
 
 
 def baseline_name(kind: str, ood: bool = False) -> str:
-    """``data/[ood_]<kind>_loss``: an add-one n-gram loss (``unigram``, ``bigram``) of the validation
-    text, or of the out-of-domain text (``PretrainData.baselines``)."""
+    """An add-one n-gram loss (``unigram``, ``bigram``) of the (out-of-domain) validation text."""
     return f"data/{'ood_' if ood else ''}{kind}_loss"
 
 
@@ -38,7 +35,6 @@ LOG_N = "init/log_n"
 """ln of the vocabulary size, the loss of a uniform prediction, logged at step 0."""
 PARAMS_TOTAL = "params/total"
 PARAMS_EMBEDDING = "params/embedding"
-"""Every parameter, and those of the embedding (tables and projection), logged once a run starts."""
 TRAIN_FLOPS_PER_SEC = "train/device/flops_per_sec"
 TRAIN_BATCHES_PER_SEC = "train/device/batches_per_sec"
 """What Lightning's ThroughputMonitor logs per device (modules/throughput.py)."""
@@ -47,7 +43,7 @@ ZERO_SHOT = "zero_shot"
 
 
 def kept_name(table: str) -> str:
-    """``narrow/kept_<table>``: the share of a table's energy a narrowing to a smaller d_e keeps."""
+    """The share of a table's energy a narrowing to a smaller d_e keeps."""
     return f"narrow/kept_{table}"
 
 
@@ -59,20 +55,18 @@ label (``data/majority/accuracy``, ``data/majority/f1``, ``data/majority/accurac
 
 # -- the training monitor (training/monitor.py) ---------------------------------------------------
 GRAD_NORM_TOTAL = "train/grad_norm/total"
-"""The L2 norm of every gradient together, before the optimiser step (after unscaling, before clipping)."""
+"""Before the optimiser step (after unscaling, before clipping)."""
 GRAD_NORM_PARTS = ("embedding", "encoder", "head")
-"""The parts of the network whose gradient norms are logged apart (a tied matrix counts in ``embedding``)."""
+"""Parts whose gradient norms are logged apart (a tied matrix counts in ``embedding``)."""
 
 
 def grad_norm_name(part: str) -> str:
-    """``train/grad_norm/<part>``: the L2 norm of the gradients of one part of the network."""
     return f"train/grad_norm/{part}"
 
 
 ROW_NORM_MEAN = "embedding/row_norm_mean"
-"""The mean L2 norm of the token table's rows."""
 ROW_NORM_STD = "embedding/row_norm_std"
-"""Their standard deviation."""
+"""The mean L2 norm of the token table's rows, and their standard deviation."""
 SELF_LOGIT_MARGIN = "embedding/self_logit_margin"
 """On a fixed probe batch, the mean over positions of the logit of the input token itself minus the
 log-sum-exp of every other logit: above 0, the model would predict the token it was given (the

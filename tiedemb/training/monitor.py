@@ -1,10 +1,4 @@
-"""What the studies are about, watched during training (docs/dashboard.md has each metric).
-
-``TrainingMonitor``: gradient norms (total and per part), the token table's row norms and the
-self-logit margin on a probe batch every few steps; the table's effective rank at every
-validation. ``ParameterCounts``: every run's parameter counts (total, and the embedding's), so that
-reports never rebuild a model to know its size.
-"""
+"""What the studies are about, watched during training (docs/dashboard.md); every run's parameter counts."""
 
 from __future__ import annotations
 
@@ -12,6 +6,7 @@ from typing import Any
 
 import lightning as L
 import torch
+from jsonargparse.typing import PositiveInt
 from lightning.pytorch.callbacks import Callback
 from torch import Tensor, nn
 
@@ -20,13 +15,11 @@ from tiedemb.training import metric_names as names
 
 
 def effective_rank(matrix: Tensor) -> float:
-    """exp of the entropy of the normalised singular values; 0 for an all-zero matrix."""
     singular = torch.linalg.svdvals(matrix.detach().double())
     total = singular.sum()
     if total <= 0:
         return 0.0
-    p = singular / total
-    p = p[p > 0]
+    p = singular[singular > 0] / total
     return float(torch.exp(-(p * p.log()).sum()))
 
 
@@ -86,10 +79,11 @@ def probe_from(batch: Any, sequences: int, length: int) -> dict[str, Tensor] | N
 
 
 class TrainingMonitor(Callback):
-    """Gradient norms, token-table statistics and the self-logit margin every ``every_n_steps``; the
-    table's effective rank at validation."""
+    """Gradient norms, token-table statistics and the self-logit margin; the table's effective rank."""
 
-    def __init__(self, every_n_steps: int | None = None, probe_sequences: int = 8, probe_length: int = 128) -> None:
+    def __init__(
+        self, every_n_steps: PositiveInt | None = None, probe_sequences: int = 8, probe_length: int = 128
+    ) -> None:
         """
         Args:
             every_n_steps: optimiser steps between two records (default: ``trainer.log_every_n_steps``).
@@ -97,8 +91,6 @@ class TrainingMonitor(Callback):
                 first validation batch's, else the first training batch's).
             probe_length: tokens of each probe sequence.
         """
-        if every_n_steps is not None and every_n_steps < 1:
-            raise ValueError(f"every_n_steps must be at least 1, got {every_n_steps}")
         self.every_n_steps = every_n_steps
         self.probe_sequences = probe_sequences
         self.probe_length = probe_length
@@ -141,7 +133,6 @@ class TrainingMonitor(Callback):
 
 
 def _network(pl_module: L.LightningModule) -> nn.Module:
-    """The plain network (``Transformer``, ``SequenceClassifier``) a tiedemb module trains, or the module itself."""
     network = getattr(pl_module, "model", None)
     return network if isinstance(network, nn.Module) else pl_module
 
@@ -157,20 +148,14 @@ def _token_table(network: nn.Module) -> Tensor | None:
 
 def _log(trainer: L.Trainer, metrics: dict[str, float]) -> None:
     # Straight to the loggers at this step: Lightning's own cadence (log_every_n_steps counted from
-    # another origin) would drop records off its grid. The first process only: the others hold the same.
-    if not metrics:
-        return
+    # another origin) would drop records off its grid.
     for logger in trainer.loggers:
         logger.log_metrics(metrics, step=trainer.global_step)
 
 
 def parameter_counts(model: nn.Module) -> dict[str, float]:
-    """``params/total``, ``params/embedding`` and ``params/non_embedding`` of ``model``.
-
-    ``model`` is a LightningModule or a plain network; its embedding is found as the submodule
-    named ``embedding`` (``Transformer`` and ``SequenceClassifier`` both have one). Shared
-    parameters count once, as ``nn.Module.parameters`` yields them once.
-    """
+    """``params/total``, ``params/embedding`` (the submodule named ``embedding``) and ``params/non_embedding``;
+    a shared parameter counts once."""
     total = sum(parameter.numel() for parameter in model.parameters())
     embedding = next((module for name, module in model.named_modules() if name.rsplit(".", 1)[-1] == "embedding"), None)
     in_embedding = sum(parameter.numel() for parameter in embedding.parameters()) if embedding is not None else 0
@@ -184,13 +169,7 @@ def parameter_counts(model: nn.Module) -> dict[str, float]:
 class ParameterCounts(Callback):
     """Logs ``parameter_counts`` of the trained module at the start of fit and of test."""
 
-    def _log(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
-        counts = parameter_counts(pl_module)
-        for logger in trainer.loggers:
-            logger.log_metrics(counts, step=trainer.global_step)
-
     def on_train_start(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
-        self._log(trainer, pl_module)
+        _log(trainer, parameter_counts(pl_module))
 
-    def on_test_start(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
-        self._log(trainer, pl_module)
+    on_test_start = on_train_start

@@ -1,12 +1,18 @@
-"""Settings a run cannot work with, refused before any data is prepared or any logger starts, in one
-sentence each, instead of a stack trace later (or, for a negative clipping value, nothing at all).
+"""The Trainer's settings: those a run cannot work with refused before any data is prepared or any logger
+starts, in one sentence each, instead of a stack trace later (or, for a negative clipping value, nothing at
+all); ``trainer.precision: bf16-mixed-if-native``: bf16-mixed where the hardware computes bfloat16 (CUDA
+GPUs from Ampere on, CPUs with AVX512-BF16 or AMX), 32-true where torch would emulate it many times slower
+than float32 (benchmarks/RESULTS.md).
 """
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Literal, get_args, get_type_hints
 
 import lightning as L
+import torch
+from lightning.pytorch.accelerators import CPUAccelerator
+from lightning.pytorch.utilities import rank_zero_info
 
 from tiedemb.errors import UserError
 from tiedemb.nn.config import TransformerConfig
@@ -21,8 +27,7 @@ TRAINER_OPTIONS = {
 """Trainer options Lightning takes unchecked, each of which would break a run later: 0 divides by
 zero at the first batch, a negative clipping value multiplies every gradient by a negative factor."""
 
-SEQUENCE_LENGTH_OPTIONS = ("block_size", "max_length")
-"""The data options that bound a batch's sequence length: pretraining's blocks, GLUE's pairs."""
+SEQUENCE_LENGTH_OPTIONS = ("block_size", "max_length")  # pretraining's blocks, GLUE's pairs
 
 
 def check_trainer_options(options: dict[str, Any]) -> None:
@@ -37,8 +42,7 @@ def check_trainer_options(options: dict[str, Any]) -> None:
 
 
 def validation_beyond_the_epoch(trainer: L.Trainer, error: ValueError) -> UserError | None:
-    """The user error behind Lightning's ``ValueError`` for a ``val_check_interval`` above the epoch's
-    batches (known only once the training data is loaded), or None for any other error."""
+    """The user error behind Lightning's ``ValueError`` for a ``val_check_interval`` above the epoch's batches."""
     if "`val_check_interval`" not in str(error) or not isinstance(trainer.val_check_interval, int):
         return None
     return UserError(
@@ -49,12 +53,7 @@ def validation_beyond_the_epoch(trainer: L.Trainer, error: ValueError) -> UserEr
 
 
 def check_checkpoint_name(path: Any, subcommand: str) -> None:
-    """Refuse ``--ckpt_path`` names Lightning resolves only inside the Trainer call, where it fails.
-
-    ``best`` is the best checkpoint of a fit run earlier by the same Trainer object, which a command
-    line never has; ``hpc`` is a SLURM checkpoint in ``default_root_dir``, which a run folder of its
-    own never holds.
-    """
+    """Refuse ``--ckpt_path`` names Lightning resolves only inside the Trainer call, where it fails."""
     if path == "best":
         raise UserError(
             "--ckpt_path=best names the best checkpoint of a fit run earlier in the same process, "
@@ -80,19 +79,15 @@ _SPLITS = {
 
 
 def check_has_split(subcommand: str, data_class: type[L.LightningDataModule] | None) -> None:
-    """Refuse ``test`` or ``predict`` on data without that split: Lightning would fail at the start
-    of the loop, after the run and its W&B record had started."""
+    """Refuse ``test`` or ``predict`` on data without that split, before the run and its W&B record start."""
     method, message = _SPLITS[subcommand]
     if data_class is not None and getattr(data_class, method) is getattr(L.LightningDataModule, method):
         raise UserError(message.format(data=data_class.__name__))
 
 
 def check_sequence_length(model: L.LightningModule, datamodule: L.LightningDataModule | None) -> None:
-    """Refuse data longer than the model has positions for.
-
-    Learned positions have ``max_position_embeddings`` rows and rotary ones that many angles; a
-    longer batch would fail inside the first forward pass, after the data was prepared.
-    """
+    """Refuse data longer than the model has positions for (it would fail inside the first forward pass,
+    after the data was prepared)."""
     config = getattr(model, "config", None)
     if not isinstance(config, TransformerConfig) or config.position == "none" or datamodule is None:
         return
@@ -105,3 +100,38 @@ def check_sequence_length(model: L.LightningModule, datamodule: L.LightningDataM
                 f"where the model's {config.position} positions end; lower data.{option} or raise "
                 f"model.max_position_embeddings"
             )
+
+
+PrecisionIfNative = Literal["bf16-mixed-if-native"]
+LightningPrecision = get_type_hints(L.Trainer.__init__)["precision"]  # from Lightning's public signature
+BF16_IF_NATIVE: str = get_args(PrecisionIfNative)[0]
+
+
+def runs_on_cpu(accelerator: Any) -> bool:
+    """Whether a Trainer given this ``accelerator`` setting (a name or an Accelerator) trains on the CPU."""
+    if isinstance(accelerator, CPUAccelerator) or accelerator == "cpu":
+        return True
+    return accelerator in ("auto", None) and not torch.cuda.is_available()
+
+
+def bf16_is_native(on_cpu: bool) -> bool:
+    """Whether this machine computes bfloat16 products in hardware (not through fallback kernels)."""
+    if on_cpu:
+        # torch's runtime CPU feature report (cpuinfo); torch versions without it are taken as emulating bf16
+        capabilities = getattr(torch.cpu, "get_capabilities", dict)()
+        return bool(capabilities.get("avx512_bf16") or capabilities.get("amx_bf16"))
+    return torch.cuda.is_available() and torch.cuda.is_bf16_supported(including_emulation=False)
+
+
+def resolve_precision(precision: Any, accelerator: Any) -> Any:
+    """``precision`` for Lightning's Trainer: ``bf16-mixed-if-native`` resolved, said in one line."""
+    if precision != BF16_IF_NATIVE:
+        return precision
+    on_cpu = runs_on_cpu(accelerator)
+    native = bf16_is_native(on_cpu)
+    chosen = "bf16-mixed" if native else "32-true"
+    rank_zero_info(
+        f"trainer.precision={BF16_IF_NATIVE}: {chosen} (this {'CPU' if on_cpu else 'GPU'} "
+        f"{'computes' if native else 'has no hardware for'} bfloat16)"
+    )
+    return chosen

@@ -29,7 +29,7 @@ def check_run_name(name: str) -> None:
     """A ``--run_name`` is one folder name (or ``.``): no path separators, nothing hidden."""
     if name == HERE:
         return
-    if not name or name == ".." or "/" in name or os.sep in name or name.startswith("."):
+    if not name or "/" in name or os.sep in name or name.startswith("."):
         raise UserError(
             f"--run_name={name!r} is not a folder name; give a name without '/' that does not start with '.' "
             "(the folder goes under trainer.default_root_dir), or '.' for trainer.default_root_dir itself"
@@ -38,31 +38,17 @@ def check_run_name(name: str) -> None:
 
 def base_name(configs: Iterable[str | os.PathLike]) -> str:
     """The first config file's name without its suffix (``configs/tied_orth.yaml``: ``tied_orth``)."""
-    for config in configs:
-        stem = Path(str(config)).stem
-        if stem:
-            return stem
-    return FALLBACK_NAME
+    return next((Path(str(config)).stem for config in configs if Path(str(config)).stem), FALLBACK_NAME)
 
 
 def run_dir_of_checkpoint(checkpoint: str | os.PathLike, root: str | os.PathLike) -> Path | None:
     """The run folder under ``root`` whose ``checkpoints/`` holds ``checkpoint``, or None; spelled as
     ``root`` is (Lightning compares a resumed callback's folder as a string)."""
-    path = Path(checkpoint).expanduser().resolve()
-    if path.parent.name != CHECKPOINTS:
+    folder, root_path = Path(checkpoint).expanduser().resolve().parent, Path(root).expanduser()
+    run = folder.parent
+    if folder.name != CHECKPOINTS or root_path.resolve() not in (run, run.parent):
         return None
-    run = path.parent.parent
-    root_path = Path(root).expanduser()
-    resolved_root = root_path.resolve()
-    if run == resolved_root:
-        return root_path
-    if run.parent == resolved_root:
-        return root_path / run.name
-    return None
-
-
-def holds_something(folder: Path) -> bool:
-    return folder.is_dir() and any(folder.iterdir())
+    return root_path if run == root_path.resolve() else root_path / run.name
 
 
 def choose_run_dir(
@@ -71,20 +57,23 @@ def choose_run_dir(
     name: str,
     checkpoint: str | os.PathLike | None = None,
 ) -> tuple[Path, bool]:
-    """The run's folder and whether it continues an existing one: the folder of the checkpoint the run
-    starts from, else a new ``run_name`` folder, else ``<name>-<id>``."""
+    """The run's folder and whether it continues one: the checkpoint's, else ``run_name``, else ``<name>-<id>``."""
     root_path = Path(root).expanduser()
     if run_name is not None:
         check_run_name(run_name)
     if run_name == HERE:
-        return root_path, holds_something(root_path)
+        return root_path, root_path.is_dir() and any(root_path.iterdir())
     continued = run_dir_of_checkpoint(checkpoint, root_path) if checkpoint else None
     if run_name:
         folder = root_path / run_name
         if continued is not None and continued.resolve() == folder.resolve():
             return folder, True
-        if holds_something(folder):
-            raise UserError(refusal(folder))
+        if folder.is_dir() and any(folder.iterdir()):
+            last = folder / CHECKPOINTS / LAST_FILE
+            found = sorted((folder / CHECKPOINTS).glob("*.ckpt"), key=lambda path: path.stat().st_mtime_ns)
+            newest = last if last.is_file() else found[-1] if found else None
+            advice = f", or continue that run with --ckpt_path={newest}" if newest is not None else ""
+            raise UserError(f"run folder {str(folder)!r} already exists: choose another --run_name{advice}")
         return folder, False
     if continued is not None:
         return continued, True
@@ -94,26 +83,11 @@ def choose_run_dir(
             return folder, False
 
 
-def checkpoints_in(folder: Path) -> list[Path]:
-    """The checkpoint files a run folder holds."""
-    return [path for path in (folder / CHECKPOINTS).glob("*.ckpt") if path.is_file()]
-
-
-def refusal(folder: Path) -> str:
-    """Why a ``--run_name`` whose folder holds something is refused, naming only checkpoints that exist."""
-    found = checkpoints_in(folder)
-    last = folder / CHECKPOINTS / LAST_FILE
-    newest = last if last in found else max(found, key=lambda path: path.stat().st_mtime_ns) if found else None
-    advice = f", or continue that run with --ckpt_path={newest}" if newest is not None else ""
-    return f"run folder {str(folder)!r} already exists: choose another --run_name{advice}"
-
-
 PARENT_RUN_DIR = "TIEDEMB_PARENT_RUN_DIR"  # <pid>:<folder>, for the processes a run starts (DDP ranks)
 
 
 def share_run_dir(folder: Path, environ: dict[str, str] | None = None) -> None:
-    """Tell the processes this one starts (Lightning's DDP launcher runs the same command line again
-    once per rank) which run folder it chose, so that they do not draw folders of their own."""
+    """Tell the DDP ranks this process starts (the same command line again) which run folder it chose."""
     (os.environ if environ is None else environ)[PARENT_RUN_DIR] = f"{os.getpid()}:{folder}"
 
 
@@ -129,7 +103,7 @@ def run_dir_of_parent(environ: Mapping[str, str] | None = None) -> Path | None:
 
 
 def writes_in_run_dir(save_dir: str | os.PathLike | None, root: str | os.PathLike) -> bool:
-    """Whether a logger with this ``save_dir`` writes into the run's folder (see the module's text)."""
+    """Whether a logger with this ``save_dir`` (``.``, unset or the root) writes into the run's folder."""
     if save_dir in (None, "", HERE):
         return True
     return Path(save_dir).expanduser().resolve() == Path(root).expanduser().resolve()
@@ -139,8 +113,7 @@ def writes_in_run_dir(save_dir: str | os.PathLike | None, root: str | os.PathLik
 
 
 def run_checkpoint(target: str | os.PathLike, choice: str | None = None) -> Path:
-    """The checkpoint file ``target`` (a run folder or a ``.ckpt`` file) stands for; ``choice``: ``best``,
-    ``last`` or a file name in the run's ``checkpoints/`` (default: best, else last)."""
+    """The checkpoint file a run folder (best, else last; or ``choice``) or a ``.ckpt`` file stands for."""
     path = Path(target).expanduser()
     if not path.exists():
         raise UserError(f"{str(target)!r} does not exist; pass a run folder (runs/<name>) or a .ckpt file")
@@ -154,24 +127,17 @@ def run_checkpoint(target: str | os.PathLike, choice: str | None = None) -> Path
             f"{str(target)!r} is not a run folder (it has no {CHECKPOINTS}/ folder); pass a run folder "
             "(runs/<name>) or a .ckpt file"
         )
+    names = [choice if choice.endswith(".ckpt") else f"{choice}.ckpt"] if choice is not None else PREFERRED
+    found = next((folder / name for name in names if (folder / name).is_file()), None)
+    if found is not None:
+        return found
+    held = sorted(path.name for path in folder.glob("*.ckpt"))
+    held_text = f"it holds {', '.join(held)}" if held else "it holds none"
     if choice is not None:
-        name = choice if choice.endswith(".ckpt") else f"{choice}.ckpt"
-        if (folder / name).is_file():
-            return folder / name
-        raise UserError(f"{str(folder)!r} has no {name}; {found_checkpoints(folder)}")
-    for name in PREFERRED:
-        if (folder / name).is_file():
-            return folder / name
+        raise UserError(f"{str(folder)!r} has no {names[0]}; {held_text}")
     raise UserError(
-        f"run folder {str(path)!r} has no checkpoint ({found_checkpoints(folder)}): the run ended before "
-        "its first validation saved one"
+        f"run folder {str(path)!r} has no checkpoint ({held_text}): the run ended before its first validation saved one"
     )
-
-
-def found_checkpoints(folder: Path) -> str:
-    """The checkpoints ``folder`` holds, in words."""
-    names = sorted(path.name for path in folder.glob("*.ckpt") if path.is_file())
-    return f"it holds {', '.join(names)}" if names else "it holds none"
 
 
 # --------------------------------------------------------------------------- fit --save_transformers

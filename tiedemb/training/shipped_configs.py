@@ -15,41 +15,25 @@ CONFIG_OPTIONS = ("--config", "-c")
 
 
 def shipped_configs() -> Path | None:
-    """The folder of shipped configs, or None.
-
-    Found by path rather than with ``importlib.resources``: an editable install maps that resource to
-    the checkout it was installed from, not to the package imported when another checkout comes first
-    on ``sys.path``. The repository's folder counts only beside its ``pyproject.toml``.
-    """
-    installed = PACKAGE / "configs"
-    if installed.is_dir():
-        return installed
-    checkout = PACKAGE.parent
-    if (checkout / "pyproject.toml").is_file() and (checkout / "configs").is_dir():
-        return checkout / "configs"
+    """The folder of shipped configs, or None; by path, not ``importlib.resources`` (an editable install
+    maps that to the checkout it was installed from, not to the one first on ``sys.path``)."""
+    if (PACKAGE / "configs").is_dir():
+        return PACKAGE / "configs"
+    if (PACKAGE.parent / "pyproject.toml").is_file() and (PACKAGE.parent / "configs").is_dir():
+        return PACKAGE.parent / "configs"
     return None
 
 
-def shipped_path(path: str | PurePath) -> Path | None:
-    """The shipped config ``path`` names, or None."""
-    folder = shipped_configs()
-    parts = [part for part in PurePath(path).parts if part != "."]
-    if folder is None or not parts or PurePath(path).is_absolute() or ".." in parts:
-        return None
-    if parts[0] == "configs" and len(parts) > 1:
-        parts = parts[1:]
-    candidate = folder.joinpath(*parts)
-    return candidate if candidate.is_file() else None
-
-
 def resolve_config(path: str | PurePath, relative_to: Path | None = None) -> str:
-    """``path`` itself when it exists (relative to ``relative_to``, default the working folder) or names
-    no shipped config; else the shipped copy, said at info level."""
-    text = str(path)
-    if ((relative_to or Path()) / Path(text).expanduser()).exists():
+    """``path`` itself when it exists (relative to ``relative_to``) or names no shipped config; else the copy."""
+    text, folder = str(path), shipped_configs()
+    parts = [part for part in PurePath(text).parts if part != "."]
+    if ((relative_to or Path()) / Path(text).expanduser()).exists() or folder is None or not parts:
         return text
-    shipped = shipped_path(text)
-    if shipped is None:
+    if PurePath(text).is_absolute() or ".." in parts:
+        return text
+    shipped = folder.joinpath(*(parts[1:] if parts[0] == "configs" and len(parts) > 1 else parts))
+    if not shipped.is_file():
         return text
     log.info("%s is not here: using the shipped %s", text, shipped)
     return str(shipped)
