@@ -1,6 +1,6 @@
 """A sweep told to stop by its scheduler (SIGTERM, as SLURM sends before it ends a job).
 
-The running stage gets SIGTERM in turn, saves its state after its step (``tiedemb.training.preemption``)
+The running stage gets SIGTERM in turn, saves its state after its step (``tiedemb.training.checkpoints.SaveOnPreemption``)
 and exits 143; the sweep records the cell as preempted and stops. A rerun resumes the cell.
 """
 
