@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from tiedemb.errors import UserError
-from tiedemb.options import PositiveInt, add_weights_only, number_type
+from tiedemb.options import PositiveInt, add_weights_only
 from tiedemb.training.exits import CommandParser, report_user_errors
 
 PREDICTIONS = "predictions.tsv"
@@ -159,7 +159,7 @@ def parser() -> CommandParser:
         "--output", default=PREDICTIONS, help=f"the file to write (default {PREDICTIONS}; never over an existing one)"
     )
     parser.add_argument("--submission", default=None, metavar="DIR", help="also write GLUE's submission file there")
-    parser.add_argument("--batch-size", type=number_type(PositiveInt), default=32, help="pairs per batch (default 32)")
+    parser.add_argument("--batch-size", type=PositiveInt, default=32, help="pairs per batch (default 32)")
     parser.add_argument(
         "--checkpoint", default=None, help="in a run folder: best (default, else last), last, or a file name"
     )

@@ -29,7 +29,7 @@ from tiedemb.experiments.width_study import (
     smoothed,
     value_at,
 )
-from tiedemb.options import NonNegativeFloat, NonNegativeInt, PositiveInt, UnitFraction, number_type
+from tiedemb.options import NonNegativeFloat, NonNegativeInt, PositiveInt, UnitFraction
 from tiedemb.training.exits import CommandParser, report_user_errors
 from tiedemb.training.metric_names import VAL_LOSS
 
@@ -85,18 +85,16 @@ def describe(root: Path, sigma: float, fraction: float, window: int, every: int,
 def parser() -> CommandParser:
     parser = CommandParser(prog="python -m tiedemb.experiments.width_pilot", description=__doc__.split("\n\n")[0])
     parser.add_argument("runs", type=Path, help="the pilot's output folder")
-    parser.add_argument("--sigma", type=number_type(NonNegativeFloat), default=SEED_NOISE, help="seed noise (nats)")
-    parser.add_argument(
-        "--fraction", type=number_type(UnitFraction), default=PILOT_FRACTION, help="the last share of the steps"
-    )
-    parser.add_argument("--window", type=number_type(NonNegativeInt), default=PILOT_WINDOW, help="smoothing, steps")
+    parser.add_argument("--sigma", type=NonNegativeFloat, default=SEED_NOISE, help="seed noise (nats)")
+    parser.add_argument("--fraction", type=UnitFraction, default=PILOT_FRACTION, help="the last share of the steps")
+    parser.add_argument("--window", type=NonNegativeInt, default=PILOT_WINDOW, help="smoothing, steps")
     parser.add_argument(
         "--cap",
-        type=number_type(PositiveInt),
+        type=PositiveInt,
         default=PILOT_CAP,
         help="the most steps the budget allows (width_pilot_cpu.yaml)",
     )
-    parser.add_argument("--every", type=number_type(PositiveInt), default=5, help="print every Nth evaluation")
+    parser.add_argument("--every", type=PositiveInt, default=5, help="print every Nth evaluation")
     return parser
 
 

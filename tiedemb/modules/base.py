@@ -25,7 +25,7 @@ from tiedemb.nn.config import (
     ResidualInit,
     TransformerConfig,
 )
-from tiedemb.options import NonNegativeInt, PositiveFloat, PositiveInt, Rate, check_arguments, option_types
+from tiedemb.options import NonNegativeInt, PositiveFloat, PositiveInt, Rate
 
 if TYPE_CHECKING:
     from typing_extensions import Self
@@ -105,7 +105,6 @@ class TransformerModule(L.LightningModule):
             _from_checkpoint: Built for a checkpoint's weights (``load_from_checkpoint``, a ``--ckpt_path``):
                 the ``pretrained`` source it names is not read (it may be gone). Not an option, not recorded.
         """
-        check_arguments("model", option_types(TransformerModule.__init__), locals())
         # The arguments of this call, read before any other local variable exists.
         settings = {name: value for name, value in locals().items() if name in TransformerConfig.field_names()}
         super().__init__()
