@@ -1,4 +1,4 @@
-"""The command line as users drive it: every shipped YAML, --print_config, errors, initloss."""
+"""The command line as users drive it: every shipped YAML, --print_config, errors."""
 
 from __future__ import annotations
 
@@ -97,24 +97,6 @@ def run_cli(*args: str, env: dict | None = None, cwd: Path | None = None) -> sub
         cwd=cwd or ROOT,
         timeout=300,
     )
-
-
-def test_initloss_prints_every_variant_beside_theory(tmp_path):
-    result = run_cli(
-        "initloss",
-        "--config",
-        str(CONFIGS / "tied.yaml"),
-        "--config",
-        str(TINY),
-        "--trainer.logger=false",
-        "--batches=2",
-    )
-    assert result.returncode == 0, result.stderr
-    lines = {line.split()[0]: line.split()[1:] for line in result.stdout.splitlines() if line[:1].isalpha()}
-    assert {"tied", "untied", "tied_scaled_init", "tied_orth", "tied_shuffle"} <= set(lines)
-    for head in ("tied", "untied", "tied_orth", "tied_shuffle"):
-        measured, predicted = float(lines[head][0]), float(lines[head][1])
-        assert abs(measured - predicted) < 0.1 * predicted
 
 
 def test_default_logger_records_offline_without_credentials(tmp_path):
@@ -297,8 +279,8 @@ def test_print_completion_prints_a_bash_completion_script(tmp_path):
     assert result.returncode == 0, result.stderr[-2000:]
     script = result.stdout
     assert "complete -o bashdefault -F _shtab_main_py main.py" in script  # registers itself for main.py
-    # every subcommand's options: --verbose is validate's and test's, --heads initloss's
-    for word in ("fit", "initloss", "--config", "--trainer.max_steps", "--log_level", "--verbose", "--heads"):
+    # every subcommand's options: --verbose is validate's and test's, --samples similarity's
+    for word in ("fit", "similarity", "--config", "--trainer.max_steps", "--run_name", "--verbose", "--samples"):
         assert word in script, word
     (tmp_path / "completion.sh").write_text(script)
     syntax = subprocess.run(["bash", "-n", str(tmp_path / "completion.sh")], capture_output=True, text=True)
@@ -313,4 +295,4 @@ def test_a_subcommand_run_alone_still_lists_and_checks_every_subcommand(capsys):
     with pytest.raises(SystemExit) as exited:
         main(["fitt"])
     assert exited.value.code == 2
-    assert "choose from 'fit', 'validate', 'test', 'predict', 'initloss'" in capsys.readouterr().err
+    assert "choose from 'fit', 'validate', 'test', 'predict', 'similarity'" in capsys.readouterr().err

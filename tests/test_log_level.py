@@ -1,4 +1,4 @@
-"""TIEDEMB_LOG_LEVEL and --log_level show tiedemb's own log messages (tiedemb.training.exits)."""
+"""TIEDEMB_LOG_LEVEL shows tiedemb's own log messages (tiedemb.training.exits)."""
 
 from __future__ import annotations
 
@@ -47,13 +47,6 @@ def test_a_bad_level_is_a_user_error(monkeypatch):
         set_log_level_from_env()
     with pytest.raises(UserError, match="--log_level"):
         set_log_level("verbose")
-
-
-@pytest.mark.end_to_end
-def test_the_cli_option_wins_over_the_variable(monkeypatch, tmp_path):
-    monkeypatch.setenv(LOG_LEVEL_ENV, "error")
-    main([*TINY, "--log_level=debug", "--trainer.logger=false", f"--trainer.default_root_dir={tmp_path}"], run=False)
-    assert logging.getLogger("tiedemb").getEffectiveLevel() == logging.DEBUG
 
 
 @pytest.mark.end_to_end

@@ -1,8 +1,6 @@
 """tiedemb: tied input/output embeddings and embedding width in Transformer encoders.
 
-``tiedemb.PretrainModule`` and ``tiedemb.GlueModule`` (the class paths configs name) are loaded
-on first use, so ``import tiedemb.nn`` or ``import tiedemb.theory`` does not pull in Lightning,
-datasets or transformers.
+``tiedemb.PretrainModule`` and ``tiedemb.GlueModule`` load on first use: ``import tiedemb`` loads no Lightning.
 """
 
 from __future__ import annotations

@@ -1,18 +1,16 @@
-"""The command line: LightningCLI with the links, defaults and error handling tiedemb needs.
-
-``python main.py fit --config configs/tied_orth.yaml`` — see README.md. ``main(args)`` returns the
-LightningCLI object, so tests drive the real command line with a list of arguments.
+"""The command line: LightningCLI with the links, defaults, run folder and error handling tiedemb needs.
+``main(args)`` returns the LightningCLI object, so tests drive the real command line with a list of arguments.
 """
 
 from __future__ import annotations
 
-import math
+import json
 import os
 import sys
 import warnings
-from importlib.util import find_spec
+from operator import attrgetter
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 import lightning as L
 import torch
@@ -24,15 +22,23 @@ from lightning.pytorch.callbacks import (
 from lightning.pytorch.cli import LightningArgumentParser, LightningCLI, SaveConfigCallback
 from lightning.pytorch.loggers import CSVLogger, WandbLogger
 from lightning.pytorch.plugins.io import CheckpointIO
+from lightning.pytorch.utilities import rank_zero_only
 from lightning.pytorch.utilities.exceptions import SIGTERMException
 
 from tiedemb.data.pretrain import PretrainData
 from tiedemb.errors import UserError, first_line
 from tiedemb.modules.base import FROM_CHECKPOINT
-from tiedemb.modules.glue import GlueModule, majority_floor
+from tiedemb.modules.glue import GlueModule
 from tiedemb.modules.pretrain import PretrainModule
 from tiedemb.modules.throughput import ModelThroughput
-from tiedemb.options import as_written, changed_from_default, parameters_of
+from tiedemb.options import (
+    NonNegativeFloat,
+    PositiveInt,
+    as_written,
+    changed_from_default,
+    parameters_of,
+    refuse_null,
+)
 from tiedemb.training.arguments import ArgumentParser
 from tiedemb.training.checkpoints import (
     AtomicCheckpointIO,
@@ -57,10 +63,10 @@ from tiedemb.training.evaluation import (
     weights_only_given,
     with_run_checkpoint,
 )
-from tiedemb.training.exits import LEVELS, PREEMPTED_EXIT, report_user_errors, set_log_level, set_log_level_from_env
+from tiedemb.training.exits import PREEMPTED_EXIT, report_user_errors, set_log_level_from_env
 from tiedemb.training.files import first_free
 from tiedemb.training.hub import make_wandb_folders, wandb_mode
-from tiedemb.training.metric_names import MAJORITY_PREFIX, kept_name
+from tiedemb.training.metric_names import kept_name
 from tiedemb.training.monitor import ParameterCounts, TrainingMonitor
 from tiedemb.training.run_checks import (
     LightningPrecision,
@@ -87,11 +93,9 @@ from tiedemb.training.status_file import RunStatus
 # argparse's own usage line lists each of the 100-odd options
 USAGE = "%(prog)s [-h] [-c CONFIG] [--model CLASS] [--data CLASS] [--KEY VALUE ...]"
 GUIDE = (
-    "A config names the model and data classes (--config configs/tied_orth.yaml). "
-    "--model.help PretrainModule (or GlueModule) and --data.help PretrainData (or tiedemb.data.GlueData) "
-    "list their options; --print_config prints the resolved config of a command line. "
-    "validate, test and predict also take a run's folder (RUN_DIR: its best.ckpt, else last.ckpt) or "
-    "--ckpt_path FILE, and evaluate that checkpoint with the model, data and Trainer limits its run had."
+    "A config names the model and data classes (--config configs/tied_orth.yaml); --model.help PretrainModule "
+    "(or GlueModule) and --data.help PretrainData (or tiedemb.data.GlueData) list their options. validate, "
+    "test and predict also take a run's folder (RUN_DIR) and evaluate its checkpoint as the run had it."
 )
 
 
@@ -102,8 +106,7 @@ DEFAULT_LOGGERS = [
 ]
 DEFAULT_CALLBACKS = [
     {
-        # Lightning's ModelCheckpoint, except that last.ckpt is refreshed at every validation,
-        # not only when val/loss improved, so that --ckpt_path=last resumes the newest state.
+        # last.ckpt refreshed at every validation, not only on a better val/loss: --ckpt_path=last resumes the newest
         "class_path": "tiedemb.training.checkpoints.ResumableCheckpoint",
         "init_args": {
             "monitor": "val/loss",
@@ -117,19 +120,36 @@ DEFAULT_CALLBACKS = [
 
 
 class Trainer(L.Trainer):
-    """Lightning's Trainer plus the ``initloss``, ``similarity`` and ``baselines`` subcommands, the precision
+    """Lightning's Trainer plus the ``similarity`` subcommand, the precision
     ``bf16-mixed-if-native`` (training/precision.py) and its options that would break a run refused."""
 
-    def __init__(self, *, precision: LightningPrecision | PrecisionIfNative | None = None, **kwargs: Any) -> None:
-        """
+    def __init__(
+        self,
+        *,
+        precision: LightningPrecision | PrecisionIfNative | None = None,
+        accumulate_grad_batches: PositiveInt = 1,
+        check_val_every_n_epoch: PositiveInt | None = 1,
+        gradient_clip_val: NonNegativeFloat | None = None,
+        num_nodes: PositiveInt = 1,
+        **kwargs: Any,
+    ) -> None:
+        """Lightning's options; those typed here bounded, as Lightning does not check them (0 batches
+        divide by zero at the first batch, a negative clipping value flips every gradient).
+
         Args:
-            precision: Lightning's values (``32-true``, ``bf16-mixed``, ``16-mixed``, ...), or
-                ``bf16-mixed-if-native``: bf16-mixed where the device computes bfloat16 in hardware,
-                32-true where it would be emulated (most CPUs).
+            precision: Lightning's values (``32-true``, ``bf16-mixed``, ...), or ``bf16-mixed-if-native``:
+                bf16-mixed where the device computes bfloat16 in hardware, else 32-true (most CPUs).
         """
         check_trainer_options(kwargs)
         try:
-            super().__init__(precision=resolve_precision(precision, kwargs.get("accelerator", "auto")), **kwargs)
+            super().__init__(
+                precision=resolve_precision(precision, kwargs.get("accelerator", "auto")),
+                accumulate_grad_batches=accumulate_grad_batches,
+                check_val_every_n_epoch=check_val_every_n_epoch,
+                gradient_clip_val=gradient_clip_val,
+                num_nodes=num_nodes,
+                **kwargs,
+            )
         except ValueError as error:  # Lightning refusing a setting, e.g. FSDP on a machine without a GPU
             raise UserError(f"trainer: {first_line(error)}") from None
 
@@ -142,25 +162,6 @@ class Trainer(L.Trainer):
                 raise
             raise user_error from error
 
-    def initloss(
-        self,
-        model: L.LightningModule,
-        datamodule: L.LightningDataModule | None = None,
-        heads: list[str] | None = None,
-        batches: int = 4,
-    ) -> list[dict[str, Any]]:
-        """Print the initial loss of each head variant on the configured data, against theory.
-
-        Args:
-            heads: the variants to compare; all five when unset.
-            batches: validation batches averaged per variant.
-        """
-        from tiedemb.modules.initloss import format_table, measure_initial_losses
-
-        rows = measure_initial_losses(model, datamodule, heads=heads, batches=batches)
-        print(format_table(rows))
-        return rows
-
     def similarity(
         self,
         model: L.LightningModule,
@@ -168,9 +169,8 @@ class Trainer(L.Trainer):
         split: str | None = None,
         samples: int = 1000,
     ) -> dict[str, float]:
-        """Zero-shot paraphrase ranking of a sentence-pair task's dev split, with no training: the
-        ROC-AUC of the cosine similarity of each pair's mean-pooled sentence vectors, with a 95%
-        bootstrap interval (``tiedemb.modules.similarity``); logged as ``zero_shot/auroc`` ...
+        """Zero-shot paraphrase ranking of a sentence-pair task's dev split: the ROC-AUC of the cosine of
+        each pair's mean-pooled sentence vectors, with a 95% bootstrap interval (``zero_shot/auroc`` ...).
 
         Args:
             split: the labelled split to score (default: the task's first dev split).
@@ -211,58 +211,26 @@ class Trainer(L.Trainer):
         )
         return metrics
 
-    def baselines(self, model: L.LightningModule, datamodule: L.LightningDataModule | None = None) -> dict[str, float]:
-        """Print the add-one unigram and bigram losses (nats per predicted token) of the configured text's
-        validation blocks, limited as ``trainer.limit_val_batches`` limits validation; for a GLUE task, the
-        dev scores of always answering the most frequent training label."""
-        found = majority_floor(datamodule)  # a GLUE task: the floor of its dev scores
-        if found is not None:
-            print(f"{'always the most frequent label':<36}{'dev score':>10}")
-            for name, value in found.items():
-                print(f"{name.removeprefix(MAJORITY_PREFIX):<36}{value:>10.4f}")
-            return found
-        if not hasattr(datamodule, "baselines") or getattr(datamodule, "source", None) == "synthetic":
-            raise UserError(
-                "baselines are for text: give data.train_files or data.dataset (the embedded corpus "
-                "logs its exact entropies instead: data/entropy_rate, data/unigram_entropy)"
-            )
-        limit = self.limit_val_batches
-        blocks = int(limit) * datamodule.batch_size if isinstance(limit, int) else None
-        found = datamodule.baselines(limit_val_blocks=blocks)
-        log_n = math.log(datamodule.vocab_size)
-        print(f"{'baseline':<24}{'nats/token':>12}")
-        print(f"{'uniform (ln n)':<24}{log_n:>12.4f}")
-        for name, value in found.items():
-            print(f"{name.removeprefix('data/').removesuffix('_loss').replace('_', ' '):<24}{value:>12.4f}")
-        return found
-
 
 class ConfigSaver(SaveConfigCallback):
-    """Saves the resolved config in the run's folder, never over an earlier one (``config-1.yaml`` ...),
-    and into every logger (W&B's run config)."""
-
-    def __init__(self, *args: Any, run_dir: str | os.PathLike | None = None, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
-        self.run_dir = run_dir
+    """Saves the resolved config in the run's folder (the Trainer's ``default_root_dir``), never over an
+    earlier one (``config-1.yaml`` ...), and into every logger (W&B's run config)."""
 
     def setup(self, trainer: L.Trainer, pl_module: L.LightningModule, stage: str) -> None:
         if self.already_saved or not self.save_to_log_dir:
             super().setup(trainer, pl_module, stage)
             return
-        folder = self.run_dir if self.run_dir is not None else trainer.log_dir
-        if trainer.is_global_zero and folder is not None:
-            path = first_free(folder, self.config_filename)
+        if trainer.is_global_zero:
+            path = first_free(trainer.default_root_dir, self.config_filename)
             path.parent.mkdir(parents=True, exist_ok=True)
             self.parser.save(self.config, str(path), skip_none=False, overwrite=False, multifile=self.multifile)
             self.save_config(trainer, pl_module, stage)
         self.already_saved = trainer.strategy.broadcast(True)
 
     def save_config(self, trainer: L.Trainer, pl_module: L.LightningModule, stage: str) -> None:
-        config = self.parser.dump(self.config, skip_none=False, format="json")
-        import json
-
+        config = json.loads(self.parser.dump(self.config, skip_none=False, format="json"))
         for logger in trainer.loggers:
-            logger.log_hyperparams({"config": json.loads(config)})
+            logger.log_hyperparams({"config": config})
 
 
 class TiedembCLI(LightningCLI):
@@ -272,25 +240,17 @@ class TiedembCLI(LightningCLI):
 
     @staticmethod
     def subcommands() -> dict[str, set[str]]:
-        return {
-            **LightningCLI.subcommands(),
-            "initloss": {"model", "datamodule"},
-            "baselines": {"model", "datamodule"},
-            "similarity": {"model", "datamodule"},
-        }
+        return {**LightningCLI.subcommands(), "similarity": {"model", "datamodule"}}
 
     def subcommand_parsers(self) -> dict[str, LightningArgumentParser]:
-        """Each subcommand's parser, as add_arguments_to_parser saw them (in the order LightningCLI builds them)."""
+        """Each subcommand's parser, as add_arguments_to_parser saw them (a sweep resolves its cells with them)."""
         return dict(zip(self.subcommands(), self._parsers_seen))
 
     def parse_arguments(self, parser: LightningArgumentParser, args: Any) -> None:
         """Parse the command line; the classes and data settings of a checkpoint it evaluates are the
         defaults a config or the command line overrides (``training/evaluation.py``)."""
-        self._argv = (
-            [str(arg) for arg in (sys.argv[1:] if args is None else args)]
-            if args is None or isinstance(args, (list, tuple))
-            else []
-        )
+        argv = sys.argv[1:] if args is None else args
+        self._argv = [str(arg) for arg in argv] if isinstance(argv, (list, tuple)) else []
         path = checkpoint_to_evaluate(self._argv)
         parsers = self.subcommand_parsers() if self._argv else {}
         subcommand_parser = parsers.get(self._argv[0]) if len(parsers) == len(self.subcommands()) else None
@@ -312,13 +272,6 @@ class TiedembCLI(LightningCLI):
 
     def add_arguments_to_parser(self, parser: LightningArgumentParser) -> None:
         self._parsers_seen.append(parser)  # parse_arguments sets a checkpoint's defaults on it
-        parser.add_argument(
-            "--log_level",
-            type=Literal[LEVELS] | None,
-            default=None,
-            help="Show tiedemb's own log messages of this level and above (default: the "
-            "TIEDEMB_LOG_LEVEL environment variable, else warnings only).",
-        )
         parser.add_argument(
             "--run_name",
             type=str | None,
@@ -342,10 +295,10 @@ class TiedembCLI(LightningCLI):
         # GLUE: the task decides the classifier's width and metric names (jsonargparse skips these links
         # for pretraining, whose data lacks the attribute and whose model the parameter).
         parser.link_arguments("data.num_labels", "model.init_args.num_labels", apply_on="instantiate")
-        parser.link_arguments("data.task_spec", "model.init_args.task", compute_fn=_task_name, apply_on="instantiate")
-        # No default model or data class: jsonargparse would keep a default class's values for the settings
-        # another class shares (a GLUE config would inherit pretraining's warmup_steps ...). The callbacks
-        # a config may replace; the ones every run gets are trainer_defaults' (cli_kwargs).
+        parser.link_arguments(
+            "data.task_spec", "model.init_args.task", compute_fn=attrgetter("name"), apply_on="instantiate"
+        )
+        # The callbacks a config may replace; the ones every run gets are trainer_defaults' (cli_kwargs).
         parser.set_defaults({"trainer.callbacks": DEFAULT_CALLBACKS})
 
     def before_instantiate_classes(self) -> None:
@@ -353,20 +306,13 @@ class TiedembCLI(LightningCLI):
             self.config[self.subcommand]["ckpt_path"] = self._ckpt_path
             self._take_checkpoint_settings()
         config = self.config[self.subcommand] if self.subcommand else self.config
-        # --log_level, from the command line or a config (TIEDEMB_LOG_LEVEL applies from the start: build_cli)
-        set_log_level(config.get("log_level"))
         typed = any(arg.startswith("--save_transformers") for arg in getattr(self, "_argv", []))
         if typed and config.get("save_transformers") and self.subcommand != "fit":
-            # (a fit's saved config.yaml that sets it is read by the other subcommands as it is)
             raise UserError(f"--save_transformers saves what a fit trained; {self.subcommand} trains nothing")
         model, data = config.get("model"), config.get("data")
+        model_args, data_args = (model or {}).get("init_args") or {}, (data or {}).get("init_args") or {}
         # The pretraining data collates for the model's objective: copied, as only that pair shares it.
-        if (
-            model
-            and data
-            and "objective" in (model.get("init_args") or {})
-            and "objective" in (data.get("init_args") or {})
-        ):
+        if "objective" in model_args and "objective" in data_args:
             # a checkpoint's own settings (evaluation) are the model's dict_kwargs, over its init_args
             wanted = (model.get("dict_kwargs") or {}).get("objective", model.init_args.objective)
             given = data.init_args.objective
@@ -388,16 +334,12 @@ class TiedembCLI(LightningCLI):
         from_checkpoint = self.subcommand != "fit" and getattr(self, "_checkpoint", None) is not None
         if model and not from_checkpoint:  # evaluation takes the checkpoint's settings, these included
             refuse_linked_settings(model)
-        # jsonargparse would bury Lightning's own message under a report on every type the option takes
-        if "deepspeed" in str(config.get("trainer", {}).get("strategy")).lower() and not find_spec("deepspeed"):
-            raise UserError(
-                "trainer.strategy is DeepSpeed, but the deepspeed package is not installed (pip install deepspeed)"
-            )
+        for group in ("model", "data"):
+            if config.get(group):
+                refuse_null(group, config[group])
 
-    # -- reliability: trainer extras and the checkpoint a run starts from --------------------------
     def instantiate_trainer(self, **kwargs: Any) -> L.Trainer:
-        """The Trainer, built once with the run's folder, its loggers and plugins, and the monitors that need
-        a logger (without one, LearningRateMonitor would stop the run)."""
+        """The Trainer, built once with the run's folder, loggers, plugins and the monitors that need a logger."""
         folder = self._choose_run_dir()
         loggers = self._loggers_in(folder)
         settings = self._built_trainer()
@@ -407,22 +349,17 @@ class TiedembCLI(LightningCLI):
         logs = logger is None or logger is True or bool(logger)
         wanted = [  # each added where the config lists none of its kind
             *([LearningRateMonitor] if logs else []),
-            # pretraining: gradient norms and token-table statistics
             *([TrainingMonitor] if logs and isinstance(self.model, PretrainModule) else []),
-            # Lightning's own checkpoint callback (given its folder below)
             *([ModelCheckpoint] if settings.get("enable_checkpointing") is not False else []),
         ]
         callbacks = [*callbacks, *(kind() for kind in wanted if not any(isinstance(c, kind) for c in callbacks))]
         for callback in [*callbacks, *self.trainer_defaults["callbacks"]]:
             # status.json also at the top of its run folder, except in a folder whose status.json a sweep keeps
-            if isinstance(callback, RunStatus) and self._run_name() != HERE:
+            if isinstance(callback, RunStatus) and self._settings().get("run_name") != HERE:
                 callback.run_dir = str(folder)
-            # <run>/checkpoints, not Lightning's <save_dir>/<name>/<version>/checkpoints. As given (a relative
-            # root stays relative): the run's folder is then found from a checkpoint's recorded folder
-            # wherever the run folder is moved (training/evaluation.py).
+            # <run>/checkpoints, a relative root kept relative: evaluation finds a moved run from it.
             if isinstance(callback, ModelCheckpoint) and callback.dirpath is None:
                 callback.dirpath = str(folder / CHECKPOINTS)
-        self.save_config_kwargs = {**self.save_config_kwargs, "run_dir": folder}
         return super().instantiate_trainer(
             **{"default_root_dir": str(folder), **loggers, **self._plugins(), "callbacks": callbacks, **kwargs}
         )
@@ -455,11 +392,8 @@ class TiedembCLI(LightningCLI):
             check_model_kind(path, class_path, configured)
         typed = given_keys(self._argv, "model")
         init_args = settings.model.get("init_args")
-        lines = (
-            override_lines("model", hparams, {name: init_args[name] for name in typed if name in init_args}, typed)
-            if init_args
-            else []
-        )
+        typed_values = {name: init_args[name] for name in typed if name in (init_args or {})}
+        lines = override_lines("model", hparams, typed_values, typed) if init_args else []
         hparams = {name: value for name, value in hparams.items() if name not in typed}
         # Built for the checkpoint's weights: the pretrained source its settings name is not read.
         class_path = class_path or configured
@@ -475,10 +409,10 @@ class TiedembCLI(LightningCLI):
             return []
         typed = given_keys(self._argv, "data")
         if data.class_path != class_path:
-            source = (
-                "command line" if any(arg.startswith("--data=") or arg == "--data" for arg in self._argv) else "config"
-            )
-            return [f"data: {class_path} (checkpoint) -> {data.class_path} ({source})"]
+            typed_class = any(arg.startswith("--data=") or arg == "--data" for arg in self._argv)
+            return [
+                f"data: {class_path} (checkpoint) -> {data.class_path} ({'command line' if typed_class else 'config'})"
+            ]
         current = data.init_args.as_dict()
         folder = run_folder(self._checkpoint, path)
         found = rebuilt_locations(current, recorded_settings, folder)
@@ -506,8 +440,14 @@ class TiedembCLI(LightningCLI):
     def before_fit(self) -> None:
         if isinstance(self.datamodule, PretrainData):
             self.datamodule.check_one_batch()
-        if self._settings().get("save_transformers"):
-            check_exportable(self.model)
+        if self._settings().get("save_transformers"):  # a model no transformers class holds: refused before training
+            from tiedemb.weights.export_plan import plan_export
+
+            kind = "glue" if isinstance(self.model, GlueModule) else "pretrain"
+            try:
+                plan_export(dict(self.model.hparams), self.model.state_dict(), kind, "this run")
+            except UserError as error:
+                raise UserError(f"--save_transformers: {error}") from None
         self._prepare_run(fitting=True)
 
     def after_fit(self) -> None:
@@ -533,9 +473,6 @@ class TiedembCLI(LightningCLI):
         self._check_split("predict")
         self._prepare_run()
 
-    def before_initloss(self) -> None:
-        check_sequence_length(self.model, self.datamodule)
-
     def _check_split(self, subcommand: str) -> None:
         check_has_split(subcommand, None if self.datamodule is None else type(self.datamodule))
 
@@ -552,13 +489,6 @@ class TiedembCLI(LightningCLI):
             config["weights_only"] = True  # never unpickle arbitrary objects unless asked to
         path = config.get("ckpt_path")
         check_checkpoint_name(path, self.subcommand)
-        if path is None and self.subcommand in ("test", "predict") and self.trainer.global_rank == 0:
-            print(
-                f"note: no --ckpt_path: {self.subcommand} uses {untrained_weights(self.model)}, not a trained "
-                f"checkpoint; pass --ckpt_path=<run>/checkpoints/<name>.ckpt (or last) to evaluate a "
-                f"trained one",
-                file=sys.stderr,
-            )
         if path == "last":
             found = self._found_last  # looked for before the run's folder was chosen (_choose_run_dir)
             looked = f"--ckpt_path=last found no checkpoint of this configuration under {', '.join(self._roots)}"
@@ -597,9 +527,6 @@ class TiedembCLI(LightningCLI):
     def _built_trainer(self) -> Any:
         return (self.config_init[self.subcommand] if self.subcommand else self.config_init)["trainer"]
 
-    def _run_name(self) -> str | None:
-        return self._settings().get("run_name")
-
     def _choose_run_dir(self) -> Path:
         """Choose the run's folder under ``trainer.default_root_dir`` (``training/run_dir.py``), once the model
         and data are built (``--ckpt_path=last`` needs them, and the checkpoint it finds decides the folder)."""
@@ -632,8 +559,7 @@ class TiedembCLI(LightningCLI):
         return folder
 
     def _loggers_in(self, folder: Path) -> dict[str, Any]:
-        """The ``logger`` argument, each logger that writes into the run's folder built again with that
-        folder as its ``save_dir`` (a constructor argument; loggers start only at the run's setup)."""
+        """The ``logger`` argument, each logger that writes into the run's folder rebuilt with it as ``save_dir``."""
         settings = self._settings()
         specs = (settings.get("trainer") or {}).get("logger")
         built = self._built_trainer()["logger"]
@@ -670,32 +596,10 @@ class TiedembCLI(LightningCLI):
         return list(dict.fromkeys(str(Path(root).expanduser()) for root in roots))
 
 
+@rank_zero_only
 def say(line: str) -> None:
-    """A line to the user on stderr, from the first process only (the command line runs once per process under DDP)."""
-    from lightning.pytorch.utilities import rank_zero_only
-
-    if rank_zero_only.rank == 0:
-        print(line, file=sys.stderr)
-
-
-def check_exportable(model: L.LightningModule) -> None:
-    """Refuse ``--save_transformers`` for a model no transformers class holds, before it trains."""
-    from tiedemb.weights.export_plan import plan_export
-
-    kind = "glue" if isinstance(model, GlueModule) else "pretrain"
-    try:
-        plan_export(dict(model.hparams), model.state_dict(), kind, "this run")
-    except UserError as error:
-        raise UserError(f"--save_transformers: {error}") from None
-
-
-def untrained_weights(model: L.LightningModule) -> str:
-    """What a model built from the config alone holds, in words: a pretrained source or a fresh draw."""
-    pretrained = getattr(model.hparams, "pretrained", None)
-    if pretrained is None:
-        return "the freshly initialised weights the config builds"
-    classifier = " and an untrained classifier" if isinstance(model, GlueModule) else ""
-    return f"the weights of model.pretrained ({pretrained}){classifier}"
+    """A line to the user on stderr, from the first process only (under DDP each process runs the command line)."""
+    print(line, file=sys.stderr)
 
 
 LINKED_FROM_DATA = {
@@ -708,9 +612,7 @@ LINKED_FROM_DATA = {
 
 
 def refuse_linked_settings(model: Any) -> None:
-    """Refuse a model setting the data decides, given another value than unset: jsonargparse would
-    overwrite it with the data's value without a word."""
-
+    """Refuse a model setting the data decides (jsonargparse would overwrite it with the data's without a word)."""
     parameters = parameters_of(str(model.get("class_path", "")))
     if parameters is None:
         return
@@ -724,20 +626,16 @@ def refuse_linked_settings(model: Any) -> None:
             )
 
 
-PRETRAINED_TOKENIZER = "pretrained"
-"""``data.tokenizer: pretrained``: the tokenizer ``model.pretrained`` was trained with."""
-
-
 def resolve_pretrained_tokenizer(model: Any, data: Any) -> None:
     """Replace ``data.tokenizer: pretrained`` by the tokenizer ``model.pretrained`` was trained with
     (a tiedemb checkpoint names it; a transformers folder or hub name holds its own)."""
     settings, data_settings = model.get("init_args") or {}, data.get("init_args") or {}
-    if data_settings.get("tokenizer") != PRETRAINED_TOKENIZER:
+    if data_settings.get("tokenizer") != "pretrained":
         return
     pretrained = settings.get("pretrained")
     if not pretrained:
         raise UserError(
-            f"data.tokenizer={PRETRAINED_TOKENIZER!r} takes the tokenizer of model.pretrained, which is "
+            "data.tokenizer='pretrained' takes the tokenizer of model.pretrained, which is "
             "unset; name a tokenizer, or the model to start from"
         )
     path = Path(str(pretrained)).expanduser()
@@ -757,7 +655,7 @@ def resolve_pretrained_tokenizer(model: Any, data: Any) -> None:
     )
     if found is None:
         raise UserError(
-            f"data.tokenizer={PRETRAINED_TOKENIZER!r}: the run of {str(pretrained)!r} names no tokenizer "
+            f"data.tokenizer='pretrained': the run of {str(pretrained)!r} names no tokenizer "
             "that can be found from here (its trained tokenizer is kept under its data.cache_dir, relative "
             "to the folder it ran in); pass --data.tokenizer=<folder>"
         )
@@ -765,15 +663,9 @@ def resolve_pretrained_tokenizer(model: Any, data: Any) -> None:
     print(f"data.tokenizer: {found} (the tokenizer {str(pretrained)!r} was trained with)", file=sys.stderr)
 
 
-def _task_name(task_spec: Any) -> str:
-    return task_spec.name
-
-
-# Lightning 2.6's own pytree helper builds torch's LeafSpec, which torch (2.10 on) deprecates with a
-# FutureWarning in every training run; nothing a user of this command line can act on.
+# Lightning 2.6 builds torch's LeafSpec, deprecated from torch 2.10: nothing a user can act on.
 _LIGHTNING_LEAFSPEC_WARNING = r"`isinstance\(treespec, LeafSpec\)` is deprecated"
-# Lightning's model summary warns that a mixed precision "is not supported" and that it sizes the
-# parameters at 32 bits; mixed precision keeps the parameters in float32, so that size is right.
+# Mixed precision keeps the parameters in float32: the model summary's 32-bit sizes are right.
 _SUMMARY_MIXED_PRECISION_WARNING = r"Precision (bf16-|16-)?mixed is not supported by the model summary"
 
 
@@ -791,8 +683,7 @@ def build_cli(args: list[str] | None = None, run: bool = True) -> TiedembCLI:
                 sys.argv[1:] = rewritten
             else:
                 args = rewritten
-    # The warnings silenced here and while the run is prepared (TiedembCLI._prepare_checkpoint) are
-    # silenced for this command only: the filters are restored when it returns.
+    # silenced for this command only (and those _prepare_checkpoint silences)
     with warnings.catch_warnings():
         warnings.filterwarnings("ignore", message=_LIGHTNING_LEAFSPEC_WARNING, category=FutureWarning)
         warnings.filterwarnings("ignore", message=_SUMMARY_MIXED_PRECISION_WARNING, category=UserWarning)
@@ -806,8 +697,7 @@ def build_cli(args: list[str] | None = None, run: bool = True) -> TiedembCLI:
 
 
 def cli_kwargs() -> dict[str, Any]:
-    """What every TiedembCLI is built with: any module and data module by class path, tiedemb's Trainer
-    and parser, and the Trainer's defaults: its loggers, runs/ and the callbacks every run gets."""
+    """What every TiedembCLI is built with (also a sweep's cells)."""
     trainer_defaults = {
         "logger": DEFAULT_LOGGERS,
         "default_root_dir": "runs",

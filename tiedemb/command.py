@@ -15,16 +15,8 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "fit": ("tiedemb.cli", "train a model from YAML configs (LightningCLI)"),
     "validate": ("tiedemb.cli", "evaluate on the validation data"),
     "test": ("tiedemb.cli", "evaluate on the test data (GLUE: the labelled dev splits)"),
-    "predict": (
-        "tiedemb.cli",
-        "RUN --input pairs.tsv: a GLUE run labels sentence pairs; --config ...: a GLUE folder's submission files",
-    ),
-    "initloss": ("tiedemb.cli", "the measured and predicted initial loss of a fresh model"),
-    "baselines": (
-        "tiedemb.cli",
-        "the unigram and bigram losses of the configured text's validation blocks (a GLUE task: its majority floor)",
-    ),
-    "similarity": ("tiedemb.cli", "zero-shot paraphrase ROC-AUC of a sentence encoder (cosine of mean-pooled vectors)"),
+    "predict": ("tiedemb.cli", "RUN --input pairs.tsv: a GLUE run labels sentence pairs (or --config ...)"),
+    "similarity": ("tiedemb.cli", "zero-shot paraphrase ROC-AUC of a sentence encoder (no training)"),
     "sweep": ("tiedemb.sweep", "run, list or check the cells of a sweep file"),
     "report": ("tiedemb.report", "tables and curves of a folder of runs"),
     "rate-report": (
@@ -35,10 +27,8 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "data": ("tiedemb.data_command", "fetch the studies' text, GLUE and tokenizer into data/ (data prepare NAME ...)"),
 }
 LIGHTNING_SUBCOMMANDS = {name for name, (module, _) in COMMANDS.items() if module == "tiedemb.cli"}
-"""The LightningCLI's subcommands (``tiedemb.cli.TiedembCLI.subcommands``; tests/test_command.py checks they agree)."""
 RUN_PREDICT = "tiedemb.predict"
-"""``tiedemb predict RUN --input FILE``: a run's classifier on new pairs (the LightningCLI's ``predict`` takes
-options only, never a first argument of its own, nor ``--input``)."""
+"""``tiedemb predict RUN --input FILE`` (the LightningCLI's ``predict`` takes no first argument, nor ``--input``)."""
 
 
 def predicts_from_a_run(argv: list[str]) -> bool:
@@ -79,9 +69,7 @@ def main(argv: list[str] | None = None) -> int:
         return int(importlib.import_module(RUN_PREDICT).main(argv[1:]) or 0)
     module = importlib.import_module(COMMANDS[name][0])
     if name in LIGHTNING_SUBCOMMANDS:
-        # From the command line LightningCLI reads sys.argv itself (``fit ...`` is its own command line
-        # there); a list is handed over only when called from Python, which is what LightningCLI's
-        # ``args`` is for, and it warns when it gets one beside a command line.
+        # LightningCLI reads sys.argv itself, and warns when also handed a list: a list only from Python
         module.main(None if from_command_line else argv)  # exits with its own status on a mistake or a preemption
         return 0
     return int(module.main(argv[1:]) or 0)

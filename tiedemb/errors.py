@@ -1,9 +1,5 @@
-"""User-facing errors.
-
-Anything a user can get wrong (a config value, a path, a file's contents) raises a
-``UserError``. The CLI prints its message alone, without a traceback, and exits non-zero;
-everything else is a bug and keeps its traceback.
-"""
+"""User mistakes (a config value, a path, a file's contents) raise a ``UserError``: the command line prints
+its message alone and exits 2; everything else is a bug and keeps its traceback."""
 
 from __future__ import annotations
 

@@ -11,7 +11,7 @@ from pathlib import Path
 
 from tiedemb.errors import UserError
 from tiedemb.experiments.stopping import SweepStopped
-from tiedemb.options import NonNegativeInt, number_type
+from tiedemb.options import NonNegativeInt
 from tiedemb.training.exits import PREEMPTED_EXIT, CommandParser, report_user_errors
 from tiedemb.training.shipped_configs import resolve_config
 
@@ -33,7 +33,7 @@ def parser() -> CommandParser:
         "--out", type=Path, help="folder for the cells (created if absent; default: runs/<the sweep's name>)"
     )
     parser.add_argument(
-        "--cell", type=number_type(NonNegativeInt), help="run only the cell with this index (e.g. a job array's task)"
+        "--cell", type=NonNegativeInt, help="run only the cell with this index (e.g. a job array's task)"
     )
     parser.add_argument("--list", action="store_true", help="list the cells and their state")
     parser.add_argument("--dry-run", action="store_true", help="validate and print the commands only")

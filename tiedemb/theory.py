@@ -1,18 +1,11 @@
-"""Predict a fresh model's initial loss from its configuration: arithmetic only.
+"""Predict a fresh model's initial loss from its configuration (docs/science.md §1).
 
-With near-identity residual branches and a final norm, a fresh model maps input token i to
-x = norm(w_i + p_t + s) and scores token j with z_j = x . w_j (tied) or x . v_j (untied).
-Two numbers describe the logits (see docs/science.md §1):
-
-- ``self_logit`` a: the expected score of the input token itself, |w_i|^2 / rms for a tied head
-  (d sigma when nothing else is added); ~0 when the head decorrelates (untied, orth, shuffle).
-- ``logit_var`` v: the variance of every other score (|x|^2 sigma^2 = d sigma^2).
-
-A target that is not the input token then costs log(e^a + (n-1) e^{v/2}) (lognormal mean),
-and a target that is the input token (a repeat; MLM's 10% kept positions) costs that minus a.
-
-Each head class turns what is common to every head (``FreshReadout``, worked out here) into its
-(a, v) itself (``OutputHead.initial_logits``), so a newly registered head needs no change here.
+A fresh near-identity model maps input token i to x = norm(w_i + p_t + s) and scores token j with
+z_j = x . w_j (tied) or x . v_j (untied). ``self_logit`` a is the expected score of the input token
+itself (d sigma for a plain tied head; ~0 where the head decorrelates), ``logit_var`` v the variance
+of every other score. A target other than the input token costs log(e^a + (n-1) e^{v/2}) (lognormal
+mean); a repeat of it (MLM's 10% kept positions) costs that minus a. Each head class turns the common
+``FreshReadout`` into its own (a, v) (``OutputHead.initial_logits``).
 """
 
 from __future__ import annotations
@@ -61,17 +54,13 @@ def predict_initial_loss(
     embedding_init_std: float | None = None,
     embedding_projection: str = "auto",
 ) -> Prediction:
-    """Expected initial loss of a near-identity network; see the module docstring.
+    """Expected initial loss of a near-identity network.
 
     ``repeat_rate``: fraction of CLM targets equal to their input token (natural text: <1%).
-    ``output_scale``: a multiplier on the logits (T5's d^-1/2, muP's output multiplier).
-    ``embedding_scale``: a multiplier on the token vectors before position and segment vectors
-    are added (Gemma's sqrt(d)). Behind the embedding's norm it only changes the token's share of
-    the normalised input, so without additive position or segment vectors it changes nothing.
-    ``embedding_init_std``: the token table's own std (T5: 1.0); ``init_std`` when unset.
-    ``embedding_projection``: ``"always"`` puts the Xavier projection (and the tied heads' down-map)
-    in place at d_e = hidden too. Whether the embedding's own norm is there changes nothing here:
-    the final norm (pre-norm) or the block norms (post-norm) normalise the near-identity stream.
+    ``output_scale``: a multiplier on the logits (T5's d^-1/2, muP's). ``embedding_scale``: one on
+    the token vectors before positions and segments are added (Gemma's sqrt(d)); behind the norm it
+    only changes the token's share of the input. ``embedding_init_std``: the token table's own std
+    (``init_std`` when unset). ``embedding_projection="always"``: the Xavier projection at d_e = hidden too.
     """
     head_type = head_class(head)
     n, hidden = vocab_size, hidden_size

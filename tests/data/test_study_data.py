@@ -120,38 +120,6 @@ def test_out_of_domain_options_without_their_text_are_refused(options, message):
         PretrainData(vocab_size=512, **options)
 
 
-@pytest.mark.end_to_end
-def test_the_baselines_command_prints_what_runs_log(tmp_path, capsys):
-    text = write_documents(tmp_path / "train.txt", 0, 40)
-    args = [
-        "--config",
-        str(ROOT / "configs/tied.yaml"),
-        "--config",
-        str(ROOT / "configs/scale/tiny.yaml"),
-        f"--data.train_files=[{text}]",
-        "--data.vocab_size=300",
-        "--data.block_size=16",
-        f"--data.cache_dir={tmp_path / 'cache'}",
-        "--trainer.logger=false",
-        "--trainer.limit_val_batches=1.0",
-        f"--trainer.default_root_dir={tmp_path}",
-    ]
-    main(["baselines", *args])
-    printed = capsys.readouterr().out
-    cli = main(args, run=False)
-    expected = cli.datamodule.baselines()
-    assert f"unigram{expected['data/unigram_loss']:>{12 + 24 - len('unigram')}.4f}" in printed
-    assert f"bigram{expected['data/bigram_loss']:>{12 + 24 - len('bigram')}.4f}" in printed
-
-
-@pytest.mark.end_to_end
-def test_the_baselines_command_refuses_the_embedded_corpus(tmp_path, capsys):
-    with pytest.raises(SystemExit) as exit_:
-        main(["baselines", *TINY, f"--trainer.default_root_dir={tmp_path}"])
-    assert exit_.value.code == 2
-    assert "baselines are for text" in capsys.readouterr().err
-
-
 def test_a_checkpoint_records_its_tokenizer_and_a_resume_with_another_is_refused(tmp_path):
     from tiedemb.data.tokenizers import (
         TOKENIZER_STATE,

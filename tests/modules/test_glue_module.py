@@ -14,7 +14,7 @@ from tiny_vocab import TINY_VOCAB
 from transformers import AutoTokenizer
 
 from tiedemb import GlueModule, PretrainModule
-from tiedemb.cli import main, untrained_weights
+from tiedemb.cli import main
 from tiedemb.errors import UserError
 from tiedemb.modules.glue import epochs_to_converge
 from tiedemb.training.files import write_tsv
@@ -120,18 +120,13 @@ def test_mrpc_fit_logs_accuracy_f1_and_epochs_to_converge(mrpc_run):
 
 
 @pytest.mark.end_to_end
-def test_the_majority_floor_is_logged_at_the_start_and_printed_by_the_baselines_command(
-    mrpc_run, glue_dir, tmp_path, capsys
-):
+def test_the_majority_floor_is_logged_at_the_start(mrpc_run, glue_dir, tmp_path):
     """Against a recount of the made-up MRPC files: the most frequent training label, scored on dev."""
     train, dev = ([line.split("\t")[0] for line in tsv_lines(glue_dir / "MRPC", name)] for name in ("train", "dev"))
     majority = max(sorted(set(train)), key=train.count)
     accuracy = dev.count(majority) / len(dev)
     _, _, data = mrpc_run
     args = [a for a in data if not a.startswith("--trainer.default_root_dir")]
-    main(["baselines", *args, f"--trainer.default_root_dir={tmp_path}"])
-    printed = dict(line.split() for line in capsys.readouterr().out.splitlines()[1:])
-    assert float(printed["accuracy"]) == pytest.approx(accuracy, abs=1e-4) and "f1" in printed
     csv_logger = ["--trainer.logger=lightning.pytorch.loggers.CSVLogger", f"--trainer.logger.save_dir={tmp_path}"]
     args = [a for a in args if a != "--trainer.logger=false"]
     main(["fit", *args, *csv_logger, f"--trainer.default_root_dir={tmp_path}", "--trainer.max_steps=1"])
@@ -174,17 +169,6 @@ def test_pairs_longer_than_the_positions_are_refused_before_the_data_is_read(mrp
         "error: data.max_length=64 is longer than model.max_position_embeddings=48, where the model's "
         "learned positions end; lower data.max_length or raise model.max_position_embeddings"
     ]
-
-
-@pytest.mark.end_to_end
-def test_test_without_a_checkpoint_says_it_scores_untrained_weights(mrpc_run, capsys):
-    _, root, data = mrpc_run
-    capsys.readouterr()
-    main(["test", *data, f"--ckpt_path={run_checkpoint(root)}"])
-    assert "--ckpt_path" not in capsys.readouterr().err
-    main(["test", *data])
-    notes = [line for line in capsys.readouterr().err.splitlines() if line.startswith("note: no --ckpt_path")]
-    assert len(notes) == 1 and "test uses the freshly initialised weights" in notes[0], notes
 
 
 @pytest.mark.end_to_end
@@ -351,17 +335,6 @@ def test_a_pretraining_checkpoint_supplies_embedding_and_encoder(tmp_path):
         torch.testing.assert_close(module.model.embedding.state_dict()[name], value)
     for name, value in source.model.encoder.state_dict().items():
         torch.testing.assert_close(module.model.encoder.state_dict()[name], value)
-
-
-def test_the_untrained_weights_are_named_by_their_source(tmp_path):
-    save_pretrain_checkpoint(tmp_path / "pre.ckpt")
-    module = GlueModule(task="mrpc", vocab_size=120, pretrained=str(tmp_path / "pre.ckpt"))
-    assert (
-        untrained_weights(module)
-        == f"the weights of model.pretrained ({tmp_path / 'pre.ckpt'}) and an untrained classifier"
-    )
-    fresh = PretrainModule(vocab_size=120, **PRETRAIN_TINY)
-    assert untrained_weights(fresh) == "the freshly initialised weights the config builds"
 
 
 def test_a_checkpoint_of_the_wrong_size_is_refused_naming_both(tmp_path):

@@ -18,7 +18,7 @@ from tiedemb.errors import UserError
 from tiedemb.modules.base import TransformerModule
 from tiedemb.nn import HEADS
 from tiedemb.nn.config import ARCHITECTURE, LANGUAGE_MODEL, TRAINING, TransformerConfig
-from tiedemb.options import option_types
+from tiedemb.options import class_parameters
 from tiedemb.weights.source import HEAD_SETTINGS
 
 TINY = dict(vocab_size=40, hidden_size=16, num_heads=2, num_layers=1, intermediate_size=32)
@@ -56,7 +56,7 @@ UNSET_FROM_PRETRAINED = {*TransformerConfig.field_names_of(ARCHITECTURE), *HEAD_
 def test_a_module_declares_each_config_field_of_its_parts_with_the_configs_type_and_default(cls, fields):
     declared = own_parameters(cls)
     assert sorted(name for name in declared if name in CONFIG_DEFAULTS) == sorted(fields)  # none missing
-    types = option_types(cls.__init__)
+    types = typing.get_type_hints(cls.__init__, include_extras=True)
     for name in fields:
         config_type, default = CONFIG_TYPES[name], CONFIG_DEFAULTS[name]
         if name == "head":  # any registered head in the config; the command line lists those there were
@@ -88,7 +88,7 @@ def test_every_setting_is_described_and_an_unset_one_names_the_configs_default(c
 
 
 def test_the_modules_take_every_config_field_of_their_parts_and_nothing_else():
-    pretrain, glue = set(option_types(PretrainModule)), set(option_types(GlueModule))
+    pretrain, glue = set(class_parameters(PretrainModule)), set(class_parameters(GlueModule))
     assert set(TransformerConfig.field_names()) <= pretrain
     assert set(TransformerConfig.field_names_of(ARCHITECTURE, TRAINING)) <= glue
     assert not set(TransformerConfig.field_names_of(LANGUAGE_MODEL)) & glue  # a classifier has no LM head
@@ -102,18 +102,14 @@ def test_a_call_is_checked_against_the_signature():
         PretrainModule(hidden_size=16, num_heads=2)  # unset, and no pretrained model to take it from
     with pytest.raises(TypeError, match="head"):
         GlueModule(**TINY, num_labels=2, head="tied")  # an LM setting; a classifier has no head
-    with pytest.raises(UserError, match=r"^model\.hidden_size must be an integer >= 1, or null, got 0$"):
-        PretrainModule(**{**TINY, "hidden_size": 0})
-    with pytest.raises(UserError, match=r"model\.lr_decay='step' is not a known choice; valid: linear, cosine"):
-        PretrainModule(**TINY, lr_decay="step")
 
 
 def test_every_setting_is_recorded_with_its_default():
     module = PretrainModule(**TINY)
-    assert set(module.hparams) == set(option_types(PretrainModule))
+    assert set(module.hparams) == set(class_parameters(PretrainModule))
     assert module.hparams.head == "tied" and module.hparams.learning_rate == 5e-4 and module.hparams.dropout == 0.1
     glue = GlueModule(**TINY, num_labels=2)
-    assert set(glue.hparams) == set(option_types(GlueModule))
+    assert set(glue.hparams) == set(class_parameters(GlueModule))
     assert glue.hparams.hidden_size == 16 and glue.hparams.learning_rate == 2e-5
 
 
@@ -140,7 +136,7 @@ def test_a_subclass_adds_a_keyword_through_super_init(tmp_path, capsys):
     module = LabelSmoothed(label_smoothing=0.1, **TINY, head="untied", learning_rate=1e-3)
     assert module.label_smoothing == 0.1 and module.config.head == "untied" and module.config.hidden_size == 16
     assert module.hparams.label_smoothing == 0.1 and module.hparams.learning_rate == 1e-3
-    assert set(module.hparams) == set(option_types(PretrainModule)) | {"label_smoothing"}
+    assert set(module.hparams) == set(class_parameters(PretrainModule)) | {"label_smoothing"}
 
     path = tmp_path / "smoothed.ckpt"
     save_checkpoint(module, dict(module.hparams), path)

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Annotated
 
 import datasets
 import pyarrow
@@ -24,13 +23,11 @@ from tiedemb.data.sampling import ResumableTraining
 from tiedemb.data.tokenizers import load_tokenizer
 from tiedemb.errors import UserError, check_choice, first_line
 from tiedemb.options import (
-    Bounds,
     NonNegativeInt,
     PositiveInt,
+    at_least,
     changed_from_default,
-    check_arguments,
     no_effect,
-    option_types,
 )
 
 HUB_DATASET = "nyu-mll/glue"
@@ -48,7 +45,7 @@ class GlueData(ResumableTraining, LightningDataModule):
         task: str = "mrpc",
         tokenizer: str = "bert-base-uncased",
         data_dir: str | None = None,
-        max_length: Annotated[int, Bounds(MIN_MAX_LENGTH)] = 128,
+        max_length: at_least(MIN_MAX_LENGTH) = 128,
         batch_size: PositiveInt = 32,
         eval_batch_size: PositiveInt | None = None,
         num_workers: NonNegativeInt = 0,
@@ -74,7 +71,6 @@ class GlueData(ResumableTraining, LightningDataModule):
                 batches (0: uniform batches).
             sort_eval_by_length: read evaluation and prediction splits longest first (faster; same figures).
         """
-        check_arguments("data", option_types(GlueData.__init__), locals())
         if changed_from_default(hub_dataset, HUB_DATASET) and data_dir is not None:
             raise no_effect(
                 "data.hub_dataset", hub_dataset, "with data.data_dir, which is read instead; give one source"

@@ -8,7 +8,7 @@ import inspect
 import logging
 import math
 import os
-from typing import TYPE_CHECKING, Annotated, Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 import lightning as L
 import numpy as np
@@ -21,15 +21,13 @@ from tiedemb.data.synthetic import SPECIAL_TOKENS, MarkovCorpus
 from tiedemb.data.tokenizers import TEXT_COLUMN, TOKENIZER_STATE, VAL_FRACTION, tokenizer_fingerprint
 from tiedemb.errors import UserError
 from tiedemb.options import (
-    Bounds,
+    AtLeastTwo,
     NonNegativeInt,
     OpenFraction,
     PositiveInt,
     Rate,
     changed_from_default,
-    check_arguments,
     no_effect,
-    option_types,
     warn_no_effect,
 )
 from tiedemb.training.metric_names import baseline_name
@@ -90,7 +88,7 @@ class PretrainData(ResumableTraining, L.LightningDataModule):
         text_column: str = TEXT_COLUMN,
         tokenizer: str | None = None,
         vocab_size: PositiveInt | None = None,
-        block_size: Annotated[int, Bounds(2)] = 128,
+        block_size: AtLeastTwo = 128,
         batch_size: PositiveInt = 32,
         objective: Literal["mlm", "clm"] | None = None,
         mlm_probability: OpenFraction = 0.15,
@@ -132,7 +130,6 @@ class PretrainData(ResumableTraining, L.LightningDataModule):
             ood_val_files: a second validation text (local files), logged as ``val_ood/loss``.
             ood_val_blocks: at most this many blocks of ``ood_val_files`` (its first ones).
         """
-        check_arguments("data", option_types(PretrainData.__init__), locals())
         # One file may be given alone; it is recorded, and read, as a list of one.
         train_files, val_files, ood_val_files = (
             [files] if isinstance(files, str) else files for files in (train_files, val_files, ood_val_files)

@@ -1,7 +1,8 @@
 """A sweep told to stop by its scheduler (SIGTERM, as SLURM sends before it ends a job).
 
-The running stage gets SIGTERM in turn, saves its state after its step (``tiedemb.training.checkpoints.SaveOnPreemption``)
-and exits 143; the sweep records the cell as preempted and stops. A rerun resumes the cell.
+The running stage gets SIGTERM in turn, saves its state after its step
+(``tiedemb.training.checkpoints.SaveOnPreemption``) and exits 143; the sweep records the cell as
+preempted and stops. A rerun resumes the cell.
 """
 
 from __future__ import annotations

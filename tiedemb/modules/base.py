@@ -24,7 +24,7 @@ from tiedemb.nn.config import (
     ResidualInit,
     TransformerConfig,
 )
-from tiedemb.options import NonNegativeInt, PositiveFloat, PositiveInt, Rate, check_arguments, option_types
+from tiedemb.options import NonNegativeInt, PositiveFloat, PositiveInt, Rate
 
 if TYPE_CHECKING:
     from typing_extensions import Self
@@ -99,7 +99,6 @@ class TransformerModule(L.LightningModule):
             pad_token_id: Id of the padding token; the command line takes it from the data.
             _from_checkpoint: Built for a checkpoint's weights: its ``pretrained`` source (maybe gone) is not read.
         """
-        check_arguments("model", option_types(TransformerModule.__init__), locals())
         # The arguments of this call, read before any other local variable exists.
         settings = {name: value for name, value in locals().items() if name in TransformerConfig.field_names()}
         super().__init__()

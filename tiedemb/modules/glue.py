@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import Any, Literal
 
 import torch
 import torch.nn.functional as F
@@ -25,16 +25,14 @@ from tiedemb.modules.throughput import MatmulWeights
 from tiedemb.nn.classifier import SequenceClassifier
 from tiedemb.nn.config import ARCHITECTURE, TRAINING, TransformerConfig
 from tiedemb.options import (
-    Bounds,
+    AtLeastTwo,
     NonNegativeFloat,
     NonNegativeInt,
     PositiveFloat,
     Rate,
     UnitFraction,
     changed_from_default,
-    check_arguments,
     no_effect,
-    option_types,
     warn_no_effect,
 )
 from tiedemb.training.files import write_tsv
@@ -139,7 +137,7 @@ class GlueModule(TransformerModule):
     def __init__(
         self,
         *,
-        num_labels: Annotated[int, Bounds(2)] | None = None,
+        num_labels: AtLeastTwo | None = None,
         task: str | None = None,
         pretrained: str | None = None,
         reinit_embeddings: bool = False,
@@ -182,7 +180,6 @@ class GlueModule(TransformerModule):
             predictions_dir: where ``predict`` and ``test`` write TSV files; default the run's folder.
             write_test_predictions: ``test`` also writes each dev split's predictions with the gold label.
         """
-        check_arguments("model", option_types(GlueModule.__init__), locals())
         super().__init__(**kwargs)
         self.task_spec: GlueTask | None = TASKS[check_choice("model.task", task, TASKS)] if task is not None else None
         num_labels = self._resolve_num_labels(num_labels)

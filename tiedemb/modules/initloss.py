@@ -11,7 +11,6 @@ import torch
 from tiedemb.errors import UserError
 from tiedemb.nn import HEADS
 from tiedemb.nn.config import HEAD_ONLY_SETTINGS, TransformerConfig
-from tiedemb.options import PositiveInt, accepts, describe
 from tiedemb.theory import predict_for_config
 
 
@@ -48,8 +47,6 @@ def measure_initial_losses(
     unknown = sorted(set(heads or ()) - set(HEADS))
     if unknown:
         raise UserError(f"initloss --heads: unknown {', '.join(unknown)}; valid: {', '.join(HEADS)}")
-    if not accepts(PositiveInt, batches):  # 0 would read as "the validation data is empty"
-        raise UserError(f"initloss --batches must be {describe(PositiveInt)}, got {batches}")
     data = first_batches(datamodule, batches)  # masking is drawn once: every variant sees the same targets
     repeat_rate = getattr(datamodule, "repeat_rate", 0.0) or 0.0
     rows = []

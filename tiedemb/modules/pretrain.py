@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import math
-from typing import Annotated, Any, Literal
+from typing import Any, Literal
 
 import lightning as L
 import torch
@@ -18,16 +18,14 @@ from tiedemb.modules.throughput import MatmulWeights
 from tiedemb.nn import HEADS, LMOutput, Transformer, TransformerConfig
 from tiedemb.nn.config import HeadActivation, Objective, Shuffle
 from tiedemb.options import (
-    Bounds,
+    AtLeastTwo,
     NonNegativeFloat,
     NonNegativeInt,
     PositiveFloat,
     Rate,
     UnitFraction,
     changed_from_default,
-    check_arguments,
     no_effect,
-    option_types,
 )
 from tiedemb.theory import predict_for_config
 from tiedemb.training import metric_names
@@ -92,7 +90,7 @@ class PretrainModule(TransformerModule):
         head_activation: HeadActivation | None = None,
         head_norm: bool | None = None,
         shuffle: Shuffle = "half_swap",
-        shuffle_groups: Annotated[int, Bounds(2)] = 2,
+        shuffle_groups: AtLeastTwo = 2,
         embedding_scale: PositiveFloat | str = 1.0,
         output_scale: PositiveFloat | str = 1.0,
         embedding_init_std: PositiveFloat | None = None,
@@ -138,9 +136,6 @@ class PretrainModule(TransformerModule):
         """
         # The language model's settings of this call, read before any other local variable exists.
         language_model = {name: value for name, value in locals().items() if name in TransformerConfig.field_names()}
-        # model.head is checked by the head registry, which also knows heads registered after this class.
-        checked = {name: hint for name, hint in option_types(PretrainModule.__init__).items() if name != "head"}
-        check_arguments("model", checked, {name: value for name, value in locals().items() if name in checked})
         super().__init__(**kwargs)
         check_schedule(lr_decay, min_lr_ratio)
         model = {**self.transformer_settings, **language_model}

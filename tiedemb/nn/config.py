@@ -10,22 +10,21 @@ import dataclasses
 import math
 import typing
 from dataclasses import dataclass
-from typing import Annotated, Any, Literal
+from typing import Any, Literal
 
 from tiedemb.errors import UserError
 from tiedemb.options import (
-    Bounds,
+    AtLeastTwo,
     NonNegativeInt,
     PositiveFloat,
     PositiveInt,
     Rate,
     changed_from_default,
-    check_arguments,
     no_effect,
     warn_no_effect,
 )
 
-# The names a setting may take: the parser, ``--help`` and ``tiedemb.options.check_arguments`` read them.
+# The names a setting may take: the parser and ``--help`` read them.
 Objective = Literal["mlm", "clm"]
 Position = Literal["learned", "rope", "none"]
 Norm = Literal["layernorm", "rmsnorm"]
@@ -108,7 +107,7 @@ class TransformerConfig:
     head_activation: HeadActivation = setting("none", part=LANGUAGE_MODEL)
     head_norm: bool = setting(False, part=LANGUAGE_MODEL)
     shuffle: Shuffle = setting("half_swap", part=LANGUAGE_MODEL)
-    shuffle_groups: Annotated[int, Bounds(2)] = setting(2, part=LANGUAGE_MODEL)
+    shuffle_groups: AtLeastTwo = setting(2, part=LANGUAGE_MODEL)
     # The wider field's remedies: a number or a keyword of the width d it applies to (resolve_scale).
     embedding_scale: PositiveFloat | str = setting(1.0, part=LANGUAGE_MODEL)
     output_scale: PositiveFloat | str = setting(1.0, part=LANGUAGE_MODEL)
@@ -118,10 +117,6 @@ class TransformerConfig:
     def __post_init__(self) -> None:
         if self.embedding_dim is None:
             self.embedding_dim = self.hidden_size
-        # Types and bounds first (each field's annotation), then what fields require of each other.
-        check_arguments(
-            "model", typing.get_type_hints(TransformerConfig, include_extras=True), dataclasses.asdict(self)
-        )
         if self.embedding_dim > self.hidden_size:
             raise UserError(
                 f"model.embedding_dim must be in 1..hidden_size ({self.hidden_size}), got {self.embedding_dim}"
