@@ -107,7 +107,7 @@ MINUTES: list[tuple[str, str]] = [
     (r"^python \S*main\.py validate .*--model\.hidden_size=768", "the initial-loss loop: five runs on real text"),
 ]
 
-#: Appended to a pretraining command (``fit``/``validate``/``test``/``predict``/``initloss`` with no
+#: Appended to a pretraining command (``fit``/``validate``/``test``/``predict`` with no
 #: GLUE config): the tiny scale overlay, last so it wins, then fewer steps and batches. tiny.yaml
 #: validates every 3 steps, so a 3-step fit still validates once.
 SHRINK_PRETRAIN = [
@@ -146,7 +146,7 @@ SHRINK_SWEEP_PRETRAIN_STUDY = {"trainer.val_check_interval": 3, "trainer.check_v
 #: matches, the re-initialised route's full width is the last); any later axis keeps its first
 #: value (a study still compares two settings, at half the cells per extra axis).
 SEED_AXIS = "seed_everything"
-RUN_SUBCOMMANDS = {"fit", "validate", "test", "predict", "initloss"}
+RUN_SUBCOMMANDS = {"fit", "validate", "test", "predict"}
 
 
 # --------------------------------------------------------------------------- extraction
