@@ -8,6 +8,7 @@ import json
 import os
 import sys
 import warnings
+from importlib.util import find_spec
 from operator import attrgetter
 from pathlib import Path
 from typing import Any
@@ -337,6 +338,11 @@ class TiedembCLI(LightningCLI):
         for group in ("model", "data"):
             if config.get(group):
                 refuse_null(group, config[group])
+        # jsonargparse would bury Lightning's own message under a report on every type the option takes
+        if "deepspeed" in str(config.get("trainer", {}).get("strategy")).lower() and not find_spec("deepspeed"):
+            raise UserError(
+                "trainer.strategy is DeepSpeed, but the deepspeed package is not installed (pip install deepspeed)"
+            )
 
     def instantiate_trainer(self, **kwargs: Any) -> L.Trainer:
         """The Trainer, built once with the run's folder, loggers, plugins and the monitors that need a logger."""

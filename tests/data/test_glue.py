@@ -211,16 +211,6 @@ def test_unknown_task_lists_the_valid_ones(tiny_tokenizer_dir: Path) -> None:
         GlueData("sts", str(tiny_tokenizer_dir))
 
 
-@pytest.mark.parametrize(
-    "parameter, value, least", [("max_length", 4, 8), ("batch_size", 0, 1), ("max_train_samples", 0, 1)]
-)
-def test_too_small_settings_name_the_parameter(
-    tiny_tokenizer_dir: Path, parameter: str, value: int, least: int
-) -> None:
-    with raises_user_error(f"data.{parameter} must be an integer >= {least}", f"got {value}"):
-        GlueData("mrpc", str(tiny_tokenizer_dir), data_dir="/unused", **{parameter: value})
-
-
 def test_missing_data_dir_names_the_path(tmp_path: Path, tiny_tokenizer_dir: Path) -> None:
     with raises_user_error(str(tmp_path / "nowhere")):
         GlueData("mrpc", str(tiny_tokenizer_dir), data_dir=str(tmp_path / "nowhere"))

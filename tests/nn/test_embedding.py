@@ -9,7 +9,6 @@ import pytest
 import torch
 import yaml
 
-from tiedemb.errors import UserError
 from tiedemb.nn import Transformer, TransformerConfig
 from tiedemb.theory import predict_for_config
 
@@ -35,8 +34,6 @@ def test_projection_at_full_width_only_when_asked():
     assert torch.equal(always.head.down.weight, always.embedding.projection.weight.T)
     narrow = Transformer(TransformerConfig(**SMALL, embedding_dim=16))
     assert narrow.embedding.projection.weight.shape == (64, 16)
-    with pytest.raises(UserError, match="model.embedding_projection"):
-        TransformerConfig(**SMALL, embedding_projection="sometimes")
 
 
 def width_study_settings() -> dict:
