@@ -97,15 +97,6 @@ def wandb_mode() -> str | None:
     return None
 
 
-def choose_wandb_mode() -> str | None:
-    """Set ``WANDB_MODE=offline`` where a ``wandb.init`` run (the report's) cannot go online; the mode set."""
-    mode = wandb_mode()
-    if mode is not None:
-        os.environ["WANDB_MODE"] = mode
-        os.environ.setdefault("WANDB_SILENT", "true")  # nothing to link to: keep the log quiet
-    return mode
-
-
 def make_wandb_folders(loggers: Sequence[Any]) -> None:
     """Make each W&B logger's save folder before its run starts (W&B warns when it is missing)."""
     from lightning.pytorch.loggers import WandbLogger
